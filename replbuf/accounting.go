@@ -1,0 +1,56 @@
+package replbuf
+
+// Usage is a stream's memory, counted as Redis 7 counts its replication buffer
+// (INFO memory), with every block at the usable size of its allocations.
+type Usage struct {
+	// Blocks is the number of blocks the stream holds.
+	Blocks int64
+	// Total is mem_total_replication_buffers: Blocks × BlockFootprint.
+	Total int64
+	// Index is the allocation of the block index (Redis adds its rax index to
+	// the backlog figure; so does Backlog below).
+	Index int64
+	// Backlog is mem_replication_backlog: repl-backlog-size when replicas hold
+	// more than that, else everything (plus Index).
+	Backlog int64
+	// Replicas is mem_clients_slaves: what replicas pin beyond the backlog
+	// size, zero when no cursor is attached.
+	Replicas int64
+	// NotCountedForEvict is Redis's freeMemoryGetNotCountedMemory for the
+	// replication buffer: everything beyond the backlog size and its blocks'
+	// overhead. Memory that only replicas hold never counts toward maxmemory.
+	NotCountedForEvict int64
+	// Cursors is the number of cursors of the current generation, attached or
+	// waiting to start.
+	Cursors int
+}
+
+// Allocated is the stream's whole heap footprint: blocks and index.
+func (u Usage) Allocated() int64 { return u.Total + u.Index }
+
+// Usage returns the stream's memory figures. Safe for concurrent use; O(1).
+func (s *Stream) Usage() Usage {
+	s.mu.Lock()
+	blocks := int64(s.mu.blocks.len())
+	index := s.mu.blocks.bytes()
+	cursors := s.mu.attached + len(s.mu.pending)
+	s.mu.Unlock()
+	return usageOf(blocks, index, cursors, s.backlogSize.Load())
+}
+
+// usageOf applies Redis 7's formulas (src/object.c getMemoryOverheadData and
+// src/evict.c freeMemoryGetNotCountedMemory) with our block footprint.
+func usageOf(blocks, index int64, cursors int, backlogSize int64) Usage {
+	u := Usage{Blocks: blocks, Total: blocks * BlockFootprint, Index: index, Cursors: cursors}
+	if cursors > 0 && u.Total > backlogSize {
+		u.Replicas = u.Total - backlogSize
+		u.Backlog = backlogSize + index
+	} else {
+		u.Backlog = u.Total + index
+	}
+	if u.Total > backlogSize {
+		counted := backlogSize + (backlogSize/BlockSize+1)*BlockOverhead
+		u.NotCountedForEvict = max(0, u.Total-counted)
+	}
+	return u
+}

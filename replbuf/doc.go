@@ -1,0 +1,79 @@
+// Package replbuf holds a replication stream once, in fixed 16 KiB blocks, and
+// lets any number of readers send it from those blocks without copying.
+//
+// # The stream
+//
+// A Stream is the byte stream a primary sends its replicas after a full or
+// partial sync, addressed by Redis's replication offsets: NewStream(X, cfg)
+// starts a stream whose first byte is offset X+1 (the X of
+// "+FULLRESYNC <replid> X"), and Offset reports the last byte held (Redis's
+// master_repl_offset). Its rules:
+//
+//   - Blocks. Every block's payload is exactly BlockSize (16384) bytes, a Go
+//     size class, allocated whole and reused through a bounded free list (a
+//     Pool). New bytes fill the tail's free space before a block is started, so
+//     every block but the tail is full and the block holding an offset is found
+//     by arithmetic, never by walking a list.
+//   - One producer. Only one goroutine adds bytes: ReadOnce reads an io.Reader
+//     (the upstream socket) straight into the tail's free space and then
+//     publishes the new fill level atomically; readers never look past a
+//     published level. The receive path copies nothing. ReadOnce, ReadFrom,
+//     Append, Reset and Close are the producer's methods.
+//   - Cursors. A Cursor is one replica's position. Pending hands out the next
+//     bytes as slices of the shared blocks in the cursor's own net.Buffers (at
+//     most 1024 slices and MaxBatchBytes), which the replica's goroutine writes
+//     with writev; Advance moves on by what the write took. Wait blocks until
+//     there is more, woken by the producer; nothing polls. A cursor may attach
+//     at any offset from the first byte held to one past the end, or further
+//     ahead, where it pins nothing until the stream reaches it.
+//   - References. A cursor holds one reference, on the block its next byte is
+//     in; moving on, it takes the next block's reference before dropping the
+//     old one. Blocks are released from the head only, and only while the head
+//     is not the tail, no cursor references it, and the history without it is
+//     still longer than the backlog size (repl-backlog-size). A slow cursor so
+//     pins older blocks; that excess is replica memory, not backlog.
+//   - Generations. Reset starts a new stream (an upstream full resync): every
+//     open cursor fails with ErrReset.
+//   - Memory. Every block is counted at the usable size of its allocations
+//     (BlockFootprint = payload + node), and Usage reports Redis 7's figures:
+//     mem_total_replication_buffers, the backlog part, the part held only for
+//     replicas, mem_not_counted_for_evict. A cursor's OutputBufferSize is
+//     Redis's replica output-buffer figure, in O(1).
+//
+// A Snapshot is an RDB payload held in the same blocks with its (replid,
+// offset), read through the same cursors, including while it still arrives.
+//
+// # Concurrency
+//
+// Block bytes are guarded by publication, not by a lock: the producer writes
+// only above a block's published level and readers read only below it. Each
+// Stream has one mutex for its block index and cursor lists; the producer
+// takes it only to start a block, place cursors waiting ahead, or wake
+// waiters, and cursors take it to attach, wait, close, or release a block.
+// Lock order: Stream.mu, then Pool.mu. Nothing in this package calls back into
+// its users, and nothing logs.
+//
+// NB: the race detector cannot see the kernel reading block bytes during
+// writev, so the tests also drain cursors with plain memory reads.
+//
+// # Example
+//
+//	s := replbuf.NewStream(x, &replbuf.Config{BacklogSize: 1 << 20})
+//	go func() { // the upstream reader
+//		for {
+//			if _, err := s.ReadOnce(conn); err != nil {
+//				return
+//			}
+//		}
+//	}()
+//	c, _ := s.Attach(x + 1) // a replica's writer
+//	defer c.Close()
+//	for {
+//		if _, err := c.Send(replicaConn); err != nil {
+//			return err
+//		}
+//		if err := c.Wait(ctx); err != nil {
+//			return err
+//		}
+//	}
+package replbuf

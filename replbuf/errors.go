@@ -1,0 +1,34 @@
+package replbuf
+
+import "errors"
+
+var (
+	// ErrOffsetOutOfRange is returned by Attach for an offset older than the
+	// first byte the stream still holds.
+	ErrOffsetOutOfRange = errors.New("replbuf: offset not in backlog")
+
+	// ErrReset is returned to a cursor whose stream started a new generation
+	// (Stream.Reset) after the cursor was attached.
+	ErrReset = errors.New("replbuf: stream reset to a new generation")
+
+	// ErrReleased is returned to a cursor whose stream or snapshot was released.
+	ErrReleased = errors.New("replbuf: stream released")
+
+	// ErrClosed is returned when bytes are added to a closed stream, or a cursor
+	// is attached to one.
+	ErrClosed = errors.New("replbuf: stream closed")
+
+	// ErrCursorClosed is returned by a cursor used after Close.
+	ErrCursorClosed = errors.New("replbuf: cursor closed")
+
+	// ErrAdvance is returned by Cursor.Advance for a count larger than the batch
+	// last handed out by Cursor.Pending.
+	ErrAdvance = errors.New("replbuf: advance beyond the pending batch")
+
+	// ErrChecksum is returned when a snapshot's RDB CRC64 trailer does not
+	// match its bytes.
+	ErrChecksum = errors.New("replbuf: snapshot checksum mismatch")
+
+	// ErrShortRead is returned when a reader claims more bytes than it was given room for.
+	ErrShortRead = errors.New("replbuf: reader returned an invalid count")
+)

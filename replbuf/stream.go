@@ -1,0 +1,366 @@
+package replbuf
+
+import (
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultBacklogSize is Redis's default repl-backlog-size: 1 MiB.
+const DefaultBacklogSize = 1 << 20
+
+// DefaultMaxBatchBytes bounds one writev of a cursor: about 1 MiB.
+const DefaultMaxBatchBytes = 1 << 20
+
+// maxIOV is Linux's IOV_MAX: the most slices one writev takes.
+const maxIOV = 1024
+
+// Config configures a Stream. The zero value is usable: every zero field means
+// its default.
+type Config struct {
+	// BacklogSize is repl-backlog-size: how many bytes of history are kept for
+	// partial resynchronisation when no cursor needs them. Zero means
+	// DefaultBacklogSize; negative means keep everything (snapshots).
+	BacklogSize int64
+
+	// MaxBatchBytes bounds the bytes a cursor hands out per batch (one writev).
+	// Zero means DefaultMaxBatchBytes.
+	MaxBatchBytes int
+
+	// Pool supplies the blocks. Nil means a private NewPool(0).
+	Pool *Pool
+}
+
+// A Stream is one replication stream held once in 16 KiB blocks and read by any
+// number of cursors. See the package documentation for its rules.
+type Stream struct {
+	pool     *Pool
+	maxBatch int
+
+	backlogSize atomic.Int64          // repl-backlog-size; math.MaxInt64 keeps everything
+	tail        atomic.Pointer[block] // the block being filled; producer-only writes
+	end         atomic.Int64          // offset of the last published byte; producer-only writes
+	gen         atomic.Uint64         // generation; written under mu by the producer
+	closed      atomic.Pointer[closeState] // non-nil once no more bytes come in this generation
+
+	npending atomic.Int32 // len(mu.pending), read without the lock by the producer
+	nwaiters atomic.Int32 // len(mu.waiters), read without the lock by the producer
+
+	// mu guards the index and the cursor lists. The producer takes it when it
+	// starts a block and when it has cursors to place or wake; cursors take it
+	// to attach, to wait, to close, and when they release a block.
+	// Lock order: Stream.mu, then Pool.mu.
+	mu struct {
+		sync.Mutex
+		blocks   ring      // every block from the backlog's head to the tail
+		pending  []*Cursor // cursors attached beyond the end, not yet placed
+		waiters  []*Cursor // cursors blocked in Wait
+		attached int       // cursors of this generation holding a block ref
+	}
+}
+
+// closeState says how a stream ended: err nil means cursors drain and then
+// see io.EOF; otherwise they fail with err at once.
+type closeState struct{ err error }
+
+// NewStream returns a stream whose next byte has offset start+1: start is the X
+// of "+FULLRESYNC <replid> X". A nil cfg means the defaults.
+func NewStream(start int64, cfg *Config) *Stream {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Pool == nil {
+		c.Pool = NewPool(0)
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	s := &Stream{pool: c.Pool, maxBatch: c.MaxBatchBytes}
+	s.SetBacklogSize(c.BacklogSize)
+	s.startLocked(start)
+	return s
+}
+
+// startLocked begins a generation whose first byte is start+1, with one empty
+// block. REQUIRES: mu held, or the stream not yet shared.
+func (s *Stream) startLocked(start int64) {
+	b := s.pool.get()
+	b.start = start + 1
+	b.id = 0
+	s.mu.blocks.push(b)
+	s.tail.Store(b)
+	s.end.Store(start)
+}
+
+// SetBacklogSize changes repl-backlog-size (0: the default; negative: keep
+// everything) and trims at once if the backlog shrank. Safe for concurrent use.
+func (s *Stream) SetBacklogSize(n int64) {
+	switch {
+	case n == 0:
+		n = DefaultBacklogSize
+	case n < 0:
+		n = math.MaxInt64
+	}
+	s.backlogSize.Store(n)
+	s.trim()
+}
+
+// BacklogSize returns repl-backlog-size as set (math.MaxInt64 for "everything").
+func (s *Stream) BacklogSize() int64 { return s.backlogSize.Load() }
+
+// ReadOnce does one Read from r straight into the free space of the tail block
+// (starting a new block first if the tail is full), publishes what arrived and
+// wakes waiting cursors. It returns the new bytes and Read's error.
+//
+// The returned slice aliases the shared block: the producer may scan it but must
+// not modify it, and it is valid only until the next call that adds bytes or
+// resets the stream. ReadOnce, ReadFrom, Append, Reset and Close are the
+// producer's methods: they must not be called concurrently with each other.
+func (s *Stream) ReadOnce(r io.Reader) ([]byte, error) {
+	if s.closed.Load() != nil {
+		return nil, ErrClosed
+	}
+	t := s.tail.Load()
+	used := int(t.used.Load())
+	if used == BlockSize {
+		t, used = s.grow(t), 0
+	}
+	n, err := r.Read(t.buf[used:])
+	if n < 0 || n > BlockSize-used {
+		return nil, ErrShortRead
+	}
+	if n > 0 {
+		s.publish(t, used+n, n)
+	}
+	return t.buf[used : used+n : used+n], err
+}
+
+// ReadFrom reads r until EOF or an error, like io.ReaderFrom: every read goes
+// straight into the blocks. It returns the bytes added and any error but EOF.
+func (s *Stream) ReadFrom(r io.Reader) (int64, error) {
+	var total int64
+	for {
+		p, err := s.ReadOnce(r)
+		total += int64(len(p))
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Append copies p into the stream. It is for tests and for payloads that
+// arrive already in memory; the receive path uses ReadOnce.
+func (s *Stream) Append(p []byte) error {
+	if s.closed.Load() != nil {
+		return ErrClosed
+	}
+	for len(p) > 0 {
+		t := s.tail.Load()
+		used := int(t.used.Load())
+		if used == BlockSize {
+			t, used = s.grow(t), 0
+		}
+		n := copy(t.buf[used:], p)
+		p = p[n:]
+		s.publish(t, used+n, n)
+	}
+	return nil
+}
+
+// grow links a fresh block after the full tail t and returns it.
+func (s *Stream) grow(t *block) *block {
+	b := s.pool.get()
+	b.start = t.start + BlockSize
+	b.id = t.id + 1
+	s.mu.Lock()
+	s.mu.blocks.push(b)
+	t.next.Store(b) // before any byte of b is published
+	s.tail.Store(b)
+	s.trimLocked()
+	s.mu.Unlock()
+	return b
+}
+
+// publish makes t's bytes up to used visible and wakes whoever waits for them.
+func (s *Stream) publish(t *block, used, n int) {
+	t.used.Store(int64(used))
+	end := s.end.Add(int64(n))
+	// The cursor side registers (npending/nwaiters) and then re-checks the
+	// published level; we publish and then check the counts. Both are
+	// sequentially consistent atomics, so one of the two sees the other.
+	if s.npending.Load() > 0 {
+		s.placePending(end)
+	}
+	if s.nwaiters.Load() > 0 {
+		s.wake()
+	}
+}
+
+// placePending gives a block ref to every pending cursor that the stream has
+// reached. It runs on the producer, before the next trim, so no byte a pending
+// cursor needs can be trimmed before the cursor holds it.
+func (s *Stream) placePending(end int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.mu.pending[:0]
+	for _, c := range s.mu.pending {
+		off := c.off.Load()
+		if off > end+1 {
+			kept = append(kept, c)
+			continue
+		}
+		b := s.locateLocked(off)
+		b.refs.Add(1)
+		c.cur.Store(b)
+		s.mu.attached++
+	}
+	clear(s.mu.pending[len(kept):])
+	s.mu.pending = kept
+	s.npending.Store(int32(len(kept)))
+}
+
+// wake releases every cursor blocked in Wait.
+func (s *Stream) wake() {
+	s.mu.Lock()
+	s.wakeLocked()
+	s.mu.Unlock()
+}
+
+func (s *Stream) wakeLocked() {
+	for _, c := range s.mu.waiters {
+		c.waiting = false
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	clear(s.mu.waiters)
+	s.mu.waiters = s.mu.waiters[:0]
+	s.nwaiters.Store(0)
+}
+
+// locateLocked returns the block holding offset off, which must lie in
+// [first byte, end+1]. Every block but the tail is full, so this is
+// arithmetic. For off == end+1 with a full tail it is the tail itself (a
+// cursor there sits at its end until the next block exists).
+// REQUIRES: mu held.
+func (s *Stream) locateLocked(off int64) *block {
+	i := int((off - s.mu.blocks.front().start) / BlockSize)
+	if i == s.mu.blocks.len() {
+		i--
+	}
+	return s.mu.blocks.at(i)
+}
+
+// trim releases blocks from the head that neither the backlog nor any cursor
+// needs. Safe for concurrent use.
+func (s *Stream) trim() {
+	s.mu.Lock()
+	s.trimLocked()
+	s.mu.Unlock()
+}
+
+// trimLocked is Redis's incrementalTrimReplicationBacklog: drop the head while
+// it is not the tail, no cursor's next byte is in it, and the history without
+// it would still exceed the backlog size.
+// REQUIRES: mu held.
+func (s *Stream) trimLocked() {
+	backlog := s.backlogSize.Load()
+	for s.mu.blocks.len() > 1 {
+		h := s.mu.blocks.front()
+		if h.refs.Load() != 0 {
+			return
+		}
+		histlen := s.end.Load() + 1 - h.start
+		if histlen-BlockSize <= backlog {
+			return
+		}
+		s.mu.blocks.pop()
+		s.pool.put(h)
+	}
+}
+
+// Reset starts a new generation whose next byte has offset start+1 (a new
+// "+FULLRESYNC <replid> start"). Every cursor attached before fails from now on
+// with ErrReset. The old blocks go back to the pool when no cursor is attached;
+// otherwise they are left to the garbage collector, since a cursor may be in the
+// middle of a write from them.
+func (s *Stream) Reset(start int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen.Add(1)
+	s.dropBlocksLocked()
+	clear(s.mu.pending)
+	s.mu.pending = s.mu.pending[:0]
+	s.npending.Store(0)
+	s.mu.attached = 0
+	s.startLocked(start)
+	s.closed.Store(nil)
+	s.wakeLocked()
+}
+
+// dropBlocksLocked empties the index. REQUIRES: mu held.
+func (s *Stream) dropBlocksLocked() {
+	if s.mu.attached == 0 {
+		s.mu.blocks.drain(s.pool.put)
+		return
+	}
+	s.mu.blocks.drain(func(*block) {})
+}
+
+// Close ends the stream. With a nil err, cursors first receive every byte
+// published before Close and then io.EOF; with a non-nil err they fail with it
+// at once. No bytes can be added afterwards. Close is a producer method.
+func (s *Stream) Close(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() != nil {
+		return
+	}
+	s.closed.Store(&closeState{err: err})
+	s.wakeLocked()
+}
+
+// Release closes the stream and gives its blocks back (to the pool when no
+// cursor is attached, else to the garbage collector). Cursors fail with
+// ErrReleased. Safe to call more than once.
+func (s *Stream) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.blocks.len() == 0 {
+		return
+	}
+	s.gen.Add(1)
+	s.dropBlocksLocked()
+	s.mu.attached = 0
+	s.mu.pending = nil
+	s.npending.Store(0)
+	s.closed.Store(&closeState{err: ErrReleased})
+	s.wakeLocked()
+	s.tail.Store(nil)
+}
+
+// Offset returns the offset of the last byte published: Redis's
+// master_repl_offset. Safe for concurrent use.
+func (s *Stream) Offset() int64 { return s.end.Load() }
+
+// Generation counts Resets (and Release). Safe for concurrent use.
+func (s *Stream) Generation() uint64 { return s.gen.Load() }
+
+// Backlog returns the offset of the first byte still held (Redis's
+// repl_backlog_first_byte_offset) and the number of bytes held from there to
+// the end (repl_backlog_histlen). Safe for concurrent use.
+func (s *Stream) Backlog() (first, histlen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.blocks.len() == 0 {
+		return 0, 0
+	}
+	first = s.mu.blocks.front().start
+	return first, s.end.Load() + 1 - first
+}

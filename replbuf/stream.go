@@ -38,10 +38,10 @@ type Stream struct {
 	pool     *Pool
 	maxBatch int
 
-	backlogSize atomic.Int64          // repl-backlog-size; math.MaxInt64 keeps everything
-	tail        atomic.Pointer[block] // the block being filled; producer-only writes
-	end         atomic.Int64          // offset of the last published byte; producer-only writes
-	gen         atomic.Uint64         // generation; written under mu by the producer
+	backlogSize atomic.Int64               // repl-backlog-size; math.MaxInt64 keeps everything
+	tail        atomic.Pointer[block]      // the block being filled; producer-only writes
+	end         atomic.Int64               // offset of the last published byte; producer-only writes
+	gen         atomic.Uint64              // generation; written under mu by the producer
 	closed      atomic.Pointer[closeState] // non-nil once no more bytes come in this generation
 
 	npending atomic.Int32 // len(mu.pending), read without the lock by the producer

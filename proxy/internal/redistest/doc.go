@@ -1,0 +1,33 @@
+// Package redistest runs real redis-server processes for integration tests and talks
+// to them (and to the proxy, which speaks RESP too).
+//
+// Rules the package enforces:
+//
+//   - Servers listen on 127.0.0.1 only, on a port picked free by [FreePort].
+//   - Every process a test starts is stopped by that test through t.Cleanup, also when
+//     the test fails or calls t.FailNow. A paused server is resumed before it is stopped.
+//     On Linux each server also gets SIGKILL if the test binary dies without running its
+//     cleanups (a -timeout panic, a signal), so no server outlives the test binary.
+//   - Servers run with --enable-debug-command yes, so [Client.Digest] works.
+//   - When redis-server or redis-cli is missing, [Require] skips the test, except under
+//     CI (env CI=true), where it fails it: CI must never silently skip integration tests.
+//   - Harness log lines go to t.Log. There is no package-level mutable state.
+//
+// Every function takes a testing.TB and calls t.Helper(). [Server] and [Client] are not
+// safe for concurrent use; call their methods from the goroutine running the test that
+// created them, because failures call t.Fatal.
+//
+// Example:
+//
+//	primary := redistest.StartServer(t, "--repl-diskless-sync-delay", "0")
+//	replica := redistest.StartServer(t)
+//	pc := redistest.Dial(t, primary.Addr())
+//	rc := redistest.Dial(t, replica.Addr())
+//	rc.MustDo(t, "REPLICAOF", "127.0.0.1", primary.Port())
+//	pc.MustDo(t, "SET", "k", "v")
+//	redistest.WaitSynced(t, pc, rc)
+//
+// NB: Redis 7.0 defaults to diskless full sync with repl-diskless-sync-delay 5, so a
+// first full sync takes five seconds unless a test passes "--repl-diskless-sync-delay",
+// "0" or "--repl-diskless-sync", "no" to the primary.
+package redistest

@@ -1,0 +1,71 @@
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Require checks that redis-server and redis-cli are on PATH and returns their paths.
+// When one is missing it skips the test, or fails it when the environment variable CI
+// is true (as GitHub Actions, GitLab CI and most others set it): CI must never skip.
+func Require(t testing.TB) (server, cli string) {
+	t.Helper()
+	paths := requireBinaries(t, "redis-server", "redis-cli")
+	return paths[0], paths[1]
+}
+
+// requireBinaries is [Require] for any list of programs.
+func requireBinaries(t testing.TB, names ...string) []string {
+	t.Helper()
+	d := findBinaries(os.Getenv, exec.LookPath, names...)
+	switch {
+	case d.missing == nil:
+		return d.paths
+	case d.mustFail:
+		t.Fatalf("redistest: %s not found in PATH and CI=%q: integration tests must not be skipped in CI (install redis-server and redis-tools, or run `make redis`)",
+			strings.Join(d.missing, ", "), os.Getenv("CI"))
+	default:
+		t.Skipf("redistest: skipping: %s not found in PATH (install redis-server and redis-tools, or run `make redis`; with CI=true this is a failure)",
+			strings.Join(d.missing, ", "))
+	}
+	return nil // unreachable: Fatalf and Skipf stop the test
+}
+
+// binaryDecision is the outcome of [findBinaries].
+type binaryDecision struct {
+	paths    []string // one per name, "" for a missing one
+	missing  []string // names not found; nil when all were found
+	mustFail bool     // a missing binary fails the test instead of skipping it
+}
+
+// findBinaries looks each name up with lookPath and decides, from getenv("CI"), whether
+// a missing one fails or skips the test. It takes both functions so that the decision
+// can be tested without uninstalling Redis.
+func findBinaries(getenv func(string) string, lookPath func(string) (string, error), names ...string) binaryDecision {
+	d := binaryDecision{paths: make([]string, len(names))}
+	for i, name := range names {
+		p, err := lookPath(name)
+		if err != nil {
+			d.missing = append(d.missing, name)
+			continue
+		}
+		d.paths[i] = p
+	}
+	d.mustFail = d.missing != nil && isCI(getenv)
+	return d
+}
+
+// isCI reports whether CI is set to a true value ("true", "1", "TRUE", ...).
+func isCI(getenv func(string) string) bool {
+	ci, err := strconv.ParseBool(strings.TrimSpace(getenv("CI")))
+	return err == nil && ci
+}
+
+// String describes d for test failure messages.
+func (d binaryDecision) String() string {
+	return fmt.Sprintf("paths=%q missing=%q mustFail=%v", d.paths, d.missing, d.mustFail)
+}

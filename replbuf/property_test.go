@@ -1,0 +1,234 @@
+package replbuf
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// chunkReader returns its bytes in reads of the given sizes (or less, when the
+// buffer it is handed is smaller), like a socket.
+type chunkReader struct {
+	data  []byte
+	sizes []int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.data)
+	if len(r.sizes) > 0 {
+		n = min(n, r.sizes[0])
+		r.sizes = r.sizes[1:]
+	}
+	n = copy(p, r.data[:n])
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// model is the trivial reference: every byte of the generation in one slice.
+type model struct {
+	start int64  // offset before the first byte
+	bytes []byte // bytes start+1 ...
+}
+
+func (m *model) end() int64 { return m.start + int64(len(m.bytes)) }
+
+func (m *model) at(off int64, n int) []byte {
+	i := off - m.start - 1
+	return m.bytes[i : i+int64(n)]
+}
+
+type modelCursor struct {
+	c   *Cursor
+	off int64
+}
+
+// TestStreamAgainstModel drives a stream with random reads (1..40000 bytes),
+// random cursor progress (partial writes included), random attach offsets,
+// backlog changes, closes and resets, and after every step checks it against
+// the reference: every byte out equals the byte in at that offset, non-tail
+// blocks are full, refs equal the cursors on each block, accounting matches
+// the blocks, and the history never falls below the backlog size.
+func TestStreamAgainstModel(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6}
+	steps := 2500
+	if testing.Short() {
+		seeds, steps = seeds[:2], 1000
+	}
+	for _, seed := range seeds {
+		runModel(t, seed, rand.New(rand.NewPCG(seed, 99)), steps)
+	}
+}
+
+// choices is where the model run takes its decisions from: a PRNG, or the
+// fuzzer's bytes.
+type choices interface {
+	IntN(n int) int
+}
+
+// fuzzChoices turns fuzz input into decisions; when it runs out, every
+// decision is 0.
+type fuzzChoices struct{ data []byte }
+
+func (f *fuzzChoices) IntN(n int) int {
+	if n <= 1 || len(f.data) == 0 {
+		return 0
+	}
+	var v int
+	for range 3 {
+		if len(f.data) == 0 {
+			break
+		}
+		v = v<<8 | int(f.data[0])
+		f.data = f.data[1:]
+	}
+	return v % n
+}
+
+func runModel(t *testing.T, seed uint64, rng choices, steps int) {
+	pool := NewPool(32)
+	pool.poison = true // a read from a released block shows up as a mismatch
+	backlog := int64(1 + rng.IntN(6*BlockSize))
+	m := &model{start: int64(rng.IntN(1 << 20))}
+	s := NewStream(m.start, &Config{BacklogSize: backlog, MaxBatchBytes: 1 + rng.IntN(5*BlockSize), Pool: pool})
+	var cursors []*modelCursor
+	produced := int64(0)
+
+	prevFirst, _ := s.Backlog()
+	check := func(step int, what string) {
+		t.Helper()
+		live := make([]*Cursor, 0, len(cursors))
+		for _, mc := range cursors {
+			live = append(live, mc.c)
+		}
+		checkInvariants(t, s, live...)
+		first, hist := s.Backlog()
+		if s.Offset() != m.end() {
+			t.Fatalf("seed %d step %d (%s): offset %d, model %d", seed, step, what, s.Offset(), m.end())
+		}
+		// Trimming never takes the history below the backlog size, and
+		// with no cursor pinning it, keeps no more than the backlog, the
+		// block being filled and one more.
+		if first > prevFirst && hist <= backlog {
+			t.Fatalf("seed %d step %d (%s): trimmed to histlen %d, backlog %d", seed, step, what, hist, backlog)
+		}
+		if len(cursors) == 0 && hist > backlog+2*BlockSize {
+			t.Fatalf("seed %d step %d (%s): histlen %d with no cursor, backlog %d", seed, step, what, hist, backlog)
+		}
+		prevFirst = first
+		for _, mc := range cursors {
+			if mc.off <= m.end()+1 && mc.off < first {
+				t.Fatalf("seed %d step %d (%s): cursor at %d but backlog starts at %d", seed, step, what, mc.off, first)
+			}
+		}
+	}
+
+	for step := range steps {
+		switch op := rng.IntN(100); {
+		case op < 40: // the producer reads a burst
+			n := 1 + rng.IntN(40000)
+			data := pattern(m.end()+1, n)
+			r := &chunkReader{data: data}
+			for range 4 {
+				r.sizes = append(r.sizes, 1+rng.IntN(40000))
+			}
+			for {
+				p, err := s.ReadOnce(r)
+				if !bytes.Equal(p, data[:len(p)]) {
+					t.Fatalf("seed %d step %d: ReadOnce returned other bytes", seed, step)
+				}
+				data = data[len(p):]
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.bytes = append(m.bytes, pattern(m.end()+1, n)...)
+			produced += int64(n)
+			check(step, "read")
+		case op < 75 && len(cursors) > 0: // a cursor writes part of its batch
+			mc := cursors[rng.IntN(len(cursors))]
+			bufs, err := mc.c.Pending()
+			if err != nil {
+				t.Fatalf("seed %d step %d: pending: %v", seed, step, err)
+			}
+			total := 0
+			for _, b := range *bufs {
+				if want := m.at(mc.off+int64(total), len(b)); !bytes.Equal(b, want) {
+					t.Fatalf("seed %d step %d: cursor at %d got wrong bytes", seed, step, mc.off)
+				}
+				total += len(b)
+			}
+			if avail := m.end() + 1 - mc.off; avail > 0 && total == 0 {
+				t.Fatalf("seed %d step %d: cursor at %d has %d bytes to send but got none", seed, step, mc.off, avail)
+			}
+			n := int64(0)
+			if total > 0 {
+				n = int64(rng.IntN(total + 1))
+				if rng.IntN(3) == 0 {
+					n = int64(total)
+				}
+			}
+			if err := mc.c.Advance(n); err != nil {
+				t.Fatal(err)
+			}
+			mc.off += n
+			if mc.c.Offset() != mc.off {
+				t.Fatalf("seed %d step %d: cursor offset %d, model %d", seed, step, mc.c.Offset(), mc.off)
+			}
+			check(step, "advance")
+		case op < 85: // a replica attaches somewhere
+			first, _ := s.Backlog()
+			off := first - 20 + int64(rng.IntN(int(m.end()+60-first)))
+			c, err := s.Attach(off)
+			switch {
+			case off < first:
+				if !errors.Is(err, ErrOffsetOutOfRange) {
+					t.Fatalf("seed %d step %d: attach at %d before %d: %v", seed, step, off, first, err)
+				}
+			case err != nil:
+				t.Fatalf("seed %d step %d: attach at %d (first %d end %d): %v", seed, step, off, first, m.end(), err)
+			default:
+				cursors = append(cursors, &modelCursor{c: c, off: off})
+			}
+			check(step, "attach")
+		case op < 93 && len(cursors) > 0: // a replica goes away
+			i := rng.IntN(len(cursors))
+			cursors[i].c.Close()
+			cursors = append(cursors[:i], cursors[i+1:]...)
+			check(step, "close")
+		case op < 97: // CONFIG SET repl-backlog-size
+			backlog = int64(1 + rng.IntN(6*BlockSize))
+			s.SetBacklogSize(backlog)
+			check(step, "backlog")
+		case op < 99 || len(cursors) == 0:
+			// nothing: let the other operations weigh more
+		default: // an upstream full resync
+			m = &model{start: m.end() + int64(rng.IntN(1000))}
+			s.Reset(m.start)
+			prevFirst = m.start + 1
+			for _, mc := range cursors {
+				if _, err := mc.c.Pending(); !errors.Is(err, ErrReset) {
+					t.Fatalf("seed %d step %d: cursor after reset: %v", seed, step, err)
+				}
+				mc.c.Close()
+			}
+			cursors = nil
+			check(step, "reset")
+		}
+	}
+	for _, mc := range cursors {
+		mc.c.Close()
+	}
+	cursors = nil
+	check(steps, "end")
+	if produced == 0 {
+		t.Fatal("nothing produced")
+	}
+}

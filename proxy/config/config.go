@@ -1,0 +1,382 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Limits and defaults shared by the directive table and Validate.
+const (
+	// MinReplBacklogSize is Redis's CONFIG_REPL_BACKLOG_MIN_SIZE: a smaller
+	// repl-backlog-size is raised to it.
+	MinReplBacklogSize = 16 << 10
+	// MaxBindAddrs is Redis's CONFIG_BINDADDR_MAX.
+	MaxBindAddrs = 16
+
+	maxSeconds      = math.MaxInt32 // repl-timeout and soft seconds are C ints in Redis
+	maxClientsLimit = math.MaxUint32
+)
+
+// LogLevel is a Redis log level, the value of the loglevel directive.
+type LogLevel string
+
+// The Redis log levels, from most to least verbose.
+const (
+	LogDebug   LogLevel = "debug"
+	LogVerbose LogLevel = "verbose"
+	LogNotice  LogLevel = "notice"
+	LogWarning LogLevel = "warning"
+	LogNothing LogLevel = "nothing" // Redis 7.2+: log nothing at all
+)
+
+// LogFormat is the value of the log-format directive.
+type LogFormat string
+
+// The log formats.
+const (
+	LogText LogFormat = "text" // human-readable lines (hclog's default)
+	LogJSON LogFormat = "json" // one JSON object per line
+)
+
+// EvictionPolicy is the value of the maxmemory-policy directive.
+type EvictionPolicy string
+
+// The eviction policies.
+const (
+	// NoEviction never evicts: over maxmemory, new snapshots are refused.
+	NoEviction EvictionPolicy = "noeviction"
+	// EvictSnapshots evicts snapshots that no replica is reading, oldest
+	// first, until memory is back under maxmemory.
+	EvictSnapshots EvictionPolicy = "evict-snapshots"
+)
+
+// The accepted values of each enum directive, in the order errors list them.
+// Read-only.
+var (
+	logLevels        = []LogLevel{LogDebug, LogVerbose, LogNotice, LogWarning, LogNothing}
+	logFormats       = []LogFormat{LogText, LogJSON}
+	evictionPolicies = []EvictionPolicy{NoEviction, EvictSnapshots}
+)
+
+// OutputBufferLimit is one class of client-output-buffer-limit: a client of
+// the class is disconnected when its pending output reaches Hard bytes, or
+// stays at or above Soft bytes for longer than SoftPeriod.
+type OutputBufferLimit struct {
+	// Hard is the hard limit in bytes; 0 means none.
+	Hard int64
+	// Soft is the soft limit in bytes; 0 means none.
+	Soft int64
+	// SoftPeriod is how long a client may stay over Soft. The directive gives
+	// whole seconds; 0 means no grace period.
+	SoftPeriod time.Duration
+}
+
+// OutputBufferLimits holds client-output-buffer-limit for each client class
+// Redis knows. replproxy enforces Replica (measured as the bytes a replica's
+// cursor pins) and Normal; PubSub is kept so that redis.conf files and
+// CONFIG GET stay compatible.
+type OutputBufferLimits struct {
+	Normal  OutputBufferLimit // class "normal"
+	Replica OutputBufferLimit // class "replica", alias "slave"
+	PubSub  OutputBufferLimit // class "pubsub"
+}
+
+// Config is replproxy's configuration. It is a plain value: build it with
+// [DefaultConfig] or [Parse], change it with [Config.Set] or directly, and
+// check it with [Config.Validate] before use. Constructors clone what they
+// are given ([Config.Clone]). A Config is not safe for concurrent mutation.
+//
+// Durations set from Go may have sub-second precision (tests use that); the
+// directives themselves take whole seconds and [Config.Get] rounds up.
+type Config struct {
+	// Port is `port`, the TCP port for replicas and admin clients.
+	// Default 6379, range 0..65535. 0 means the kernel picks a free port
+	// (redis-server would not listen on TCP at all; replproxy has no unix
+	// socket, so that meaning would be useless).
+	Port int
+
+	// Bind is `bind addr ...`, the addresses to listen on, at most
+	// [MaxBindAddrs]. "*" means every IPv4 address and "::*" every IPv6
+	// address; a leading "-" marks an address whose bind failure is not fatal,
+	// as in Redis 7. Default ["127.0.0.1"] (redis-server's built-in default is
+	// "* -::*"; its sample redis.conf uses "127.0.0.1 -::1"). Must not be empty.
+	Bind []string
+
+	// MasterHost and MasterPort are `replicaof <host> <port>` (alias
+	// `slaveof`): the upstream primary. An empty MasterHost means no upstream
+	// (`replicaof no one`), and then MasterPort must be 0.
+	MasterHost string
+	MasterPort int
+
+	// MasterAuth is `masterauth`, the password sent to the upstream with AUTH.
+	// Empty means no AUTH.
+	MasterAuth string
+	// MasterUser is `masteruser`, the ACL user for that AUTH. Empty means the
+	// one-argument AUTH <password>. Requires MasterAuth.
+	MasterUser string
+	// RequirePass is `requirepass`, the password downstream clients and
+	// replicas must AUTH with. Empty means no authentication.
+	RequirePass string
+
+	// ReplBacklogSize is `repl-backlog-size` in bytes: how much of the latest
+	// stream is kept for partial resyncs. Default 1 MiB. The directive raises
+	// values below [MinReplBacklogSize] to it, as Redis does; Validate rejects
+	// them.
+	ReplBacklogSize int64
+	// ReplTimeout is `repl-timeout`, in whole seconds in the directive: how
+	// long the upstream or a downstream replica may stay silent. Default 60s;
+	// must be positive.
+	ReplTimeout time.Duration
+
+	// ClientOutputBufferLimit is `client-output-buffer-limit <class> <hard>
+	// <soft> <seconds> ...` (sizes in bytes with units, seconds as an integer).
+	// Defaults: normal 0 0 0, replica 256mb 64mb 60, pubsub 32mb 8mb 60.
+	ClientOutputBufferLimit OutputBufferLimits
+
+	// MaxMemory is `maxmemory` in bytes: the limit on memory that may be
+	// evicted (replica buffers never count). 0 means no limit (the default).
+	MaxMemory int64
+	// MaxMemoryPolicy is `maxmemory-policy`: what happens over MaxMemory.
+	// Default [NoEviction].
+	MaxMemoryPolicy EvictionPolicy
+
+	// MaxClients is `maxclients`: the most simultaneous client connections,
+	// replicas included. Default 10000, range 1..4294967295.
+	MaxClients int
+
+	// Dir is `dir`, the working directory for files replproxy writes.
+	// Default "."; must not be empty. Unlike redis-server, setting it does not
+	// chdir (no process-wide state), and [Config.Get] returns it as written.
+	Dir string
+
+	// LogLevel is `loglevel`: debug, verbose, notice (default), warning or
+	// nothing.
+	LogLevel LogLevel
+	// LogFile is `logfile`, the file logs are appended to. Empty (the default)
+	// means standard error.
+	LogFile string
+	// LogFormat is `log-format`: text (default) or json. Proxy-only.
+	LogFormat LogFormat
+}
+
+// DefaultConfig returns a new Config holding every default.
+func DefaultConfig() *Config {
+	return &Config{
+		Port:            6379,
+		Bind:            []string{"127.0.0.1"},
+		ReplBacklogSize: 1 << 20,
+		ReplTimeout:     60 * time.Second,
+		ClientOutputBufferLimit: OutputBufferLimits{
+			Normal:  OutputBufferLimit{},
+			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
+			PubSub:  OutputBufferLimit{Hard: 32 << 20, Soft: 8 << 20, SoftPeriod: 60 * time.Second},
+		},
+		MaxMemory:       0,
+		MaxMemoryPolicy: NoEviction,
+		MaxClients:      10000,
+		Dir:             ".",
+		LogLevel:        LogNotice,
+		LogFile:         "",
+		LogFormat:       LogText,
+	}
+}
+
+// Clone returns a deep copy of c, or nil when c is nil.
+func (c *Config) Clone() *Config {
+	if c == nil {
+		return nil
+	}
+	n := *c
+	n.Bind = slices.Clone(c.Bind)
+	return &n
+}
+
+// Validate checks every field and the rules that span fields. It returns the
+// first problem as an [*Error] whose Directive names the field's directive,
+// and nil when c may be used. It reads nothing but c (no file system).
+func (c *Config) Validate() error {
+	for _, check := range []struct {
+		directive string
+		err       error
+	}{
+		{"port", checkPort(c.Port, 0)},
+		{"bind", checkBind(c.Bind)},
+		{"replicaof", checkMaster(c.MasterHost, c.MasterPort)},
+		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
+		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
+		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
+		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
+		{"maxmemory", checkNonNegative(c.MaxMemory)},
+		{"maxmemory-policy", checkEnum(c.MaxMemoryPolicy, evictionPolicies)},
+		{"maxclients", checkMaxClients(c.MaxClients)},
+		{"dir", checkDir(c.Dir)},
+		{"loglevel", checkEnum(c.LogLevel, logLevels)},
+		{"log-format", checkEnum(c.LogFormat, logFormats)},
+	} {
+		if check.err != nil {
+			return &Error{Directive: check.directive, Err: check.err}
+		}
+	}
+	return nil
+}
+
+func checkPort(port, lo int) error {
+	if port < lo || port > 65535 {
+		return fmt.Errorf("%w %d: port must be between %d and 65535 inclusive", ErrInvalidValue, port, lo)
+	}
+	return nil
+}
+
+func checkBind(addrs []string) error {
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: at least one bind address is required", ErrArgCount)
+	}
+	if len(addrs) > MaxBindAddrs {
+		return fmt.Errorf("%w: too many bind addresses specified (most %d)", ErrArgCount, MaxBindAddrs)
+	}
+	for _, a := range addrs {
+		if err := checkBindAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBindAddr accepts what redis-server 7 accepts and can bind: an optional
+// "-" (optional address), then "*", "::*", an IP address or a host name.
+func checkBindAddr(addr string) error {
+	a := addr
+	if len(a) > 0 && a[0] == '-' {
+		a = a[1:]
+	}
+	if a == "*" || a == "::*" {
+		return nil
+	}
+	if checkHost(a) != nil {
+		return badValue(addr, "bind address must be *, ::*, an IP address or a host name, optionally prefixed by -")
+	}
+	return nil
+}
+
+// checkHost accepts an IP address (IPv6 with an optional zone) or a host name
+// made of letters, digits, '.', '-' and '_'. The narrow alphabet keeps
+// CONFIG GET's space-separated output unambiguous.
+func checkHost(h string) error {
+	if h == "" || len(h) > 255 {
+		return badValue(h, "host must be an IP address or a host name")
+	}
+	ipOnly := false
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-', c == '_':
+		case c == ':' || c == '%':
+			ipOnly = true
+		default:
+			return badValue(h, "host must be an IP address or a host name")
+		}
+	}
+	if ipOnly || h[0] == '-' {
+		if _, err := netip.ParseAddr(h); err != nil {
+			return badValue(h, "host must be an IP address or a host name")
+		}
+	}
+	return nil
+}
+
+func checkMaster(host string, port int) error {
+	if host == "" {
+		if port != 0 {
+			return fmt.Errorf("%w %d: master port set without a master host", ErrInvalidValue, port)
+		}
+		return nil
+	}
+	if err := checkHost(host); err != nil {
+		return err
+	}
+	return checkPort(port, 1)
+}
+
+func checkMasterUser(user, auth string) error {
+	if user != "" && auth == "" {
+		return fmt.Errorf("%w: masteruser requires masterauth", ErrInvalidValue)
+	}
+	return nil
+}
+
+func checkBacklog(n int64) error {
+	if n < MinReplBacklogSize {
+		return fmt.Errorf("%w %d: repl-backlog-size must be at least %d", ErrInvalidValue, n, MinReplBacklogSize)
+	}
+	return nil
+}
+
+// checkSeconds checks a duration against [lo, maxSeconds seconds]. Go
+// callers may use sub-second durations; the directives cannot.
+func checkSeconds(d, lo time.Duration) error {
+	if d < lo || d > maxSeconds*time.Second {
+		return fmt.Errorf("%w %v: must be between %v and %ds", ErrInvalidValue, d, lo, maxSeconds)
+	}
+	return nil
+}
+
+func checkNonNegative(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%w %d: must not be negative", ErrInvalidValue, n)
+	}
+	return nil
+}
+
+func checkOutputLimits(l *OutputBufferLimits) error {
+	for _, class := range []struct {
+		name  string
+		limit *OutputBufferLimit
+	}{{"normal", &l.Normal}, {"replica", &l.Replica}, {"pubsub", &l.PubSub}} {
+		for _, err := range []error{
+			checkNonNegative(class.limit.Hard),
+			checkNonNegative(class.limit.Soft),
+			checkSeconds(class.limit.SoftPeriod, 0),
+		} {
+			if err != nil {
+				return fmt.Errorf("class %s: %w", class.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkMaxClients(n int) error {
+	if n < 1 || int64(n) > maxClientsLimit {
+		return fmt.Errorf("%w %d: maxclients must be between 1 and %d inclusive", ErrInvalidValue, n, maxClientsLimit)
+	}
+	return nil
+}
+
+func checkDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: dir must not be empty", ErrInvalidValue)
+	}
+	return nil
+}
+
+func checkEnum[T ~string](v T, accepted []T) error {
+	if slices.Contains(accepted, v) {
+		return nil
+	}
+	return badValue(string(v), enumReason(accepted))
+}
+
+// enumReason is redis-server's wording for a bad enum value.
+func enumReason[T ~string](accepted []T) string {
+	s := "argument(s) must be one of the following: "
+	for i, a := range accepted {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(a)
+	}
+	return s
+}

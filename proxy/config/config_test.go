@@ -1,0 +1,187 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	want := &Config{
+		Port:            6379,
+		Bind:            []string{"127.0.0.1"},
+		ReplBacklogSize: 1048576,
+		ReplTimeout:     time.Minute,
+		ClientOutputBufferLimit: OutputBufferLimits{
+			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
+			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},
+		},
+		MaxMemoryPolicy: NoEviction,
+		MaxClients:      10000,
+		Dir:             ".",
+		LogLevel:        LogNotice,
+		LogFormat:       LogText,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+	if c2 := DefaultConfig(); &c2.Bind[0] == &c.Bind[0] {
+		t.Fatal("DefaultConfig shares the Bind array")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		change    func(c *Config)
+		directive string // "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"port zero", func(c *Config) { c.Port = 0 }, ""},
+		{"port negative", func(c *Config) { c.Port = -1 }, "port"},
+		{"port too big", func(c *Config) { c.Port = 65536 }, "port"},
+		{"bind nil", func(c *Config) { c.Bind = nil }, "bind"},
+		{"bind seventeen", func(c *Config) { c.Bind = make([]string, 17) }, "bind"},
+		{"bind empty address", func(c *Config) { c.Bind = []string{""} }, "bind"},
+		{"bind space", func(c *Config) { c.Bind = []string{"a b"} }, "bind"},
+		{"bind ipv6 zone", func(c *Config) { c.Bind = []string{"-fe80::1%lo"} }, ""},
+		{"upstream", func(c *Config) { c.MasterHost, c.MasterPort = "db1", 6379 }, ""},
+		{"upstream without port", func(c *Config) { c.MasterHost = "db1" }, "replicaof"},
+		{"port without upstream", func(c *Config) { c.MasterPort = 6379 }, "replicaof"},
+		{"upstream bad host", func(c *Config) { c.MasterHost, c.MasterPort = "db 1", 6379 }, "replicaof"},
+		{"upstream port too big", func(c *Config) { c.MasterHost, c.MasterPort = "db1", 70000 }, "replicaof"},
+		{"masteruser without masterauth", func(c *Config) { c.MasterUser = "u" }, "masteruser"},
+		{"masteruser with masterauth", func(c *Config) { c.MasterUser, c.MasterAuth = "u", "p" }, ""},
+		{"masterauth alone", func(c *Config) { c.MasterAuth = "p" }, ""},
+		{"backlog minimum", func(c *Config) { c.ReplBacklogSize = MinReplBacklogSize }, ""},
+		{"backlog too small", func(c *Config) { c.ReplBacklogSize = MinReplBacklogSize - 1 }, "repl-backlog-size"},
+		{"timeout sub-second", func(c *Config) { c.ReplTimeout = 100 * time.Millisecond }, ""},
+		{"timeout zero", func(c *Config) { c.ReplTimeout = 0 }, "repl-timeout"},
+		{"timeout huge", func(c *Config) { c.ReplTimeout = 1 << 62 }, "repl-timeout"},
+		{"output hard negative", func(c *Config) { c.ClientOutputBufferLimit.Replica.Hard = -1 }, "client-output-buffer-limit"},
+		{"output soft negative", func(c *Config) { c.ClientOutputBufferLimit.Normal.Soft = -1 }, "client-output-buffer-limit"},
+		{"output period negative", func(c *Config) { c.ClientOutputBufferLimit.PubSub.SoftPeriod = -1 }, "client-output-buffer-limit"},
+		{"maxmemory negative", func(c *Config) { c.MaxMemory = -1 }, "maxmemory"},
+		{"policy empty", func(c *Config) { c.MaxMemoryPolicy = "" }, "maxmemory-policy"},
+		{"policy unknown", func(c *Config) { c.MaxMemoryPolicy = "allkeys-lru" }, "maxmemory-policy"},
+		{"maxclients zero", func(c *Config) { c.MaxClients = 0 }, "maxclients"},
+		{"dir empty", func(c *Config) { c.Dir = "" }, "dir"},
+		{"loglevel empty", func(c *Config) { c.LogLevel = "" }, "loglevel"},
+		{"loglevel upper", func(c *Config) { c.LogLevel = "DEBUG" }, "loglevel"},
+		{"log-format unknown", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.change(c)
+			err := c.Validate()
+			if tc.directive == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Directive != tc.directive {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tc.directive)
+			}
+			if ce.File != "" || ce.Line != 0 || ce.Err == nil {
+				t.Fatalf("Validate error has a location: %#v", ce)
+			}
+		})
+	}
+}
+
+func TestValidateEnumMessage(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxMemoryPolicy = "volatile-lru"
+	err := c.Validate()
+	want := `config: maxmemory-policy: invalid value "volatile-lru": argument(s) must be one of the following: noeviction, evict-snapshots`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
+func TestClone(t *testing.T) {
+	t.Run("deep", func(t *testing.T) {
+		c := DefaultConfig()
+		c.Bind = []string{"10.0.0.1", "10.0.0.2"}
+		n := c.Clone()
+		if !reflect.DeepEqual(n, c) {
+			t.Fatalf("clone differs: %+v", n)
+		}
+		n.Bind[0] = "changed"
+		n.ClientOutputBufferLimit.Replica.Hard = 1
+		if c.Bind[0] != "10.0.0.1" || c.ClientOutputBufferLimit.Replica.Hard != 256<<20 {
+			t.Fatal("clone shares state with the original")
+		}
+	})
+	t.Run("nil", func(t *testing.T) {
+		var c *Config
+		if c.Clone() != nil {
+			t.Fatal("nil.Clone() != nil")
+		}
+	})
+}
+
+func TestErrorString(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *Error
+		want string
+	}{
+		{"file and line", &Error{File: "a.conf", Line: 3, Directive: "foo", Err: ErrUnknownDirective},
+			"config: a.conf:3: foo: unknown directive"},
+		{"file only", &Error{File: "a.conf", Err: fs.ErrNotExist}, "config: a.conf: file does not exist"},
+		{"line only", &Error{Line: 2, Err: ErrUnbalancedQuotes}, "config: line 2: unbalanced quotes"},
+		{"directive only", &Error{Directive: "port", Err: ErrArgCount}, "config: port: wrong number of arguments"},
+		{"bare", &Error{Err: ErrUnsupported}, "config: not supported"},
+		{"nil Err", &Error{Directive: "port"}, "config: port: <nil>"},
+		{"odd directive", &Error{Directive: "a b", Err: ErrUnknownDirective}, `config: "a b": unknown directive`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Fatalf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("unwrap", func(t *testing.T) {
+		err := fmt.Errorf("startup: %w", &Error{Directive: "port", Err: fmt.Errorf("%w: x", ErrInvalidValue)})
+		var ce *Error
+		if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidValue) || errors.Is(err, ErrArgCount) {
+			t.Fatalf("errors.As/Is failed on %v", err)
+		}
+	})
+}
+
+// TestSecretsNotInErrors: no error about a secret directive contains its value.
+func TestSecretsNotInErrors(t *testing.T) {
+	const secret = "hunter2-secret"
+	for _, tc := range []struct {
+		name string
+		text string
+	}{
+		{"masterauth extra", "masterauth " + secret + " x"},
+		{"requirepass extra", "requirepass x " + secret},
+		{"masterauth unbalanced", "masterauth \"" + secret},
+		{"validate", "masteruser " + secret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			err := c.Load("s.conf", tc.text)
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || strings.Contains(err.Error(), secret) {
+				t.Fatalf("error %v", err)
+			}
+		})
+	}
+}

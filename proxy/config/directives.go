@@ -1,0 +1,364 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// directive is one row of the directive table: how a redis.conf directive
+// (and CONFIG GET/SET parameter) maps onto Config.
+type directive struct {
+	name  string // canonical name, lower case
+	alias string // old name accepted as well (slaveof), or ""
+	// mutable reports whether CONFIG SET may change it while running.
+	mutable bool
+	// multi marks Redis's MULTI_ARG_CONFIG: a single non-empty argument is
+	// split again into words, so `bind "a b"` and CONFIG SET bind "a b" work.
+	multi bool
+	// nargs is the exact number of arguments, or -1 when set checks it.
+	nargs int
+	// set parses args and stores them in c. It stores nothing on error.
+	set func(c *Config, args []string) error
+	// get formats the value as redis-server's CONFIG GET does.
+	get func(c *Config) string
+}
+
+// directives is the table, sorted by name. Read-only. To add a directive,
+// add a Config field, a row here, a Validate check, a line in
+// testdata/replproxy.conf and test cases.
+var directives = []directive{
+	{
+		name: "bind", multi: true, nargs: -1,
+		set: func(c *Config, args []string) error {
+			if len(args) == 1 && args[0] == "" {
+				args = nil // Redis: a single empty argument means no address
+			}
+			if err := checkBind(args); err != nil {
+				return err
+			}
+			c.Bind = slices.Clone(args)
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.Bind, " ") },
+	},
+	{
+		name: "client-output-buffer-limit", mutable: true, multi: true, nargs: -1,
+		set: setOutputLimits, get: getOutputLimits,
+	},
+	stringDirective("dir", false, func(c *Config) *string { return &c.Dir }, checkDir),
+	enumDirective("log-format", false, func(c *Config) *LogFormat { return &c.LogFormat }, logFormats),
+	stringDirective("logfile", false, func(c *Config) *string { return &c.LogFile }, nil),
+	enumDirective("loglevel", true, func(c *Config) *LogLevel { return &c.LogLevel }, logLevels),
+	stringDirective("masterauth", true, func(c *Config) *string { return &c.MasterAuth }, nil),
+	stringDirective("masteruser", true, func(c *Config) *string { return &c.MasterUser }, nil),
+	{
+		name: "maxclients", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 1, maxClientsLimit)
+			if err != nil {
+				return err
+			}
+			if int64(int(n)) != n { // only on 32-bit platforms
+				return badValue(args[0], "argument too large for this platform")
+			}
+			c.MaxClients = int(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(c.MaxClients) },
+	},
+	sizeDirective("maxmemory", func(c *Config) *int64 { return &c.MaxMemory }, 0),
+	enumDirective("maxmemory-policy", true, func(c *Config) *EvictionPolicy { return &c.MaxMemoryPolicy }, evictionPolicies),
+	{
+		name: "port", nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, 65535)
+			if err != nil {
+				return err
+			}
+			c.Port = int(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(c.Port) },
+	},
+	func() directive {
+		// Redis's range is 1..LLONG_MAX; below MinReplBacklogSize it raises
+		// the value (resizeReplicationBacklog), and CONFIG GET shows 16384.
+		d := sizeDirective("repl-backlog-size", func(c *Config) *int64 { return &c.ReplBacklogSize }, 1)
+		set := d.set
+		d.set = func(c *Config, args []string) error {
+			if err := set(c, args); err != nil {
+				return err
+			}
+			c.ReplBacklogSize = max(c.ReplBacklogSize, MinReplBacklogSize)
+			return nil
+		}
+		return d
+	}(),
+	{
+		name: "repl-timeout", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 1, maxSeconds)
+			if err != nil {
+				return err
+			}
+			c.ReplTimeout = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c *Config) string { return formatSeconds(c.ReplTimeout) },
+	},
+	{
+		name: "replicaof", alias: "slaveof", mutable: true, multi: true, nargs: -1,
+		set: setReplicaOf,
+		get: func(c *Config) string {
+			if c.MasterHost == "" {
+				return ""
+			}
+			return c.MasterHost + " " + strconv.Itoa(c.MasterPort)
+		},
+	},
+	stringDirective("requirepass", true, func(c *Config) *string { return &c.RequirePass }, nil),
+}
+
+// byName maps every name and alias to its row. Read-only.
+var byName = func() map[string]*directive {
+	m := make(map[string]*directive, 2*len(directives))
+	for i := range directives {
+		d := &directives[i]
+		m[d.name] = d
+		if d.alias != "" {
+			m[d.alias] = d
+		}
+	}
+	return m
+}()
+
+// Names returns the canonical directive names, sorted. Aliases (slaveof) are
+// not listed, as CONFIG GET * does not list them; [Config.Set],
+// [Config.Get] and [Mutable] accept them. The slice is the caller's.
+func Names() []string {
+	names := make([]string, len(directives))
+	for i := range directives {
+		names[i] = directives[i].name
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Mutable reports whether the named directive (any case, alias or not) may
+// be changed at runtime with CONFIG SET. Unknown names report false.
+// Startup-only directives are port, bind, dir, logfile and log-format.
+func Mutable(name string) bool {
+	d := byName[asciiLower(name)]
+	return d != nil && d.mutable
+}
+
+// Set parses args as the arguments of the named directive (any case, alias
+// or not) with the same rules as a config file line, and stores the result
+// in c. On error c is unchanged and the error is an [*Error] naming the
+// directive. Set does not consult [Mutable]: a CONFIG SET handler must, and
+// then run [Config.Validate] on the result for cross-field rules.
+//
+// For bind, client-output-buffer-limit and replicaof, a single non-empty
+// argument is split into words first (redis-server's MULTI_ARG_CONFIG), so
+// Set(name, v) accepts what Get(name) returned.
+func (c *Config) Set(name string, args ...string) error {
+	name = asciiLower(name)
+	if err := c.set(name, args); err != nil {
+		return &Error{Directive: name, Err: err}
+	}
+	return nil
+}
+
+// set is Set on a lower-cased name, returning the bare error.
+func (c *Config) set(name string, args []string) error {
+	if name == "include" {
+		return fmt.Errorf("include is %w: pass one config file, then --directive value arguments", ErrUnsupported)
+	}
+	d := byName[name]
+	if d == nil {
+		return ErrUnknownDirective
+	}
+	if d.multi && len(args) == 1 && args[0] != "" {
+		words, err := splitArgs(args[0])
+		if err != nil {
+			return err
+		}
+		args = words
+	}
+	if d.nargs >= 0 && len(args) != d.nargs {
+		return fmt.Errorf("%w: got %d, want %d", ErrArgCount, len(args), d.nargs)
+	}
+	return d.set(c, args)
+}
+
+// Get returns the named directive's value (any case, alias or not) as
+// redis-server's CONFIG GET formats it: sizes as plain byte counts, seconds
+// as integers (rounded up), replicaof as "host port" or "", bind as
+// space-separated addresses, client-output-buffer-limit as
+// "normal H S SEC slave H S SEC pubsub H S SEC". ok is false for an unknown
+// name.
+func (c *Config) Get(name string) (value string, ok bool) {
+	d := byName[asciiLower(name)]
+	if d == nil {
+		return "", false
+	}
+	return d.get(c), true
+}
+
+func stringDirective(name string, mutable bool, field func(*Config) *string, check func(string) error) directive {
+	return directive{
+		name: name, mutable: mutable, nargs: 1,
+		set: func(c *Config, args []string) error {
+			if check != nil {
+				if err := check(args[0]); err != nil {
+					return err
+				}
+			}
+			*field(c) = args[0]
+			return nil
+		},
+		get: func(c *Config) string { return *field(c) },
+	}
+}
+
+// enumDirective matches its argument case-insensitively, as Redis does, and
+// stores the canonical spelling.
+func enumDirective[T ~string](name string, mutable bool, field func(*Config) *T, accepted []T) directive {
+	return directive{
+		name: name, mutable: mutable, nargs: 1,
+		set: func(c *Config, args []string) error {
+			v := T(asciiLower(args[0]))
+			if !slices.Contains(accepted, v) {
+				return badValue(args[0], enumReason(accepted))
+			}
+			*field(c) = v
+			return nil
+		},
+		get: func(c *Config) string { return string(*field(c)) },
+	}
+}
+
+// sizeDirective is a mutable byte count with Redis's units, at least lo.
+func sizeDirective(name string, field func(*Config) *int64, lo int64) directive {
+	return directive{
+		name: name, mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseSize(args[0])
+			if err != nil {
+				return err
+			}
+			if n < lo {
+				return badValue(args[0], fmt.Sprintf("argument must be between %d and %d inclusive", lo, int64(1<<63-1)))
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
+	}
+}
+
+// setReplicaOf implements `replicaof <host> <port>` and `replicaof no one`
+// (setConfigReplicaOfOption). A single empty argument, what Get returns when
+// there is no upstream, also means no one.
+func setReplicaOf(c *Config, args []string) error {
+	if len(args) == 1 && args[0] == "" {
+		c.MasterHost, c.MasterPort = "", 0
+		return nil
+	}
+	if len(args) != 2 {
+		return fmt.Errorf("%w: got %d, want 2 (<host> <port> or no one)", ErrArgCount, len(args))
+	}
+	if asciiLower(args[0]) == "no" && asciiLower(args[1]) == "one" {
+		c.MasterHost, c.MasterPort = "", 0
+		return nil
+	}
+	if err := checkHost(args[0]); err != nil {
+		return err
+	}
+	port, err := parseIntRange(args[1], 1, 65535)
+	if err != nil {
+		return fmt.Errorf("invalid master port: %w", err)
+	}
+	c.MasterHost, c.MasterPort = args[0], int(port)
+	return nil
+}
+
+// outputClass maps a client-output-buffer-limit class name (lower case) to
+// its limit; Redis's getClientTypeByName, without "master".
+func outputClass(l *OutputBufferLimits, name string) *OutputBufferLimit {
+	switch name {
+	case "normal":
+		return &l.Normal
+	case "replica", "slave":
+		return &l.Replica
+	case "pubsub":
+		return &l.PubSub
+	}
+	return nil
+}
+
+// setOutputLimits implements client-output-buffer-limit as Redis's
+// updateClientOutputBufferLimit: groups of four, all checked before any is
+// stored, classes not named left as they were. No arguments at all is a
+// no-op, as in Redis.
+func setOutputLimits(c *Config, args []string) error {
+	if len(args)%4 != 0 {
+		return fmt.Errorf("%w: got %d, want groups of <class> <hard> <soft> <seconds>", ErrArgCount, len(args))
+	}
+	limits := c.ClientOutputBufferLimit
+	for i := 0; i < len(args); i += 4 {
+		class := outputClass(&limits, asciiLower(args[i]))
+		if class == nil {
+			return badValue(args[i], "invalid client class: must be normal, replica (slave) or pubsub")
+		}
+		hard, err := parseSize(args[i+1])
+		if err != nil {
+			return fmt.Errorf("hard limit: %w", err)
+		}
+		soft, err := parseSize(args[i+2])
+		if err != nil {
+			return fmt.Errorf("soft limit: %w", err)
+		}
+		seconds, err := parseIntRange(args[i+3], 0, maxSeconds)
+		if err != nil {
+			return fmt.Errorf("soft seconds: %w", err)
+		}
+		*class = OutputBufferLimit{Hard: hard, Soft: soft, SoftPeriod: time.Duration(seconds) * time.Second}
+	}
+	c.ClientOutputBufferLimit = limits
+	return nil
+}
+
+func getOutputLimits(c *Config) string {
+	l := &c.ClientOutputBufferLimit
+	var b []byte
+	for _, class := range []struct {
+		name  string
+		limit *OutputBufferLimit
+	}{{"normal", &l.Normal}, {"slave", &l.Replica}, {"pubsub", &l.PubSub}} {
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, class.name...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, class.limit.Hard, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, class.limit.Soft, 10)
+		b = append(b, ' ')
+		b = append(b, formatSeconds(class.limit.SoftPeriod)...)
+	}
+	return string(b)
+}
+
+// formatSeconds formats d as whole seconds, rounding a fraction up so that a
+// positive duration never prints as 0.
+func formatSeconds(d time.Duration) string {
+	s := d / time.Second
+	if d%time.Second > 0 {
+		s++
+	}
+	return strconv.FormatInt(int64(s), 10)
+}

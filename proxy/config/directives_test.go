@@ -1,0 +1,361 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSet covers every directive: good values through Get, bad ones through
+// the sentinel they wrap. A failed Set must leave the config unchanged.
+func TestSet(t *testing.T) {
+	seventeen := strings.TrimSpace(strings.Repeat("127.0.0.1 ", 17))
+	for _, tc := range []struct {
+		name      string
+		directive string
+		args      []string
+		want      string // Get(directive) after a successful Set
+		err       error  // wanted sentinel; nil means success
+	}{
+		{"port", "port", []string{"6380"}, "6380", nil},
+		{"port zero", "port", []string{"0"}, "0", nil},
+		{"port max", "port", []string{"65535"}, "65535", nil},
+		{"port too big", "port", []string{"65536"}, "", ErrInvalidValue},
+		{"port negative", "port", []string{"-1"}, "", ErrInvalidValue},
+		{"port plus", "port", []string{"+1"}, "", ErrInvalidValue},
+		{"port leading zero", "port", []string{"06379"}, "", ErrInvalidValue},
+		{"port unit", "port", []string{"1k"}, "", ErrInvalidValue},
+		{"port empty", "port", []string{""}, "", ErrInvalidValue},
+		{"port no args", "port", nil, "", ErrArgCount},
+		{"port two args", "port", []string{"1", "2"}, "", ErrArgCount},
+
+		{"bind words", "bind", []string{"127.0.0.1", "-::1"}, "127.0.0.1 -::1", nil},
+		{"bind one value", "bind", []string{"10.0.0.1   ::1"}, "10.0.0.1 ::1", nil},
+		{"bind wildcards", "bind", []string{"*", "-::*"}, "* -::*", nil},
+		{"bind host name", "bind", []string{"localhost"}, "localhost", nil},
+		{"bind zone", "bind", []string{"fe80::1%eth0"}, "fe80::1%eth0", nil},
+		{"bind sixteen", "bind", strings.Fields(strings.Repeat("127.0.0.1 ", 16)), strings.TrimSpace(strings.Repeat("127.0.0.1 ", 16)), nil},
+		{"bind seventeen", "bind", []string{seventeen}, "", ErrArgCount},
+		{"bind empty", "bind", []string{""}, "", ErrArgCount},
+		{"bind none", "bind", nil, "", ErrArgCount},
+		{"bind bad char", "bind", []string{"local!host"}, "", ErrInvalidValue},
+		{"bind bad ip", "bind", []string{"::1x"}, "", ErrInvalidValue},
+		{"bind dash only", "bind", []string{"-"}, "", ErrInvalidValue},
+		{"bind two dashes", "bind", []string{"--1.2.3.4"}, "", ErrInvalidValue},
+		{"bind unbalanced", "bind", []string{`"127.0.0.1`}, "", ErrUnbalancedQuotes},
+
+		{"replicaof", "replicaof", []string{"127.0.0.1", "6379"}, "127.0.0.1 6379", nil},
+		{"replicaof one value", "replicaof", []string{"redis.example 6380"}, "redis.example 6380", nil},
+		{"replicaof ipv6", "replicaof", []string{"::1", "6379"}, "::1 6379", nil},
+		{"slaveof", "slaveof", []string{"10.0.0.1", "6379"}, "10.0.0.1 6379", nil},
+		{"replicaof no one", "replicaof", []string{"no", "one"}, "", nil},
+		{"replicaof NO ONE", "replicaof", []string{"NO", "ONE"}, "", nil},
+		{"replicaof no one as one value", "replicaof", []string{"no one"}, "", nil},
+		{"replicaof empty", "replicaof", []string{""}, "", nil},
+		{"replicaof host only", "replicaof", []string{"10.0.0.1"}, "", ErrArgCount},
+		{"replicaof three", "replicaof", []string{"a", "1", "2"}, "", ErrArgCount},
+		{"replicaof none", "replicaof", nil, "", ErrArgCount},
+		{"replicaof port zero", "replicaof", []string{"10.0.0.1", "0"}, "", ErrInvalidValue},
+		{"replicaof port too big", "replicaof", []string{"10.0.0.1", "65536"}, "", ErrInvalidValue},
+		{"replicaof port word", "replicaof", []string{"10.0.0.1", "redis"}, "", ErrInvalidValue},
+		{"replicaof bad host", "replicaof", []string{"a b", "1"}, "", ErrInvalidValue},
+		{"replicaof empty host", "replicaof", []string{"", "1"}, "", ErrInvalidValue},
+
+		{"masterauth", "masterauth", []string{"s3cret"}, "s3cret", nil},
+		{"masterauth spaces", "masterauth", []string{"a b"}, "a b", nil},
+		{"masterauth empty", "masterauth", []string{""}, "", nil},
+		{"masterauth two", "masterauth", []string{"a", "b"}, "", ErrArgCount},
+		{"masteruser", "masteruser", []string{"proxy"}, "proxy", nil},
+		{"masteruser two", "masteruser", []string{"a", "b"}, "", ErrArgCount},
+		{"requirepass", "requirepass", []string{"foobared"}, "foobared", nil},
+		{"requirepass empty", "requirepass", []string{""}, "", nil},
+		{"requirepass none", "requirepass", nil, "", ErrArgCount},
+
+		{"repl-backlog-size mb", "repl-backlog-size", []string{"1mb"}, "1048576", nil},
+		{"repl-backlog-size gb", "repl-backlog-size", []string{"1GB"}, "1073741824", nil},
+		{"repl-backlog-size clamped", "repl-backlog-size", []string{"100"}, "16384", nil},
+		{"repl-backlog-size clamped unit", "repl-backlog-size", []string{"1kb"}, "16384", nil},
+		{"repl-backlog-size just above", "repl-backlog-size", []string{"16385"}, "16385", nil},
+		{"repl-backlog-size max", "repl-backlog-size", []string{"9223372036854775807"}, "9223372036854775807", nil},
+		{"repl-backlog-size overflow", "repl-backlog-size", []string{"9223372036854775808"}, "", ErrInvalidValue},
+		{"repl-backlog-size zero", "repl-backlog-size", []string{"0"}, "", ErrInvalidValue},
+		{"repl-backlog-size negative", "repl-backlog-size", []string{"-1"}, "", ErrInvalidValue},
+
+		{"repl-timeout", "repl-timeout", []string{"30"}, "30", nil},
+		{"repl-timeout one", "repl-timeout", []string{"1"}, "1", nil},
+		{"repl-timeout max", "repl-timeout", []string{"2147483647"}, "2147483647", nil},
+		{"repl-timeout zero", "repl-timeout", []string{"0"}, "", ErrInvalidValue},
+		{"repl-timeout too big", "repl-timeout", []string{"2147483648"}, "", ErrInvalidValue},
+		{"repl-timeout unit", "repl-timeout", []string{"60s"}, "", ErrInvalidValue},
+
+		{"output replica", "client-output-buffer-limit", []string{"replica 1mb 2mb 3"},
+			"normal 0 0 0 slave 1048576 2097152 3 pubsub 33554432 8388608 60", nil},
+		{"output slave words", "client-output-buffer-limit", []string{"slave", "1", "2", "3"},
+			"normal 0 0 0 slave 1 2 3 pubsub 33554432 8388608 60", nil},
+		{"output class case", "client-output-buffer-limit", []string{"REPLICA 1 2 3"},
+			"normal 0 0 0 slave 1 2 3 pubsub 33554432 8388608 60", nil},
+		{"output all classes", "client-output-buffer-limit", []string{"normal 1k 2k 3 replica 4kb 5kb 6 pubsub 7 8 9"},
+			"normal 1000 2000 3 slave 4096 5120 6 pubsub 7 8 9", nil},
+		{"output same class twice", "client-output-buffer-limit", []string{"pubsub 1 1 1 pubsub 2 2 2"},
+			"normal 0 0 0 slave 268435456 67108864 60 pubsub 2 2 2", nil},
+		{"output nothing", "client-output-buffer-limit", nil,
+			"normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", nil},
+		{"output master", "client-output-buffer-limit", []string{"master 1 2 3"}, "", ErrInvalidValue},
+		{"output unknown class", "client-output-buffer-limit", []string{"replicas 1 2 3"}, "", ErrInvalidValue},
+		{"output three", "client-output-buffer-limit", []string{"normal 1 2"}, "", ErrArgCount},
+		{"output five", "client-output-buffer-limit", []string{"normal 1 2 3 4"}, "", ErrArgCount},
+		{"output empty", "client-output-buffer-limit", []string{""}, "", ErrArgCount},
+		{"output negative seconds", "client-output-buffer-limit", []string{"pubsub 1 2 -1"}, "", ErrInvalidValue},
+		{"output negative hard", "client-output-buffer-limit", []string{"pubsub -1 2 1"}, "", ErrInvalidValue},
+		{"output bad soft", "client-output-buffer-limit", []string{"pubsub 1 2x 1"}, "", ErrInvalidValue},
+		{"output bad seconds", "client-output-buffer-limit", []string{"pubsub 1 2 x"}, "", ErrInvalidValue},
+		{"output all or nothing", "client-output-buffer-limit", []string{"normal 1 2 3 master 1 2 3"}, "", ErrInvalidValue},
+
+		{"maxmemory", "maxmemory", []string{"100mb"}, "104857600", nil},
+		{"maxmemory zero", "maxmemory", []string{"0"}, "0", nil},
+		{"maxmemory k", "maxmemory", []string{"1k"}, "1000", nil},
+		{"maxmemory negative", "maxmemory", []string{"-1"}, "", ErrInvalidValue},
+		{"maxmemory negative zero", "maxmemory", []string{"-0"}, "", ErrInvalidValue},
+		{"maxmemory fraction", "maxmemory", []string{"1.5gb"}, "", ErrInvalidValue},
+		{"maxmemory empty", "maxmemory", []string{""}, "", ErrInvalidValue},
+		{"maxmemory overflow", "maxmemory", []string{"17179869184gb"}, "", ErrInvalidValue},
+
+		{"policy noeviction", "maxmemory-policy", []string{"noeviction"}, "noeviction", nil},
+		{"policy evict-snapshots", "maxmemory-policy", []string{"EVICT-SNAPSHOTS"}, "evict-snapshots", nil},
+		{"policy redis-only", "maxmemory-policy", []string{"allkeys-lru"}, "", ErrInvalidValue},
+
+		{"maxclients", "maxclients", []string{"1"}, "1", nil},
+		{"maxclients max", "maxclients", []string{"4294967295"}, "4294967295", nil},
+		{"maxclients zero", "maxclients", []string{"0"}, "", ErrInvalidValue},
+		{"maxclients too big", "maxclients", []string{"4294967296"}, "", ErrInvalidValue},
+
+		{"dir", "dir", []string{"/var/lib/replproxy"}, "/var/lib/replproxy", nil},
+		{"dir empty", "dir", []string{""}, "", ErrInvalidValue},
+
+		{"loglevel debug", "loglevel", []string{"debug"}, "debug", nil},
+		{"loglevel verbose", "loglevel", []string{"verbose"}, "verbose", nil},
+		{"loglevel notice", "loglevel", []string{"Notice"}, "notice", nil},
+		{"loglevel warning", "loglevel", []string{"WARNING"}, "warning", nil},
+		{"loglevel nothing", "loglevel", []string{"nothing"}, "nothing", nil},
+		{"loglevel bad", "loglevel", []string{"info"}, "", ErrInvalidValue},
+
+		{"logfile", "logfile", []string{"/var/log/replproxy.log"}, "/var/log/replproxy.log", nil},
+		{"logfile stderr", "logfile", []string{""}, "", nil},
+
+		{"log-format json", "log-format", []string{"json"}, "json", nil},
+		{"log-format text", "log-format", []string{"TEXT"}, "text", nil},
+		{"log-format bad", "log-format", []string{"logfmt"}, "", ErrInvalidValue},
+
+		{"directive case", "MaxMemory", []string{"1"}, "1", nil},
+		{"unknown", "save", []string{""}, "", ErrUnknownDirective},
+		{"include", "include", []string{"x.conf"}, "", ErrUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			err := c.Set(tc.directive, tc.args...)
+			if tc.err != nil {
+				ce := checkError(t, err, tc.err)
+				if ce.Directive != strings.ToLower(tc.directive) || ce.File != "" || ce.Line != 0 {
+					t.Fatalf("error names %q at %q:%d (%v)", ce.Directive, ce.File, ce.Line, err)
+				}
+				if !reflect.DeepEqual(c, DefaultConfig()) {
+					t.Fatalf("failed Set changed the config: %+v", c)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Set(%q, %q): %v", tc.directive, tc.args, err)
+			}
+			if got, ok := c.Get(tc.directive); !ok || got != tc.want {
+				t.Fatalf("Get(%q) = %q, %v; want %q", tc.directive, got, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestSetFields checks that directives land in the documented fields.
+func TestSetFields(t *testing.T) {
+	c := DefaultConfig()
+	for _, set := range [][]string{
+		{"port", "7000"},
+		{"bind", "10.0.0.1", "-::1"},
+		{"replicaof", "10.0.0.2", "6380"},
+		{"masterauth", "pw"},
+		{"masteruser", "user"},
+		{"requirepass", "rp"},
+		{"repl-backlog-size", "64mb"},
+		{"repl-timeout", "5"},
+		{"client-output-buffer-limit", "normal 1 2 3 replica 4 5 6 pubsub 7 8 9"},
+		{"maxmemory", "2gb"},
+		{"maxmemory-policy", "evict-snapshots"},
+		{"maxclients", "99"},
+		{"dir", "/d"},
+		{"loglevel", "debug"},
+		{"logfile", "/l"},
+		{"log-format", "json"},
+	} {
+		if err := c.Set(set[0], set[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := &Config{
+		Port:            7000,
+		Bind:            []string{"10.0.0.1", "-::1"},
+		MasterHost:      "10.0.0.2",
+		MasterPort:      6380,
+		MasterAuth:      "pw",
+		MasterUser:      "user",
+		RequirePass:     "rp",
+		ReplBacklogSize: 64 << 20,
+		ReplTimeout:     5 * time.Second,
+		ClientOutputBufferLimit: OutputBufferLimits{
+			Normal:  OutputBufferLimit{1, 2, 3 * time.Second},
+			Replica: OutputBufferLimit{4, 5, 6 * time.Second},
+			PubSub:  OutputBufferLimit{7, 8, 9 * time.Second},
+		},
+		MaxMemory:       2 << 30,
+		MaxMemoryPolicy: EvictSnapshots,
+		MaxClients:      99,
+		Dir:             "/d",
+		LogLevel:        LogDebug,
+		LogFile:         "/l",
+		LogFormat:       LogJSON,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	checkRoundTrip(t, c)
+}
+
+// TestGetDefaults pins CONFIG GET of the defaults. For directives shared
+// with Redis the strings are what redis-server 7.0.15 answers.
+func TestGetDefaults(t *testing.T) {
+	c := DefaultConfig()
+	for _, tc := range []struct{ name, want string }{
+		{"port", "6379"},
+		{"bind", "127.0.0.1"},
+		{"replicaof", ""},
+		{"slaveof", ""},
+		{"masterauth", ""},
+		{"masteruser", ""},
+		{"requirepass", ""},
+		{"repl-backlog-size", "1048576"},
+		{"repl-timeout", "60"},
+		{"client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"},
+		{"maxmemory", "0"},
+		{"maxmemory-policy", "noeviction"},
+		{"maxclients", "10000"},
+		{"dir", "."},
+		{"loglevel", "notice"},
+		{"logfile", ""},
+		{"log-format", "text"},
+		{"REPL-TIMEOUT", "60"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, ok := c.Get(tc.name); !ok || got != tc.want {
+				t.Fatalf("Get(%q) = %q, %v; want %q", tc.name, got, ok, tc.want)
+			}
+		})
+	}
+	t.Run("unknown", func(t *testing.T) {
+		if got, ok := c.Get("save"); ok || got != "" {
+			t.Fatalf("Get(save) = %q, %v", got, ok)
+		}
+	})
+}
+
+func TestGetRoundsSecondsUp(t *testing.T) {
+	c := DefaultConfig()
+	c.ReplTimeout = 1500 * time.Millisecond
+	c.ClientOutputBufferLimit.Replica.SoftPeriod = time.Nanosecond
+	for _, tc := range []struct{ name, want string }{
+		{"repl-timeout", "2"},
+		{"client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 1 pubsub 33554432 8388608 60"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := c.Get(tc.name); got != tc.want {
+				t.Fatalf("Get(%q) = %q, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	want := []string{
+		"bind", "client-output-buffer-limit", "dir", "log-format", "logfile", "loglevel",
+		"masterauth", "masteruser", "maxclients", "maxmemory", "maxmemory-policy", "port",
+		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass",
+	}
+	got := Names()
+	if !slices.Equal(got, want) {
+		t.Fatalf("Names() = %q\nwant %q", got, want)
+	}
+	got[0] = "changed"
+	if Names()[0] != "bind" {
+		t.Fatal("Names returns shared state")
+	}
+}
+
+func TestMutable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"port", false},
+		{"bind", false},
+		{"dir", false},
+		{"logfile", false},
+		{"log-format", false},
+		{"loglevel", true},
+		{"repl-backlog-size", true},
+		{"repl-timeout", true},
+		{"maxmemory", true},
+		{"maxmemory-policy", true},
+		{"client-output-buffer-limit", true},
+		{"masterauth", true},
+		{"masteruser", true},
+		{"requirepass", true},
+		{"maxclients", true},
+		{"replicaof", true},
+		{"slaveof", true},
+		{"LogLevel", true},
+		{"save", false},
+		{"", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Mutable(tc.name); got != tc.want {
+				t.Fatalf("Mutable(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		text string
+	}{
+		{"defaults", ""},
+		{"example", "port 0\nbind * -::* localhost\nreplicaof ::1 7000\nmasteruser u\nmasterauth \"a b\\\"c\"\n" +
+			"requirepass ''\nrepl-backlog-size 20000\nrepl-timeout 9\n" +
+			"client-output-buffer-limit normal 1 2 3 slave 0 0 0 pubsub 5gb 6mb 2147483647\n" +
+			"maxmemory 9223372036854775807\nmaxmemory-policy evict-snapshots\nmaxclients 4294967295\n" +
+			"dir \"/a dir\"\nloglevel nothing\nlogfile \"\\x00\"\nlog-format json\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			if err := c.Load("t.conf", tc.text); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			checkRoundTrip(t, c)
+		})
+	}
+}

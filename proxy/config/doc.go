@@ -1,0 +1,99 @@
+// Package config is replproxy's configuration: a plain [Config] struct, read
+// from a redis.conf-style file and command line exactly as redis-server 7.0
+// reads its own, and a directive table that CONFIG GET and CONFIG SET reuse.
+//
+// # Command line
+//
+//	replproxy [path/to/replproxy.conf] [--directive value ...]
+//
+// [Parse] takes os.Args[1:]. A first argument not starting with '-' is the
+// config file. Every "--name" then starts a directive whose values are the
+// following arguments up to the next "--" argument, so
+// `--replicaof 127.0.0.1 6379` is the file line "replicaof 127.0.0.1 6379".
+// Command-line directives apply after the file and override it. Reading the
+// config from stdin ("-") is not supported.
+//
+// # File syntax
+//
+// One directive per line: a name (case-insensitive) and its arguments.
+// Lines are trimmed; blank lines and lines starting with '#' are skipped; a
+// '#' after a directive is not a comment. Arguments are split on blanks;
+// "double quotes" take the escapes \n \r \t \b \a \\ \" \xHH, 'single
+// quotes' take only \'. A closing quote must be followed by a blank or the
+// end of the line, otherwise the line has unbalanced quotes. A directive may
+// appear many times; the last one wins (client-output-buffer-limit changes
+// only the classes it names). include is rejected as not supported.
+//
+// For bind, client-output-buffer-limit and replicaof a single argument is
+// split again, so `client-output-buffer-limit "replica 256mb 64mb 60"`, the
+// command-line `--bind "127.0.0.1 -::1"` and CONFIG SET with one value work
+// as in Redis.
+//
+// # Values
+//
+// Sizes are byte counts with optional case-insensitive units: k=1000,
+// kb=1024, m=1000², mb=1024², g=1000³, gb=1024³, b=1 ([ParseSize]); no sign,
+// and values above 2⁶³-1 are rejected. Integers are plain decimal with no
+// '+' and no leading zeros. Seconds are integers. Enums are
+// case-insensitive. Booleans are yes/no ([ParseBool]).
+//
+// # Directives
+//
+//	directive                    default                 runtime  Config field
+//	port                         6379                    no       Port
+//	bind                         127.0.0.1               no       Bind
+//	replicaof (slaveof)          none ("no one")         yes      MasterHost, MasterPort
+//	masterauth                   ""                      yes      MasterAuth
+//	masteruser                   ""                      yes      MasterUser
+//	requirepass                  ""                      yes      RequirePass
+//	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
+//	repl-timeout                 60                      yes      ReplTimeout
+//	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
+//	                             replica 256mb 64mb 60
+//	                             pubsub 32mb 8mb 60
+//	maxmemory                    0 (no limit)            yes      MaxMemory
+//	maxmemory-policy             noeviction              yes      MaxMemoryPolicy
+//	maxclients                   10000                   yes      MaxClients
+//	dir                          .                       no       Dir
+//	loglevel                     notice                  yes      LogLevel
+//	logfile                      "" (stderr)             no       LogFile
+//	log-format                   text                    no       LogFormat
+//
+// testdata/replproxy.conf at the repository root documents each one.
+//
+// # Errors
+//
+// Every error is an [*Error] carrying the file and line (when from a file)
+// and the directive, wrapping one of [ErrUnknownDirective], [ErrArgCount],
+// [ErrUnbalancedQuotes], [ErrInvalidValue], [ErrUnsupported] or an I/O
+// error. Error strings never contain a whole line, so secrets are not logged.
+//
+// # Runtime changes and concurrency
+//
+// There is no package state besides the read-only directive table. A Config
+// is a value owned by whoever holds it and is not safe for concurrent
+// mutation. A CONFIG SET handler clones the server's current Config, checks
+// [Mutable], calls [Config.Set] for each parameter and [Config.Validate] on
+// the clone, then swaps it in, so a failed CONFIG SET changes nothing.
+//
+// # Example
+//
+//	cfg, err := config.Parse(os.Args[1:])
+//	if err != nil {
+//		fmt.Fprintln(os.Stderr, err) // config: replproxy.conf:3: foo: unknown directive
+//		os.Exit(1)
+//	}
+//	v, _ := cfg.Get("client-output-buffer-limit")
+//	// v == "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+//
+// # Differences from redis-server 7.0
+//
+// Deliberate ones: unknown Redis directives are errors, not ignored; sizes
+// reject "", a bare unit and overflow (Redis reads them as 0 or wraps);
+// replicaof rejects port 0, host names with characters no host has, and
+// accepts "" as "no one"; port 0 picks a free port instead of disabling
+// TCP; loglevel accepts Redis 7.2's "nothing"; logfile "" means standard
+// error; dir never changes the process's working directory; bind, port and
+// replicaof mutability follow replproxy's needs (replicaof is set at runtime
+// through this table, port and bind are startup-only).
+package config

@@ -1,0 +1,263 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// Parse builds a Config from a command line shaped like redis-server's,
+// without the program name (os.Args[1:]):
+//
+//	[path/to/replproxy.conf] [--directive value ...]
+//
+// A first argument that does not start with '-' is a config file, read and
+// applied over [DefaultConfig] with [Config.Load]. Each "--name" then starts
+// a directive that takes the following arguments up to the next one starting
+// with "--". As in redis-server 7.0.1+, the argument right after a bare
+// "--name" is always a value, even if it starts with "--" (so
+// `--requirepass --x` works), and "--name value" in a single argument is
+// split into words. Command-line directives apply after the file, so they
+// win. The result is validated with [Config.Validate].
+//
+// Errors are [*Error]: from the file they carry File and Line; from the
+// command line both are empty.
+func Parse(args []string) (*Config, error) {
+	c := DefaultConfig()
+	first := 1
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		path := args[0]
+		args = args[1:]
+		first = 2
+		data, err := os.ReadFile(path)
+		if err != nil {
+			// The *PathError would repeat the path that Error already prints.
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, &Error{File: path, Err: err}
+		}
+		if err := c.Load(path, string(data)); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.applyArgs(args, first); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// applyArgs applies "--name value ..." arguments in order; first is the
+// 1-based position of args[0] on the command line, for errors. On error, c
+// may hold the directives before the bad one.
+func (c *Config) applyArgs(args []string, first int) error {
+	var (
+		name       string
+		values     []string
+		started    bool // name holds a directive to apply
+		valueFirst bool // the next argument is a value even if it starts with "--"
+	)
+	flush := func() error {
+		if !started {
+			return nil
+		}
+		return c.Set(name, values...)
+	}
+	// Errors name arguments by position, never by content: it may be a secret.
+	for i, a := range args {
+		if strings.HasPrefix(a, "--") && !valueFirst {
+			if err := flush(); err != nil {
+				return err
+			}
+			words, err := splitArgs(a[2:])
+			if err != nil {
+				return &Error{Err: fmt.Errorf("argument %d: %w", first+i, err)}
+			}
+			if len(words) == 0 {
+				return &Error{Err: fmt.Errorf("argument %d: %w: empty directive name", first+i, ErrUnsupported)}
+			}
+			name, values, started = words[0], words[1:], true
+			valueFirst = len(words) == 1
+			continue
+		}
+		if !started {
+			return &Error{Err: fmt.Errorf("argument %d: %w: expected the config file first, then --directive value", first+i, ErrUnsupported)}
+		}
+		values = append(values, a)
+		valueFirst = false
+	}
+	return flush()
+}
+
+// Load applies the directives in text, in redis.conf syntax, over c, in
+// order, as redis-server's loadServerConfigFromString does. file names the
+// source in errors. Load is all or nothing: on error c is unchanged. It does
+// not call [Config.Validate], so several texts may be layered first.
+//
+// Lines are split on '\n' and trimmed of " \t\r\n"; empty lines and lines
+// whose first non-blank byte is '#' are skipped (a '#' later in a line is not
+// a comment). The rest is split into words as Redis's sdssplitargs does
+// (see the package doc for quoting); the first word is the directive name,
+// matched case-insensitively. A NUL byte is an error (redis-server would
+// silently cut the line there).
+func (c *Config) Load(file, text string) error {
+	n := c.Clone()
+	line := 0
+	for rest, more := text, true; more; {
+		var raw string
+		raw, rest, more = strings.Cut(rest, "\n")
+		line++
+		if strings.IndexByte(raw, 0) >= 0 {
+			return &Error{File: file, Line: line, Err: fmt.Errorf("%w: NUL byte in line", ErrInvalidValue)}
+		}
+		raw = strings.Trim(raw, " \t\r\n")
+		if raw == "" || raw[0] == '#' {
+			continue
+		}
+		words, err := splitArgs(raw)
+		if err != nil {
+			return &Error{File: file, Line: line, Err: err}
+		}
+		if len(words) == 0 {
+			continue // only blanks such as \v or \f
+		}
+		name := asciiLower(words[0])
+		if err := n.set(name, words[1:]); err != nil {
+			return &Error{File: file, Line: line, Directive: name, Err: err}
+		}
+	}
+	*c = *n
+	return nil
+}
+
+// splitArgs splits a line into words exactly as Redis's sdssplitargs does:
+//
+//   - Words are separated by blanks (space, \t, \n, \v, \f, \r).
+//   - "double quotes" allow the escapes \n \r \t \b \a \xHH (two hex
+//     digits); any other backslashed byte stands for itself (\" \\).
+//   - 'single quotes' allow only \' ; other backslashes are literal.
+//   - A quote may start inside a word (a"b c" is the word `ab c`), but a
+//     closing quote must be followed by a blank or the end of the line.
+//
+// An unterminated quote or a bad closing quote is [ErrUnbalancedQuotes].
+// Like the C code, splitArgs stops at a NUL byte. An empty or all-blank
+// line gives no words.
+func splitArgs(line string) ([]string, error) {
+	if i := strings.IndexByte(line, 0); i >= 0 {
+		line = line[:i]
+	}
+	// at returns the byte at i, or 0 (C's terminator) past the end.
+	at := func(i int) byte {
+		if i < len(line) {
+			return line[i]
+		}
+		return 0
+	}
+	var words []string
+	p := 0
+	for {
+		for p < len(line) && isBlank(line[p]) {
+			p++
+		}
+		if p >= len(line) {
+			return words, nil
+		}
+		var word []byte
+		inDouble, inSingle := false, false
+		for done := false; !done; {
+			ch := at(p)
+			switch {
+			case inDouble:
+				switch {
+				case ch == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
+					word = append(word, unhex(at(p+2))<<4|unhex(at(p+3)))
+					p += 3
+				case ch == '\\' && at(p+1) != 0:
+					p++
+					word = append(word, unescape(at(p)))
+				case ch == '"':
+					if next := at(p + 1); next != 0 && !isBlank(next) {
+						return nil, ErrUnbalancedQuotes
+					}
+					done = true
+				case ch == 0:
+					return nil, ErrUnbalancedQuotes
+				default:
+					word = append(word, ch)
+				}
+			case inSingle:
+				switch {
+				case ch == '\\' && at(p+1) == '\'':
+					p++
+					word = append(word, '\'')
+				case ch == '\'':
+					if next := at(p + 1); next != 0 && !isBlank(next) {
+						return nil, ErrUnbalancedQuotes
+					}
+					done = true
+				case ch == 0:
+					return nil, ErrUnbalancedQuotes
+				default:
+					word = append(word, ch)
+				}
+			default:
+				switch ch {
+				case ' ', '\n', '\r', '\t', 0:
+					done = true
+				case '"':
+					inDouble = true
+				case '\'':
+					inSingle = true
+				default:
+					word = append(word, ch)
+				}
+			}
+			if at(p) != 0 {
+				p++
+			}
+		}
+		words = append(words, string(word))
+	}
+}
+
+// isBlank is C's isspace in the C locale.
+func isBlank(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// unescape maps the byte after a backslash inside double quotes.
+func unescape(c byte) byte {
+	switch c {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return c
+}

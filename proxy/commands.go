@@ -1,0 +1,356 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// A command is one entry of the command table.
+type command struct {
+	// arity follows Redis: n > 0 means exactly n arguments (the name
+	// included), n < 0 means at least -n.
+	arity int
+	// noAuth marks commands allowed before AUTH.
+	noAuth bool
+	run    func(s *Server, c *client, args [][]byte) (quit bool)
+}
+
+// commandTable returns the commands the proxy answers. It is built per call
+// site rather than held in a package variable because handlers refer back to
+// it (COMMAND COUNT).
+func commandTable() map[string]command {
+	return map[string]command{
+		"ping":     {arity: -1, run: (*Server).cmdPing},
+		"echo":     {arity: 2, run: (*Server).cmdEcho},
+		"quit":     {arity: -1, noAuth: true, run: (*Server).cmdQuit},
+		"auth":     {arity: -2, noAuth: true, run: (*Server).cmdAuth},
+		"info":     {arity: -1, run: (*Server).cmdInfo},
+		"role":     {arity: 1, run: (*Server).cmdRole},
+		"config":   {arity: -2, run: (*Server).cmdConfig},
+		"client":   {arity: -2, run: (*Server).cmdClient},
+		"command":  {arity: -1, run: (*Server).cmdCommand},
+		"select":   {arity: 2, run: (*Server).cmdSelect},
+		"replicaof": {arity: 3, run: (*Server).cmdReplicaOf},
+		"slaveof":  {arity: 3, run: (*Server).cmdReplicaOf},
+	}
+}
+
+// dispatch runs one command and appends its reply to c.out.
+func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
+	name := strings.ToLower(string(args[0]))
+	c.lastCmd.Store(&name)
+	cmd, ok := s.commands[name]
+	if !ok {
+		c.out = wire.AppendError(c.out, fmt.Sprintf(
+			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(name, 128)))
+		return false
+	}
+	if !c.authed && !cmd.noAuth {
+		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
+		return false
+	}
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+		return false
+	}
+	return cmd.run(s, c, args)
+}
+
+// clip shortens s for an error reply.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func (s *Server) cmdPing(c *client, args [][]byte) bool {
+	switch len(args) {
+	case 1:
+		c.out = wire.AppendSimple(c.out, "PONG")
+	case 2:
+		c.out = wire.AppendBulk(c.out, args[1])
+	default:
+		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'ping' command")
+	}
+	return false
+}
+
+func (s *Server) cmdEcho(c *client, args [][]byte) bool {
+	c.out = wire.AppendBulk(c.out, args[1])
+	return false
+}
+
+func (s *Server) cmdQuit(c *client, _ [][]byte) bool {
+	c.out = wire.AppendSimple(c.out, "OK")
+	return true
+}
+
+func (s *Server) cmdSelect(c *client, args [][]byte) bool {
+	if n, err := strconv.Atoi(string(args[1])); err != nil || n < 0 {
+		c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
+		return false
+	}
+	c.out = wire.AppendSimple(c.out, "OK")
+	return false
+}
+
+// cmdAuth is AUTH <password> or AUTH <user> <password>, for the default user
+// only, as redis-server without ACL users answers it.
+func (s *Server) cmdAuth(c *client, args [][]byte) bool {
+	if len(args) > 3 {
+		c.out = wire.AppendError(c.out, "ERR syntax error")
+		return false
+	}
+	s.mu.Lock()
+	want := s.mu.cfg.RequirePass
+	s.mu.Unlock()
+	user, pass := "default", string(args[len(args)-1])
+	if len(args) == 3 {
+		user = string(args[1])
+	}
+	if want == "" {
+		if len(args) == 2 {
+			c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+			return false
+		}
+	}
+	if user != "default" || subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
+		c.log.Warn("authentication failed")
+		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
+		return false
+	}
+	c.authed = true
+	c.out = wire.AppendSimple(c.out, "OK")
+	return false
+}
+
+// cmdCommand answers the COMMAND family minimally, so that clients that probe
+// it (redis-cli asks for COMMAND DOCS) go on working.
+func (s *Server) cmdCommand(c *client, args [][]byte) bool {
+	if len(args) >= 2 && strings.EqualFold(string(args[1]), "count") {
+		c.out = wire.AppendInt(c.out, int64(len(s.commands)))
+		return false
+	}
+	c.out = wire.AppendArrayHeader(c.out, 0)
+	return false
+}
+
+// cmdRole answers as a chained replica does: slave, the primary's host and
+// port, the link state and the offset applied.
+func (s *Server) cmdRole(c *client, _ [][]byte) bool {
+	cfg := s.config()
+	if cfg.MasterHost == "" {
+		c.out = wire.AppendArrayHeader(c.out, 3)
+		c.out = wire.AppendBulkString(c.out, "master")
+		c.out = wire.AppendInt(c.out, s.stream.Offset())
+		c.out = wire.AppendArrayHeader(c.out, 0)
+		return false
+	}
+	st := s.up.linkState()
+	off := int64(-1)
+	if st == linkConnected {
+		off = s.up.applied.Load()
+	}
+	c.out = wire.AppendArrayHeader(c.out, 5)
+	c.out = wire.AppendBulkString(c.out, "slave")
+	c.out = wire.AppendBulkString(c.out, cfg.MasterHost)
+	c.out = wire.AppendInt(c.out, int64(cfg.MasterPort))
+	c.out = wire.AppendBulkString(c.out, st.String())
+	c.out = wire.AppendInt(c.out, off)
+	return false
+}
+
+func (s *Server) cmdConfig(c *client, args [][]byte) bool {
+	sub := strings.ToLower(string(args[0+1]))
+	switch {
+	case sub == "get" && len(args) >= 3:
+		s.configGet(c, args[2:])
+	case sub == "set" && len(args) >= 4:
+		s.configSet(c, args[2:])
+	case sub == "resetstat" && len(args) == 2:
+		s.stats.reset()
+		c.out = wire.AppendSimple(c.out, "OK")
+	default:
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", clip(sub, 64)))
+	}
+	return false
+}
+
+// configGet returns name/value pairs for every directive matching one of the
+// glob patterns, as redis-server does.
+func (s *Server) configGet(c *client, patterns [][]byte) {
+	s.mu.Lock()
+	cfg := s.mu.cfg.Clone()
+	s.mu.Unlock()
+	var pairs []string
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		pat := strings.ToLower(string(p))
+		for _, name := range config.Names() {
+			if ok, _ := path.Match(pat, name); !ok || seen[name] {
+				continue
+			}
+			if v, ok := cfg.Get(name); ok {
+				seen[name] = true
+				pairs = append(pairs, name, v)
+			}
+		}
+	}
+	c.out = wire.AppendArrayHeader(c.out, len(pairs))
+	for _, p := range pairs {
+		c.out = wire.AppendBulkString(c.out, p)
+	}
+}
+
+// configSet applies name/value pairs all or nothing, then puts them into effect.
+func (s *Server) configSet(c *client, args [][]byte) {
+	if len(args)%2 != 0 {
+		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
+		return
+	}
+	s.mu.Lock()
+	next := s.mu.cfg.Clone()
+	s.mu.Unlock()
+	for i := 0; i < len(args); i += 2 {
+		name := strings.ToLower(string(args[i]))
+		if !config.Mutable(name) {
+			if _, known := next.Get(name); known {
+				c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name))
+			} else {
+				c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64)))
+			}
+			return
+		}
+		if err := next.Set(name, strings.Fields(string(args[i+1]))...); err != nil {
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", name, err))
+			return
+		}
+	}
+	if err := next.Validate(); err != nil {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed - %v", err))
+		return
+	}
+	s.applyConfig(next)
+	c.out = wire.AppendSimple(c.out, "OK")
+}
+
+// applyConfig puts a validated configuration into effect.
+func (s *Server) applyConfig(next *config.Config) {
+	s.mu.Lock()
+	prev := s.mu.cfg
+	s.mu.cfg = next
+	s.mu.Unlock()
+	if next.ReplBacklogSize != prev.ReplBacklogSize {
+		s.stream.SetBacklogSize(next.ReplBacklogSize)
+	}
+	if next.LogLevel != prev.LogLevel {
+		s.log.SetLevel(HCLogLevel(next.LogLevel))
+	}
+	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
+		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
+		s.up.retarget()
+	}
+}
+
+// cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.
+func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
+	host, port := string(args[1]), string(args[2])
+	s.mu.Lock()
+	next := s.mu.cfg.Clone()
+	s.mu.Unlock()
+	var err error
+	if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
+		err = next.Set("replicaof", "no", "one")
+	} else {
+		err = next.Set("replicaof", host, port)
+	}
+	if err == nil {
+		err = next.Validate()
+	}
+	if err != nil {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %v", err))
+		return false
+	}
+	s.log.Info("replicaof changed by a client", "host", next.MasterHost, "port", next.MasterPort, "client-id", c.id)
+	s.applyConfig(next)
+	c.out = wire.AppendSimple(c.out, "OK")
+	return false
+}
+
+func (s *Server) cmdClient(c *client, args [][]byte) bool {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "id" && len(args) == 2:
+		c.out = wire.AppendInt(c.out, c.id)
+	case sub == "getname" && len(args) == 2:
+		if n := c.name.Load(); n != nil && *n != "" {
+			c.out = wire.AppendBulkString(c.out, *n)
+		} else {
+			c.out = wire.AppendNullBulk(c.out)
+		}
+	case sub == "setname" && len(args) == 3:
+		name := string(args[2])
+		if strings.ContainsAny(name, " \n\r") {
+			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
+			break
+		}
+		c.name.Store(&name)
+		c.out = wire.AppendSimple(c.out, "OK")
+	case sub == "list" && len(args) == 2:
+		c.out = wire.AppendBulkString(c.out, s.clientList())
+	default:
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", clip(sub, 64)))
+	}
+	return false
+}
+
+// clientList renders CLIENT LIST with Redis's field names.
+func (s *Server) clientList() string {
+	s.mu.Lock()
+	clients := make([]*client, 0, len(s.mu.clients))
+	for _, c := range s.mu.clients {
+		clients = append(clients, c)
+	}
+	s.mu.Unlock()
+	now := time.Now()
+	var b strings.Builder
+	for _, c := range clients {
+		name, cmd := "", "NULL"
+		if n := c.name.Load(); n != nil {
+			name = *n
+		}
+		if l := c.lastCmd.Load(); l != nil {
+			cmd = *l
+		}
+		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=2\n",
+			c.id, c.addr, c.laddr, name,
+			int64(now.Sub(c.created)/time.Second),
+			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), cmd)
+	}
+	return b.String()
+}
+
+// HCLogLevel maps a Redis log level to hclog's.
+func HCLogLevel(l config.LogLevel) hclog.Level {
+	switch l {
+	case config.LogDebug:
+		return hclog.Trace
+	case config.LogVerbose:
+		return hclog.Debug
+	case config.LogWarning:
+		return hclog.Warn
+	case config.LogNothing:
+		return hclog.Off
+	}
+	return hclog.Info
+}

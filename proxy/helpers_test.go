@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+)
+
+// testLogger sends a server's logs to t.Log, so they show up for failing tests
+// (and with -v), and keeps a copy that tests can search.
+type testLogger struct {
+	t  testing.TB
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *testLogger) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.b.Write(p)
+	w.mu.Unlock()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Contains reports whether the log so far contains s.
+func (w *testLogger) Contains(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Contains(w.b.String(), s)
+}
+
+// testProxy is an in-process replproxy running for one test.
+type testProxy struct {
+	*Server
+	Log *testLogger
+}
+
+// Addr returns host:port of the proxy's listener.
+func (p *testProxy) AddrString() string { return p.Server.Addr().String() }
+
+// startProxy runs a proxy on 127.0.0.1 with a free port, configured by args
+// in the command-line form ("--replicaof", "127.0.0.1", "6379", ...), and
+// stops it when the test ends.
+func startProxy(t testing.TB, args ...string) *testProxy {
+	t.Helper()
+	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose"}, args...))
+	if err != nil {
+		t.Fatalf("proxy config: %v", err)
+	}
+	lw := &testLogger{t: t}
+	log := hclog.New(&hclog.LoggerOptions{Name: "replproxy", Level: HCLogLevel(cfg.LogLevel), Output: lw})
+	srv, err := New(cfg, Options{Logger: log})
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("proxy stopped with %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("proxy did not stop within 10s")
+		}
+	})
+	return &testProxy{Server: srv, Log: lw}
+}
+
+// startPrimary starts a real redis-server meant to be a primary: immediate
+// diskless syncs unless args say otherwise.
+func startPrimary(t testing.TB, args ...string) (*redistest.Server, *redistest.Client) {
+	t.Helper()
+	srv := redistest.StartServer(t, append([]string{"--repl-diskless-sync-delay", "0"}, args...)...)
+	return srv, redistest.Dial(t, srv.Addr())
+}
+
+// replicaOf returns the --replicaof arguments naming srv.
+func replicaOf(srv *redistest.Server) []string {
+	host, port, _ := strings.Cut(srv.Addr(), ":")
+	return []string{"--replicaof", host, port}
+}
+
+// waitLinkUp waits until the proxy reports its link to the primary up.
+func waitLinkUp(t testing.TB, pc *redistest.Client) {
+	t.Helper()
+	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
+		return pc.Info(t, "replication")["master_link_status"] == "up"
+	})
+}
+
+// waitOffsetsEqual waits until the proxy has received (and applied) every
+// byte the primary produced, then returns that offset.
+func waitOffsetsEqual(t testing.TB, primary, proxy *redistest.Client) int64 {
+	t.Helper()
+	var want int64
+	redistest.WaitFor(t, 15*time.Second, "proxy offset equal to the primary's", func() bool {
+		want = primary.InfoInt(t, "replication", "master_repl_offset")
+		pi := proxy.Info(t, "replication")
+		return pi["master_repl_offset"] == itoa(want) && pi["slave_repl_offset"] == itoa(want)
+	})
+	return want
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,239 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// infoSections are INFO's sections in the order redis-server prints them;
+// the proxy section is replproxy's own. "default" is all of them.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "proxy", "keyspace"}
+
+func (s *Server) cmdInfo(c *client, args [][]byte) bool {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !all && !want[sec] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		s.writeInfoSection(&b, sec)
+	}
+	c.out = wire.AppendBulkString(c.out, b.String())
+	return false
+}
+
+// Info returns the text of INFO for the given section ("" for the default).
+func (s *Server) Info(section string) string {
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if section == "" || section == sec {
+			if b.Len() > 0 {
+				b.WriteString("\r\n")
+			}
+			s.writeInfoSection(&b, sec)
+		}
+	}
+	return b.String()
+}
+
+// infoWriter writes "key:value" lines.
+type infoWriter struct{ b *strings.Builder }
+
+func (w infoWriter) kv(key string, value any) {
+	fmt.Fprintf(w.b, "%s:%v\r\n", key, value)
+}
+
+func (s *Server) writeInfoSection(b *strings.Builder, section string) {
+	w := infoWriter{b}
+	now := time.Now()
+	switch section {
+	case "server":
+		b.WriteString("# Server\r\n")
+		w.kv("redis_version", redisCompatVersion)
+		w.kv("replproxy_version", Version)
+		w.kv("redis_mode", "standalone")
+		w.kv("os", runtime.GOOS+" "+runtime.GOARCH)
+		w.kv("arch_bits", 64)
+		w.kv("go_version", runtime.Version())
+		w.kv("process_id", s.pid)
+		w.kv("run_id", s.runID)
+		w.kv("tcp_port", s.Port())
+		up := now.Sub(s.started)
+		w.kv("server_time_usec", now.UnixMicro())
+		w.kv("uptime_in_seconds", int64(up/time.Second))
+		w.kv("uptime_in_days", int64(up/(24*time.Hour)))
+		exe, _ := os.Executable()
+		w.kv("executable", exe)
+		w.kv("config_file", s.configFile)
+	case "clients":
+		s.mu.Lock()
+		n, maxc := len(s.mu.clients), s.mu.cfg.MaxClients
+		s.mu.Unlock()
+		b.WriteString("# Clients\r\n")
+		w.kv("connected_clients", n)
+		w.kv("maxclients", maxc)
+		w.kv("blocked_clients", 0)
+	case "memory":
+		s.writeInfoMemory(w)
+	case "persistence":
+		b.WriteString("# Persistence\r\n")
+		w.kv("loading", 0)
+		w.kv("async_loading", 0)
+		w.kv("rdb_bgsave_in_progress", 0)
+		w.kv("aof_enabled", 0)
+	case "stats":
+		st := &s.stats
+		b.WriteString("# Stats\r\n")
+		w.kv("total_connections_received", st.connectionsReceived.Load())
+		w.kv("total_commands_processed", st.commandsProcessed.Load())
+		w.kv("total_net_input_bytes", st.netInputBytes.Load()+st.replInputBytes.Load())
+		w.kv("total_net_output_bytes", st.netOutputBytes.Load()+st.replOutputBytes.Load())
+		w.kv("total_net_repl_input_bytes", st.replInputBytes.Load())
+		w.kv("total_net_repl_output_bytes", st.replOutputBytes.Load())
+		w.kv("rejected_connections", st.rejectedConnections.Load())
+		w.kv("sync_full", st.syncFull.Load())
+		w.kv("sync_partial_ok", st.syncPartialOK.Load())
+		w.kv("sync_partial_err", st.syncPartialErr.Load())
+		w.kv("evicted_keys", 0)
+	case "replication":
+		s.writeInfoReplication(w, now)
+	case "cpu":
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		b.WriteString("# CPU\r\n")
+		w.kv("used_cpu_sys", fmt.Sprintf("%.6f", time.Duration(ru.Stime.Nano()).Seconds()))
+		w.kv("used_cpu_user", fmt.Sprintf("%.6f", time.Duration(ru.Utime.Nano()).Seconds()))
+	case "proxy":
+		s.writeInfoProxy(w, now)
+	case "keyspace":
+		b.WriteString("# Keyspace\r\n")
+	}
+}
+
+func (s *Server) writeInfoMemory(w infoWriter) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	u := s.stream.Usage()
+	w.b.WriteString("# Memory\r\n")
+	w.kv("used_memory", ms.HeapAlloc)
+	w.kv("used_memory_human", humanize.IBytes(ms.HeapAlloc))
+	w.kv("used_memory_rss", ms.Sys)
+	w.kv("mem_not_counted_for_evict", u.NotCountedForEvict)
+	w.kv("mem_replication_backlog", u.Backlog)
+	w.kv("mem_clients_slaves", u.Replicas)
+	w.kv("mem_total_replication_buffers", u.Total)
+}
+
+func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
+	cfg := s.config()
+	id := s.identity()
+	u := s.up
+	w.b.WriteString("# Replication\r\n")
+	if cfg.MasterHost == "" {
+		w.kv("role", "master")
+	} else {
+		st := u.linkState()
+		w.kv("role", "slave")
+		w.kv("master_host", cfg.MasterHost)
+		w.kv("master_port", cfg.MasterPort)
+		if st == linkConnected {
+			w.kv("master_link_status", "up")
+		} else {
+			w.kv("master_link_status", "down")
+		}
+		lastIO := int64(-1)
+		if st == linkConnected || st == linkSync {
+			lastIO = int64(now.Sub(time.Unix(0, u.lastIO.Load())) / time.Second)
+		}
+		w.kv("master_last_io_seconds_ago", lastIO)
+		inSync := st == linkSync
+		w.kv("master_sync_in_progress", b2i(inSync))
+		w.kv("slave_read_repl_offset", s.stream.Offset())
+		w.kv("slave_repl_offset", u.applied.Load())
+		if inSync {
+			total, read := u.syncTotal.Load(), u.syncRead.Load()
+			w.kv("master_sync_total_bytes", total)
+			w.kv("master_sync_read_bytes", read)
+			left, perc := int64(-1), 0.0
+			if total > 0 {
+				left = total - read
+				perc = float64(read) * 100 / float64(total)
+			}
+			w.kv("master_sync_left_bytes", left)
+			w.kv("master_sync_perc", fmt.Sprintf("%.2f", perc))
+			w.kv("master_sync_last_io_seconds_ago", int64(now.Sub(time.Unix(0, u.lastIO.Load()))/time.Second))
+		}
+		if st != linkConnected {
+			down := int64(-1)
+			if d := u.downSince.Load(); d != 0 {
+				down = int64(now.Sub(time.Unix(0, d)) / time.Second)
+			}
+			w.kv("master_link_down_since_seconds", down)
+		}
+		w.kv("slave_priority", 0) // never to be promoted by Sentinel
+		w.kv("slave_read_only", 1)
+		w.kv("replica_announced", 1)
+	}
+	w.kv("connected_slaves", 0)
+	w.kv("master_failover_state", "no-failover")
+	w.kv("master_replid", id.replID)
+	w.kv("master_replid2", id.replID2)
+	w.kv("master_repl_offset", s.stream.Offset())
+	w.kv("second_repl_offset", id.secondOffset)
+	first, hist := s.stream.Backlog()
+	if !id.history {
+		first, hist = 0, 0
+	}
+	w.kv("repl_backlog_active", b2i(id.history))
+	w.kv("repl_backlog_size", cfg.ReplBacklogSize)
+	w.kv("repl_backlog_first_byte_offset", first)
+	w.kv("repl_backlog_histlen", hist)
+}
+
+func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
+	st := &s.stats
+	w.b.WriteString("# Proxy\r\n")
+	w.kv("upstream_link_state", s.up.linkState().String())
+	w.kv("upstream_connects", st.upstreamConnects.Load())
+	w.kv("upstream_full_syncs", st.upstreamFullSyncs.Load())
+	w.kv("upstream_partial_syncs", st.upstreamPartialSyncs.Load())
+	w.kv("upstream_link_failures", st.upstreamLinkFailures.Load())
+	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes.Load())
+	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
+	w.kv("stream_generation", s.stream.Generation())
+	if sn := s.Snapshot(); sn != nil {
+		w.kv("snapshot_replid", sn.ReplID())
+		w.kv("snapshot_offset", sn.Offset())
+		w.kv("snapshot_size", sn.Size())
+		w.kv("snapshot_state", sn.State().String())
+		w.kv("snapshot_age_seconds", int64(now.Sub(sn.Created())/time.Second))
+		w.kv("snapshot_memory", sn.Usage().Total)
+	} else {
+		w.kv("snapshot_state", "none")
+	}
+	ps := s.pool.Stats()
+	w.kv("free_blocks", ps.FreeBlocks)
+	w.kv("free_blocks_bytes", ps.FreeBytes)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

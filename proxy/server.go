@@ -1,0 +1,268 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// Version is replproxy's version, shown in INFO server.
+const Version = "0.1.0"
+
+// redisCompatVersion is what INFO server reports as redis_version: the Redis
+// release whose replication protocol replproxy speaks on both sides.
+const redisCompatVersion = "7.0.15"
+
+// A Server is one replproxy: the upstream link to a primary, the shared
+// stream, and the listener that serves replicas and admin clients. Build one
+// with New, run it with Run; several can run in one process.
+type Server struct {
+	log        hclog.Logger
+	pool       *replbuf.Pool
+	stream     *replbuf.Stream
+	runID      string
+	started    time.Time
+	configFile string
+	pid        int
+
+	stats    stats
+	up       *upstream
+	commands map[string]command
+
+	listeners []net.Listener // opened by New, closed by Run's shutdown
+
+	// mu guards the runtime configuration, the replication identity and the
+	// client registry. It is never held across network I/O.
+	mu struct {
+		sync.Mutex
+		cfg *config.Config // values in force; CONFIG SET changes them
+
+		// The replication identity the proxy presents: the primary's.
+		replID       string
+		replID2      string
+		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
+		history      bool  // the stream holds the primary's bytes (a sync completed)
+		snapshot     *replbuf.Snapshot
+
+		clients      map[int64]*client
+		nextClientID int64
+	}
+}
+
+// Options are what New needs besides the configuration.
+type Options struct {
+	// Logger is the root logger; nil discards logs.
+	Logger hclog.Logger
+	// ConfigFile is the path the configuration was read from, for INFO.
+	ConfigFile string
+}
+
+// New validates cfg, opens the listeners and returns a server ready to Run.
+// cfg is cloned: later changes to it have no effect.
+func New(cfg *config.Config, opts Options) (*Server, error) {
+	if cfg == nil {
+		cfg = config.DefaultConfig()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.Clone()
+	log := opts.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	pool := replbuf.NewPool(0)
+	s := &Server{
+		log:        log,
+		pool:       pool,
+		stream:     replbuf.NewStream(0, &replbuf.Config{BacklogSize: cfg.ReplBacklogSize, Pool: pool}),
+		runID:      newReplID(),
+		started:    time.Now(),
+		configFile: opts.ConfigFile,
+		pid:        os.Getpid(),
+	}
+	s.commands = commandTable()
+	s.mu.cfg = cfg
+	s.mu.replID = newReplID()
+	s.mu.replID2 = noReplID
+	s.mu.secondOffset = -1
+	s.mu.clients = make(map[int64]*client)
+	s.up = newUpstream(s, log.Named("upstream"))
+	if err := s.listen(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen opens a listener per bind address. An address with a leading "-" may
+// fail to bind without failing the start, as in Redis.
+func (s *Server) listen(cfg *config.Config) error {
+	for _, addr := range cfg.Bind {
+		optional := strings.HasPrefix(addr, "-")
+		addr = strings.TrimPrefix(addr, "-")
+		network, host := "tcp", addr
+		switch addr {
+		case "*":
+			network, host = "tcp4", ""
+		case "::*":
+			network, host = "tcp6", "::"
+		}
+		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(cfg.Port)))
+		if err != nil {
+			if optional {
+				s.log.Warn("optional bind address failed", "address", addr, "error", err)
+				continue
+			}
+			s.closeListeners()
+			return fmt.Errorf("listen on %s port %d: %w", addr, cfg.Port, err)
+		}
+		if cfg.Port == 0 && len(s.listeners) == 0 {
+			// Port 0 picks a free port; every further address uses the same one.
+			cfg.Port = ln.Addr().(*net.TCPAddr).Port
+		}
+		s.listeners = append(s.listeners, ln)
+	}
+	if len(s.listeners) == 0 {
+		return errors.New("no bind address could be listened on")
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+}
+
+// Addr returns the address of the first listener: where replicas connect.
+func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
+
+// Port returns the TCP port the server listens on.
+func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
+
+// Run serves until ctx is done, then closes every connection and returns once
+// every goroutine it started has stopped. It returns nil after a clean stop.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, len(s.listeners))
+	for _, ln := range s.listeners {
+		wg.Go(func() {
+			if err := s.acceptLoop(ctx, ln, &wg); err != nil {
+				errc <- err
+			}
+		})
+	}
+	wg.Go(func() { s.up.run(ctx) })
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		s.log.Error("listener failed", "error", err)
+	}
+	cancel()
+	s.closeListeners()
+	s.closeClients()
+	wg.Wait()
+	s.stream.Close(nil)
+	s.log.Info("replproxy stopped")
+	return err
+}
+
+// acceptLoop accepts connections until the listener is closed. Each client's
+// goroutine joins wg.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		s.stats.connectionsReceived.Add(1)
+		c, ok := s.register(conn)
+		if !ok {
+			s.stats.rejectedConnections.Add(1)
+			conn.Write([]byte("-ERR max number of clients reached\r\n"))
+			conn.Close()
+			continue
+		}
+		wg.Go(func() { s.serveClient(ctx, c) })
+	}
+}
+
+// register adds a connection to the client registry, unless maxclients is reached.
+func (s *Server) register(conn net.Conn) (*client, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mu.clients) >= s.mu.cfg.MaxClients {
+		return nil, false
+	}
+	s.mu.nextClientID++
+	c := newClient(s, s.mu.nextClientID, conn)
+	s.mu.clients[c.id] = c
+	return c, true
+}
+
+func (s *Server) unregister(c *client) {
+	s.mu.Lock()
+	delete(s.mu.clients, c.id)
+	s.mu.Unlock()
+}
+
+// closeClients closes every client connection, which ends their goroutines.
+func (s *Server) closeClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.mu.clients {
+		c.conn.Close()
+	}
+}
+
+// configValue returns a copy of the configuration in force.
+func (s *Server) config() *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.cfg.Clone()
+}
+
+// replIdentity is the replication identity at one moment.
+type replIdentity struct {
+	replID, replID2 string
+	secondOffset    int64
+	history         bool
+}
+
+func (s *Server) identity() replIdentity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return replIdentity{s.mu.replID, s.mu.replID2, s.mu.secondOffset, s.mu.history}
+}
+
+// Snapshot returns the newest complete snapshot, or nil.
+func (s *Server) Snapshot() *replbuf.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.snapshot
+}

@@ -1,0 +1,37 @@
+package proxy
+
+import "sync/atomic"
+
+// stats are the server's counters, shown by INFO stats and reset by CONFIG
+// RESETSTAT. Every field is atomic: any goroutine may add to them.
+type stats struct {
+	connectionsReceived atomic.Int64 // total_connections_received
+	commandsProcessed   atomic.Int64 // total_commands_processed
+	rejectedConnections atomic.Int64 // rejected_connections
+	netInputBytes       atomic.Int64 // total_net_input_bytes (clients and replicas)
+	netOutputBytes      atomic.Int64 // total_net_output_bytes (clients and replicas)
+	replInputBytes      atomic.Int64 // total_net_repl_input_bytes (from the primary)
+	replOutputBytes     atomic.Int64 // total_net_repl_output_bytes (to replicas)
+	syncFull            atomic.Int64 // sync_full
+	syncPartialOK       atomic.Int64 // sync_partial_ok
+	syncPartialErr      atomic.Int64 // sync_partial_err
+
+	// The upstream link (proxy section).
+	upstreamConnects      atomic.Int64 // connections made to the primary
+	upstreamFullSyncs     atomic.Int64 // +FULLRESYNC received and completed
+	upstreamPartialSyncs  atomic.Int64 // +CONTINUE received
+	upstreamLinkFailures  atomic.Int64 // link attempts or links that ended with an error
+	upstreamRDBBytes      atomic.Int64 // RDB payload bytes received
+	upstreamChecksumFails atomic.Int64 // snapshots whose CRC64 did not match
+}
+
+// reset zeroes the counters CONFIG RESETSTAT resets in Redis.
+func (s *stats) reset() {
+	for _, c := range []*atomic.Int64{
+		&s.connectionsReceived, &s.commandsProcessed, &s.rejectedConnections,
+		&s.netInputBytes, &s.netOutputBytes, &s.replInputBytes, &s.replOutputBytes,
+		&s.syncFull, &s.syncPartialOK, &s.syncPartialErr,
+	} {
+		c.Store(0)
+	}
+}

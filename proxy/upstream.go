@@ -1,0 +1,604 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// linkState is the upstream link's state, named as ROLE names a replica's.
+type linkState int32
+
+const (
+	linkNone       linkState = iota // no replicaof configured
+	linkConnect                     // waiting to connect (backoff)
+	linkConnecting                  // dialling
+	linkHandshake                   // PING, AUTH, REPLCONF, PSYNC
+	linkSync                        // receiving the RDB of a full sync
+	linkConnected                   // streaming
+)
+
+func (st linkState) String() string {
+	switch st {
+	case linkNone:
+		return "none"
+	case linkConnect:
+		return "connect"
+	case linkConnecting:
+		return "connecting"
+	case linkHandshake:
+		return "handshake"
+	case linkSync:
+		return "sync"
+	case linkConnected:
+		return "connected"
+	}
+	return "unknown"
+}
+
+const (
+	// replyLineMax bounds a handshake reply line from the primary.
+	replyLineMax = 1024
+	// eofMarkLen is the length of the $EOF:<mark> delimiter of a diskless payload.
+	eofMarkLen = 40
+	// ackInterval is how often the proxy sends REPLCONF ACK, as a replica does.
+	ackInterval = time.Second
+	// Reconnection backoff after failed attempts; the first retry after a
+	// link that was up is immediate, as in Redis.
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 5 * time.Second
+	// deadlineRefresh is how often a busy reader pushes its read deadline out.
+	deadlineRefresh = time.Second
+)
+
+// errTryLater is the primary's -NOMASTERLINK or -LOADING answer to PSYNC.
+var errTryLater = errors.New("primary cannot serve a sync right now")
+
+// upstream is the link to the primary: the proxy in the replica role. Its run
+// goroutine owns the connection, the scanner and the stream's producer side;
+// the ack goroutine of a session only writes ACKs. The fields below are
+// atomics because INFO and ROLE read them.
+type upstream struct {
+	srv *Server
+	log hclog.Logger
+
+	state     atomic.Int32 // a linkState
+	lastIO    atomic.Int64 // unix nanos of the last byte from the primary
+	downSince atomic.Int64 // unix nanos the link went down; 0 if it was never up
+	applied   atomic.Int64 // offset of the last complete command outside MULTI
+	syncTotal atomic.Int64 // RDB size during a full sync (-1 when unknown: EOF mark)
+	syncRead  atomic.Int64 // RDB bytes received so far
+
+	retargetCh chan struct{} // capacity 1: replicaof or its credentials changed
+
+	// Owned by run.
+	scanner *wire.StreamScanner
+	// resumable says the stream holds the primary's bytes in a state a PSYNC
+	// can continue (false before the first sync and after a scanner error).
+	resumable bool
+}
+
+func newUpstream(s *Server, log hclog.Logger) *upstream {
+	u := &upstream{srv: s, log: log, retargetCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
+	u.syncTotal.Store(-1)
+	return u
+}
+
+func (u *upstream) linkState() linkState { return linkState(u.state.Load()) }
+
+// retarget makes the link drop its current primary and look at the
+// configuration again.
+func (u *upstream) retarget() {
+	select {
+	case u.retargetCh <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps a link to the configured primary until ctx is done: connect,
+// sync, stream, and on failure reconnect with backoff.
+func (u *upstream) run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		cfg := u.srv.config()
+		if cfg.MasterHost == "" {
+			u.state.Store(int32(linkNone))
+			select {
+			case <-ctx.Done():
+				return
+			case <-u.retargetCh:
+				continue
+			}
+		}
+		addr := net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+		sessCtx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(ctx, cancel)
+		retargeted := make(chan struct{})
+		go func() { // a retarget ends the session; the next loop reads the new config
+			select {
+			case <-u.retargetCh:
+				close(retargeted)
+				cancel()
+			case <-sessCtx.Done():
+			}
+		}()
+		wasUp, err := u.session(sessCtx, addr, cfg.MasterUser, cfg.MasterAuth, cfg.ReplTimeout)
+		cancel()
+		stop()
+		if u.downSince.Load() == 0 || wasUp {
+			u.downSince.Store(time.Now().UnixNano())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-retargeted:
+			u.log.Info("primary changed, reconnecting")
+			backoff = 0
+			continue
+		default:
+		}
+		u.srv.stats.upstreamLinkFailures.Add(1)
+		switch {
+		case wasUp:
+			backoff = 0
+		case backoff == 0:
+			backoff = backoffMin
+		default:
+			backoff = min(2*backoff, backoffMax)
+		}
+		u.log.Warn("link to primary lost", "primary", addr, "error", err, "retry-in", backoff)
+		u.state.Store(int32(linkConnect))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		case <-u.retargetCh:
+			backoff = 0
+		}
+	}
+}
+
+// session is one connection to the primary, from dial to loss. wasUp reports
+// whether it got as far as streaming.
+func (u *upstream) session(ctx context.Context, addr, user, pass string, timeout time.Duration) (wasUp bool, err error) {
+	u.state.Store(int32(linkConnecting))
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	u.srv.stats.upstreamConnects.Add(1)
+	u.log.Info("connected to primary", "primary", addr)
+	return u.serve(ctx, conn, user, pass, timeout)
+}
+
+// serve runs the replica side of the protocol on a connected conn until the
+// link fails or ctx is done, and closes conn.
+func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, timeout time.Duration) (wasUp bool, err error) {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblocks every read and write
+	defer stop()
+
+	l := &link{u: u, conn: conn, timeout: timeout}
+	l.rd = wire.NewCommandReader(conn, wire.Limits{})
+	u.state.Store(int32(linkHandshake))
+	conn.SetDeadline(time.Now().Add(timeout))
+	if err := l.handshake(user, pass); err != nil {
+		return false, fmt.Errorf("handshake: %w", err)
+	}
+	if err := l.psync(); err != nil {
+		return false, err
+	}
+	conn.SetDeadline(time.Time{})
+
+	// Streaming: ACKs once a second from their own goroutine, the stream read
+	// here, straight into the shared blocks.
+	u.state.Store(int32(linkConnected))
+	u.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", u.srv.stream.Offset())
+	ackCtx, stopAcks := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { l.ackLoop(ackCtx) })
+	err = l.streamLoop()
+	stopAcks()
+	conn.Close()
+	wg.Wait()
+	return true, err
+}
+
+// link is one session's connection state.
+type link struct {
+	u       *upstream
+	conn    net.Conn
+	rd      *wire.CommandReader
+	timeout time.Duration
+
+	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
+	scratch []byte     // guarded by writeMu
+}
+
+// send writes one command to the primary.
+func (l *link) send(args ...string) error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.scratch = wire.AppendCommand(l.scratch[:0], args...)
+	_, err := l.conn.Write(l.scratch)
+	return err
+}
+
+// readLine reads one reply line, skipping the newlines a primary sends as
+// keepalives while it prepares a sync.
+func (l *link) readLine() (string, error) {
+	for {
+		line, err := l.rd.ReadReplyLine(replyLineMax)
+		if err != nil {
+			return "", err
+		}
+		l.u.lastIO.Store(time.Now().UnixNano())
+		if len(line) > 0 {
+			return string(line), nil
+		}
+		l.conn.SetReadDeadline(time.Now().Add(l.timeout))
+	}
+}
+
+// handshake is PROTOCOL §1: PING, then AUTH, REPLCONF listening-port and
+// REPLCONF capa pipelined, one reply line each.
+func (l *link) handshake(user, pass string) error {
+	if err := l.send("PING"); err != nil {
+		return err
+	}
+	reply, err := l.readLine()
+	if err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	if reply[0] != '+' && !hasPrefixFold(reply, "-NOAUTH") && !hasPrefixFold(reply, "-NOPERM") &&
+		!hasPrefixFold(reply, "-ERR operation not permitted") {
+		return fmt.Errorf("PING: unexpected reply %q", clip(reply, 80))
+	}
+	var batch []byte
+	auth := pass != ""
+	if auth {
+		if user != "" {
+			batch = wire.AppendCommand(batch, "AUTH", user, pass)
+		} else {
+			batch = wire.AppendCommand(batch, "AUTH", pass)
+		}
+	}
+	port := strconv.Itoa(l.u.srv.Port())
+	batch = wire.AppendCommand(batch, "REPLCONF", "listening-port", port)
+	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2")
+	if _, err := l.conn.Write(batch); err != nil {
+		return err
+	}
+	if auth {
+		reply, err := l.readLine()
+		if err != nil {
+			return fmt.Errorf("AUTH: %w", err)
+		}
+		if reply[0] == '-' {
+			return fmt.Errorf("AUTH refused: %s", clip(reply, 120))
+		}
+	}
+	for _, what := range []string{"REPLCONF listening-port", "REPLCONF capa"} {
+		reply, err := l.readLine()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if reply[0] == '-' {
+			l.u.log.Info("primary refused a handshake option (non critical)", "command", what, "reply", clip(reply, 120))
+		}
+	}
+	return nil
+}
+
+// psync asks for a partial resync when the stream can continue, otherwise a
+// full one, and handles the answer up to the first stream byte.
+func (l *link) psync() error {
+	u := l.u
+	id := u.srv.identity()
+	replID, offset := "?", "-1"
+	if u.resumable && id.history {
+		replID, offset = id.replID, strconv.FormatInt(u.srv.stream.Offset()+1, 10)
+	}
+	if err := l.send("PSYNC", replID, offset); err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
+	}
+	reply, err := l.readLine()
+	if err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
+	}
+	switch {
+	case hasPrefixFold(reply, "+FULLRESYNC"):
+		return l.fullSync(reply)
+	case hasPrefixFold(reply, "+CONTINUE"):
+		return l.partialSync(reply)
+	case hasPrefixFold(reply, "-NOMASTERLINK"), hasPrefixFold(reply, "-LOADING"):
+		return fmt.Errorf("PSYNC: %w: %s", errTryLater, clip(reply, 120))
+	default:
+		return fmt.Errorf("PSYNC: unexpected reply %q", clip(reply, 120))
+	}
+}
+
+// partialSync handles +CONTINUE [replid]: the stream goes on where it was; a
+// new replid moves the old one to replid2 (PROTOCOL §5).
+func (l *link) partialSync(reply string) error {
+	u := l.u
+	newID := ""
+	if f := bytes.Fields([]byte(reply)); len(f) >= 2 && len(f[1]) == ReplIDSize {
+		newID = string(f[1])
+	}
+	offset := u.srv.stream.Offset()
+	s := u.srv
+	s.mu.Lock()
+	if newID != "" && newID != s.mu.replID {
+		u.log.Info("primary changed replication id", "old-replid", s.mu.replID, "new-replid", newID, "second-repl-offset", offset+1)
+		s.mu.replID2 = s.mu.replID
+		s.mu.secondOffset = offset + 1
+		s.mu.replID = newID
+	}
+	s.mu.Unlock()
+	s.stats.upstreamPartialSyncs.Add(1)
+	u.log.Info("partial resync accepted", "repl-offset", offset)
+	return nil
+}
+
+// fullSync handles +FULLRESYNC <replid> <offset>: read the payload into a new
+// snapshot, check it, and start a new generation of the stream at offset.
+func (l *link) fullSync(reply string) error {
+	u := l.u
+	f := bytes.Fields([]byte(reply))
+	if len(f) != 3 || len(f[1]) != ReplIDSize {
+		return fmt.Errorf("bad FULLRESYNC reply %q", clip(reply, 120))
+	}
+	replID := string(f[1])
+	offset, err := strconv.ParseInt(string(f[2]), 10, 64)
+	if err != nil || offset < 0 {
+		return fmt.Errorf("bad FULLRESYNC offset in %q", clip(reply, 120))
+	}
+	u.state.Store(int32(linkSync))
+	u.resumable = false
+	header, err := l.readLine()
+	if err != nil {
+		return fmt.Errorf("payload header: %w", err)
+	}
+	if header[0] == '-' {
+		return fmt.Errorf("primary aborted the sync: %s", clip(header, 120))
+	}
+	if header[0] != '$' {
+		return fmt.Errorf("bad payload header %q", clip(header, 80))
+	}
+	sn := replbuf.NewSnapshot(replID, offset, u.srv.pool, time.Now())
+	u.syncRead.Store(0)
+	start := time.Now()
+	var mark []byte
+	if rest := header[1:]; len(rest) >= 4+eofMarkLen && rest[:4] == "EOF:" {
+		mark = []byte(rest[4 : 4+eofMarkLen])
+		u.syncTotal.Store(-1)
+		err = l.readEOFPayload(sn, mark)
+	} else {
+		n, perr := strconv.ParseInt(rest, 10, 64)
+		if perr != nil || n < 0 {
+			return fmt.Errorf("bad payload length %q", clip(header, 80))
+		}
+		u.syncTotal.Store(n)
+		err = l.readSizedPayload(sn, n)
+	}
+	if err == nil {
+		err = sn.Complete()
+		if errors.Is(err, replbuf.ErrChecksum) {
+			u.srv.stats.upstreamChecksumFails.Add(1)
+		}
+	}
+	if err != nil {
+		sn.Fail(err)
+		sn.Release()
+		return fmt.Errorf("full sync payload: %w", err)
+	}
+	u.srv.installSnapshot(sn)
+	u.scanner.Reset(offset)
+	u.applied.Store(offset)
+	u.resumable = true
+	u.srv.stats.upstreamFullSyncs.Add(1)
+	u.log.Info("full sync received", "replid", replID, "repl-offset", offset,
+		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", mark != nil, "took", time.Since(start).Round(time.Millisecond))
+	if mark != nil {
+		// After a diskless payload the primary sends nothing until the first ACK.
+		if err := l.send("REPLCONF", "ACK", strconv.FormatInt(offset, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// source is where payload and stream bytes come from: what the handshake
+// reader has buffered first, then the connection itself, so that once the
+// buffer is drained every read goes straight from the socket into a block.
+func (l *link) source() io.Reader { return drainThen{l.rd, l.conn} }
+
+type drainThen struct {
+	rd   *wire.CommandReader
+	conn net.Conn
+}
+
+func (d drainThen) Read(p []byte) (int, error) {
+	if d.rd.Buffered() > 0 {
+		return d.rd.Reader().Read(p)
+	}
+	return d.conn.Read(p)
+}
+
+// deadline pushes the read deadline out by repl-timeout, at most once a second.
+type deadline struct {
+	conn    net.Conn
+	timeout time.Duration
+	set     time.Time
+}
+
+func (d *deadline) touch(now time.Time) {
+	if now.Sub(d.set) >= deadlineRefresh {
+		d.conn.SetReadDeadline(now.Add(d.timeout))
+		d.set = now
+	}
+}
+
+// readSizedPayload reads a "$<len>" payload: exactly n bytes, straight into the
+// snapshot's blocks. Whatever follows is already stream.
+func (l *link) readSizedPayload(sn *replbuf.Snapshot, n int64) error {
+	src := io.LimitReader(l.source(), n)
+	dl := deadline{conn: l.conn, timeout: l.timeout}
+	for sn.Size() < n {
+		now := time.Now()
+		dl.touch(now)
+		p, err := sn.ReadOnce(src)
+		if len(p) > 0 {
+			l.u.lastIO.Store(now.UnixNano())
+			l.u.syncRead.Add(int64(len(p)))
+			l.u.srv.stats.upstreamRDBBytes.Add(int64(len(p)))
+			l.u.srv.stats.replInputBytes.Add(int64(len(p)))
+		}
+		if err == io.EOF && sn.Size() < n {
+			return fmt.Errorf("primary closed the link after %d of %d payload bytes: %w", sn.Size(), n, io.ErrUnexpectedEOF)
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEOFPayload reads a "$EOF:<mark>" payload: the RDB bytes end with the
+// mark, which is not part of them. The last 40 bytes read are held back until
+// more arrive, so readers of the snapshot never see the mark.
+func (l *link) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
+	src := l.source()
+	buf := make([]byte, 64<<10)
+	held := 0 // bytes at the start of buf not yet appended: possibly the mark
+	dl := deadline{conn: l.conn, timeout: l.timeout}
+	for {
+		now := time.Now()
+		dl.touch(now)
+		n, err := src.Read(buf[held:])
+		if n > 0 {
+			l.u.lastIO.Store(now.UnixNano())
+			l.u.syncRead.Add(int64(n))
+			l.u.srv.stats.upstreamRDBBytes.Add(int64(n))
+			l.u.srv.stats.replInputBytes.Add(int64(n))
+			held += n
+			// The primary sends nothing after the mark before our ACK, so
+			// the mark, when it comes, ends a read.
+			if held >= eofMarkLen && bytes.Equal(buf[held-eofMarkLen:held], mark) {
+				if err := sn.Append(buf[:held-eofMarkLen]); err != nil {
+					return err
+				}
+				return nil
+			}
+			if keep := min(held, eofMarkLen); held > keep {
+				if err := sn.Append(buf[:held-keep]); err != nil {
+					return err
+				}
+				copy(buf, buf[held-keep:held])
+				held = keep
+			}
+		}
+		if err == io.EOF {
+			return fmt.Errorf("primary closed the link mid-payload after %d bytes: %w", sn.Size(), io.ErrUnexpectedEOF)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// streamLoop reads the stream straight into the shared blocks, scans each
+// read in place for command boundaries and GETACK, and answers GETACK with the
+// offset before it. It returns when the link fails.
+func (l *link) streamLoop() error {
+	u := l.u
+	s := u.srv
+	src := l.source()
+	dl := deadline{conn: l.conn, timeout: l.timeout}
+	for {
+		now := time.Now()
+		dl.touch(now)
+		p, err := s.stream.ReadOnce(src)
+		if len(p) > 0 {
+			u.lastIO.Store(now.UnixNano())
+			s.stats.replInputBytes.Add(int64(len(p)))
+			ev, serr := u.scanner.Feed(p)
+			u.applied.Store(u.scanner.Applied())
+			if ev.GetAck {
+				if werr := l.send("REPLCONF", "ACK", strconv.FormatInt(ev.GetAckOffset, 10)); werr != nil {
+					return fmt.Errorf("answer GETACK: %w", werr)
+				}
+			}
+			if serr != nil {
+				// The bytes are the primary's and were relayed as they came;
+				// our view of command boundaries is lost, so the next sync
+				// must be a full one.
+				u.resumable = false
+				return fmt.Errorf("stream from primary: %w", serr)
+			}
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return fmt.Errorf("primary silent for longer than repl-timeout (%s): %w", l.timeout, err)
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+	}
+}
+
+// ackLoop sends REPLCONF ACK <applied offset> once a second, as a replica does.
+func (l *link) ackLoop(ctx context.Context) {
+	t := time.NewTicker(ackInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.send("REPLCONF", "ACK", strconv.FormatInt(l.u.applied.Load(), 10)); err != nil {
+				l.conn.Close() // the reader notices and ends the session
+				return
+			}
+		}
+	}
+}
+
+// installSnapshot makes sn the newest snapshot and starts a new generation of
+// the stream at its offset: the primary's bytes from offset+1 on.
+func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
+	s.mu.Lock()
+	old := s.mu.snapshot
+	s.mu.snapshot = sn
+	s.mu.replID = sn.ReplID()
+	s.mu.replID2 = noReplID
+	s.mu.secondOffset = -1
+	s.mu.history = true
+	s.stream.Reset(sn.Offset())
+	s.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && equalFold(s[:len(prefix)], prefix)
+}
+
+func equalFold(a, b string) bool { return bytes.EqualFold([]byte(a), []byte(b)) }

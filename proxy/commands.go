@@ -29,18 +29,18 @@ type command struct {
 // it (COMMAND COUNT).
 func commandTable() map[string]command {
 	return map[string]command{
-		"ping":     {arity: -1, run: (*Server).cmdPing},
-		"echo":     {arity: 2, run: (*Server).cmdEcho},
-		"quit":     {arity: -1, noAuth: true, run: (*Server).cmdQuit},
-		"auth":     {arity: -2, noAuth: true, run: (*Server).cmdAuth},
-		"info":     {arity: -1, run: (*Server).cmdInfo},
-		"role":     {arity: 1, run: (*Server).cmdRole},
-		"config":   {arity: -2, run: (*Server).cmdConfig},
-		"client":   {arity: -2, run: (*Server).cmdClient},
-		"command":  {arity: -1, run: (*Server).cmdCommand},
-		"select":   {arity: 2, run: (*Server).cmdSelect},
+		"ping":      {arity: -1, run: (*Server).cmdPing},
+		"echo":      {arity: 2, run: (*Server).cmdEcho},
+		"quit":      {arity: -1, noAuth: true, run: (*Server).cmdQuit},
+		"auth":      {arity: -2, noAuth: true, run: (*Server).cmdAuth},
+		"info":      {arity: -1, run: (*Server).cmdInfo},
+		"role":      {arity: 1, run: (*Server).cmdRole},
+		"config":    {arity: -2, run: (*Server).cmdConfig},
+		"client":    {arity: -2, run: (*Server).cmdClient},
+		"command":   {arity: -1, run: (*Server).cmdCommand},
+		"select":    {arity: 2, run: (*Server).cmdSelect},
 		"replicaof": {arity: 3, run: (*Server).cmdReplicaOf},
-		"slaveof":  {arity: 3, run: (*Server).cmdReplicaOf},
+		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
 	}
 }
 

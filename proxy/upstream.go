@@ -441,7 +441,9 @@ func (d drainThen) Read(p []byte) (int, error) {
 	return d.conn.Read(p)
 }
 
-// deadline pushes the read deadline out by repl-timeout, at most once a second.
+// deadline pushes the read deadline out at most once a second, so that the
+// link fails between repl-timeout and repl-timeout+1s after the last byte
+// (Redis checks once a second too).
 type deadline struct {
 	conn    net.Conn
 	timeout time.Duration
@@ -450,7 +452,7 @@ type deadline struct {
 
 func (d *deadline) touch(now time.Time) {
 	if now.Sub(d.set) >= deadlineRefresh {
-		d.conn.SetReadDeadline(now.Add(d.timeout))
+		d.conn.SetReadDeadline(now.Add(d.timeout + deadlineRefresh))
 		d.set = now
 	}
 }

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/config"
+)
+
+// TestMain lets the test binary act as replproxy itself, so that the signal
+// test runs the real main in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("REPLPROXY_RUN_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func TestBadConfigFailsBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "replproxy.conf")
+	os.WriteFile(conf, []byte("port 0\n# a comment\nrepl-backlog-size 12zz\n"), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown directive", []string{"--port", "0", "--bogus", "x"}, []string{"bogus"}},
+		{"bad size", []string{"--repl-backlog-size", "lots"}, []string{"repl-backlog-size"}},
+		{"bad value in file", []string{conf}, []string{"repl-backlog-size", conf + ":3"}},
+		{"missing file", []string{filepath.Join(dir, "nope.conf")}, []string{"nope.conf"}},
+		{"replicaof without port", []string{"--replicaof", "127.0.0.1"}, []string{"replicaof"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(tc.args, &stderr); code == 0 {
+				t.Fatalf("exit code 0 for %v", tc.args)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("error output %q does not name %q", stderr.String(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestSignalStopsCleanly runs replproxy as a child process with a config file
+// and command-line overrides, checks it answers PING, sends SIGTERM and
+// expects a clean exit.
+func TestSignalStopsCleanly(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "replproxy.conf")
+			logfile := filepath.Join(dir, "replproxy.log")
+			os.WriteFile(conf, []byte("bind 127.0.0.1\nport 6399\nloglevel verbose\n"), 0o644)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			cmd := exec.Command(os.Args[0], conf, "--port", itoa(port), "--logfile", logfile)
+			cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			var conn net.Conn
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				conn, err = net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(port)))
+				if err == nil || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("replproxy did not listen: %v", err)
+			}
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			conn.Write([]byte("PING\r\n"))
+			line, _ := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			if line != "+PONG\r\n" {
+				t.Fatalf("PING answered %q", line)
+			}
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("replproxy exited with %v after %v", err, sig)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("replproxy still running 10s after %v", sig)
+			}
+			log, _ := os.ReadFile(logfile)
+			if !strings.Contains(string(log), "replproxy stopped") {
+				t.Fatalf("log does not record the stop:\n%s", log)
+			}
+		})
+	}
+}
+
+func TestJSONLogFormat(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.DefaultConfig()
+	cfg.LogFormat = config.LogJSON
+	cfg.LogFile = filepath.Join(dir, "log.json")
+	log, closeLog, err := newLogger(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Named("upstream").Info("link to primary up", "repl-offset", 42)
+	closeLog()
+	data, _ := os.ReadFile(cfg.LogFile)
+	var rec map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(data), &rec); err != nil {
+		t.Fatalf("log line is not JSON: %q: %v", data, err)
+	}
+	if rec["@module"] != "replproxy.upstream" || rec["repl-offset"] != float64(42) {
+		t.Fatalf("log record %v", rec)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -37,9 +37,14 @@ type client struct {
 	out    []byte
 	authed bool
 
-	name    atomic.Pointer[string] // CLIENT SETNAME; read by CLIENT LIST
-	lastCmd atomic.Pointer[string] // for CLIENT LIST
-	lastUse atomic.Int64           // unix nanos of the last command
+	hs      replicaHandshake // what REPLCONF said
+	replica *replica         // set by PSYNC/SYNC: the client is a replica from then on
+	plan    syncPlan         // how the replica is to be served
+
+	isReplica atomic.Bool            // set with replica, for other goroutines
+	name      atomic.Pointer[string] // CLIENT SETNAME; read by CLIENT LIST
+	lastCmd   atomic.Pointer[string] // for CLIENT LIST
+	lastUse   atomic.Int64           // unix nanos of the last command
 }
 
 func newClient(s *Server, id int64, conn net.Conn) *client {
@@ -56,6 +61,9 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	c.lastUse.Store(c.created.UnixNano())
 	return c
 }
+
+// replicaSet reports whether the client became a replica. Any goroutine.
+func (c *client) replicaSet() bool { return c.isReplica.Load() }
 
 // countingReader adds every byte read to a counter.
 type countingReader struct {
@@ -96,12 +104,16 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 		s.stats.commandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
-		if quit || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
+		if quit || c.replica != nil || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
 				return
 			}
 		}
 		if quit {
+			return
+		}
+		if c.replica != nil {
+			s.runReplica(ctx, c)
 			return
 		}
 	}

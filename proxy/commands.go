@@ -40,6 +40,9 @@ func commandTable() map[string]command {
 		"command":   {arity: -1, run: (*Server).cmdCommand},
 		"select":    {arity: 2, run: (*Server).cmdSelect},
 		"replicaof": {arity: 3, run: (*Server).cmdReplicaOf},
+		"replconf":  {arity: -1, run: (*Server).cmdReplconf},
+		"psync":     {arity: -3, run: (*Server).cmdPSync},
+		"sync":      {arity: 1, run: (*Server).cmdSync},
 		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
 	}
 }
@@ -153,7 +156,7 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 		c.out = wire.AppendArrayHeader(c.out, 3)
 		c.out = wire.AppendBulkString(c.out, "master")
 		c.out = wire.AppendInt(c.out, s.stream.Offset())
-		c.out = wire.AppendArrayHeader(c.out, 0)
+		c.out = s.appendRoleReplicas(c.out)
 		return false
 	}
 	st := s.up.linkState()
@@ -161,13 +164,35 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 	if st == linkConnected {
 		off = s.up.applied.Load()
 	}
-	c.out = wire.AppendArrayHeader(c.out, 5)
+	// Redis's five elements of a replica's ROLE, then replproxy's own
+	// replicas in the form a primary's ROLE lists them.
+	c.out = wire.AppendArrayHeader(c.out, 6)
 	c.out = wire.AppendBulkString(c.out, "slave")
 	c.out = wire.AppendBulkString(c.out, cfg.MasterHost)
 	c.out = wire.AppendInt(c.out, int64(cfg.MasterPort))
 	c.out = wire.AppendBulkString(c.out, st.String())
 	c.out = wire.AppendInt(c.out, off)
+	c.out = s.appendRoleReplicas(c.out)
 	return false
+}
+
+// appendRoleReplicas appends the online replicas as a primary's ROLE lists
+// them: [ip, port, ack offset], all bulk strings.
+func (s *Server) appendRoleReplicas(b []byte) []byte {
+	var online []*replica
+	for _, r := range s.replicaList() {
+		if r.State() == replicaOnline {
+			online = append(online, r)
+		}
+	}
+	b = wire.AppendArrayHeader(b, len(online))
+	for _, r := range online {
+		b = wire.AppendArrayHeader(b, 3)
+		b = wire.AppendBulkString(b, r.ip)
+		b = wire.AppendBulkString(b, strconv.Itoa(r.hs.port))
+		b = wire.AppendBulkString(b, strconv.FormatInt(r.ackOff.Load(), 10))
+	}
+	return b
 }
 
 func (s *Server) cmdConfig(c *client, args [][]byte) bool {
@@ -308,6 +333,8 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		c.out = wire.AppendSimple(c.out, "OK")
 	case sub == "list" && len(args) == 2:
 		c.out = wire.AppendBulkString(c.out, s.clientList())
+	case sub == "kill" && len(args) >= 3:
+		s.clientKill(c, args[2:])
 	default:
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", clip(sub, 64)))
 	}
@@ -332,12 +359,112 @@ func (s *Server) clientList() string {
 		if l := c.lastCmd.Load(); l != nil {
 			cmd = *l
 		}
-		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=2\n",
+		flags, omem := "N", int64(0)
+		if r := s.replicaOf(c); r != nil {
+			flags = "S"
+			if cur := r.cursor.Load(); cur != nil {
+				omem = cur.OutputBufferSize()
+			}
+		}
+		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
 			c.id, c.addr, c.laddr, name,
 			int64(now.Sub(c.created)/time.Second),
-			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), cmd)
+			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd)
 	}
 	return b.String()
+}
+
+// replicaOf returns the replica a client became, or nil. Safe from any
+// goroutine (the registry is guarded by s.mu).
+func (s *Server) replicaOf(c *client) *replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.mu.replicas {
+		if r.c == c {
+			return r
+		}
+	}
+	return nil
+}
+
+// clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
+// LADDR, TYPE (normal|replica|slave|master) and SKIPME filters.
+func (s *Server) clientKill(c *client, args [][]byte) {
+	oldForm := len(args) == 1
+	var id int64
+	var addr, laddr, typ string
+	skipMe := true
+	if oldForm {
+		addr = string(args[0])
+	} else {
+		if len(args)%2 != 0 {
+			c.out = wire.AppendError(c.out, "ERR syntax error")
+			return
+		}
+		for i := 0; i < len(args); i += 2 {
+			val := string(args[i+1])
+			switch strings.ToLower(string(args[i])) {
+			case "id":
+				n, err := strconv.ParseInt(val, 10, 64)
+				if err != nil || n <= 0 {
+					c.out = wire.AppendError(c.out, "ERR client-id should be greater than 0")
+					return
+				}
+				id = n
+			case "addr":
+				addr = val
+			case "laddr":
+				laddr = val
+			case "type":
+				typ = strings.ToLower(val)
+				if typ == "slave" {
+					typ = "replica"
+				}
+				if typ != "normal" && typ != "replica" && typ != "master" && typ != "pubsub" {
+					c.out = wire.AppendError(c.out, "ERR Unknown client type '"+clip(val, 32)+"'")
+					return
+				}
+			case "skipme":
+				skipMe = !strings.EqualFold(val, "no")
+			default:
+				c.out = wire.AppendError(c.out, "ERR syntax error")
+				return
+			}
+		}
+	}
+	s.mu.Lock()
+	var victims []*client
+	for _, o := range s.mu.clients {
+		isReplica := o.replicaSet()
+		switch {
+		case id != 0 && o.id != id,
+			addr != "" && o.addr != addr,
+			laddr != "" && o.laddr != laddr,
+			typ == "replica" && !isReplica,
+			typ == "normal" && isReplica,
+			typ == "master" || typ == "pubsub",
+			skipMe && o == c && !oldForm:
+			continue
+		}
+		victims = append(victims, o)
+	}
+	s.mu.Unlock()
+	for _, o := range victims {
+		if r := s.replicaOf(o); r != nil {
+			r.close("killed by CLIENT KILL")
+		} else {
+			o.conn.Close()
+		}
+	}
+	if oldForm {
+		if len(victims) == 0 {
+			c.out = wire.AppendError(c.out, "ERR No such client")
+		} else {
+			c.out = wire.AppendSimple(c.out, "OK")
+		}
+		return
+	}
+	c.out = wire.AppendInt(c.out, int64(len(victims)))
 }
 
 // HCLogLevel maps a Redis log level to hclog's.

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -189,7 +191,16 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		w.kv("slave_read_only", 1)
 		w.kv("replica_announced", 1)
 	}
-	w.kv("connected_slaves", 0)
+	replicas := s.replicaList()
+	w.kv("connected_slaves", len(replicas))
+	for i, r := range replicas {
+		lag := int64(0)
+		if r.State() == replicaOnline {
+			lag = int64(now.Sub(time.Unix(0, r.ackTime.Load())) / time.Second)
+		}
+		w.kv(fmt.Sprintf("slave%d", i), fmt.Sprintf("ip=%s,port=%d,state=%s,offset=%d,lag=%d",
+			r.ip, r.hs.port, r.State(), r.ackOff.Load(), lag))
+	}
 	w.kv("master_failover_state", "no-failover")
 	w.kv("master_replid", id.replID)
 	w.kv("master_replid2", id.replID2)
@@ -216,6 +227,11 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes.Load())
 	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
 	w.kv("stream_generation", s.stream.Generation())
+	w.kv("snapshot_fetches", st.snapshotFetches.Load())
+	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
+	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
+	w.kv("replicas_dropped", st.replicasDropped.Load())
+	w.kv("repl_output_bytes", st.replOutputBytes.Load())
 	if sn := s.Snapshot(); sn != nil {
 		w.kv("snapshot_replid", sn.ReplID())
 		w.kv("snapshot_offset", sn.Offset())
@@ -229,6 +245,18 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	ps := s.pool.Stats()
 	w.kv("free_blocks", ps.FreeBlocks)
 	w.kv("free_blocks_bytes", ps.FreeBytes)
+}
+
+// replicaList returns the replicas in the order they connected.
+func (s *Server) replicaList() []*replica {
+	s.mu.Lock()
+	list := make([]*replica, 0, len(s.mu.replicas))
+	for r := range s.mu.replicas {
+		list = append(list, r)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(list, func(a, b *replica) int { return cmp.Compare(a.c.id, b.c.id) })
+	return list
 }
 
 func b2i(b bool) int {

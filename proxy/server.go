@@ -57,7 +57,16 @@ type Server struct {
 
 		clients      map[int64]*client
 		nextClientID int64
+		replicas     map[*replica]struct{}
+		fetch        *fetch              // the snapshot fetch in flight, if any
+		retired      []*replbuf.Snapshot // replaced snapshots, released once unread
 	}
+
+	// The background group: snapshot fetches and the monitor, with the
+	// lifetime of Run.
+	bgMu  sync.Mutex
+	bgCtx context.Context // guarded by bgMu; set by Run
+	bg    sync.WaitGroup
 }
 
 // Options are what New needs besides the configuration.
@@ -98,6 +107,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.mu.replID2 = noReplID
 	s.mu.secondOffset = -1
 	s.mu.clients = make(map[int64]*client)
+	s.mu.replicas = make(map[*replica]struct{})
 	s.up = newUpstream(s, log.Named("upstream"))
 	if err := s.listen(cfg); err != nil {
 		return nil, err
@@ -157,6 +167,10 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
+	s.bgMu.Lock()
+	s.bgCtx = ctx
+	s.bgMu.Unlock()
+	s.goBackground(s.monitor)
 
 	var wg sync.WaitGroup
 	errc := make(chan error, len(s.listeners))
@@ -179,6 +193,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.closeListeners()
 	s.closeClients()
 	wg.Wait()
+	s.bgMu.Lock() // no background work starts after this
+	s.bgMu.Unlock()
+	s.bg.Wait()
 	s.stream.Close(nil)
 	s.log.Info("replproxy stopped")
 	return err

@@ -225,6 +225,7 @@ type link struct {
 	conn    net.Conn
 	rd      *wire.CommandReader
 	timeout time.Duration
+	side    bool // a snapshot fetch, not the main link: no stream, no link state
 
 	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
 	scratch []byte     // guarded by writeMu
@@ -247,7 +248,9 @@ func (l *link) readLine() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		l.u.lastIO.Store(time.Now().UnixNano())
+		if !l.side {
+			l.u.lastIO.Store(time.Now().UnixNano())
+		}
 		if len(line) > 0 {
 			return string(line), nil
 		}
@@ -349,6 +352,8 @@ func (l *link) partialSync(reply string) error {
 		s.mu.replID2 = s.mu.replID
 		s.mu.secondOffset = offset + 1
 		s.mu.replID = newID
+		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
+		s.disconnectReplicasLocked("primary changed replication id")
 	}
 	s.mu.Unlock()
 	s.stats.upstreamPartialSyncs.Add(1)
@@ -356,46 +361,89 @@ func (l *link) partialSync(reply string) error {
 	return nil
 }
 
+// parseFullResync parses "+FULLRESYNC <replid> <offset>".
+func parseFullResync(reply string) (string, int64, error) {
+	f := bytes.Fields([]byte(reply))
+	if len(f) != 3 || !equalFold(string(f[0]), "+FULLRESYNC") || len(f[1]) != ReplIDSize {
+		return "", 0, fmt.Errorf("bad FULLRESYNC reply %q", clip(reply, 120))
+	}
+	offset, err := strconv.ParseInt(string(f[2]), 10, 64)
+	if err != nil || offset < 0 {
+		return "", 0, fmt.Errorf("bad FULLRESYNC offset in %q", clip(reply, 120))
+	}
+	return string(f[1]), offset, nil
+}
+
 // fullSync handles +FULLRESYNC <replid> <offset>: read the payload into a new
 // snapshot, check it, and start a new generation of the stream at offset.
 func (l *link) fullSync(reply string) error {
 	u := l.u
-	f := bytes.Fields([]byte(reply))
-	if len(f) != 3 || len(f[1]) != ReplIDSize {
-		return fmt.Errorf("bad FULLRESYNC reply %q", clip(reply, 120))
-	}
-	replID := string(f[1])
-	offset, err := strconv.ParseInt(string(f[2]), 10, 64)
-	if err != nil || offset < 0 {
-		return fmt.Errorf("bad FULLRESYNC offset in %q", clip(reply, 120))
+	replID, offset, err := parseFullResync(reply)
+	if err != nil {
+		return err
 	}
 	u.state.Store(int32(linkSync))
 	u.resumable = false
+	start := time.Now()
+	sn, eof, err := l.readPayload(replID, offset, nil)
+	if err != nil {
+		return fmt.Errorf("full sync payload: %w", err)
+	}
+	u.srv.installSnapshot(sn)
+	u.scanner.Reset(offset)
+	u.applied.Store(offset)
+	u.resumable = true
+	u.srv.stats.upstreamFullSyncs.Add(1)
+	u.log.Info("full sync received", "replid", replID, "repl-offset", offset,
+		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", eof, "took", time.Since(start).Round(time.Millisecond))
+	if eof {
+		// After a diskless payload the primary sends nothing until the first ACK.
+		if err := l.send("REPLCONF", "ACK", strconv.FormatInt(offset, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readPayload reads the payload header ("$<len>" or "$EOF:<mark>") and the
+// RDB into a new snapshot, and checks its CRC64. started, when not nil, is
+// called with the snapshot before its first byte, so that others can follow
+// it; an error from it abandons the payload. It reports whether the payload
+// was EOF-marked.
+func (l *link) readPayload(replID string, offset int64, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, bool, error) {
+	u := l.u
 	header, err := l.readLine()
 	if err != nil {
-		return fmt.Errorf("payload header: %w", err)
+		return nil, false, fmt.Errorf("payload header: %w", err)
 	}
 	if header[0] == '-' {
-		return fmt.Errorf("primary aborted the sync: %s", clip(header, 120))
+		return nil, false, fmt.Errorf("primary aborted the sync: %s", clip(header, 120))
 	}
 	if header[0] != '$' {
-		return fmt.Errorf("bad payload header %q", clip(header, 80))
+		return nil, false, fmt.Errorf("bad payload header %q", clip(header, 80))
 	}
-	sn := replbuf.NewSnapshot(replID, offset, u.srv.pool, time.Now())
-	u.syncRead.Store(0)
-	start := time.Now()
 	var mark []byte
+	var size int64 = -1
 	if rest := header[1:]; len(rest) >= 4+eofMarkLen && rest[:4] == "EOF:" {
 		mark = []byte(rest[4 : 4+eofMarkLen])
-		u.syncTotal.Store(-1)
+	} else if size, err = strconv.ParseInt(rest, 10, 64); err != nil || size < 0 {
+		return nil, false, fmt.Errorf("bad payload length %q", clip(header, 80))
+	}
+	sn := replbuf.NewSnapshot(replID, offset, u.srv.pool, time.Now())
+	if started != nil {
+		if err := started(sn); err != nil {
+			sn.Release()
+			return nil, false, err
+		}
+	}
+	if !l.side {
+		u.syncTotal.Store(size)
+		u.syncRead.Store(0)
+	}
+	if mark != nil {
 		err = l.readEOFPayload(sn, mark)
 	} else {
-		n, perr := strconv.ParseInt(rest, 10, 64)
-		if perr != nil || n < 0 {
-			return fmt.Errorf("bad payload length %q", clip(header, 80))
-		}
-		u.syncTotal.Store(n)
-		err = l.readSizedPayload(sn, n)
+		err = l.readSizedPayload(sn, size)
 	}
 	if err == nil {
 		err = sn.Complete()
@@ -405,23 +453,25 @@ func (l *link) fullSync(reply string) error {
 	}
 	if err != nil {
 		sn.Fail(err)
-		sn.Release()
-		return fmt.Errorf("full sync payload: %w", err)
-	}
-	u.srv.installSnapshot(sn)
-	u.scanner.Reset(offset)
-	u.applied.Store(offset)
-	u.resumable = true
-	u.srv.stats.upstreamFullSyncs.Add(1)
-	u.log.Info("full sync received", "replid", replID, "repl-offset", offset,
-		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", mark != nil, "took", time.Since(start).Round(time.Millisecond))
-	if mark != nil {
-		// After a diskless payload the primary sends nothing until the first ACK.
-		if err := l.send("REPLCONF", "ACK", strconv.FormatInt(offset, 10)); err != nil {
-			return err
+		if started == nil {
+			sn.Release() // nobody else saw it
 		}
+		return nil, false, err
 	}
-	return nil
+	return sn, mark != nil, nil
+}
+
+// payloadRead accounts for n payload bytes received.
+func (l *link) payloadRead(n int, now time.Time) {
+	s := l.u.srv
+	s.stats.replInputBytes.Add(int64(n))
+	if l.side {
+		s.stats.snapshotFetchBytes.Add(int64(n))
+		return
+	}
+	l.u.lastIO.Store(now.UnixNano())
+	l.u.syncRead.Add(int64(n))
+	s.stats.upstreamRDBBytes.Add(int64(n))
 }
 
 // source is where payload and stream bytes come from: what the handshake
@@ -467,10 +517,7 @@ func (l *link) readSizedPayload(sn *replbuf.Snapshot, n int64) error {
 		dl.touch(now)
 		p, err := sn.ReadOnce(src)
 		if len(p) > 0 {
-			l.u.lastIO.Store(now.UnixNano())
-			l.u.syncRead.Add(int64(len(p)))
-			l.u.srv.stats.upstreamRDBBytes.Add(int64(len(p)))
-			l.u.srv.stats.replInputBytes.Add(int64(len(p)))
+			l.payloadRead(len(p), now)
 		}
 		if err == io.EOF && sn.Size() < n {
 			return fmt.Errorf("primary closed the link after %d of %d payload bytes: %w", sn.Size(), n, io.ErrUnexpectedEOF)
@@ -495,10 +542,7 @@ func (l *link) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
 		dl.touch(now)
 		n, err := src.Read(buf[held:])
 		if n > 0 {
-			l.u.lastIO.Store(now.UnixNano())
-			l.u.syncRead.Add(int64(n))
-			l.u.srv.stats.upstreamRDBBytes.Add(int64(n))
-			l.u.srv.stats.replInputBytes.Add(int64(n))
+			l.payloadRead(n, now)
 			held += n
 			// The primary sends nothing after the mark before our ACK, so
 			// the mark, when it comes, ends a read.
@@ -586,17 +630,15 @@ func (l *link) ackLoop(ctx context.Context) {
 // the stream at its offset: the primary's bytes from offset+1 on.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	s.mu.Lock()
-	old := s.mu.snapshot
+	s.retireLocked(s.mu.snapshot)
 	s.mu.snapshot = sn
 	s.mu.replID = sn.ReplID()
 	s.mu.replID2 = noReplID
 	s.mu.secondOffset = -1
 	s.mu.history = true
 	s.stream.Reset(sn.Offset())
+	s.disconnectReplicasLocked("new replication stream (upstream full resync)")
 	s.mu.Unlock()
-	if old != nil {
-		old.Release()
-	}
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -236,7 +236,7 @@ func TestRoleAndInfoAsReplica(t *testing.T) {
 	writeMixed(t, pc, 10)
 	off := waitOffsetsEqual(t, pc, xc)
 	role := xc.MustDo(t, "ROLE").Array()
-	if len(role) != 5 || role[0].String() != "slave" || role[1].String() != "127.0.0.1" ||
+	if len(role) != 6 || role[0].String() != "slave" || role[1].String() != "127.0.0.1" ||
 		role[2].Integer() != primary.Port() || role[3].String() != "connected" || int64(role[4].Integer()) != off {
 		t.Fatalf("ROLE = %v", role)
 	}

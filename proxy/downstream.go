@@ -1,0 +1,490 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// replicaState is a downstream replica's state, named as INFO names it.
+type replicaState int32
+
+const (
+	replicaWaitBgsave replicaState = iota // waiting for a snapshot to be fetched
+	replicaSendBulk                       // receiving the snapshot
+	replicaOnline                         // streaming
+)
+
+func (st replicaState) String() string {
+	switch st {
+	case replicaWaitBgsave:
+		return "wait_bgsave"
+	case replicaSendBulk:
+		return "send_bulk"
+	}
+	return "online"
+}
+
+// keepaliveInterval is how often a replica waiting for its payload gets a
+// newline, as Redis sends them (only before the payload starts).
+const keepaliveInterval = time.Second
+
+// replicaHandshake is what a client said with REPLCONF before PSYNC or SYNC.
+// Owned by the client's goroutine.
+type replicaHandshake struct {
+	port       int    // listening-port
+	ip         string // ip-address
+	capaEOF    bool
+	capaPSync2 bool
+	rdbOnly    bool
+}
+
+// A replica is a client that sent PSYNC or SYNC. Its client goroutine reads
+// its ACKs; its writer goroutine sends the payload and the stream. The
+// monitor and INFO read the atomics.
+type replica struct {
+	c      *client
+	hs     replicaHandshake
+	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
+	ip     string // for INFO: ip-address, else the peer's address
+	log    hclog.Logger
+
+	state    atomic.Int32                   // a replicaState
+	ackOff   atomic.Int64                   // highest offset ACKed
+	ackTime  atomic.Int64                   // unix nanos of the last ACK (or of going online)
+	cursor   atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
+	reason   atomic.Pointer[string]         // why it was closed, first cause only
+	firstAck chan struct{}                  // closed at the first ACK
+	ackOnce  sync.Once
+
+	softSince time.Time // owned by the monitor: since when over the soft limit
+}
+
+func (r *replica) State() replicaState { return replicaState(r.state.Load()) }
+
+// ack records a REPLCONF ACK.
+func (r *replica) ack(off int64) {
+	for {
+		old := r.ackOff.Load()
+		if off <= old || r.ackOff.CompareAndSwap(old, off) {
+			break
+		}
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	r.ackOnce.Do(func() { close(r.firstAck) })
+}
+
+// close disconnects the replica, keeping the first reason.
+func (r *replica) close(reason string) {
+	if r.reason.CompareAndSwap(nil, &reason) {
+		r.log.Info("replica disconnected", "reason", reason)
+	}
+	r.c.conn.Close()
+}
+
+// syncPlan is how a replica will be served, decided under the server's lock.
+type syncPlan struct {
+	partial  bool
+	replID   string
+	offset   int64             // the +FULLRESYNC offset (full syncs)
+	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
+	fetch    *fetch            // full: the fetch to wait for
+	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+}
+
+func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
+	if len(args)%2 == 0 {
+		c.out = wire.AppendError(c.out, "ERR syntax error")
+		return false
+	}
+	for i := 1; i < len(args); i += 2 {
+		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
+		switch opt {
+		case "listening-port":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n > 65535 {
+				c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
+				return false
+			}
+			c.hs.port = n
+		case "ip-address":
+			if len(val) >= 256 {
+				c.out = wire.AppendError(c.out, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more")
+				return false
+			}
+			c.hs.ip = val
+		case "capa":
+			switch strings.ToLower(val) {
+			case "eof":
+				c.hs.capaEOF = true
+			case "psync2":
+				c.hs.capaPSync2 = true
+			}
+		case "ack":
+			// No reply, ever; ignored unless the client is a replica.
+			if off, err := strconv.ParseInt(val, 10, 64); err == nil && c.replica != nil {
+				c.replica.ack(off)
+			}
+			return false
+		case "getack":
+			return false // we are no replica of our replicas
+		case "rdb-only":
+			c.hs.rdbOnly = val == "1"
+		case "rdb-filter-only":
+			c.out = wire.AppendError(c.out, "ERR replproxy does not filter snapshots (rdb-filter-only)")
+			return false
+		case "version":
+		default:
+			c.out = wire.AppendError(c.out, "ERR Unrecognized REPLCONF option: "+clip(opt, 64))
+			return false
+		}
+	}
+	c.out = wire.AppendSimple(c.out, "OK")
+	return false
+}
+
+func (s *Server) cmdPSync(c *client, args [][]byte) bool {
+	if c.replica != nil {
+		return false // already a replica: ignored without a reply, as in Redis
+	}
+	if len(args) == 4 {
+		c.out = wire.AppendError(c.out, "ERR PSYNC FAILOVER is not supported by replproxy")
+		return false
+	}
+	off, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
+		return false
+	}
+	s.beginSync(c, string(args[1]), off, false)
+	return false
+}
+
+func (s *Server) cmdSync(c *client, _ [][]byte) bool {
+	if c.replica != nil {
+		return false
+	}
+	s.beginSync(c, "?", -1, true)
+	return false
+}
+
+// beginSync decides how a new replica is served: a partial resync from the
+// backlog when its replid and offset allow (even with the upstream link
+// down), else a full sync from a snapshot. It registers the replica; the
+// client goroutine then runs it (runReplica).
+func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
+	if err := c.flush(); err != nil {
+		return
+	}
+	plan, ok := s.planPartial(replID, off, legacy)
+	if !ok {
+		if s.up.linkState() != linkConnected {
+			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
+			return
+		}
+		var err error
+		plan, err = s.planFull()
+		if err != nil {
+			c.out = wire.AppendError(c.out, "ERR "+err.Error())
+			return
+		}
+		s.stats.syncFull.Add(1)
+		if !legacy && replID != "?" {
+			s.stats.syncPartialErr.Add(1)
+		}
+	} else {
+		s.stats.syncPartialOK.Add(1)
+	}
+	r := &replica{c: c, hs: c.hs, legacy: legacy, firstAck: make(chan struct{})}
+	r.ip = c.hs.ip
+	if r.ip == "" {
+		r.ip, _, _ = net.SplitHostPort(c.addr)
+	}
+	r.log = c.log.With("replica-port", c.hs.port)
+	r.ackTime.Store(time.Now().UnixNano())
+	if plan.partial {
+		r.state.Store(int32(replicaOnline))
+	} else {
+		r.state.Store(int32(replicaWaitBgsave))
+	}
+	c.replica = r
+	c.plan = plan
+	c.isReplica.Store(true)
+	s.mu.Lock()
+	s.mu.replicas[r] = struct{}{}
+	s.mu.Unlock()
+	if plan.partial {
+		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
+			"backlog-bytes", s.stream.Offset()+1-off)
+	} else {
+		r.log.Info("full sync", "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
+	}
+}
+
+// planPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
+// second_repl_offset) and the offset lies in the backlog. It attaches the
+// cursor under the lock, so no reset or trim can come in between.
+func (s *Server) planPartial(replID string, off int64, legacy bool) (syncPlan, bool) {
+	if legacy || replID == "?" {
+		return syncPlan{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.history {
+		return syncPlan{}, false
+	}
+	match := strings.EqualFold(replID, s.mu.replID) ||
+		(strings.EqualFold(replID, s.mu.replID2) && off <= s.mu.secondOffset)
+	if !match || off > s.stream.Offset()+1 {
+		return syncPlan{}, false
+	}
+	cur, err := s.stream.Attach(off)
+	if err != nil {
+		return syncPlan{}, false
+	}
+	return syncPlan{partial: true, replID: s.mu.replID, cursor: cur}, true
+}
+
+// servableLocked reports whether sn can start a full sync now.
+// REQUIRES: s.mu held.
+func (s *Server) servableLocked(sn *replbuf.Snapshot) bool {
+	if sn == nil || sn.State() == replbuf.SnapshotFailed {
+		return false
+	}
+	return sn.ReplID() == s.mu.replID || (sn.ReplID() == s.mu.replID2 && sn.Offset()+1 <= s.mu.secondOffset)
+}
+
+// planFull picks the newest servable snapshot and pins the stream from just
+// after it; without one, it joins (or starts) the one snapshot fetch.
+func (s *Server) planFull() (syncPlan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sn := s.mu.snapshot; s.servableLocked(sn) {
+		if cur, err := s.stream.Attach(sn.Offset() + 1); err == nil {
+			return syncPlan{replID: s.mu.replID, offset: sn.Offset(), snapshot: sn, cursor: cur}, nil
+		}
+	}
+	if s.mu.fetch == nil {
+		f := &fetch{ready: make(chan struct{})}
+		s.mu.fetch = f
+		if !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) }) {
+			s.mu.fetch = nil
+			return syncPlan{}, errors.New("replproxy is shutting down")
+		}
+	}
+	return syncPlan{replID: s.mu.replID, fetch: s.mu.fetch}, nil
+}
+
+// runReplica serves a client that became a replica: its writer goroutine
+// sends, this goroutine reads ACKs, and whichever ends first ends both.
+func (s *Server) runReplica(ctx context.Context, c *client) {
+	r := c.replica
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		err := s.writeReplica(ctx, r, c.plan)
+		c.conn.Close()
+		done <- err
+	}()
+	readErr := s.readReplica(r)
+	cancel()
+	c.conn.Close()
+	werr := <-done
+	s.mu.Lock()
+	delete(s.mu.replicas, r)
+	s.mu.Unlock()
+	switch {
+	case r.reason.Load() != nil:
+	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):
+		r.close(werr.Error())
+	case readErr != nil && !errors.Is(readErr, net.ErrClosed):
+		r.close("connection closed by replica")
+	default:
+		r.close("done")
+	}
+}
+
+// readReplica reads what a replica sends (REPLCONF ACK, newlines) until the
+// connection fails. Replies to a replica are never written: its connection
+// carries only the stream.
+func (s *Server) readReplica(r *replica) error {
+	c := r.c
+	for {
+		cmd, err := c.rd.ReadCommand()
+		if err != nil {
+			return err
+		}
+		if len(cmd.Args) == 0 {
+			r.ackTime.Store(time.Now().UnixNano()) // a loading replica's newline
+			continue
+		}
+		s.dispatch(c, cmd.Args)
+		c.out = c.out[:0]
+	}
+}
+
+// writeReplica sends a replica its +CONTINUE or +FULLRESYNC, the payload, and
+// then the stream until the connection or the stream ends.
+func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (err error) {
+	cur := plan.cursor // owned by this goroutine; r.cursor only lets others read its figures
+	defer func() {
+		r.cursor.Store(nil)
+		if cur != nil {
+			cur.Close()
+		}
+	}()
+	timeout := s.config().ReplTimeout
+	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
+	if plan.partial {
+		line := "+CONTINUE\r\n"
+		if r.hs.capaPSync2 {
+			line = "+CONTINUE " + plan.replID + "\r\n"
+		}
+		if err := w.write([]byte(line)); err != nil {
+			return err
+		}
+		return w.stream(ctx, r, cur)
+	}
+	sn := plan.snapshot
+	if sn == nil {
+		if sn, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
+			return err
+		}
+		plan.offset = sn.Offset()
+	}
+	if !r.legacy {
+		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
+			return err
+		}
+	}
+	r.state.Store(int32(replicaSendBulk))
+	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
+	eof, err := w.sendSnapshot(ctx, r, sn)
+	if err != nil {
+		return fmt.Errorf("sending snapshot: %w", err)
+	}
+	if r.hs.rdbOnly {
+		r.close("snapshot sent (rdb-only)")
+		return nil
+	}
+	if eof {
+		// After an EOF-marked payload the replica loads it and ACKs; the
+		// stream must wait for that first ACK (PROTOCOL §2.1).
+		select {
+		case <-r.firstAck:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	r.state.Store(int32(replicaOnline))
+	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", sn.Size())
+	return w.stream(ctx, r, cur)
+}
+
+// replicaWriter writes to one replica with a deadline per write.
+type replicaWriter struct {
+	s       *Server
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (w *replicaWriter) write(p []byte) error {
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := w.conn.Write(p)
+	w.s.stats.replOutputBytes.Add(int64(n))
+	return err
+}
+
+// send writes one batch of a cursor with writev.
+func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := c.Send(w.conn)
+	w.s.stats.replOutputBytes.Add(n)
+	return n, err
+}
+
+// stream sends the stream from cur until an error: the connection, a new
+// generation (ErrReset), or the server stopping.
+func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor) error {
+	r.cursor.Store(cur)
+	for {
+		n, err := w.send(cur)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if err := cur.Wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendSnapshot sends the payload: "$<len>" and the bytes when the snapshot is
+// complete; "$EOF:<mark>", the bytes as they arrive and the mark when it is
+// still arriving and the replica takes EOF marks; otherwise it waits for the
+// end, sending keepalive newlines. It reports whether the EOF form was used.
+func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbuf.Snapshot) (eof bool, err error) {
+	if sn.State() == replbuf.SnapshotBuilding && !r.hs.capaEOF {
+		t := time.NewTicker(keepaliveInterval)
+		defer t.Stop()
+		for sn.State() == replbuf.SnapshotBuilding {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-t.C:
+				if err := w.write([]byte("\n")); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	rd, err := sn.NewReader()
+	if err != nil {
+		return false, err
+	}
+	defer rd.Close()
+	var mark string
+	if sn.State() == replbuf.SnapshotComplete {
+		err = w.write([]byte("$" + strconv.FormatInt(sn.Size(), 10) + "\r\n"))
+	} else {
+		eof, mark = true, newReplID()
+		err = w.write([]byte("$EOF:" + mark + "\r\n"))
+	}
+	if err != nil {
+		return false, err
+	}
+	for {
+		n, err := w.send(rd)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			if err := rd.Wait(ctx); err != nil {
+				return false, err
+			}
+		}
+	}
+	if eof {
+		if err := w.write([]byte(mark)); err != nil {
+			return false, err
+		}
+	}
+	return eof, nil
+}

@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// A fetch is one snapshot taken from the primary over a side link
+// (REPLCONF rdb-only 1, PSYNC ? -1) for replicas that need a full sync when
+// no held snapshot is servable. Every replica waiting meanwhile shares it.
+type fetch struct {
+	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is
+	sn    *replbuf.Snapshot
+	err   error
+}
+
+// goBackground runs f on the server's background group, with the server's
+// lifetime. It reports false when the server is not running.
+func (s *Server) goBackground(f func(ctx context.Context)) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgCtx == nil || s.bgCtx.Err() != nil {
+		return false
+	}
+	ctx := s.bgCtx
+	s.bg.Go(func() { f(ctx) })
+	return true
+}
+
+// runFetch fetches one snapshot. As soon as the primary answers with
+// +FULLRESYNC, the snapshot becomes the server's newest and waiting replicas
+// start following it while it arrives.
+func (s *Server) runFetch(ctx context.Context, f *fetch) {
+	started := false
+	sn, err := s.up.fetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if sn.ReplID() != s.mu.replID {
+			return fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), s.mu.replID)
+		}
+		s.retireLocked(s.mu.snapshot)
+		s.mu.snapshot = sn
+		f.sn = sn
+		started = true
+		close(f.ready)
+		return nil
+	})
+	s.mu.Lock()
+	if s.mu.fetch == f {
+		s.mu.fetch = nil
+	}
+	if !started {
+		f.err = err
+		close(f.ready)
+	} else if err != nil && s.mu.snapshot == f.sn {
+		s.mu.snapshot = nil
+		s.retireLocked(f.sn)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.stats.snapshotFetchFailures.Add(1)
+		s.log.Warn("snapshot fetch failed", "error", err)
+		return
+	}
+	s.stats.snapshotFetches.Add(1)
+	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
+}
+
+// retireLocked puts a replaced snapshot aside; the monitor releases it once
+// no replica reads it any more. REQUIRES: s.mu held.
+func (s *Server) retireLocked(sn *replbuf.Snapshot) {
+	if sn != nil {
+		s.mu.retired = append(s.mu.retired, sn)
+	}
+}
+
+// awaitFetch waits for a shared fetch to start, sending keepalive newlines
+// (allowed before +FULLRESYNC), then pins the stream from just after the
+// fetched snapshot's offset.
+func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, error) {
+	t := time.NewTicker(keepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ready:
+			if f.err != nil {
+				return nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.servableLocked(f.sn) {
+				return nil, nil, errors.New("fetched snapshot no longer matches the stream")
+			}
+			cur, err := s.stream.Attach(f.sn.Offset() + 1)
+			if err != nil {
+				return nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+			}
+			return f.sn, cur, nil
+		case <-t.C:
+			if err := w.write([]byte("\n")); err != nil {
+				return nil, nil, err
+			}
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// fetchSnapshot opens a side link to the primary and asks for an RDB only.
+// started is called with the new snapshot when +FULLRESYNC arrives; the
+// payload then streams into it.
+func (u *upstream) fetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, error) {
+	cfg := u.srv.config()
+	if cfg.MasterHost == "" {
+		return nil, errors.New("no primary configured")
+	}
+	addr := net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+	d := net.Dialer{Timeout: cfg.ReplTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	l := &link{u: u, conn: conn, timeout: cfg.ReplTimeout, side: true}
+	l.rd = wire.NewCommandReader(conn, wire.Limits{})
+	conn.SetDeadline(time.Now().Add(cfg.ReplTimeout))
+	if err := l.handshake(cfg.MasterUser, cfg.MasterAuth); err != nil {
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	if err := l.send("REPLCONF", "rdb-only", "1"); err != nil {
+		return nil, err
+	}
+	if reply, err := l.readLine(); err != nil || reply[0] == '-' {
+		return nil, fmt.Errorf("REPLCONF rdb-only: %q %v", reply, err)
+	}
+	if err := l.send("PSYNC", "?", "-1"); err != nil {
+		return nil, err
+	}
+	reply, err := l.readLine()
+	if err != nil {
+		return nil, fmt.Errorf("PSYNC: %w", err)
+	}
+	replID, offset, err := parseFullResync(reply)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	sn, _, err := l.readPayload(replID, offset, started)
+	return sn, err
+}

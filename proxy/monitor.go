@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// monitorInterval is how often the monitor checks replicas (Redis's
+// clientsCron and replicationCron run at 10 Hz and 1 Hz).
+const monitorInterval = 100 * time.Millisecond
+
+// monitor enforces the replica output-buffer limits and repl-timeout, and
+// releases retired snapshots once nobody reads them. It closes a replica's
+// connection, which ends its goroutines; it never waits on a replica.
+func (s *Server) monitor(ctx context.Context) {
+	t := time.NewTicker(monitorInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.checkReplicas(now)
+			s.releaseRetired()
+		}
+	}
+}
+
+// checkReplicas applies client-output-buffer-limit replica and repl-timeout.
+// A replica's output buffer is what its cursor pins (Redis's formula). The
+// hard limit is raised to the backlog size, as Redis does.
+func (s *Server) checkReplicas(now time.Time) {
+	s.mu.Lock()
+	lim := s.mu.cfg.ClientOutputBufferLimit.Replica
+	backlog := s.mu.cfg.ReplBacklogSize
+	timeout := s.mu.cfg.ReplTimeout
+	replicas := make([]*replica, 0, len(s.mu.replicas))
+	for r := range s.mu.replicas {
+		replicas = append(replicas, r)
+	}
+	s.mu.Unlock()
+	hard := lim.Hard
+	if hard > 0 && hard < backlog {
+		hard = backlog
+	}
+	for _, r := range replicas {
+		if r.reason.Load() != nil {
+			continue
+		}
+		var cob int64
+		if c := r.cursor.Load(); c != nil {
+			cob = c.OutputBufferSize()
+		}
+		switch {
+		case hard > 0 && cob >= hard:
+			s.stats.replicasDropped.Add(1)
+			r.close("output buffer over the hard limit (client-output-buffer-limit replica)")
+			continue
+		case lim.Soft > 0 && cob >= lim.Soft:
+			if r.softSince.IsZero() {
+				r.softSince = now
+			} else if now.Sub(r.softSince) > lim.SoftPeriod {
+				s.stats.replicasDropped.Add(1)
+				r.close("output buffer over the soft limit for too long (client-output-buffer-limit replica)")
+				continue
+			}
+		default:
+			r.softSince = time.Time{}
+		}
+		if r.State() == replicaOnline && !r.legacy && !r.hs.rdbOnly &&
+			now.Sub(time.Unix(0, r.ackTime.Load())) > timeout {
+			s.stats.replicasDropped.Add(1)
+			r.close("timeout: no REPLCONF ACK for longer than repl-timeout")
+		}
+	}
+}
+
+// releaseRetired gives back the blocks of replaced snapshots nobody reads.
+func (s *Server) releaseRetired() {
+	s.mu.Lock()
+	var free []*replbuf.Snapshot
+	kept := s.mu.retired[:0]
+	for _, sn := range s.mu.retired {
+		if sn.State() != replbuf.SnapshotBuilding && sn.Readers() == 0 {
+			free = append(free, sn)
+		} else {
+			kept = append(kept, sn)
+		}
+	}
+	clear(s.mu.retired[len(kept):])
+	s.mu.retired = kept
+	s.mu.Unlock()
+	for _, sn := range free {
+		sn.Release()
+	}
+}
+
+// disconnectReplicasLocked closes every replica (a new stream generation or
+// replication ID). REQUIRES: s.mu held.
+func (s *Server) disconnectReplicasLocked(reason string) {
+	for r := range s.mu.replicas {
+		r.close(reason)
+	}
+}

@@ -7,7 +7,7 @@
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GO ?= go
 
-.PHONY: test vet unit redis bench fuzz
+.PHONY: test vet unit redis bench fuzz demo bench-e2e
 
 test: redis vet
 	$(GO) test -race -timeout 12m ./...
@@ -18,7 +18,7 @@ vet:
 # unit runs the tests that need no Redis (the integration tests skip without it,
 # except under CI=true, where they fail).
 unit: vet
-	$(GO) test -race ./replbuf/ ./eviction/
+	$(GO) test -race ./replbuf/ ./proxy/wire/ ./proxy/config/
 
 redis:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
@@ -35,4 +35,19 @@ bench:
 # fuzz runs each fuzz target for a short while; FUZZTIME=5m for longer runs.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzStream -fuzztime $(FUZZTIME) ./replbuf/
+	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./replbuf/
+	$(GO) test -run '^$$' -fuzz FuzzStreamScanner -fuzztime $(FUZZTIME) ./proxy/wire/
+	$(GO) test -run '^$$' -fuzz FuzzCommandReader -fuzztime $(FUZZTIME) ./proxy/wire/
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) ./proxy/config/
+	$(GO) test -run '^$$' -fuzz FuzzMemToLL -fuzztime $(FUZZTIME) ./proxy/config/
+
+# demo starts a real primary, replproxy and three real replicas of the proxy on
+# 127.0.0.1, writes data to the primary and checks that every replica matches it.
+demo: redis
+	GO=$(GO) bash scripts/demo.sh
+
+# bench-e2e compares primary -> N replicas with primary -> replproxy -> N replicas
+# (replication throughput, primary CPU, proxy CPU per GB). Settings, e.g.:
+#   make bench-e2e E2E_REPLICAS=8 E2E_REPS=5 E2E_REQUESTS=400000 E2E_SIZE=4096
+bench-e2e: redis
+	GO=$(GO) bash scripts/bench-e2e.sh

@@ -42,6 +42,7 @@ type client struct {
 	plan    syncPlan         // how the replica is to be served
 
 	isReplica atomic.Bool            // set with replica, for other goroutines
+	outCap    atomic.Int64           // cap of out after the last flush, for memory accounting
 	name      atomic.Pointer[string] // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string] // for CLIENT LIST
 	lastUse   atomic.Int64           // unix nanos of the last command
@@ -132,5 +133,6 @@ func (c *client) flush() error {
 	} else {
 		c.out = c.out[:0]
 	}
+	c.outCap.Store(int64(cap(c.out)))
 	return err
 }

@@ -278,6 +278,9 @@ func (s *Server) applyConfig(next *config.Config) {
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
 		s.stream.SetBacklogSize(next.ReplBacklogSize)
 	}
+	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
+		s.onMaxMemory(next.MaxMemory)
+	}
 	if next.LogLevel != prev.LogLevel {
 		s.log.SetLevel(HCLogLevel(next.LogLevel))
 	}

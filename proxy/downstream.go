@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,10 @@ func (st replicaState) String() string {
 	}
 	return "online"
 }
+
+// spillChunk is how much of a spilled snapshot one sendfile call may send
+// under one write deadline.
+const spillChunk = 4 << 20
 
 // keepaliveInterval is how often a replica waiting for its payload gets a
 // newline, as Redis sends them (only before the payload starts).
@@ -100,6 +105,7 @@ type syncPlan struct {
 	replID   string
 	offset   int64             // the +FULLRESYNC offset (full syncs)
 	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
+	spilled  *spilledSnapshot  // full: the snapshot file to send instead
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
 }
@@ -263,7 +269,13 @@ func (s *Server) servableLocked(sn *replbuf.Snapshot) bool {
 	if sn == nil || sn.State() == replbuf.SnapshotFailed {
 		return false
 	}
-	return sn.ReplID() == s.mu.replID || (sn.ReplID() == s.mu.replID2 && sn.Offset()+1 <= s.mu.secondOffset)
+	return s.identityMatchesLocked(sn.ReplID(), sn.Offset())
+}
+
+// identityMatchesLocked reports whether a snapshot taken at (replID, offset)
+// belongs to the history the stream holds. REQUIRES: s.mu held.
+func (s *Server) identityMatchesLocked(replID string, offset int64) bool {
+	return replID == s.mu.replID || (replID == s.mu.replID2 && offset+1 <= s.mu.secondOffset)
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just
@@ -274,6 +286,11 @@ func (s *Server) planFull() (syncPlan, error) {
 	if sn := s.mu.snapshot; s.servableLocked(sn) {
 		if cur, err := s.stream.Attach(sn.Offset() + 1); err == nil {
 			return syncPlan{replID: s.mu.replID, offset: sn.Offset(), snapshot: sn, cursor: cur}, nil
+		}
+	}
+	if sp := s.mu.spilled; sp != nil && s.mu.snapshot == nil && s.identityMatchesLocked(sp.replID, sp.offset) {
+		if cur, err := s.stream.Attach(sp.offset + 1); err == nil {
+			return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, cursor: cur}, nil
 		}
 	}
 	if s.mu.fetch == nil {
@@ -357,6 +374,9 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		}
 		return w.stream(ctx, r, cur)
 	}
+	if plan.spilled != nil {
+		return s.writeReplicaFromFile(ctx, r, w, plan, cur)
+	}
 	sn := plan.snapshot
 	if sn == nil {
 		if sn, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
@@ -391,6 +411,53 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", sn.Size())
+	return w.stream(ctx, r, cur)
+}
+
+// writeReplicaFromFile is a full sync from a snapshot spilled to disk: the
+// file goes out with sendfile, then the stream.
+func (s *Server) writeReplicaFromFile(ctx context.Context, r *replica, w *replicaWriter, plan syncPlan, cur *replbuf.Cursor) error {
+	f, err := os.Open(plan.spilled.path)
+	if err != nil {
+		return fmt.Errorf("spilled snapshot: %w", err)
+	}
+	defer f.Close()
+	if !r.legacy {
+		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
+			return err
+		}
+	}
+	r.state.Store(int32(replicaSendBulk))
+	r.cursor.Store(cur)
+	if err := w.write([]byte("$" + strconv.FormatInt(plan.spilled.size, 10) + "\r\n")); err != nil {
+		return err
+	}
+	// (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
+	// sendfile(2): the bytes go from the page cache to the socket. Chunks
+	// give each its own write deadline.
+	var n int64
+	for n < plan.spilled.size && ctx.Err() == nil {
+		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, plan.spilled.size-n)))
+		n += k
+		s.stats.replOutputBytes.Add(k)
+		if err != nil {
+			return fmt.Errorf("sending spilled snapshot: %w", err)
+		}
+		if k == 0 {
+			return fmt.Errorf("spilled snapshot %s ended after %d of %d bytes", plan.spilled.path, n, plan.spilled.size)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if r.hs.rdbOnly {
+		r.close("snapshot sent (rdb-only)")
+		return nil
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	r.state.Store(int32(replicaOnline))
+	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", n, "from-disk", true)
 	return w.stream(ctx, r, cur)
 }
 

@@ -49,6 +49,7 @@ func (s *Server) runFetch(ctx context.Context, f *fetch) {
 		}
 		s.retireLocked(s.mu.snapshot)
 		s.mu.snapshot = sn
+		s.replaceSpilledLocked(nil)
 		f.sn = sn
 		started = true
 		close(f.ready)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -112,6 +113,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("sync_partial_ok", st.syncPartialOK.Load())
 		w.kv("sync_partial_err", st.syncPartialErr.Load())
 		w.kv("evicted_keys", 0)
+		w.kv("evicted_snapshots", st.evictedSnapshots.Load())
+		w.kv("evicted_bytes", st.evictedBytes.Load())
 	case "replication":
 		s.writeInfoReplication(w, now)
 	case "cpu":
@@ -128,17 +131,36 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 }
 
 func (s *Server) writeInfoMemory(w infoWriter) {
+	rep := s.memoryReport()
+	cfg := s.config()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	u := s.stream.Usage()
+	ps := s.pool.Stats()
 	w.b.WriteString("# Memory\r\n")
-	w.kv("used_memory", ms.HeapAlloc)
-	w.kv("used_memory_human", humanize.IBytes(ms.HeapAlloc))
-	w.kv("used_memory_rss", ms.Sys)
-	w.kv("mem_not_counted_for_evict", u.NotCountedForEvict)
-	w.kv("mem_replication_backlog", u.Backlog)
-	w.kv("mem_clients_slaves", u.Replicas)
-	w.kv("mem_total_replication_buffers", u.Total)
+	w.kv("used_memory", rep.UsedMemory)
+	w.kv("used_memory_human", humanize.IBytes(uint64(rep.UsedMemory)))
+	w.kv("used_memory_rss", rssBytes())
+	w.kv("used_memory_peak", s.peakMemory.Load())
+	w.kv("used_memory_peak_human", humanize.IBytes(uint64(s.peakMemory.Load())))
+	w.kv("maxmemory", cfg.MaxMemory)
+	w.kv("maxmemory_human", humanize.IBytes(uint64(cfg.MaxMemory)))
+	w.kv("maxmemory_policy", cfg.MaxMemoryPolicy)
+	w.kv("mem_not_counted_for_evict", rep.NotCountedForEvict)
+	w.kv("mem_counted_for_evict", rep.Counted)
+	w.kv("mem_over_maxmemory", b2i(s.overMaxMemory.Load()))
+	w.kv("mem_replication_backlog", rep.ReplicationBacklog)
+	w.kv("mem_clients_slaves", rep.ClientsSlaves)
+	w.kv("mem_clients_normal", rep.ClientsNormal)
+	w.kv("mem_total_replication_buffers", rep.TotalReplicationBuffers)
+	w.kv("mem_snapshots", rep.Snapshots)
+	w.kv("mem_snapshots_on_disk", rep.SnapshotsOnDisk)
+	w.kv("mem_free_blocks", rep.FreeBlocks)
+	w.kv("mem_free_blocks_count", ps.FreeBlocks)
+	w.kv("mem_runtime", rep.Runtime)
+	w.kv("go_heap_alloc", ms.HeapAlloc)
+	w.kv("go_heap_sys", ms.HeapSys)
+	w.kv("go_gc_cycles", ms.NumGC)
+	w.kv("go_memory_limit", debug.SetMemoryLimit(-1))
 }
 
 func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {

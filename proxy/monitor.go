@@ -24,6 +24,7 @@ func (s *Server) monitor(ctx context.Context) {
 		case now := <-t.C:
 			s.checkReplicas(now)
 			s.releaseRetired()
+			s.enforceMaxMemory(now)
 		}
 	}
 }
@@ -91,9 +92,14 @@ func (s *Server) releaseRetired() {
 	}
 	clear(s.mu.retired[len(kept):])
 	s.mu.retired = kept
+	limited := s.mu.cfg.MaxMemory > 0
 	s.mu.Unlock()
 	for _, sn := range free {
 		sn.Release()
+	}
+	if len(free) > 0 && limited {
+		// Under maxmemory, memory given up is given back, not kept as free blocks.
+		s.pool.DropFree()
 	}
 }
 

@@ -36,9 +36,12 @@ type Server struct {
 	configFile string
 	pid        int
 
+	onMaxMemory func(int64)
+
 	stats    stats
 	up       *upstream
 	commands map[string]command
+	memoryState
 
 	listeners []net.Listener // opened by New, closed by Run's shutdown
 
@@ -60,6 +63,8 @@ type Server struct {
 		replicas     map[*replica]struct{}
 		fetch        *fetch              // the snapshot fetch in flight, if any
 		retired      []*replbuf.Snapshot // replaced snapshots, released once unread
+		spilled      *spilledSnapshot    // the newest snapshot, when it lives on disk
+		spilling     *replbuf.Snapshot   // the snapshot being written to disk
 	}
 
 	// The background group: snapshot fetches and the monitor, with the
@@ -75,6 +80,9 @@ type Options struct {
 	Logger hclog.Logger
 	// ConfigFile is the path the configuration was read from, for INFO.
 	ConfigFile string
+	// OnMaxMemory, when not nil, is called with maxmemory at start and
+	// whenever CONFIG SET changes it (the program sets GOMEMLIMIT from it).
+	OnMaxMemory func(maxmemory int64)
 }
 
 // New validates cfg, opens the listeners and returns a server ready to Run.
@@ -93,15 +101,17 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	pool := replbuf.NewPool(0)
 	s := &Server{
-		log:        log,
-		pool:       pool,
-		stream:     replbuf.NewStream(0, &replbuf.Config{BacklogSize: cfg.ReplBacklogSize, Pool: pool}),
-		runID:      newReplID(),
-		started:    time.Now(),
-		configFile: opts.ConfigFile,
-		pid:        os.Getpid(),
+		onMaxMemory: opts.OnMaxMemory,
+		log:         log,
+		pool:        pool,
+		stream:      replbuf.NewStream(0, &replbuf.Config{BacklogSize: cfg.ReplBacklogSize, Pool: pool}),
+		runID:       newReplID(),
+		started:     time.Now(),
+		configFile:  opts.ConfigFile,
+		pid:         os.Getpid(),
 	}
 	s.commands = commandTable()
+	s.runtimeBaseline = measureRuntimeBaseline()
 	s.mu.cfg = cfg
 	s.mu.replID = newReplID()
 	s.mu.replID2 = noReplID
@@ -111,6 +121,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.up = newUpstream(s, log.Named("upstream"))
 	if err := s.listen(cfg); err != nil {
 		return nil, err
+	}
+	if s.onMaxMemory != nil {
+		s.onMaxMemory(cfg.MaxMemory)
 	}
 	return s, nil
 }

@@ -632,6 +632,7 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	s.mu.Lock()
 	s.retireLocked(s.mu.snapshot)
 	s.mu.snapshot = sn
+	s.replaceSpilledLocked(nil)
 	s.mu.replID = sn.ReplID()
 	s.mu.replID2 = noReplID
 	s.mu.secondOffset = -1

@@ -106,6 +106,17 @@ func (p *Pool) put(b *block) {
 	p.mu.Unlock()
 }
 
+// DropFree gives every free block back to the garbage collector and returns
+// their footprint. Memory pressure calls it before anything else is evicted.
+func (p *Pool) DropFree() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.mu.free)
+	clear(p.mu.free)
+	p.mu.free = p.mu.free[:0]
+	return int64(n) * BlockFootprint
+}
+
 // PoolStats are a Pool's counters.
 type PoolStats struct {
 	FreeBlocks int   // blocks on the free list

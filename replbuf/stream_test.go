@@ -585,3 +585,21 @@ func TestReleaseFailsCursors(t *testing.T) {
 		t.Fatalf("usage after release: %+v", u)
 	}
 }
+
+func TestPoolDropFree(t *testing.T) {
+	pool := NewPool(10)
+	s := NewStream(0, &Config{Pool: pool, BacklogSize: 1})
+	appendPattern(t, s, 8*BlockSize)
+	if st := pool.Stats(); st.FreeBlocks == 0 {
+		t.Fatal("nothing on the free list")
+	}
+	n := pool.Stats().FreeBlocks
+	if got := pool.DropFree(); got != int64(n)*BlockFootprint {
+		t.Fatalf("DropFree returned %d for %d blocks", got, n)
+	}
+	if st := pool.Stats(); st.FreeBlocks != 0 {
+		t.Fatalf("free list after DropFree: %+v", st)
+	}
+	appendPattern(t, s, 3*BlockSize) // the pool still works
+	checkInvariants(t, s)
+}

@@ -10,8 +10,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -50,7 +52,7 @@ func run(args []string, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		configFile = args[0]
 	}
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ConfigFile: configFile})
+	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log)})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		fmt.Fprintf(stderr, "replproxy: %v\n", err)
@@ -63,6 +65,27 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// memoryLimiter returns the hook that derives the Go runtime's soft memory
+// limit (GOMEMLIMIT) from maxmemory, unless GOMEMLIMIT is set in the
+// environment, which then wins. maxmemory bounds only the memory that
+// counts; replica buffers come on top of it, so the limit leaves them room:
+// twice maxmemory plus 64 MiB. With maxmemory 0 there is no limit.
+func memoryLimiter(log hclog.Logger) func(int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	return func(maxmemory int64) {
+		limit := int64(math.MaxInt64)
+		if maxmemory > 0 {
+			limit = 2*maxmemory + 64<<20
+		}
+		debug.SetMemoryLimit(limit)
+		if maxmemory > 0 {
+			log.Info("go memory limit set from maxmemory", "maxmemory", maxmemory, "gomemlimit", limit)
+		}
+	}
 }
 
 // newLogger builds the root logger from loglevel, logfile and log-format.

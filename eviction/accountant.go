@@ -1,0 +1,178 @@
+package eviction
+
+import "fmt"
+
+// blockSize and blockOverhead mirror replbuf's block payload and node sizes,
+// which enter Redis's formula for the counted part of the backlog.
+const (
+	blockSize     = 16 << 10
+	blockOverhead = 64
+)
+
+// Figures are the proxy's memory at one moment, every value in bytes at the
+// usable size of its allocations.
+type Figures struct {
+	// StreamBlocks is the shared stream's blocks (Redis's repl_buffer_mem).
+	StreamBlocks int64
+	// StreamIndex is the stream's block index.
+	StreamIndex int64
+	// BacklogSize is repl-backlog-size.
+	BacklogSize int64
+	// Replicas is the number of replicas attached to the stream.
+	Replicas int
+	// Snapshots is the snapshots held in memory.
+	Snapshots int64
+	// SnapshotsOnDisk is the snapshots spilled to disk: reported, not in used_memory.
+	SnapshotsOnDisk int64
+	// FreeBlocks is the blocks kept for reuse, with the free list itself.
+	FreeBlocks int64
+	// NormalClients is the query and reply buffers of admin clients.
+	NormalClients int64
+	// ReplicaClients is the query buffers of replicas (their output is the stream).
+	ReplicaClients int64
+	// Runtime is everything else the Go heap holds: the runtime's and the
+	// proxy's own structures, measured as a baseline.
+	Runtime int64
+}
+
+// Report is the accounting of Figures with Redis 7's names (INFO memory).
+type Report struct {
+	UsedMemory              int64 // used_memory
+	NotCountedForEvict      int64 // mem_not_counted_for_evict
+	ReplicationBacklog      int64 // mem_replication_backlog
+	ClientsSlaves           int64 // mem_clients_slaves
+	ClientsNormal           int64 // mem_clients_normal
+	TotalReplicationBuffers int64 // mem_total_replication_buffers
+	Snapshots               int64 // mem_snapshots (replproxy)
+	SnapshotsOnDisk         int64 // mem_snapshots_on_disk (replproxy; not in used_memory)
+	FreeBlocks              int64 // mem_free_blocks (replproxy)
+	Runtime                 int64 // mem_runtime (replproxy)
+	Counted                 int64 // used_memory - mem_not_counted_for_evict
+}
+
+// Account applies the formulas. The replication buffer figures are Redis 7's
+// (src/object.c getMemoryOverheadData, src/evict.c
+// freeMemoryGetNotCountedMemory): the backlog part is counted up to
+// repl-backlog-size plus its blocks' overhead; whatever replicas pin beyond
+// that is not.
+func Account(f Figures) Report {
+	r := Report{
+		TotalReplicationBuffers: f.StreamBlocks,
+		Snapshots:               f.Snapshots,
+		SnapshotsOnDisk:         f.SnapshotsOnDisk,
+		FreeBlocks:              f.FreeBlocks,
+		Runtime:                 f.Runtime,
+		ClientsNormal:           f.NormalClients,
+	}
+	r.UsedMemory = f.StreamBlocks + f.StreamIndex + f.Snapshots + f.FreeBlocks +
+		f.NormalClients + f.ReplicaClients + f.Runtime
+	if f.Replicas > 0 && f.StreamBlocks > f.BacklogSize {
+		r.ClientsSlaves = f.StreamBlocks - f.BacklogSize
+		r.ReplicationBacklog = f.BacklogSize + f.StreamIndex
+	} else {
+		r.ReplicationBacklog = f.StreamBlocks + f.StreamIndex
+	}
+	r.ClientsSlaves += f.ReplicaClients
+	if f.StreamBlocks > f.BacklogSize {
+		counted := f.BacklogSize + (f.BacklogSize/blockSize+1)*blockOverhead
+		r.NotCountedForEvict = max(0, f.StreamBlocks-counted)
+	}
+	r.NotCountedForEvict += f.FreeBlocks
+	r.Counted = r.UsedMemory - r.NotCountedForEvict
+	return r
+}
+
+// Policy is maxmemory-policy.
+type Policy string
+
+const (
+	// NoEviction evicts nothing: over the limit is reported, serving goes on.
+	NoEviction Policy = "noeviction"
+	// EvictSnapshots frees free blocks, then snapshots no replica is receiving.
+	EvictSnapshots Policy = "evict-snapshots"
+)
+
+// A Candidate is a snapshot that might be evicted.
+type Candidate struct {
+	ID    string // how the proxy names it
+	Bytes int64  // its memory
+	Busy  bool   // a replica is receiving it: never evicted
+	// Newest marks the snapshot the next full sync would be served from;
+	// it goes last among the candidates.
+	Newest bool
+}
+
+// ActionKind says what to do.
+type ActionKind int
+
+const (
+	// DropFreeBlocks gives Bytes of free blocks back to the runtime.
+	DropFreeBlocks ActionKind = iota
+	// EvictSnapshot spills the snapshot ID to disk, or drops it.
+	EvictSnapshot
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case DropFreeBlocks:
+		return "drop-free-blocks"
+	case EvictSnapshot:
+		return "evict-snapshot"
+	}
+	return fmt.Sprintf("ActionKind(%d)", int(k))
+}
+
+// An Action is one step of an eviction plan.
+type Action struct {
+	Kind  ActionKind
+	ID    string // the snapshot, for EvictSnapshot
+	Bytes int64
+}
+
+// Plan decides what to evict to bring counted memory under maxmemory (0: no
+// limit). It returns the actions in order and whether counted memory is
+// still over the limit once they are done.
+func Plan(rep Report, maxmemory int64, policy Policy, candidates []Candidate) (actions []Action, over bool) {
+	if maxmemory <= 0 || rep.Counted <= maxmemory {
+		return nil, false
+	}
+	if policy == NoEviction {
+		return nil, true
+	}
+	need := rep.Counted - maxmemory
+	// Free blocks first: they cost nothing to give back. They are not
+	// counted, so dropping them frees memory without lowering the need.
+	if rep.FreeBlocks > 0 {
+		actions = append(actions, Action{Kind: DropFreeBlocks, Bytes: rep.FreeBlocks})
+	}
+	order := make([]Candidate, 0, len(candidates))
+	for _, c := range candidates {
+		if !c.Busy && c.Bytes > 0 {
+			order = append(order, c)
+		}
+	}
+	// Older snapshots before the newest, then larger before smaller.
+	sortCandidates(order)
+	for _, c := range order {
+		if need <= 0 {
+			break
+		}
+		actions = append(actions, Action{Kind: EvictSnapshot, ID: c.ID, Bytes: c.Bytes})
+		need -= c.Bytes
+	}
+	return actions, need > 0
+}
+
+func sortCandidates(c []Candidate) {
+	less := func(a, b Candidate) bool {
+		if a.Newest != b.Newest {
+			return !a.Newest
+		}
+		return a.Bytes > b.Bytes
+	}
+	for i := 1; i < len(c); i++ { // insertion sort: a handful of snapshots
+		for j := i; j > 0 && less(c[j], c[j-1]); j-- {
+			c[j], c[j-1] = c[j-1], c[j]
+		}
+	}
+}

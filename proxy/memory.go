@@ -1,0 +1,291 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// clientBufferBytes is what each connection's reader holds: its 16 KiB
+// bufio buffer (Redis's PROTO_IOBUF_LEN).
+const clientBufferBytes = 16 << 10
+
+// overLimitLogEvery rate-limits the "over maxmemory" warning of noeviction.
+const overLimitLogEvery = time.Minute
+
+// A spilledSnapshot is a snapshot evicted from memory to a file in dir, from
+// which full syncs are served with sendfile.
+type spilledSnapshot struct {
+	path   string
+	replID string
+	offset int64
+	size   int64
+}
+
+// measureRuntimeBaseline is the Go heap the proxy holds before any stream,
+// snapshot or client: the runtime's and the program's own structures. It is
+// the "runtime" category of used_memory.
+func measureRuntimeBaseline() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// memoryFigures gathers every category, at usable sizes.
+func (s *Server) memoryFigures() eviction.Figures {
+	u := s.stream.Usage()
+	f := eviction.Figures{
+		StreamBlocks: u.Total,
+		StreamIndex:  u.Index,
+		BacklogSize:  s.stream.BacklogSize(),
+		FreeBlocks:   s.pool.Stats().FreeBytes,
+		Runtime:      s.runtimeBaseline,
+	}
+	s.mu.Lock()
+	f.Replicas = len(s.mu.replicas)
+	for _, sn := range s.heldSnapshotsLocked() {
+		f.Snapshots += sn.Usage().Allocated()
+	}
+	if sp := s.mu.spilled; sp != nil {
+		f.SnapshotsOnDisk = sp.size
+	}
+	for _, c := range s.mu.clients {
+		b := int64(clientBufferBytes) + c.outCap.Load()
+		if c.replicaSet() {
+			f.ReplicaClients += b
+		} else {
+			f.NormalClients += b
+		}
+	}
+	s.mu.Unlock()
+	return f
+}
+
+// heldSnapshotsLocked lists the snapshots in memory, newest first.
+// REQUIRES: s.mu held.
+func (s *Server) heldSnapshotsLocked() []*replbuf.Snapshot {
+	var list []*replbuf.Snapshot
+	if s.mu.snapshot != nil {
+		list = append(list, s.mu.snapshot)
+	}
+	list = append(list, s.mu.retired...)
+	return list
+}
+
+// memoryReport is the accounting of memoryFigures, and keeps the peak.
+func (s *Server) memoryReport() eviction.Report {
+	rep := eviction.Account(s.memoryFigures())
+	for {
+		peak := s.peakMemory.Load()
+		if rep.UsedMemory <= peak || s.peakMemory.CompareAndSwap(peak, rep.UsedMemory) {
+			break
+		}
+	}
+	return rep
+}
+
+// enforceMaxMemory runs one round of eviction (from the monitor).
+func (s *Server) enforceMaxMemory(now time.Time) {
+	s.mu.Lock()
+	limit, policy := s.mu.cfg.MaxMemory, eviction.Policy(s.mu.cfg.MaxMemoryPolicy)
+	s.mu.Unlock()
+	if limit <= 0 {
+		s.overMaxMemory.Store(false)
+		return
+	}
+	rep := s.memoryReport()
+	cands := s.evictionCandidates()
+	actions, over := eviction.Plan(rep, limit, policy, cands)
+	s.overMaxMemory.Store(over || len(actions) > 0 && rep.Counted > limit && policy == eviction.NoEviction)
+	if over && policy == eviction.NoEviction {
+		if last := s.lastOverLog.Load(); now.UnixNano()-last > int64(overLimitLogEvery) && s.lastOverLog.CompareAndSwap(last, now.UnixNano()) {
+			s.log.Warn("memory over maxmemory; noeviction: nothing is evicted, serving goes on",
+				"counted", humanize.IBytes(uint64(rep.Counted)), "maxmemory", humanize.IBytes(uint64(limit)))
+		}
+	}
+	for _, a := range actions {
+		switch a.Kind {
+		case eviction.DropFreeBlocks:
+			s.pool.DropFree()
+		case eviction.EvictSnapshot:
+			s.evictSnapshot(a.ID)
+		}
+	}
+}
+
+// evictionCandidates describes the snapshots held in memory.
+func (s *Server) evictionCandidates() []eviction.Candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cands []eviction.Candidate
+	for _, sn := range s.heldSnapshotsLocked() {
+		cands = append(cands, eviction.Candidate{
+			ID:     snapshotID(sn),
+			Bytes:  sn.Usage().Allocated(),
+			Busy:   sn.State() == replbuf.SnapshotBuilding || sn.Readers() > 0 || sn == s.mu.spilling,
+			Newest: sn == s.mu.snapshot,
+		})
+	}
+	return cands
+}
+
+func snapshotID(sn *replbuf.Snapshot) string {
+	return sn.ReplID() + ":" + strconv.FormatInt(sn.Offset(), 10) + ":" + strconv.FormatInt(sn.Created().UnixNano(), 10)
+}
+
+// evictSnapshot evicts one snapshot: a retired one is released; the newest is
+// spilled to dir in the background (dropped if dir cannot be written).
+func (s *Server) evictSnapshot(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, sn := range s.mu.retired {
+		if snapshotID(sn) == id && sn.Readers() == 0 {
+			s.mu.retired = append(s.mu.retired[:i], s.mu.retired[i+1:]...)
+			s.countEviction(sn)
+			sn.Release()
+			s.pool.DropFree()
+			return
+		}
+	}
+	sn := s.mu.snapshot
+	if sn == nil || snapshotID(sn) != id || s.mu.spilling != nil {
+		return
+	}
+	s.mu.spilling = sn
+	dir := s.mu.cfg.Dir
+	if !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
+		s.mu.spilling = nil
+	}
+}
+
+// countEviction counts an evicted snapshot. REQUIRES: s.mu held.
+func (s *Server) countEviction(sn *replbuf.Snapshot) {
+	s.stats.evictedSnapshots.Add(1)
+	s.stats.evictedBytes.Add(sn.Usage().Allocated())
+}
+
+// spill writes sn to a file in dir and serves it from there; if the file
+// cannot be written the snapshot is dropped instead. Either way its memory is
+// released once no replica reads it.
+func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
+	path := filepath.Join(dir, fmt.Sprintf("replproxy-%s-%d.rdb", sn.ReplID(), sn.Offset()))
+	err := writeSnapshotFile(ctx, sn, path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.spilling = nil
+	if s.mu.snapshot != sn {
+		if err == nil {
+			os.Remove(path) // replaced meanwhile: the file serves nobody
+		}
+		return
+	}
+	s.mu.snapshot = nil
+	s.countEviction(sn)
+	s.retireLocked(sn)
+	if err != nil {
+		s.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		return
+	}
+	s.replaceSpilledLocked(&spilledSnapshot{path: path, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()})
+	s.log.Info("snapshot spilled to disk", "path", path, "size", humanize.IBytes(uint64(sn.Size())))
+}
+
+// replaceSpilledLocked makes sp the spilled snapshot, removing the previous
+// file (a replica still sending it keeps its open descriptor). REQUIRES: s.mu held.
+func (s *Server) replaceSpilledLocked(sp *spilledSnapshot) {
+	if old := s.mu.spilled; old != nil && (sp == nil || old.path != sp.path) {
+		os.Remove(old.path)
+	}
+	s.mu.spilled = sp
+}
+
+// writeSnapshotFile writes a complete snapshot to path (via a temporary file,
+// fsynced, then renamed).
+func writeSnapshotFile(ctx context.Context, sn *replbuf.Snapshot, path string) error {
+	rd, err := sn.NewReader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		bufs, err := rd.Pending()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(*bufs) == 0 {
+			if err := rd.Wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		n, err := bufs.WriteTo(f)
+		if err != nil {
+			return err
+		}
+		if err := rd.Advance(n); err != nil {
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	ok = true
+	return os.Rename(tmp, path)
+}
+
+// rssBytes reads the resident set size from /proc (0 where there is none).
+func rssBytes() int64 {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(data)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(string(f[1]), 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// memoryState is the server's own memory bookkeeping.
+type memoryState struct {
+	runtimeBaseline int64
+	peakMemory      atomic.Int64
+	overMaxMemory   atomic.Bool
+	lastOverLog     atomic.Int64
+}

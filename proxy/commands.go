@@ -369,7 +369,7 @@ func (s *Server) clientList() string {
 				omem = cur.OutputBufferSize()
 			}
 		}
-		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
+		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
 			c.id, c.addr, c.laddr, name,
 			int64(now.Sub(c.created)/time.Second),
 			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd)

@@ -236,6 +236,9 @@ func (l *link) send(args ...string) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.scratch = wire.AppendCommand(l.scratch[:0], args...)
+	// Every write gets its own deadline: the handshake's covers only the
+	// handshake, and a long payload must not leave the ACK after it expired.
+	l.conn.SetWriteDeadline(time.Now().Add(l.timeout))
 	_, err := l.conn.Write(l.scratch)
 	return err
 }

@@ -27,12 +27,12 @@ const (
 // used.Store; readers read only buf[:used.Load()]. The two ranges never
 // overlap, so no lock guards the bytes. start and id are set before the block
 // is linked (next.Store, or the index under the stream's mutex) and never
-// change while it is linked, so they are plain fields.
+// change while it is linked.
 type block struct {
 	buf   []byte                // len == cap == BlockSize; see above for who touches which part
 	used  atomic.Int64          // published fill level; producer-only writes
 	start int64                 // stream offset of buf[0]
-	id    uint64                // position in the stream, counting from the first block of the generation
+	id    atomic.Uint64         // position in the stream from the generation's first block; atomic because OutputBufferSize may read a block that is being recycled
 	refs  atomic.Int32          // cursors whose next byte is in this block
 	next  atomic.Pointer[block] // the following block; set by the producer once this one is full
 }

@@ -32,7 +32,7 @@ type Cursor struct {
 	bufs     net.Buffers // the batch handed out by Pending
 	batch    int64       // bytes in that batch not yet advanced over
 	maxBatch int
-	closed   bool
+	closed   atomic.Bool // owner-only writes; OutputBufferSize reads it
 
 	wake    chan struct{} // capacity 1; the producer's non-blocking send ends a Wait
 	waiting bool          // guarded by s.mu: the cursor is on s.mu.waiters
@@ -86,12 +86,22 @@ func (c *Cursor) Lag() int64 {
 // the tail, each at its full footprint (payload and node), whatever part of it
 // was sent or is still empty. Zero while the cursor pins nothing. O(1).
 func (c *Cursor) OutputBufferSize() int64 {
-	b := c.cur.Load()
-	t := c.s.tail.Load()
-	if b == nil || t == nil || c.gen != c.s.gen.Load() || b.id > t.id {
+	if c.closed.Load() {
 		return 0
 	}
-	return int64(t.id-b.id+1) * BlockFootprint
+	b := c.cur.Load()
+	t := c.s.tail.Load()
+	if b == nil || t == nil || c.gen != c.s.gen.Load() {
+		return 0
+	}
+	// NB: b or t may have been released and reused since they were loaded
+	// (the cursor moved on, the tail filled); the ids are atomics, and a
+	// figure from such a moment is discarded below or is one block off.
+	bid, tid := b.id.Load(), t.id.Load()
+	if bid > tid {
+		return 0
+	}
+	return int64(tid-bid+1) * BlockFootprint
 }
 
 // Pending returns the cursor's next batch: slices of the shared blocks, in
@@ -159,7 +169,7 @@ func (c *Cursor) fill(b *block) {
 
 // check reports why the cursor can no longer be used, if it cannot.
 func (c *Cursor) check() error {
-	if c.closed {
+	if c.closed.Load() {
 		return ErrCursorClosed
 	}
 	if c.gen != c.s.gen.Load() {
@@ -232,7 +242,7 @@ func (c *Cursor) Send(w io.Writer) (int64, error) {
 // ready reports whether Pending would return something now: bytes, an error or
 // the end.
 func (c *Cursor) ready() bool {
-	if c.closed || c.gen != c.s.gen.Load() || c.s.closed.Load() != nil {
+	if c.closed.Load() || c.gen != c.s.gen.Load() || c.s.closed.Load() != nil {
 		return true
 	}
 	b := c.cur.Load()
@@ -282,10 +292,10 @@ func (c *Cursor) Wait(ctx context.Context) error {
 // It must be called by the cursor's goroutine once its last write returned.
 // Safe to call more than once.
 func (c *Cursor) Close() {
-	if c.closed {
+	if c.closed.Load() {
 		return
 	}
-	c.closed = true
+	c.closed.Store(true)
 	c.bufs, c.batch = nil, 0
 	s := c.s
 	s.mu.Lock()

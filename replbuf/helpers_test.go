@@ -65,7 +65,7 @@ func checkInvariants(t testing.TB, s *Stream, cursors ...*Cursor) {
 	}
 	want := map[*block]int32{}
 	for _, c := range cursors {
-		if c.closed || c.gen != s.gen.Load() {
+		if c.closed.Load() || c.gen != s.gen.Load() {
 			continue
 		}
 		if b := c.cur.Load(); b != nil {
@@ -76,8 +76,8 @@ func checkInvariants(t testing.TB, s *Stream, cursors ...*Cursor) {
 		b := s.mu.blocks.at(i)
 		if i > 0 {
 			prev := s.mu.blocks.at(i - 1)
-			if b.start != prev.start+BlockSize || b.id != prev.id+1 || prev.next.Load() != b {
-				t.Fatalf("block %d (start %d id %d) does not follow block %d (start %d id %d)", i, b.start, b.id, i-1, prev.start, prev.id)
+			if b.start != prev.start+BlockSize || b.id.Load() != prev.id.Load()+1 || prev.next.Load() != b {
+				t.Fatalf("block %d (start %d id %d) does not follow block %d (start %d id %d)", i, b.start, b.id.Load(), i-1, prev.start, prev.id.Load())
 			}
 		}
 		if i < n-1 && b.used.Load() != BlockSize {
@@ -103,7 +103,7 @@ func checkInvariants(t testing.TB, s *Stream, cursors ...*Cursor) {
 	}
 	attached := 0
 	for _, c := range cursors {
-		if !c.closed && c.gen == s.gen.Load() && c.cur.Load() != nil {
+		if !c.closed.Load() && c.gen == s.gen.Load() && c.cur.Load() != nil {
 			attached++
 		}
 	}

@@ -88,7 +88,7 @@ func NewStream(start int64, cfg *Config) *Stream {
 func (s *Stream) startLocked(start int64) {
 	b := s.pool.get()
 	b.start = start + 1
-	b.id = 0
+	b.id.Store(0)
 	s.mu.blocks.push(b)
 	s.tail.Store(b)
 	s.end.Store(start)
@@ -176,7 +176,7 @@ func (s *Stream) Append(p []byte) error {
 func (s *Stream) grow(t *block) *block {
 	b := s.pool.get()
 	b.start = t.start + BlockSize
-	b.id = t.id + 1
+	b.id.Store(t.id.Load() + 1)
 	s.mu.Lock()
 	s.mu.blocks.push(b)
 	t.next.Store(b) // before any byte of b is published

@@ -244,8 +244,8 @@ func TestMultiBlockBatch(t *testing.T) {
 	if err := c.Advance(BlockSize - 30 + 50); err != nil {
 		t.Fatal(err)
 	}
-	if c.pos != 50 || c.cur.Load().id != 1 {
-		t.Fatalf("cursor at block %d pos %d, want block 1 pos 50", c.cur.Load().id, c.pos)
+	if c.pos != 50 || c.cur.Load().id.Load() != 1 {
+		t.Fatalf("cursor at block %d pos %d, want block 1 pos 50", c.cur.Load().id.Load(), c.pos)
 	}
 	checkInvariants(t, s, c)
 	if first, _ := s.Backlog(); first != BlockSize+1 {

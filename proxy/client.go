@@ -57,7 +57,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		laddr:   conn.LocalAddr().String(),
 		created: time.Now(),
 	}
-	c.log = s.log.Named("client").With("client-id", id, "address", c.addr)
+	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
 	c.rd = wire.NewCommandReader(countingReader{conn, &s.stats.netInputBytes}, clientLimits)
 	c.lastUse.Store(c.created.UnixNano())
 	return c

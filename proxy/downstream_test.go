@@ -577,3 +577,50 @@ func TestDownstreamSlowReplicaDropped(t *testing.T) {
 		t.Errorf("proxy has %d replicas after the resume, want 3", got)
 	}
 }
+
+// TestDownstreamPartialWhileUpstreamDown: with the primary gone, a replica
+// that reconnects to the proxy still resumes by partial resync from the
+// proxy's backlog; a full sync is refused with -NOMASTERLINK meanwhile.
+func TestDownstreamPartialWhileUpstreamDown(t *testing.T) {
+	primary, pc, _, xc, _, rcs := dsSetup(t, 1)
+	digest := pc.Digest(t)
+	primary.Stop()
+	redistest.WaitFor(t, 10*time.Second, "proxy link down", func() bool {
+		return xc.Info(t, "replication")["master_link_status"] == "down"
+	})
+	partial := xc.InfoInt(t, "stats", "sync_partial_ok")
+	rcs[0].MustDo(t, "CLIENT", "KILL", "TYPE", "master")
+	redistest.WaitFor(t, 10*time.Second, "partial resync served with the upstream link down", func() bool {
+		return xc.InfoInt(t, "stats", "sync_partial_ok") == partial+1 &&
+			rcs[0].Info(t, "replication")["master_link_status"] == "up"
+	})
+	if got := rcs[0].Digest(t); got != digest {
+		t.Fatalf("replica digest %s after the partial resync, primary had %s", got, digest)
+	}
+	// A replica that needs a full sync cannot get one without the primary.
+	conn := redistest.Dial(t, xc.Addr())
+	if _, err := conn.Do("PSYNC", "?", "-1"); err == nil || !strings.HasPrefix(err.Error(), "NOMASTERLINK") {
+		t.Fatalf("PSYNC ? -1 with the link down answered %v", err)
+	}
+}
+
+// TestDownstreamNewGeneration: when the proxy itself has to full-sync (the
+// primary restarted with a new replication ID), its replicas are dropped and
+// full-sync again from the new stream, ending with the new primary's data.
+func TestDownstreamNewGeneration(t *testing.T) {
+	primary, _, _, xc, _, rcs := dsSetup(t, 2)
+	full := xc.InfoInt(t, "stats", "sync_full")
+	primary.Restart()
+	pc := redistest.Dial(t, primary.Addr())
+	writeMixed(t, pc, 300)
+	redistest.WaitFor(t, 15*time.Second, "replicas resynced from the new generation", func() bool {
+		return xc.InfoInt(t, "stats", "sync_full") >= full+2
+	})
+	writeMixed(t, pc, 100)
+	dsWaitSynced(t, pc, rcs...)
+	for _, rc := range rcs {
+		if got, want := rc.Info(t, "replication")["master_replid"], pc.Info(t, "replication")["master_replid"]; got != want {
+			t.Fatalf("replica replid %s, new primary %s", got, want)
+		}
+	}
+}

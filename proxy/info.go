@@ -21,9 +21,20 @@ import (
 var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "proxy", "keyspace"}
 
 func (s *Server) cmdInfo(c *client, args [][]byte) bool {
-	want := map[string]bool{}
+	names := make([]string, 0, len(args)-1)
 	for _, a := range args[1:] {
-		want[strings.ToLower(string(a))] = true
+		names = append(names, string(a))
+	}
+	c.out = wire.AppendBulkString(c.out, s.Info(names...))
+	return false
+}
+
+// Info returns the text of INFO for the named sections: none, "default",
+// "all" or "everything" mean every section.
+func (s *Server) Info(sections ...string) string {
+	want := map[string]bool{}
+	for _, sec := range sections {
+		want[strings.ToLower(sec)] = true
 	}
 	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
 	var b strings.Builder
@@ -35,21 +46,6 @@ func (s *Server) cmdInfo(c *client, args [][]byte) bool {
 			b.WriteString("\r\n")
 		}
 		s.writeInfoSection(&b, sec)
-	}
-	c.out = wire.AppendBulkString(c.out, b.String())
-	return false
-}
-
-// Info returns the text of INFO for the given section ("" for the default).
-func (s *Server) Info(section string) string {
-	var b strings.Builder
-	for _, sec := range infoSections {
-		if section == "" || section == sec {
-			if b.Len() > 0 {
-				b.WriteString("\r\n")
-			}
-			s.writeInfoSection(&b, sec)
-		}
 	}
 	return b.String()
 }

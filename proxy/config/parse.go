@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Parse builds a Config from a command line shaped like redis-server's,
@@ -135,129 +137,18 @@ func (c *Config) Load(file, text string) error {
 	return nil
 }
 
-// splitArgs splits a line into words exactly as Redis's sdssplitargs does:
-//
-//   - Words are separated by blanks (space, \t, \n, \v, \f, \r).
-//   - "double quotes" allow the escapes \n \r \t \b \a \xHH (two hex
-//     digits); any other backslashed byte stands for itself (\" \\).
-//   - 'single quotes' allow only \' ; other backslashes are literal.
-//   - A quote may start inside a word (a"b c" is the word `ab c`), but a
-//     closing quote must be followed by a blank or the end of the line.
-//
-// An unterminated quote or a bad closing quote is [ErrUnbalancedQuotes].
-// Like the C code, splitArgs stops at a NUL byte. An empty or all-blank
-// line gives no words.
+// splitArgs splits a redis.conf line into words exactly as Redis's
+// sdssplitargs does (wire.SplitArgs, which inline commands use too). An
+// unterminated quote or a bad closing quote is [ErrUnbalancedQuotes]; an
+// empty or all-blank line gives no words.
 func splitArgs(line string) ([]string, error) {
-	if i := strings.IndexByte(line, 0); i >= 0 {
-		line = line[:i]
+	args, ok := wire.SplitArgs([]byte(line))
+	if !ok {
+		return nil, ErrUnbalancedQuotes
 	}
-	// at returns the byte at i, or 0 (C's terminator) past the end.
-	at := func(i int) byte {
-		if i < len(line) {
-			return line[i]
-		}
-		return 0
+	words := make([]string, len(args))
+	for i, a := range args {
+		words[i] = string(a)
 	}
-	var words []string
-	p := 0
-	for {
-		for p < len(line) && isBlank(line[p]) {
-			p++
-		}
-		if p >= len(line) {
-			return words, nil
-		}
-		var word []byte
-		inDouble, inSingle := false, false
-		for done := false; !done; {
-			ch := at(p)
-			switch {
-			case inDouble:
-				switch {
-				case ch == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
-					word = append(word, unhex(at(p+2))<<4|unhex(at(p+3)))
-					p += 3
-				case ch == '\\' && at(p+1) != 0:
-					p++
-					word = append(word, unescape(at(p)))
-				case ch == '"':
-					if next := at(p + 1); next != 0 && !isBlank(next) {
-						return nil, ErrUnbalancedQuotes
-					}
-					done = true
-				case ch == 0:
-					return nil, ErrUnbalancedQuotes
-				default:
-					word = append(word, ch)
-				}
-			case inSingle:
-				switch {
-				case ch == '\\' && at(p+1) == '\'':
-					p++
-					word = append(word, '\'')
-				case ch == '\'':
-					if next := at(p + 1); next != 0 && !isBlank(next) {
-						return nil, ErrUnbalancedQuotes
-					}
-					done = true
-				case ch == 0:
-					return nil, ErrUnbalancedQuotes
-				default:
-					word = append(word, ch)
-				}
-			default:
-				switch ch {
-				case ' ', '\n', '\r', '\t', 0:
-					done = true
-				case '"':
-					inDouble = true
-				case '\'':
-					inSingle = true
-				default:
-					word = append(word, ch)
-				}
-			}
-			if at(p) != 0 {
-				p++
-			}
-		}
-		words = append(words, string(word))
-	}
-}
-
-// isBlank is C's isspace in the C locale.
-func isBlank(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	default:
-		return c - 'A' + 10
-	}
-}
-
-// unescape maps the byte after a backslash inside double quotes.
-func unescape(c byte) byte {
-	switch c {
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	case 'b':
-		return '\b'
-	case 'a':
-		return '\a'
-	}
-	return c
+	return words, nil
 }

@@ -79,7 +79,7 @@ func (r *CommandReader) readInline() (Command, error) {
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	args, ok := splitArgs(line)
+	args, ok := SplitArgs(line)
 	if !ok {
 		return Command{}, protocolError(msgUnbalancedQuotes)
 	}

@@ -1,11 +1,11 @@
 package wire
 
-// splitArgs splits an inline command line as redis-server's sdssplitargs does, which
-// processInlineBuffer calls. Tokens are separated by blanks; "double quotes" take the escapes
+// SplitArgs splits a line as redis-server's sdssplitargs does: inline commands
+// (processInlineBuffer) and redis.conf lines both go through it. Tokens are separated by blanks; "double quotes" take the escapes
 // \xHH, \n, \r, \t, \b, \a and \<any>; 'single quotes' take only \'; a closing quote must be
 // followed by a blank or the end. The line is a C string to Redis, so it ends at a NUL byte.
 // ok is false for unbalanced quotes. A blank line gives no arguments.
-func splitArgs(line []byte) (args [][]byte, ok bool) {
+func SplitArgs(line []byte) (args [][]byte, ok bool) {
 	// at returns the byte at i, or 0 past the end, as *p does on a C string.
 	at := func(i int) byte {
 		if i < len(line) {

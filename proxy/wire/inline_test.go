@@ -36,7 +36,7 @@ func TestSplitArgs(t *testing.T) {
 		{`'unterminated`, nil, false},
 		{`"a\`, nil, false},
 	} {
-		args, ok := splitArgs([]byte(tc.in))
+		args, ok := SplitArgs([]byte(tc.in))
 		if ok != tc.ok || len(args) != len(tc.want) {
 			t.Errorf("%q: got %q, %v; want %q, %v", tc.in, args, ok, tc.want, tc.ok)
 			continue

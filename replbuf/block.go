@@ -166,9 +166,11 @@ func (r *ring) pop() *block {
 	r.items[r.head] = nil
 	r.head = (r.head + 1) & (len(r.items) - 1)
 	r.n--
-	// Shrink once three quarters are unused, so that a burst of pinned
-	// blocks does not leave a large index behind.
-	if len(r.items) > 64 && r.n <= len(r.items)/4 {
+	// Shrink once seven eighths are unused, so that a burst of pinned
+	// blocks does not leave a large index behind. Halving then leaves the
+	// index at most a quarter full: a stream that swings between a backlog
+	// and a window ahead of it does not resize on every swing.
+	if len(r.items) > 64 && r.n < len(r.items)/8 {
 		r.resize(len(r.items) / 2)
 	}
 	return b

@@ -56,6 +56,8 @@ const (
 	eofMarkLen = 40
 	// ackInterval is how often the proxy sends REPLCONF ACK, as a replica does.
 	ackInterval = time.Second
+	// ackFirstInterval is the wait before the first ACK of a link.
+	ackFirstInterval = 50 * time.Millisecond
 	// Reconnection backoff after failed attempts; the first retry after a
 	// link that was up is immediate, as in Redis.
 	backoffMin = 250 * time.Millisecond
@@ -613,8 +615,15 @@ func (l *link) streamLoop() error {
 }
 
 // ackLoop sends REPLCONF ACK <applied offset> once a second, as a replica does.
+//
+// The first ACKs come sooner, at 50 ms doubling up to the second: after a
+// diskless payload Redis starts the stream only at an ACK that arrives once
+// it has reaped its RDB child, and the one sent right after the payload may
+// come before that. A real replica's first ACK comes after loading the RDB,
+// which hides this; ours would otherwise hold the stream back for a second.
 func (l *link) ackLoop(ctx context.Context) {
-	t := time.NewTicker(ackInterval)
+	wait := ackFirstInterval
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -625,6 +634,8 @@ func (l *link) ackLoop(ctx context.Context) {
 				l.conn.Close() // the reader notices and ends the session
 				return
 			}
+			wait = min(2*wait, ackInterval)
+			t.Reset(wait)
 		}
 	}
 }

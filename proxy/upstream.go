@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -346,8 +347,8 @@ func (l *link) psync() error {
 func (l *link) partialSync(reply string) error {
 	u := l.u
 	newID := ""
-	if f := bytes.Fields([]byte(reply)); len(f) >= 2 && len(f[1]) == ReplIDSize {
-		newID = string(f[1])
+	if f := strings.Fields(reply); len(f) >= 2 && len(f[1]) == ReplIDSize {
+		newID = f[1]
 	}
 	offset := u.srv.stream.Offset()
 	s := u.srv
@@ -368,15 +369,15 @@ func (l *link) partialSync(reply string) error {
 
 // parseFullResync parses "+FULLRESYNC <replid> <offset>".
 func parseFullResync(reply string) (string, int64, error) {
-	f := bytes.Fields([]byte(reply))
-	if len(f) != 3 || !equalFold(string(f[0]), "+FULLRESYNC") || len(f[1]) != ReplIDSize {
+	f := strings.Fields(reply)
+	if len(f) != 3 || !strings.EqualFold(f[0], "+FULLRESYNC") || len(f[1]) != ReplIDSize {
 		return "", 0, fmt.Errorf("bad FULLRESYNC reply %q", clip(reply, 120))
 	}
-	offset, err := strconv.ParseInt(string(f[2]), 10, 64)
+	offset, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || offset < 0 {
 		return "", 0, fmt.Errorf("bad FULLRESYNC offset in %q", clip(reply, 120))
 	}
-	return string(f[1]), offset, nil
+	return f[1], offset, nil
 }
 
 // fullSync handles +FULLRESYNC <replid> <offset>: read the payload into a new
@@ -657,7 +658,5 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 }
 
 func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && equalFold(s[:len(prefix)], prefix)
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
-
-func equalFold(a, b string) bool { return bytes.EqualFold([]byte(a), []byte(b)) }

@@ -374,11 +374,15 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		}
 		return w.stream(ctx, r, cur)
 	}
+	var file *os.File // a snapshot spilled to disk, opened before anything is promised
 	if plan.spilled != nil {
-		return s.writeReplicaFromFile(ctx, r, w, plan, cur)
+		if file, err = os.Open(plan.spilled.path); err != nil {
+			return fmt.Errorf("spilled snapshot: %w", err)
+		}
+		defer file.Close()
 	}
 	sn := plan.snapshot
-	if sn == nil {
+	if sn == nil && file == nil {
 		if sn, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
 			return err
 		}
@@ -391,7 +395,15 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	}
 	r.state.Store(int32(replicaSendBulk))
 	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
-	eof, err := w.sendSnapshot(ctx, r, sn)
+	var eof bool
+	var size int64
+	if file != nil {
+		size = plan.spilled.size
+		err = w.sendFile(ctx, file, size)
+	} else {
+		size = sn.Size()
+		eof, err = w.sendSnapshot(ctx, r, sn)
+	}
 	if err != nil {
 		return fmt.Errorf("sending snapshot: %w", err)
 	}
@@ -410,55 +422,34 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
-	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", sn.Size())
+	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
 	return w.stream(ctx, r, cur)
 }
 
-// writeReplicaFromFile is a full sync from a snapshot spilled to disk: the
-// file goes out with sendfile, then the stream.
-func (s *Server) writeReplicaFromFile(ctx context.Context, r *replica, w *replicaWriter, plan syncPlan, cur *replbuf.Cursor) error {
-	f, err := os.Open(plan.spilled.path)
-	if err != nil {
-		return fmt.Errorf("spilled snapshot: %w", err)
-	}
-	defer f.Close()
-	if !r.legacy {
-		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
-			return err
-		}
-	}
-	r.state.Store(int32(replicaSendBulk))
-	r.cursor.Store(cur)
-	if err := w.write([]byte("$" + strconv.FormatInt(plan.spilled.size, 10) + "\r\n")); err != nil {
+// sendFile sends a snapshot spilled to disk as "$<size>" and the file.
+// (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
+// sendfile(2): the bytes go from the page cache to the socket. Chunks give
+// each its own write deadline.
+func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) error {
+	if err := w.write([]byte("$" + strconv.FormatInt(size, 10) + "\r\n")); err != nil {
 		return err
 	}
-	// (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
-	// sendfile(2): the bytes go from the page cache to the socket. Chunks
-	// give each its own write deadline.
-	var n int64
-	for n < plan.spilled.size && ctx.Err() == nil {
+	for n := int64(0); n < size; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
-		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, plan.spilled.size-n)))
+		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, size-n)))
 		n += k
-		s.stats.replOutputBytes.Add(k)
+		w.s.stats.replOutputBytes.Add(k)
 		if err != nil {
-			return fmt.Errorf("sending spilled snapshot: %w", err)
+			return err
 		}
 		if k == 0 {
-			return fmt.Errorf("spilled snapshot %s ended after %d of %d bytes", plan.spilled.path, n, plan.spilled.size)
+			return fmt.Errorf("%s ended after %d of %d bytes", f.Name(), n, size)
 		}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if r.hs.rdbOnly {
-		r.close("snapshot sent (rdb-only)")
-		return nil
-	}
-	r.ackTime.Store(time.Now().UnixNano())
-	r.state.Store(int32(replicaOnline))
-	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", n, "from-disk", true)
-	return w.stream(ctx, r, cur)
+	return nil
 }
 
 // replicaWriter writes to one replica with a deadline per write.

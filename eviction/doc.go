@@ -19,8 +19,8 @@
 // # What may be evicted
 //
 // In order: free blocks (given back to the Go runtime), then snapshots that no
-// replica is receiving, largest first — spilled to disk when the proxy can
-// write there, dropped otherwise. The backlog and the bytes replicas still
+// replica is receiving — replaced ones before the newest, larger before
+// smaller — spilled to disk when the proxy can write there, dropped otherwise. The backlog and the bytes replicas still
 // need are never evicted. Under the noeviction policy nothing is evicted: the
 // state is reported and the proxy keeps serving.
 //

@@ -363,7 +363,7 @@ func (s *Server) clientList() string {
 			cmd = *l
 		}
 		flags, omem := "N", int64(0)
-		if r := s.replicaOf(c); r != nil {
+		if r := s.replicaFor(c); r != nil {
 			flags = "S"
 			if cur := r.cursor.Load(); cur != nil {
 				omem = cur.OutputBufferSize()
@@ -377,9 +377,9 @@ func (s *Server) clientList() string {
 	return b.String()
 }
 
-// replicaOf returns the replica a client became, or nil. Safe from any
+// replicaFor returns the replica a client became, or nil. Safe from any
 // goroutine (the registry is guarded by s.mu).
-func (s *Server) replicaOf(c *client) *replica {
+func (s *Server) replicaFor(c *client) *replica {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.mu.replicas {
@@ -453,7 +453,7 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 	}
 	s.mu.Unlock()
 	for _, o := range victims {
-		if r := s.replicaOf(o); r != nil {
+		if r := s.replicaFor(o); r != nil {
 			r.close("killed by CLIENT KILL")
 		} else {
 			o.conn.Close()

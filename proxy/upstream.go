@@ -141,7 +141,7 @@ func (u *upstream) run(ctx context.Context) {
 		wasUp, err := u.session(sessCtx, addr, cfg.MasterUser, cfg.MasterAuth, cfg.ReplTimeout)
 		cancel()
 		stop()
-		if u.downSince.Load() == 0 || wasUp {
+		if wasUp { // as Redis: -1 in INFO until a link that was up goes down
 			u.downSince.Store(time.Now().UnixNano())
 		}
 		if ctx.Err() != nil {

@@ -41,11 +41,11 @@ type client struct {
 	replica *replica         // set by PSYNC/SYNC: the client is a replica from then on
 	plan    syncPlan         // how the replica is to be served
 
-	isReplica atomic.Bool            // set with replica, for other goroutines
-	outCap    atomic.Int64           // cap of out after the last flush, for memory accounting
-	name      atomic.Pointer[string] // CLIENT SETNAME; read by CLIENT LIST
-	lastCmd   atomic.Pointer[string] // for CLIENT LIST
-	lastUse   atomic.Int64           // unix nanos of the last command
+	asReplica atomic.Pointer[replica] // replica, published for other goroutines
+	outCap    atomic.Int64            // cap of out after the last flush, for memory accounting
+	name      atomic.Pointer[string]  // CLIENT SETNAME; read by CLIENT LIST
+	lastCmd   atomic.Pointer[string]  // for CLIENT LIST
+	lastUse   atomic.Int64            // unix nanos of the last command
 }
 
 func newClient(s *Server, id int64, conn net.Conn) *client {
@@ -64,7 +64,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 }
 
 // replicaSet reports whether the client became a replica. Any goroutine.
-func (c *client) replicaSet() bool { return c.isReplica.Load() }
+func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
 
 // countingReader adds every byte read to a counter.
 type countingReader struct {

@@ -363,7 +363,7 @@ func (s *Server) clientList() string {
 			cmd = *l
 		}
 		flags, omem := "N", int64(0)
-		if r := s.replicaFor(c); r != nil {
+		if r := c.asReplica.Load(); r != nil {
 			flags = "S"
 			if cur := r.cursor.Load(); cur != nil {
 				omem = cur.OutputBufferSize()
@@ -375,19 +375,6 @@ func (s *Server) clientList() string {
 			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd)
 	}
 	return b.String()
-}
-
-// replicaFor returns the replica a client became, or nil. Safe from any
-// goroutine (the registry is guarded by s.mu).
-func (s *Server) replicaFor(c *client) *replica {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for r := range s.mu.replicas {
-		if r.c == c {
-			return r
-		}
-	}
-	return nil
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
@@ -453,7 +440,7 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 	}
 	s.mu.Unlock()
 	for _, o := range victims {
-		if r := s.replicaFor(o); r != nil {
+		if r := o.asReplica.Load(); r != nil {
 			r.close("killed by CLIENT KILL")
 		} else {
 			o.conn.Close()

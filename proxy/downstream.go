@@ -227,7 +227,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	}
 	c.replica = r
 	c.plan = plan
-	c.isReplica.Store(true)
+	c.asReplica.Store(r)
 	s.mu.Lock()
 	s.mu.replicas[r] = struct{}{}
 	s.mu.Unlock()

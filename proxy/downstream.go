@@ -105,7 +105,9 @@ type syncPlan struct {
 	replID   string
 	offset   int64             // the +FULLRESYNC offset (full syncs)
 	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
+	reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
 	spilled  *spilledSnapshot  // full: the snapshot file to send instead
+	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
 }
@@ -285,12 +287,18 @@ func (s *Server) planFull() (syncPlan, error) {
 	defer s.mu.Unlock()
 	if sn := s.mu.snapshot; s.servableLocked(sn) {
 		if cur, err := s.stream.Attach(sn.Offset() + 1); err == nil {
-			return syncPlan{replID: s.mu.replID, offset: sn.Offset(), snapshot: sn, cursor: cur}, nil
+			if rd, err := sn.NewReader(); err == nil {
+				return syncPlan{replID: s.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur}, nil
+			}
+			cur.Close()
 		}
 	}
 	if sp := s.mu.spilled; sp != nil && s.mu.snapshot == nil && s.identityMatchesLocked(sp.replID, sp.offset) {
 		if cur, err := s.stream.Attach(sp.offset + 1); err == nil {
-			return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, cursor: cur}, nil
+			if f, err := os.Open(sp.path); err == nil {
+				return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil
+			}
+			cur.Close()
 		}
 	}
 	if s.mu.fetch == nil {
@@ -355,11 +363,19 @@ func (s *Server) readReplica(r *replica) error {
 // writeReplica sends a replica its +CONTINUE or +FULLRESYNC, the payload, and
 // then the stream until the connection or the stream ends.
 func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (err error) {
-	cur := plan.cursor // owned by this goroutine; r.cursor only lets others read its figures
+	// The cursors and the file are owned by this goroutine; r.cursor only
+	// lets others read the stream cursor's figures.
+	cur, rd := plan.cursor, plan.reader
 	defer func() {
 		r.cursor.Store(nil)
 		if cur != nil {
 			cur.Close()
+		}
+		if rd != nil {
+			rd.Close()
+		}
+		if plan.file != nil {
+			plan.file.Close()
 		}
 	}()
 	timeout := s.config().ReplTimeout
@@ -374,16 +390,10 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		}
 		return w.stream(ctx, r, cur)
 	}
-	var file *os.File // a snapshot spilled to disk, opened before anything is promised
-	if plan.spilled != nil {
-		if file, err = os.Open(plan.spilled.path); err != nil {
-			return fmt.Errorf("spilled snapshot: %w", err)
-		}
-		defer file.Close()
-	}
+	file := plan.file
 	sn := plan.snapshot
 	if sn == nil && file == nil {
-		if sn, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
+		if sn, rd, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
 			return err
 		}
 		plan.offset = sn.Offset()
@@ -402,7 +412,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		err = w.sendFile(ctx, file, size)
 	} else {
 		size = sn.Size()
-		eof, err = w.sendSnapshot(ctx, r, sn)
+		eof, err = w.sendSnapshot(ctx, r, sn, rd)
 	}
 	if err != nil {
 		return fmt.Errorf("sending snapshot: %w", err)
@@ -495,7 +505,7 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 // complete; "$EOF:<mark>", the bytes as they arrive and the mark when it is
 // still arriving and the replica takes EOF marks; otherwise it waits for the
 // end, sending keepalive newlines. It reports whether the EOF form was used.
-func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbuf.Snapshot) (eof bool, err error) {
+func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
 	if sn.State() == replbuf.SnapshotBuilding && !r.hs.capaEOF {
 		t := time.NewTicker(keepaliveInterval)
 		defer t.Stop()
@@ -510,11 +520,6 @@ func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbu
 			}
 		}
 	}
-	rd, err := sn.NewReader()
-	if err != nil {
-		return false, err
-	}
-	defer rd.Close()
 	var mark string
 	if sn.State() == replbuf.SnapshotComplete {
 		err = w.write([]byte("$" + strconv.FormatInt(sn.Size(), 10) + "\r\n"))

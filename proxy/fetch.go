@@ -85,33 +85,38 @@ func (s *Server) retireLocked(sn *replbuf.Snapshot) {
 }
 
 // awaitFetch waits for a shared fetch to start, sending keepalive newlines
-// (allowed before +FULLRESYNC), then pins the stream from just after the
-// fetched snapshot's offset.
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, error) {
+// (allowed before +FULLRESYNC), then takes a reader of the fetched snapshot
+// and pins the stream from just after its offset.
+func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *replbuf.Cursor, error) {
 	t := time.NewTicker(keepaliveInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-f.ready:
 			if f.err != nil {
-				return nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
+				return nil, nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if !s.servableLocked(f.sn) {
-				return nil, nil, errors.New("fetched snapshot no longer matches the stream")
+				return nil, nil, nil, errors.New("fetched snapshot no longer matches the stream")
+			}
+			rd, err := f.sn.NewReader()
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
 			}
 			cur, err := s.stream.Attach(f.sn.Offset() + 1)
 			if err != nil {
-				return nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+				rd.Close()
+				return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
 			}
-			return f.sn, cur, nil
+			return f.sn, rd, cur, nil
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 	}
 }

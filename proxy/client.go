@@ -37,11 +37,10 @@ type client struct {
 	out    []byte
 	authed bool
 
-	hs      replicaHandshake // what REPLCONF said
-	replica *replica         // set by PSYNC/SYNC: the client is a replica from then on
-	plan    syncPlan         // how the replica is to be served
+	hs   replicaHandshake // what REPLCONF said
+	plan syncPlan         // how the replica is to be served
 
-	asReplica atomic.Pointer[replica] // replica, published for other goroutines
+	asReplica atomic.Pointer[replica] // set by PSYNC/SYNC: the client is a replica from then on; any goroutine may read it
 	outCap    atomic.Int64            // cap of out after the last flush, for memory accounting
 	name      atomic.Pointer[string]  // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]  // for CLIENT LIST
@@ -105,7 +104,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 		s.stats.commandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
-		if quit || c.replica != nil || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
+		if quit || c.replicaSet() || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
 				return
 			}
@@ -113,7 +112,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 		if quit {
 			return
 		}
-		if c.replica != nil {
+		if c.replicaSet() {
 			s.runReplica(ctx, c)
 			return
 		}

@@ -60,7 +60,7 @@ func FuzzDispatch(f *testing.F) {
 			if len(cmd.Args) == 0 {
 				continue
 			}
-			if srv.dispatch(c, cmd.Args) || c.replica != nil {
+			if srv.dispatch(c, cmd.Args) || c.replicaSet() {
 				return
 			}
 			c.out = c.out[:0]

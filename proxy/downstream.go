@@ -142,8 +142,10 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 			}
 		case "ack":
 			// No reply, ever; ignored unless the client is a replica.
-			if off, err := strconv.ParseInt(val, 10, 64); err == nil && c.replica != nil {
-				c.replica.ack(off)
+			if r := c.asReplica.Load(); r != nil {
+				if off, err := strconv.ParseInt(val, 10, 64); err == nil {
+					r.ack(off)
+				}
 			}
 			return false
 		case "getack":
@@ -164,7 +166,7 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 }
 
 func (s *Server) cmdPSync(c *client, args [][]byte) bool {
-	if c.replica != nil {
+	if c.replicaSet() {
 		return false // already a replica: ignored without a reply, as in Redis
 	}
 	if len(args) == 4 {
@@ -181,7 +183,7 @@ func (s *Server) cmdPSync(c *client, args [][]byte) bool {
 }
 
 func (s *Server) cmdSync(c *client, _ [][]byte) bool {
-	if c.replica != nil {
+	if c.replicaSet() {
 		return false
 	}
 	s.beginSync(c, "?", -1, true)
@@ -227,7 +229,6 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	} else {
 		r.state.Store(int32(replicaWaitBgsave))
 	}
-	c.replica = r
 	c.plan = plan
 	c.asReplica.Store(r)
 	s.mu.Lock()
@@ -315,7 +316,7 @@ func (s *Server) planFull() (syncPlan, error) {
 // runReplica serves a client that became a replica: its writer goroutine
 // sends, this goroutine reads ACKs, and whichever ends first ends both.
 func (s *Server) runReplica(ctx context.Context, c *client) {
-	r := c.replica
+	r := c.asReplica.Load()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

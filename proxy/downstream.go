@@ -42,6 +42,10 @@ func (st replicaState) String() string {
 // under one write deadline.
 const spillChunk = 4 << 20
 
+// errSnapshotFailed ends the sync of a replica whose snapshot failed before
+// its payload could start.
+var errSnapshotFailed = errors.New("proxy: snapshot failed before its payload was sent")
+
 // keepaliveInterval is how often a replica waiting for its payload gets a
 // newline, as Redis sends them (only before the payload starts).
 const keepaliveInterval = time.Second
@@ -63,6 +67,7 @@ type replica struct {
 	c      *client
 	hs     replicaHandshake
 	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
+	fetch  *fetch // the snapshot fetch it waits for, if any; it is retried while someone waits
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
@@ -143,7 +148,7 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 		case "ack":
 			// No reply, ever; ignored unless the client is a replica.
 			if r := c.asReplica.Load(); r != nil {
-				if off, err := strconv.ParseInt(val, 10, 64); err == nil {
+				if off, ok := parseReplOffset(val); ok {
 					r.ack(off)
 				}
 			}
@@ -217,7 +222,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	} else {
 		s.stats.syncPartialOK.Add(1)
 	}
-	r := &replica{c: c, hs: c.hs, legacy: legacy, firstAck: make(chan struct{})}
+	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)
@@ -246,7 +251,10 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 // second_repl_offset) and the offset lies in the backlog. It attaches the
 // cursor under the lock, so no reset or trim can come in between.
 func (s *Server) planPartial(replID string, off int64, legacy bool) (syncPlan, bool) {
-	if legacy || replID == "?" {
+	// Anything but a replid as Redis makes them, or an offset out of
+	// bounds, is a request for a full sync, as "?" is: never an error, which
+	// would stop a replica for good.
+	if legacy || !validReplID(replID) || off < 0 || off > maxReplOffset {
 		return syncPlan{}, false
 	}
 	s.mu.Lock()
@@ -254,8 +262,7 @@ func (s *Server) planPartial(replID string, off int64, legacy bool) (syncPlan, b
 	if !s.mu.history {
 		return syncPlan{}, false
 	}
-	match := strings.EqualFold(replID, s.mu.replID) ||
-		(strings.EqualFold(replID, s.mu.replID2) && off <= s.mu.secondOffset)
+	match := replID == s.mu.replID || (replID == s.mu.replID2 && off <= s.mu.secondOffset)
 	if !match || off > s.stream.Offset()+1 {
 		return syncPlan{}, false
 	}
@@ -522,9 +529,14 @@ func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbu
 		}
 	}
 	var mark string
-	if sn.State() == replbuf.SnapshotComplete {
+	switch st := sn.State(); {
+	case st == replbuf.SnapshotComplete:
 		err = w.write([]byte("$" + strconv.FormatInt(sn.Size(), 10) + "\r\n"))
-	} else {
+	case st == replbuf.SnapshotFailed || !r.hs.capaEOF:
+		// A replica without capa eof cannot parse "$EOF:": it gets no
+		// payload header at all and is dropped, to sync again.
+		return false, errSnapshotFailed
+	default:
 		eof, mark = true, newReplID()
 		err = w.write([]byte("$EOF:" + mark + "\r\n"))
 	}

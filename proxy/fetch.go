@@ -39,8 +39,84 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 // runFetch fetches one snapshot. As soon as the primary answers with
 // +FULLRESYNC, the snapshot becomes the server's newest and waiting replicas
 // start following it while it arrives.
+//
+// An attempt that fails before that (the primary refused, went silent, or
+// answered what Redis never sends) is counted and retried with backoff, as
+// long as a replica still waits for this fetch, the server runs and
+// replicaof names the same primary. A failure after the snapshot was handed
+// out is not retried here: the replicas following it fail with it and come
+// back for a new one.
 func (s *Server) runFetch(ctx context.Context, f *fetch) {
-	started := false
+	primary := s.fetchPrimary()
+	backoff := backoffMin
+	for {
+		started, err := s.fetchOnce(ctx, f)
+		if err == nil {
+			return
+		}
+		s.stats.snapshotFetchFailures.Add(1)
+		if started {
+			s.log.Warn("snapshot fetch failed", "error", err)
+			return
+		}
+		why := s.fetchStopReason(ctx, f, primary)
+		if why == "" {
+			s.log.Warn("snapshot fetch failed", "error", err, "retry-in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, backoffMax)
+			// The wait may have changed everything: look again.
+			why = s.fetchStopReason(ctx, f, primary)
+		}
+		if why != "" {
+			s.log.Warn("snapshot fetch failed, not retrying", "error", err, "reason", why)
+			s.mu.Lock()
+			if s.mu.fetch == f {
+				s.mu.fetch = nil
+			}
+			f.err = err
+			close(f.ready)
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// fetchPrimary returns host:port of the configured primary, "" for none.
+func (s *Server) fetchPrimary() string {
+	cfg := s.config()
+	if cfg.MasterHost == "" {
+		return ""
+	}
+	return net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+}
+
+// fetchStopReason says why a failed fetch must not be tried again, or ""
+// when it should be: the server stops, replicaof changed since the fetch
+// began, or no replica waits for it any more.
+func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) string {
+	if ctx.Err() != nil {
+		return "server stopping"
+	}
+	if p := s.fetchPrimary(); p != primary || p == "" {
+		return "replicaof changed"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.mu.replicas {
+		if r.fetch == f && r.State() == replicaWaitBgsave {
+			return ""
+		}
+	}
+	return "no replica waits"
+}
+
+// fetchOnce makes one attempt at f. started reports whether the snapshot was
+// handed out (f.ready closed); a failure before that leaves f open for
+// another attempt.
+func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
 	sn, err := s.up.fetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -55,25 +131,24 @@ func (s *Server) runFetch(ctx context.Context, f *fetch) {
 		close(f.ready)
 		return nil
 	})
+	if err != nil && !started {
+		return false, err
+	}
 	s.mu.Lock()
 	if s.mu.fetch == f {
 		s.mu.fetch = nil
 	}
-	if !started {
-		f.err = err
-		close(f.ready)
-	} else if err != nil && s.mu.snapshot == f.sn {
+	if err != nil && s.mu.snapshot == f.sn {
 		s.mu.snapshot = nil
 		s.retireLocked(f.sn)
 	}
 	s.mu.Unlock()
 	if err != nil {
-		s.stats.snapshotFetchFailures.Add(1)
-		s.log.Warn("snapshot fetch failed", "error", err)
-		return
+		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
+	return true, nil
 }
 
 // retireLocked puts a replaced snapshot aside; the monitor releases it once
@@ -161,7 +236,8 @@ func (u *upstream) fetchSnapshot(ctx context.Context, started func(*replbuf.Snap
 	if err != nil {
 		return nil, err
 	}
-	conn.SetDeadline(time.Time{})
+	// readPayload renews the read deadline itself: no read of the side link
+	// goes without one, or a silent primary would stall every waiting replica.
 	sn, _, err := l.readPayload(replID, offset, started)
 	return sn, err
 }

@@ -19,3 +19,19 @@ func newReplID() string {
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
 	return hex.EncodeToString(b[:])
 }
+
+// validReplID reports whether s is a replication ID as Redis makes them:
+// exactly 40 lowercase hex digits. A replid from the network is checked with
+// it before it is used at all, since it may name files and is shown in INFO.
+func validReplID(s string) bool {
+	if len(s) != ReplIDSize {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

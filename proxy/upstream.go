@@ -334,6 +334,11 @@ func (l *link) psync() error {
 	case hasPrefixFold(reply, "+FULLRESYNC"):
 		return l.fullSync(reply)
 	case hasPrefixFold(reply, "+CONTINUE"):
+		if replID == "?" {
+			// The stream holds nothing to continue from: the primary is not
+			// answering the question asked.
+			return fmt.Errorf("PSYNC: %w: %q in reply to PSYNC ? -1", errBadReply, clip(reply, 120))
+		}
 		return l.partialSync(reply)
 	case hasPrefixFold(reply, "-NOMASTERLINK"), hasPrefixFold(reply, "-LOADING"):
 		return fmt.Errorf("PSYNC: %w: %s", errTryLater, clip(reply, 120))
@@ -346,9 +351,9 @@ func (l *link) psync() error {
 // new replid moves the old one to replid2 (PROTOCOL §5).
 func (l *link) partialSync(reply string) error {
 	u := l.u
-	newID := ""
-	if f := strings.Fields(reply); len(f) >= 2 && len(f[1]) == ReplIDSize {
-		newID = f[1]
+	newID, err := parseContinue(reply)
+	if err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
 	}
 	offset := u.srv.stream.Offset()
 	s := u.srv
@@ -365,19 +370,6 @@ func (l *link) partialSync(reply string) error {
 	s.stats.upstreamPartialSyncs.Add(1)
 	u.log.Info("partial resync accepted", "repl-offset", offset)
 	return nil
-}
-
-// parseFullResync parses "+FULLRESYNC <replid> <offset>".
-func parseFullResync(reply string) (string, int64, error) {
-	f := strings.Fields(reply)
-	if len(f) != 3 || !strings.EqualFold(f[0], "+FULLRESYNC") || len(f[1]) != ReplIDSize {
-		return "", 0, fmt.Errorf("bad FULLRESYNC reply %q", clip(reply, 120))
-	}
-	offset, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || offset < 0 {
-		return "", 0, fmt.Errorf("bad FULLRESYNC offset in %q", clip(reply, 120))
-	}
-	return f[1], offset, nil
 }
 
 // fullSync handles +FULLRESYNC <replid> <offset>: read the payload into a new
@@ -418,6 +410,10 @@ func (l *link) fullSync(reply string) error {
 // was EOF-marked.
 func (l *link) readPayload(replID string, offset int64, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, bool, error) {
 	u := l.u
+	// The primary may take long to start the payload (a disk-based sync
+	// writes the RDB first), but it sends a newline every second meanwhile,
+	// which readLine takes as a renewal: silence fails within repl-timeout.
+	l.conn.SetReadDeadline(time.Now().Add(l.timeout))
 	header, err := l.readLine()
 	if err != nil {
 		return nil, false, fmt.Errorf("payload header: %w", err)
@@ -425,15 +421,9 @@ func (l *link) readPayload(replID string, offset int64, started func(*replbuf.Sn
 	if header[0] == '-' {
 		return nil, false, fmt.Errorf("primary aborted the sync: %s", clip(header, 120))
 	}
-	if header[0] != '$' {
-		return nil, false, fmt.Errorf("bad payload header %q", clip(header, 80))
-	}
-	var mark []byte
-	var size int64 = -1
-	if rest := header[1:]; len(rest) >= 4+eofMarkLen && rest[:4] == "EOF:" {
-		mark = []byte(rest[4 : 4+eofMarkLen])
-	} else if size, err = strconv.ParseInt(rest, 10, 64); err != nil || size < 0 {
-		return nil, false, fmt.Errorf("bad payload length %q", clip(header, 80))
+	size, mark, err := parsePayloadHeader(header)
+	if err != nil {
+		return nil, false, err
 	}
 	sn := replbuf.NewSnapshot(replID, offset, u.srv.pool, time.Now())
 	if started != nil {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +46,8 @@ func (w *testLogger) Contains(s string) bool {
 // testProxy is an in-process replproxy running for one test.
 type testProxy struct {
 	*Server
-	Log *testLogger
+	Log  *testLogger
+	stop func() error // stops the proxy and waits for Run to return; once
 }
 
 // Addr returns host:port of the proxy's listener.
@@ -76,18 +79,24 @@ func startProxyLogging(t testing.TB, toTest bool, args ...string) *testProxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
+	stop := sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("proxy stopped with %v", err)
+				return fmt.Errorf("proxy stopped with %w", err)
 			}
+			return nil
 		case <-time.After(10 * time.Second):
-			t.Errorf("proxy did not stop within 10s")
+			return errors.New("proxy did not stop within 10s")
 		}
 	})
-	return &testProxy{Server: srv, Log: lw}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return &testProxy{Server: srv, Log: lw, stop: stop}
 }
 
 // startPrimary starts a real redis-server meant to be a primary: immediate

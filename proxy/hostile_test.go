@@ -209,10 +209,16 @@ func (hc *hostileConn) payload() string {
 // fullSync answers +FULLRESYNC with the primary's replid at its current
 // offset, and the RDB, as a Redis primary does.
 func (hc *hostileConn) fullSync() error {
+	return hc.write(hc.fullResync() + hc.payload())
+}
+
+// fullResync is "+FULLRESYNC <replid> <offset>\r\n" at the primary's
+// current offset.
+func (hc *hostileConn) fullResync() string {
 	hc.h.mu.Lock()
 	off := hc.h.offset
 	hc.h.mu.Unlock()
-	return hc.write("+FULLRESYNC " + hc.h.replID + " " + strconv.FormatInt(off, 10) + "\r\n" + hc.payload())
+	return "+FULLRESYNC " + hc.h.replID + " " + strconv.FormatInt(off, 10) + "\r\n"
 }
 
 // goodFetch serves a snapshot fetch well and waits for the proxy to hang up,

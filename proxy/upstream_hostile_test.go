@@ -205,3 +205,232 @@ func TestUpstreamRefusesBadReplID(t *testing.T) {
 		t.Errorf("no log line says why the replids were refused")
 	}
 }
+
+// hostileBurst is what a main link streams at once after its sync: four
+// times the 16 KiB backlog, so that the proxy's snapshot is no longer
+// servable and a full sync needs a fetch.
+const hostileBurst = 64 << 10
+
+// TestFetchRetried: a snapshot fetch that fails before its snapshot is handed
+// out (the primary goes silent after +FULLRESYNC, answers a replid that is a
+// path, or an offset past 2^62) is counted and tried again while the replica
+// waits, which then gets its full sync once the primary answers well.
+func TestFetchRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bad  func(hc *hostileConn) error
+	}{
+		{"silent after FULLRESYNC", func(hc *hostileConn) error {
+			if err := hc.write(hc.fullResync()); err != nil {
+				return err
+			}
+			hc.awaitHangup() // the proxy must give up first: repl-timeout is 1 s, the harness waits 10
+			return nil
+		}},
+		{"replid with ../", func(hc *hostileConn) error {
+			return hc.write("+FULLRESYNC " + hostileDotsReplID + " " + strconv.Itoa(linkOffset) + "\r\n" + hc.payload())
+		}},
+		{"offset MaxInt64", func(hc *hostileConn) error {
+			return hc.write("+FULLRESYNC " + hc.h.replID + " " + strconv.FormatInt(math.MaxInt64, 10) + "\r\n" + hc.payload())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+				if hc.n == 1 {
+					err := tc.bad(hc)
+					hc.awaitHangup()
+					return err
+				}
+				return hc.goodFetch()
+			})
+			p := startHostileProxy(t, h)
+			waitSnapshotUnservable(t, p)
+			r := dialRawReplica(t, p, false)
+			start := time.Now()
+			if err := r.fullSync(h, "?", "-1"); err != nil {
+				t.Fatalf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			}
+			t.Logf("full sync after %v", time.Since(start).Round(time.Millisecond))
+			if n := h.sides.Load(); n != 2 {
+				t.Errorf("%d side links, want 2 (the failed fetch and its retry)", n)
+			}
+			if got := hostileStat(t, p, "snapshot_fetch_failures"); got != 1 {
+				t.Errorf("snapshot_fetch_failures:%d, want 1", got)
+			}
+			if got := hostileStat(t, p, "snapshot_fetches"); got != 1 {
+				t.Errorf("snapshot_fetches:%d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestFetchKeepalivesRenewTimeout: newlines from the primary before the
+// payload (a disk-based sync writing its RDB) keep the side link alive for
+// longer than repl-timeout.
+func TestFetchKeepalivesRenewTimeout(t *testing.T) {
+	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+		if err := hc.write(hc.fullResync()); err != nil {
+			return err
+		}
+		for range 8 { // 2 s of newlines, twice repl-timeout
+			time.Sleep(250 * time.Millisecond)
+			if err := hc.write("\n"); err != nil {
+				return err
+			}
+		}
+		if err := hc.write(hc.payload()); err != nil {
+			return err
+		}
+		hc.awaitHangup()
+		return nil
+	})
+	p := startHostileProxy(t, h)
+	waitSnapshotUnservable(t, p)
+	r := dialRawReplica(t, p, true)
+	if err := r.fullSync(h, "?", "-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostileStat(t, p, "snapshot_fetch_failures"); got != 0 {
+		t.Errorf("snapshot_fetch_failures:%d, want 0", got)
+	}
+}
+
+// TestFetchRetryEnds: the retries of a failing fetch end, and the fetch with
+// them, once no replica waits for it, when replicaof changes, and when the
+// server stops.
+func TestFetchRetryEnds(t *testing.T) {
+	refuse := func(hc *hostileConn) error { return hc.write("-ERR BGSAVE failed\r\n") }
+	setup := func(t *testing.T) (*hostilePrimary, *testProxy, *rawReplica) {
+		h := startHostilePrimary(t, hostileGoodMain(hostileBurst), refuse)
+		p := startHostileProxy(t, h)
+		waitSnapshotUnservable(t, p)
+		r := dialRawReplica(t, p, true)
+		if err := r.send("PSYNC", "?", "-1"); err != nil {
+			t.Fatal(err)
+		}
+		redistest.WaitFor(t, 10*time.Second, "a second fetch attempt", func() bool { return h.sides.Load() >= 2 })
+		return h, p, r
+	}
+
+	t.Run("no replica waits", func(t *testing.T) {
+		_, p, r := setup(t)
+		r.conn.Close()
+		redistest.WaitFor(t, 10*time.Second, "the fetch to end", func() bool { return !fetchInFlight(p) })
+		if !p.Log.Contains("no replica waits") {
+			t.Errorf("no log line says why the fetch ended")
+		}
+	})
+	t.Run("replicaof changes", func(t *testing.T) {
+		_, p, r := setup(t)
+		other := startHostilePrimary(t, func(hc *hostileConn) error { hc.awaitHangup(); return nil }, refuse)
+		admin := redistest.Dial(t, p.AddrString())
+		admin.MustDo(t, append([]any{"REPLICAOF"}, other.replicaOf()[1], other.replicaOf()[2])...)
+		redistest.WaitFor(t, 10*time.Second, "the fetch to end", func() bool { return !fetchInFlight(p) })
+		if rest, err := r.rest(); err != nil || strings.Trim(rest, "\n") != "" {
+			t.Errorf("the waiting replica got %q, %v; want keepalives, then a hang-up", rest, err)
+		}
+		if n := other.sides.Load(); n != 0 {
+			t.Errorf("%d fetches from the new primary, want 0 (the replica waited for the old one)", n)
+		}
+	})
+	t.Run("server stops", func(t *testing.T) {
+		h, p, _ := setup(t)
+		// Four failures: the next attempt is 2 s away.
+		redistest.WaitFor(t, 10*time.Second, "a fourth fetch attempt", func() bool { return h.sides.Load() >= 4 })
+		start := time.Now()
+		if err := p.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the proxy took %v to stop: the fetch retry did not see it", took)
+		}
+	})
+}
+
+// TestFailedSnapshotNeverSendsEOFToPlainReplica: a fetched snapshot that fails
+// while arriving, followed by a replica that never said capa eof, ends that
+// replica's sync without a payload header (it could not parse "$EOF:"); the
+// replica then syncs again from the next fetch.
+func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
+	rdb := linkRDB(t)
+	fullresyncSeen := make(chan struct{})
+	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+		if hc.n > 1 {
+			return hc.goodFetch()
+		}
+		if err := hc.write(hc.fullResync() + "$" + strconv.Itoa(len(rdb)) + "\r\n" + string(rdb[:len(rdb)/2])); err != nil {
+			return err
+		}
+		select { // the replica follows the snapshot; now it fails
+		case <-fullresyncSeen:
+		case <-time.After(hostileIOTimeout):
+		}
+		return nil
+	})
+	p := startHostileProxy(t, h)
+	waitSnapshotUnservable(t, p)
+	r := dialRawReplica(t, p, false)
+	line, err := r.psync("?", "-1")
+	if err != nil || !strings.HasPrefix(line, "+FULLRESYNC "+h.replID) {
+		t.Fatalf("PSYNC ? -1 answered %q, %v", line, err)
+	}
+	close(fullresyncSeen)
+	rest, err := r.rest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Trim(rest, "\n") != "" {
+		t.Errorf("after the snapshot failed, a replica without capa eof got %q; want keepalives, then a hang-up", clip(rest, 80))
+	}
+	if got := hostileStat(t, p, "snapshot_fetch_failures"); got != 1 {
+		t.Errorf("snapshot_fetch_failures:%d, want 1", got)
+	}
+	// A real replica then reconnects and syncs again.
+	r = dialRawReplica(t, p, false)
+	if err := r.fullSync(h, "?", "-1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDownstreamPSyncHostileArgs: PSYNC with a replid Redis never makes (a
+// path, our own in uppercase, too short) or an offset out of bounds gets a full
+// sync, never +CONTINUE nor an error; REPLCONF ACK with an offset out of
+// bounds is ignored.
+func TestDownstreamPSyncHostileArgs(t *testing.T) {
+	h := startHostilePrimary(t, hostileGoodMain(0), nil)
+	p := startHostileProxy(t, h)
+	next := strconv.FormatInt(p.stream.Offset()+1, 10)
+
+	r := dialRawReplica(t, p, true)
+	if line, err := r.psync(linkReplID, next); err != nil || line != "+CONTINUE "+linkReplID {
+		t.Fatalf("a good PSYNC answered %q, %v; want +CONTINUE", line, err)
+	}
+	for _, off := range []string{"9223372036854775807", strconv.FormatInt(maxReplOffset+1, 10), "-5"} {
+		if err := r.send("REPLCONF", "ACK", off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.send("REPLCONF", "ACK", "7"); err != nil { // a good one, to know the others were read
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the good ACK", func() bool {
+		return strings.Contains(p.Info("replication"), ",offset=7,")
+	})
+
+	for _, tc := range []struct{ name, replID, offset string }{
+		{"replid with ../", hostileDotsReplID, next},
+		{"replid uppercase", strings.ToUpper(linkReplID), next},
+		{"replid of 39 characters", linkReplID[:39], next},
+		{"replid with a NUL", linkReplID[:39] + "\x00", next},
+		{"offset MaxInt64", linkReplID, "9223372036854775807"},
+		{"offset past 2^62", linkReplID, strconv.FormatInt(maxReplOffset+1, 10)},
+		{"offset negative", linkReplID, "-5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRawReplica(t, p, true)
+			if err := r.fullSync(h, tc.replID, tc.offset); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -16,9 +16,10 @@ import (
 
 // A fetch is one snapshot taken from the primary over a side link
 // (REPLCONF rdb-only 1, PSYNC ? -1) for replicas that need a full sync when
-// no held snapshot is servable. Every replica waiting meanwhile shares it.
+// no held snapshot is servable. Every replica waiting meanwhile shares it,
+// and runFetch tries again while one waits.
 type fetch struct {
-	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is
+	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
 	sn    *replbuf.Snapshot
 	err   error
 }

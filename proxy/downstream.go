@@ -67,7 +67,7 @@ type replica struct {
 	c      *client
 	hs     replicaHandshake
 	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
-	fetch  *fetch // the snapshot fetch it waits for, if any; it is retried while someone waits
+	fetch  *fetch // the snapshot fetch its plan joined, if any: counted in its waiters
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
@@ -317,6 +317,7 @@ func (s *Server) planFull() (syncPlan, error) {
 			return syncPlan{}, errors.New("replproxy is shutting down")
 		}
 	}
+	s.mu.fetch.waiters++ // until runReplica ends
 	return syncPlan{replID: s.mu.replID, fetch: s.mu.fetch}, nil
 }
 
@@ -337,6 +338,9 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 	werr := <-done
 	s.mu.Lock()
 	delete(s.mu.replicas, r)
+	if r.fetch != nil {
+		r.fetch.waiters--
+	}
 	s.mu.Unlock()
 	switch {
 	case r.reason.Load() != nil:

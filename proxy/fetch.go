@@ -22,6 +22,11 @@ type fetch struct {
 	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
 	sn    *replbuf.Snapshot
 	err   error
+
+	// waiters counts the replicas whose plan joined this fetch and that are
+	// still connected; guarded by Server.mu. planFull counts a replica before
+	// it is registered, so a fetch that fails at once still sees it.
+	waiters int
 }
 
 // goBackground runs f on the server's background group, with the server's
@@ -106,12 +111,10 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for r := range s.mu.replicas {
-		if r.fetch == f && r.State() == replicaWaitBgsave {
-			return ""
-		}
+	if f.waiters == 0 {
+		return "no replica waits"
 	}
-	return "no replica waits"
+	return ""
 }
 
 // fetchOnce makes one attempt at f. started reports whether the snapshot was

@@ -296,9 +296,11 @@ func (s *Server) planFull() (syncPlan, error) {
 	}
 	if sp := s.mu.spilled; sp != nil && s.mu.snapshot == nil && s.identityMatchesLocked(sp.replID, sp.offset) {
 		if cur, err := s.stream.Attach(sp.offset + 1); err == nil {
-			if f, err := os.Open(sp.path); err == nil {
+			f, err := sp.open()
+			if err == nil {
 				return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil
 			}
+			s.log.Warn("spilled snapshot not served: fetching a new one", "error", err)
 			cur.Close()
 		}
 	}

@@ -420,6 +420,16 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	if err != nil {
 		return fmt.Errorf("sending snapshot: %w", err)
 	}
+	// The payload is sent: let the snapshot (or its file) go now, not when
+	// the replica disconnects, so that eviction may take it.
+	if rd != nil {
+		rd.Close()
+		rd = nil
+	}
+	if plan.file != nil {
+		plan.file.Close()
+		plan.file = nil
+	}
 	if r.hs.rdbOnly {
 		r.close("snapshot sent (rdb-only)")
 		return nil

@@ -437,16 +437,45 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	if eof {
 		// After an EOF-marked payload the replica loads it and ACKs; the
 		// stream must wait for that first ACK (PROTOCOL §2.1).
-		select {
-		case <-r.firstAck:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.awaitFirstAck(ctx, r, timeout); err != nil {
+			return err
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
 	return w.stream(ctx, r, cur)
+}
+
+// errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
+var errNoFirstAck = errors.New("timeout: no REPLCONF ACK after the payload for longer than repl-timeout")
+
+// awaitFirstAck waits for the replica's first REPLCONF ACK after an
+// EOF-marked payload, as long as it is not silent for longer than timeout:
+// the newlines a replica sends while it loads the payload renew it, as in
+// Redis (whose replicationCron applies repl-timeout to such a replica). On
+// expiry the replica is dropped and counted.
+func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Duration) error {
+	r.ackTime.Store(time.Now().UnixNano()) // the silence starts with the payload's end
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.firstAck:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			idle := now.Sub(time.Unix(0, r.ackTime.Load()))
+			if idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			s.stats.replicasDropped.Add(1)
+			r.close(errNoFirstAck.Error())
+			return errNoFirstAck
+		}
+	}
 }
 
 // sendFile sends a snapshot spilled to disk as "$<size>" and the file.

@@ -185,4 +185,5 @@ type memoryState struct {
 	peakMemory      atomic.Int64
 	overMaxMemory   atomic.Bool
 	lastOverLog     atomic.Int64
+	memReturn       memoryReturner // released memory given back to the OS
 }

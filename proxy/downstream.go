@@ -300,7 +300,9 @@ func (s *Server) planFull() (syncPlan, error) {
 			if err == nil {
 				return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil
 			}
+			// Forgotten, not removed: the name may hold someone else's file.
 			s.log.Warn("spilled snapshot not served: fetching a new one", "error", err)
+			s.mu.spilled = nil
 			cur.Close()
 		}
 	}

@@ -257,6 +257,12 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if !tc.served && res.plan.fetch == nil {
 				t.Fatal("refused file, but no fetch planned")
 			}
+			p.mu.Lock()
+			forgotten := p.mu.spilled == nil
+			p.mu.Unlock()
+			if forgotten == tc.served {
+				t.Fatalf("spilled record forgotten: %v; want it forgotten only once refused", forgotten)
+			}
 		})
 	}
 }

@@ -303,9 +303,13 @@ func (s *Server) planFull() (syncPlan, error) {
 	}
 	if sp := s.mu.spilled; sp != nil && s.mu.snapshot == nil && s.identityMatchesLocked(sp.replID, sp.offset) {
 		if cur, err := s.stream.Attach(sp.offset + 1); err == nil {
-			if f, err := os.Open(sp.path); err == nil {
+			f, err := sp.open()
+			if err == nil {
 				return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil
 			}
+			// Forgotten, not removed: the name may hold someone else's file.
+			s.log.Warn("spilled snapshot not served: fetching a new one", "error", err)
+			s.mu.spilled = nil
 			cur.Close()
 		}
 	}
@@ -429,6 +433,16 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	if err != nil {
 		return fmt.Errorf("sending snapshot: %w", err)
 	}
+	// The payload is sent: let the snapshot (or its file) go now, not when
+	// the replica disconnects, so that eviction may take it.
+	if rd != nil {
+		rd.Close()
+		rd = nil
+	}
+	if plan.file != nil {
+		plan.file.Close()
+		plan.file = nil
+	}
 	if r.hs.rdbOnly {
 		r.close("snapshot sent (rdb-only)")
 		return nil
@@ -436,16 +450,45 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	if eof {
 		// After an EOF-marked payload the replica loads it and ACKs; the
 		// stream must wait for that first ACK (PROTOCOL §2.1).
-		select {
-		case <-r.firstAck:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.awaitFirstAck(ctx, r, timeout); err != nil {
+			return err
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
 	return w.stream(ctx, r, cur)
+}
+
+// errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
+var errNoFirstAck = errors.New("timeout: no REPLCONF ACK after the payload for longer than repl-timeout")
+
+// awaitFirstAck waits for the replica's first REPLCONF ACK after an
+// EOF-marked payload, as long as it is not silent for longer than timeout:
+// the newlines a replica sends while it loads the payload renew it, as in
+// Redis (whose replicationCron applies repl-timeout to such a replica). On
+// expiry the replica is dropped and counted.
+func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Duration) error {
+	r.ackTime.Store(time.Now().UnixNano()) // the silence starts with the payload's end
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.firstAck:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			idle := now.Sub(time.Unix(0, r.ackTime.Load()))
+			if idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			s.stats.replicasDropped.Add(1)
+			r.close(errNoFirstAck.Error())
+			return errNoFirstAck
+		}
+	}
 }
 
 // sendFile sends a snapshot spilled to disk as "$<size>" and the file.

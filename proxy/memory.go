@@ -3,11 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -25,15 +21,6 @@ const clientBufferBytes = 16 << 10
 
 // overLimitLogEvery rate-limits the "over maxmemory" warning of noeviction.
 const overLimitLogEvery = time.Minute
-
-// A spilledSnapshot is a snapshot evicted from memory to a file in dir, from
-// which full syncs are served with sendfile.
-type spilledSnapshot struct {
-	path   string
-	replID string
-	offset int64
-	size   int64
-}
 
 // measureRuntimeBaseline is the Go heap the proxy holds before any stream,
 // snapshot or client: the runtime's and the program's own structures. It is
@@ -178,96 +165,6 @@ func (s *Server) countEviction(sn *replbuf.Snapshot) {
 	s.stats.evictedBytes.Add(sn.Usage().Allocated())
 }
 
-// spill writes sn to a file in dir and serves it from there; if the file
-// cannot be written the snapshot is dropped instead. Either way its memory is
-// released once no replica reads it.
-func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
-	path := filepath.Join(dir, fmt.Sprintf("replproxy-%s-%d.rdb", sn.ReplID(), sn.Offset()))
-	err := writeSnapshotFile(ctx, sn, path)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.spilling = nil
-	if s.mu.snapshot != sn {
-		if err == nil {
-			os.Remove(path) // replaced meanwhile: the file serves nobody
-		}
-		return
-	}
-	s.mu.snapshot = nil
-	s.countEviction(sn)
-	s.retireLocked(sn)
-	if err != nil {
-		s.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
-		return
-	}
-	s.replaceSpilledLocked(&spilledSnapshot{path: path, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()})
-	s.log.Info("snapshot spilled to disk", "path", path, "size", humanize.IBytes(uint64(sn.Size())))
-}
-
-// replaceSpilledLocked makes sp the spilled snapshot, removing the previous
-// file (a replica still sending it keeps its open descriptor). REQUIRES: s.mu held.
-func (s *Server) replaceSpilledLocked(sp *spilledSnapshot) {
-	if old := s.mu.spilled; old != nil && (sp == nil || old.path != sp.path) {
-		os.Remove(old.path)
-	}
-	s.mu.spilled = sp
-}
-
-// writeSnapshotFile writes a complete snapshot to path (via a temporary file,
-// fsynced, then renamed).
-func writeSnapshotFile(ctx context.Context, sn *replbuf.Snapshot, path string) error {
-	rd, err := sn.NewReader()
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		bufs, err := rd.Pending()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if len(*bufs) == 0 {
-			if err := rd.Wait(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		n, err := bufs.WriteTo(f)
-		if err != nil {
-			return err
-		}
-		if err := rd.Advance(n); err != nil {
-			return err
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	ok = true
-	return os.Rename(tmp, path)
-}
-
 // rssBytes reads the resident set size from /proc (0 where there is none).
 func rssBytes() int64 {
 	data, err := os.ReadFile("/proc/self/statm")
@@ -288,4 +185,5 @@ type memoryState struct {
 	peakMemory      atomic.Int64
 	overMaxMemory   atomic.Bool
 	lastOverLog     atomic.Int64
+	memReturn       memoryReturner // released memory given back to the OS
 }

@@ -25,6 +25,7 @@ func (s *Server) monitor(ctx context.Context) {
 			s.checkReplicas(now)
 			s.releaseRetired()
 			s.enforceMaxMemory(now)
+			s.returnReleasedMemory(now)
 		}
 	}
 }

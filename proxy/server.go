@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -37,6 +38,7 @@ type Server struct {
 	pid        int
 
 	onMaxMemory func(int64)
+	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
 
 	stats    stats
 	up       *upstream
@@ -122,6 +124,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err := s.listen(cfg); err != nil {
 		return nil, err
 	}
+	s.removeSpillLeftovers(cfg.Dir) // after listen: never while another instance runs on this port
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}

@@ -77,15 +77,24 @@ func memoryLimiter(log hclog.Logger) func(int64) {
 		return nil
 	}
 	return func(maxmemory int64) {
-		limit := int64(math.MaxInt64)
-		if maxmemory > 0 {
-			limit = 2*maxmemory + 64<<20
-		}
+		limit := goMemoryLimit(maxmemory)
 		debug.SetMemoryLimit(limit)
 		if maxmemory > 0 {
 			log.Info("go memory limit set from maxmemory", "maxmemory", maxmemory, "gomemlimit", limit)
 		}
 	}
+}
+
+// goMemoryLimit is the Go memory limit for maxmemory: twice maxmemory plus
+// 64 MiB, and math.MaxInt64 (no limit) for maxmemory 0. A maxmemory too large
+// to double saturates at no limit: the sum would wrap to a negative or tiny
+// limit, and the runtime would then collect without pause.
+func goMemoryLimit(maxmemory int64) int64 {
+	const headroom = 64 << 20
+	if maxmemory <= 0 || maxmemory > (math.MaxInt64-headroom)/2 {
+		return math.MaxInt64
+	}
+	return 2*maxmemory + headroom
 }
 
 // newLogger builds the root logger from loglevel, logfile and log-format.

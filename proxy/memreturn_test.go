@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"errors"
+	"runtime/metrics"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// runtimeRetained is what the Go runtime holds from the OS: everything it
+// mapped less the heap pages it has released.
+func runtimeRetained() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
+}
+
+// TestReleasedMemoryReturnedToOS: once a large snapshot is released, the
+// memory the process keeps (RSS; under -race what the runtime keeps) comes
+// back within 10 s to used_memory + 32 MiB, without waiting for the
+// runtime's two-minute forced collection.
+func TestReleasedMemoryReturnedToOS(t *testing.T) {
+	const held = 128 << 20
+	p := startProxyLogging(t, false)
+	// A replaced snapshot, still arriving, so the monitor keeps it: 128 MiB
+	// of blocks.
+	sn := replbuf.NewSnapshot(newReplID(), 0, p.pool, time.Now())
+	chunk := make([]byte, 1<<20)
+	for range held / len(chunk) {
+		if err := sn.Append(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	p.retireLocked(sn)
+	p.mu.Unlock()
+	redistest.WaitFor(t, 10*time.Second, "the monitor to see the snapshot", func() bool {
+		return p.memReturn.high.Load() >= held
+	})
+	t.Logf("holding: used_memory %d MiB, retained %d MiB", p.memoryReport().UsedMemory>>20, retainedMemory()>>20)
+
+	sn.Fail(errors.New("test: released")) // the monitor now releases it
+	start := time.Now()
+	var used, retained int64
+	defer func() {
+		if t.Failed() {
+			t.Logf("last look: used_memory %d MiB, retained %d MiB", used>>20, retained>>20)
+		}
+	}()
+	redistest.WaitFor(t, 10*time.Second, "memory returned to used_memory + 32 MiB", func() bool {
+		used, retained = p.memoryReport().UsedMemory, retainedMemory()
+		return used < held && retained <= used+returnMemoryDrop
+	})
+	t.Logf("released: used_memory %d MiB, retained %d MiB after %v", used>>20, retained>>20, time.Since(start).Round(time.Millisecond))
+
+	// INFO memory shows RSS as Redis does.
+	info := redistest.Dial(t, p.AddrString()).Info(t, "memory")
+	rss, _ := strconv.ParseInt(info["used_memory_rss"], 10, 64)
+	usedMemory, _ := strconv.ParseInt(info["used_memory"], 10, 64)
+	ratio, err := strconv.ParseFloat(info["mem_fragmentation_ratio"], 64)
+	if rss <= 0 || usedMemory <= 0 || err != nil || info["used_memory_rss_human"] == "" {
+		t.Fatalf("INFO memory: used_memory_rss %q, used_memory_rss_human %q, mem_fragmentation_ratio %q",
+			info["used_memory_rss"], info["used_memory_rss_human"], info["mem_fragmentation_ratio"])
+	}
+	if want := float64(rss) / float64(usedMemory); ratio < want*0.8 || ratio > want*1.25 {
+		t.Fatalf("mem_fragmentation_ratio %.2f, want about used_memory_rss/used_memory = %.2f", ratio, want)
+	}
+}
+
+// TestMemoryReturnerDebounce: memory is returned when used_memory lies 32 MiB
+// below its highest point since the last return, never twice within 5 s,
+// and a fall during those 5 s is returned once they end.
+func TestMemoryReturnerDebounce(t *testing.T) {
+	const mib = 1 << 20
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		at   time.Duration
+		used int64
+		want bool
+	}{
+		{0, 10 * mib, false},
+		{100 * time.Millisecond, 200 * mib, false},               // growing
+		{200 * time.Millisecond, 180 * mib, false},               // 20 MiB down
+		{300 * time.Millisecond, 169 * mib, false},               // 31 MiB down
+		{400 * time.Millisecond, 168 * mib, true},                // 32 MiB down from the high point
+		{500 * time.Millisecond, 10 * mib, false},                // a fall within 5 s: later
+		{5 * time.Second, 10 * mib, false},                       // 4.6 s since the return
+		{5400 * time.Millisecond, 10 * mib, true},                // 5 s: the fall is returned
+		{5500 * time.Millisecond, 10 * mib, false},               // nothing new
+		{20 * time.Second, 11 * mib, false},                      // steady
+		{21 * time.Second, 100 * mib, false},                     // a new peak
+		{22 * time.Second, 80 * mib, false},                      // 20 MiB down
+		{23 * time.Second, 90 * mib, false},                      // up again, below the peak
+		{24 * time.Second, 60 * mib, true},                       // 40 MiB below the peak
+		{24*time.Second + 100*time.Millisecond, 20 * mib, false}, // debounced
+		{29*time.Second + 100*time.Millisecond, 20 * mib, true},  // returned after 5 s
+		{60 * time.Second, 20*mib - returnMemoryDrop/2, false},   // small falls do not add up
+		{61 * time.Second, 20*mib - returnMemoryDrop + 1, false}, // ... until 32 MiB in all
+		{62 * time.Second, 20*mib - returnMemoryDrop + 0, true},  // which they do here
+	}
+	var m memoryReturner
+	for i, st := range steps {
+		if got := m.observe(at(st.at), st.used); got != st.want {
+			t.Fatalf("step %d (at %v, used %d MiB): return %v, want %v", i, st.at, st.used/mib, got, st.want)
+		}
+	}
+}

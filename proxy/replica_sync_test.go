@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// TestFullSyncReleasesSnapshot: a replica that finished its full sync no
+// longer holds the snapshot, so evict-snapshots can evict it while that
+// replica stays connected, and the replica goes on receiving the stream.
+func TestFullSyncReleasesSnapshot(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
+	p := startProxy(t, append(replicaOf(primary), "--dir", t.TempDir())...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	_, rc := memStartReplica(t, p, pc)
+	redistest.WaitFor(t, 10*time.Second, "replica online", func() bool {
+		return strings.Contains(xc.Info(t, "replication")["slave0"], "state=online")
+	})
+	if n := xc.InfoInt(t, "stats", "evicted_snapshots"); n != 0 {
+		t.Fatalf("evicted_snapshots %d before maxmemory is set", n)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "maxmemory-policy", "evict-snapshots")
+	xc.MustDo(t, "CONFIG", "SET", "maxmemory", "1mb")
+	redistest.WaitFor(t, 10*time.Second, "snapshot evicted with the synced replica connected", func() bool {
+		return xc.InfoInt(t, "stats", "evicted_snapshots") >= 1
+	})
+	if n := xc.InfoInt(t, "replication", "connected_slaves"); n != 1 {
+		t.Fatalf("connected_slaves %d after the eviction, want 1", n)
+	}
+	pc.MustDo(t, "SET", "after-eviction", "x")
+	redistest.WaitSynced(t, pc, rc)
+}
+
+// eofPrimary is a fake primary for the proxy's two links. The main link gets
+// a sized full sync at linkOffset and then a PING every 100 ms (within any
+// repl-timeout); a snapshot fetch (REPLCONF rdb-only) gets +FULLRESYNC at
+// the same offset and an EOF-marked payload whose first bytes come at once
+// and the rest, with the mark, only once release is closed.
+type eofPrimary struct {
+	ln      net.Listener
+	rdb     []byte
+	release chan struct{}
+	done    chan struct{} // closed when the test ends: every connection hangs up
+	wg      sync.WaitGroup
+}
+
+func startEOFPrimary(t testing.TB) *eofPrimary {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &eofPrimary{ln: ln, rdb: linkRDB(t), release: make(chan struct{}), done: make(chan struct{})}
+	f.wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.wg.Go(func() { f.serve(conn) })
+		}
+	})
+	t.Cleanup(func() {
+		close(f.done)
+		ln.Close()
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *eofPrimary) args() []string {
+	return []string{"--replicaof", "127.0.0.1", strconv.Itoa(f.ln.Addr().(*net.TCPAddr).Port)}
+}
+
+func (f *eofPrimary) serve(conn net.Conn) {
+	defer conn.Close()
+	stop := context.AfterFunc(doneContext(f.done), func() { conn.Close() })
+	defer stop()
+	rd := wire.NewCommandReader(conn, wire.Limits{})
+	side := false
+	for {
+		cmd, err := rd.ReadCommand()
+		if err != nil {
+			return
+		}
+		if len(cmd.Args) == 0 {
+			continue
+		}
+		switch name := strings.ToUpper(string(cmd.Args[0])); {
+		case name == "PING":
+			io.WriteString(conn, "+PONG\r\n")
+		case name == "REPLCONF" && strings.EqualFold(string(cmd.Args[1]), "ack"):
+		case name == "REPLCONF":
+			side = side || strings.EqualFold(string(cmd.Args[1]), "rdb-only")
+			io.WriteString(conn, "+OK\r\n")
+		case name == "PSYNC" && !side:
+			io.WriteString(conn, "+FULLRESYNC "+linkReplID+" "+strconv.Itoa(linkOffset)+"\r\n$"+strconv.Itoa(len(f.rdb))+"\r\n"+string(f.rdb))
+			go f.pings(conn)
+		case name == "PSYNC":
+			io.WriteString(conn, "+FULLRESYNC "+linkReplID+" "+strconv.Itoa(linkOffset)+"\r\n$EOF:"+linkEOFMark+"\r\n"+string(f.rdb[:20]))
+			select {
+			case <-f.release:
+			case <-f.done:
+				return
+			}
+			io.WriteString(conn, string(f.rdb[20:])+linkEOFMark)
+		}
+	}
+}
+
+// pings keeps the main link alive, as a primary's repl-ping-replica-period does.
+func (f *eofPrimary) pings(conn net.Conn) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+			if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// doneContext is a context cancelled when done is closed.
+func doneContext(done <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-done; cancel() }()
+	return ctx
+}
+
+// TestEOFReplicaWithoutAckTimesOut: after an EOF-marked payload the proxy
+// waits for the replica's first REPLCONF ACK, but no longer than
+// repl-timeout, as Redis does; newlines from a replica still loading the
+// payload renew the timeout. A replica that never ACKs is dropped and
+// counted in replicas_dropped.
+func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
+	const timeout = time.Second
+	for _, tc := range []struct {
+		name      string
+		newlines  time.Duration // how long the replica sends newlines after the payload
+		minOnline time.Duration // it must stay connected at least this long after the payload
+	}{
+		{"silent", 0, 0},
+		{"newlines renew the timeout", 2500 * time.Millisecond, 2500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startEOFPrimary(t)
+			p := startProxy(t, append(f.args(), "--repl-timeout", "1")...)
+			xc := redistest.Dial(t, p.AddrString())
+			waitLinkUp(t, xc)
+			// No servable snapshot: the replica's full sync fetches one,
+			// which the fake primary sends EOF-marked and holds.
+			p.mu.Lock()
+			p.retireLocked(p.mu.snapshot)
+			p.mu.snapshot = nil
+			p.mu.Unlock()
+
+			conn, err := net.Dial("tcp", p.AddrString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			conn.Write(wire.AppendCommand(nil, "REPLCONF", "capa", "eof", "capa", "psync2"))
+			conn.Write(wire.AppendCommand(nil, "PSYNC", "?", "-1"))
+			br := bufio.NewReader(conn)
+			expectLine := func(prefix string) string {
+				t.Helper()
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						t.Fatalf("waiting for %q: %v", prefix, err)
+					}
+					if line == "\n" {
+						continue // keepalive while the fetch starts
+					}
+					if !strings.HasPrefix(line, prefix) {
+						t.Fatalf("got %q, want %q...", line, prefix)
+					}
+					return line
+				}
+			}
+			expectLine("+OK")
+			expectLine("+FULLRESYNC " + linkReplID)
+			header := expectLine("$EOF:")
+			mark := strings.TrimSpace(strings.TrimPrefix(header, "$EOF:"))
+			close(f.release)
+			payload := make([]byte, len(f.rdb)+len(mark))
+			if _, err := io.ReadFull(br, payload); err != nil {
+				t.Fatal(err)
+			}
+			if string(payload[len(f.rdb):]) != mark {
+				t.Fatalf("payload ends with %q, want the mark %q", payload[len(f.rdb):], mark)
+			}
+			sent := time.Now()
+			for time.Since(sent) < tc.newlines {
+				if _, err := conn.Write([]byte("\n")); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(200 * time.Millisecond) // the replica's pace, not synchronisation
+			}
+			closed := make(chan error, 1)
+			go func() {
+				_, err := br.ReadByte()
+				closed <- err
+			}()
+			select {
+			case err := <-closed:
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("replica connection: %v, want closed by the proxy", err)
+				}
+			case <-time.After(5*timeout + tc.newlines):
+				t.Fatal("replica that never ACKs its EOF payload still connected")
+			}
+			if online := time.Since(sent); online < tc.minOnline {
+				t.Fatalf("replica dropped %v after the payload, while it sent newlines for %v", online, tc.newlines)
+			}
+			redistest.WaitFor(t, 5*time.Second, "replicas_dropped counted", func() bool {
+				return xc.InfoInt(t, "proxy", "replicas_dropped") >= 1
+			})
+		})
+	}
+}

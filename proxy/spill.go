@@ -1,0 +1,300 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// Snapshots spilled to dir (maxmemory-policy evict-snapshots).
+//
+// Every name is chosen by the proxy, never taken from the network: the
+// replication ID and offset of the spilled snapshot stay in memory beside the
+// file. Every file operation goes through an os.Root opened on dir, so no name
+// can reach outside it, whether by ".." or by a symlink. The temporary file is
+// created with O_EXCL under a random name (nothing planted there is ever
+// opened or truncated) and renamed into place; a spilled file is sent only
+// while dir still holds the very file the proxy wrote. Spills are serialised
+// (Server.mu.spilling), so one fixed name is enough: a spill only starts while
+// no spilled file is recorded.
+//
+// As with Redis's dbfilename, two instances must not share a dir: the second
+// one to start removes the first one's spilled file, and the first then
+// fetches a new snapshot instead of serving the file (never a wrong one).
+const (
+	// spillFileName is the spilled snapshot.
+	spillFileName = "replproxy-snapshot.rdb"
+	// spillTempPrefix and spillTempSuffix frame a spill in progress:
+	// spillTempPrefix + 16 random hex digits + spillTempSuffix.
+	spillTempPrefix = "replproxy-snapshot-"
+	spillTempSuffix = ".tmp"
+	// spillTempTries bounds the names tried when some already exist.
+	spillTempTries = 100
+)
+
+// A spilledSnapshot is a snapshot evicted from memory to spillFileName in
+// dir, from which full syncs are served with sendfile.
+type spilledSnapshot struct {
+	dir    string      // the dir it was written to
+	file   os.FileInfo // the file as written: it is used only while the name refers to it
+	replID string
+	offset int64
+	size   int64
+}
+
+// path is the spilled file's path, for logs.
+func (sp *spilledSnapshot) path() string { return filepath.Join(sp.dir, spillFileName) }
+
+// open opens the spilled file for sending, if dir still holds the file the
+// proxy wrote: the name must be a regular file (not a link, not a FIFO),
+// opened without blocking, and the same file, of the same size, as written.
+func (sp *spilledSnapshot) open() (*os.File, error) {
+	root, err := os.OpenRoot(sp.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	before, err := root.Lstat(spillFileName)
+	if err != nil {
+		return nil, err
+	}
+	if !before.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no longer a regular file (%s)", sp.path(), before.Mode().Type())
+	}
+	// O_NONBLOCK: should a FIFO appear between the Lstat and the open, the
+	// open returns instead of waiting for a writer; the Fstat below refuses it.
+	f, err := root.OpenFile(spillFileName, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !os.SameFile(before, fi) || !os.SameFile(sp.file, fi) || fi.Size() != sp.size {
+		f.Close()
+		return nil, fmt.Errorf("%s was replaced since it was written", sp.path())
+	}
+	return f, nil
+}
+
+// remove removes the spilled file, if the name still refers to it.
+func (sp *spilledSnapshot) remove() error {
+	root, err := os.OpenRoot(sp.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Lstat(spillFileName)
+	if err != nil || !os.SameFile(sp.file, fi) {
+		return err
+	}
+	return root.Remove(spillFileName)
+}
+
+// spill writes sn to a file in dir and serves it from there; if the file
+// cannot be written the snapshot is dropped instead. Either way its memory is
+// released once no replica reads it.
+func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
+	file, err := writeSpillFile(ctx, sn, dir, s.spillRand)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.spilling = nil
+	if s.mu.snapshot != sn {
+		if err == nil {
+			// Replaced meanwhile: the file serves nobody.
+			(&spilledSnapshot{dir: dir, file: file}).remove()
+		}
+		return
+	}
+	s.mu.snapshot = nil
+	s.countEviction(sn)
+	s.retireLocked(sn)
+	if err != nil {
+		s.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		return
+	}
+	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()}
+	s.replaceSpilledLocked(sp)
+	s.log.Info("snapshot spilled to disk", "path", sp.path(), "size", humanize.IBytes(uint64(sn.Size())))
+}
+
+// replaceSpilledLocked makes sp the spilled snapshot, removing the previous
+// file (a replica still sending it keeps its open descriptor). REQUIRES: s.mu held.
+func (s *Server) replaceSpilledLocked(sp *spilledSnapshot) {
+	if old := s.mu.spilled; old != nil && (sp == nil || !os.SameFile(old.file, sp.file)) {
+		if err := old.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot remove the spilled snapshot", "path", old.path(), "error", err)
+		}
+	}
+	s.mu.spilled = sp
+}
+
+// writeSpillFile writes a complete snapshot to spillFileName in dir: into a
+// new temporary file, fsynced, then renamed into place. It returns the file
+// as written. random names the temporary file (nil: crypto/rand).
+func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, random io.Reader) (os.FileInfo, error) {
+	rd, err := sn.NewReader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, tmp, err := createSpillTemp(root, random)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			root.Remove(tmp)
+		}
+	}()
+	for {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		bufs, err := rd.Pending()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(*bufs) == 0 {
+			if err := rd.Wait(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n, err := bufs.WriteTo(f)
+		if err != nil {
+			return nil, err
+		}
+		if err := rd.Advance(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	// A rename replaces whatever holds the name, a planted link included,
+	// without following it.
+	if err := root.Rename(tmp, spillFileName); err != nil {
+		root.Remove(tmp)
+		ok = true // closed already
+		return nil, err
+	}
+	ok = true
+	return fi, nil
+}
+
+// createSpillTemp creates a new temporary spill file in root with O_EXCL: a
+// name that exists already (a file, or a link planted there) is never
+// opened; another name is tried instead.
+func createSpillTemp(root *os.Root, random io.Reader) (*os.File, string, error) {
+	if random == nil {
+		random = rand.Reader
+	}
+	var b [8]byte
+	for range spillTempTries {
+		if _, err := io.ReadFull(random, b[:]); err != nil {
+			return nil, "", fmt.Errorf("temporary file name: %w", err)
+		}
+		name := spillTempPrefix + hex.EncodeToString(b[:]) + spillTempSuffix
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("no free temporary file name after %d tries", spillTempTries)
+}
+
+// removeSpillLeftovers removes, at start, the files earlier runs spilled to
+// dir: a spilled snapshot cannot be served after a restart (nothing records
+// its replid and offset), and a temporary file is a spill that never
+// finished. The names of earlier versions (replproxy-<replid>-<offset>.rdb)
+// go too. Nothing else is touched; a dir that cannot be read is only logged.
+func (s *Server) removeSpillLeftovers(dir string) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		s.log.Debug("dir not readable: no spill leftovers removed", "dir", dir, "error", err)
+		return
+	}
+	defer root.Close()
+	d, err := root.Open(".")
+	if err != nil {
+		s.log.Warn("cannot list dir for spill leftovers", "dir", dir, "error", err)
+		return
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		s.log.Warn("cannot list dir for spill leftovers", "dir", dir, "error", err)
+		return
+	}
+	for _, name := range names {
+		if !isSpillLeftover(name) {
+			continue
+		}
+		if fi, err := root.Lstat(name); err != nil || fi.IsDir() {
+			continue
+		}
+		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot remove a spill leftover", "path", filepath.Join(dir, name), "error", err)
+			continue
+		}
+		s.log.Info("spill leftover removed", "path", filepath.Join(dir, name))
+	}
+}
+
+// isSpillLeftover reports whether name is one the spill writes, or wrote in
+// earlier versions.
+func isSpillLeftover(name string) bool {
+	if name == spillFileName {
+		return true
+	}
+	if strings.HasPrefix(name, spillTempPrefix) && strings.HasSuffix(name, spillTempSuffix) {
+		return true
+	}
+	// Earlier versions: replproxy-<40 hex>-<offset>.rdb, and .rdb.tmp.
+	rest, ok := strings.CutPrefix(name, "replproxy-")
+	if !ok {
+		return false
+	}
+	if r, ok := strings.CutSuffix(rest, ".tmp"); ok {
+		rest = r
+	}
+	rest, ok = strings.CutSuffix(rest, ".rdb")
+	if !ok || len(rest) < ReplIDSize+2 || rest[ReplIDSize] != '-' {
+		return false
+	}
+	return strings.Trim(rest[:ReplIDSize], "0123456789abcdef") == "" &&
+		strings.Trim(rest[ReplIDSize+1:], "0123456789") == ""
+}

@@ -23,7 +23,7 @@ type command struct {
 	noAuth bool
 	// name is the table's key, set by commandTable, for CLIENT LIST.
 	name *string
-	run    func(s *Server, c *client, args [][]byte) (quit bool)
+	run  func(s *Server, c *client, args [][]byte) (quit bool)
 }
 
 // commandTable returns the commands the proxy answers. It is built per call

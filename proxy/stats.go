@@ -31,9 +31,9 @@ type stats struct {
 	evictedBytes          atomic.Int64 // evicted_bytes: their memory
 
 	// Clients the proxy refused or closed (Redis 7's names).
-	aclDeniedAuth           atomic.Int64 // acl_access_denied_auth: failed AUTH
-	queryLimitDisconnects   atomic.Int64 // client_query_buffer_limit_disconnections
-	outputLimitDisconnects  atomic.Int64 // client_output_buffer_limit_disconnections
+	aclDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
+	queryLimitDisconnects  atomic.Int64 // client_query_buffer_limit_disconnections
+	outputLimitDisconnects atomic.Int64 // client_output_buffer_limit_disconnections
 }
 
 // reset zeroes the counters CONFIG RESETSTAT resets in Redis.

@@ -21,9 +21,10 @@ type command struct {
 	arity int
 	// noAuth marks commands allowed before AUTH.
 	noAuth bool
+	run    func(s *Server, c *client, args [][]byte) (quit bool)
+
 	// name is the table's key, set by commandTable, for CLIENT LIST.
 	name *string
-	run  func(s *Server, c *client, args [][]byte) (quit bool)
 }
 
 // commandTable returns the commands the proxy answers. It is built per call

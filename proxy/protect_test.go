@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -78,11 +79,21 @@ func infoField(p *testProxy, section, key string) string {
 	return ""
 }
 
+// send writes raw bytes, with a deadline for them and for the replies.
+func (a *adminConn) send(b []byte) {
+	a.t.Helper()
+	a.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := a.conn.Write(b); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
 // expectClosed checks that the connection ends, after any bytes already sent.
 func (a *adminConn) expectClosed() {
 	a.t.Helper()
 	a.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.Copy(io.Discard, a.rd); err != nil {
+	// A reset counts: closing with unread input sends one.
+	if _, err := io.Copy(io.Discard, a.rd); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		a.t.Fatalf("connection not closed: %v", err)
 	}
 }
@@ -174,7 +185,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := adminDial(t, p)
-			a.conn.Write([]byte(tc.send))
+			a.send([]byte(tc.send))
 			if got := a.reply(); got != tc.want {
 				t.Fatalf("answered %q, want %q", got, tc.want)
 			}
@@ -193,7 +204,7 @@ func TestUnauthenticatedLimits(t *testing.T) {
 	})
 	t.Run("lifted by AUTH in the same pipeline", func(t *testing.T) {
 		a := adminDial(t, p)
-		a.conn.Write(append([]byte("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"), bulkCommand(100000, "ECHO")...))
+		a.send(append([]byte("*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"), bulkCommand(100000, "ECHO")...))
 		if got := a.reply(); got != "+OK\r\n" {
 			t.Fatalf("AUTH: %q", got)
 		}
@@ -207,18 +218,18 @@ func TestProtoMaxBulkLen(t *testing.T) {
 	p := startProxy(t)
 	a := adminDial(t, p)
 	// The default is Redis's 512 MiB: a 2 MiB argument goes through.
-	a.conn.Write(bulkCommand(2<<20, "ECHO"))
+	a.send(bulkCommand(2<<20, "ECHO"))
 	if got := a.reply(); len(got) != 2<<20+len("$2097152\r\n\r\n") {
 		t.Fatalf("ECHO of 2 MiB answered %.40q", got)
 	}
 	if got := a.do("CONFIG", "SET", "proto-max-bulk-len", "1mb"); got != "+OK\r\n" {
 		t.Fatalf("CONFIG SET proto-max-bulk-len: %q", got)
 	}
-	a.conn.Write(bulkCommand(1<<20, "ECHO"))
+	a.send(bulkCommand(1<<20, "ECHO"))
 	if got := a.reply(); len(got) != 1<<20+len("$1048576\r\n\r\n") {
 		t.Fatalf("ECHO of 1 MiB answered %.40q", got)
 	}
-	a.conn.Write([]byte("*2\r\n$4\r\nECHO\r\n$1048577\r\n"))
+	a.send([]byte("*2\r\n$4\r\nECHO\r\n$1048577\r\n"))
 	if got := a.reply(); got != "-ERR Protocol error: invalid bulk length\r\n" {
 		t.Fatalf("a bulk over proto-max-bulk-len: %q", got)
 	}
@@ -229,7 +240,7 @@ func TestClientQueryBufferLimit(t *testing.T) {
 	p := startProxy(t, "--client-query-buffer-limit", "1mb")
 	a := adminDial(t, p)
 	// Two bulks of 600 KB: the second would take the command past 1 MiB.
-	a.conn.Write(append([]byte("*3\r\n$4\r\nECHO\r\n$600000\r\n"+strings.Repeat("x", 600000)+"\r\n"), "$600000\r\n"...))
+	a.send(append([]byte("*3\r\n$4\r\nECHO\r\n$600000\r\n"+strings.Repeat("x", 600000)+"\r\n"), "$600000\r\n"...))
 	a.expectClosed() // no reply, as Redis
 	if got := infoField(p, "stats", "client_query_buffer_limit_disconnections"); got != "1" {
 		t.Fatalf("client_query_buffer_limit_disconnections %q, want 1", got)
@@ -244,7 +255,7 @@ func TestQueryBufferInMemClients(t *testing.T) {
 	before := atoiT(t, infoField(p, "memory", "mem_clients_normal"))
 	a := adminDial(t, p)
 	// 4 MiB of an 8 MiB argument, then nothing: the proxy holds them.
-	a.conn.Write([]byte("*2\r\n$4\r\nECHO\r\n$8388608\r\n" + strings.Repeat("x", 4<<20)))
+	a.send([]byte("*2\r\n$4\r\nECHO\r\n$8388608\r\n" + strings.Repeat("x", 4<<20)))
 	redistest.WaitFor(t, 10*time.Second, "mem_clients_normal to count the query buffer", func() bool {
 		return atoiT(t, infoField(p, "memory", "mem_clients_normal")) >= before+4<<20
 	})
@@ -363,7 +374,7 @@ func TestProtectedMode(t *testing.T) {
 			rl.remote.Store(true)
 			p := startProxyOpts(t, Options{}, func(ln net.Listener) net.Listener { rl.Listener = ln; return rl }, tc.args...)
 			a := adminDial(t, p)
-			a.conn.Write([]byte("PING\r\n"))
+			a.send([]byte("PING\r\n"))
 			got := a.reply()
 			if !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("non-loopback PING answered %q, want %q...", got, tc.want)
@@ -425,7 +436,7 @@ func TestProtectedModeConfigSet(t *testing.T) {
 		rl.remote.Store(true)
 		defer rl.remote.Store(false)
 		a := adminDial(t, p)
-		a.conn.Write([]byte("PING\r\n"))
+		a.send([]byte("PING\r\n"))
 		return a.reply()
 	}
 	if got := remotePing(); !strings.HasPrefix(got, "-DENIED") {
@@ -472,7 +483,7 @@ func TestNormalOutputBufferLimit(t *testing.T) {
 	if got := a.do("ECHO", strings.Repeat("x", 50000)); len(got) != 50000+len("$50000\r\n\r\n") {
 		t.Fatalf("a reply under the hard limit: %.40q", got)
 	}
-	a.conn.Write(bulkCommand(200000, "ECHO"))
+	a.send(bulkCommand(200000, "ECHO"))
 	a.expectClosed()
 	if got := infoField(p, "stats", "client_output_buffer_limit_disconnections"); got != "1" {
 		t.Fatalf("client_output_buffer_limit_disconnections %q, want 1", got)
@@ -487,7 +498,7 @@ func TestOutputLimitSoft(t *testing.T) {
 	p := startProxy(t, "--client-output-buffer-limit", "normal 0 1mb 1")
 	// A client that reads its 4 MiB reply at once stays.
 	a := adminDial(t, p)
-	a.conn.Write(bulkCommand(4<<20, "ECHO"))
+	a.send(bulkCommand(4<<20, "ECHO"))
 	if got := a.reply(); len(got) != 4<<20+len("$4194304\r\n\r\n") {
 		t.Fatalf("a 4 MiB reply read at once: %.40q", got)
 	}
@@ -498,7 +509,7 @@ func TestOutputLimitSoft(t *testing.T) {
 	// write timeout.
 	b := adminDial(t, p)
 	start := time.Now()
-	b.conn.Write(bulkCommand(32<<20, "ECHO"))
+	b.send(bulkCommand(32<<20, "ECHO"))
 	redistest.WaitFor(t, 5*time.Second, "the slow reader closed for its output buffer", func() bool {
 		return infoField(p, "stats", "client_output_buffer_limit_disconnections") == "1"
 	})

@@ -10,12 +10,23 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
-// clientLimits bound what an admin client or replica may send: the proxy's
-// commands are short, so bulks are capped far below Redis's 512 MiB.
-var clientLimits = wire.Limits{MaxInlineLine: wire.RedisInlineMax, MaxArgs: 1024, MaxBulk: 1 << 20}
+// clientWriteTimeout bounds one write of replies to an admin client.
+const clientWriteTimeout = 10 * time.Second
+
+// flushChunk is the most one write of replies sends, so that the soft output
+// limit sees progress between writes.
+const flushChunk = 256 << 10
+
+// errOutputLimit ends a flush to a client closed for its output buffer.
+var errOutputLimit = errors.New("output buffer over client-output-buffer-limit normal")
+
+// minSoftWait is the shortest write a client over the soft output limit is
+// given (the monitor's period).
+const minSoftWait = monitorInterval
 
 // flushThreshold is how much reply a pipelined batch may gather before it is
 // written even though more commands are buffered.
@@ -57,7 +68,11 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		created: time.Now(),
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
-	c.rd = wire.NewCommandReader(countingReader{conn, &s.stats.netInputBytes}, clientLimits)
+	cc := s.clientConf.Load()
+	lim := cc.limits
+	lim.Unauthenticated = cc.requirePass
+	c.authed = !cc.requirePass
+	c.rd = wire.NewCommandReader(countingReader{conn, &s.stats.netInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	return c
 }
@@ -82,18 +97,25 @@ func (r countingReader) Read(p []byte) (int, error) {
 func (s *Server) serveClient(ctx context.Context, c *client) {
 	defer s.unregister(c)
 	defer c.conn.Close()
-	s.mu.Lock()
-	c.authed = s.mu.cfg.RequirePass == ""
-	s.mu.Unlock()
 	for ctx.Err() == nil {
+		cc := s.clientConf.Load()
+		c.syncLimits(cc)
 		cmd, err := c.rd.ReadCommand()
 		if err != nil {
 			var pe *wire.ProtocolError
-			if errors.As(err, &pe) {
-				c.log.Info("protocol error from client", "error", err)
+			switch {
+			case errors.As(err, &pe):
+				// Verbose, not a warning: any stranger can cause one.
+				c.log.Debug("protocol error from client", "error", err)
 				c.out = wire.AppendError(c.out, "ERR "+pe.Msg)
 				c.flush()
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, wire.ErrQueryLimit):
+				s.stats.queryLimitDisconnects.Add(1)
+				if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+					c.log.Warn("client closed: its command reached client-query-buffer-limit",
+						"limit", cc.limits.MaxQuery, "suppressed", n)
+				}
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.log.Debug("client read failed", "error", err)
 			}
 			return
@@ -104,6 +126,10 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 		s.stats.commandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
+		if !c.replicaSet() && c.overHardLimit(cc.output) {
+			s.closedByOutputLimit(c, "hard")
+			return
+		}
 		if quit || c.replicaSet() || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
 				return
@@ -119,14 +145,50 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	}
 }
 
-// flush writes the gathered replies.
+// flush writes the gathered replies. While what is left to write is at or
+// over the soft limit of client-output-buffer-limit normal, the write may
+// take only the soft period; a client that reads slower than that is closed
+// for its output buffer, as Redis closes it.
 func (c *client) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	c.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	n, err := c.conn.Write(c.out)
-	c.srv.stats.netOutputBytes.Add(int64(n))
+	lim := c.srv.clientConf.Load().output
+	if c.replicaSet() {
+		lim = config.OutputBufferLimit{} // the replica class is the monitor's
+	}
+	var err error
+	pending := c.out
+	var overSince time.Time
+	for len(pending) > 0 && err == nil {
+		now := time.Now()
+		deadline := now.Add(clientWriteTimeout)
+		over := lim.Soft > 0 && int64(len(pending)) >= lim.Soft
+		switch {
+		case !over:
+			overSince = time.Time{}
+		case overSince.IsZero():
+			overSince = now
+			// At least minSoftWait: the kernel needs a moment to take bytes
+			// even from a client that reads at once.
+			deadline = minTime(deadline, maxTime(now.Add(lim.SoftPeriod), now.Add(minSoftWait)))
+		case now.Sub(overSince) > lim.SoftPeriod:
+			c.srv.closedByOutputLimit(c, "soft")
+			err = errOutputLimit
+			continue
+		default:
+			deadline = minTime(deadline, maxTime(overSince.Add(lim.SoftPeriod), now.Add(minSoftWait)))
+		}
+		c.conn.SetWriteDeadline(deadline)
+		var n int
+		n, err = c.conn.Write(pending[:min(len(pending), flushChunk)])
+		c.srv.stats.netOutputBytes.Add(int64(n))
+		pending = pending[n:]
+		var ne net.Error
+		if over && errors.As(err, &ne) && ne.Timeout() && int64(len(pending)) >= lim.Soft {
+			c.srv.closedByOutputLimit(c, "soft")
+		}
+	}
 	if cap(c.out) > 1<<20 {
 		c.out = nil // don't keep a huge reply buffer around
 	} else {
@@ -134,4 +196,36 @@ func (c *client) flush() error {
 	}
 	c.outCap.Store(int64(cap(c.out)))
 	return err
+}
+
+// overHardLimit reports whether the replies gathered reach the hard limit of
+// client-output-buffer-limit normal.
+func (c *client) overHardLimit(lim config.OutputBufferLimit) bool {
+	return lim.Hard > 0 && int64(len(c.out)) >= lim.Hard
+}
+
+// closedByOutputLimit counts and logs an admin client closed for its output
+// buffer (client_output_buffer_limit_disconnections) and closes it; its
+// goroutine then ends on the closed connection.
+func (s *Server) closedByOutputLimit(c *client, which string) {
+	s.stats.outputLimitDisconnects.Add(1)
+	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
+			"limit", which, "pending", len(c.out), "suppressed", n)
+	}
+	c.conn.Close()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -22,13 +22,16 @@ type command struct {
 	// noAuth marks commands allowed before AUTH.
 	noAuth bool
 	run    func(s *Server, c *client, args [][]byte) (quit bool)
+
+	// name is the table's key, set by commandTable, for CLIENT LIST.
+	name *string
 }
 
 // commandTable returns the commands the proxy answers. It is built per call
 // site rather than held in a package variable because handlers refer back to
 // it (COMMAND COUNT).
 func commandTable() map[string]command {
-	return map[string]command{
+	t := map[string]command{
 		"ping":      {arity: -1, run: (*Server).cmdPing},
 		"echo":      {arity: 2, run: (*Server).cmdEcho},
 		"quit":      {arity: -1, noAuth: true, run: (*Server).cmdQuit},
@@ -45,13 +48,20 @@ func commandTable() map[string]command {
 		"sync":      {arity: 1, run: (*Server).cmdSync},
 		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
 	}
+	for name, cmd := range t {
+		cmd.name = &name
+		t[name] = cmd
+	}
+	return t
 }
 
 // dispatch runs one command and appends its reply to c.out.
 func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 	name := strings.ToLower(string(args[0]))
-	c.lastCmd.Store(&name)
 	cmd, ok := s.commands[name]
+	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
+	// only names from the table, never bytes a client chose, reach its lines.
+	c.lastCmd.Store(cmd.name)
 	if !ok {
 		c.out = wire.AppendError(c.out, fmt.Sprintf(
 			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(name, 128)))
@@ -128,7 +138,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 		}
 	}
 	if user != "default" || subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
-		c.log.Warn("authentication failed")
+		s.authFailed(c)
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false
 	}
@@ -222,7 +232,7 @@ func (s *Server) configGet(c *client, patterns [][]byte) {
 	for _, p := range patterns {
 		pat := strings.ToLower(string(p))
 		for _, name := range config.Names() {
-			if ok, _ := path.Match(pat, name); !ok || seen[name] {
+			if ok, _ := path.Match(pat, name); !ok || seen[name] || hiddenFromConfigGet(name) {
 				continue
 			}
 			if v, ok := cfg.Get(name); ok {
@@ -235,6 +245,16 @@ func (s *Server) configGet(c *client, patterns [][]byte) {
 	for _, p := range pairs {
 		c.out = wire.AppendBulkString(c.out, p)
 	}
+}
+
+// hiddenFromConfigGet reports the directives CONFIG GET never returns: the
+// passwords. Redis returns them; replproxy leaves them out, neither name nor
+// value, because an empty value would read as "no password" to a tool that
+// copies a configuration, and any client that can send CONFIG GET (every
+// client, when requirepass is empty) must not learn the primary's password.
+// CONFIG SET still sets them.
+func hiddenFromConfigGet(name string) bool {
+	return name == "masterauth" || name == "requirepass"
 }
 
 // configSet applies name/value pairs all or nothing, then puts them into effect.
@@ -256,7 +276,10 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			}
 			return
 		}
-		if err := next.Set(name, strings.Fields(string(args[i+1]))...); err != nil {
+		// The value goes as one argument, spaces and all ("" clears a
+		// password); directives that take several words (bind, replicaof,
+		// client-output-buffer-limit) split it themselves, quotes included.
+		if err := next.Set(name, string(args[i+1])); err != nil {
 			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", name, err))
 			return
 		}
@@ -264,6 +287,12 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	if err := next.Validate(); err != nil {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed - %v", err))
 		return
+	}
+	if prev := s.config(); next.MaxClients != prev.MaxClients && s.fileLimit != nil {
+		if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n))
+			return
+		}
 	}
 	s.applyConfig(next)
 	c.out = wire.AppendSimple(c.out, "OK")
@@ -274,6 +303,7 @@ func (s *Server) applyConfig(next *config.Config) {
 	s.mu.Lock()
 	prev := s.mu.cfg
 	s.mu.cfg = next
+	s.clientConf.Store(newClientConf(next))
 	s.mu.Unlock()
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
 		s.stream.SetBacklogSize(next.ReplBacklogSize)
@@ -328,7 +358,7 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		}
 	case sub == "setname" && len(args) == 3:
 		name := string(args[2])
-		if strings.ContainsAny(name, " \n\r") {
+		if !validName(name) {
 			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
 			break
 		}

@@ -137,6 +137,11 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 				c.out = wire.AppendError(c.out, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more")
 				return false
 			}
+			if !validReplicaIP(val) {
+				// It is shown in INFO's "slaveN:ip=...,port=..." lines.
+				c.out = wire.AppendError(c.out, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters")
+				return false
+			}
 			c.hs.ip = val
 		case "capa":
 			switch strings.ToLower(val) {

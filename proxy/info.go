@@ -111,6 +111,9 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("evicted_keys", 0)
 		w.kv("evicted_snapshots", st.evictedSnapshots.Load())
 		w.kv("evicted_bytes", st.evictedBytes.Load())
+		w.kv("client_query_buffer_limit_disconnections", st.queryLimitDisconnects.Load())
+		w.kv("client_output_buffer_limit_disconnections", st.outputLimitDisconnects.Load())
+		w.kv("acl_access_denied_auth", st.aclDeniedAuth.Load())
 	case "replication":
 		s.writeInfoReplication(w, now)
 	case "cpu":

@@ -15,8 +15,9 @@ import (
 	"github.com/replproxy/replproxy/replbuf"
 )
 
-// clientBufferBytes is what each connection's reader holds: its 16 KiB
-// bufio buffer (Redis's PROTO_IOBUF_LEN).
+// clientBufferBytes is what each connection's reader holds at least: its
+// 16 KiB bufio buffer (Redis's PROTO_IOBUF_LEN). The command being read comes
+// on top (client.bufferBytes).
 const clientBufferBytes = 16 << 10
 
 // overLimitLogEvery rate-limits the "over maxmemory" warning of noeviction.
@@ -51,7 +52,7 @@ func (s *Server) memoryFigures() eviction.Figures {
 		f.SnapshotsOnDisk = sp.size
 	}
 	for _, c := range s.mu.clients {
-		b := int64(clientBufferBytes) + c.outCap.Load()
+		b := c.bufferBytes()
 		if c.replicaSet() {
 			f.ReplicaClients += b
 		} else {

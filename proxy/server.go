@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,6 +70,14 @@ type Server struct {
 		spilling     *replbuf.Snapshot   // the snapshot being written to disk
 	}
 
+	// Client protection (protect.go): the configuration clients consult
+	// without the lock, the file-limit hook, rate-limited logs.
+	clientConf atomic.Pointer[clientConf]
+	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
+	authLog    logLimiter               // failed AUTH
+	acceptLog  logLimiter               // accept errors
+	limitLog   logLimiter               // clients closed by a buffer limit
+
 	// The background group: snapshot fetches and the monitor, with the
 	// lifetime of Run.
 	bgMu  sync.Mutex
@@ -85,6 +94,13 @@ type Options struct {
 	// OnMaxMemory, when not nil, is called with maxmemory at start and
 	// whenever CONFIG SET changes it (the program sets GOMEMLIMIT from it).
 	OnMaxMemory func(maxmemory int64)
+	// FileLimit, when not nil, is asked at start and by CONFIG SET maxclients
+	// how many clients the process's open file limit allows, after raising
+	// it if it can; it returns maxclients when they fit. At start a smaller
+	// answer lowers maxclients (with a warning), one below 1 fails New; CONFIG
+	// SET refuses a maxclients that does not fit. The program passes one
+	// built on RLIMIT_NOFILE; tests fake it.
+	FileLimit func(maxclients int) int
 }
 
 // New validates cfg, opens the listeners and returns a server ready to Run.
@@ -101,6 +117,16 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	if opts.FileLimit != nil {
+		n := opts.FileLimit(cfg.MaxClients)
+		if n < 1 {
+			return nil, fmt.Errorf("the open file limit leaves no room for clients (maxclients %d)", cfg.MaxClients)
+		}
+		if n < cfg.MaxClients {
+			log.Warn("maxclients lowered to fit the open file limit", "maxclients", cfg.MaxClients, "effective-maxclients", n)
+			cfg.MaxClients = n
+		}
+	}
 	pool := replbuf.NewPool(0)
 	s := &Server{
 		onMaxMemory: opts.OnMaxMemory,
@@ -112,6 +138,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
 	}
+	s.fileLimit = opts.FileLimit
+	s.clientConf.Store(newClientConf(cfg))
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.mu.cfg = cfg
@@ -218,22 +246,38 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // acceptLoop accepts connections until the listener is closed. Each client's
-// goroutine joins wg.
+// goroutine joins wg. Any other accept error (EMFILE when the process is out
+// of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
+// retried after a back-off: a proxy that stops accepting would leave every
+// replica without a way back.
 func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
+	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
-				continue
+			delay = nextAcceptDelay(delay)
+			if ok, n := s.acceptLog.allow(time.Now(), logEvery); ok {
+				s.log.Warn("accept failed; retrying", "error", err, "retry-in", delay, "suppressed", n)
 			}
-			return fmt.Errorf("accept: %w", err)
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
 		}
+		delay = 0
 		s.stats.connectionsReceived.Add(1)
+		if deniedByProtectedMode(s.clientConf.Load(), conn.RemoteAddr()) {
+			s.stats.rejectedConnections.Add(1) // as Redis counts it
+			wg.Go(func() { deny(conn) })
+			continue
+		}
 		c, ok := s.register(conn)
 		if !ok {
 			s.stats.rejectedConnections.Add(1)

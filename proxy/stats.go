@@ -29,6 +29,11 @@ type stats struct {
 	replicasDropped       atomic.Int64 // replicas disconnected by a limit or timeout
 	evictedSnapshots      atomic.Int64 // evicted_snapshots: spilled to disk or dropped
 	evictedBytes          atomic.Int64 // evicted_bytes: their memory
+
+	// Clients the proxy refused or closed (Redis 7's names).
+	aclDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
+	queryLimitDisconnects  atomic.Int64 // client_query_buffer_limit_disconnections
+	outputLimitDisconnects atomic.Int64 // client_output_buffer_limit_disconnections
 }
 
 // reset zeroes the counters CONFIG RESETSTAT resets in Redis.
@@ -37,6 +42,7 @@ func (s *stats) reset() {
 		&s.connectionsReceived, &s.commandsProcessed, &s.rejectedConnections,
 		&s.netInputBytes, &s.netOutputBytes, &s.replInputBytes, &s.replOutputBytes,
 		&s.syncFull, &s.syncPartialOK, &s.syncPartialErr,
+		&s.aclDeniedAuth, &s.queryLimitDisconnects, &s.outputLimitDisconnects,
 	} {
 		c.Store(0)
 	}

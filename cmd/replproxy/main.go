@@ -52,7 +52,9 @@ func run(args []string, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		configFile = args[0]
 	}
-	srv, err := proxy.New(cfg, proxy.Options{Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log)})
+	srv, err := proxy.New(cfg, proxy.Options{
+		Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log), FileLimit: fileLimiter(log),
+	})
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		fmt.Fprintf(stderr, "replproxy: %v\n", err)

@@ -138,3 +138,85 @@ func TestJSONLogFormat(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestLowFileLimit runs replproxy under "ulimit -n 64": it must start with
+// maxclients lowered to what 64 descriptors allow (64 - 32 reserved), say
+// so, refuse clients beyond that with Redis's error, and keep serving.
+func TestLowFileLimit(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to set the limit with")
+	}
+	dir := t.TempDir()
+	logfile := filepath.Join(dir, "replproxy.log")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" "$@"`, os.Args[0],
+		"--port", itoa(port), "--logfile", logfile, "--maxclients", "10000")
+	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", itoa(port))
+	ping := func() string {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err.Error()
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		conn.Write([]byte("PING\r\n"))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		return line
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ping() != "+PONG\r\n" {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logfile)
+			t.Fatalf("replproxy does not answer PING under ulimit -n 64:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(logfile)
+	if !strings.Contains(string(log), "maxclients=10000") || !strings.Contains(string(log), "effective-maxclients=32") {
+		t.Fatalf("no warning naming maxclients 10000 and 32:\n%s", log)
+	}
+	// 40 clients: the 33rd and later are refused, and the proxy lives on.
+	var conns []net.Conn
+	refused := 0
+	for range 40 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		conn.Write([]byte("PING\r\n"))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		switch line {
+		case "+PONG\r\n":
+		case "-ERR max number of clients reached\r\n":
+			refused++
+		default:
+			t.Fatalf("client %d got %q", len(conns), line)
+		}
+	}
+	// At least 8: a client of the start-up probe may not be unregistered yet.
+	if refused < 8 || refused > 10 {
+		t.Errorf("%d of 40 clients refused, want 8", refused)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for got := ping(); got != "+PONG\r\n"; got = ping() {
+		if time.Now().After(deadline) {
+			t.Fatalf("PING after the crowd left: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

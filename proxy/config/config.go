@@ -18,6 +18,10 @@ const (
 
 	maxSeconds      = math.MaxInt32 // repl-timeout and soft seconds are C ints in Redis
 	maxClientsLimit = math.MaxUint32
+
+	// MinQueryLimit is the least client-query-buffer-limit and
+	// proto-max-bulk-len Redis accepts (1 MiB).
+	MinQueryLimit = 1 << 20
 )
 
 // LogLevel is a Redis log level, the value of the loglevel directive.
@@ -120,6 +124,19 @@ type Config struct {
 	// RequirePass is `requirepass`, the password downstream clients and
 	// replicas must AUTH with. Empty means no authentication.
 	RequirePass string
+	// ProtectedMode is `protected-mode` (yes/no), Redis 7's rule: when it is
+	// on and RequirePass is empty, only loopback clients are served; others
+	// get -DENIED and are closed, whatever Bind says. Default true.
+	ProtectedMode bool
+
+	// ClientQueryBufferLimit is `client-query-buffer-limit` in bytes: a
+	// client whose command in progress grows past it is closed. Default
+	// 1 GiB; at least [MinQueryLimit].
+	ClientQueryBufferLimit int64
+	// ProtoMaxBulkLen is `proto-max-bulk-len` in bytes: the longest bulk a
+	// client may send ("invalid bulk length" above it). Default 512 MiB; at
+	// least [MinQueryLimit]. The primary's stream is not bound by it.
+	ProtoMaxBulkLen int64
 
 	// ReplBacklogSize is `repl-backlog-size` in bytes: how much of the latest
 	// stream is kept for partial resyncs. Default 1 MiB. The directive raises
@@ -167,6 +184,7 @@ func DefaultConfig() *Config {
 	return &Config{
 		Port:            6379,
 		Bind:            []string{"127.0.0.1"},
+		ProtectedMode:   true,
 		ReplBacklogSize: 1 << 20,
 		ReplTimeout:     60 * time.Second,
 		ClientOutputBufferLimit: OutputBufferLimits{
@@ -181,6 +199,9 @@ func DefaultConfig() *Config {
 		LogLevel:        LogNotice,
 		LogFile:         "",
 		LogFormat:       LogText,
+
+		ClientQueryBufferLimit: 1 << 30,
+		ProtoMaxBulkLen:        512 << 20,
 	}
 }
 
@@ -212,6 +233,8 @@ func (c *Config) Validate() error {
 		{"maxmemory", checkNonNegative(c.MaxMemory)},
 		{"maxmemory-policy", checkEnum(c.MaxMemoryPolicy, evictionPolicies)},
 		{"maxclients", checkMaxClients(c.MaxClients)},
+		{"client-query-buffer-limit", checkAtLeast(c.ClientQueryBufferLimit, MinQueryLimit)},
+		{"proto-max-bulk-len", checkAtLeast(c.ProtoMaxBulkLen, MinQueryLimit)},
 		{"dir", checkDir(c.Dir)},
 		{"loglevel", checkEnum(c.LogLevel, logLevels)},
 		{"log-format", checkEnum(c.LogFormat, logFormats)},
@@ -344,6 +367,13 @@ func checkOutputLimits(l *OutputBufferLimits) error {
 				return fmt.Errorf("class %s: %w", class.name, err)
 			}
 		}
+	}
+	return nil
+}
+
+func checkAtLeast(n, lo int64) error {
+	if n < lo {
+		return fmt.Errorf("%w %d: must be at least %d", ErrInvalidValue, n, lo)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ func TestDefaultConfig(t *testing.T) {
 	want := &Config{
 		Port:            6379,
 		Bind:            []string{"127.0.0.1"},
+		ProtectedMode:   true,
 		ReplBacklogSize: 1048576,
 		ReplTimeout:     time.Minute,
 		ClientOutputBufferLimit: OutputBufferLimits{
@@ -29,6 +30,9 @@ func TestDefaultConfig(t *testing.T) {
 		Dir:             ".",
 		LogLevel:        LogNotice,
 		LogFormat:       LogText,
+
+		ClientQueryBufferLimit: 1 << 30,
+		ProtoMaxBulkLen:        512 << 20,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

@@ -48,6 +48,8 @@ var directives = []directive{
 		name: "client-output-buffer-limit", mutable: true, multi: true, nargs: -1,
 		set: setOutputLimits, get: getOutputLimits,
 	},
+	// Redis's range for both is 1mb..LONG_MAX.
+	sizeDirective("client-query-buffer-limit", func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, MinQueryLimit),
 	stringDirective("dir", false, func(c *Config) *string { return &c.Dir }, checkDir),
 	enumDirective("log-format", false, func(c *Config) *LogFormat { return &c.LogFormat }, logFormats),
 	stringDirective("logfile", false, func(c *Config) *string { return &c.LogFile }, nil),
@@ -83,6 +85,22 @@ var directives = []directive{
 		},
 		get: func(c *Config) string { return strconv.Itoa(c.Port) },
 	},
+	{
+		name: "protected-mode", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			switch asciiLower(args[0]) {
+			case "yes":
+				c.ProtectedMode = true
+			case "no":
+				c.ProtectedMode = false
+			default:
+				return badValue(args[0], "argument must be 'yes' or 'no'")
+			}
+			return nil
+		},
+		get: func(c *Config) string { return FormatBool(c.ProtectedMode) },
+	},
+	sizeDirective("proto-max-bulk-len", func(c *Config) *int64 { return &c.ProtoMaxBulkLen }, MinQueryLimit),
 	func() directive {
 		// Redis's range is 1..LLONG_MAX; below MinReplBacklogSize it raises
 		// the value (resizeReplicationBacklog), and CONFIG GET shows 16384.

@@ -131,6 +131,16 @@ func TestSet(t *testing.T) {
 		{"maxclients zero", "maxclients", []string{"0"}, "", ErrInvalidValue},
 		{"maxclients too big", "maxclients", []string{"4294967296"}, "", ErrInvalidValue},
 
+		{"protected-mode no", "protected-mode", []string{"NO"}, "no", nil},
+		{"protected-mode yes", "protected-mode", []string{"yes"}, "yes", nil},
+		{"protected-mode bad", "protected-mode", []string{"on"}, "", ErrInvalidValue},
+		{"query limit", "client-query-buffer-limit", []string{"2gb"}, "2147483648", nil},
+		{"query limit min", "client-query-buffer-limit", []string{"1mb"}, "1048576", nil},
+		{"query limit too small", "client-query-buffer-limit", []string{"1048575"}, "", ErrInvalidValue},
+		{"max bulk", "proto-max-bulk-len", []string{"1mb"}, "1048576", nil},
+		{"max bulk too small", "proto-max-bulk-len", []string{"1000000"}, "", ErrInvalidValue},
+		{"max bulk negative", "proto-max-bulk-len", []string{"-1"}, "", ErrInvalidValue},
+
 		{"dir", "dir", []string{"/var/lib/replproxy"}, "/var/lib/replproxy", nil},
 		{"dir empty", "dir", []string{""}, "", ErrInvalidValue},
 
@@ -185,6 +195,9 @@ func TestSetFields(t *testing.T) {
 		{"masterauth", "pw"},
 		{"masteruser", "user"},
 		{"requirepass", "rp"},
+		{"protected-mode", "no"},
+		{"client-query-buffer-limit", "2mb"},
+		{"proto-max-bulk-len", "3mb"},
 		{"repl-backlog-size", "64mb"},
 		{"repl-timeout", "5"},
 		{"client-output-buffer-limit", "normal 1 2 3 replica 4 5 6 pubsub 7 8 9"},
@@ -209,7 +222,10 @@ func TestSetFields(t *testing.T) {
 		MasterUser:      "user",
 		RequirePass:     "rp",
 		ReplBacklogSize: 64 << 20,
-		ReplTimeout:     5 * time.Second,
+
+		ClientQueryBufferLimit: 2 << 20,
+		ProtoMaxBulkLen:        3 << 20,
+		ReplTimeout:            5 * time.Second,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{1, 2, 3 * time.Second},
 			Replica: OutputBufferLimit{4, 5, 6 * time.Second},
@@ -244,6 +260,9 @@ func TestGetDefaults(t *testing.T) {
 		{"masterauth", ""},
 		{"masteruser", ""},
 		{"requirepass", ""},
+		{"protected-mode", "yes"},
+		{"client-query-buffer-limit", "1073741824"},
+		{"proto-max-bulk-len", "536870912"},
 		{"repl-backlog-size", "1048576"},
 		{"repl-timeout", "60"},
 		{"client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"},
@@ -287,8 +306,9 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{
-		"bind", "client-output-buffer-limit", "dir", "log-format", "logfile", "loglevel",
-		"masterauth", "masteruser", "maxclients", "maxmemory", "maxmemory-policy", "port",
+		"bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
+		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
+		"maxmemory-policy", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass",
 	}
 	got := Names()
@@ -321,6 +341,9 @@ func TestMutable(t *testing.T) {
 		{"masteruser", true},
 		{"requirepass", true},
 		{"maxclients", true},
+		{"protected-mode", true},
+		{"client-query-buffer-limit", true},
+		{"proto-max-bulk-len", true},
 		{"replicaof", true},
 		{"slaveof", true},
 		{"LogLevel", true},

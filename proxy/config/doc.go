@@ -46,6 +46,7 @@
 //	masterauth                   ""                      yes      MasterAuth
 //	masteruser                   ""                      yes      MasterUser
 //	requirepass                  ""                      yes      RequirePass
+//	protected-mode               yes                     yes      ProtectedMode
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
 //	repl-timeout                 60                      yes      ReplTimeout
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
@@ -54,6 +55,8 @@
 //	maxmemory                    0 (no limit)            yes      MaxMemory
 //	maxmemory-policy             noeviction              yes      MaxMemoryPolicy
 //	maxclients                   10000                   yes      MaxClients
+//	client-query-buffer-limit    1gb (min 1mb)           yes      ClientQueryBufferLimit
+//	proto-max-bulk-len           512mb (min 1mb)         yes      ProtoMaxBulkLen
 //	dir                          .                       no       Dir
 //	loglevel                     notice                  yes      LogLevel
 //	logfile                      "" (stderr)             no       LogFile

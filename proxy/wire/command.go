@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync/atomic"
 )
 
 // Command is one command read by a [CommandReader].
@@ -35,12 +36,30 @@ type CommandReader struct {
 	lim  Limits
 	line []byte // holds a line longer than br's buffer; at most lim.MaxInlineLine+1 bytes
 	err  error  // sticky; the first error returned
+
+	// held is rawCap plus the capacity of line: what the reader holds beyond its fixed
+	// bufio buffer. Atomic: QueryBytes may be called from any goroutine.
+	held   atomic.Int64
+	rawCap int // capacity of the command being read
 }
 
 // NewCommandReader returns a reader of r with limits lim (zero fields mean the defaults).
 func NewCommandReader(r io.Reader, lim Limits) *CommandReader {
 	return &CommandReader{br: bufio.NewReaderSize(r, readBufferSize), lim: lim.withDefaults()}
 }
+
+// SetLimits replaces the limits (zero fields mean the defaults) from the next command on,
+// for example when a client authenticates. Like ReadCommand, it is called by the reader's
+// owner only.
+func (r *CommandReader) SetLimits(lim Limits) { r.lim = lim.withDefaults() }
+
+// Limits returns the limits in force, defaults filled in.
+func (r *CommandReader) Limits() Limits { return r.lim }
+
+// QueryBytes returns the bytes the reader holds beyond its fixed read buffer: the command
+// being read and the scratch for a long line. It is Redis's query buffer, for memory
+// accounting, and unlike every other method it is safe to call from any goroutine.
+func (r *CommandReader) QueryBytes() int64 { return r.held.Load() }
 
 // ReadCommand reads the next command. It returns io.EOF when the peer closed the connection
 // between commands, io.ErrUnexpectedEOF when it closed in the middle of one, and a
@@ -53,6 +72,8 @@ func (r *CommandReader) ReadCommand() (Command, error) {
 		return Command{}, r.err
 	}
 	cmd, err := r.readCommand()
+	r.rawCap = 0 // the command now belongs to the caller
+	r.noteHeld()
 	if err != nil {
 		r.err = err
 		return Command{}, err
@@ -98,6 +119,9 @@ func (r *CommandReader) readMultibulk() (Command, error) {
 	if !ok || count > int64(r.lim.MaxArgs) {
 		return Command{}, protocolError(msgInvalidMultibulkLen)
 	}
+	if r.lim.Unauthenticated && count > RedisUnauthArgs {
+		return Command{}, protocolError(msgUnauthMultibulkLen)
+	}
 	if count <= 0 {
 		return Command{}, nil // Redis: "Multibulk processing could see a <= 0 length."
 	}
@@ -111,6 +135,9 @@ func (r *CommandReader) readMultibulk() (Command, error) {
 		n, err := r.readBulkHeader()
 		if err != nil {
 			return Command{}, err
+		}
+		if int64(len(raw))+n > r.lim.MaxQuery {
+			return Command{}, ErrQueryLimit
 		}
 		if raw, err = r.appendBulk(raw, n); err != nil {
 			return Command{}, err
@@ -137,6 +164,9 @@ func (r *CommandReader) readBulkHeader() (int64, error) {
 	if !ok || n < 0 || n > r.lim.MaxBulk {
 		return 0, protocolError(msgInvalidBulkLen)
 	}
+	if r.lim.Unauthenticated && n > RedisUnauthBulk {
+		return 0, protocolError(msgUnauthBulkLen)
+	}
 	return n, nil
 }
 
@@ -145,7 +175,11 @@ func (r *CommandReader) readBulkHeader() (int64, error) {
 func (r *CommandReader) appendBulk(dst []byte, n int64) ([]byte, error) {
 	for n > 0 {
 		k := int(min(n, bulkChunk))
-		dst = slices.Grow(dst, k)
+		if cap(dst)-len(dst) < k {
+			dst = slices.Grow(dst, k)
+			r.rawCap = cap(dst)
+			r.noteHeld()
+		}
 		got, err := io.ReadFull(r.br, dst[len(dst):len(dst)+k])
 		dst = dst[:len(dst)+got]
 		if err != nil {
@@ -243,8 +277,12 @@ func (r *CommandReader) readLine(limit int, tooLong string) ([]byte, error) {
 			return nil, err
 		}
 		r.line = append(r.line, frag...)
+		r.noteHeld()
 	}
 }
+
+// noteHeld publishes what the reader holds, for QueryBytes.
+func (r *CommandReader) noteHeld() { r.held.Store(int64(r.rawCap + cap(r.line))) }
 
 func lineTooLong(msg string) error {
 	if msg == "" {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // readAll reads commands from in until an error and returns them with that error.
@@ -224,3 +226,93 @@ func TestCommandReaderReusesBufio(t *testing.T) {
 		t.Error("a bufio.Reader of the same size was wrapped again")
 	}
 }
+
+// TestCommandReaderSetLimits: Redis's limits before AUTH, checked after the absolute ones,
+// then lifted by SetLimits between two commands of one pipeline.
+func TestCommandReaderSetLimits(t *testing.T) {
+	unauth := Limits{Unauthenticated: true}
+	big := strings.Repeat("x", RedisUnauthBulk+1)
+	for _, tc := range []struct {
+		name, in string
+		lim      Limits
+		want     string // the error after the commands
+	}{
+		{"ten args", command("A", "1", "2", "3", "4", "5", "6", "7", "8", "9"), unauth, "EOF"},
+		{"eleven args", "*11\r\n", unauth, msgUnauthMultibulkLen},
+		{"too many for anyone", "*2000000\r\n", unauth, msgInvalidMultibulkLen},
+		{"bulk at the limit", command("AUTH", strings.Repeat("x", RedisUnauthBulk)), unauth, "EOF"},
+		{"bulk over the limit", "*1\r\n$16385\r\n", unauth, msgUnauthBulkLen},
+		{"bulk over proto-max-bulk-len", "*1\r\n$600000000\r\n", unauth, msgInvalidBulkLen},
+		{"authenticated", command("SET", "k", big), Limits{}, "EOF"},
+		{"proto-max-bulk-len", "*1\r\n$1048577\r\n", Limits{MaxBulk: 1 << 20}, msgInvalidBulkLen},
+		{"query limit", "*3\r\n$600\r\n" + strings.Repeat("x", 600) + "\r\n$500\r\n", Limits{MaxQuery: 1000}, ErrQueryLimit.Error()},
+		{"query limit exact", command("A", strings.Repeat("x", 999)), Limits{MaxQuery: 1000}, "EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readAll(strings.NewReader(tc.in), tc.lim)
+			if got := errText(err); got != tc.want {
+				t.Fatalf("error %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("lifted after auth", func(t *testing.T) {
+		in := command("AUTH", "pw") + command("SET", "k", big)
+		r := NewCommandReader(strings.NewReader(in), unauth)
+		if cmd, err := r.ReadCommand(); err != nil || string(cmd.Args[0]) != "AUTH" {
+			t.Fatalf("AUTH: %v %v", cmd.Args, err)
+		}
+		r.SetLimits(Limits{})
+		if r.Limits().Unauthenticated || r.Limits().MaxBulk != RedisMaxBulk {
+			t.Fatalf("limits after SetLimits: %+v", r.Limits())
+		}
+		if cmd, err := r.ReadCommand(); err != nil || len(cmd.Args[2]) != len(big) {
+			t.Fatalf("SET after SetLimits: %d args, %v", len(cmd.Args), err)
+		}
+	})
+	t.Run("errors are sentinels", func(t *testing.T) {
+		_, err := readAll(strings.NewReader("*1\r\n$2000\r\n"), Limits{MaxQuery: 1000})
+		var pe *ProtocolError
+		if !errors.Is(err, ErrQueryLimit) || errors.As(err, &pe) {
+			t.Fatalf("query limit error %v: want ErrQueryLimit, not a protocol error", err)
+		}
+	})
+}
+
+// TestCommandReaderQueryBytes: QueryBytes follows the command being read and drops once the
+// command is handed over.
+func TestCommandReaderQueryBytes(t *testing.T) {
+	pr, pw := io.Pipe()
+	r := NewCommandReader(pr, Limits{})
+	if n := r.QueryBytes(); n != 0 {
+		t.Fatalf("QueryBytes of a new reader: %d", n)
+	}
+	const size = 1 << 20
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.ReadCommand()
+		done <- err
+	}()
+	// Half the bulk, then wait: the reader holds at least that much.
+	pw.Write([]byte("*2\r\n$3\r\nSET\r\n$" + itoa(size) + "\r\n"))
+	pw.Write(bytes.Repeat([]byte{'x'}, size/2))
+	deadline := time.Now().Add(5 * time.Second)
+	for r.QueryBytes() < size/2-readBufferSize {
+		if time.Now().After(deadline) {
+			t.Fatalf("QueryBytes %d after %d bytes of a bulk", r.QueryBytes(), size/2)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := r.QueryBytes(); n > 2*size {
+		t.Fatalf("QueryBytes %d for half of a %d-byte bulk", n, size)
+	}
+	pw.Write(append(bytes.Repeat([]byte{'x'}, size/2), "\r\n"...))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.QueryBytes(); n != 0 {
+		t.Fatalf("QueryBytes after the command was returned: %d", n)
+	}
+	pw.Close()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -15,6 +15,12 @@ const (
 	// RedisMaxBulk is the default proto-max-bulk-len (512 MiB). Redis does not apply it to
 	// its master link, so the [StreamScanner] has no bulk limit.
 	RedisMaxBulk = 512 << 20
+	// RedisMaxQuery is the default client-query-buffer-limit (1 GiB).
+	RedisMaxQuery = 1 << 30
+	// RedisUnauthArgs and RedisUnauthBulk are what Redis accepts from a client that must
+	// still authenticate: at most 10 arguments, bulks of at most 16384 bytes.
+	RedisUnauthArgs = 10
+	RedisUnauthBulk = 16384
 	// maxStreamArgs is the multibulk count limit Redis applies to every client, master
 	// included (ll > INT_MAX is "invalid multibulk length").
 	maxStreamArgs = math.MaxInt32
@@ -41,12 +47,21 @@ type Limits struct {
 	// MaxBulk is the largest bulk length in bytes ("invalid bulk length" above it), Redis's
 	// proto-max-bulk-len. Default RedisMaxBulk (512 MiB).
 	MaxBulk int64
+	// MaxQuery is the most bytes one command may hold, its arguments so far plus the next
+	// bulk announced: Redis's client-query-buffer-limit. Over it, ReadCommand returns
+	// [ErrQueryLimit] before allocating for that bulk. Default RedisMaxQuery (1 GiB).
+	MaxQuery int64
+	// Unauthenticated adds Redis's limits for a client that must still AUTH, after the
+	// ones above: more than RedisUnauthArgs arguments give "unauthenticated multibulk
+	// length", a bulk longer than RedisUnauthBulk "unauthenticated bulk length". So a
+	// stranger cannot make the reader hold more than about 160 KiB.
+	Unauthenticated bool
 }
 
 // DefaultLimits returns redis-server's limits for a normal client: 64 KiB lines, 1024*1024
-// arguments, 512 MiB bulks.
+// arguments, 512 MiB bulks, 1 GiB commands.
 func DefaultLimits() Limits {
-	return Limits{MaxInlineLine: RedisInlineMax, MaxArgs: RedisMaxArgs, MaxBulk: RedisMaxBulk}
+	return Limits{MaxInlineLine: RedisInlineMax, MaxArgs: RedisMaxArgs, MaxBulk: RedisMaxBulk, MaxQuery: RedisMaxQuery}
 }
 
 // withDefaults returns l with each unset field replaced by its default.
@@ -60,6 +75,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxBulk <= 0 {
 		l.MaxBulk = d.MaxBulk
+	}
+	if l.MaxQuery <= 0 {
+		l.MaxQuery = d.MaxQuery
 	}
 	return l
 }

@@ -22,6 +22,14 @@
 //	line (inline, or a *<count> / $<len> header)  MaxInlineLine  default 64 KiB  (PROTO_INLINE_MAX_SIZE)
 //	multibulk count                               MaxArgs        default 1048576 (Redis <= 6.2)
 //	bulk length                                   MaxBulk        default 512 MiB (proto-max-bulk-len)
+//	one command's arguments                       MaxQuery       default 1 GiB   (client-query-buffer-limit)
+//
+// With Limits.Unauthenticated, Redis's limits before AUTH come on top: at most 10 arguments
+// and bulks of at most 16384 bytes ("unauthenticated multibulk length", "unauthenticated
+// bulk length"). [CommandReader.SetLimits] lifts them once the client has authenticated.
+// Going over MaxQuery gives [ErrQueryLimit], not a protocol error: Redis closes such a
+// client without a reply. [CommandReader.QueryBytes] reports what a reader holds, for
+// memory accounting; it is the one method safe to call from another goroutine.
 //
 // Even within the limits a length is only a claim: buffers grow with the bytes that arrive
 // (at most 64 KiB ahead of them), so "*1\r\n$500000000\r\n" followed by nothing costs
@@ -77,5 +85,6 @@
 // # Concurrency
 //
 // Neither a CommandReader nor a StreamScanner is safe for concurrent use; each belongs to
-// the one goroutine that reads its connection. The Append functions are pure.
+// the one goroutine that reads its connection. The exception is
+// [CommandReader.QueryBytes], which any goroutine may call. The Append functions are pure.
 package wire

@@ -6,6 +6,10 @@ import "errors"
 // than the caller's limit.
 var ErrLineTooLong = errors.New("wire: line too long")
 
+// ErrQueryLimit is returned by [CommandReader.ReadCommand] when a command would grow past
+// [Limits.MaxQuery]. Redis sends no reply for it: it closes the client.
+var ErrQueryLimit = errors.New("wire: query buffer limit reached")
+
 // ProtocolError reports bytes that break the RESP grammar. The framing of the connection is
 // lost after one: the [CommandReader] or [StreamScanner] that returned it returns it again on
 // every later call, and the caller closes the connection, as redis-server does.
@@ -29,6 +33,8 @@ const (
 	msgTooBigBulk          = "Protocol error: too big bulk count string"
 	msgInvalidMultibulkLen = "Protocol error: invalid multibulk length"
 	msgInvalidBulkLen      = "Protocol error: invalid bulk length"
+	msgUnauthMultibulkLen  = "Protocol error: unauthenticated multibulk length"
+	msgUnauthBulkLen       = "Protocol error: unauthenticated bulk length"
 	msgExpectedDollar      = "Protocol error: expected '$', got '" // + the byte + "'"
 
 	// No redis-server reply exists for these two: Redis skips the two bytes after a bulk

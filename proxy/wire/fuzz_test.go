@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -90,6 +91,24 @@ func FuzzCommandReader(f *testing.F) {
 		var pe *ProtocolError
 		if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.As(err, &pe) {
 			t.Fatalf("unexpected error %v", err)
+		}
+
+		// Stricter limits (before AUTH, a small query limit) only cut the same reading short.
+		strict, errS := readAll(bytes.NewReader(data), Limits{Unauthenticated: true, MaxQuery: 4096})
+		if !strings.HasPrefix(show(cmds), show(strict)) {
+			t.Fatalf("strict limits read %q, default limits %q", show(strict), show(cmds))
+		}
+		if errS != io.EOF && errS != io.ErrUnexpectedEOF && !errors.As(errS, &pe) && !errors.Is(errS, ErrQueryLimit) {
+			t.Fatalf("unexpected error under strict limits: %v", errS)
+		}
+		for _, cmd := range strict {
+			total := 0
+			for _, a := range cmd.Args {
+				total += len(a)
+			}
+			if !cmd.Inline && (len(cmd.Args) > RedisUnauthArgs || total > 4096) {
+				t.Fatalf("strict limits let through %d args, %d bytes", len(cmd.Args), total)
+			}
 		}
 
 		cmds2, err2 := readAll(iotest.OneByteReader(bytes.NewReader(data)), Limits{})

@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// What the proxy does against clients it cannot trust: protected mode, the
+// limits on what a client may make it buffer, rate-limited logs of what
+// strangers can repeat at will, and the characters allowed in names that
+// end up inside INFO and CLIENT LIST lines.
+
+// maxClientArgs bounds the arguments of one command: the proxy's commands
+// are short, so it keeps Redis 6.2's bound far below Redis 7's INT_MAX.
+const maxClientArgs = 1024
+
+// logEvery is how often a log line that strangers can trigger at will (a
+// failed AUTH, an accept error, a client closed by a limit) may be written.
+const logEvery = time.Second
+
+// deniedMessage is Redis 7.0's protected-mode reply (clientAcceptHandler),
+// naming replproxy where Redis names itself.
+const deniedMessage = "-DENIED replproxy is running in protected mode because protected " +
+	"mode is enabled and no password is set for the default user. " +
+	"In this mode connections are only accepted from the loopback interface. " +
+	"If you want to connect from external computers to replproxy you " +
+	"may adopt one of the following solutions: " +
+	"1) Just disable protected mode sending the command " +
+	"'CONFIG SET protected-mode no' from the loopback interface " +
+	"by connecting to replproxy from the same host it is " +
+	"running on, however MAKE SURE replproxy is not publicly accessible " +
+	"from internet if you do so. " +
+	"2) Alternatively you can just disable the protected mode by " +
+	"editing the replproxy configuration file, and setting the protected " +
+	"mode option to 'no', and then restarting the server. " +
+	"3) If you started the server manually just for testing, restart " +
+	"it with the '--protected-mode no' option. " +
+	"4) Set up an authentication password for the default user (requirepass). " +
+	"NOTE: You only need to do one of the above things in order for " +
+	"the server to start accepting connections from the outside.\r\n"
+
+// clientConf is the part of the configuration every client consults on its
+// hot path, published atomically (Server.clientConf) so that reading it costs
+// no lock. It is replaced, never changed, by New and applyConfig.
+type clientConf struct {
+	limits        wire.Limits              // for a client that may run commands
+	requirePass   bool                     // a password is set: new clients start unauthenticated
+	protectedMode bool                     // protected-mode yes
+	output        config.OutputBufferLimit // client-output-buffer-limit normal
+}
+
+func newClientConf(cfg *config.Config) *clientConf {
+	return &clientConf{
+		limits: wire.Limits{
+			MaxInlineLine: wire.RedisInlineMax,
+			MaxArgs:       maxClientArgs,
+			MaxBulk:       cfg.ProtoMaxBulkLen,
+			MaxQuery:      cfg.ClientQueryBufferLimit,
+		},
+		requirePass:   cfg.RequirePass != "",
+		protectedMode: cfg.ProtectedMode,
+		output:        cfg.ClientOutputBufferLimit.Normal,
+	}
+}
+
+// syncLimits gives the client's reader the limits in force before each
+// command: Redis's pre-AUTH limits until the client authenticates, and the
+// latest proto-max-bulk-len and client-query-buffer-limit. A client that
+// connected while a password was set needs no AUTH once it is cleared, as in
+// Redis (authRequired is checked per command).
+func (c *client) syncLimits(cc *clientConf) {
+	if !c.authed && !cc.requirePass {
+		c.authed = true
+	}
+	lim := cc.limits
+	lim.Unauthenticated = !c.authed
+	if lim != c.rd.Limits() {
+		c.rd.SetLimits(lim)
+	}
+}
+
+// bufferBytes is what the client's buffers hold: the reader's fixed buffer,
+// the command being read, and the reply buffer. Any goroutine.
+func (c *client) bufferBytes() int64 {
+	return clientBufferBytes + c.rd.QueryBytes() + c.outCap.Load()
+}
+
+// deniedByProtectedMode applies Redis 7.0's rule: with protected mode on and
+// no password, only loopback clients are served, whatever the bind
+// addresses (Redis 6 also required that no bind was configured; 7.0 dropped
+// that, since its default bind listens everywhere).
+func deniedByProtectedMode(cc *clientConf, remote net.Addr) bool {
+	return cc.protectedMode && !cc.requirePass && !isLoopback(remote)
+}
+
+// isLoopback reports whether a peer connects from the loopback interface:
+// 127.0.0.0/8, ::1 (also as an IPv4-mapped address), or a unix socket.
+func isLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ok && ip.Unmap().IsLoopback()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().IsLoopback()
+	}
+	return false
+}
+
+// deny answers a client refused by protected mode and closes it.
+func deny(conn net.Conn) {
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	conn.Write([]byte(deniedMessage))
+	conn.Close()
+}
+
+// validName reports whether a client name (CLIENT SETNAME) has only the
+// characters Redis allows: '!' to '~', so no spaces, no newlines, nothing
+// that would break a CLIENT LIST line.
+func validName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] < '!' || name[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// validReplicaIP reports whether a REPLCONF ip-address may be shown in INFO's
+// "slaveN:ip=...,port=..." lines: a valid name without ',' or '='.
+func validReplicaIP(ip string) bool {
+	return validName(ip) && !strings.ContainsAny(ip, ",=")
+}
+
+// logLimiter lets a repeated log line through at most once per period and
+// counts the ones it held back. Any goroutine.
+type logLimiter struct {
+	last       atomic.Int64 // unix nanos of the last line let through
+	suppressed atomic.Int64 // lines held back since
+}
+
+// allow reports whether a line may be written now and, if so, how many were
+// held back before it.
+func (l *logLimiter) allow(now time.Time, every time.Duration) (ok bool, suppressed int64) {
+	last := l.last.Load()
+	if now.UnixNano()-last < int64(every) || !l.last.CompareAndSwap(last, now.UnixNano()) {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
+}
+
+// authFailed counts a refused AUTH (acl_access_denied_auth, as Redis 7 does)
+// and logs it at most once per logEvery: a stranger may send thousands of
+// them in one pipeline.
+func (s *Server) authFailed(c *client) {
+	s.stats.aclDeniedAuth.Add(1)
+	if ok, n := s.authLog.allow(time.Now(), logEvery); ok {
+		c.log.Warn("authentication failed", "suppressed", n)
+	}
+}
+
+// nextAcceptDelay is the back-off after a failed accept: 10 ms, doubling up
+// to 1 s, as net/http's Server.Serve does.
+func nextAcceptDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return 10 * time.Millisecond
+	}
+	return min(2*d, time.Second)
+}

@@ -56,8 +56,9 @@ type Stream struct {
 	nunpub      atomic.Int64 // len(unpublished), for Usage; producer-only writes
 
 	// mu guards the index and the cursor lists. The producer takes it when it
-	// starts a block and when it has cursors to place or wake; cursors take it
-	// to attach, to wait, to close, and when they release a block.
+	// publishes into new blocks and when it has cursors to place or wake;
+	// cursors take it to attach, to wait, to close, and when they release a
+	// block.
 	// Lock order: Stream.mu, then Pool.mu.
 	mu struct {
 		sync.Mutex

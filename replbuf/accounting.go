@@ -39,10 +39,25 @@ func (s *Stream) Usage() Usage {
 	blocks := int64(s.mu.blocks.len())
 	index := s.mu.blocks.bytes()
 	cursors := s.mu.attached + len(s.mu.pending)
+	// The tail moves only under mu, so filled (which may move meanwhile)
+	// is measured against a tail that holds still.
+	unpublished := s.unpublishedBlocksLocked()
 	s.mu.Unlock()
 	u := usageOf(blocks, index, cursors, s.backlogSize.Load())
-	u.Unpublished = s.nunpub.Load() * BlockFootprint
+	u.Unpublished = unpublished * BlockFootprint
 	return u
+}
+
+// unpublishedBlocksLocked counts the blocks past the tail that hold filled
+// bytes: the producer's own list, measured from outside without reading it.
+// REQUIRES: mu held.
+func (s *Stream) unpublishedBlocksLocked() int64 {
+	t := s.tail.Load()
+	if t == nil {
+		return 0
+	}
+	beyond := s.filled.Load() - (t.start + BlockSize - 1) // filled bytes past the tail
+	return max(0, (beyond+BlockSize-1)/BlockSize)
 }
 
 // usageOf applies Redis 7's formulas (src/object.c getMemoryOverheadData and

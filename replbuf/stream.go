@@ -53,7 +53,6 @@ type Stream struct {
 	// tail), so Discard can take them back without asking anyone.
 	filled      atomic.Int64 // offset of the last filled byte, >= end; producer-only writes
 	unpublished []*block     // blocks after the tail holding filled bytes; owned by the producer
-	nunpub      atomic.Int64 // len(unpublished), for Usage; producer-only writes
 
 	// mu guards the index and the cursor lists. The producer takes it when it
 	// publishes into new blocks and when it has cursors to place or wake;
@@ -157,7 +156,6 @@ func (s *Stream) fillSpace() (*block, int) {
 	nb.start = b.start + BlockSize
 	nb.id.Store(b.id.Load() + 1)
 	s.unpublished = append(s.unpublished, nb)
-	s.nunpub.Store(int64(len(s.unpublished)))
 	return nb, 0
 }
 
@@ -210,7 +208,6 @@ func (s *Stream) dropUnpublished() {
 	}
 	clear(s.unpublished)
 	s.unpublished = s.unpublished[:0]
-	s.nunpub.Store(0)
 }
 
 // ReadOnce is Fill followed by Publish of everything filled (bytes an earlier
@@ -250,18 +247,20 @@ func (s *Stream) Append(p []byte) error {
 	if s.closed.Load() != nil {
 		return ErrClosed
 	}
+	if len(p) == 0 {
+		return s.Publish(s.filled.Load())
+	}
 	for len(p) > 0 {
 		b, pos := s.fillSpace()
 		n := copy(b.buf[pos:], p)
 		p = p[n:]
-		s.filled.Add(int64(n))
 		// Block by block, so that readers follow a long payload as it is
 		// copied and the backlog is trimmed as it goes.
-		if err := s.Publish(s.filled.Load()); err != nil {
+		if err := s.Publish(s.filled.Add(int64(n))); err != nil {
 			return err
 		}
 	}
-	return s.Publish(s.filled.Load())
+	return nil
 }
 
 // publish makes t's bytes up to used visible, end being the offset of the
@@ -298,16 +297,19 @@ func (s *Stream) publishBlocks(t *block, end int64) {
 		prev = b
 	}
 	s.tail.Store(prev)
-	t.used.Store(BlockSize)
+	if t.used.Load() != BlockSize {
+		t.used.Store(BlockSize)
+	}
 	for _, b := range s.unpublished[:k-1] {
 		b.used.Store(BlockSize)
 	}
 	prev.used.Store(min(BlockSize, end+1-prev.start))
 	s.end.Store(end)
 	rest := copy(s.unpublished, s.unpublished[k:])
-	clear(s.unpublished[rest:])
+	for i := rest; i < len(s.unpublished); i++ {
+		s.unpublished[i] = nil // usually one: no call to clear
+	}
 	s.unpublished = s.unpublished[:rest]
-	s.nunpub.Store(int64(rest))
 	if s.npending.Load() > 0 {
 		s.placePendingLocked(end)
 	}

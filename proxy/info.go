@@ -183,7 +183,7 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		w.kv("master_last_io_seconds_ago", lastIO)
 		inSync := st == linkSync
 		w.kv("master_sync_in_progress", b2i(inSync))
-		w.kv("slave_read_repl_offset", s.stream.Offset())
+		w.kv("slave_read_repl_offset", s.stream.Filled()) // read_reploff: a cut command or an open MULTI included
 		w.kv("slave_repl_offset", u.applied.Load())
 		if inSync {
 			total, read := u.syncTotal.Load(), u.syncRead.Load()

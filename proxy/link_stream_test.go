@@ -340,9 +340,10 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 	cmd := linkRESP("set", "key", "a value cut in two")
 	end := int64(linkOffset + len(first))
 	input := streamInfoInt(t, p, "stats", "total_net_repl_input_bytes")
-	// sendPiece writes b and checks, once the proxy has read it, that the
-	// stream still ends at the last whole command.
-	sendPiece := func(b string) {
+	// sendPiece writes b, which ends a cut command at offset read, and checks,
+	// once the proxy has read it, that the stream still ends at the last whole
+	// command.
+	sendPiece := func(b string, read int64) {
 		t.Helper()
 		sess.write(t, b)
 		input += int64(len(b))
@@ -352,14 +353,24 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 		if got := streamInfoInt(t, p, "replication", "master_repl_offset"); got != end {
 			t.Fatalf("master_repl_offset %d after %q, want %d (the last whole command)", got, b, end)
 		}
+		if got := streamInfoInt(t, p, "replication", "slave_repl_offset"); got != end {
+			t.Fatalf("slave_repl_offset %d after %q, want %d", got, b, end)
+		}
+		if got := streamInfoInt(t, p, "replication", "slave_read_repl_offset"); got != read {
+			t.Fatalf("slave_read_repl_offset %d after %q, want %d (every byte read)", got, b, read)
+		}
 		if got, err := linkStreamBytes(p.Server, linkOffset+1); err != nil || string(got) != first {
 			t.Fatalf("the stream holds %q (%v), want %q", got, err, first)
 		}
 	}
 
 	pieces := []string{first + cmd[:1], cmd[:9], cmd[:len(cmd)-1]}
-	for _, piece := range pieces {
-		sendPiece(piece)
+	for i, piece := range pieces {
+		read := end + int64(len(piece))
+		if i == 0 {
+			read = int64(linkOffset + len(piece))
+		}
+		sendPiece(piece, read)
 		sess.conn.Close() // the primary dies mid-command
 		sess.waitHangUp(t)
 		sess = prim.next(t)
@@ -368,7 +379,7 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 		}
 		sess.write(t, "+CONTINUE\r\n")
 	}
-	sendPiece(cmd[:5])
+	sendPiece(cmd[:5], end+5)
 	sess.write(t, cmd[5:])
 	streamCheckStream(t, p, first+cmd)
 	redistest.WaitFor(t, 10*time.Second, "the replica to receive the stream", func() bool {

@@ -42,6 +42,8 @@ func (s *Server) memoryFigures() eviction.Figures {
 		BacklogSize:  s.stream.BacklogSize(),
 		FreeBlocks:   s.pool.Stats().FreeBytes,
 		Runtime:      s.runtimeBaseline,
+		// Stream bytes read and not yet published: the primary's query buffer.
+		NormalClients: u.Unpublished,
 	}
 	s.mu.Lock()
 	f.Replicas = len(s.mu.replicas)

@@ -23,6 +23,7 @@ type stats struct {
 	upstreamLinkFailures  atomic.Int64 // link attempts or links that ended with an error
 	upstreamRDBBytes      atomic.Int64 // RDB payload bytes received
 	upstreamChecksumFails atomic.Int64 // snapshots whose CRC64 did not match
+	upstreamStreamErrors  atomic.Int64 // links dropped for stream bytes the scanner refused
 	snapshotFetches       atomic.Int64 // side-link snapshot fetches completed
 	snapshotFetchFailures atomic.Int64 // side-link snapshot fetches that failed
 	snapshotFetchBytes    atomic.Int64 // payload bytes received by fetches

@@ -70,6 +70,12 @@ const (
 // errTryLater is the primary's -NOMASTERLINK or -LOADING answer to PSYNC.
 var errTryLater = errors.New("primary cannot serve a sync right now")
 
+// errStreamProtocol ends a link whose stream the scanner refused. Nothing
+// from the refused command on was published, so the stream stays resumable
+// from the last whole command; the link is retried with backoff, since the
+// primary is likely to send the same bytes again.
+var errStreamProtocol = errors.New("malformed replication stream from the primary")
+
 // upstream is the link to the primary: the proxy in the replica role. Its run
 // goroutine owns the connection, the scanner and the stream's producer side;
 // the ack goroutine of a session only writes ACKs. The fields below are
@@ -90,7 +96,8 @@ type upstream struct {
 	// Owned by run.
 	scanner *wire.StreamScanner
 	// resumable says the stream holds the primary's bytes in a state a PSYNC
-	// can continue (false before the first sync and after a scanner error).
+	// can continue (false before the first sync and during a full one). A
+	// scanner error leaves it true: only whole commands were published.
 	resumable bool
 }
 
@@ -156,12 +163,12 @@ func (u *upstream) run(ctx context.Context) {
 		}
 		u.srv.stats.upstreamLinkFailures.Add(1)
 		switch {
+		case errors.Is(err, errStreamProtocol):
+			backoff = nextBackoff(backoff) // up, but not healthy: do not hammer the primary
 		case wasUp:
 			backoff = 0
-		case backoff == 0:
-			backoff = backoffMin
 		default:
-			backoff = min(2*backoff, backoffMax)
+			backoff = nextBackoff(backoff)
 		}
 		u.log.Warn("link to primary lost", "primary", addr, "error", err, "retry-in", backoff)
 		u.state.Store(int32(linkConnect))
@@ -173,6 +180,15 @@ func (u *upstream) run(ctx context.Context) {
 			backoff = 0
 		}
 	}
+}
+
+// nextBackoff is the wait before the next attempt after one that failed
+// following a wait of prev: backoffMin first, then doubling up to backoffMax.
+func nextBackoff(prev time.Duration) time.Duration {
+	if prev == 0 {
+		return backoffMin
+	}
+	return min(2*prev, backoffMax)
 }
 
 // session is one connection to the primary, from dial to loss. wasUp reports
@@ -219,7 +235,20 @@ func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, 
 	stopAcks()
 	conn.Close()
 	wg.Wait()
+	u.endStream()
 	return true, err
+}
+
+// endStream ends a streaming session: the bytes read after the last published
+// command are dropped and the scanner goes back to the published end, so that
+// the next PSYNC asks for exactly the bytes no replica has seen, from a
+// command boundary. REQUIRES: the session's readers and ackLoop have returned.
+func (u *upstream) endStream() {
+	st := u.srv.stream
+	st.Discard()
+	off := st.Offset()
+	u.scanner.Reset(off)
+	u.applied.Store(off)
 }
 
 // link is one session's connection state.
@@ -566,8 +595,16 @@ func (l *link) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
 }
 
 // streamLoop reads the stream straight into the shared blocks, scans each
-// read in place for command boundaries and GETACK, and answers GETACK with the
-// offset before it. It returns when the link fails.
+// read in place for command boundaries and GETACK, publishes the commands the
+// scanner accepted whole, and answers GETACK with the offset before it. It
+// returns when the link fails; the bytes filled and not published are left
+// for endStream to drop.
+//
+// Publishing up to the scanner's Applied offset, the reploff of a Redis
+// replica, is what a chained Redis replica relays too: a command cut across
+// reads waits for its end, a MULTI for its EXEC, and a byte the scanner
+// refuses never reaches a replica, which would otherwise fail on it,
+// reconnect and be sent it again.
 func (l *link) streamLoop() error {
 	u := l.u
 	s := u.srv
@@ -576,23 +613,29 @@ func (l *link) streamLoop() error {
 	for {
 		now := time.Now()
 		dl.touch(now)
-		p, err := s.stream.ReadOnce(src)
+		p, err := s.stream.Fill(src)
 		if len(p) > 0 {
 			u.lastIO.Store(now.UnixNano())
 			s.stats.replInputBytes.Add(int64(len(p)))
 			ev, serr := u.scanner.Feed(p)
-			u.applied.Store(u.scanner.Applied())
+			applied := u.scanner.Applied()
+			if perr := s.stream.Publish(applied); perr != nil {
+				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
+			}
+			u.applied.Store(applied)
 			if ev.GetAck {
 				if werr := l.send("REPLCONF", "ACK", strconv.FormatInt(ev.GetAckOffset, 10)); werr != nil {
 					return fmt.Errorf("answer GETACK: %w", werr)
 				}
 			}
 			if serr != nil {
-				// The bytes are the primary's and were relayed as they came;
-				// our view of command boundaries is lost, so the next sync
-				// must be a full one.
-				u.resumable = false
-				return fmt.Errorf("stream from primary: %w", serr)
+				s.stats.upstreamStreamErrors.Add(1)
+				bad := int64(-1)
+				if pe := (*wire.ProtocolError)(nil); errors.As(serr, &pe) {
+					bad = pe.Offset
+				}
+				u.log.Error("malformed stream from primary", "error", serr, "error-offset", bad, "repl-offset", applied)
+				return fmt.Errorf("%w: %w", errStreamProtocol, serr)
 			}
 		}
 		if err != nil {

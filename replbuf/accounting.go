@@ -20,13 +20,18 @@ type Usage struct {
 	// replication buffer: everything beyond the backlog size and its blocks'
 	// overhead. Memory that only replicas hold never counts toward maxmemory.
 	NotCountedForEvict int64
+	// Unpublished is the footprint of the blocks that hold only bytes filled
+	// and not yet published (Stream.Fill): the upstream link's query buffer,
+	// a normal client's memory in Redis's terms, not replication buffer.
+	Unpublished int64
 	// Cursors is the number of cursors of the current generation, attached or
 	// waiting to start.
 	Cursors int
 }
 
-// Allocated is the stream's whole heap footprint: blocks and index.
-func (u Usage) Allocated() int64 { return u.Total + u.Index }
+// Allocated is the stream's whole heap footprint: blocks, index and the
+// blocks not yet published.
+func (u Usage) Allocated() int64 { return u.Total + u.Index + u.Unpublished }
 
 // Usage returns the stream's memory figures. Safe for concurrent use; O(1).
 func (s *Stream) Usage() Usage {
@@ -34,8 +39,25 @@ func (s *Stream) Usage() Usage {
 	blocks := int64(s.mu.blocks.len())
 	index := s.mu.blocks.bytes()
 	cursors := s.mu.attached + len(s.mu.pending)
+	// The tail moves only under mu, so filled (which may move meanwhile)
+	// is measured against a tail that holds still.
+	unpublished := s.unpublishedBlocksLocked()
 	s.mu.Unlock()
-	return usageOf(blocks, index, cursors, s.backlogSize.Load())
+	u := usageOf(blocks, index, cursors, s.backlogSize.Load())
+	u.Unpublished = unpublished * BlockFootprint
+	return u
+}
+
+// unpublishedBlocksLocked counts the blocks past the tail that hold filled
+// bytes: the producer's own list, measured from outside without reading it.
+// REQUIRES: mu held.
+func (s *Stream) unpublishedBlocksLocked() int64 {
+	t := s.tail.Load()
+	if t == nil {
+		return 0
+	}
+	beyond := s.filled.Load() - (t.start + BlockSize - 1) // filled bytes past the tail
+	return max(0, (beyond+BlockSize-1)/BlockSize)
 }
 
 // usageOf applies Redis 7's formulas (src/object.c getMemoryOverheadData and

@@ -217,6 +217,22 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkFillPublish is the producer as the proxy drives it: 16 KiB per op
+// filled in reads of 4 KiB, each published up to a point inside it (the last
+// whole command) and the rest with the next, into a stream that trims behind.
+func BenchmarkFillPublish(b *testing.B) {
+	s := NewStream(0, nil)
+	r := &limitedPrefilled{n: 4 << 10}
+	b.SetBytes(BlockSize)
+	b.ReportAllocs()
+	for b.Loop() {
+		for range 4 {
+			s.Fill(r)
+			s.Publish(s.Filled() - 100)
+		}
+	}
+}
+
 // BenchmarkCursorCycle is one replica's bookkeeping per batch without a
 // socket: Pending, Advance, and the ref moves across blocks.
 func BenchmarkCursorCycle(b *testing.B) {

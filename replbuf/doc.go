@@ -17,8 +17,21 @@
 //   - One producer. Only one goroutine adds bytes: ReadOnce reads an io.Reader
 //     (the upstream socket) straight into the tail's free space and then
 //     publishes the new fill level atomically; readers never look past a
-//     published level. The receive path copies nothing. ReadOnce, ReadFrom,
-//     Append, Reset and Close are the producer's methods.
+//     published level. The receive path copies nothing. Fill, Publish,
+//     Discard, ReadOnce, ReadFrom, Append, Reset and Close are the
+//     producer's methods.
+//   - Fill, then publish. Bytes are filled first and published second, so
+//     that the producer can check them in place before anyone sees them (the
+//     proxy publishes only whole commands its scanner accepted). Fill reads
+//     into the free space after the last filled byte, in the tail or in
+//     blocks that are neither in the index nor linked from the tail; Publish
+//     makes a prefix of the filled bytes visible (ErrPublish for an end
+//     outside [Offset, Filled]) and links those blocks first; Discard drops
+//     the rest and gives their blocks back to the pool, which it may do
+//     because no reader can reach them. ReadOnce is Fill then Publish of
+//     everything filled. Offset, Backlog, trimming, OutputBufferSize and
+//     every cursor stop at the published end; Usage counts the blocks of
+//     unpublished bytes apart (Unpublished).
 //   - Cursors. A Cursor is one replica's position. Pending hands out the next
 //     bytes as slices of the shared blocks in the cursor's own net.Buffers (at
 //     most 1024 slices and MaxBatchBytes), which the replica's goroutine writes
@@ -31,7 +44,9 @@
 //     old one. Blocks are released from the head only, and only while the head
 //     is not the tail, no cursor references it, and the history without it is
 //     still longer than the backlog size (repl-backlog-size). A slow cursor so
-//     pins older blocks; that excess is replica memory, not backlog.
+//     pins older blocks; that excess is replica memory, not backlog. The
+//     producer trims when a publish links new blocks, measuring the history
+//     as it was when the newest one was started.
 //   - Generations. Reset starts a new stream (an upstream full resync): every
 //     open cursor fails with ErrReset.
 //   - Memory. Every block is counted at the usable size of its allocations
@@ -46,10 +61,12 @@
 // # Concurrency
 //
 // Block bytes are guarded by publication, not by a lock: the producer writes
-// only above a block's published level and readers read only below it. Each
+// only above a block's published level and readers read only below it; filled
+// bytes not yet published are above it too, and Discard only moves the fill
+// position back to the published end. Each
 // Stream has one mutex for its block index and cursor lists; the producer
-// takes it only to start a block, place cursors waiting ahead, or wake
-// waiters, and cursors take it to attach, wait, close, or release a block.
+// takes it only to publish into a new block, place cursors waiting ahead, or
+// wake waiters, and cursors take it to attach, wait, close, or release a block.
 // Lock order: Stream.mu, then Pool.mu. Nothing in this package calls back into
 // its users, and nothing logs.
 //
@@ -60,8 +77,16 @@
 //
 //	s := replbuf.NewStream(x, &replbuf.Config{BacklogSize: 1 << 20})
 //	go func() { // the upstream reader
+//		defer s.Discard() // nothing unchecked is ever published
 //		for {
-//			if _, err := s.ReadOnce(conn); err != nil {
+//			p, err := s.Fill(conn)
+//			if len(p) > 0 {
+//				good, ok := check(p) // offset of the last byte known good
+//				if perr := s.Publish(good); perr != nil || !ok {
+//					return
+//				}
+//			}
+//			if err != nil {
 //				return
 //			}
 //		}

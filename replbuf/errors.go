@@ -29,6 +29,10 @@ var (
 	// match its bytes.
 	ErrChecksum = errors.New("replbuf: snapshot checksum mismatch")
 
+	// ErrPublish is returned by Stream.Publish for an end before the published
+	// end or after the last filled byte.
+	ErrPublish = errors.New("replbuf: publish outside the filled range")
+
 	// ErrShortRead is returned when a reader claims more bytes than it was given room for.
 	ErrShortRead = errors.New("replbuf: reader returned an invalid count")
 )

@@ -94,6 +94,37 @@ func checkInvariants(t testing.TB, s *Stream, cursors ...*Cursor) {
 	if end := tail.start + tail.used.Load() - 1; end != s.end.Load() {
 		t.Fatalf("end %d, blocks end at %d", s.end.Load(), end)
 	}
+	// The filled bytes: past the end, in the tail's free space and then in
+	// unpublished blocks that follow the tail but that nothing links to.
+	filled := s.filled.Load()
+	if filled < s.end.Load() {
+		t.Fatalf("filled %d before the published end %d", filled, s.end.Load())
+	}
+	prev := tail
+	for i, b := range s.unpublished {
+		if b.start != prev.start+BlockSize || b.id.Load() != prev.id.Load()+1 {
+			t.Fatalf("unpublished block %d (start %d id %d) does not follow start %d id %d", i, b.start, b.id.Load(), prev.start, prev.id.Load())
+		}
+		if b.used.Load() != 0 || b.refs.Load() != 0 || b.next.Load() != nil {
+			t.Fatalf("unpublished block %d is visible: used %d refs %d next %v", i, b.used.Load(), b.refs.Load(), b.next.Load())
+		}
+		prev = b
+	}
+	if tail.next.Load() != nil {
+		t.Fatal("the tail links to a block")
+	}
+	if pos := filled + 1 - prev.start; pos < 0 || pos > BlockSize || (len(s.unpublished) > 0 && filled < tail.start+BlockSize-1) {
+		t.Fatalf("filled %d does not end in the last block (start %d, %d unpublished)", filled, prev.start, len(s.unpublished))
+	}
+	holding := int64(0) // unpublished blocks that hold a filled byte
+	for _, b := range s.unpublished {
+		if filled >= b.start {
+			holding++
+		}
+	}
+	if got := s.unpublishedBlocksLocked(); got != holding {
+		t.Fatalf("Usage counts %d unpublished blocks, the stream has %d holding bytes", got, holding)
+	}
 	u := usageOf(int64(n), s.mu.blocks.bytes(), s.mu.attached+len(s.mu.pending), s.backlogSize.Load())
 	if u.Total != int64(n)*BlockFootprint {
 		t.Fatalf("accounted %d for %d blocks", u.Total, n)

@@ -31,11 +31,22 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 
 // model is the trivial reference: every byte of the generation in one slice.
 type model struct {
-	start int64  // offset before the first byte
-	bytes []byte // bytes start+1 ...
+	start  int64  // offset before the first byte
+	bytes  []byte // published bytes start+1 ...
+	filled int    // bytes filled after them and not yet published
 }
 
 func (m *model) end() int64 { return m.start + int64(len(m.bytes)) }
+
+// fillEnd is the offset of the last filled byte.
+func (m *model) fillEnd() int64 { return m.end() + int64(m.filled) }
+
+// publish moves n filled bytes to the published ones. Filled bytes that may
+// be published are always the pattern's, so they are known by their offset.
+func (m *model) publish(n int) {
+	m.bytes = append(m.bytes, pattern(m.end()+1, n)...)
+	m.filled -= n
+}
 
 func (m *model) at(off int64, n int) []byte {
 	i := off - m.start - 1
@@ -48,11 +59,13 @@ type modelCursor struct {
 }
 
 // TestStreamAgainstModel drives a stream with random reads (1..40000 bytes),
-// random cursor progress (partial writes included), random attach offsets,
-// backlog changes, closes and resets, and after every step checks it against
-// the reference: every byte out equals the byte in at that offset, non-tail
-// blocks are full, refs equal the cursors on each block, accounting matches
-// the blocks, and the history never falls below the backlog size.
+// fills published in random prefixes, garbage filled and discarded, random
+// cursor progress (partial writes included), random attach offsets, backlog
+// changes, closes and resets, and after every step checks it against the
+// reference: every byte out equals the byte in at that offset (no cursor ever
+// sees an unpublished or discarded byte), non-tail blocks are full, refs equal
+// the cursors on each block, accounting matches the blocks, and the history
+// never falls below the backlog size.
 func TestStreamAgainstModel(t *testing.T) {
 	seeds := []uint64{1, 2, 3, 4, 5, 6}
 	steps := 2500
@@ -107,8 +120,8 @@ func runModel(t *testing.T, seed uint64, rng choices, steps int) {
 		}
 		checkInvariants(t, s, live...)
 		first, hist := s.Backlog()
-		if s.Offset() != m.end() {
-			t.Fatalf("seed %d step %d (%s): offset %d, model %d", seed, step, what, s.Offset(), m.end())
+		if s.Offset() != m.end() || s.Filled() != m.fillEnd() {
+			t.Fatalf("seed %d step %d (%s): offset %d filled %d, model %d and %d", seed, step, what, s.Offset(), s.Filled(), m.end(), m.fillEnd())
 		}
 		// Trimming never takes the history below the backlog size, and
 		// with no cursor pinning it, keeps no more than the backlog, the
@@ -127,31 +140,73 @@ func runModel(t *testing.T, seed uint64, rng choices, steps int) {
 		}
 	}
 
+	// fill reads data into the stream with Fill (or ReadOnce, which also
+	// publishes everything filled before) in random read sizes.
+	fill := func(step int, data []byte, once bool) {
+		r := &chunkReader{data: data}
+		for range 4 {
+			r.sizes = append(r.sizes, 1+rng.IntN(40000))
+		}
+		for {
+			var p []byte
+			var err error
+			if once {
+				p, err = s.ReadOnce(r)
+			} else {
+				p, err = s.Fill(r)
+			}
+			if !bytes.Equal(p, data[:len(p)]) {
+				t.Fatalf("seed %d step %d: Fill/ReadOnce returned other bytes", seed, step)
+			}
+			data = data[len(p):]
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
 	for step := range steps {
 		switch op := rng.IntN(100); {
-		case op < 40: // the producer reads a burst
+		case op < 25: // the producer reads a burst and publishes it
 			n := 1 + rng.IntN(40000)
-			data := pattern(m.end()+1, n)
-			r := &chunkReader{data: data}
-			for range 4 {
-				r.sizes = append(r.sizes, 1+rng.IntN(40000))
-			}
-			for {
-				p, err := s.ReadOnce(r)
-				if !bytes.Equal(p, data[:len(p)]) {
-					t.Fatalf("seed %d step %d: ReadOnce returned other bytes", seed, step)
-				}
-				data = data[len(p):]
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			m.bytes = append(m.bytes, pattern(m.end()+1, n)...)
+			fill(step, pattern(m.fillEnd()+1, n), true)
+			m.filled += n
+			m.publish(m.filled)
 			produced += int64(n)
 			check(step, "read")
+		case op < 35: // the producer fills a burst, and publishes a prefix of what is filled
+			n := 1 + rng.IntN(40000)
+			fill(step, pattern(m.fillEnd()+1, n), false)
+			m.filled += n
+			check(step, "fill")
+			k := rng.IntN(m.filled + 1)
+			if rng.IntN(4) == 0 {
+				k = m.filled
+			}
+			if err := s.Publish(m.end() + int64(k)); err != nil {
+				t.Fatalf("seed %d step %d: publish %d of %d filled: %v", seed, step, k, m.filled, err)
+			}
+			m.publish(k)
+			produced += int64(k)
+			check(step, "publish")
+		case op < 40: // a scan error: garbage is filled, and everything unpublished dropped
+			if rng.IntN(2) == 0 {
+				garbage := bytes.Repeat([]byte{0xee}, 1+rng.IntN(40000))
+				fill(step, garbage, false)
+				m.filled += len(garbage)
+			}
+			end := m.end()
+			for _, bad := range []int64{end - 1, m.fillEnd() + 1} {
+				if err := s.Publish(bad); !errors.Is(err, ErrPublish) {
+					t.Fatalf("seed %d step %d: publish %d (published %d, filled %d): %v", seed, step, bad, end, m.fillEnd(), err)
+				}
+			}
+			s.Discard()
+			m.filled = 0
+			check(step, "discard")
 		case op < 75 && len(cursors) > 0: // a cursor writes part of its batch
 			mc := cursors[rng.IntN(len(cursors))]
 			bufs, err := mc.c.Pending()
@@ -210,7 +265,7 @@ func runModel(t *testing.T, seed uint64, rng choices, steps int) {
 		case op < 99 || len(cursors) == 0:
 			// nothing: let the other operations weigh more
 		default: // an upstream full resync
-			m = &model{start: m.end() + int64(rng.IntN(1000))}
+			m = &model{start: m.fillEnd() + int64(rng.IntN(1000))}
 			s.Reset(m.start)
 			prevFirst = m.start + 1
 			for _, mc := range cursors {

@@ -47,9 +47,17 @@ type Stream struct {
 	npending atomic.Int32 // len(mu.pending), read without the lock by the producer
 	nwaiters atomic.Int32 // len(mu.waiters), read without the lock by the producer
 
+	// Bytes filled but not yet published (Fill, Publish, Discard) lie after
+	// end: in the tail's free space, then in the blocks of unpublished, which
+	// no reader can reach (they are neither in the index nor linked from the
+	// tail), so Discard can take them back without asking anyone.
+	filled      atomic.Int64 // offset of the last filled byte, >= end; producer-only writes
+	unpublished []*block     // blocks after the tail holding filled bytes; owned by the producer
+
 	// mu guards the index and the cursor lists. The producer takes it when it
-	// starts a block and when it has cursors to place or wake; cursors take it
-	// to attach, to wait, to close, and when they release a block.
+	// publishes into new blocks and when it has cursors to place or wake;
+	// cursors take it to attach, to wait, to close, and when they release a
+	// block.
 	// Lock order: Stream.mu, then Pool.mu.
 	mu struct {
 		sync.Mutex
@@ -92,6 +100,7 @@ func (s *Stream) startLocked(start int64) {
 	s.mu.blocks.push(b)
 	s.tail.Store(b)
 	s.end.Store(start)
+	s.filled.Store(start)
 }
 
 // SetBacklogSize changes repl-backlog-size (0: the default; negative: keep
@@ -110,31 +119,109 @@ func (s *Stream) SetBacklogSize(n int64) {
 // BacklogSize returns repl-backlog-size as set (math.MaxInt64 for "everything").
 func (s *Stream) BacklogSize() int64 { return s.backlogSize.Load() }
 
-// ReadOnce does one Read from r straight into the free space of the tail block
-// (starting a new block first if the tail is full), publishes what arrived and
-// wakes waiting cursors. It returns the new bytes and Read's error.
+// Fill does one Read from r straight into the free space after the last
+// filled byte: the tail's, or a new block's when that is full. The bytes are
+// not published: cursors, Offset, the backlog and the accounting of what
+// replicas hold do not see them until Publish, and Discard drops them. It
+// returns the new bytes and Read's error.
 //
-// The returned slice aliases the shared block: the producer may scan it but must
-// not modify it, and it is valid only until the next call that adds bytes or
-// resets the stream. ReadOnce, ReadFrom, Append, Reset and Close are the
+// The returned slice aliases a block: the producer may scan it but must not
+// modify it, and it is valid only until the next call of a producer method.
+// Fill, Publish, Discard, ReadOnce, ReadFrom, Append, Reset and Close are the
 // producer's methods: they must not be called concurrently with each other.
-func (s *Stream) ReadOnce(r io.Reader) ([]byte, error) {
+func (s *Stream) Fill(r io.Reader) ([]byte, error) {
 	if s.closed.Load() != nil {
 		return nil, ErrClosed
 	}
-	t := s.tail.Load()
-	used := int(t.used.Load())
-	if used == BlockSize {
-		t, used = s.grow(t), 0
-	}
-	n, err := r.Read(t.buf[used:])
-	if n < 0 || n > BlockSize-used {
+	b, pos := s.fillSpace()
+	n, err := r.Read(b.buf[pos:])
+	if n < 0 || n > BlockSize-pos {
 		return nil, ErrShortRead
 	}
-	if n > 0 {
-		s.publish(t, used+n, n)
+	s.filled.Add(int64(n))
+	return b.buf[pos : pos+n : pos+n], err
+}
+
+// fillSpace returns the block the next filled byte goes to and its index
+// there, starting an unpublished block when the last one is full.
+func (s *Stream) fillSpace() (*block, int) {
+	b := s.tail.Load()
+	if k := len(s.unpublished); k > 0 {
+		b = s.unpublished[k-1]
 	}
-	return t.buf[used : used+n : used+n], err
+	if pos := int(s.filled.Load() + 1 - b.start); pos < BlockSize {
+		return b, pos
+	}
+	nb := s.pool.get()
+	nb.start = b.start + BlockSize
+	nb.id.Store(b.id.Load() + 1)
+	s.unpublished = append(s.unpublished, nb)
+	return nb, 0
+}
+
+// Filled returns the offset of the last byte filled, published or not. Safe
+// for concurrent use.
+func (s *Stream) Filled() int64 { return s.filled.Load() }
+
+// Publish makes the filled bytes up to offset end visible: cursors may send
+// them, Offset reports end, and the backlog is trimmed behind them. end must
+// lie in [Offset(), Filled()]; otherwise Publish returns ErrPublish and
+// changes nothing. Publishing nothing new is allowed and does nothing. It
+// returns ErrClosed on a closed stream. Publish is a producer method.
+func (s *Stream) Publish(end int64) error {
+	if s.closed.Load() != nil {
+		return ErrClosed
+	}
+	cur := s.end.Load()
+	if end < cur || end > s.filled.Load() {
+		return ErrPublish
+	}
+	if end == cur {
+		return nil
+	}
+	t := s.tail.Load()
+	if end < t.start+BlockSize {
+		s.publish(t, int(end+1-t.start), end)
+		return nil
+	}
+	s.publishBlocks(t, end)
+	return nil
+}
+
+// Discard drops the filled bytes that were not published: the next Fill
+// starts again right after Offset(). Blocks that held only such bytes go back
+// to the pool; the tail, on which cursors may hold references, stays, and its
+// published bytes are untouched. Discard is a producer method.
+func (s *Stream) Discard() {
+	s.dropUnpublished()
+	s.filled.Store(s.end.Load())
+}
+
+// dropUnpublished gives the unpublished blocks back to the pool: nobody else
+// ever saw them.
+func (s *Stream) dropUnpublished() {
+	if len(s.unpublished) == 0 {
+		return
+	}
+	for _, b := range s.unpublished {
+		s.pool.put(b)
+	}
+	clear(s.unpublished)
+	s.unpublished = s.unpublished[:0]
+}
+
+// ReadOnce is Fill followed by Publish of everything filled (bytes an earlier
+// Fill left unpublished included): one Read from r straight into the blocks,
+// published at once. It returns the new bytes, with Fill's aliasing rules,
+// and Read's error.
+func (s *Stream) ReadOnce(r io.Reader) ([]byte, error) {
+	p, err := s.Fill(r)
+	if len(p) > 0 {
+		if perr := s.Publish(s.filled.Load()); perr != nil {
+			return nil, perr
+		}
+	}
+	return p, err
 }
 
 // ReadFrom reads r until EOF or an error, like io.ReaderFrom: every read goes
@@ -153,43 +240,34 @@ func (s *Stream) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-// Append copies p into the stream. It is for tests and for payloads that
-// arrive already in memory; the receive path uses ReadOnce.
+// Append copies p into the stream and publishes everything filled, like
+// ReadOnce. It is for tests and for payloads that arrive already in memory;
+// the receive path uses Fill or ReadOnce.
 func (s *Stream) Append(p []byte) error {
 	if s.closed.Load() != nil {
 		return ErrClosed
 	}
+	if len(p) == 0 {
+		return s.Publish(s.filled.Load())
+	}
 	for len(p) > 0 {
-		t := s.tail.Load()
-		used := int(t.used.Load())
-		if used == BlockSize {
-			t, used = s.grow(t), 0
-		}
-		n := copy(t.buf[used:], p)
+		b, pos := s.fillSpace()
+		n := copy(b.buf[pos:], p)
 		p = p[n:]
-		s.publish(t, used+n, n)
+		// Block by block, so that readers follow a long payload as it is
+		// copied and the backlog is trimmed as it goes.
+		if err := s.Publish(s.filled.Add(int64(n))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// grow links a fresh block after the full tail t and returns it.
-func (s *Stream) grow(t *block) *block {
-	b := s.pool.get()
-	b.start = t.start + BlockSize
-	b.id.Store(t.id.Load() + 1)
-	s.mu.Lock()
-	s.mu.blocks.push(b)
-	t.next.Store(b) // before any byte of b is published
-	s.tail.Store(b)
-	s.trimLocked()
-	s.mu.Unlock()
-	return b
-}
-
-// publish makes t's bytes up to used visible and wakes whoever waits for them.
-func (s *Stream) publish(t *block, used, n int) {
+// publish makes t's bytes up to used visible, end being the offset of the
+// last of them, and wakes whoever waits for them.
+func (s *Stream) publish(t *block, used int, end int64) {
 	t.used.Store(int64(used))
-	end := s.end.Add(int64(n))
+	s.end.Store(end)
 	// The cursor side registers (npending/nwaiters) and then re-checks the
 	// published level; we publish and then check the counts. Both are
 	// sequentially consistent atomics, so one of the two sees the other.
@@ -201,12 +279,60 @@ func (s *Stream) publish(t *block, used, n int) {
 	}
 }
 
+// publishBlocks publishes up to end, which lies past the tail t: t becomes
+// full, and the unpublished blocks end reaches join the index, each linked
+// from its predecessor before any of its bytes is visible. Pending cursors are
+// placed before the trim, so that none of the bytes they wait for is trimmed
+// before they hold a ref.
+func (s *Stream) publishBlocks(t *block, end int64) {
+	k := 0
+	for k < len(s.unpublished) && s.unpublished[k].start <= end {
+		k++
+	}
+	s.mu.Lock()
+	prev := t
+	for _, b := range s.unpublished[:k] {
+		s.mu.blocks.push(b)
+		prev.next.Store(b)
+		prev = b
+	}
+	s.tail.Store(prev)
+	if t.used.Load() != BlockSize {
+		t.used.Store(BlockSize)
+	}
+	for _, b := range s.unpublished[:k-1] {
+		b.used.Store(BlockSize)
+	}
+	prev.used.Store(min(BlockSize, end+1-prev.start))
+	s.end.Store(end)
+	rest := copy(s.unpublished, s.unpublished[k:])
+	for i := rest; i < len(s.unpublished); i++ {
+		s.unpublished[i] = nil // usually one: no call to clear
+	}
+	s.unpublished = s.unpublished[:rest]
+	if s.npending.Load() > 0 {
+		s.placePendingLocked(end)
+	}
+	// Trim as each block had been linked when its predecessor filled up, as
+	// the history then was: the last such moment is prev's start.
+	s.trimToLocked(prev.start - 1)
+	if s.nwaiters.Load() > 0 {
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+}
+
 // placePending gives a block ref to every pending cursor that the stream has
 // reached. It runs on the producer, before the next trim, so no byte a pending
 // cursor needs can be trimmed before the cursor holds it.
 func (s *Stream) placePending(end int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.placePendingLocked(end)
+	s.mu.Unlock()
+}
+
+// placePendingLocked is placePending. REQUIRES: mu held.
+func (s *Stream) placePendingLocked(end int64) {
 	kept := s.mu.pending[:0]
 	for _, c := range s.mu.pending {
 		off := c.off.Load()
@@ -269,14 +395,18 @@ func (s *Stream) trim() {
 // it is not the tail, no cursor's next byte is in it, and the history without
 // it would still exceed the backlog size.
 // REQUIRES: mu held.
-func (s *Stream) trimLocked() {
+func (s *Stream) trimLocked() { s.trimToLocked(s.end.Load()) }
+
+// trimToLocked is trimLocked with the history measured up to end, which must
+// not lie past the published end. REQUIRES: mu held.
+func (s *Stream) trimToLocked(end int64) {
 	backlog := s.backlogSize.Load()
 	for s.mu.blocks.len() > 1 {
 		h := s.mu.blocks.front()
 		if h.refs.Load() != 0 {
 			return
 		}
-		histlen := s.end.Load() + 1 - h.start
+		histlen := end + 1 - h.start
 		if histlen-BlockSize <= backlog {
 			return
 		}
@@ -289,12 +419,13 @@ func (s *Stream) trimLocked() {
 // "+FULLRESYNC <replid> start"). Every cursor attached before fails from now on
 // with ErrReset. The old blocks go back to the pool when no cursor is attached;
 // otherwise they are left to the garbage collector, since a cursor may be in the
-// middle of a write from them.
+// middle of a write from them. Bytes filled and not published are dropped.
 func (s *Stream) Reset(start int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen.Add(1)
 	s.dropBlocksLocked()
+	s.dropUnpublished()
 	clear(s.mu.pending)
 	s.mu.pending = s.mu.pending[:0]
 	s.npending.Store(0)
@@ -315,7 +446,9 @@ func (s *Stream) dropBlocksLocked() {
 
 // Close ends the stream. With a nil err, cursors first receive every byte
 // published before Close and then io.EOF; with a non-nil err they fail with it
-// at once. No bytes can be added afterwards. Close is a producer method.
+// at once. No bytes can be added or published afterwards (Fill and Publish
+// return ErrClosed): bytes filled and not published never reach a cursor, and
+// Discard gives their blocks back. Close is a producer method.
 func (s *Stream) Close(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -178,21 +178,8 @@ func (hc *hostileConn) handshake() error {
 }
 
 func (hc *hostileConn) readCommand() ([]string, error) {
-	for {
-		hc.conn.SetReadDeadline(time.Now().Add(hostileIOTimeout))
-		cmd, err := hc.rd.ReadCommand()
-		if err != nil {
-			return nil, err
-		}
-		if len(cmd.Args) == 0 {
-			continue
-		}
-		args := make([]string, len(cmd.Args))
-		for i, a := range cmd.Args {
-			args[i] = string(a)
-		}
-		return args, nil
-	}
+	hc.conn.SetReadDeadline(time.Now().Add(hostileIOTimeout))
+	return linkReadArgs(hc.rd)
 }
 
 func (hc *hostileConn) write(s string) error {

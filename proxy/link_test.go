@@ -156,9 +156,25 @@ func (f *linkFakePrimary) readLoop() {
 	defer close(f.cmds)
 	rd := wire.NewCommandReader(f.conn, wire.Limits{})
 	for {
-		cmd, err := rd.ReadCommand()
+		args, err := linkReadArgs(rd)
 		if err != nil {
 			return
+		}
+		select {
+		case f.cmds <- strings.Join(args, " "):
+		default:
+			return // a proxy flooding the primary: the test fails on what is missing
+		}
+	}
+}
+
+// linkReadArgs reads the next command that has arguments, as a primary
+// reads its replica's, and returns them as strings.
+func linkReadArgs(rd *wire.CommandReader) ([]string, error) {
+	for {
+		cmd, err := rd.ReadCommand()
+		if err != nil {
+			return nil, err
 		}
 		if len(cmd.Args) == 0 {
 			continue
@@ -167,11 +183,7 @@ func (f *linkFakePrimary) readLoop() {
 		for i, a := range cmd.Args {
 			args[i] = string(a)
 		}
-		select {
-		case f.cmds <- strings.Join(args, " "):
-		default:
-			return // a proxy flooding the primary: the test fails on what is missing
-		}
+		return args, nil
 	}
 }
 

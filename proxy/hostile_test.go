@@ -18,11 +18,12 @@ import (
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
-// This file holds a hostile fake primary (hostilePrimary: a listener that
-// answers the handshake of each link the proxy opens, then plays a script)
-// and a raw replica (rawReplica: a TCP client that speaks PSYNC to the proxy
-// and reads what comes back byte for byte). Together they drive a running
-// proxy through what Redis never sends.
+// This file holds a fake primary (hostilePrimary: a listener that answers the
+// handshake of each link the proxy opens, then plays a script, or hands the
+// link to the test) and a raw replica (rawReplica: a TCP client that speaks
+// PSYNC to the proxy and reads what comes back byte for byte). Together they
+// drive a running proxy through what Redis never sends, and through streams
+// the test writes by hand.
 
 const (
 	// hostileIOTimeout bounds every read and write of the harness, so a test
@@ -41,14 +42,17 @@ var hostileDotsReplID = strings.Repeat("../", 13) + "x"
 
 // hostilePrimary accepts the proxy's links. It answers the handshake itself
 // (PING, AUTH, REPLCONF) up to PSYNC, then hands the link to the main or the
-// side script by whether the proxy said REPLCONF rdb-only 1.
+// side script by whether the proxy said REPLCONF rdb-only 1. The script
+// hostileHandOver passes the link on to the test, through next.
 type hostilePrimary struct {
-	t      testing.TB
-	ln     net.Listener
-	replID string
-	rdb    []byte
-	main   func(hc *hostileConn) error
-	side   func(hc *hostileConn) error
+	t        testing.TB
+	ln       net.Listener
+	replID   string
+	rdb      []byte
+	main     func(hc *hostileConn) error
+	side     func(hc *hostileConn) error
+	sessions chan *hostileConn // links handed to the test by hostileHandOver
+	done     chan struct{}     // closed by close: scripts waiting on the test give up
 
 	mains atomic.Int32 // main links handed to the script
 	sides atomic.Int32 // side links handed to the script
@@ -69,6 +73,7 @@ func startHostilePrimary(t testing.TB, main, side func(hc *hostileConn) error) *
 		t.Fatal(err)
 	}
 	h := &hostilePrimary{t: t, ln: ln, replID: linkReplID, rdb: linkRDB(t), main: main, side: side,
+		sessions: make(chan *hostileConn, 16), done: make(chan struct{}),
 		conns: map[net.Conn]struct{}{}, offset: linkOffset}
 	h.wg.Go(h.acceptLoop)
 	t.Cleanup(h.close)
@@ -83,6 +88,7 @@ func (h *hostilePrimary) replicaOf() []string {
 func (h *hostilePrimary) close() {
 	h.mu.Lock()
 	h.closed = true
+	close(h.done)
 	for c := range h.conns {
 		c.Close()
 	}
@@ -105,14 +111,17 @@ func (h *hostilePrimary) acceptLoop() {
 		}
 		h.conns[c] = struct{}{}
 		h.mu.Unlock()
+		hc := &hostileConn{h: h, conn: c, rd: wire.NewCommandReader(c, wire.Limits{}),
+			accepted: time.Now(), hungUp: make(chan struct{})}
 		h.wg.Go(func() {
 			defer func() {
+				hc.hungUpAt = time.Now()
+				close(hc.hungUp)
 				h.mu.Lock()
 				delete(h.conns, c)
 				h.mu.Unlock()
 				c.Close()
 			}()
-			hc := &hostileConn{h: h, conn: c, rd: wire.NewCommandReader(c, wire.Limits{})}
 			if err := hc.handshake(); err != nil {
 				return
 			}
@@ -141,12 +150,19 @@ func (h *hostilePrimary) isClosed() bool {
 
 // hostileConn is one link from the proxy, past its PSYNC.
 type hostileConn struct {
-	h     *hostilePrimary
-	conn  net.Conn
-	rd    *wire.CommandReader
-	side  bool     // the proxy sent REPLCONF rdb-only 1: a snapshot fetch
-	psync []string // the PSYNC arguments
-	n     int      // 1 for the first link of its kind, and so on
+	h        *hostilePrimary
+	conn     net.Conn
+	rd       *wire.CommandReader
+	side     bool      // the proxy sent REPLCONF rdb-only 1: a snapshot fetch
+	psync    string    // the PSYNC as received, arguments joined by spaces
+	n        int       // 1 for the first link of its kind, and so on
+	accepted time.Time // when the link was accepted
+
+	// hungUp is closed once the link is over: its script returned, which
+	// for hostileHandOver is when the proxy hung up (or the test closed
+	// conn). hungUpAt is set before.
+	hungUp   chan struct{}
+	hungUpAt time.Time
 }
 
 // handshake answers everything up to PSYNC as a Redis primary does.
@@ -161,7 +177,7 @@ func (hc *hostileConn) handshake() error {
 		case "PING":
 			reply = "+PONG\r\n"
 		case "PSYNC":
-			hc.psync = args[1:]
+			hc.psync = strings.Join(args, " ")
 			return nil
 		case "REPLCONF":
 			if len(args) == 3 && strings.EqualFold(args[1], "rdb-only") && args[2] == "1" {
@@ -186,6 +202,15 @@ func (hc *hostileConn) write(s string) error {
 	hc.conn.SetWriteDeadline(time.Now().Add(hostileIOTimeout))
 	_, err := io.WriteString(hc.conn, s)
 	return err
+}
+
+// mustWrite is write for the test's goroutine: it fails the test on an
+// error.
+func (hc *hostileConn) mustWrite(t testing.TB, s string) {
+	t.Helper()
+	if err := hc.write(s); err != nil {
+		t.Fatalf("write to the proxy: %v", err)
+	}
 }
 
 // payload is "$<len>\r\n" and the primary's RDB.
@@ -266,6 +291,43 @@ func (hc *hostileConn) ping(n int) error {
 	return nil
 }
 
+// hostileHandOver is a main link script that hands the link to the test
+// (see next), which writes the PSYNC reply and the stream by hand, and takes
+// the proxy's commands until it hangs up.
+func hostileHandOver(hc *hostileConn) error {
+	select {
+	case hc.h.sessions <- hc:
+	case <-hc.h.done:
+		return nil
+	}
+	hc.awaitHangup()
+	return nil
+}
+
+// next waits for the proxy's next link handed over by hostileHandOver, up to
+// its PSYNC.
+func (h *hostilePrimary) next(t testing.TB) *hostileConn {
+	t.Helper()
+	select {
+	case hc := <-h.sessions:
+		return hc
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not connect and PSYNC within 10s")
+		return nil
+	}
+}
+
+// waitHangUp waits until the link is over: for hostileHandOver, until the
+// proxy hangs up.
+func (hc *hostileConn) waitHangUp(t testing.TB) {
+	t.Helper()
+	select {
+	case <-hc.hungUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not drop the link within 10s")
+	}
+}
+
 // hostileGoodMain is a main link script that syncs well and then streams,
 // first a burst of burst bytes.
 func hostileGoodMain(burst int) func(hc *hostileConn) error {
@@ -334,18 +396,30 @@ type rawReplica struct {
 	t    testing.TB
 	conn net.Conn
 	br   *bufio.Reader
+
+	// kept is what keep read in the background.
+	kept struct {
+		sync.Mutex
+		b []byte
+	}
 }
 
-// dialRawReplica connects to the proxy and says REPLCONF listening-port and,
-// if capaEOF, REPLCONF capa eof capa psync2 (else only capa psync2).
-func dialRawReplica(t testing.TB, p *testProxy, capaEOF bool) *rawReplica {
+// newRawReplica connects to the proxy and says nothing yet.
+func newRawReplica(t testing.TB, p *testProxy) *rawReplica {
 	t.Helper()
 	c, err := net.Dial("tcp", p.AddrString())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	r := &rawReplica{t: t, conn: c, br: bufio.NewReader(c)}
+	return &rawReplica{t: t, conn: c, br: bufio.NewReader(c)}
+}
+
+// dialRawReplica connects to the proxy and says REPLCONF listening-port and,
+// if capaEOF, REPLCONF capa eof capa psync2 (else only capa psync2).
+func dialRawReplica(t testing.TB, p *testProxy, capaEOF bool) *rawReplica {
+	t.Helper()
+	r := newRawReplica(t, p)
 	capa := []string{"REPLCONF", "capa", "psync2"}
 	if capaEOF {
 		capa = []string{"REPLCONF", "capa", "eof", "capa", "psync2"}
@@ -452,4 +526,48 @@ func (r *rawReplica) rest() (string, error) {
 		return string(b), fmt.Errorf("the proxy did not hang up: %w", err)
 	}
 	return string(b), nil
+}
+
+// attachRawReplica connects to the proxy and, saying nothing before,
+// continues its stream at off with PSYNC <linkReplID> <off>; from then on it
+// keeps every byte the proxy relays, for received.
+func attachRawReplica(t testing.TB, p *testProxy, off int64) *rawReplica {
+	t.Helper()
+	r := newRawReplica(t, p)
+	if err := r.send("PSYNC", linkReplID, itoa(off)); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.readLine(); err != nil || !strings.HasPrefix(line, "+CONTINUE") {
+		t.Fatalf("PSYNC %s %d answered %q, %v; want +CONTINUE", linkReplID, off, line, err)
+	}
+	r.keep()
+	return r
+}
+
+// keep reads everything the proxy sends from now on, with no deadline, until
+// the connection ends; the test's cleanup closes it and waits.
+func (r *rawReplica) keep() {
+	r.conn.SetReadDeadline(time.Time{})
+	done := make(chan struct{})
+	r.t.Cleanup(func() { r.conn.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.br.Read(buf)
+			r.kept.Lock()
+			r.kept.b = append(r.kept.b, buf[:n]...)
+			r.kept.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// received returns what keep has read so far.
+func (r *rawReplica) received() []byte {
+	r.kept.Lock()
+	defer r.kept.Unlock()
+	return bytes.Clone(r.kept.b)
 }

@@ -368,22 +368,6 @@ func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 	})
 }
 
-// hostileStat returns an INFO proxy field as a number.
-func hostileStat(t testing.TB, p *testProxy, key string) int64 {
-	t.Helper()
-	for line := range strings.Lines(p.Info("proxy")) {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), key+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO proxy %s:%s", key, v)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO proxy has no %s", key)
-	return 0
-}
-
 // fetchInFlight reports whether the proxy has a snapshot fetch in flight.
 func fetchInFlight(p *testProxy) bool {
 	p.mu.Lock()

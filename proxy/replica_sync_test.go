@@ -2,13 +2,11 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,104 +43,26 @@ func TestFullSyncReleasesSnapshot(t *testing.T) {
 	redistest.WaitSynced(t, pc, rc)
 }
 
-// eofPrimary is a fake primary for the proxy's two links. The main link gets
-// a sized full sync at linkOffset and then a PING every 100 ms (within any
-// repl-timeout); a snapshot fetch (REPLCONF rdb-only) gets +FULLRESYNC at
-// the same offset and an EOF-marked payload whose first bytes come at once
-// and the rest, with the mark, only once release is closed.
-type eofPrimary struct {
-	ln      net.Listener
-	rdb     []byte
-	release chan struct{}
-	done    chan struct{} // closed when the test ends: every connection hangs up
-	wg      sync.WaitGroup
-}
-
-func startEOFPrimary(t testing.TB) *eofPrimary {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &eofPrimary{ln: ln, rdb: linkRDB(t), release: make(chan struct{}), done: make(chan struct{})}
-	f.wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.wg.Go(func() { f.serve(conn) })
+// heldEOFFetch is a side link script: +FULLRESYNC at linkOffset and an
+// EOF-marked payload whose first bytes come at once and the rest, with the
+// mark, only once release is closed.
+func heldEOFFetch(release <-chan struct{}) func(hc *hostileConn) error {
+	return func(hc *hostileConn) error {
+		rdb := hc.h.rdb
+		if err := hc.write("+FULLRESYNC " + linkReplID + " " + strconv.Itoa(linkOffset) + "\r\n$EOF:" + linkEOFMark + "\r\n" + string(rdb[:20])); err != nil {
+			return err
 		}
-	})
-	t.Cleanup(func() {
-		close(f.done)
-		ln.Close()
-		f.wg.Wait()
-	})
-	return f
-}
-
-func (f *eofPrimary) args() []string {
-	return []string{"--replicaof", "127.0.0.1", strconv.Itoa(f.ln.Addr().(*net.TCPAddr).Port)}
-}
-
-func (f *eofPrimary) serve(conn net.Conn) {
-	defer conn.Close()
-	stop := context.AfterFunc(doneContext(f.done), func() { conn.Close() })
-	defer stop()
-	rd := wire.NewCommandReader(conn, wire.Limits{})
-	side := false
-	for {
-		cmd, err := rd.ReadCommand()
-		if err != nil {
-			return
-		}
-		if len(cmd.Args) == 0 {
-			continue
-		}
-		switch name := strings.ToUpper(string(cmd.Args[0])); {
-		case name == "PING":
-			io.WriteString(conn, "+PONG\r\n")
-		case name == "REPLCONF" && strings.EqualFold(string(cmd.Args[1]), "ack"):
-		case name == "REPLCONF":
-			side = side || strings.EqualFold(string(cmd.Args[1]), "rdb-only")
-			io.WriteString(conn, "+OK\r\n")
-		case name == "PSYNC" && !side:
-			io.WriteString(conn, "+FULLRESYNC "+linkReplID+" "+strconv.Itoa(linkOffset)+"\r\n$"+strconv.Itoa(len(f.rdb))+"\r\n"+string(f.rdb))
-			go f.pings(conn)
-		case name == "PSYNC":
-			io.WriteString(conn, "+FULLRESYNC "+linkReplID+" "+strconv.Itoa(linkOffset)+"\r\n$EOF:"+linkEOFMark+"\r\n"+string(f.rdb[:20]))
-			select {
-			case <-f.release:
-			case <-f.done:
-				return
-			}
-			io.WriteString(conn, string(f.rdb[20:])+linkEOFMark)
-		}
-	}
-}
-
-// pings keeps the main link alive, as a primary's repl-ping-replica-period does.
-func (f *eofPrimary) pings(conn net.Conn) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
 		select {
-		case <-f.done:
-			return
-		case <-t.C:
-			if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
-				return
-			}
+		case <-release:
+		case <-hc.h.done:
+			return nil
 		}
+		if err := hc.write(string(rdb[20:]) + linkEOFMark); err != nil {
+			return err
+		}
+		hc.awaitHangup()
+		return nil
 	}
-}
-
-// doneContext is a context cancelled when done is closed.
-func doneContext(done <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-done; cancel() }()
-	return ctx
 }
 
 // TestEOFReplicaWithoutAckTimesOut: after an EOF-marked payload the proxy
@@ -161,8 +81,11 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 		{"newlines renew the timeout", 2500 * time.Millisecond, 2500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := startEOFPrimary(t)
-			p := startProxy(t, append(f.args(), "--repl-timeout", "1")...)
+			// The main link gets a sized full sync at linkOffset and then a
+			// PING every 100 ms, within any repl-timeout.
+			release := make(chan struct{})
+			h := startHostilePrimary(t, hostileGoodMain(0), heldEOFFetch(release))
+			p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "1")...)
 			xc := redistest.Dial(t, p.AddrString())
 			waitLinkUp(t, xc)
 			// No servable snapshot: the replica's full sync fetches one,
@@ -201,13 +124,13 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 			expectLine("+FULLRESYNC " + linkReplID)
 			header := expectLine("$EOF:")
 			mark := strings.TrimSpace(strings.TrimPrefix(header, "$EOF:"))
-			close(f.release)
-			payload := make([]byte, len(f.rdb)+len(mark))
+			close(release)
+			payload := make([]byte, len(h.rdb)+len(mark))
 			if _, err := io.ReadFull(br, payload); err != nil {
 				t.Fatal(err)
 			}
-			if string(payload[len(f.rdb):]) != mark {
-				t.Fatalf("payload ends with %q, want the mark %q", payload[len(f.rdb):], mark)
+			if string(payload[len(h.rdb):]) != mark {
+				t.Fatalf("payload ends with %q, want the mark %q", payload[len(h.rdb):], mark)
 			}
 			sent := time.Now()
 			for time.Since(sent) < tc.newlines {

@@ -555,3 +555,15 @@ func (r *rawReplica) received() []byte {
 	defer r.kept.Unlock()
 	return bytes.Clone(r.kept.b)
 }
+
+// waitReceived waits until keep has read as many bytes as want, then checks
+// that they are want.
+func (r *rawReplica) waitReceived(t testing.TB, want string) {
+	t.Helper()
+	redistest.WaitFor(t, 10*time.Second, "the replica to receive the stream", func() bool {
+		return len(r.received()) >= len(want)
+	})
+	if got := r.received(); string(got) != want {
+		t.Fatalf("the replica received %q, want %q", got, want)
+	}
+}

@@ -16,6 +16,17 @@ import (
 // streamGarbage is what a broken primary sends in the middle of its stream.
 const streamGarbage = "GARBAGE-FROM-PRIMARY\r\n"
 
+// startStreamProxy runs a proxy replicating from a hostilePrimary whose main
+// links are handed to the test, and returns them, a client of the proxy, and
+// the proxy's first link, up to its PSYNC.
+func startStreamProxy(t testing.TB) (*hostilePrimary, *testProxy, *redistest.Client, *hostileConn) {
+	t.Helper()
+	prim := startHostilePrimary(t, hostileHandOver, nil)
+	p := startProxy(t, prim.replicaOf()...)
+	xc := redistest.Dial(t, p.AddrString())
+	return prim, p, xc, prim.next(t)
+}
+
 // streamCheckStream waits until the proxy's offsets reach want, then checks
 // that its stream from linkOffset+1 holds exactly stream.
 func streamCheckStream(t testing.TB, p *testProxy, xc *redistest.Client, stream string) {
@@ -41,10 +52,7 @@ func streamCheckStream(t testing.TB, p *testProxy, xc *redistest.Client, stream 
 // dropped, and the proxy comes back with a partial resync from the last good
 // offset, after which the stream goes on without a gap.
 func TestLinkStreamMalformedNotRelayed(t *testing.T) {
-	prim := startHostilePrimary(t, hostileHandOver, nil)
-	p := startProxy(t, prim.replicaOf()...)
-	xc := redistest.Dial(t, p.AddrString())
-	sess := prim.next(t)
+	prim, p, xc, sess := startStreamProxy(t)
 	if sess.psync != "PSYNC ? -1" {
 		t.Fatalf("first PSYNC %q", sess.psync)
 	}
@@ -79,13 +87,7 @@ func TestLinkStreamMalformedNotRelayed(t *testing.T) {
 	more := linkRESP("set", "c", "3") + linkRESP("incr", "n")
 	sess.mustWrite(t, more)
 	streamCheckStream(t, p, xc, good+more)
-
-	redistest.WaitFor(t, 10*time.Second, "the replica to receive the whole stream", func() bool {
-		return len(replica.received()) >= len(good+more)
-	})
-	if got := replica.received(); string(got) != good+more {
-		t.Fatalf("the replica received %q, want %q", got, good+more)
-	}
+	replica.waitReceived(t, good+more)
 }
 
 // TestLinkStreamPublishesWholeCommands: a command cut across reads reaches the
@@ -93,10 +95,7 @@ func TestLinkStreamMalformedNotRelayed(t *testing.T) {
 // When the primary dies with a command half sent, the proxy continues from
 // the last whole command, so the primary sends that command again in full.
 func TestLinkStreamPublishesWholeCommands(t *testing.T) {
-	prim := startHostilePrimary(t, hostileHandOver, nil)
-	p := startProxy(t, prim.replicaOf()...)
-	xc := redistest.Dial(t, p.AddrString())
-	sess := prim.next(t)
+	prim, p, xc, sess := startStreamProxy(t)
 	sess.mustWrite(t, sess.fullResync()+sess.payload())
 	waitLinkUp(t, xc)
 	replica := attachRawReplica(t, p, linkOffset+1)
@@ -147,12 +146,7 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 	sendPiece(cmd[:5], end+5)
 	sess.mustWrite(t, cmd[5:])
 	streamCheckStream(t, p, xc, first+cmd)
-	redistest.WaitFor(t, 10*time.Second, "the replica to receive the stream", func() bool {
-		return len(replica.received()) >= len(first+cmd)
-	})
-	if got := replica.received(); string(got) != first+cmd {
-		t.Fatalf("the replica received %q, want %q", got, first+cmd)
-	}
+	replica.waitReceived(t, first+cmd)
 }
 
 // TestUpstreamStreamErrorBacksOff: a primary that sends garbage at every
@@ -160,10 +154,7 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 // (backoffMin, then twice that) before it reconnects, as after a failed
 // attempt, where a link lost after streaming would reconnect at once.
 func TestUpstreamStreamErrorBacksOff(t *testing.T) {
-	prim := startHostilePrimary(t, hostileHandOver, nil)
-	p := startProxy(t, prim.replicaOf()...)
-	xc := redistest.Dial(t, p.AddrString())
-	sess := prim.next(t)
+	prim, _, xc, sess := startStreamProxy(t)
 	sess.mustWrite(t, sess.fullResync()+sess.payload())
 	waitLinkUp(t, xc)
 

@@ -68,7 +68,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		created: time.Now(),
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
-	cc := s.clientConf.Load()
+	cc := s.clientConf()
 	lim := cc.limits
 	lim.Unauthenticated = cc.requirePass
 	c.authed = !cc.requirePass
@@ -98,7 +98,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	defer s.unregister(c)
 	defer c.conn.Close()
 	for ctx.Err() == nil {
-		cc := s.clientConf.Load()
+		cc := s.clientConf()
 		c.syncLimits(cc)
 		cmd, err := c.rd.ReadCommand()
 		if err != nil {
@@ -153,7 +153,7 @@ func (c *client) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	lim := c.srv.clientConf.Load().output
+	lim := c.srv.clientConf().output
 	if c.replicaSet() {
 		lim = config.OutputBufferLimit{} // the replica class is the monitor's
 	}

@@ -124,9 +124,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return false
 	}
-	s.mu.Lock()
-	want := s.mu.cfg.RequirePass
-	s.mu.Unlock()
+	want := s.config().RequirePass
 	user, pass := "default", string(args[len(args)-1])
 	if len(args) == 3 {
 		user = string(args[1])
@@ -224,9 +222,7 @@ func (s *Server) cmdConfig(c *client, args [][]byte) bool {
 // configGet returns name/value pairs for every directive matching one of the
 // glob patterns, as redis-server does.
 func (s *Server) configGet(c *client, patterns [][]byte) {
-	s.mu.Lock()
-	cfg := s.mu.cfg.Clone()
-	s.mu.Unlock()
+	cfg := s.config()
 	var pairs []string
 	seen := map[string]bool{}
 	for _, p := range patterns {
@@ -263,84 +259,56 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
 		return
 	}
-	s.mu.Lock()
-	next := s.mu.cfg.Clone()
-	s.mu.Unlock()
-	for i := 0; i < len(args); i += 2 {
-		name := strings.ToLower(string(args[i]))
-		if !config.Mutable(name) {
-			if _, known := next.Get(name); known {
-				c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name))
-			} else {
-				c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64)))
+	err := s.changeConfig(func(prev, next *config.Config) error {
+		for i := 0; i < len(args); i += 2 {
+			name := strings.ToLower(string(args[i]))
+			if !config.Mutable(name) {
+				if _, known := next.Get(name); known {
+					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
+				}
+				return fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
 			}
-			return
+			// The value goes as one argument, spaces and all ("" clears a
+			// password); directives that take several words (bind, replicaof,
+			// client-output-buffer-limit) split it themselves, quotes included.
+			if err := next.Set(name, string(args[i+1])); err != nil {
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
+			}
 		}
-		// The value goes as one argument, spaces and all ("" clears a
-		// password); directives that take several words (bind, replicaof,
-		// client-output-buffer-limit) split it themselves, quotes included.
-		if err := next.Set(name, string(args[i+1])); err != nil {
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", name, err))
-			return
+		if err := next.Validate(); err != nil {
+			return fmt.Errorf("ERR CONFIG SET failed - %w", err)
 		}
-	}
-	if err := next.Validate(); err != nil {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed - %v", err))
+		if next.MaxClients != prev.MaxClients && s.fileLimit != nil {
+			if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Every error of the change is a whole reply; Validate passed in it.
+		c.out = wire.AppendError(c.out, err.Error())
 		return
 	}
-	if prev := s.config(); next.MaxClients != prev.MaxClients && s.fileLimit != nil {
-		if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n))
-			return
-		}
-	}
-	s.applyConfig(next)
 	c.out = wire.AppendSimple(c.out, "OK")
-}
-
-// applyConfig puts a validated configuration into effect.
-func (s *Server) applyConfig(next *config.Config) {
-	s.mu.Lock()
-	prev := s.mu.cfg
-	s.mu.cfg = next
-	s.clientConf.Store(newClientConf(next))
-	s.mu.Unlock()
-	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		s.stream.SetBacklogSize(next.ReplBacklogSize)
-	}
-	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
-		s.onMaxMemory(next.MaxMemory)
-	}
-	if next.LogLevel != prev.LogLevel {
-		s.log.SetLevel(HCLogLevel(next.LogLevel))
-	}
-	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
-		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
-		s.up.retarget()
-	}
 }
 
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	host, port := string(args[1]), string(args[2])
-	s.mu.Lock()
-	next := s.mu.cfg.Clone()
-	s.mu.Unlock()
-	var err error
-	if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
-		err = next.Set("replicaof", "no", "one")
-	} else {
-		err = next.Set("replicaof", host, port)
-	}
-	if err == nil {
-		err = next.Validate()
-	}
+	var now *config.Config
+	err := s.changeConfig(func(_, next *config.Config) error {
+		now = next
+		if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
+			return next.Set("replicaof", "no", "one")
+		}
+		return next.Set("replicaof", host, port)
+	})
 	if err != nil {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %v", err))
 		return false
 	}
-	s.log.Info("replicaof changed by a client", "host", next.MasterHost, "port", next.MasterPort, "client-id", c.id)
-	s.applyConfig(next)
+	s.log.Info("replicaof changed by a client", "host", now.MasterHost, "port", now.MasterPort, "client-id", c.id)
 	c.out = wire.AppendSimple(c.out, "OK")
 	return false
 }

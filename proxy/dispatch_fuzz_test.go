@@ -51,7 +51,7 @@ func FuzzDispatch(f *testing.F) {
 		}()
 		c := newClient(srv, 1, a)
 		c.authed = true
-		c.rd = wire.NewCommandReader(bytes.NewReader(input), srv.clientConf.Load().limits)
+		c.rd = wire.NewCommandReader(bytes.NewReader(input), srv.clientConf().limits)
 		for range 64 {
 			cmd, err := c.rd.ReadCommand()
 			if err != nil {

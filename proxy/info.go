@@ -81,8 +81,9 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("config_file", s.configFile)
 	case "clients":
 		s.mu.Lock()
-		n, maxc := len(s.mu.clients), s.mu.cfg.MaxClients
+		n := len(s.mu.clients)
 		s.mu.Unlock()
+		maxc := s.config().MaxClients
 		b.WriteString("# Clients\r\n")
 		w.kv("connected_clients", n)
 		w.kv("maxclients", maxc)

@@ -90,9 +90,8 @@ func (s *Server) memoryReport() eviction.Report {
 
 // enforceMaxMemory runs one round of eviction (from the monitor).
 func (s *Server) enforceMaxMemory(now time.Time) {
-	s.mu.Lock()
-	limit, policy := s.mu.cfg.MaxMemory, eviction.Policy(s.mu.cfg.MaxMemoryPolicy)
-	s.mu.Unlock()
+	cfg := s.config()
+	limit, policy := cfg.MaxMemory, eviction.Policy(cfg.MaxMemoryPolicy)
 	if limit <= 0 {
 		s.overMaxMemory.Store(false)
 		return
@@ -156,7 +155,7 @@ func (s *Server) evictSnapshot(id string) {
 		return
 	}
 	s.mu.spilling = sn
-	dir := s.mu.cfg.Dir
+	dir := s.config().Dir
 	if !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
 		s.mu.spilling = nil
 	}

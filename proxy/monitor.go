@@ -34,10 +34,11 @@ func (s *Server) monitor(ctx context.Context) {
 // A replica's output buffer is what its cursor pins (Redis's formula). The
 // hard limit is raised to the backlog size, as Redis does.
 func (s *Server) checkReplicas(now time.Time) {
+	cfg := s.config()
+	lim := cfg.ClientOutputBufferLimit.Replica
+	backlog := cfg.ReplBacklogSize
+	timeout := cfg.ReplTimeout
 	s.mu.Lock()
-	lim := s.mu.cfg.ClientOutputBufferLimit.Replica
-	backlog := s.mu.cfg.ReplBacklogSize
-	timeout := s.mu.cfg.ReplTimeout
 	replicas := make([]*replica, 0, len(s.mu.replicas))
 	for r := range s.mu.replicas {
 		replicas = append(replicas, r)
@@ -93,8 +94,8 @@ func (s *Server) releaseRetired() {
 	}
 	clear(s.mu.retired[len(kept):])
 	s.mu.retired = kept
-	limited := s.mu.cfg.MaxMemory > 0
 	s.mu.Unlock()
+	limited := s.config().MaxMemory > 0
 	for _, sn := range free {
 		sn.Release()
 	}

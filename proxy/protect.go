@@ -46,8 +46,8 @@ const deniedMessage = "-DENIED replproxy is running in protected mode because pr
 	"the server to start accepting connections from the outside.\r\n"
 
 // clientConf is the part of the configuration every client consults on its
-// hot path, published atomically (Server.clientConf) so that reading it costs
-// no lock. It is replaced, never changed, by New and applyConfig.
+// hot path, derived once per change and published with the configuration
+// (settings.go), so that reading it costs no lock and no work.
 type clientConf struct {
 	limits        wire.Limits              // for a client that may run commands
 	requirePass   bool                     // a password is set: new clients start unauthenticated

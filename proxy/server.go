@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -48,11 +47,14 @@ type Server struct {
 
 	listeners []net.Listener // opened by New, closed by Run's shutdown
 
-	// mu guards the runtime configuration, the replication identity and the
-	// client registry. It is never held across network I/O.
+	// conf is the configuration in force (settings.go), published
+	// copy-on-write: CONFIG SET and REPLICAOF replace it.
+	conf liveConfig
+
+	// mu guards the replication identity and the client registry. It is
+	// never held across network I/O.
 	mu struct {
 		sync.Mutex
-		cfg *config.Config // values in force; CONFIG SET changes them
 
 		// The replication identity the proxy presents: the primary's.
 		replID       string
@@ -70,13 +72,11 @@ type Server struct {
 		spilling     *replbuf.Snapshot   // the snapshot being written to disk
 	}
 
-	// Client protection (protect.go): the configuration clients consult
-	// without the lock, the file-limit hook, rate-limited logs.
-	clientConf atomic.Pointer[clientConf]
-	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
-	authLog    logLimiter               // failed AUTH
-	acceptLog  logLimiter               // accept errors
-	limitLog   logLimiter               // clients closed by a buffer limit
+	// Client protection (protect.go): the file-limit hook, rate-limited logs.
+	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
+	authLog   logLimiter               // failed AUTH
+	acceptLog logLimiter               // accept errors
+	limitLog  logLimiter               // clients closed by a buffer limit
 
 	// The background group: snapshot fetches and the monitor, with the
 	// lifetime of Run.
@@ -139,10 +139,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 	}
 	s.fileLimit = opts.FileLimit
-	s.clientConf.Store(newClientConf(cfg))
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
-	s.mu.cfg = cfg
 	s.mu.replID = newReplID()
 	s.mu.replID2 = noReplID
 	s.mu.secondOffset = -1
@@ -152,7 +150,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err := s.listen(cfg); err != nil {
 		return nil, err
 	}
-	s.removeSpillLeftovers(cfg.Dir) // after listen: never while another instance runs on this port
+	s.conf.cur.Store(newSettings(cfg)) // after listen, which settles the port
+	s.removeSpillLeftovers(cfg.Dir)    // after listen: never while another instance runs on this port
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}
@@ -273,7 +272,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 		}
 		delay = 0
 		s.stats.connectionsReceived.Add(1)
-		if deniedByProtectedMode(s.clientConf.Load(), conn.RemoteAddr()) {
+		if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
 			s.stats.rejectedConnections.Add(1) // as Redis counts it
 			wg.Go(func() { deny(conn) })
 			continue
@@ -293,7 +292,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 func (s *Server) register(conn net.Conn) (*client, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.mu.clients) >= s.mu.cfg.MaxClients {
+	if len(s.mu.clients) >= s.config().MaxClients {
 		return nil, false
 	}
 	s.mu.nextClientID++
@@ -315,13 +314,6 @@ func (s *Server) closeClients() {
 	for _, c := range s.mu.clients {
 		c.conn.Close()
 	}
-}
-
-// configValue returns a copy of the configuration in force.
-func (s *Server) config() *config.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.cfg.Clone()
 }
 
 // replIdentity is the replication identity at one moment.

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/replproxy/replproxy/proxy/config"
+)
+
+// The configuration in force is published copy-on-write: readers load one
+// pointer and never take a lock; a writer (CONFIG SET, REPLICAOF) clones the
+// published value, changes the clone and publishes it. A published value is
+// never changed again, so a reader may keep it as long as it likes.
+
+// settings is one published configuration, with the part of it every client
+// consults on its hot path already derived, so that both come from the same
+// change.
+type settings struct {
+	cfg    *config.Config // read-only once published
+	client clientConf
+}
+
+// liveConfig holds the published settings.
+type liveConfig struct {
+	cur atomic.Pointer[settings] // replaced, never changed
+
+	// writeMu serialises writers from the clone to the end of the change's
+	// effects, so two writers never lose each other's change and the
+	// effects (backlog size, GOMEMLIMIT, log level) are applied in the
+	// order the values were published. It is taken by no reader; the
+	// effects take Stream.mu under it.
+	writeMu sync.Mutex
+}
+
+func newSettings(cfg *config.Config) *settings {
+	return &settings{cfg: cfg, client: *newClientConf(cfg)}
+}
+
+// config returns the configuration in force. It is shared: never change it.
+func (s *Server) config() *config.Config { return s.conf.cur.Load().cfg }
+
+// clientConf returns what clients consult of the configuration in force.
+func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
+
+// changeConfig lets change edit a copy of the configuration in force (prev
+// is the current one, not to be changed); when change returns nil and the
+// copy is valid, it is published and put into effect. The error is change's,
+// or the validation's.
+func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
+	s.conf.writeMu.Lock()
+	defer s.conf.writeMu.Unlock()
+	prev := s.config()
+	next := prev.Clone()
+	if err := change(prev, next); err != nil {
+		return err
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	s.conf.cur.Store(newSettings(next))
+	s.applyConfig(prev, next)
+	return nil
+}
+
+// applyConfig puts the effects of a newly published configuration into
+// force. REQUIRES: s.conf.writeMu held.
+func (s *Server) applyConfig(prev, next *config.Config) {
+	if next.ReplBacklogSize != prev.ReplBacklogSize {
+		s.stream.SetBacklogSize(next.ReplBacklogSize)
+	}
+	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
+		s.onMaxMemory(next.MaxMemory)
+	}
+	if next.LogLevel != prev.LogLevel {
+		s.log.SetLevel(HCLogLevel(next.LogLevel))
+	}
+	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
+		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
+		s.up.retarget()
+	}
+}

@@ -95,7 +95,7 @@ func (r countingReader) Read(p []byte) (int, error) {
 // serveClient reads and runs commands until the client leaves, breaks the
 // protocol, or the server stops.
 func (s *Server) serveClient(ctx context.Context, c *client) {
-	defer s.unregister(c)
+	defer s.clients.remove(c)
 	defer c.conn.Close()
 	for ctx.Err() == nil {
 		cc := s.clientConf()

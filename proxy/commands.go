@@ -188,7 +188,7 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 // them: [ip, port, ack offset], all bulk strings.
 func (s *Server) appendRoleReplicas(b []byte) []byte {
 	var online []*replica
-	for _, r := range s.replicaList() {
+	for _, r := range s.clients.replicaList() {
 		if r.State() == replicaOnline {
 			online = append(online, r)
 		}
@@ -344,12 +344,7 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 
 // clientList renders CLIENT LIST with Redis's field names.
 func (s *Server) clientList() string {
-	s.mu.Lock()
-	clients := make([]*client, 0, len(s.mu.clients))
-	for _, c := range s.mu.clients {
-		clients = append(clients, c)
-	}
-	s.mu.Unlock()
+	clients := s.clients.clients()
 	now := time.Now()
 	var b strings.Builder
 	for _, c := range clients {
@@ -420,9 +415,8 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 			}
 		}
 	}
-	s.mu.Lock()
 	var victims []*client
-	for _, o := range s.mu.clients {
+	for _, o := range s.clients.clients() {
 		isReplica := o.replicaSet()
 		switch {
 		case id != 0 && o.id != id,
@@ -436,7 +430,6 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 		}
 		victims = append(victims, o)
 	}
-	s.mu.Unlock()
 	for _, o := range victims {
 		if r := o.asReplica.Load(); r != nil {
 			r.close("killed by CLIENT KILL")

@@ -241,9 +241,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	}
 	c.plan = plan
 	c.asReplica.Store(r)
-	s.mu.Lock()
-	s.mu.replicas[r] = struct{}{}
-	s.mu.Unlock()
+	s.clients.addReplica(r)
 	if plan.partial {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
 			"backlog-bytes", s.stream.Offset()+1-off)
@@ -345,12 +343,14 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 	cancel()
 	c.conn.Close()
 	werr := <-done
-	s.mu.Lock()
-	delete(s.mu.replicas, r)
+	// The registry first, then the fetch's waiters under s.mu: one lock at a
+	// time.
+	s.clients.removeReplica(r)
 	if r.fetch != nil {
+		s.mu.Lock()
 		r.fetch.waiters--
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	switch {
 	case r.reason.Load() != nil:
 	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -80,10 +78,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("executable", exe)
 		w.kv("config_file", s.configFile)
 	case "clients":
-		s.mu.Lock()
-		n := len(s.mu.clients)
-		s.mu.Unlock()
-		maxc := s.config().MaxClients
+		n, maxc := s.clients.count(), s.config().MaxClients
 		b.WriteString("# Clients\r\n")
 		w.kv("connected_clients", n)
 		w.kv("maxclients", maxc)
@@ -217,7 +212,7 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		w.kv("slave_read_only", 1)
 		w.kv("replica_announced", 1)
 	}
-	replicas := s.replicaList()
+	replicas := s.clients.replicaList()
 	w.kv("connected_slaves", len(replicas))
 	for i, r := range replicas {
 		lag := int64(0)
@@ -272,18 +267,6 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	ps := s.pool.Stats()
 	w.kv("free_blocks", ps.FreeBlocks)
 	w.kv("free_blocks_bytes", ps.FreeBytes)
-}
-
-// replicaList returns the replicas in the order they connected.
-func (s *Server) replicaList() []*replica {
-	s.mu.Lock()
-	list := make([]*replica, 0, len(s.mu.replicas))
-	for r := range s.mu.replicas {
-		list = append(list, r)
-	}
-	s.mu.Unlock()
-	slices.SortFunc(list, func(a, b *replica) int { return cmp.Compare(a.c.id, b.c.id) })
-	return list
 }
 
 func b2i(b bool) int {

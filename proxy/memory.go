@@ -46,22 +46,16 @@ func (s *Server) memoryFigures() eviction.Figures {
 		NormalClients: u.Unpublished,
 	}
 	s.mu.Lock()
-	f.Replicas = len(s.mu.replicas)
 	for _, sn := range s.heldSnapshotsLocked() {
 		f.Snapshots += sn.Usage().Allocated()
 	}
 	if sp := s.mu.spilled; sp != nil {
 		f.SnapshotsOnDisk = sp.size
 	}
-	for _, c := range s.mu.clients {
-		b := c.bufferBytes()
-		if c.replicaSet() {
-			f.ReplicaClients += b
-		} else {
-			f.NormalClients += b
-		}
-	}
 	s.mu.Unlock()
+	normal, replicaClients, replicas := s.clients.bufferBytes()
+	f.NormalClients += normal
+	f.ReplicaClients, f.Replicas = replicaClients, replicas
 	return f
 }
 

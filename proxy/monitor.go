@@ -38,12 +38,7 @@ func (s *Server) checkReplicas(now time.Time) {
 	lim := cfg.ClientOutputBufferLimit.Replica
 	backlog := cfg.ReplBacklogSize
 	timeout := cfg.ReplTimeout
-	s.mu.Lock()
-	replicas := make([]*replica, 0, len(s.mu.replicas))
-	for r := range s.mu.replicas {
-		replicas = append(replicas, r)
-	}
-	s.mu.Unlock()
+	replicas := s.clients.replicaList()
 	hard := lim.Hard
 	if hard > 0 && hard < backlog {
 		hard = backlog
@@ -105,10 +100,10 @@ func (s *Server) releaseRetired() {
 	}
 }
 
-// disconnectReplicasLocked closes every replica (a new stream generation or
-// replication ID). REQUIRES: s.mu held.
-func (s *Server) disconnectReplicasLocked(reason string) {
-	for r := range s.mu.replicas {
+// disconnectReplicas closes every replica (a new stream generation or
+// replication ID). Called after the change, with no lock held.
+func (s *Server) disconnectReplicas(reason string) {
+	for _, r := range s.clients.replicaList() {
 		r.close(reason)
 	}
 }

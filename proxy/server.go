@@ -51,8 +51,11 @@ type Server struct {
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
 	conf liveConfig
 
-	// mu guards the replication identity and the client registry. It is
-	// never held across network I/O.
+	// clients is the client registry (registry.go), under its own lock.
+	clients *registry
+
+	// mu guards the replication identity and the snapshots. It is never
+	// held across network I/O, and never together with the registry's lock.
 	mu struct {
 		sync.Mutex
 
@@ -63,13 +66,10 @@ type Server struct {
 		history      bool  // the stream holds the primary's bytes (a sync completed)
 		snapshot     *replbuf.Snapshot
 
-		clients      map[int64]*client
-		nextClientID int64
-		replicas     map[*replica]struct{}
-		fetch        *fetch              // the snapshot fetch in flight, if any
-		retired      []*replbuf.Snapshot // replaced snapshots, released once unread
-		spilled      *spilledSnapshot    // the newest snapshot, when it lives on disk
-		spilling     *replbuf.Snapshot   // the snapshot being written to disk
+		fetch    *fetch              // the snapshot fetch in flight, if any
+		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
+		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
+		spilling *replbuf.Snapshot   // the snapshot being written to disk
 	}
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
@@ -144,8 +144,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.mu.replID = newReplID()
 	s.mu.replID2 = noReplID
 	s.mu.secondOffset = -1
-	s.mu.clients = make(map[int64]*client)
-	s.mu.replicas = make(map[*replica]struct{})
+	s.clients = newRegistry()
 	s.up = newUpstream(s, log.Named("upstream"))
 	if err := s.listen(cfg); err != nil {
 		return nil, err
@@ -290,28 +289,12 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 
 // register adds a connection to the client registry, unless maxclients is reached.
 func (s *Server) register(conn net.Conn) (*client, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.mu.clients) >= s.config().MaxClients {
-		return nil, false
-	}
-	s.mu.nextClientID++
-	c := newClient(s, s.mu.nextClientID, conn)
-	s.mu.clients[c.id] = c
-	return c, true
-}
-
-func (s *Server) unregister(c *client) {
-	s.mu.Lock()
-	delete(s.mu.clients, c.id)
-	s.mu.Unlock()
+	return s.clients.add(s.config().MaxClients, func(id int64) *client { return newClient(s, id, conn) })
 }
 
 // closeClients closes every client connection, which ends their goroutines.
 func (s *Server) closeClients() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.mu.clients {
+	for _, c := range s.clients.clients() {
 		c.conn.Close()
 	}
 }

@@ -387,15 +387,18 @@ func (l *link) partialSync(reply string) error {
 	offset := u.srv.stream.Offset()
 	s := u.srv
 	s.mu.Lock()
-	if newID != "" && newID != s.mu.replID {
+	changed := newID != "" && newID != s.mu.replID
+	if changed {
 		u.log.Info("primary changed replication id", "old-replid", s.mu.replID, "new-replid", newID, "second-repl-offset", offset+1)
 		s.mu.replID2 = s.mu.replID
 		s.mu.secondOffset = offset + 1
 		s.mu.replID = newID
-		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
-		s.disconnectReplicasLocked("primary changed replication id")
 	}
 	s.mu.Unlock()
+	if changed {
+		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
+		s.disconnectReplicas("primary changed replication id")
+	}
 	s.stats.upstreamPartialSyncs.Add(1)
 	u.log.Info("partial resync accepted", "repl-offset", offset)
 	return nil
@@ -686,8 +689,8 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	s.mu.secondOffset = -1
 	s.mu.history = true
 	s.stream.Reset(sn.Offset())
-	s.disconnectReplicasLocked("new replication stream (upstream full resync)")
 	s.mu.Unlock()
+	s.disconnectReplicas("new replication stream (upstream full resync)")
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+)
+
+// A registry is the set of connected clients and, among them, the replicas.
+//
+// Its lock is a leaf: it is never held while another proxy lock is taken, and
+// never taken while one (Server.mu in particular) is held. Where a change
+// touches both the registry and the replication history, the two are done one
+// after the other, each under its own lock. Nothing under it blocks, logs or
+// touches a socket: callers take a list and act on it after.
+type registry struct {
+	mu       sync.Mutex
+	byID     map[int64]*client     // guarded by mu
+	lastID   int64                 // guarded by mu; the id given last
+	replicas map[*replica]struct{} // guarded by mu; a subset of byID's clients, while they run as replicas
+}
+
+func newRegistry() *registry {
+	return &registry{byID: make(map[int64]*client), replicas: make(map[*replica]struct{})}
+}
+
+// add registers a new client made by newClient with the next id, unless
+// maxClients are connected already. newClient runs under the lock: it must
+// only build the client.
+func (g *registry) add(maxClients int, newClient func(id int64) *client) (*client, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.byID) >= maxClients {
+		return nil, false
+	}
+	g.lastID++
+	c := newClient(g.lastID)
+	g.byID[c.id] = c
+	return c, true
+}
+
+// remove forgets a client that has gone.
+func (g *registry) remove(c *client) {
+	g.mu.Lock()
+	delete(g.byID, c.id)
+	g.mu.Unlock()
+}
+
+// addReplica registers a client that became a replica.
+func (g *registry) addReplica(r *replica) {
+	g.mu.Lock()
+	g.replicas[r] = struct{}{}
+	g.mu.Unlock()
+}
+
+// removeReplica forgets a replica whose goroutines have ended.
+func (g *registry) removeReplica(r *replica) {
+	g.mu.Lock()
+	delete(g.replicas, r)
+	g.mu.Unlock()
+}
+
+// count returns how many clients are connected, replicas included.
+func (g *registry) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.byID)
+}
+
+// clients returns the connected clients in the order they connected.
+func (g *registry) clients() []*client {
+	g.mu.Lock()
+	list := make([]*client, 0, len(g.byID))
+	for _, c := range g.byID {
+		list = append(list, c)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(list, func(a, b *client) int { return cmp.Compare(a.id, b.id) })
+	return list
+}
+
+// replicaList returns the replicas in the order they connected.
+func (g *registry) replicaList() []*replica {
+	g.mu.Lock()
+	list := make([]*replica, 0, len(g.replicas))
+	for r := range g.replicas {
+		list = append(list, r)
+	}
+	g.mu.Unlock()
+	slices.SortFunc(list, func(a, b *replica) int { return cmp.Compare(a.c.id, b.c.id) })
+	return list
+}
+
+// bufferBytes adds up what the clients' buffers hold, replicas apart, and
+// counts the replicas, without building a list (the monitor asks ten times a
+// second).
+func (g *registry) bufferBytes() (normal, replicaClients int64, replicas int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.byID {
+		// bufferBytes and replicaSet read only atomics: nothing blocks here.
+		if b := c.bufferBytes(); c.replicaSet() {
+			replicaClients += b
+		} else {
+			normal += b
+		}
+	}
+	return normal, replicaClients, len(g.replicas)
+}

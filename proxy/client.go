@@ -56,6 +56,7 @@ type client struct {
 	name      atomic.Pointer[string]  // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]  // for CLIENT LIST
 	lastUse   atomic.Int64            // unix nanos of the last command
+	reason    atomic.Int32            // a closeReason, recorded by whoever closes the connection first
 }
 
 func newClient(s *Server, id int64, conn net.Conn) *client {
@@ -80,6 +81,14 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 // replicaSet reports whether the client became a replica. Any goroutine.
 func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
 
+// closeFor closes the connection for reason, unless another was recorded
+// first; the client's goroutine then ends on the closed connection. Any
+// goroutine.
+func (c *client) closeFor(reason closeReason) {
+	firstReason(&c.reason, reason)
+	c.conn.Close()
+}
+
 // countingReader adds every byte read to a counter.
 type countingReader struct {
 	r io.Reader
@@ -93,10 +102,30 @@ func (r countingReader) Read(p []byte) (int, error) {
 }
 
 // serveClient reads and runs commands until the client leaves, breaks the
-// protocol, or the server stops.
+// protocol, or the server stops; a client that becomes a replica is then
+// served as one. An admin client's close is counted and logged here, once.
 func (s *Server) serveClient(ctx context.Context, c *client) {
-	defer s.clients.remove(c)
-	defer c.conn.Close()
+	reason, err := s.runClient(ctx, c)
+	c.conn.Close()
+	s.clients.remove(c)
+	if c.replicaSet() {
+		return // runReplica counted and logged its close
+	}
+	firstReason(&c.reason, reason)
+	reason = closeReason(c.reason.Load())
+	s.stats.clientCloses.add(reason)
+	switch reason {
+	case closeQueryBufferLimit, closeOutputHardLimit, closeOutputSoftLimit:
+		// Logged where they were found, with their figures and a rate limit.
+	default:
+		// Verbose, not a warning: any stranger can cause any of these.
+		c.log.Debug("client closed", "reason", reason.String(), "error", err)
+	}
+}
+
+// runClient is serveClient's loop. It returns why it ended, and the error
+// that ended it, if any.
+func (s *Server) runClient(ctx context.Context, c *client) (closeReason, error) {
 	for ctx.Err() == nil {
 		cc := s.clientConf()
 		c.syncLimits(cc)
@@ -105,8 +134,6 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 			var pe *wire.ProtocolError
 			switch {
 			case errors.As(err, &pe):
-				// Verbose, not a warning: any stranger can cause one.
-				c.log.Debug("protocol error from client", "error", err)
 				c.out = wire.AppendError(c.out, "ERR "+pe.Msg)
 				c.flush()
 			case errors.Is(err, wire.ErrQueryLimit):
@@ -115,10 +142,8 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 					c.log.Warn("client closed: its command reached client-query-buffer-limit",
 						"limit", cc.limits.MaxQuery, "suppressed", n)
 				}
-			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
-				c.log.Debug("client read failed", "error", err)
 			}
-			return
+			return readCloseReason(err), err
 		}
 		if len(cmd.Args) == 0 {
 			continue
@@ -127,22 +152,23 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
 		if !c.replicaSet() && c.overHardLimit(cc.output) {
-			s.closedByOutputLimit(c, "hard")
-			return
+			s.closedByOutputLimit(c, closeOutputHardLimit)
+			return closeOutputHardLimit, nil
 		}
 		if quit || c.replicaSet() || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
-				return
+				return closeWriteError, err
 			}
 		}
 		if quit {
-			return
+			return closeQuit, nil
 		}
 		if c.replicaSet() {
 			s.runReplica(ctx, c)
-			return
+			return closeNone, nil
 		}
 	}
+	return closeServerShutdown, nil
 }
 
 // flush writes the gathered replies. While what is left to write is at or
@@ -173,7 +199,7 @@ func (c *client) flush() error {
 			// even from a client that reads at once.
 			deadline = minTime(deadline, maxTime(now.Add(lim.SoftPeriod), now.Add(minSoftWait)))
 		case now.Sub(overSince) > lim.SoftPeriod:
-			c.srv.closedByOutputLimit(c, "soft")
+			c.srv.closedByOutputLimit(c, closeOutputSoftLimit)
 			err = errOutputLimit
 			continue
 		default:
@@ -186,7 +212,7 @@ func (c *client) flush() error {
 		pending = pending[n:]
 		var ne net.Error
 		if over && errors.As(err, &ne) && ne.Timeout() && int64(len(pending)) >= lim.Soft {
-			c.srv.closedByOutputLimit(c, "soft")
+			c.srv.closedByOutputLimit(c, closeOutputSoftLimit)
 		}
 	}
 	if cap(c.out) > 1<<20 {
@@ -207,13 +233,17 @@ func (c *client) overHardLimit(lim config.OutputBufferLimit) bool {
 // closedByOutputLimit counts and logs an admin client closed for its output
 // buffer (client_output_buffer_limit_disconnections) and closes it; its
 // goroutine then ends on the closed connection.
-func (s *Server) closedByOutputLimit(c *client, which string) {
+func (s *Server) closedByOutputLimit(c *client, reason closeReason) {
+	which := "hard"
+	if reason == closeOutputSoftLimit {
+		which = "soft"
+	}
 	s.stats.outputLimitDisconnects.Add(1)
 	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
 			"limit", which, "pending", len(c.out), "suppressed", n)
 	}
-	c.conn.Close()
+	c.closeFor(reason)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -432,9 +432,9 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 	}
 	for _, o := range victims {
 		if r := o.asReplica.Load(); r != nil {
-			r.close("killed by CLIENT KILL")
+			r.close(closeKilled, nil)
 		} else {
-			o.conn.Close()
+			o.closeFor(closeKilled)
 		}
 	}
 	if oldForm {

@@ -75,7 +75,7 @@ type replica struct {
 	ackOff   atomic.Int64                   // highest offset ACKed
 	ackTime  atomic.Int64                   // unix nanos of the last ACK (or of going online)
 	cursor   atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
-	reason   atomic.Pointer[string]         // why it was closed, first cause only
+	reason   atomic.Int32                   // a closeReason: why it was closed, first cause only
 	firstAck chan struct{}                  // closed at the first ACK
 	ackOnce  sync.Once
 
@@ -96,13 +96,22 @@ func (r *replica) ack(off int64) {
 	r.ackOnce.Do(func() { close(r.firstAck) })
 }
 
-// close disconnects the replica, keeping the first reason.
-func (r *replica) close(reason string) {
-	if r.reason.CompareAndSwap(nil, &reason) {
-		r.log.Info("replica disconnected", "reason", reason)
+// close disconnects the replica. The first reason is kept, logged (with err,
+// which may be nil) and counted; later ones are dropped.
+func (r *replica) close(reason closeReason, err error) {
+	if firstReason(&r.reason, reason) {
+		r.c.srv.stats.replicaCloses.add(reason)
+		if err != nil {
+			r.log.Info("replica disconnected", "reason", reason.String(), "error", err)
+		} else {
+			r.log.Info("replica disconnected", "reason", reason.String())
+		}
 	}
 	r.c.conn.Close()
 }
+
+// closed reports whether the replica was closed for a reason.
+func (r *replica) closed() bool { return closeReason(r.reason.Load()) != closeNone }
 
 // syncPlan is how a replica will be served, decided under the server's lock.
 type syncPlan struct {
@@ -352,13 +361,15 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 		s.mu.Unlock()
 	}
 	switch {
-	case r.reason.Load() != nil:
+	case r.closed():
 	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):
-		r.close(werr.Error())
+		r.close(writeCloseReason(werr), werr)
 	case readErr != nil && !errors.Is(readErr, net.ErrClosed):
-		r.close("connection closed by replica")
+		r.close(readCloseReason(readErr), readErr)
 	default:
-		r.close("done")
+		// Neither side failed on its own: the connection was closed under
+		// them, and every other closer records its reason first.
+		r.close(closeServerShutdown, nil)
 	}
 }
 
@@ -415,7 +426,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	sn := plan.snapshot
 	if sn == nil && file == nil {
 		if sn, rd, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
-			return err
+			return fullSyncError{err}
 		}
 		plan.offset = sn.Offset()
 	}
@@ -436,7 +447,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		eof, err = w.sendSnapshot(ctx, r, sn, rd)
 	}
 	if err != nil {
-		return fmt.Errorf("sending snapshot: %w", err)
+		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
 	}
 	// The payload is sent: let the snapshot (or its file) go now, not when
 	// the replica disconnects, so that eviction may take it.
@@ -449,7 +460,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		plan.file = nil
 	}
 	if r.hs.rdbOnly {
-		r.close("snapshot sent (rdb-only)")
+		r.close(closeSnapshotSent, nil)
 		return nil
 	}
 	if eof {
@@ -490,7 +501,7 @@ func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Dur
 				continue
 			}
 			s.stats.replicasDropped.Add(1)
-			r.close(errNoFirstAck.Error())
+			r.close(closeReplicaTimeout, errNoFirstAck)
 			return errNoFirstAck
 		}
 	}

@@ -253,6 +253,16 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
 	w.kv("replicas_dropped", st.replicasDropped.Load())
+	for r := closeNone; r < numCloseReasons; r++ {
+		if r.appliesToReplicas() {
+			w.kv("replicas_closed_"+r.String(), st.replicaCloses[r].Load())
+		}
+	}
+	for r := closeNone; r < numCloseReasons; r++ {
+		if r.appliesToClients() {
+			w.kv("clients_closed_"+r.String(), st.clientCloses[r].Load())
+		}
+	}
 	w.kv("repl_output_bytes", st.replOutputBytes.Load())
 	if sn := s.Snapshot(); sn != nil {
 		w.kv("snapshot_replid", sn.ReplID())

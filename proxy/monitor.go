@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/replproxy/replproxy/replbuf"
@@ -30,6 +31,13 @@ func (s *Server) monitor(ctx context.Context) {
 	}
 }
 
+// The monitor's causes for dropping a replica, for its log line.
+var (
+	errReplicaHardLimit  = errors.New("output buffer over the hard limit (client-output-buffer-limit replica)")
+	errReplicaSoftLimit  = errors.New("output buffer over the soft limit for too long (client-output-buffer-limit replica)")
+	errReplicaAckTimeout = errors.New("timeout: no REPLCONF ACK for longer than repl-timeout")
+)
+
 // checkReplicas applies client-output-buffer-limit replica and repl-timeout.
 // A replica's output buffer is what its cursor pins (Redis's formula). The
 // hard limit is raised to the backlog size, as Redis does.
@@ -44,7 +52,7 @@ func (s *Server) checkReplicas(now time.Time) {
 		hard = backlog
 	}
 	for _, r := range replicas {
-		if r.reason.Load() != nil {
+		if r.closed() {
 			continue
 		}
 		var cob int64
@@ -54,14 +62,14 @@ func (s *Server) checkReplicas(now time.Time) {
 		switch {
 		case hard > 0 && cob >= hard:
 			s.stats.replicasDropped.Add(1)
-			r.close("output buffer over the hard limit (client-output-buffer-limit replica)")
+			r.close(closeOutputHardLimit, errReplicaHardLimit)
 			continue
 		case lim.Soft > 0 && cob >= lim.Soft:
 			if r.softSince.IsZero() {
 				r.softSince = now
 			} else if now.Sub(r.softSince) > lim.SoftPeriod {
 				s.stats.replicasDropped.Add(1)
-				r.close("output buffer over the soft limit for too long (client-output-buffer-limit replica)")
+				r.close(closeOutputSoftLimit, errReplicaSoftLimit)
 				continue
 			}
 		default:
@@ -70,7 +78,7 @@ func (s *Server) checkReplicas(now time.Time) {
 		if r.State() == replicaOnline && !r.legacy && !r.hs.rdbOnly &&
 			now.Sub(time.Unix(0, r.ackTime.Load())) > timeout {
 			s.stats.replicasDropped.Add(1)
-			r.close("timeout: no REPLCONF ACK for longer than repl-timeout")
+			r.close(closeReplicaTimeout, errReplicaAckTimeout)
 		}
 	}
 }
@@ -102,8 +110,8 @@ func (s *Server) releaseRetired() {
 
 // disconnectReplicas closes every replica (a new stream generation or
 // replication ID). Called after the change, with no lock held.
-func (s *Server) disconnectReplicas(reason string) {
+func (s *Server) disconnectReplicas(reason closeReason) {
 	for _, r := range s.clients.replicaList() {
-		r.close(reason)
+		r.close(reason, nil)
 	}
 }

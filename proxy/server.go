@@ -295,7 +295,7 @@ func (s *Server) register(conn net.Conn) (*client, bool) {
 // closeClients closes every client connection, which ends their goroutines.
 func (s *Server) closeClients() {
 	for _, c := range s.clients.clients() {
-		c.conn.Close()
+		c.closeFor(closeServerShutdown)
 	}
 }
 

@@ -28,6 +28,8 @@ type stats struct {
 	snapshotFetchFailures atomic.Int64 // side-link snapshot fetches that failed
 	snapshotFetchBytes    atomic.Int64 // payload bytes received by fetches
 	replicasDropped       atomic.Int64 // replicas disconnected by a limit or timeout
+	replicaCloses         closeCounts  // replicas closed, per reason
+	clientCloses          closeCounts  // other clients closed, per reason
 	evictedSnapshots      atomic.Int64 // evicted_snapshots: spilled to disk or dropped
 	evictedBytes          atomic.Int64 // evicted_bytes: their memory
 

@@ -397,7 +397,7 @@ func (l *link) partialSync(reply string) error {
 	s.mu.Unlock()
 	if changed {
 		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
-		s.disconnectReplicas("primary changed replication id")
+		s.disconnectReplicas(closeReplIDChanged)
 	}
 	s.stats.upstreamPartialSyncs.Add(1)
 	u.log.Info("partial resync accepted", "repl-offset", offset)
@@ -690,7 +690,7 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	s.mu.history = true
 	s.stream.Reset(sn.Offset())
 	s.mu.Unlock()
-	s.disconnectReplicas("new replication stream (upstream full resync)")
+	s.disconnectReplicas(closeGenerationChanged)
 }
 
 func hasPrefixFold(s, prefix string) bool {

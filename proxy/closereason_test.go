@@ -1,9 +1,15 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
@@ -101,5 +107,37 @@ func TestReplicaCloseReasons(t *testing.T) {
 
 	if got := infoField(p, "proxy", "replicas_dropped"); got != "0" {
 		t.Errorf("replicas_dropped %s: none of these is a drop", got)
+	}
+}
+
+// TestServerClose: Close stops a running server and may be called again, at
+// once or later; a closed server does not run again, and one that never ran
+// can be closed too.
+func TestServerClose(t *testing.T) {
+	p := startProxy(t)
+	if got := adminDial(t, p).do("PING"); got != "+PONG\r\n" { // Run is serving
+		t.Fatalf("PING: %q", got)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { p.Close() })
+	}
+	wg.Wait()
+	if _, err := net.Dial("tcp", p.AddrString()); err == nil {
+		t.Error("the listener still accepts after Close")
+	}
+	if err := p.stop(); err != nil { // Run returned, and cleanly
+		t.Error(err)
+	}
+	p.Close()
+	if err := p.Run(context.Background()); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Run after Close: %v, want ErrServerClosed", err)
+	}
+
+	idle := linkNewServer(t, hclog.Off)
+	idle.Close()
+	idle.Close()
+	if _, err := net.Dial("tcp", idle.Addr().String()); err == nil {
+		t.Error("a server that never ran still accepts after Close")
 	}
 }

@@ -36,7 +36,7 @@ func FuzzDispatch(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(srv.closeListeners)
+	f.Cleanup(func() { srv.Close() })
 	f.Fuzz(func(t *testing.T, input []byte) {
 		a, b := net.Pipe()
 		defer a.Close()

@@ -84,7 +84,7 @@ func linkNewServer(t testing.TB, level hclog.Level) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.closeListeners)
+	t.Cleanup(func() { srv.Close() })
 	return srv
 }
 

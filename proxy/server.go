@@ -45,7 +45,8 @@ type Server struct {
 	commands map[string]command
 	memoryState
 
-	listeners []net.Listener // opened by New, closed by Run's shutdown
+	listeners       []net.Listener // opened by New, closed by Run's shutdown or Close
+	listenersClosed sync.Once
 
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
@@ -77,6 +78,14 @@ type Server struct {
 	authLog   logLimiter               // failed AUTH
 	acceptLog logLimiter               // accept errors
 	limitLog  logLimiter               // clients closed by a buffer limit
+
+	// life is the server's lifetime: Run sets it up, Close ends it.
+	life struct {
+		sync.Mutex
+		closed bool               // Close was called
+		cancel context.CancelFunc // ends Run; set once Run started
+		done   chan struct{}      // closed when Run returns; set with cancel
+	}
 
 	// The background group: snapshot fetches and the monitor, with the
 	// lifetime of Run.
@@ -191,10 +200,14 @@ func (s *Server) listen(cfg *config.Config) error {
 	return nil
 }
 
+// closeListeners closes the listeners, once: Run's shutdown and Close may
+// both ask.
 func (s *Server) closeListeners() {
-	for _, ln := range s.listeners {
-		ln.Close()
-	}
+	s.listenersClosed.Do(func() {
+		for _, ln := range s.listeners {
+			ln.Close()
+		}
+	})
 }
 
 // Addr returns the address of the first listener: where replicas connect.
@@ -203,11 +216,24 @@ func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
 // Port returns the TCP port the server listens on.
 func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
 
-// Run serves until ctx is done, then closes every connection and returns once
-// every goroutine it started has stopped. It returns nil after a clean stop.
+// ErrServerClosed is returned by Run on a server that was closed or has run
+// already.
+var ErrServerClosed = errors.New("proxy: server closed")
+
+// Run serves until ctx is done or Close is called, then closes every
+// connection and returns once every goroutine it started has stopped. It
+// returns nil after a clean stop. A server runs once.
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.life.Lock()
+	if s.life.closed || s.life.cancel != nil {
+		s.life.Unlock()
+		return ErrServerClosed
+	}
+	s.life.cancel, s.life.done = cancel, make(chan struct{})
+	defer close(s.life.done)
+	s.life.Unlock()
 	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
 	s.bgMu.Lock()
 	s.bgCtx = ctx
@@ -241,6 +267,24 @@ func (s *Server) Run(ctx context.Context) error {
 	s.stream.Close(nil)
 	s.log.Info("replproxy stopped")
 	return err
+}
+
+// Close stops the server: when Run is running, it ends it and waits until it
+// has returned; on a server that never ran it closes what New opened. It may
+// be called any number of times, from any goroutine; every call returns once
+// the server is stopped. It returns nil.
+func (s *Server) Close() error {
+	s.life.Lock()
+	s.life.closed = true
+	cancel, done := s.life.cancel, s.life.done
+	s.life.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+		return nil
+	}
+	s.closeListeners()
+	return nil
 }
 
 // acceptLoop accepts connections until the listener is closed. Each client's

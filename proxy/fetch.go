@@ -24,7 +24,7 @@ type fetch struct {
 	err   error
 
 	// waiters counts the replicas whose plan joined this fetch and that are
-	// still connected; guarded by Server.mu. planFull counts a replica before
+	// still connected; guarded by history.mu. planFull counts a replica before
 	// it is registered, so a fetch that fails at once still sees it.
 	waiters int
 }
@@ -78,13 +78,7 @@ func (s *Server) runFetch(ctx context.Context, f *fetch) {
 		}
 		if why != "" {
 			s.log.Warn("snapshot fetch failed, not retrying", "error", err, "reason", why)
-			s.mu.Lock()
-			if s.mu.fetch == f {
-				s.mu.fetch = nil
-			}
-			f.err = err
-			close(f.ready)
-			s.mu.Unlock()
+			s.hist.fetchGaveUp(f, err)
 			return
 		}
 	}
@@ -109,9 +103,7 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 	if p := s.fetchPrimary(); p != primary || p == "" {
 		return "replicaof changed"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f.waiters == 0 {
+	if s.hist.fetchWaiters(f) == 0 {
 		return "no replica waits"
 	}
 	return ""
@@ -122,45 +114,22 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 // another attempt.
 func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
 	sn, err := s.up.fetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if sn.ReplID() != s.mu.replID {
-			return fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), s.mu.replID)
+		if err := s.hist.fetchStarted(f, sn); err != nil {
+			return err
 		}
-		s.retireLocked(s.mu.snapshot)
-		s.mu.snapshot = sn
-		s.replaceSpilledLocked(nil)
-		f.sn = sn
 		started = true
-		close(f.ready)
 		return nil
 	})
 	if err != nil && !started {
 		return false, err
 	}
-	s.mu.Lock()
-	if s.mu.fetch == f {
-		s.mu.fetch = nil
-	}
-	if err != nil && s.mu.snapshot == f.sn {
-		s.mu.snapshot = nil
-		s.retireLocked(f.sn)
-	}
-	s.mu.Unlock()
+	s.hist.fetchEnded(f, err)
 	if err != nil {
 		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
 	return true, nil
-}
-
-// retireLocked puts a replaced snapshot aside; the monitor releases it once
-// no replica reads it any more. REQUIRES: s.mu held.
-func (s *Server) retireLocked(sn *replbuf.Snapshot) {
-	if sn != nil {
-		s.mu.retired = append(s.mu.retired, sn)
-	}
 }
 
 // awaitFetch waits for a shared fetch to start, sending keepalive newlines
@@ -175,21 +144,7 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*r
 			if f.err != nil {
 				return nil, nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if !s.servableLocked(f.sn) {
-				return nil, nil, nil, errors.New("fetched snapshot no longer matches the stream")
-			}
-			rd, err := f.sn.NewReader()
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
-			}
-			cur, err := s.stream.Attach(f.sn.Offset() + 1)
-			if err != nil {
-				rd.Close()
-				return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
-			}
-			return f.sn, rd, cur, nil
+			return s.hist.attachFetched(f)
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
 				return nil, nil, nil, err

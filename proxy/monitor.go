@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"time"
-
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // monitorInterval is how often the monitor checks replicas (Redis's
@@ -81,33 +79,20 @@ func (s *Server) checkReplicas(now time.Time) {
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
 func (s *Server) releaseRetired() {
-	s.mu.Lock()
-	var free []*replbuf.Snapshot
-	kept := s.mu.retired[:0]
-	for _, sn := range s.mu.retired {
-		if sn.State() != replbuf.SnapshotBuilding && sn.Readers() == 0 {
-			free = append(free, sn)
-		} else {
-			kept = append(kept, sn)
-		}
-	}
-	clear(s.mu.retired[len(kept):])
-	s.mu.retired = kept
-	limited := s.mu.cfg.MaxMemory > 0
-	s.mu.Unlock()
-	for _, sn := range free {
-		sn.Release()
-	}
-	if len(free) > 0 && limited {
-		// Under maxmemory, memory given up is given back, not kept as free blocks.
-		s.pool.DropFree()
-	}
+	s.hist.releaseRetired(s.config().MaxMemory > 0)
 }
 
-// disconnectReplicasLocked closes every replica (a new stream generation or
-// replication ID). REQUIRES: s.mu held.
-func (s *Server) disconnectReplicasLocked(reason string) {
+// disconnectReplicas closes every replica (a new stream generation or
+// replication ID). The caller has made the change already: the history's
+// lock is not held, and neither is s.mu while they close (closing logs).
+func (s *Server) disconnectReplicas(reason string) {
+	s.mu.Lock()
+	replicas := make([]*replica, 0, len(s.mu.replicas))
 	for r := range s.mu.replicas {
+		replicas = append(replicas, r)
+	}
+	s.mu.Unlock()
+	for _, r := range replicas {
 		r.close(reason)
 	}
 }

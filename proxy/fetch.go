@@ -42,28 +42,55 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 	return true
 }
 
-// runFetch fetches one snapshot. As soon as the primary answers with
-// +FULLRESYNC, the snapshot becomes the server's newest and waiting replicas
-// start following it while it arrives.
+// runFetch fetches one snapshot for f on the background group: it runs
+// fetchLoop and is the one place that turns the loop's end into the fetch's
+// end, logging it once.
+func (s *Server) runFetch(ctx context.Context, f *fetch) {
+	err := s.fetchLoop(ctx, f)
+	var stop *fetchStopError
+	switch {
+	case err == nil:
+	case errors.As(err, &stop):
+		s.log.Warn("snapshot fetch failed, not retrying", "error", stop.err, "reason", stop.reason)
+		s.hist.fetchGaveUp(f, stop.err)
+	default:
+		s.log.Warn("snapshot fetch failed", "error", err)
+	}
+}
+
+// fetchStopError ends a fetch given up before the primary answered: its
+// waiters fail with err.
+type fetchStopError struct {
+	reason string // why it is not retried
+	err    error  // the last attempt's failure
+}
+
+func (e *fetchStopError) Error() string { return e.err.Error() + " (not retried: " + e.reason + ")" }
+func (e *fetchStopError) Unwrap() error { return e.err }
+
+// fetchLoop makes attempts at f until one starts. As soon as the primary
+// answers with +FULLRESYNC, the snapshot becomes the server's newest and
+// waiting replicas start following it while it arrives; fetchLoop returns
+// nil once it has arrived, or the error that ended it.
 //
 // An attempt that fails before that (the primary refused, went silent, or
 // answered what Redis never sends) is counted and retried with backoff, as
 // long as a replica still waits for this fetch, the server runs and
-// replicaof names the same primary. A failure after the snapshot was handed
-// out is not retried here: the replicas following it fail with it and come
-// back for a new one.
-func (s *Server) runFetch(ctx context.Context, f *fetch) {
+// replicaof names the same primary; otherwise the loop returns a
+// *fetchStopError. A failure after the snapshot was handed out is not
+// retried here: the replicas following it fail with it and come back for a
+// new one.
+func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
 	primary := s.fetchPrimary()
 	backoff := backoffMin
 	for {
 		started, err := s.fetchOnce(ctx, f)
 		if err == nil {
-			return
+			return nil
 		}
 		s.stats.snapshotFetchFailures.Add(1)
 		if started {
-			s.log.Warn("snapshot fetch failed", "error", err)
-			return
+			return err
 		}
 		why := s.fetchStopReason(ctx, f, primary)
 		if why == "" {
@@ -77,9 +104,7 @@ func (s *Server) runFetch(ctx context.Context, f *fetch) {
 			why = s.fetchStopReason(ctx, f, primary)
 		}
 		if why != "" {
-			s.log.Warn("snapshot fetch failed, not retrying", "error", err, "reason", why)
-			s.hist.fetchGaveUp(f, err)
-			return
+			return &fetchStopError{reason: why, err: err}
 		}
 	}
 }

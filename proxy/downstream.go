@@ -68,6 +68,7 @@ type replica struct {
 	hs     replicaHandshake
 	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
 	fetch  *fetch // the snapshot fetch its plan joined, if any: counted in its waiters
+	epoch  uint64 // the history's epoch its plan was made in
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
@@ -214,7 +215,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	} else {
 		s.stats.syncPartialOK.Add(1)
 	}
-	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, firstAck: make(chan struct{})}
+	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, epoch: plan.epoch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)

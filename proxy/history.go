@@ -60,6 +60,10 @@ type history struct {
 		replID2      string
 		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
 		synced       bool  // the stream holds the primary's bytes (a sync completed)
+		// epoch counts the changes of identity (install, continueAs). A plan
+		// carries the epoch it was made in, so that the caller of a change
+		// disconnects exactly the replicas planned before it.
+		epoch uint64
 
 		snapshot *replbuf.Snapshot   // the newest complete or arriving snapshot, if any
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
@@ -107,8 +111,9 @@ func (h *history) newest() *replbuf.Snapshot {
 // install makes sn, the payload of an upstream full sync, the newest snapshot
 // and starts a new generation of the stream at its offset: the primary's
 // bytes from offset+1 on, under sn's replid. Every open cursor fails with
-// replbuf.ErrReset; the caller then disconnects the replicas.
-func (h *history) install(sn *replbuf.Snapshot) {
+// replbuf.ErrReset; the caller then disconnects the replicas planned before
+// epoch.
+func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Lock()
 	h.retireLocked(h.mu.snapshot)
 	h.mu.snapshot = sn
@@ -117,26 +122,31 @@ func (h *history) install(sn *replbuf.Snapshot) {
 	h.mu.replID2 = noReplID
 	h.mu.secondOffset = -1
 	h.mu.synced = true
+	h.mu.epoch++
+	epoch = h.mu.epoch
 	h.stream.Reset(sn.Offset())
 	h.mu.Unlock()
 	h.removeSpilled(old)
+	return epoch
 }
 
 // continueAs takes the replid of an upstream +CONTINUE <replid>: when it is
 // new, the old one moves to replid2, valid up to the next byte of the stream
 // (PROTOCOL §5). changed reports that; the caller then disconnects the
-// replicas, which reconnect and continue through replid2.
-func (h *history) continueAs(newID string) (oldID string, secondOffset int64, changed bool) {
+// replicas planned before epoch, which reconnect and continue through
+// replid2.
+func (h *history) continueAs(newID string) (oldID string, secondOffset int64, epoch uint64, changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if newID == "" || newID == h.mu.replID {
-		return h.mu.replID, h.mu.secondOffset, false
+		return h.mu.replID, h.mu.secondOffset, h.mu.epoch, false
 	}
 	oldID = h.mu.replID
 	h.mu.replID2 = oldID
 	h.mu.secondOffset = h.stream.Offset() + 1
 	h.mu.replID = newID
-	return oldID, h.mu.secondOffset, true
+	h.mu.epoch++
+	return oldID, h.mu.secondOffset, h.mu.epoch, true
 }
 
 // matchesLocked is the one replid-match rule of a partial resync (PROTOCOL

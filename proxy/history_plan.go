@@ -19,6 +19,7 @@ type syncPlan struct {
 	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
 }
 
 // errShuttingDown refuses a full sync that would need a fetch once the
@@ -44,7 +45,7 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (syncPlan, 
 	if err != nil {
 		return syncPlan{}, false
 	}
-	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur}, true
+	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, true
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just
@@ -68,7 +69,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 	if sn := h.mu.snapshot; h.servableLocked(sn) {
 		if cur, err := h.stream.Attach(sn.Offset() + 1); err == nil {
 			if rd, err := sn.NewReader(); err == nil {
-				return syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur}, nil, nil
+				return syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur, epoch: h.mu.epoch}, nil, nil
 			}
 			cur.Close()
 		}
@@ -77,7 +78,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		if cur, err := h.stream.Attach(sp.offset + 1); err == nil {
 			f, err := sp.open()
 			if err == nil {
-				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil, nil
+				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur, epoch: h.mu.epoch}, nil, nil
 			}
 			// Forgotten, not removed: the name may hold someone else's file.
 			unservable = err
@@ -94,7 +95,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	h.mu.fetch.waiters++ // until leaveFetch
-	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch}, unservable, nil
+	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, unservable, nil
 }
 
 // attachFetched takes a reader of a started fetch's snapshot and pins the

@@ -82,14 +82,19 @@ func (s *Server) releaseRetired() {
 	s.hist.releaseRetired(s.config().MaxMemory > 0)
 }
 
-// disconnectReplicas closes every replica (a new stream generation or
-// replication ID). The caller has made the change already: the history's
-// lock is not held, and neither is s.mu while they close (closing logs).
-func (s *Server) disconnectReplicas(reason string) {
+// disconnectReplicas closes every replica planned before epoch, after a
+// change of the history's identity (a new stream generation or replication
+// ID) that made epoch. The change is made already: the history's lock is
+// not held, and neither is s.mu while they close (closing logs). A replica
+// planned since keeps its connection, as it did when the change and the
+// disconnection were one step under one lock.
+func (s *Server) disconnectReplicas(reason string, epoch uint64) {
 	s.mu.Lock()
 	replicas := make([]*replica, 0, len(s.mu.replicas))
 	for r := range s.mu.replicas {
-		replicas = append(replicas, r)
+		if r.epoch < epoch {
+			replicas = append(replicas, r)
+		}
 	}
 	s.mu.Unlock()
 	for _, r := range replicas {

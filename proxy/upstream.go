@@ -386,10 +386,10 @@ func (l *link) partialSync(reply string) error {
 	}
 	s := u.srv
 	offset := s.hist.stream.Offset()
-	if oldID, second, changed := s.hist.continueAs(newID); changed {
+	if oldID, second, epoch, changed := s.hist.continueAs(newID); changed {
 		u.log.Info("primary changed replication id", "old-replid", oldID, "new-replid", newID, "second-repl-offset", second)
 		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
-		s.disconnectReplicas("primary changed replication id")
+		s.disconnectReplicas("primary changed replication id", epoch)
 	}
 	s.stats.upstreamPartialSyncs.Add(1)
 	u.log.Info("partial resync accepted", "repl-offset", offset)
@@ -673,8 +673,8 @@ func (l *link) ackLoop(ctx context.Context) {
 // the stream at its offset: the primary's bytes from offset+1 on. The
 // replicas of the old generation are disconnected after the change.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
-	s.hist.install(sn)
-	s.disconnectReplicas("new replication stream (upstream full resync)")
+	epoch := s.hist.install(sn)
+	s.disconnectReplicas("new replication stream (upstream full resync)", epoch)
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -165,7 +165,7 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 	if cfg.MasterHost == "" {
 		c.out = wire.AppendArrayHeader(c.out, 3)
 		c.out = wire.AppendBulkString(c.out, "master")
-		c.out = wire.AppendInt(c.out, s.hist.stream.Offset())
+		c.out = wire.AppendInt(c.out, s.hist.stream().Offset())
 		c.out = s.appendRoleReplicas(c.out)
 		return false
 	}
@@ -306,7 +306,7 @@ func (s *Server) applyConfig(next *config.Config) {
 	s.clientConf.Store(newClientConf(next))
 	s.mu.Unlock()
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		s.hist.stream.SetBacklogSize(next.ReplBacklogSize)
+		s.hist.stream().SetBacklogSize(next.ReplBacklogSize)
 	}
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
 		s.onMaxMemory(next.MaxMemory)

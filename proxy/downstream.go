@@ -234,7 +234,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	s.mu.Unlock()
 	if plan.partial {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.hist.stream.Offset()+1-off)
+			"backlog-bytes", s.hist.stream().Offset()+1-off)
 	} else {
 		r.log.Info("full sync", "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
 	}

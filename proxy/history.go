@@ -42,15 +42,15 @@ import (
 // recorded (the open does not block: O_NONBLOCK, and a non-regular file is
 // refused).
 //
-// The stream pointer itself is set once by newHistory: the upstream link, its
-// one producer, fills and publishes it without mu, and anyone may read its
-// figures (Offset, Usage, Backlog); Attach, Reset and Close go through the
-// history.
+// The stream is created by newHistory and never replaced; stream returns it.
+// The upstream link, its one producer, fills, publishes and discards without
+// mu, CONFIG SET sets its backlog size, and anyone may read its figures
+// (Offset, Usage, Backlog); Attach, Reset and Close are the history's alone.
 type history struct {
-	stream *replbuf.Stream // set once; see the type's comment
-	pool   *replbuf.Pool
-	log    hclog.Logger
-	stats  *stats // atomics: eviction counters
+	st    *replbuf.Stream // set once; see the type's comment
+	pool  *replbuf.Pool
+	log   hclog.Logger
+	stats *stats // atomics: eviction counters
 
 	mu struct {
 		sync.Mutex
@@ -77,16 +77,19 @@ type history struct {
 // stream at offset 0 keeping backlogSize bytes.
 func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logger) *history {
 	h := &history{
-		stream: replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
-		pool:   pool,
-		log:    log,
-		stats:  st,
+		st:    replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
+		pool:  pool,
+		log:   log,
+		stats: st,
 	}
 	h.mu.replID = newReplID()
 	h.mu.replID2 = noReplID
 	h.mu.secondOffset = -1
 	return h
 }
+
+// stream returns the stream, for its producer and its figures (see history).
+func (h *history) stream() *replbuf.Stream { return h.st }
 
 // replIdentity is the replication identity at one moment.
 type replIdentity struct {
@@ -124,7 +127,7 @@ func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.synced = true
 	h.mu.epoch++
 	epoch = h.mu.epoch
-	h.stream.Reset(sn.Offset())
+	h.st.Reset(sn.Offset())
 	h.mu.Unlock()
 	h.removeSpilled(old)
 	return epoch
@@ -143,7 +146,7 @@ func (h *history) continueAs(newID string) (oldID string, secondOffset int64, ep
 	}
 	oldID = h.mu.replID
 	h.mu.replID2 = oldID
-	h.mu.secondOffset = h.stream.Offset() + 1
+	h.mu.secondOffset = h.st.Offset() + 1
 	h.mu.replID = newID
 	h.mu.epoch++
 	return oldID, h.mu.secondOffset, h.mu.epoch, true
@@ -200,4 +203,4 @@ func (h *history) removeSpilled(old *spilledSnapshot) {
 
 // close ends the stream: its cursors fail. Run calls it once every
 // goroutine that used the history has stopped.
-func (h *history) close() { h.stream.Close(nil) }
+func (h *history) close() { h.st.Close(nil) }

@@ -38,10 +38,10 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (syncPlan, 
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.mu.synced || !h.matchesLocked(replID, off) || off > h.stream.Offset()+1 {
+	if !h.mu.synced || !h.matchesLocked(replID, off) || off > h.st.Offset()+1 {
 		return syncPlan{}, false
 	}
-	cur, err := h.stream.Attach(off)
+	cur, err := h.st.Attach(off)
 	if err != nil {
 		return syncPlan{}, false
 	}
@@ -67,7 +67,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sn := h.mu.snapshot; h.servableLocked(sn) {
-		if cur, err := h.stream.Attach(sn.Offset() + 1); err == nil {
+		if cur, err := h.st.Attach(sn.Offset() + 1); err == nil {
 			if rd, err := sn.NewReader(); err == nil {
 				return syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur, epoch: h.mu.epoch}, nil, nil
 			}
@@ -75,7 +75,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
-		if cur, err := h.stream.Attach(sp.offset + 1); err == nil {
+		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
 			f, err := sp.open()
 			if err == nil {
 				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur, epoch: h.mu.epoch}, nil, nil
@@ -111,7 +111,7 @@ func (h *history) attachFetched(f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
 	}
-	cur, err := h.stream.Attach(f.sn.Offset() + 1)
+	cur, err := h.st.Attach(f.sn.Offset() + 1)
 	if err != nil {
 		rd.Close()
 		return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)

@@ -359,7 +359,7 @@ func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 		if sn == nil {
 			return true
 		}
-		c, err := p.hist.stream.Attach(sn.Offset() + 1)
+		c, err := p.hist.stream().Attach(sn.Offset() + 1)
 		if err != nil {
 			return true
 		}

@@ -35,7 +35,7 @@ func measureRuntimeBaseline() int64 {
 
 // memoryFigures gathers every category, at usable sizes.
 func (s *Server) memoryFigures() eviction.Figures {
-	st := s.hist.stream
+	st := s.hist.stream()
 	u := st.Usage()
 	f := eviction.Figures{
 		StreamBlocks: u.Total,

@@ -79,7 +79,10 @@ func (s *Server) checkReplicas(now time.Time) {
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
 func (s *Server) releaseRetired() {
-	s.hist.releaseRetired(s.config().MaxMemory > 0)
+	s.mu.Lock()
+	limited := s.mu.cfg.MaxMemory > 0
+	s.mu.Unlock()
+	s.hist.releaseRetired(limited)
 }
 
 // disconnectReplicas closes every replica planned before epoch, after a

@@ -218,7 +218,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			p.hist.mu.Lock()
 			replID := p.hist.mu.replID
 			p.hist.mu.Unlock()
-			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.stream.Offset()), dir)
+			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.stream().Offset()), dir)
 			p.hist.mu.Lock()
 			sp := p.hist.mu.spilled
 			p.hist.mu.Unlock()

@@ -227,7 +227,7 @@ func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, 
 	// Streaming: ACKs once a second from their own goroutine, the stream read
 	// here, straight into the shared blocks.
 	u.state.Store(int32(linkConnected))
-	u.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", u.srv.hist.stream.Offset())
+	u.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", u.srv.hist.stream().Offset())
 	ackCtx, stopAcks := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.ackLoop(ackCtx) })
@@ -244,7 +244,7 @@ func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, 
 // the next PSYNC asks for exactly the bytes no replica has seen, from a
 // command boundary. REQUIRES: the session's readers and ackLoop have returned.
 func (u *upstream) endStream() {
-	st := u.srv.hist.stream
+	st := u.srv.hist.stream()
 	st.Discard()
 	off := st.Offset()
 	u.scanner.Reset(off)
@@ -350,7 +350,7 @@ func (l *link) psync() error {
 	id := u.srv.identity()
 	replID, offset := "?", "-1"
 	if u.resumable && id.history {
-		replID, offset = id.replID, strconv.FormatInt(u.srv.hist.stream.Offset()+1, 10)
+		replID, offset = id.replID, strconv.FormatInt(u.srv.hist.stream().Offset()+1, 10)
 	}
 	if err := l.send("PSYNC", replID, offset); err != nil {
 		return fmt.Errorf("PSYNC: %w", err)
@@ -385,7 +385,7 @@ func (l *link) partialSync(reply string) error {
 		return fmt.Errorf("PSYNC: %w", err)
 	}
 	s := u.srv
-	offset := s.hist.stream.Offset()
+	offset := s.hist.stream().Offset()
 	if oldID, second, epoch, changed := s.hist.continueAs(newID); changed {
 		u.log.Info("primary changed replication id", "old-replid", oldID, "new-replid", newID, "second-repl-offset", second)
 		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
@@ -608,13 +608,13 @@ func (l *link) streamLoop() error {
 	for {
 		now := time.Now()
 		dl.touch(now)
-		p, err := s.hist.stream.Fill(src)
+		p, err := s.hist.stream().Fill(src)
 		if len(p) > 0 {
 			u.lastIO.Store(now.UnixNano())
 			s.stats.replInputBytes.Add(int64(len(p)))
 			ev, serr := u.scanner.Feed(p)
 			applied := u.scanner.Applied()
-			if perr := s.hist.stream.Publish(applied); perr != nil {
+			if perr := s.hist.stream().Publish(applied); perr != nil {
 				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
 			}
 			u.applied.Store(applied)

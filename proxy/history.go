@@ -30,13 +30,16 @@ import (
 // leaveFetch), the upstream link's run goroutine (install, continueAs,
 // identity), the fetch goroutine (fetchStarted, fetchEnded, fetchGaveUp,
 // fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
-// methods, releaseRetired), INFO and ROLE (identity, newest, stream figures).
+// methods, releaseRetired), INFO, ROLE and MEMORY (identity, newest,
+// snapshotBytes, stream figures).
 //
 // Lock: mu guards every field under it. It is the only proxy lock ever held
-// while calling into replbuf, and no other proxy lock is taken under it but
+// while calling into replbuf (lock order: history.mu, then replbuf's
+// Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
 // Server.bgMu (planFull and evict start background work: mu, then bgMu). It
-// is never held while the Server's registry lock (Server.mu) is, so replicas
-// are disconnected by the caller after the state change, never under mu.
+// is never held together with the Server's registry lock (Server.mu): install
+// and continueAs return the new epoch, and the caller disconnects the
+// replicas planned before it after the change, with neither lock held.
 // Nothing logs under mu; the one file operation left under it is opening the
 // spilled snapshot in planFull, so that the file the plan serves is the one
 // recorded (the open does not block: O_NONBLOCK, and a non-regular file is

@@ -141,6 +141,9 @@ func (h *history) fetchWaiters(f *fetch) int {
 // stream has.
 func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot) error {
 	h.mu.Lock()
+	// Equality, not matchesLocked: the primary's answer is its current
+	// replid, which must be the stream's current one for the snapshot to
+	// continue into it; replid2 is only ever an older name.
 	if sn.ReplID() != h.mu.replID {
 		err := fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), h.mu.replID)
 		h.mu.Unlock()

@@ -603,18 +603,19 @@ func (l *link) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
 func (l *link) streamLoop() error {
 	u := l.u
 	s := u.srv
+	st := s.hist.stream()
 	src := l.source()
 	dl := deadline{conn: l.conn, timeout: l.timeout}
 	for {
 		now := time.Now()
 		dl.touch(now)
-		p, err := s.hist.stream().Fill(src)
+		p, err := st.Fill(src)
 		if len(p) > 0 {
 			u.lastIO.Store(now.UnixNano())
 			s.stats.replInputBytes.Add(int64(len(p)))
 			ev, serr := u.scanner.Feed(p)
 			applied := u.scanner.Applied()
-			if perr := s.hist.stream().Publish(applied); perr != nil {
+			if perr := st.Publish(applied); perr != nil {
 				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
 			}
 			u.applied.Store(applied)

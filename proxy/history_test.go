@@ -87,3 +87,27 @@ func TestHistoryReplIDMatch(t *testing.T) {
 		t.Fatal("matchesLocked disagrees with planPartial at second_repl_offset")
 	}
 }
+
+// TestDisconnectReplicasByEpoch: after an identity change, the replicas
+// planned before it are disconnected and one planned since (between the
+// change and the disconnection, which no longer share a lock) keeps its
+// connection.
+func TestDisconnectReplicasByEpoch(t *testing.T) {
+	s := linkNewServer(t, hclog.Off)
+	register := func(epoch uint64) *replica {
+		conn, _ := linkPipe(t)
+		r := &replica{c: &client{conn: conn}, epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
+		s.mu.Lock()
+		s.mu.replicas[r] = struct{}{}
+		s.mu.Unlock()
+		return r
+	}
+	before, since := register(1), register(2)
+	s.disconnectReplicas("identity changed", 2)
+	if before.reason.Load() == nil {
+		t.Error("a replica planned before the change kept its connection")
+	}
+	if since.reason.Load() != nil {
+		t.Error("a replica planned since the change was disconnected")
+	}
+}

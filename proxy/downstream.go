@@ -68,6 +68,7 @@ type replica struct {
 	hs     replicaHandshake
 	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
 	fetch  *fetch // the snapshot fetch its plan joined, if any: counted in its waiters
+	epoch  uint64 // the history's epoch its plan was made in
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
@@ -112,19 +113,6 @@ func (r *replica) close(reason closeReason, err error) {
 
 // closed reports whether the replica was closed for a reason.
 func (r *replica) closed() bool { return closeReason(r.reason.Load()) != closeNone }
-
-// syncPlan is how a replica will be served, decided under the server's lock.
-type syncPlan struct {
-	partial  bool
-	replID   string
-	offset   int64             // the +FULLRESYNC offset (full syncs)
-	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
-	reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
-	spilled  *spilledSnapshot  // full: the snapshot file to send instead
-	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
-	fetch    *fetch            // full: the fetch to wait for
-	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
-}
 
 func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	if len(args)%2 == 0 {
@@ -217,7 +205,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
-	plan, ok := s.planPartial(replID, off, legacy)
+	plan, ok := s.hist.planPartial(replID, off, legacy)
 	if !ok {
 		if s.up.linkState() != linkConnected {
 			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
@@ -236,7 +224,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	} else {
 		s.stats.syncPartialOK.Add(1)
 	}
-	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, firstAck: make(chan struct{})}
+	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, epoch: plan.epoch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)
@@ -253,88 +241,18 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	s.clients.addReplica(r)
 	if plan.partial {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.stream.Offset()+1-off)
+			"backlog-bytes", s.hist.stream().Offset()+1-off)
 	} else {
 		r.log.Info("full sync", "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
 	}
 }
 
-// planPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
-// second_repl_offset) and the offset lies in the backlog. It attaches the
-// cursor under the lock, so no reset or trim can come in between.
-func (s *Server) planPartial(replID string, off int64, legacy bool) (syncPlan, bool) {
-	// Anything but a replid as Redis makes them, or an offset out of
-	// bounds, is a request for a full sync, as "?" is: never an error, which
-	// would stop a replica for good.
-	if legacy || !validReplID(replID) || off < 0 || off > maxReplOffset {
-		return syncPlan{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.mu.history {
-		return syncPlan{}, false
-	}
-	match := replID == s.mu.replID || (replID == s.mu.replID2 && off <= s.mu.secondOffset)
-	if !match || off > s.stream.Offset()+1 {
-		return syncPlan{}, false
-	}
-	cur, err := s.stream.Attach(off)
-	if err != nil {
-		return syncPlan{}, false
-	}
-	return syncPlan{partial: true, replID: s.mu.replID, cursor: cur}, true
-}
-
-// servableLocked reports whether sn can start a full sync now.
-// REQUIRES: s.mu held.
-func (s *Server) servableLocked(sn *replbuf.Snapshot) bool {
-	if sn == nil || sn.State() == replbuf.SnapshotFailed {
-		return false
-	}
-	return s.identityMatchesLocked(sn.ReplID(), sn.Offset())
-}
-
-// identityMatchesLocked reports whether a snapshot taken at (replID, offset)
-// belongs to the history the stream holds. REQUIRES: s.mu held.
-func (s *Server) identityMatchesLocked(replID string, offset int64) bool {
-	return replID == s.mu.replID || (replID == s.mu.replID2 && offset+1 <= s.mu.secondOffset)
-}
-
-// planFull picks the newest servable snapshot and pins the stream from just
-// after it; without one, it joins (or starts) the one snapshot fetch.
+// planFull plans a full sync: from the newest servable snapshot, else
+// from the one snapshot fetch, started on the background group if need be.
 func (s *Server) planFull() (syncPlan, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sn := s.mu.snapshot; s.servableLocked(sn) {
-		if cur, err := s.stream.Attach(sn.Offset() + 1); err == nil {
-			if rd, err := sn.NewReader(); err == nil {
-				return syncPlan{replID: s.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur}, nil
-			}
-			cur.Close()
-		}
-	}
-	if sp := s.mu.spilled; sp != nil && s.mu.snapshot == nil && s.identityMatchesLocked(sp.replID, sp.offset) {
-		if cur, err := s.stream.Attach(sp.offset + 1); err == nil {
-			f, err := sp.open()
-			if err == nil {
-				return syncPlan{replID: s.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur}, nil
-			}
-			// Forgotten, not removed: the name may hold someone else's file.
-			s.log.Warn("spilled snapshot not served: fetching a new one", "error", err)
-			s.mu.spilled = nil
-			cur.Close()
-		}
-	}
-	if s.mu.fetch == nil {
-		f := &fetch{ready: make(chan struct{})}
-		s.mu.fetch = f
-		if !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) }) {
-			s.mu.fetch = nil
-			return syncPlan{}, errors.New("replproxy is shutting down")
-		}
-	}
-	s.mu.fetch.waiters++ // until runReplica ends
-	return syncPlan{replID: s.mu.replID, fetch: s.mu.fetch}, nil
+	return s.hist.planFull(func(f *fetch) bool {
+		return s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) })
+	})
 }
 
 // runReplica serves a client that became a replica: its writer goroutine
@@ -352,14 +270,10 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 	cancel()
 	c.conn.Close()
 	werr := <-done
-	// The registry first, then the fetch's waiters under s.mu: one lock at a
-	// time.
+	// The registry first, then the fetch's waiters in the history: one lock
+	// at a time.
 	s.clients.removeReplica(r)
-	if r.fetch != nil {
-		s.mu.Lock()
-		r.fetch.waiters--
-		s.mu.Unlock()
-	}
+	s.hist.leaveFetch(r.fetch)
 	switch {
 	case r.closed():
 	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):

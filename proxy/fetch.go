@@ -24,7 +24,7 @@ type fetch struct {
 	err   error
 
 	// waiters counts the replicas whose plan joined this fetch and that are
-	// still connected; guarded by Server.mu. planFull counts a replica before
+	// still connected; guarded by history.mu. planFull counts a replica before
 	// it is registered, so a fetch that fails at once still sees it.
 	waiters int
 }
@@ -42,28 +42,55 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 	return true
 }
 
-// runFetch fetches one snapshot. As soon as the primary answers with
-// +FULLRESYNC, the snapshot becomes the server's newest and waiting replicas
-// start following it while it arrives.
+// runFetch fetches one snapshot for f on the background group: it runs
+// fetchLoop and is the one place that turns the loop's end into the fetch's
+// end, logging it once.
+func (s *Server) runFetch(ctx context.Context, f *fetch) {
+	err := s.fetchLoop(ctx, f)
+	var stop *fetchStopError
+	switch {
+	case err == nil:
+	case errors.As(err, &stop):
+		s.log.Warn("snapshot fetch failed, not retrying", "error", stop.err, "reason", stop.reason)
+		s.hist.fetchGaveUp(f, stop.err)
+	default:
+		s.log.Warn("snapshot fetch failed", "error", err)
+	}
+}
+
+// fetchStopError ends a fetch given up before the primary answered: its
+// waiters fail with err.
+type fetchStopError struct {
+	reason string // why it is not retried
+	err    error  // the last attempt's failure
+}
+
+func (e *fetchStopError) Error() string { return e.err.Error() + " (not retried: " + e.reason + ")" }
+func (e *fetchStopError) Unwrap() error { return e.err }
+
+// fetchLoop makes attempts at f until one starts. As soon as the primary
+// answers with +FULLRESYNC, the snapshot becomes the server's newest and
+// waiting replicas start following it while it arrives; fetchLoop returns
+// nil once it has arrived, or the error that ended it.
 //
 // An attempt that fails before that (the primary refused, went silent, or
 // answered what Redis never sends) is counted and retried with backoff, as
 // long as a replica still waits for this fetch, the server runs and
-// replicaof names the same primary. A failure after the snapshot was handed
-// out is not retried here: the replicas following it fail with it and come
-// back for a new one.
-func (s *Server) runFetch(ctx context.Context, f *fetch) {
+// replicaof names the same primary; otherwise the loop returns a
+// *fetchStopError. A failure after the snapshot was handed out is not
+// retried here: the replicas following it fail with it and come back for a
+// new one.
+func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
 	primary := s.fetchPrimary()
 	backoff := backoffMin
 	for {
 		started, err := s.fetchOnce(ctx, f)
 		if err == nil {
-			return
+			return nil
 		}
 		s.stats.snapshotFetchFailures.Add(1)
 		if started {
-			s.log.Warn("snapshot fetch failed", "error", err)
-			return
+			return err
 		}
 		why := s.fetchStopReason(ctx, f, primary)
 		if why == "" {
@@ -77,15 +104,7 @@ func (s *Server) runFetch(ctx context.Context, f *fetch) {
 			why = s.fetchStopReason(ctx, f, primary)
 		}
 		if why != "" {
-			s.log.Warn("snapshot fetch failed, not retrying", "error", err, "reason", why)
-			s.mu.Lock()
-			if s.mu.fetch == f {
-				s.mu.fetch = nil
-			}
-			f.err = err
-			close(f.ready)
-			s.mu.Unlock()
-			return
+			return &fetchStopError{reason: why, err: err}
 		}
 	}
 }
@@ -109,9 +128,7 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 	if p := s.fetchPrimary(); p != primary || p == "" {
 		return "replicaof changed"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f.waiters == 0 {
+	if s.hist.fetchWaiters(f) == 0 {
 		return "no replica waits"
 	}
 	return ""
@@ -122,45 +139,22 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 // another attempt.
 func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
 	sn, err := s.up.fetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if sn.ReplID() != s.mu.replID {
-			return fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), s.mu.replID)
+		if err := s.hist.fetchStarted(f, sn); err != nil {
+			return err
 		}
-		s.retireLocked(s.mu.snapshot)
-		s.mu.snapshot = sn
-		s.replaceSpilledLocked(nil)
-		f.sn = sn
 		started = true
-		close(f.ready)
 		return nil
 	})
 	if err != nil && !started {
 		return false, err
 	}
-	s.mu.Lock()
-	if s.mu.fetch == f {
-		s.mu.fetch = nil
-	}
-	if err != nil && s.mu.snapshot == f.sn {
-		s.mu.snapshot = nil
-		s.retireLocked(f.sn)
-	}
-	s.mu.Unlock()
+	s.hist.fetchEnded(f, err)
 	if err != nil {
 		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
 	return true, nil
-}
-
-// retireLocked puts a replaced snapshot aside; the monitor releases it once
-// no replica reads it any more. REQUIRES: s.mu held.
-func (s *Server) retireLocked(sn *replbuf.Snapshot) {
-	if sn != nil {
-		s.mu.retired = append(s.mu.retired, sn)
-	}
 }
 
 // awaitFetch waits for a shared fetch to start, sending keepalive newlines
@@ -175,21 +169,7 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*r
 			if f.err != nil {
 				return nil, nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if !s.servableLocked(f.sn) {
-				return nil, nil, nil, errors.New("fetched snapshot no longer matches the stream")
-			}
-			rd, err := f.sn.NewReader()
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
-			}
-			cur, err := s.stream.Attach(f.sn.Offset() + 1)
-			if err != nil {
-				rd.Close()
-				return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
-			}
-			return f.sn, rd, cur, nil
+			return s.hist.attachFetched(f)
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
 				return nil, nil, nil, err

@@ -353,13 +353,13 @@ func startHostileProxy(t testing.TB, h *hostilePrimary, args ...string) *testPro
 func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 	t.Helper()
 	redistest.WaitFor(t, 10*time.Second, "snapshot out of the backlog", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		sn := p.mu.snapshot
+		p.hist.mu.Lock()
+		defer p.hist.mu.Unlock()
+		sn := p.hist.mu.snapshot
 		if sn == nil {
 			return true
 		}
-		c, err := p.stream.Attach(sn.Offset() + 1)
+		c, err := p.hist.stream().Attach(sn.Offset() + 1)
 		if err != nil {
 			return true
 		}
@@ -370,9 +370,9 @@ func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 
 // fetchInFlight reports whether the proxy has a snapshot fetch in flight.
 func fetchInFlight(p *testProxy) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.fetch != nil
+	p.hist.mu.Lock()
+	defer p.hist.mu.Unlock()
+	return p.hist.mu.fetch != nil
 }
 
 // rawReplica is a replica of the proxy spoken byte for byte.

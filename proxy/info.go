@@ -186,7 +186,7 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		w.kv("master_last_io_seconds_ago", lastIO)
 		inSync := st == linkSync
 		w.kv("master_sync_in_progress", b2i(inSync))
-		w.kv("slave_read_repl_offset", s.stream.Filled()) // read_reploff: a cut command or an open MULTI included
+		w.kv("slave_read_repl_offset", s.hist.stream().Filled()) // read_reploff: a cut command or an open MULTI included
 		w.kv("slave_repl_offset", u.applied.Load())
 		if inSync {
 			total, read := u.syncTotal.Load(), u.syncRead.Load()
@@ -225,9 +225,9 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 	w.kv("master_failover_state", "no-failover")
 	w.kv("master_replid", id.replID)
 	w.kv("master_replid2", id.replID2)
-	w.kv("master_repl_offset", s.stream.Offset())
+	w.kv("master_repl_offset", s.hist.stream().Offset())
 	w.kv("second_repl_offset", id.secondOffset)
-	first, hist := s.stream.Backlog()
+	first, hist := s.hist.stream().Backlog()
 	if !id.history {
 		first, hist = 0, 0
 	}
@@ -248,7 +248,7 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes.Load())
 	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
 	w.kv("upstream_stream_errors", st.upstreamStreamErrors.Load())
-	w.kv("stream_generation", s.stream.Generation())
+	w.kv("stream_generation", s.hist.stream().Generation())
 	w.kv("snapshot_fetches", st.snapshotFetches.Load())
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())

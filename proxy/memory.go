@@ -35,39 +35,22 @@ func measureRuntimeBaseline() int64 {
 
 // memoryFigures gathers every category, at usable sizes.
 func (s *Server) memoryFigures() eviction.Figures {
-	u := s.stream.Usage()
+	st := s.hist.stream()
+	u := st.Usage()
 	f := eviction.Figures{
 		StreamBlocks: u.Total,
 		StreamIndex:  u.Index,
-		BacklogSize:  s.stream.BacklogSize(),
+		BacklogSize:  st.BacklogSize(),
 		FreeBlocks:   s.pool.Stats().FreeBytes,
 		Runtime:      s.runtimeBaseline,
 		// Stream bytes read and not yet published: the primary's query buffer.
 		NormalClients: u.Unpublished,
 	}
-	s.mu.Lock()
-	for _, sn := range s.heldSnapshotsLocked() {
-		f.Snapshots += sn.Usage().Allocated()
-	}
-	if sp := s.mu.spilled; sp != nil {
-		f.SnapshotsOnDisk = sp.size
-	}
-	s.mu.Unlock()
+	f.Snapshots, f.SnapshotsOnDisk = s.hist.snapshotBytes()
 	normal, replicaClients, replicas := s.clients.bufferBytes()
 	f.NormalClients += normal
 	f.ReplicaClients, f.Replicas = replicaClients, replicas
 	return f
-}
-
-// heldSnapshotsLocked lists the snapshots in memory, newest first.
-// REQUIRES: s.mu held.
-func (s *Server) heldSnapshotsLocked() []*replbuf.Snapshot {
-	var list []*replbuf.Snapshot
-	if s.mu.snapshot != nil {
-		list = append(list, s.mu.snapshot)
-	}
-	list = append(list, s.mu.retired...)
-	return list
 }
 
 // memoryReport is the accounting of memoryFigures, and keeps the peak.
@@ -85,13 +68,13 @@ func (s *Server) memoryReport() eviction.Report {
 // enforceMaxMemory runs one round of eviction (from the monitor).
 func (s *Server) enforceMaxMemory(now time.Time) {
 	cfg := s.config()
-	limit, policy := cfg.MaxMemory, eviction.Policy(cfg.MaxMemoryPolicy)
+	limit, policy, dir := cfg.MaxMemory, eviction.Policy(cfg.MaxMemoryPolicy), cfg.Dir
 	if limit <= 0 {
 		s.overMaxMemory.Store(false)
 		return
 	}
 	rep := s.memoryReport()
-	cands := s.evictionCandidates()
+	cands := s.hist.evictionCandidates()
 	actions, over := eviction.Plan(rep, limit, policy, cands)
 	s.overMaxMemory.Store(over || len(actions) > 0 && rep.Counted > limit && policy == eviction.NoEviction)
 	if over && policy == eviction.NoEviction {
@@ -105,60 +88,17 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 		case eviction.DropFreeBlocks:
 			s.pool.DropFree()
 		case eviction.EvictSnapshot:
-			s.evictSnapshot(a.ID)
+			s.evictSnapshot(a.ID, dir)
 		}
 	}
-}
-
-// evictionCandidates describes the snapshots held in memory.
-func (s *Server) evictionCandidates() []eviction.Candidate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var cands []eviction.Candidate
-	for _, sn := range s.heldSnapshotsLocked() {
-		cands = append(cands, eviction.Candidate{
-			ID:     snapshotID(sn),
-			Bytes:  sn.Usage().Allocated(),
-			Busy:   sn.State() == replbuf.SnapshotBuilding || sn.Readers() > 0 || sn == s.mu.spilling,
-			Newest: sn == s.mu.snapshot,
-		})
-	}
-	return cands
-}
-
-func snapshotID(sn *replbuf.Snapshot) string {
-	return sn.ReplID() + ":" + strconv.FormatInt(sn.Offset(), 10) + ":" + strconv.FormatInt(sn.Created().UnixNano(), 10)
 }
 
 // evictSnapshot evicts one snapshot: a retired one is released; the newest is
 // spilled to dir in the background (dropped if dir cannot be written).
-func (s *Server) evictSnapshot(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, sn := range s.mu.retired {
-		if snapshotID(sn) == id && sn.Readers() == 0 {
-			s.mu.retired = append(s.mu.retired[:i], s.mu.retired[i+1:]...)
-			s.countEviction(sn)
-			sn.Release()
-			s.pool.DropFree()
-			return
-		}
-	}
-	sn := s.mu.snapshot
-	if sn == nil || snapshotID(sn) != id || s.mu.spilling != nil {
-		return
-	}
-	s.mu.spilling = sn
-	dir := s.config().Dir
-	if !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
-		s.mu.spilling = nil
-	}
-}
-
-// countEviction counts an evicted snapshot. REQUIRES: s.mu held.
-func (s *Server) countEviction(sn *replbuf.Snapshot) {
-	s.stats.evictedSnapshots.Add(1)
-	s.stats.evictedBytes.Add(sn.Usage().Allocated())
+func (s *Server) evictSnapshot(id, dir string) {
+	s.hist.evict(id, func(sn *replbuf.Snapshot) bool {
+		return s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) })
+	})
 }
 
 // rssBytes reads the resident set size from /proc (0 where there is none).

@@ -35,9 +35,9 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.mu.Lock()
-	p.retireLocked(sn)
-	p.mu.Unlock()
+	p.hist.mu.Lock()
+	p.hist.retireLocked(sn)
+	p.hist.mu.Unlock()
 	redistest.WaitFor(t, 10*time.Second, "the monitor to see the snapshot", func() bool {
 		return p.memReturn.high.Load() >= held
 	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // monitorInterval is how often the monitor checks replicas (Redis's
@@ -85,33 +83,20 @@ func (s *Server) checkReplicas(now time.Time) {
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
 func (s *Server) releaseRetired() {
-	s.mu.Lock()
-	var free []*replbuf.Snapshot
-	kept := s.mu.retired[:0]
-	for _, sn := range s.mu.retired {
-		if sn.State() != replbuf.SnapshotBuilding && sn.Readers() == 0 {
-			free = append(free, sn)
-		} else {
-			kept = append(kept, sn)
-		}
-	}
-	clear(s.mu.retired[len(kept):])
-	s.mu.retired = kept
-	s.mu.Unlock()
-	limited := s.config().MaxMemory > 0
-	for _, sn := range free {
-		sn.Release()
-	}
-	if len(free) > 0 && limited {
-		// Under maxmemory, memory given up is given back, not kept as free blocks.
-		s.pool.DropFree()
-	}
+	// Under maxmemory, memory given up is given back, not kept as free blocks.
+	s.hist.releaseRetired(s.config().MaxMemory > 0)
 }
 
-// disconnectReplicas closes every replica (a new stream generation or
-// replication ID). Called after the change, with no lock held.
-func (s *Server) disconnectReplicas(reason closeReason) {
+// disconnectReplicas closes every replica planned before epoch, after a
+// change of the history's identity (a new stream generation or replication
+// ID) that made epoch. The change is made already: no lock is held while
+// they close (closing logs). A replica planned since keeps its connection,
+// as it did when the change and the disconnection were one step under one
+// lock.
+func (s *Server) disconnectReplicas(reason closeReason, epoch uint64) {
 	for _, r := range s.clients.replicaList() {
-		r.close(reason, nil)
+		if r.epoch < epoch {
+			r.close(reason, nil)
+		}
 	}
 }

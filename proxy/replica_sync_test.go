@@ -90,10 +90,10 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 			waitLinkUp(t, xc)
 			// No servable snapshot: the replica's full sync fetches one,
 			// which the fake primary sends EOF-marked and holds.
-			p.mu.Lock()
-			p.retireLocked(p.mu.snapshot)
-			p.mu.snapshot = nil
-			p.mu.Unlock()
+			p.hist.mu.Lock()
+			p.hist.retireLocked(p.hist.mu.snapshot)
+			p.hist.mu.snapshot = nil
+			p.hist.mu.Unlock()
 
 			conn, err := net.Dial("tcp", p.AddrString())
 			if err != nil {

@@ -31,7 +31,7 @@ const redisCompatVersion = "7.0.15"
 type Server struct {
 	log        hclog.Logger
 	pool       *replbuf.Pool
-	stream     *replbuf.Stream
+	hist       *history // replication identity, stream, snapshots, fetch, sync plans (history.go)
 	runID      string
 	started    time.Time
 	configFile string
@@ -52,26 +52,9 @@ type Server struct {
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
 	conf liveConfig
 
-	// clients is the client registry (registry.go), under its own lock.
+	// clients is the client registry (registry.go), under its own lock,
+	// never held together with hist's.
 	clients *registry
-
-	// mu guards the replication identity and the snapshots. It is never
-	// held across network I/O, and never together with the registry's lock.
-	mu struct {
-		sync.Mutex
-
-		// The replication identity the proxy presents: the primary's.
-		replID       string
-		replID2      string
-		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
-		history      bool  // the stream holds the primary's bytes (a sync completed)
-		snapshot     *replbuf.Snapshot
-
-		fetch    *fetch              // the snapshot fetch in flight, if any
-		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
-		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
-		spilling *replbuf.Snapshot   // the snapshot being written to disk
-	}
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
@@ -141,18 +124,15 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		onMaxMemory: opts.OnMaxMemory,
 		log:         log,
 		pool:        pool,
-		stream:      replbuf.NewStream(0, &replbuf.Config{BacklogSize: cfg.ReplBacklogSize, Pool: pool}),
 		runID:       newReplID(),
 		started:     time.Now(),
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
 	}
+	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
-	s.mu.replID = newReplID()
-	s.mu.replID2 = noReplID
-	s.mu.secondOffset = -1
 	s.clients = newRegistry()
 	s.up = newUpstream(s, log.Named("upstream"))
 	if err := s.listen(cfg); err != nil {
@@ -264,7 +244,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock() // no background work starts after this
 	s.bgMu.Unlock()
 	s.bg.Wait()
-	s.stream.Close(nil)
+	s.hist.close()
 	s.log.Info("replproxy stopped")
 	return err
 }
@@ -343,22 +323,8 @@ func (s *Server) closeClients() {
 	}
 }
 
-// replIdentity is the replication identity at one moment.
-type replIdentity struct {
-	replID, replID2 string
-	secondOffset    int64
-	history         bool
-}
+// identity returns the replication identity the proxy presents now.
+func (s *Server) identity() replIdentity { return s.hist.identity() }
 
-func (s *Server) identity() replIdentity {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return replIdentity{s.mu.replID, s.mu.replID2, s.mu.secondOffset, s.mu.history}
-}
-
-// Snapshot returns the newest complete snapshot, or nil.
-func (s *Server) Snapshot() *replbuf.Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.snapshot
-}
+// Snapshot returns the newest snapshot in memory, or nil.
+func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.newest() }

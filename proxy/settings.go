@@ -66,7 +66,7 @@ func (s *Server) changeConfig(change func(prev, next *config.Config) error) erro
 // force. REQUIRES: s.conf.writeMu held.
 func (s *Server) applyConfig(prev, next *config.Config) {
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		s.stream.SetBacklogSize(next.ReplBacklogSize)
+		s.hist.stream().SetBacklogSize(next.ReplBacklogSize)
 	}
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
 		s.onMaxMemory(next.MaxMemory)

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -27,7 +25,7 @@ import (
 // created with O_EXCL under a random name (nothing planted there is ever
 // opened or truncated) and renamed into place; a spilled file is sent only
 // while dir still holds the very file the proxy wrote. Spills are serialised
-// (Server.mu.spilling), so one fixed name is enough: a spill only starts while
+// (history.mu.spilling), so one fixed name is enough: a spill only starts while
 // no spilled file is recorded.
 //
 // As with Redis's dbfilename, two instances must not share a dir: the second
@@ -110,37 +108,7 @@ func (sp *spilledSnapshot) remove() error {
 // released once no replica reads it.
 func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
 	file, err := writeSpillFile(ctx, sn, dir, s.spillRand)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.spilling = nil
-	if s.mu.snapshot != sn {
-		if err == nil {
-			// Replaced meanwhile: the file serves nobody.
-			(&spilledSnapshot{dir: dir, file: file}).remove()
-		}
-		return
-	}
-	s.mu.snapshot = nil
-	s.countEviction(sn)
-	s.retireLocked(sn)
-	if err != nil {
-		s.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
-		return
-	}
-	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()}
-	s.replaceSpilledLocked(sp)
-	s.log.Info("snapshot spilled to disk", "path", sp.path(), "size", humanize.IBytes(uint64(sn.Size())))
-}
-
-// replaceSpilledLocked makes sp the spilled snapshot, removing the previous
-// file (a replica still sending it keeps its open descriptor). REQUIRES: s.mu held.
-func (s *Server) replaceSpilledLocked(sp *spilledSnapshot) {
-	if old := s.mu.spilled; old != nil && (sp == nil || !os.SameFile(old.file, sp.file)) {
-		if err := old.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("cannot remove the spilled snapshot", "path", old.path(), "error", err)
-		}
-	}
-	s.mu.spilled = sp
+	s.hist.spillDone(sn, dir, file, err)
 }
 
 // writeSpillFile writes a complete snapshot to spillFileName in dir: into a

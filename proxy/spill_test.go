@@ -32,10 +32,10 @@ func spillSnapshot(t testing.TB, p *testProxy, replID string, offset int64) *rep
 // evict-snapshots does, waiting for the spill to finish.
 func spillNow(t testing.TB, p *testProxy, sn *replbuf.Snapshot, dir string) {
 	t.Helper()
-	p.mu.Lock()
-	p.mu.snapshot = sn
-	p.mu.spilling = sn
-	p.mu.Unlock()
+	p.hist.mu.Lock()
+	p.hist.mu.snapshot = sn
+	p.hist.mu.spilling = sn
+	p.hist.mu.Unlock()
 	p.spill(context.Background(), sn, dir)
 }
 
@@ -77,9 +77,9 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if got := spillDirNames(t, dir); !slices.Equal(got, []string{spillFileName}) {
 				t.Fatalf("dir holds %q, want only %q", got, spillFileName)
 			}
-			p.mu.Lock()
-			sp := p.mu.spilled
-			p.mu.Unlock()
+			p.hist.mu.Lock()
+			sp := p.hist.mu.spilled
+			p.hist.mu.Unlock()
 			if sp == nil || sp.replID != replID || sp.offset != 7 {
 				t.Fatalf("spilled record %+v: the replid and offset stay in memory", sp)
 			}
@@ -215,13 +215,13 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := startProxy(t, "--dir", dir)
-			p.mu.Lock()
-			replID := p.mu.replID
-			p.mu.Unlock()
-			spillNow(t, p, spillSnapshot(t, p, replID, p.stream.Offset()), dir)
-			p.mu.Lock()
-			sp := p.mu.spilled
-			p.mu.Unlock()
+			p.hist.mu.Lock()
+			replID := p.hist.mu.replID
+			p.hist.mu.Unlock()
+			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.stream().Offset()), dir)
+			p.hist.mu.Lock()
+			sp := p.hist.mu.spilled
+			p.hist.mu.Unlock()
 			if sp == nil {
 				t.Fatal("nothing spilled")
 			}
@@ -257,9 +257,9 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if !tc.served && res.plan.fetch == nil {
 				t.Fatal("refused file, but no fetch planned")
 			}
-			p.mu.Lock()
-			forgotten := p.mu.spilled == nil
-			p.mu.Unlock()
+			p.hist.mu.Lock()
+			forgotten := p.hist.mu.spilled == nil
+			p.hist.mu.Unlock()
 			if forgotten == tc.served {
 				t.Fatalf("spilled record forgotten: %v; want it forgotten only once refused", forgotten)
 			}

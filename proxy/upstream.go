@@ -227,7 +227,7 @@ func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, 
 	// Streaming: ACKs once a second from their own goroutine, the stream read
 	// here, straight into the shared blocks.
 	u.state.Store(int32(linkConnected))
-	u.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", u.srv.stream.Offset())
+	u.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", u.srv.hist.stream().Offset())
 	ackCtx, stopAcks := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.ackLoop(ackCtx) })
@@ -244,7 +244,7 @@ func (u *upstream) serve(ctx context.Context, conn net.Conn, user, pass string, 
 // the next PSYNC asks for exactly the bytes no replica has seen, from a
 // command boundary. REQUIRES: the session's readers and ackLoop have returned.
 func (u *upstream) endStream() {
-	st := u.srv.stream
+	st := u.srv.hist.stream()
 	st.Discard()
 	off := st.Offset()
 	u.scanner.Reset(off)
@@ -350,7 +350,7 @@ func (l *link) psync() error {
 	id := u.srv.identity()
 	replID, offset := "?", "-1"
 	if u.resumable && id.history {
-		replID, offset = id.replID, strconv.FormatInt(u.srv.stream.Offset()+1, 10)
+		replID, offset = id.replID, strconv.FormatInt(u.srv.hist.stream().Offset()+1, 10)
 	}
 	if err := l.send("PSYNC", replID, offset); err != nil {
 		return fmt.Errorf("PSYNC: %w", err)
@@ -384,20 +384,12 @@ func (l *link) partialSync(reply string) error {
 	if err != nil {
 		return fmt.Errorf("PSYNC: %w", err)
 	}
-	offset := u.srv.stream.Offset()
 	s := u.srv
-	s.mu.Lock()
-	changed := newID != "" && newID != s.mu.replID
-	if changed {
-		u.log.Info("primary changed replication id", "old-replid", s.mu.replID, "new-replid", newID, "second-repl-offset", offset+1)
-		s.mu.replID2 = s.mu.replID
-		s.mu.secondOffset = offset + 1
-		s.mu.replID = newID
-	}
-	s.mu.Unlock()
-	if changed {
+	offset := s.hist.stream().Offset()
+	if oldID, second, epoch, changed := s.hist.continueAs(newID); changed {
+		u.log.Info("primary changed replication id", "old-replid", oldID, "new-replid", newID, "second-repl-offset", second)
 		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
-		s.disconnectReplicas(closeReplIDChanged)
+		s.disconnectReplicas(closeReplIDChanged, epoch)
 	}
 	s.stats.upstreamPartialSyncs.Add(1)
 	u.log.Info("partial resync accepted", "repl-offset", offset)
@@ -611,18 +603,19 @@ func (l *link) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
 func (l *link) streamLoop() error {
 	u := l.u
 	s := u.srv
+	st := s.hist.stream()
 	src := l.source()
 	dl := deadline{conn: l.conn, timeout: l.timeout}
 	for {
 		now := time.Now()
 		dl.touch(now)
-		p, err := s.stream.Fill(src)
+		p, err := st.Fill(src)
 		if len(p) > 0 {
 			u.lastIO.Store(now.UnixNano())
 			s.stats.replInputBytes.Add(int64(len(p)))
 			ev, serr := u.scanner.Feed(p)
 			applied := u.scanner.Applied()
-			if perr := s.stream.Publish(applied); perr != nil {
+			if perr := st.Publish(applied); perr != nil {
 				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
 			}
 			u.applied.Store(applied)
@@ -678,19 +671,11 @@ func (l *link) ackLoop(ctx context.Context) {
 }
 
 // installSnapshot makes sn the newest snapshot and starts a new generation of
-// the stream at its offset: the primary's bytes from offset+1 on.
+// the stream at its offset: the primary's bytes from offset+1 on. The
+// replicas of the old generation are disconnected after the change.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
-	s.mu.Lock()
-	s.retireLocked(s.mu.snapshot)
-	s.mu.snapshot = sn
-	s.replaceSpilledLocked(nil)
-	s.mu.replID = sn.ReplID()
-	s.mu.replID2 = noReplID
-	s.mu.secondOffset = -1
-	s.mu.history = true
-	s.stream.Reset(sn.Offset())
-	s.mu.Unlock()
-	s.disconnectReplicas(closeGenerationChanged)
+	epoch := s.hist.install(sn)
+	s.disconnectReplicas(closeGenerationChanged, epoch)
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -402,7 +402,7 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 func TestDownstreamPSyncHostileArgs(t *testing.T) {
 	h := startHostilePrimary(t, hostileGoodMain(0), nil)
 	p := startHostileProxy(t, h)
-	next := strconv.FormatInt(p.stream.Offset()+1, 10)
+	next := strconv.FormatInt(p.hist.stream().Offset()+1, 10)
 
 	r := dialRawReplica(t, p, true)
 	if line, err := r.psync(linkReplID, next); err != nil || line != "+CONTINUE "+linkReplID {

@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// A history is what the proxy holds of the primary's replication history,
+// and the one owner of its lifecycle:
+//
+//   - the replication identity the proxy presents (replid, replid2,
+//     second_repl_offset) and whether the stream holds the primary's bytes;
+//   - the stream, created here and never replaced (Reset starts a new
+//     generation of it);
+//   - the snapshots: the newest (current), the replaced ones not yet
+//     released (retired), the newest when evicted to disk (spilled) and the
+//     one being written there (spilling);
+//   - the one snapshot fetch in flight;
+//   - the sync plans: planPartial and planFull attach a replica's cursors;
+//     install and continueAs take what the upstream link learnt; eviction
+//     candidates, evict, spillDone and releaseRetired free memory.
+//
+// Callers: the client goroutines (planPartial, planFull, attachFetched,
+// leaveFetch), the upstream link's run goroutine (install, continueAs,
+// identity), the fetch goroutine (fetchStarted, fetchEnded, fetchGaveUp,
+// fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
+// methods, releaseRetired), INFO, ROLE and MEMORY (identity, newest,
+// snapshotBytes, stream figures).
+//
+// Lock: mu guards every field under it. It is the only proxy lock ever held
+// while calling into replbuf (lock order: history.mu, then replbuf's
+// Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
+// Server.bgMu (planFull and evict start background work: mu, then bgMu). It
+// is never held together with the client registry's lock (registry.mu): install
+// and continueAs return the new epoch, and the caller disconnects the
+// replicas planned before it after the change, with neither lock held.
+// Nothing logs under mu; the one file operation left under it is opening the
+// spilled snapshot in planFull, so that the file the plan serves is the one
+// recorded (the open does not block: O_NONBLOCK, and a non-regular file is
+// refused).
+//
+// The stream is created by newHistory and never replaced; stream returns it.
+// The upstream link, its one producer, fills, publishes and discards without
+// mu, CONFIG SET sets its backlog size, and anyone may read its figures
+// (Offset, Usage, Backlog); Attach, Reset and Close are the history's alone.
+type history struct {
+	st    *replbuf.Stream // set once; see the type's comment
+	pool  *replbuf.Pool
+	log   hclog.Logger
+	stats *stats // atomics: eviction counters
+
+	mu struct {
+		sync.Mutex
+
+		// The replication identity the proxy presents: the primary's.
+		replID       string
+		replID2      string
+		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
+		synced       bool  // the stream holds the primary's bytes (a sync completed)
+		// epoch counts the changes of identity (install, continueAs). A plan
+		// carries the epoch it was made in, so that the caller of a change
+		// disconnects exactly the replicas planned before it.
+		epoch uint64
+
+		snapshot *replbuf.Snapshot   // the newest complete or arriving snapshot, if any
+		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
+		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
+		spilling *replbuf.Snapshot   // the snapshot being written to disk
+		fetch    *fetch              // the snapshot fetch in flight, if any
+	}
+}
+
+// newHistory returns an empty history: a fresh replid, no snapshot, and a
+// stream at offset 0 keeping backlogSize bytes.
+func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logger) *history {
+	h := &history{
+		st:    replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
+		pool:  pool,
+		log:   log,
+		stats: st,
+	}
+	h.mu.replID = newReplID()
+	h.mu.replID2 = noReplID
+	h.mu.secondOffset = -1
+	return h
+}
+
+// stream returns the stream, for its producer and its figures (see history).
+func (h *history) stream() *replbuf.Stream { return h.st }
+
+// replIdentity is the replication identity at one moment.
+type replIdentity struct {
+	replID, replID2 string
+	secondOffset    int64
+	history         bool
+}
+
+func (h *history) identity() replIdentity {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return replIdentity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
+}
+
+// newest returns the newest snapshot in memory, or nil.
+func (h *history) newest() *replbuf.Snapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.snapshot
+}
+
+// install makes sn, the payload of an upstream full sync, the newest snapshot
+// and starts a new generation of the stream at its offset: the primary's
+// bytes from offset+1 on, under sn's replid. Every open cursor fails with
+// replbuf.ErrReset; the caller then disconnects the replicas planned before
+// epoch.
+func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
+	h.mu.Lock()
+	h.retireLocked(h.mu.snapshot)
+	h.mu.snapshot = sn
+	old := h.replaceSpilledLocked(nil)
+	h.mu.replID = sn.ReplID()
+	h.mu.replID2 = noReplID
+	h.mu.secondOffset = -1
+	h.mu.synced = true
+	h.mu.epoch++
+	epoch = h.mu.epoch
+	h.st.Reset(sn.Offset())
+	h.mu.Unlock()
+	h.removeSpilled(old)
+	return epoch
+}
+
+// continueAs takes the replid of an upstream +CONTINUE <replid>: when it is
+// new, the old one moves to replid2, valid up to the next byte of the stream
+// (PROTOCOL §5). changed reports that; the caller then disconnects the
+// replicas planned before epoch, which reconnect and continue through
+// replid2.
+func (h *history) continueAs(newID string) (oldID string, secondOffset int64, epoch uint64, changed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if newID == "" || newID == h.mu.replID {
+		return h.mu.replID, h.mu.secondOffset, h.mu.epoch, false
+	}
+	oldID = h.mu.replID
+	h.mu.replID2 = oldID
+	h.mu.secondOffset = h.st.Offset() + 1
+	h.mu.replID = newID
+	h.mu.epoch++
+	return oldID, h.mu.secondOffset, h.mu.epoch, true
+}
+
+// matchesLocked is the one replid-match rule of a partial resync (PROTOCOL
+// §4.2), for a replica asking for the bytes from next on and for a snapshot
+// (next = its offset+1): replID is ours, or our replid2 up to
+// second_repl_offset. REQUIRES: h.mu held.
+func (h *history) matchesLocked(replID string, next int64) bool {
+	return replID == h.mu.replID || (replID == h.mu.replID2 && next <= h.mu.secondOffset)
+}
+
+// servableLocked reports whether sn can start a full sync now.
+// REQUIRES: h.mu held.
+func (h *history) servableLocked(sn *replbuf.Snapshot) bool {
+	if sn == nil || sn.State() == replbuf.SnapshotFailed {
+		return false
+	}
+	return h.matchesLocked(sn.ReplID(), sn.Offset()+1)
+}
+
+// retireLocked puts a replaced snapshot aside; releaseRetired releases it
+// once no replica reads it any more. REQUIRES: h.mu held.
+func (h *history) retireLocked(sn *replbuf.Snapshot) {
+	if sn != nil {
+		h.mu.retired = append(h.mu.retired, sn)
+	}
+}
+
+// replaceSpilledLocked makes sp the spilled snapshot and returns the
+// previous record when its file is to be removed (by removeSpilled, after
+// h.mu is released; a replica still sending it keeps its open descriptor).
+// REQUIRES: h.mu held.
+func (h *history) replaceSpilledLocked(sp *spilledSnapshot) (old *spilledSnapshot) {
+	if prev := h.mu.spilled; prev != nil && (sp == nil || !os.SameFile(prev.file, sp.file)) {
+		old = prev
+	}
+	h.mu.spilled = sp
+	return old
+}
+
+// removeSpilled removes a replaced spilled file, if the name still refers
+// to it (a spill that renamed a newer file into place meanwhile keeps it).
+// REQUIRES: h.mu not held (file I/O and logging).
+func (h *history) removeSpilled(old *spilledSnapshot) {
+	if old == nil {
+		return
+	}
+	if err := old.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.log.Warn("cannot remove the spilled snapshot", "path", old.path(), "error", err)
+	}
+}
+
+// close ends the stream: its cursors fail. Run calls it once every
+// goroutine that used the history has stopped.
+func (h *history) close() { h.st.Close(nil) }

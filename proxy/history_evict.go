@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"os"
+	"strconv"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// heldSnapshotsLocked lists the snapshots in memory, newest first.
+// REQUIRES: h.mu held.
+func (h *history) heldSnapshotsLocked() []*replbuf.Snapshot {
+	var list []*replbuf.Snapshot
+	if h.mu.snapshot != nil {
+		list = append(list, h.mu.snapshot)
+	}
+	list = append(list, h.mu.retired...)
+	return list
+}
+
+// snapshotBytes is what the snapshots take: in memory, at usable sizes, and
+// on disk (the spilled one).
+func (h *history) snapshotBytes() (inMemory, onDisk int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, sn := range h.heldSnapshotsLocked() {
+		inMemory += sn.Usage().Allocated()
+	}
+	if sp := h.mu.spilled; sp != nil {
+		onDisk = sp.size
+	}
+	return inMemory, onDisk
+}
+
+// evictionCandidates describes the snapshots held in memory.
+func (h *history) evictionCandidates() []eviction.Candidate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var cands []eviction.Candidate
+	for _, sn := range h.heldSnapshotsLocked() {
+		cands = append(cands, eviction.Candidate{
+			ID:     snapshotID(sn),
+			Bytes:  sn.Usage().Allocated(),
+			Busy:   sn.State() == replbuf.SnapshotBuilding || sn.Readers() > 0 || sn == h.mu.spilling,
+			Newest: sn == h.mu.snapshot,
+		})
+	}
+	return cands
+}
+
+func snapshotID(sn *replbuf.Snapshot) string {
+	return sn.ReplID() + ":" + strconv.FormatInt(sn.Offset(), 10) + ":" + strconv.FormatInt(sn.Created().UnixNano(), 10)
+}
+
+// evict evicts the snapshot with that id: a retired one nobody reads is
+// released; the newest is handed to spill, which writes it to disk in the
+// background and ends with spillDone; it reports false when the server no
+// longer starts background work. spill is called under h.mu (lock order:
+// h.mu, then Server.bgMu).
+func (h *history) evict(id string, spill func(*replbuf.Snapshot) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, sn := range h.mu.retired {
+		if snapshotID(sn) == id && sn.Readers() == 0 {
+			h.mu.retired = append(h.mu.retired[:i], h.mu.retired[i+1:]...)
+			h.countEviction(sn)
+			sn.Release()
+			h.pool.DropFree()
+			return
+		}
+	}
+	sn := h.mu.snapshot
+	if sn == nil || snapshotID(sn) != id || h.mu.spilling != nil {
+		return
+	}
+	h.mu.spilling = sn
+	if !spill(sn) {
+		h.mu.spilling = nil
+	}
+}
+
+// countEviction counts an evicted snapshot (atomics only).
+func (h *history) countEviction(sn *replbuf.Snapshot) {
+	h.stats.evictedSnapshots.Add(1)
+	h.stats.evictedBytes.Add(sn.Usage().Allocated())
+}
+
+// spillDone ends the spill of sn to dir that evict started: file is the file
+// written, or err why it could not be. Unless sn was replaced meanwhile, it
+// is evicted from memory (retired) and, when written, served from the file
+// from now on; when not, it is only dropped.
+func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, err error) {
+	h.mu.Lock()
+	h.mu.spilling = nil
+	if h.mu.snapshot != sn {
+		h.mu.Unlock()
+		if err == nil {
+			// Replaced meanwhile: the file serves nobody.
+			(&spilledSnapshot{dir: dir, file: file}).remove()
+		}
+		return
+	}
+	h.mu.snapshot = nil
+	h.countEviction(sn)
+	h.retireLocked(sn)
+	if err != nil {
+		h.mu.Unlock()
+		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		return
+	}
+	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()}
+	old := h.replaceSpilledLocked(sp)
+	h.mu.Unlock()
+	h.removeSpilled(old)
+	h.log.Info("snapshot spilled to disk", "path", sp.path(), "size", humanize.IBytes(uint64(sn.Size())))
+}
+
+// releaseRetired gives back the blocks of replaced snapshots nobody reads,
+// and with dropFree (under maxmemory) the pool's free blocks with them.
+func (h *history) releaseRetired(dropFree bool) {
+	h.mu.Lock()
+	var free []*replbuf.Snapshot
+	kept := h.mu.retired[:0]
+	for _, sn := range h.mu.retired {
+		if sn.State() != replbuf.SnapshotBuilding && sn.Readers() == 0 {
+			free = append(free, sn)
+		} else {
+			kept = append(kept, sn)
+		}
+	}
+	clear(h.mu.retired[len(kept):])
+	h.mu.retired = kept
+	h.mu.Unlock()
+	for _, sn := range free {
+		sn.Release()
+	}
+	if len(free) > 0 && dropFree {
+		// Under maxmemory, memory given up is given back, not kept as free blocks.
+		h.pool.DropFree()
+	}
+}

@@ -1,0 +1,185 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// syncPlan is how a replica will be served, decided under the history's lock.
+type syncPlan struct {
+	partial  bool
+	replID   string
+	offset   int64             // the +FULLRESYNC offset (full syncs)
+	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
+	reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
+	spilled  *spilledSnapshot  // full: the snapshot file to send instead
+	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
+	fetch    *fetch            // full: the fetch to wait for
+	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
+}
+
+// errShuttingDown refuses a full sync that would need a fetch once the
+// server has stopped starting background work.
+var errShuttingDown = errors.New("replproxy is shutting down")
+
+// planPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
+// second_repl_offset) and the offset lies in the backlog. It attaches the
+// cursor under the lock, so no reset or trim can come in between.
+func (h *history) planPartial(replID string, off int64, legacy bool) (syncPlan, bool) {
+	// Anything but a replid as Redis makes them, or an offset out of
+	// bounds, is a request for a full sync, as "?" is: never an error, which
+	// would stop a replica for good.
+	if legacy || !validReplID(replID) || off < 0 || off > maxReplOffset {
+		return syncPlan{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.mu.synced || !h.matchesLocked(replID, off) || off > h.st.Offset()+1 {
+		return syncPlan{}, false
+	}
+	cur, err := h.st.Attach(off)
+	if err != nil {
+		return syncPlan{}, false
+	}
+	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, true
+}
+
+// planFull picks the newest servable snapshot and pins the stream from just
+// after it; without one, it joins (or starts) the one snapshot fetch. start
+// runs a new fetch in the background and reports false when the server no
+// longer starts background work; it is called under h.mu (lock order: h.mu,
+// then Server.bgMu).
+func (h *history) planFull(start func(*fetch) bool) (syncPlan, error) {
+	plan, unservable, err := h.planFullLocked(start)
+	if unservable != nil {
+		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
+	}
+	return plan, err
+}
+
+// planFullLocked is planFull under h.mu. unservable is why a spilled file
+// was refused (and forgotten), for the caller to log.
+func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unservable, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sn := h.mu.snapshot; h.servableLocked(sn) {
+		if cur, err := h.st.Attach(sn.Offset() + 1); err == nil {
+			if rd, err := sn.NewReader(); err == nil {
+				return syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur, epoch: h.mu.epoch}, nil, nil
+			}
+			cur.Close()
+		}
+	}
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
+			f, err := sp.open()
+			if err == nil {
+				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur, epoch: h.mu.epoch}, nil, nil
+			}
+			// Forgotten, not removed: the name may hold someone else's file.
+			unservable = err
+			h.mu.spilled = nil
+			cur.Close()
+		}
+	}
+	if h.mu.fetch == nil {
+		f := &fetch{ready: make(chan struct{})}
+		h.mu.fetch = f
+		if !start(f) {
+			h.mu.fetch = nil
+			return syncPlan{}, unservable, errShuttingDown
+		}
+	}
+	h.mu.fetch.waiters++ // until leaveFetch
+	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, unservable, nil
+}
+
+// attachFetched takes a reader of a started fetch's snapshot and pins the
+// stream from just after its offset, if the snapshot still matches the
+// stream.
+func (h *history) attachFetched(f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *replbuf.Cursor, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.servableLocked(f.sn) {
+		return nil, nil, nil, errors.New("fetched snapshot no longer matches the stream")
+	}
+	rd, err := f.sn.NewReader()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
+	}
+	cur, err := h.st.Attach(f.sn.Offset() + 1)
+	if err != nil {
+		rd.Close()
+		return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+	}
+	return f.sn, rd, cur, nil
+}
+
+// leaveFetch uncounts a replica whose plan joined f, once it has ended.
+func (h *history) leaveFetch(f *fetch) {
+	if f == nil {
+		return
+	}
+	h.mu.Lock()
+	f.waiters--
+	h.mu.Unlock()
+}
+
+// fetchWaiters is how many replicas still wait for f.
+func (h *history) fetchWaiters(f *fetch) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return f.waiters
+}
+
+// fetchStarted makes sn, the snapshot f's +FULLRESYNC announced, the newest
+// and hands it to f's waiters, if the primary answered with the replid the
+// stream has.
+func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot) error {
+	h.mu.Lock()
+	// Equality, not matchesLocked: the primary's answer is its current
+	// replid, which must be the stream's current one for the snapshot to
+	// continue into it; replid2 is only ever an older name.
+	if sn.ReplID() != h.mu.replID {
+		err := fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), h.mu.replID)
+		h.mu.Unlock()
+		return err
+	}
+	h.retireLocked(h.mu.snapshot)
+	h.mu.snapshot = sn
+	old := h.replaceSpilledLocked(nil)
+	f.sn = sn
+	close(f.ready)
+	h.mu.Unlock()
+	h.removeSpilled(old)
+	return nil
+}
+
+// fetchEnded ends a fetch that started: f is no longer the one in flight,
+// and its snapshot, should it have failed (err), is no longer the newest.
+func (h *history) fetchEnded(f *fetch, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.fetch == f {
+		h.mu.fetch = nil
+	}
+	if err != nil && h.mu.snapshot == f.sn {
+		h.mu.snapshot = nil
+		h.retireLocked(f.sn)
+	}
+}
+
+// fetchGaveUp ends a fetch that never started: its waiters fail with err.
+func (h *history) fetchGaveUp(f *fetch, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.fetch == f {
+		h.mu.fetch = nil
+	}
+	f.err = err
+	close(f.ready)
+}

@@ -1,0 +1,93 @@
+// Package proxy is replproxy's protocol: one ordinary replica of a Redis or
+// Valkey primary upstream, a primary to any number of replicas downstream,
+// and the admin commands in between. The bytes themselves live in replbuf;
+// this package decides who reads which of them, and when.
+//
+// # Roles
+//
+// A Server (server.go) is one proxy: New opens its listeners, Run serves
+// until its context ends or Close is called (Close is idempotent). It is
+// made of parts with one owner each:
+//
+//   - history (history*.go): the replication identity (replid, replid2,
+//     second_repl_offset), the stream (*replbuf.Stream), the snapshots
+//     (newest, retired, spilled, being spilled), the one snapshot fetch in
+//     flight, the sync plans (planPartial, planFull) and eviction. Nothing
+//     outside these files touches its fields.
+//   - upstream (upstream.go, handshake.go, fetch.go): the main link to the
+//     primary (handshake, payload, stream loop, ACKs) and the side links
+//     that fetch a snapshot for replicas needing a full sync.
+//   - registry (registry.go): the connected clients and, among them, the
+//     replicas; ids for CLIENT LIST.
+//   - configuration (settings.go): the config.Config in force, published
+//     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
+//   - clients and replicas (client.go, commands.go, downstream.go,
+//     protect.go): one connection each; a client turns into a replica on
+//     PSYNC or SYNC.
+//   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
+//     timeouts and output-buffer limits, maxmemory and eviction, memory given
+//     back to the OS, snapshots spilled to dir.
+//   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
+//     them (stats.go, closereason.go).
+//
+// # Goroutines
+//
+// Run starts one accept loop per listener, the upstream link's run
+// goroutine and the monitor, and waits for them when it ends. Each accepted
+// connection gets one goroutine (serveClient), which reads commands and
+// writes replies; it alone touches the client's reader and reply buffer.
+// When a client becomes a replica that goroutine reads its ACKs
+// (runReplica), and a second one (writeReplica) sends: the payload, then the
+// stream from the replica's cursor with writev. Whichever ends first closes
+// the connection, which ends the other.
+//
+// The upstream link's run goroutine owns the main link's connection and is
+// the stream's one producer: it fills, scans and publishes (replbuf's
+// Fill/Publish/Discard), and a session goroutine sends REPLCONF ACK every
+// second. Snapshot fetches, spills and memory returns run on the background
+// group (goBackground), which has Run's lifetime: a fetch goroutine owns its
+// side-link connection.
+//
+// # Locks
+//
+// Each part has its own lock, and none is held while taking another proxy
+// lock but the pair history.mu → bgMu:
+//
+//   - history.mu guards the history. It is the only proxy lock ever held
+//     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
+//     Pool.mu). Under it only bgMu may be taken, by planFull and evict to
+//     start the fetch or spill they record.
+//   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
+//     or touches a socket; callers take a list and act on it after.
+//   - The configuration has no reader lock (an atomic.Pointer); its writers
+//     serialise on liveConfig.writeMu and apply the change under it.
+//   - life (Run and Close) and bgMu are never held while waiting.
+//
+// No lock is held across network I/O. A change of identity (an upstream full
+// resync or a new replid) is made under history.mu and returns an epoch; the
+// caller then closes, from the registry and with no lock held, the replicas
+// planned before that epoch.
+//
+// # The data path
+//
+// The primary's bytes go from the socket straight into the tail of the
+// stream's last block (Fill), are scanned in place for REPLCONF GETACK and
+// MULTI/EXEC, and are published up to the last whole command the scanner
+// accepted; nothing unscanned reaches a replica. Each replica's cursor hands
+// its writer slices of those same blocks, which it writes with writev: no
+// payload is copied in user space on the way through. Snapshots are held in
+// the same kind of blocks and sent the same way, or from a spilled file with
+// sendfile.
+//
+// # Generations
+//
+// An upstream full resync starts a new generation: the history installs the
+// new snapshot, resets the stream at its offset (every open cursor fails
+// with replbuf.ErrReset) and forgets the spilled file; every replica of the
+// old generation is disconnected and comes back for a sync of the new one.
+// A partial resync (+CONTINUE) keeps the stream; a new replid from the
+// primary makes the old one replid2, so replicas continue by partial resync
+// after they reconnect. Clients, the configuration, the counters and the
+// snapshots retired earlier (released once no replica reads them) survive
+// both.
+package proxy

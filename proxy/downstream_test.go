@@ -94,17 +94,6 @@ func dsWaitOffsets(t testing.TB, pc *redistest.Client, rcs ...*redistest.Client)
 	}
 }
 
-// dsInfoField extracts key from INFO text without a testing.TB, for use off
-// the test goroutine.
-func dsInfoField(info, key string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), key+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // dsSampleConnectedSlaves polls addr's INFO replication connected_slaves
 // every 20 ms from its own goroutine and connection until stop is called,
 // which returns every value seen (or the first error). The test's cleanup
@@ -125,7 +114,7 @@ func dsSampleConnectedSlaves(t testing.TB, addr string) (stop func() ([]string, 
 				err = e
 				return
 			}
-			samples = append(samples, dsInfoField(v.String(), "connected_slaves"))
+			samples = append(samples, redistest.ParseInfo(v.String())["connected_slaves"])
 			select {
 			case <-done:
 				return

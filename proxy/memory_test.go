@@ -165,7 +165,7 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 		t.Skip("retains 256 MiB")
 	}
 	primary, pc := startPrimary(t, "--client-output-buffer-limit", "replica", "0", "0", "0")
-	p := startProxyLogging(t, false, append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")...)
+	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")})
 	xc := redistest.Dial(t, p.AddrString())
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)

@@ -744,7 +744,7 @@ func TestLinkEOFPayloadSlowerThanTimeout(t *testing.T) {
 		// 236 bytes in 24 pieces 50 ms apart: 1.2 s, four times repl-timeout,
 		// with never more than 50 ms of silence.
 		for p := rdb; len(p) > 0; p = p[min(10, len(p)):] {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the payload's pace: what is tested
 			if err := f.write(string(p[:min(10, len(p))])); err != nil {
 				return err
 			}

@@ -97,8 +97,12 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)
 	pc.MustDo(t, "SET", "fill", strings.Repeat("x", 64<<10)) // fills the backlog past its size
-	waitOffsetsEqual(t, pc, xc)
-	time.Sleep(200 * time.Millisecond) // let the replica's ACKs settle
+	off := itoa(waitOffsetsEqual(t, pc, xc))
+	// The baseline is taken once the replica's ACK of that offset has reached
+	// the proxy, so that no ACK is in flight.
+	redistest.WaitFor(t, 10*time.Second, "the replica's ACK of offset "+off, func() bool {
+		return strings.Contains(xc.Info(t, "replication")["slave0"]+",", ",offset="+off+",")
+	})
 
 	orig := memInfo(t, xc)
 	origNoRepl := orig["used_memory"] - orig["mem_not_counted_for_evict"]

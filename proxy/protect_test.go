@@ -232,7 +232,7 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 		t.Fatalf("%d log lines for %d failed AUTH in %v", lines, n, elapsed)
 	}
 	// A later failure says how many were held back.
-	time.Sleep(logEvery) // the rate limit's own period
+	time.Sleep(logEvery) // the rate limit's own period: time passing is what is tested
 	a.do("AUTH", "x")
 	if !regexp.MustCompile(`authentication failed.*suppressed=[1-9][0-9]*`).MatchString(p.Log.String()) {
 		t.Fatal("no log line gives the number of failures suppressed")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -20,11 +19,9 @@ import (
 // memStartReplica starts a real replica of the proxy and waits until it is in sync.
 func memStartReplica(t testing.TB, p *testProxy, pc *redistest.Client) (*redistest.Server, *redistest.Client) {
 	t.Helper()
-	host, port, _ := strings.Cut(p.AddrString(), ":")
-	r := redistest.StartServer(t, "--replicaof", host, port)
-	rc := redistest.Dial(t, r.Addr())
-	redistest.WaitSynced(t, pc, rc)
-	return r, rc
+	rs, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	return rs[0], rcs[0]
 }
 
 // memInfo reads INFO memory figures as integers.
@@ -113,12 +110,8 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	replica.Pause()
 	defer replica.Resume()
 
-	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port()), "-c", "1", "-n", strconv.Itoa(cmdCount),
-		"-P", strconv.Itoa(pipeline), "-q", "SETRANGE", "key:0", "0", strings.Repeat("A", payloadLen)}
-	ctx := t.Context()
-	if out, err := exec.CommandContext(ctx, "redis-benchmark", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-benchmark: %v\n%s", err, out)
-	}
+	redistest.RunBenchmark(t, primary.Addr(), "-c", "1", "-n", strconv.Itoa(cmdCount),
+		"-P", strconv.Itoa(pipeline), "SETRANGE", "key:0", "0", strings.Repeat("A", payloadLen))
 	waitOffsetsEqual(t, pc, xc)
 
 	now := memInfo(t, xc)

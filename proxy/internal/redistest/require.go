@@ -25,6 +25,13 @@ func Require(t testing.TB) (server, cli string) {
 	return paths[0], paths[1]
 }
 
+// RequireTool is [Require] for another program (redis-check-rdb, redis-benchmark):
+// it returns its path, or skips the test, or fails it under CI=true.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	return requireBinaries(t, name)[0]
+}
+
 // requireBinaries is [Require] for any list of programs.
 func requireBinaries(t testing.TB, names ...string) []string {
 	t.Helper()

@@ -35,9 +35,7 @@ func dsSetup(t testing.TB, n int, proxyArgs ...string) (primary *redistest.Serve
 ) {
 	t.Helper()
 	primary, pc = startPrimary(t)
-	p = startProxy(t, append(replicaOf(primary), proxyArgs...)...)
-	xc = redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc = startProxyOf(t, primary, proxyArgs...)
 	servers, rcs = redistest.StartReplicas(t, n, p.AddrString())
 	writeMixed(t, pc, 200)
 	dsWaitSynced(t, pc, rcs...)
@@ -305,9 +303,7 @@ func TestDownstreamSurvivesUpstreamKill(t *testing.T) {
 func TestDownstreamFetchSharedByReplicas(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 10000, "ds:pop", 64)
-	p := startProxy(t, append(replicaOf(primary), "--repl-backlog-size", "16kb")...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb")
 	snapOff := xc.InfoInt(t, "proxy", "snapshot_offset")
 	dsSetBig(t, pc, "ds:big", 40, 8, 100<<10) // 4 MB after the snapshot
 	waitOffsetsEqual(t, pc, xc)
@@ -389,9 +385,7 @@ func TestDownstreamRepointToPrimary(t *testing.T) {
 func TestDownstreamRedisCLI(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "ds:pop", 32)
-	p := startProxy(t, replicaOf(primary)...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary)
 	writeMixed(t, pc, 100)
 	waitOffsetsEqual(t, pc, xc)
 	_, cli := redistest.Require(t)

@@ -162,6 +162,16 @@ func replicaOf(srv *redistest.Server) []string {
 	return []string{"--replicaof", host, port}
 }
 
+// startProxyOf runs a proxy replicating srv, configured further by args, and
+// returns it with a client once its link to srv is up.
+func startProxyOf(t testing.TB, srv *redistest.Server, args ...string) (*testProxy, *redistest.Client) {
+	t.Helper()
+	p := startProxy(t, append(replicaOf(srv), args...)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	return p, xc
+}
+
 // waitLinkUp waits until the proxy reports its link to the primary up.
 func waitLinkUp(t testing.TB, pc *redistest.Client) {
 	t.Helper()

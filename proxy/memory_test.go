@@ -250,9 +250,7 @@ func TestMaxMemoryEvictsSnapshots(t *testing.T) {
 			primary, pc := startPrimary(t)
 			pc.MustDo(t, "DEBUG", "POPULATE", 100000, "key", 200)
 			dir := tc.dir(t)
-			p := startProxy(t, append(replicaOf(primary), "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)...)
-			xc := redistest.Dial(t, p.AddrString())
-			waitLinkUp(t, xc)
+			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)
 			// The snapshot may be gone already: its size is what the
 			// primary sent, less the 40-byte EOF mark of a diskless sync.
 			snapSize := xc.InfoInt(t, "proxy", "upstream_rdb_bytes") - 40

@@ -162,7 +162,8 @@ func (s *Server) evictSnapshot(id string) {
 	}
 }
 
-// countEviction counts an evicted snapshot. REQUIRES: s.mu held.
+// countEviction counts an evicted snapshot. It touches only atomic counters
+// and sn's usage, so it needs no lock.
 func (s *Server) countEviction(sn *replbuf.Snapshot) {
 	s.stats.evictedSnapshots.Add(1)
 	s.stats.evictedBytes.Add(sn.Usage().Allocated())

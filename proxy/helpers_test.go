@@ -65,7 +65,7 @@ type testProxy struct {
 	stop func() error // stops the proxy (and waits for Run to return); once
 }
 
-// Addr returns host:port of the proxy's listener.
+// AddrString returns host:port of the proxy's listener.
 func (p *testProxy) AddrString() string { return p.Server.Addr().String() }
 
 // proxySetup says how newTestProxy builds a proxy. The zero value is a running

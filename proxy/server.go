@@ -317,7 +317,7 @@ func (s *Server) closeClients() {
 	}
 }
 
-// configValue returns a copy of the configuration in force.
+// config returns a copy of the configuration in force.
 func (s *Server) config() *config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -53,11 +53,7 @@ func FuzzDispatch(f *testing.F) {
 		redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
 			return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"
 		})
-		conn, err := net.Dial("tcp", p.AddrString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := p.dial(t)
 		end := time.Now().Add(fuzzInputTimeout)
 		conn.SetWriteDeadline(end)
 		// Errors are the proxy closing first (QUIT, a protocol error, a

@@ -68,6 +68,17 @@ type testProxy struct {
 // AddrString returns host:port of the proxy's listener.
 func (p *testProxy) AddrString() string { return p.Server.Addr().String() }
 
+// dial opens a TCP connection to the proxy, closed when the test ends.
+func (p *testProxy) dial(t testing.TB) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.AddrString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // proxySetup says how newTestProxy builds a proxy. The zero value is a running
 // proxy on 127.0.0.1 with a free port, logging at verbose level to t.Log.
 type proxySetup struct {

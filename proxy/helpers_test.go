@@ -124,7 +124,7 @@ func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 	p := &testProxy{Server: srv, Log: lw}
 	if ps.idle {
 		p.stop = func() error { srv.closeListeners(); return nil }
-		t.Cleanup(srv.closeListeners)
+		t.Cleanup(func() { p.stop() })
 		return p
 	}
 	if ps.wrap != nil {

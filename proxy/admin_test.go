@@ -22,11 +22,7 @@ type adminConn struct {
 
 func adminDial(t testing.TB, p *testProxy) *adminConn {
 	t.Helper()
-	conn, err := net.Dial("tcp", p.AddrString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := p.dial(t)
 	return &adminConn{t: t, conn: conn, rd: bufio.NewReader(conn)}
 }
 

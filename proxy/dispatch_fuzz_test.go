@@ -1,25 +1,43 @@
 package proxy
 
 import (
-	"bytes"
+	"io"
 	"net"
+	"strconv"
 	"testing"
+	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
-// FuzzDispatch feeds arbitrary client input, read through the control-path
-// reader with the proxy's limits, to the command table of a server that is
-// not running: whatever the bytes, the proxy must answer or refuse, never
-// panic. (The server has no upstream link, so PSYNC and SYNC are refused.)
+const (
+	// fuzzInputTimeout bounds each phase of one FuzzDispatch input's
+	// exchange: the proxy's answers, and its close after the test's.
+	fuzzInputTimeout = 2 * time.Second
+	// fuzzQuiet is how long the proxy must send nothing before the test takes
+	// its answers as complete and half-closes: long enough for a full sync's
+	// RDB or a +CONTINUE to be sent to a replica the input made.
+	fuzzQuiet = 50 * time.Millisecond
+)
+
+// FuzzDispatch sends arbitrary client input to a running proxy, a fresh one
+// per input, whose link to a fake primary (hostilePrimary) is up: it holds a
+// snapshot and a backlog, and the fake serves snapshot fetches. So PSYNC and
+// SYNC in the input register real replicas (a full sync from the snapshot, a
+// partial resync when the input names the fake's replid and an offset in the
+// backlog) and the replica path runs, ACKs and all. Whatever the bytes, the
+// proxy must answer or refuse, never panic, and stop cleanly when the test
+// ends. Once the proxy has gone quiet the test half-closes its side, so a
+// client or a replica the input made ends at the proxy's next read.
 func FuzzDispatch(f *testing.F) {
+	partial := strconv.Itoa(linkOffset + 1)
 	for _, seed := range []string{
 		"PING\r\n",
 		"*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$4\r\n7102\r\n",
 		"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n",
+		"REPLCONF capa eof capa psync2\r\nPSYNC ? -1\r\nREPLCONF ACK 1000\r\n",
+		"PSYNC " + linkReplID + " " + partial + "\r\nREPLCONF ACK " + partial + "\r\n",
+		"PSYNC " + hostileDotsReplID + " 1\r\n",
 		"CONFIG SET maxmemory 1mb\r\nCONFIG GET *\r\n",
 		"CLIENT KILL TYPE replica\r\nCLIENT LIST\r\nCLIENT SETNAME x\r\n",
 		"INFO everything\r\nROLE\r\nREPLICAOF NO ONE\r\nREPLICAOF 127.0.0.1 1\r\n",
@@ -28,42 +46,28 @@ func FuzzDispatch(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	cfg, err := config.Parse([]string{"--port", "0", "--bind", "127.0.0.1"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { srv.Close() })
 	f.Fuzz(func(t *testing.T, input []byte) {
-		a, b := net.Pipe()
-		defer a.Close()
-		defer b.Close()
-		go func() { // drain whatever the client is sent
-			buf := make([]byte, 4096)
-			for {
-				if _, err := b.Read(buf); err != nil {
-					return
-				}
+		h := startHostilePrimary(t, hostileGoodMain(0), (*hostileConn).goodFetch)
+		p := newTestProxy(t, proxySetup{quiet: true,
+			args: append(h.replicaOf(), "--repl-timeout", "1", "--dir", t.TempDir())})
+		redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
+			return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"
+		})
+		conn := p.dial(t)
+		end := time.Now().Add(fuzzInputTimeout)
+		conn.SetWriteDeadline(end)
+		// Errors are the proxy closing first (QUIT, a protocol error, a
+		// limit): part of what is tested, not a failure.
+		conn.Write(input)
+		buf := make([]byte, 32<<10)
+		for time.Now().Before(end) {
+			conn.SetReadDeadline(time.Now().Add(fuzzQuiet))
+			if _, err := conn.Read(buf); err != nil {
+				break
 			}
-		}()
-		c := newClient(srv, 1, a)
-		c.authed = true
-		c.rd = wire.NewCommandReader(bytes.NewReader(input), srv.clientConf().limits)
-		for range 64 {
-			cmd, err := c.rd.ReadCommand()
-			if err != nil {
-				return
-			}
-			if len(cmd.Args) == 0 {
-				continue
-			}
-			if srv.dispatch(c, cmd.Args) || c.replicaSet() {
-				return
-			}
-			c.out = c.out[:0]
 		}
+		conn.(*net.TCPConn).CloseWrite()
+		conn.SetReadDeadline(time.Now().Add(fuzzInputTimeout))
+		io.Copy(io.Discard, conn)
 	})
 }

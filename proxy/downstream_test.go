@@ -28,20 +28,6 @@ const dsSyncTimeout = 40 * time.Second
 // dsMixedTests are the redis-benchmark tests of the mixed load.
 const dsMixedTests = "set,incr,lpush,hset,sadd,zadd"
 
-// dsStartReplicas starts n redis-server replicas of addr (host:port, usually
-// the proxy) with --replicaof, and a client for each.
-func dsStartReplicas(t testing.TB, n int, addr string) ([]*redistest.Server, []*redistest.Client) {
-	t.Helper()
-	host, port, _ := strings.Cut(addr, ":")
-	servers := make([]*redistest.Server, n)
-	clients := make([]*redistest.Client, n)
-	for i := range n {
-		servers[i] = redistest.StartServer(t, "--replicaof", host, port)
-		clients[i] = redistest.Dial(t, servers[i].Addr())
-	}
-	return servers, clients
-}
-
 // dsSetup is the common topology: a primary, a proxy replicating it (with
 // extra proxy args), and n replicas of the proxy, all synced.
 func dsSetup(t testing.TB, n int, proxyArgs ...string) (primary *redistest.Server, pc *redistest.Client,
@@ -49,10 +35,8 @@ func dsSetup(t testing.TB, n int, proxyArgs ...string) (primary *redistest.Serve
 ) {
 	t.Helper()
 	primary, pc = startPrimary(t)
-	p = startProxy(t, append(replicaOf(primary), proxyArgs...)...)
-	xc = redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
-	servers, rcs = dsStartReplicas(t, n, p.AddrString())
+	p, xc = startProxyOf(t, primary, proxyArgs...)
+	servers, rcs = redistest.StartReplicas(t, n, p.AddrString())
 	writeMixed(t, pc, 200)
 	dsWaitSynced(t, pc, rcs...)
 	return primary, pc, p, xc, servers, rcs
@@ -94,17 +78,6 @@ func dsWaitOffsets(t testing.TB, pc *redistest.Client, rcs ...*redistest.Client)
 	}
 }
 
-// dsInfoField extracts key from INFO text without a testing.TB, for use off
-// the test goroutine.
-func dsInfoField(info, key string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), key+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // dsSampleConnectedSlaves polls addr's INFO replication connected_slaves
 // every 20 ms from its own goroutine and connection until stop is called,
 // which returns every value seen (or the first error). The test's cleanup
@@ -125,7 +98,7 @@ func dsSampleConnectedSlaves(t testing.TB, addr string) (stop func() ([]string, 
 				err = e
 				return
 			}
-			samples = append(samples, dsInfoField(v.String(), "connected_slaves"))
+			samples = append(samples, redistest.ParseInfo(v.String())["connected_slaves"])
 			select {
 			case <-done:
 				return
@@ -160,21 +133,6 @@ func dsSetBig(t testing.TB, pc *redistest.Client, prefix string, n, keys, size i
 			t.Fatal(err)
 		}
 	}
-}
-
-// dsRequireTool finds a program on PATH, skipping the test when it is
-// missing, or failing it under CI=true (as redistest.Require does).
-func dsRequireTool(t testing.TB, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if ci, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv("CI"))); ci {
-		t.Fatalf("%s not found in PATH and CI=%q: integration tests must not be skipped in CI", name, os.Getenv("CI"))
-	}
-	t.Skipf("skipping: %s not found in PATH", name)
-	return ""
 }
 
 // dsBuffer is an io.Writer safe to read while exec copies a process's output
@@ -345,9 +303,7 @@ func TestDownstreamSurvivesUpstreamKill(t *testing.T) {
 func TestDownstreamFetchSharedByReplicas(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 10000, "ds:pop", 64)
-	p := startProxy(t, append(replicaOf(primary), "--repl-backlog-size", "16kb")...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb")
 	snapOff := xc.InfoInt(t, "proxy", "snapshot_offset")
 	dsSetBig(t, pc, "ds:big", 40, 8, 100<<10) // 4 MB after the snapshot
 	waitOffsetsEqual(t, pc, xc)
@@ -429,9 +385,7 @@ func TestDownstreamRepointToPrimary(t *testing.T) {
 func TestDownstreamRedisCLI(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "ds:pop", 32)
-	p := startProxy(t, replicaOf(primary)...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary)
 	writeMixed(t, pc, 100)
 	waitOffsetsEqual(t, pc, xc)
 	_, cli := redistest.Require(t)
@@ -466,7 +420,7 @@ func TestDownstreamRedisCLI(t *testing.T) {
 	})
 
 	t.Run("rdb", func(t *testing.T) {
-		checker := dsRequireTool(t, "redis-check-rdb")
+		checker := redistest.RequireTool(t, "redis-check-rdb")
 		file := filepath.Join(t.TempDir(), "ds.rdb")
 		out := redistest.RedisCLI(t, "-h", "127.0.0.1", "-p", port, "--rdb", file)
 		if !strings.Contains(out, "Transfer finished with success") {
@@ -504,7 +458,7 @@ func TestDownstreamChain(t *testing.T) {
 	p2 := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(p1.Port()))
 	x2 := redistest.Dial(t, p2.AddrString())
 	waitLinkUp(t, x2)
-	_, rcs := dsStartReplicas(t, 1, p2.AddrString())
+	_, rcs := redistest.StartReplicas(t, 1, p2.AddrString())
 	rc := rcs[0]
 
 	writeMixed(t, pc, 500)

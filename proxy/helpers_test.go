@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,43 +44,96 @@ func (w *testLogger) Contains(s string) bool {
 	return strings.Contains(w.b.String(), s)
 }
 
-// testProxy is an in-process replproxy running for one test.
+// Count returns how many times s occurs in the log so far.
+func (w *testLogger) Count(s string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Count(w.b.String(), s)
+}
+
+// String returns the log so far.
+func (w *testLogger) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// testProxy is an in-process replproxy built for one test.
 type testProxy struct {
 	*Server
 	Log  *testLogger
-	stop func() error // stops the proxy and waits for Run to return; once
+	stop func() error // stops the proxy (and waits for Run to return); once
 }
 
-// Addr returns host:port of the proxy's listener.
+// AddrString returns host:port of the proxy's listener.
 func (p *testProxy) AddrString() string { return p.Server.Addr().String() }
 
-// startProxy runs a proxy on 127.0.0.1 with a free port, configured by args
-// in the command-line form ("--replicaof", "127.0.0.1", "6379", ...), and
-// stops it when the test ends.
-func startProxy(t testing.TB, args ...string) *testProxy {
+// dial opens a TCP connection to the proxy, closed when the test ends.
+func (p *testProxy) dial(t testing.TB) net.Conn {
 	t.Helper()
-	return startProxyLogging(t, true, args...)
+	c, err := net.Dial("tcp", p.AddrString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-// startProxyLogging is startProxy; with toTest false the logs are only kept
-// for Contains, not sent to t.Log (whose buffers would grow the heap a test
-// compares with the proxy's accounting).
-func startProxyLogging(t testing.TB, toTest bool, args ...string) *testProxy {
+// proxySetup says how newTestProxy builds a proxy. The zero value is a running
+// proxy on 127.0.0.1 with a free port, logging at verbose level to t.Log.
+type proxySetup struct {
+	// args configure the proxy in the command-line form ("--replicaof",
+	// "127.0.0.1", "6379", ...), after "--port 0 --bind 127.0.0.1 --loglevel
+	// verbose".
+	args []string
+	// opts are given to New; their Logger is replaced by the test's.
+	opts Options
+	// wrap, when set, wraps the first listener before Run (to count or refuse
+	// accepted connections).
+	wrap func(net.Listener) net.Listener
+	// level, when set, is the log level instead of the configured one.
+	level hclog.Level
+	// quiet keeps the log only for Contains, not for t.Log, whose buffers
+	// would grow the heap a test compares with the proxy's accounting.
+	quiet bool
+	// idle builds the server without running it: the test drives its
+	// upstream or its command table by hand; only its listeners are closed at
+	// the end.
+	idle bool
+}
+
+// newTestProxy builds the proxy that ps describes and stops it when the test
+// ends. Every test server is built here.
+func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 	t.Helper()
-	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose"}, args...))
+	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose"}, ps.args...))
 	if err != nil {
 		t.Fatalf("proxy config: %v", err)
 	}
-	lw := &testLogger{t: t, quiet: !toTest}
-	log := hclog.New(&hclog.LoggerOptions{Name: "replproxy", Level: HCLogLevel(cfg.LogLevel), Output: lw})
-	srv, err := New(cfg, Options{Logger: log})
+	level := ps.level
+	if level == hclog.NoLevel {
+		level = HCLogLevel(cfg.LogLevel)
+	}
+	lw := &testLogger{t: t, quiet: ps.quiet}
+	opts := ps.opts
+	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "replproxy", Level: level, Output: lw})
+	srv, err := New(cfg, opts)
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
+	}
+	p := &testProxy{Server: srv, Log: lw}
+	if ps.idle {
+		p.stop = srv.Close
+		t.Cleanup(func() { p.stop() })
+		return p
+	}
+	if ps.wrap != nil {
+		srv.listeners[0] = ps.wrap(srv.listeners[0])
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	stop := sync.OnceValue(func() error {
+	p.stop = sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-done:
@@ -92,11 +146,17 @@ func startProxyLogging(t testing.TB, toTest bool, args ...string) *testProxy {
 		}
 	})
 	t.Cleanup(func() {
-		if err := stop(); err != nil {
+		if err := p.stop(); err != nil {
 			t.Error(err)
 		}
 	})
-	return &testProxy{Server: srv, Log: lw, stop: stop}
+	return p
+}
+
+// startProxy runs a proxy configured by args (see proxySetup.args).
+func startProxy(t testing.TB, args ...string) *testProxy {
+	t.Helper()
+	return newTestProxy(t, proxySetup{args: args})
 }
 
 // startPrimary starts a real redis-server meant to be a primary: immediate
@@ -111,6 +171,16 @@ func startPrimary(t testing.TB, args ...string) (*redistest.Server, *redistest.C
 func replicaOf(srv *redistest.Server) []string {
 	host, port, _ := strings.Cut(srv.Addr(), ":")
 	return []string{"--replicaof", host, port}
+}
+
+// startProxyOf runs a proxy replicating srv, configured further by args, and
+// returns it with a client once its link to srv is up.
+func startProxyOf(t testing.TB, srv *redistest.Server, args ...string) (*testProxy, *redistest.Client) {
+	t.Helper()
+	p := startProxy(t, append(replicaOf(srv), args...)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	return p, xc
 }
 
 // waitLinkUp waits until the proxy reports its link to the primary up.

@@ -391,11 +391,7 @@ type rawReplica struct {
 // newRawReplica connects to the proxy and says nothing yet.
 func newRawReplica(t testing.TB, p *testProxy) *rawReplica {
 	t.Helper()
-	c, err := net.Dial("tcp", p.AddrString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := p.dial(t)
 	return &rawReplica{t: t, conn: c, br: bufio.NewReader(c)}
 }
 

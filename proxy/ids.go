@@ -13,7 +13,9 @@ const ReplIDSize = 40
 // noReplID is how Redis shows a cleared replid2: forty zeros.
 var noReplID = strings.Repeat("0", ReplIDSize)
 
-// newReplID returns a random replication ID, as Redis's getRandomHexChars makes them.
+// newReplID returns 40 random lowercase hex digits, as Redis's getRandomHexChars
+// makes them. Besides replication IDs it makes the run_id and the EOF mark of a
+// diskless payload, which Redis makes the same way.
 func newReplID() string {
 	var b [ReplIDSize / 2]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)

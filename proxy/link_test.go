@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -75,17 +75,7 @@ func linkRDB(t testing.TB) []byte {
 // by hand. Its logs go to t.Log at the given level.
 func linkNewServer(t testing.TB, level hclog.Level) *Server {
 	t.Helper()
-	cfg, err := config.Parse([]string{"--port", "0", "--bind", "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "replproxy", Level: level, Output: &testLogger{t: t}})
-	srv, err := New(cfg, Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
+	return newTestProxy(t, proxySetup{idle: true, level: level}).Server
 }
 
 // linkPair returns two connected ends: the proxy's and the fake primary's.
@@ -389,7 +379,7 @@ func linkVerify(srv *Server, res linkResult, w linkWant) error {
 		return fmt.Errorf("stream from %d is %q, want %q", w.from, stream, w.stream)
 	}
 
-	info := linkInfo(srv)
+	info := redistest.ParseInfo(srv.Info("replication"))
 	for k, v := range map[string]string{
 		"master_replid":      w.replID,
 		"master_replid2":     w.replID2,
@@ -458,17 +448,6 @@ func linkStreamBytes(srv *Server, from int64) ([]byte, error) {
 			return nil, err
 		}
 	}
-}
-
-// linkInfo returns INFO replication as key:value pairs.
-func linkInfo(srv *Server) map[string]string {
-	info := map[string]string{}
-	for line := range strings.Lines(srv.Info("replication")) {
-		if k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":"); ok {
-			info[k] = v
-		}
-	}
-	return info
 }
 
 // linkEveryCut returns the cut sets to try on an output of n bytes: each single
@@ -765,7 +744,7 @@ func TestLinkEOFPayloadSlowerThanTimeout(t *testing.T) {
 		// 236 bytes in 24 pieces 50 ms apart: 1.2 s, four times repl-timeout,
 		// with never more than 50 ms of silence.
 		for p := rdb; len(p) > 0; p = p[min(10, len(p)):] {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the payload's pace: what is tested
 			if err := f.write(string(p[:min(10, len(p))])); err != nil {
 				return err
 			}

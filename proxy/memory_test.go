@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -20,11 +19,9 @@ import (
 // memStartReplica starts a real replica of the proxy and waits until it is in sync.
 func memStartReplica(t testing.TB, p *testProxy, pc *redistest.Client) (*redistest.Server, *redistest.Client) {
 	t.Helper()
-	host, port, _ := strings.Cut(p.AddrString(), ":")
-	r := redistest.StartServer(t, "--replicaof", host, port)
-	rc := redistest.Dial(t, r.Addr())
-	redistest.WaitSynced(t, pc, rc)
-	return r, rc
+	rs, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	return rs[0], rcs[0]
 }
 
 // memInfo reads INFO memory figures as integers.
@@ -97,8 +94,12 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)
 	pc.MustDo(t, "SET", "fill", strings.Repeat("x", 64<<10)) // fills the backlog past its size
-	waitOffsetsEqual(t, pc, xc)
-	time.Sleep(200 * time.Millisecond) // let the replica's ACKs settle
+	off := itoa(waitOffsetsEqual(t, pc, xc))
+	// The baseline is taken once the replica's ACK of that offset has reached
+	// the proxy, so that no ACK is in flight.
+	redistest.WaitFor(t, 10*time.Second, "the replica's ACK of offset "+off, func() bool {
+		return strings.Contains(xc.Info(t, "replication")["slave0"]+",", ",offset="+off+",")
+	})
 
 	orig := memInfo(t, xc)
 	origNoRepl := orig["used_memory"] - orig["mem_not_counted_for_evict"]
@@ -109,12 +110,8 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	replica.Pause()
 	defer replica.Resume()
 
-	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port()), "-c", "1", "-n", strconv.Itoa(cmdCount),
-		"-P", strconv.Itoa(pipeline), "-q", "SETRANGE", "key:0", "0", strings.Repeat("A", payloadLen)}
-	ctx := t.Context()
-	if out, err := exec.CommandContext(ctx, "redis-benchmark", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-benchmark: %v\n%s", err, out)
-	}
+	redistest.RunBenchmark(t, primary.Addr(), "-c", "1", "-n", strconv.Itoa(cmdCount),
+		"-P", strconv.Itoa(pipeline), "SETRANGE", "key:0", "0", strings.Repeat("A", payloadLen))
 	waitOffsetsEqual(t, pc, xc)
 
 	now := memInfo(t, xc)
@@ -165,7 +162,7 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 		t.Skip("retains 256 MiB")
 	}
 	primary, pc := startPrimary(t, "--client-output-buffer-limit", "replica", "0", "0", "0")
-	p := startProxyLogging(t, false, append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")...)
+	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")})
 	xc := redistest.Dial(t, p.AddrString())
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)
@@ -253,9 +250,7 @@ func TestMaxMemoryEvictsSnapshots(t *testing.T) {
 			primary, pc := startPrimary(t)
 			pc.MustDo(t, "DEBUG", "POPULATE", 100000, "key", 200)
 			dir := tc.dir(t)
-			p := startProxy(t, append(replicaOf(primary), "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)...)
-			xc := redistest.Dial(t, p.AddrString())
-			waitLinkUp(t, xc)
+			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)
 			// The snapshot may be gone already: its size is what the
 			// primary sent, less the 40-byte EOF mark of a diskless sync.
 			snapSize := xc.InfoInt(t, "proxy", "upstream_rdb_bytes") - 40

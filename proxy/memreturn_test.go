@@ -25,7 +25,7 @@ func runtimeRetained() int64 {
 // runtime's two-minute forced collection.
 func TestReleasedMemoryReturnedToOS(t *testing.T) {
 	const held = 128 << 20
-	p := startProxyLogging(t, false)
+	p := newTestProxy(t, proxySetup{quiet: true})
 	// A replaced snapshot, still arriving, so the monitor keeps it: 128 MiB
 	// of blocks.
 	sn := replbuf.NewSnapshot(newReplID(), 0, p.pool, time.Now())

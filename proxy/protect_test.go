@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -15,68 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
-// startProxyOpts is startProxy with Options (their Logger is replaced by the
-// test's) and, when wrap is not nil, the first listener wrapped before Run.
-func startProxyOpts(t testing.TB, opts Options, wrap func(net.Listener) net.Listener, args ...string) *testProxy {
-	t.Helper()
-	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose"}, args...))
-	if err != nil {
-		t.Fatalf("proxy config: %v", err)
-	}
-	lw := &testLogger{t: t}
-	opts.Logger = hclog.New(&hclog.LoggerOptions{Name: "replproxy", Level: HCLogLevel(cfg.LogLevel), Output: lw})
-	srv, err := New(cfg, opts)
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	if wrap != nil {
-		srv.listeners[0] = wrap(srv.listeners[0])
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("proxy stopped with %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("proxy did not stop within 10s")
-		}
-	})
-	return &testProxy{Server: srv, Log: lw}
-}
-
-// Count returns how many times s occurs in the log so far.
-func (w *testLogger) Count(s string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Count(w.b.String(), s)
-}
-
-// String returns the log so far.
-func (w *testLogger) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // infoField returns one field of the proxy's INFO.
 func infoField(p *testProxy, section, key string) string {
-	for _, line := range strings.Split(p.Info(section), "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			return v
-		}
-	}
-	return ""
+	return redistest.ParseInfo(p.Info(section))[key]
 }
 
 // send writes raw bytes, with a deadline for them and for the replies.
@@ -126,7 +70,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 func TestAcceptLoopSurvivesEMFILE(t *testing.T) {
 	fl := &flakyListener{}
 	fl.fails.Store(6)
-	p := startProxyOpts(t, Options{}, func(ln net.Listener) net.Listener { fl.Listener = ln; return fl })
+	p := newTestProxy(t, proxySetup{wrap: func(ln net.Listener) net.Listener { fl.Listener = ln; return fl }})
 	if got := adminDial(t, p).do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING after EMFILE answered %q", got)
 	}
@@ -142,7 +86,7 @@ func TestAcceptLoopSurvivesEMFILE(t *testing.T) {
 func TestFileLimitHook(t *testing.T) {
 	var asked []int
 	hook := func(maxclients int) int { asked = append(asked, maxclients); return min(maxclients, 50) }
-	p := startProxyOpts(t, Options{FileLimit: hook}, nil, "--maxclients", "10000")
+	p := newTestProxy(t, proxySetup{opts: Options{FileLimit: hook}, args: []string{"--maxclients", "10000"}})
 	if got := infoField(p, "clients", "maxclients"); got != "50" {
 		t.Fatalf("INFO maxclients %q, want 50", got)
 	}
@@ -288,7 +232,7 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 		t.Fatalf("%d log lines for %d failed AUTH in %v", lines, n, elapsed)
 	}
 	// A later failure says how many were held back.
-	time.Sleep(logEvery) // the rate limit's own period
+	time.Sleep(logEvery) // the rate limit's own period: time passing is what is tested
 	a.do("AUTH", "x")
 	if !regexp.MustCompile(`authentication failed.*suppressed=[1-9][0-9]*`).MatchString(p.Log.String()) {
 		t.Fatal("no log line gives the number of failures suppressed")
@@ -372,7 +316,7 @@ func TestProtectedMode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := &remoteListener{}
 			rl.remote.Store(true)
-			p := startProxyOpts(t, Options{}, func(ln net.Listener) net.Listener { rl.Listener = ln; return rl }, tc.args...)
+			p := newTestProxy(t, proxySetup{wrap: func(ln net.Listener) net.Listener { rl.Listener = ln; return rl }, args: tc.args})
 			a := adminDial(t, p)
 			a.send([]byte("PING\r\n"))
 			got := a.reply()
@@ -427,7 +371,7 @@ func nonLoopbackIP(t *testing.T) string {
 
 func TestProtectedModeConfigSet(t *testing.T) {
 	rl := &remoteListener{}
-	p := startProxyOpts(t, Options{}, func(ln net.Listener) net.Listener { rl.Listener = ln; return rl })
+	p := newTestProxy(t, proxySetup{wrap: func(ln net.Listener) net.Listener { rl.Listener = ln; return rl }})
 	local := adminDial(t, p)
 	if got := local.do("CONFIG", "GET", "protected-mode"); got != "*2\r\n$14\r\nprotected-mode\r\n$3\r\nyes\r\n" {
 		t.Fatalf("CONFIG GET protected-mode: %q", got)

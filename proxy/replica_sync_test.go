@@ -20,9 +20,7 @@ import (
 func TestFullSyncReleasesSnapshot(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
-	p := startProxy(t, append(replicaOf(primary), "--dir", t.TempDir())...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary, "--dir", t.TempDir())
 	_, rc := memStartReplica(t, p, pc)
 	redistest.WaitFor(t, 10*time.Second, "replica online", func() bool {
 		return strings.Contains(xc.Info(t, "replication")["slave0"], "state=online")

@@ -274,7 +274,7 @@ func TestFetchKeepalivesRenewTimeout(t *testing.T) {
 			return err
 		}
 		for range 8 { // 2 s of newlines, twice repl-timeout
-			time.Sleep(250 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // the pace of the keepalives: what is tested
 			if err := hc.write("\n"); err != nil {
 				return err
 			}

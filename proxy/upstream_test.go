@@ -29,9 +29,7 @@ func TestUpstreamFollowsPrimary(t *testing.T) {
 		t.Run("repl-diskless-sync="+diskless, func(t *testing.T) {
 			primary, pc := startPrimary(t, "--repl-diskless-sync", diskless)
 			pc.MustDo(t, "DEBUG", "POPULATE", 10000, "key", 64)
-			p := startProxy(t, replicaOf(primary)...)
-			xc := redistest.Dial(t, p.AddrString())
-			waitLinkUp(t, xc)
+			p, xc := startProxyOf(t, primary)
 			if n := pc.InfoInt(t, "replication", "connected_slaves"); n != 1 {
 				t.Fatalf("primary has %d replicas, want 1", n)
 			}
@@ -81,9 +79,7 @@ func TestUpstreamFollowsPrimary(t *testing.T) {
 // the proxy comes back by partial resync.
 func TestUpstreamPartialResyncAfterKill(t *testing.T) {
 	primary, pc := startPrimary(t)
-	p := startProxy(t, replicaOf(primary)...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	_, xc := startProxyOf(t, primary)
 	writeMixed(t, pc, 500)
 	waitOffsetsEqual(t, pc, xc)
 	full := pc.InfoInt(t, "stats", "sync_full")
@@ -113,9 +109,7 @@ func TestUpstreamPartialResyncAfterKill(t *testing.T) {
 // the proxy full-syncs and starts a new generation.
 func TestUpstreamPrimaryRestart(t *testing.T) {
 	primary, pc := startPrimary(t)
-	p := startProxy(t, replicaOf(primary)...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	_, xc := startProxyOf(t, primary)
 	writeMixed(t, pc, 200)
 	waitOffsetsEqual(t, pc, xc)
 	oldID := xc.Info(t, "replication")["master_replid"]
@@ -149,9 +143,7 @@ func TestUpstreamPrimaryRestart(t *testing.T) {
 // primary's backlog, and WAIT (GETACK) still counts it.
 func TestUpstreamStreamContent(t *testing.T) {
 	primary, pc := startPrimary(t, "--repl-backlog-size", "128mb")
-	p := startProxy(t, append(replicaOf(primary), "--repl-backlog-size", "128mb")...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "128mb")
 	waitOffsetsEqual(t, pc, xc)
 	from := xc.InfoInt(t, "replication", "master_repl_offset") + 1
 
@@ -199,18 +191,14 @@ func TestUpstreamAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := startProxy(t, append(replicaOf(primary), "--masterauth", "s3cret")...)
-		xc := redistest.Dial(t, p.AddrString())
-		waitLinkUp(t, xc)
+		_, xc := startProxyOf(t, primary, "--masterauth", "s3cret")
 		writeMixed(t, pc, 100)
 		waitOffsetsEqual(t, pc, xc)
 	})
 	t.Run("masteruser", func(t *testing.T) {
 		primary, pc := startPrimary(t)
 		pc.MustDo(t, "ACL", "SETUSER", "repl", "on", ">replpw", "+psync", "+replconf", "+ping")
-		p := startProxy(t, append(replicaOf(primary), "--masteruser", "repl", "--masterauth", "replpw")...)
-		xc := redistest.Dial(t, p.AddrString())
-		waitLinkUp(t, xc)
+		_, xc := startProxyOf(t, primary, "--masteruser", "repl", "--masterauth", "replpw")
 		writeMixed(t, pc, 100)
 		waitOffsetsEqual(t, pc, xc)
 	})
@@ -230,9 +218,7 @@ func TestUpstreamAuth(t *testing.T) {
 // TestRoleAndInfoAsReplica: ROLE and INFO as a chained replica reports them.
 func TestRoleAndInfoAsReplica(t *testing.T) {
 	primary, pc := startPrimary(t)
-	p := startProxy(t, replicaOf(primary)...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
+	_, xc := startProxyOf(t, primary)
 	writeMixed(t, pc, 10)
 	off := waitOffsetsEqual(t, pc, xc)
 	role := xc.MustDo(t, "ROLE").Array()
@@ -388,10 +374,10 @@ func primaryBacklog(t testing.TB, addr, replID string, from, n int64) []byte {
 // while it is alive.
 func TestUpstreamReplTimeout(t *testing.T) {
 	primary, pc := startPrimary(t, "--repl-ping-replica-period", "1")
-	p := startProxy(t, append(replicaOf(primary), "--repl-timeout", "2")...)
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
-	time.Sleep(3 * time.Second) // longer than repl-timeout, with pings flowing
+	p, xc := startProxyOf(t, primary, "--repl-timeout", "2")
+	// Time passing with pings flowing, longer than repl-timeout, is what is
+	// tested: nothing must happen.
+	time.Sleep(3 * time.Second)
 	if p.Log.Contains("repl-timeout") {
 		t.Fatal("link timed out while the primary was alive")
 	}

@@ -259,35 +259,12 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	send, recv := tcpPair(t)
-	go func() { // the receiver: a preallocated buffer, drained until closed
-		buf := make([]byte, 256<<10)
-		for {
-			if _, err := recv.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	s := NewStream(0, &Config{BacklogSize: 4 * BlockSize})
-	c, err := s.Attach(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	s, c, send := allocRig(t)
 	step := func() {
 		if _, err := s.ReadOnce(prefilled{}); err != nil {
 			t.Fatal(err)
 		}
-		for c.Lag() > 0 {
-			if _, err := c.Send(send); err != nil {
-				t.Fatal(err)
-			}
-		}
+		sendAll(t, c, send)
 	}
-	for range 64 { // warm up: the pool and the index reach their sizes
-		step()
-	}
-	if n := testing.AllocsPerRun(1000, step); n != 0 {
-		t.Fatalf("%v allocations per block produced and sent, want 0", n)
-	}
+	expectNoAllocs(t, "block produced and sent", step)
 }

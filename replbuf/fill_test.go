@@ -346,21 +346,7 @@ func TestSteadyStateAllocsFillPublish(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	send, recv := tcpPair(t)
-	go func() {
-		buf := make([]byte, 256<<10)
-		for {
-			if _, err := recv.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	s := NewStream(0, &Config{BacklogSize: 4 * BlockSize})
-	c, err := s.Attach(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	s, c, send := allocRig(t)
 	r := &limitedPrefilled{n: 5000}
 	step := func() {
 		for range 4 { // 20000 bytes: every other step crosses into a new block
@@ -380,18 +366,9 @@ func TestSteadyStateAllocsFillPublish(t *testing.T) {
 			}
 		}
 		s.Discard()
-		for c.Lag() > 0 {
-			if _, err := c.Send(send); err != nil {
-				t.Fatal(err)
-			}
-		}
+		sendAll(t, c, send)
 	}
-	for range 64 {
-		step()
-	}
-	if n := testing.AllocsPerRun(1000, step); n != 0 {
-		t.Fatalf("%v allocations per fill/publish/discard cycle, want 0", n)
-	}
+	expectNoAllocs(t, "fill/publish/discard cycle", step)
 }
 
 // limitedPrefilled is prefilled with reads of at most n bytes.

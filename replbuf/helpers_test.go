@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -163,3 +164,48 @@ func expectBytes(t testing.TB, what string, got []byte, from int64) {
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// allocRig is the set-up of the allocation tests: a stream with a backlog of
+// four blocks, a cursor from offset 1, and a TCP connection to send to whose
+// other end is drained into one preallocated buffer until it closes.
+func allocRig(t testing.TB) (*Stream, *Cursor, *net.TCPConn) {
+	t.Helper()
+	send, recv := tcpPair(t)
+	go func() {
+		buf := make([]byte, 256<<10)
+		for {
+			if _, err := recv.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	s := NewStream(0, &Config{BacklogSize: 4 * BlockSize})
+	c, err := s.Attach(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return s, c, send
+}
+
+// sendAll sends everything c has to send.
+func sendAll(t testing.TB, c *Cursor, send *net.TCPConn) {
+	t.Helper()
+	for c.Lag() > 0 {
+		if _, err := c.Send(send); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// expectNoAllocs runs step until the pool and the index reach their sizes,
+// then fails the test if step allocates; what names one step.
+func expectNoAllocs(t testing.TB, what string, step func()) {
+	t.Helper()
+	for range 64 {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per %s, want 0", n, what)
+	}
+}

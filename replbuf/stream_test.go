@@ -491,6 +491,10 @@ func TestWait(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- waitCtx(t, c, 5*time.Second) }()
+	// Not synchronisation: the test passes whether or not the goroutine is
+	// blocked in Wait yet (the cursor is already a registered waiter, so a
+	// publish before Wait blocks is seen at once); the pause only makes the
+	// wake-up from a blocked Wait the likely path.
 	time.Sleep(10 * time.Millisecond)
 	appendPattern(t, s, 1)
 	if err := <-done; err != nil {
@@ -506,7 +510,7 @@ func TestWait(t *testing.T) {
 		t.Fatal("wait returned with nothing new")
 	}
 	go func() { done <- waitCtx(t, c, 5*time.Second) }()
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // as above: the likely path, not a condition
 	s.Close(nil)
 	if err := <-done; err != nil {
 		t.Fatalf("wait woken by close: %v", err)

@@ -50,10 +50,14 @@ type EvictionPolicy string
 
 // The eviction policies.
 const (
-	// NoEviction never evicts: over maxmemory, new snapshots are refused.
+	// NoEviction never evicts: over maxmemory the proxy says so (INFO
+	// mem_over_maxmemory, a rate-limited warning) and goes on serving, new
+	// snapshots included.
 	NoEviction EvictionPolicy = "noeviction"
-	// EvictSnapshots evicts snapshots that no replica is reading, oldest
-	// first, until memory is back under maxmemory.
+	// EvictSnapshots gives free blocks back, then evicts snapshots that no
+	// replica is receiving (replaced ones before the newest, larger before
+	// smaller; spilled to disk where the proxy can write, else dropped) until
+	// counted memory is back under maxmemory.
 	EvictSnapshots EvictionPolicy = "evict-snapshots"
 )
 

@@ -53,7 +53,7 @@ func (c *Client) ClientList(t testing.TB) []map[string]string {
 	if err != nil {
 		t.Fatalf("redistest: %s: CLIENT LIST: %v", c.addr, err)
 	}
-	return parseClientList(v.String())
+	return ParseClientList(v.String())
 }
 
 func (c *Client) info(section string) (map[string]string, error) {
@@ -65,7 +65,7 @@ func (c *Client) info(section string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: INFO %s: %w", c.addr, section, err)
 	}
-	return parseInfo(v.String()), nil
+	return ParseInfo(v.String()), nil
 }
 
 func (c *Client) digest() (string, error) {
@@ -76,9 +76,9 @@ func (c *Client) digest() (string, error) {
 	return v.String(), nil
 }
 
-// parseInfo parses INFO output: "key:value" lines, split at the first colon, skipping
+// ParseInfo parses INFO output (of [Client.Info], or of the proxy's in-process Info): "key:value" lines, split at the first colon, skipping
 // "# Section" headers and blank lines. Lines without a colon are ignored.
-func parseInfo(s string) map[string]string {
+func ParseInfo(s string) map[string]string {
 	info := make(map[string]string)
 	for line := range strings.Lines(s) {
 		line = strings.TrimRight(line, "\r\n")
@@ -92,9 +92,9 @@ func parseInfo(s string) map[string]string {
 	return info
 }
 
-// parseClientList parses CLIENT LIST output: one client per line, space-separated
+// ParseClientList parses CLIENT LIST output: one client per line, space-separated
 // "k=v" fields. Values never contain spaces (CLIENT SETNAME rejects them).
-func parseClientList(s string) []map[string]string {
+func ParseClientList(s string) []map[string]string {
 	var clients []map[string]string
 	for line := range strings.Lines(s) {
 		line = strings.TrimRight(line, "\r\n")

@@ -48,7 +48,7 @@ func TestParseInfo(t *testing.T) {
 			if tt.crlf {
 				s = strings.ReplaceAll(s, "\n", "\r\n")
 			}
-			got := parseInfo(s)
+			got := ParseInfo(s)
 			for k, v := range tt.want {
 				if got[k] != v {
 					t.Errorf("%s = %q, want %q", k, got[k], v)
@@ -65,7 +65,7 @@ func TestParseInfo(t *testing.T) {
 }
 
 func TestParseClientList(t *testing.T) {
-	got := parseClientList(readTestdata(t, "client_list.txt"))
+	got := ParseClientList(readTestdata(t, "client_list.txt"))
 	if len(got) != 2 {
 		t.Fatalf("got %d clients, want 2: %v", len(got), got)
 	}

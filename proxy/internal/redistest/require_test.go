@@ -15,10 +15,13 @@ func TestFindBinaries(t *testing.T) {
 			return "", errors.New("executable file not found in $PATH")
 		}
 	}
-	env := func(ci string) func(string) string {
+	env := func(ci, skip string) func(string) string {
 		return func(key string) string {
-			if key == "CI" {
+			switch key {
+			case "CI":
 				return ci
+			case SkipEnv:
+				return skip
 			}
 			return ""
 		}
@@ -26,6 +29,7 @@ func TestFindBinaries(t *testing.T) {
 	tests := []struct {
 		name     string
 		ci       string
+		skip     string
 		lookPath func(string) (string, error)
 		want     binaryDecision
 	}{
@@ -69,10 +73,30 @@ func TestFindBinaries(t *testing.T) {
 			lookPath: installed(),
 			want:     binaryDecision{paths: []string{"", ""}, missing: []string{"redis-server", "redis-cli"}},
 		},
+		{
+			name:     "REDISTEST=skip skips although all are present",
+			skip:     "skip",
+			lookPath: installed("redis-server", "redis-cli"),
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: true},
+		},
+		{
+			name:     "REDISTEST=skip skips also with CI=true",
+			ci:       "true",
+			skip:     "skip",
+			lookPath: installed(),
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: true},
+		},
+		{
+			name:     "REDISTEST with another value changes nothing",
+			ci:       "true",
+			skip:     "1",
+			lookPath: installed(),
+			want:     binaryDecision{paths: []string{"", ""}, missing: []string{"redis-server", "redis-cli"}, mustFail: true},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := findBinaries(env(tt.ci), tt.lookPath, "redis-server", "redis-cli")
+			got := findBinaries(env(tt.ci, tt.skip), tt.lookPath, "redis-server", "redis-cli")
 			if got.String() != tt.want.String() {
 				t.Errorf("findBinaries:\n got %v\nwant %v", got, tt.want)
 			}
@@ -86,6 +110,7 @@ func TestRequireMissing(t *testing.T) {
 	for _, ci := range []string{"", "true"} {
 		t.Run("CI="+ci, func(t *testing.T) {
 			t.Setenv("CI", ci)
+			t.Setenv(SkipEnv, "") // as under `make test`, whatever the caller's environment
 			f := newFakeTB(t)
 			f.run(func(tb testing.TB) { requireBinaries(tb, "redistest-no-such-program") })
 			if ci == "true" {

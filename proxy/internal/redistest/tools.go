@@ -29,7 +29,7 @@ func RedisCLI(t testing.TB, args ...string) string {
 // [Require]), exits non-zero, or runs longer than [BenchmarkTimeout]; keep -n small.
 func RunBenchmark(t testing.TB, addr string, args ...string) string {
 	t.Helper()
-	bin := requireBinaries(t, "redis-benchmark")[0]
+	bin := RequireTool(t, "redis-benchmark")
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatalf("redistest: benchmark address %q: %v", addr, err)

@@ -68,7 +68,7 @@ func (s *Server) memoryReport() eviction.Report {
 // enforceMaxMemory runs one round of eviction (from the monitor).
 func (s *Server) enforceMaxMemory(now time.Time) {
 	cfg := s.config()
-	limit, policy, dir := cfg.MaxMemory, eviction.Policy(cfg.MaxMemoryPolicy), cfg.Dir
+	limit, policy, dir := cfg.MaxMemory, cfg.MaxMemoryPolicy, cfg.Dir
 	if limit <= 0 {
 		s.overMaxMemory.Store(false)
 		return

@@ -25,6 +25,7 @@
 // state is reported and the proxy keeps serving.
 //
 // The package knows no protocol and no blocks: the proxy hands it figures
-// and candidates, and carries out the plan it returns. Nothing here is safe
-// for concurrent use or needs to be: every function is pure.
+// (the stream's as replbuf computes them) and candidates, and carries out the
+// plan it returns. Every function is pure, reading only its arguments, so
+// any goroutine may call one at any time.
 package eviction

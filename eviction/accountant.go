@@ -1,24 +1,21 @@
 package eviction
 
-import "fmt"
+import (
+	"fmt"
 
-// blockSize and blockOverhead mirror replbuf's block payload and node sizes,
-// which enter Redis's formula for the counted part of the backlog.
-const (
-	blockSize     = 16 << 10
-	blockOverhead = 64
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 // Figures are the proxy's memory at one moment, every value in bytes at the
 // usable size of its allocations.
 type Figures struct {
-	// StreamBlocks is the shared stream's blocks (Redis's repl_buffer_mem).
-	StreamBlocks int64
-	// StreamIndex is the stream's block index.
-	StreamIndex int64
-	// BacklogSize is repl-backlog-size.
-	BacklogSize int64
-	// Replicas is the number of replicas attached to the stream.
+	// Stream is the shared stream's memory as replbuf counts it, Redis's
+	// replication-buffer figures included. Its blocks filled and not yet
+	// published are the upstream link's query buffer: a normal client.
+	Stream replbuf.Usage
+	// Replicas is the number of replicas connected, those still waiting for
+	// a snapshot included (Redis's server.slaves): with any, the buffer
+	// beyond repl-backlog-size is reported as theirs (replbuf.Usage.Split).
 	Replicas int
 	// Snapshots is the snapshots held in memory.
 	Snapshots int64
@@ -50,34 +47,26 @@ type Report struct {
 	Counted                 int64 // used_memory - mem_not_counted_for_evict
 }
 
-// Account applies the formulas. The replication buffer figures are Redis 7's
-// (src/object.c getMemoryOverheadData, src/evict.c
-// freeMemoryGetNotCountedMemory): the backlog part is counted up to
-// repl-backlog-size plus its blocks' overhead; whatever replicas pin beyond
-// that is not.
+// Account adds up the categories. The replication buffer figures are
+// replbuf's (Redis 7's formulas, src/object.c getMemoryOverheadData and
+// src/evict.c freeMemoryGetNotCountedMemory): the backlog part is counted up
+// to repl-backlog-size plus its blocks' overhead; whatever replicas pin beyond
+// that is not, nor are the free blocks.
 func Account(f Figures) Report {
+	u := f.Stream
 	r := Report{
-		TotalReplicationBuffers: f.StreamBlocks,
+		TotalReplicationBuffers: u.Total,
 		Snapshots:               f.Snapshots,
 		SnapshotsOnDisk:         f.SnapshotsOnDisk,
 		FreeBlocks:              f.FreeBlocks,
 		Runtime:                 f.Runtime,
-		ClientsNormal:           f.NormalClients,
+		ClientsNormal:           f.NormalClients + u.Unpublished,
 	}
-	r.UsedMemory = f.StreamBlocks + f.StreamIndex + f.Snapshots + f.FreeBlocks +
+	r.UsedMemory = u.Allocated() + f.Snapshots + f.FreeBlocks +
 		f.NormalClients + f.ReplicaClients + f.Runtime
-	if f.Replicas > 0 && f.StreamBlocks > f.BacklogSize {
-		r.ClientsSlaves = f.StreamBlocks - f.BacklogSize
-		r.ReplicationBacklog = f.BacklogSize + f.StreamIndex
-	} else {
-		r.ReplicationBacklog = f.StreamBlocks + f.StreamIndex
-	}
+	r.ReplicationBacklog, r.ClientsSlaves = u.Split(f.Replicas > 0)
 	r.ClientsSlaves += f.ReplicaClients
-	if f.StreamBlocks > f.BacklogSize {
-		counted := f.BacklogSize + (f.BacklogSize/blockSize+1)*blockOverhead
-		r.NotCountedForEvict = max(0, f.StreamBlocks-counted)
-	}
-	r.NotCountedForEvict += f.FreeBlocks
+	r.NotCountedForEvict = u.NotCountedForEvict + f.FreeBlocks
 	r.Counted = r.UsedMemory - r.NotCountedForEvict
 	return r
 }
@@ -86,9 +75,14 @@ func Account(f Figures) Report {
 type Policy string
 
 const (
-	// NoEviction evicts nothing: over the limit is reported, serving goes on.
+	// NoEviction never evicts: over maxmemory the proxy says so (INFO
+	// mem_over_maxmemory, a rate-limited warning) and goes on serving, new
+	// snapshots included.
 	NoEviction Policy = "noeviction"
-	// EvictSnapshots frees free blocks, then snapshots no replica is receiving.
+	// EvictSnapshots gives free blocks back, then evicts snapshots that no
+	// replica is receiving (replaced ones before the newest, larger before
+	// smaller; spilled to disk where the proxy can write, else dropped) until
+	// counted memory is back under maxmemory.
 	EvictSnapshots Policy = "evict-snapshots"
 )
 

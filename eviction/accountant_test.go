@@ -1,27 +1,50 @@
 package eviction
 
-import "testing"
+import (
+	"testing"
 
-func TestAccountRedisFormulas(t *testing.T) {
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// The formulas themselves are replbuf's (replbuf.Usage, tested there); these
+// tests check what Account adds to them.
+
+// TestAccount: each Usage figure lands under its INFO name; free blocks and
+// replica query buffers are added where Redis would put them; the proxy's
+// replica count, not the stream's cursors, decides the backlog split.
+func TestAccount(t *testing.T) {
 	const mib = 1 << 20
-	fp := int64(blockSize + blockOverhead)
+	fp := int64(replbuf.BlockFootprint)
+	// A full 1 MiB backlog with no cursor: 65 blocks, 1 of them not counted.
+	u := replbuf.Usage{Blocks: 65, Total: 65 * fp, Index: 100, BacklogSize: mib,
+		Backlog: 65*fp + 100, NotCountedForEvict: 65*fp - 1052736, Unpublished: 2 * fp}
 	cases := []struct {
-		name                        string
-		f                           Figures
-		backlog, slaves, notCounted int64
+		name                                string
+		f                                   Figures
+		used, backlog, slaves, normal, notC int64
 	}{
-		{"backlog only", Figures{StreamBlocks: 10 * fp, BacklogSize: mib}, 10 * fp, 0, 0},
-		{"backlog full, no replica", Figures{StreamBlocks: 65 * fp, BacklogSize: mib}, 65 * fp, 0, 65*fp - 1052736},
-		{"slow replica", Figures{StreamBlocks: 1000 * fp, BacklogSize: mib, Replicas: 1}, mib, 1000*fp - mib, 1000*fp - 1052736},
-		{"free blocks are not counted", Figures{StreamBlocks: 10 * fp, BacklogSize: mib, FreeBlocks: 5 * fp}, 10 * fp, 0, 5 * fp},
-		{"replica query buffers", Figures{StreamBlocks: 10 * fp, BacklogSize: mib, Replicas: 2, ReplicaClients: 1000}, 10 * fp, 1000, 0},
+		{"stream only", Figures{Stream: u},
+			67*fp + 100, 65*fp + 100, 0, 2 * fp, 65*fp - 1052736},
+		{"free blocks are not counted", Figures{Stream: u, FreeBlocks: 5 * fp},
+			72*fp + 100, 65*fp + 100, 0, 2 * fp, 70*fp - 1052736},
+		{"a replica waiting for a snapshot", Figures{Stream: u, Replicas: 1},
+			67*fp + 100, mib + 100, 65*fp - mib, 2 * fp, 65*fp - 1052736},
+		{"replica query buffers", Figures{Stream: u, Replicas: 2, ReplicaClients: 1000},
+			67*fp + 1100, mib + 100, 65*fp - mib + 1000, 2 * fp, 65*fp - 1052736},
+		{"admin clients and the primary's query buffer", Figures{Stream: u, NormalClients: 300},
+			67*fp + 400, 65*fp + 100, 0, 2*fp + 300, 65*fp - 1052736},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Account(tc.f)
-			if r.ReplicationBacklog != tc.backlog || r.ClientsSlaves != tc.slaves || r.NotCountedForEvict != tc.notCounted {
-				t.Fatalf("got backlog %d slaves %d not-counted %d; want %d %d %d",
-					r.ReplicationBacklog, r.ClientsSlaves, r.NotCountedForEvict, tc.backlog, tc.slaves, tc.notCounted)
+			if r.UsedMemory != tc.used || r.ReplicationBacklog != tc.backlog || r.ClientsSlaves != tc.slaves ||
+				r.ClientsNormal != tc.normal || r.NotCountedForEvict != tc.notC {
+				t.Fatalf("got used %d backlog %d slaves %d normal %d not-counted %d; want %d %d %d %d %d",
+					r.UsedMemory, r.ReplicationBacklog, r.ClientsSlaves, r.ClientsNormal, r.NotCountedForEvict,
+					tc.used, tc.backlog, tc.slaves, tc.normal, tc.notC)
+			}
+			if r.TotalReplicationBuffers != u.Total {
+				t.Fatalf("total replication buffers %d, stream total %d", r.TotalReplicationBuffers, u.Total)
 			}
 			if r.Counted != r.UsedMemory-r.NotCountedForEvict {
 				t.Fatal("counted is not used minus not-counted")
@@ -31,21 +54,41 @@ func TestAccountRedisFormulas(t *testing.T) {
 }
 
 // TestReplicaBuffersNeverCount: however much a replica pins, counted memory
-// does not move; that is the seed change's promise.
+// does not move; that is the seed change's promise. The stream is a real one,
+// so the figures are replbuf's own; its block index (a few bytes a block)
+// is the stream's, not the replica's, and counts, so it is left out here.
 func TestReplicaBuffersNeverCount(t *testing.T) {
-	fp := int64(blockSize + blockOverhead)
-	base := Figures{StreamBlocks: 70 * fp, BacklogSize: 1 << 20, Replicas: 1, Snapshots: 5 << 20, Runtime: 3 << 20}
-	before := Account(base).Counted
-	for _, extra := range []int64{1, 100, 100000} {
+	s := replbuf.NewStream(0, &replbuf.Config{BacklogSize: 1 << 20})
+	defer s.Release()
+	c, err := s.Attach(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	block := make([]byte, replbuf.BlockSize)
+	send := func(blocks int) {
+		for range blocks {
+			if err := s.Append(block); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	base := Figures{Replicas: 1, Snapshots: 5 << 20, Runtime: 3 << 20}
+	send(70)
+	base.Stream = s.Usage()
+	counted := func(f Figures) int64 { return Account(f).Counted - f.Stream.Index }
+	before := counted(base)
+	for _, extra := range []int{1, 100, 1000} {
+		send(extra)
 		f := base
-		f.StreamBlocks += extra * fp
-		if got := Account(f).Counted; got != before {
-			t.Fatalf("%d pinned blocks moved counted memory from %d to %d", extra, before, got)
+		f.Stream = s.Usage()
+		if got := counted(f); got != before {
+			t.Fatalf("%d more pinned blocks moved counted memory from %d to %d", extra, before, got)
 		}
 		// Released into the free list: still not counted.
 		f = base
-		f.FreeBlocks = extra * fp
-		if got := Account(f).Counted; got != before {
+		f.FreeBlocks = int64(extra) * replbuf.BlockFootprint
+		if got := counted(f); got != before {
 			t.Fatalf("%d free blocks moved counted memory from %d to %d", extra, before, got)
 		}
 	}

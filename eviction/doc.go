@@ -25,8 +25,8 @@
 // state is reported and the proxy keeps serving.
 //
 // The package knows no protocol and no blocks: the proxy hands it figures
-// and candidates, and carries out the plan it returns. Every function is
-// pure (it reads only its arguments and keeps no state), so any goroutine may
-// call it at any time; Plan sorts a copy of the candidates, never the
-// caller's slice.
+// (the stream's as replbuf computes them) and candidates, and carries out the
+// plan it returns. Every function is pure (it reads only its arguments and
+// keeps no state), so any goroutine may call it at any time; Plan sorts a
+// copy of the candidates, never the caller's slice.
 package eviction

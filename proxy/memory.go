@@ -35,21 +35,13 @@ func measureRuntimeBaseline() int64 {
 
 // memoryFigures gathers every category, at usable sizes.
 func (s *Server) memoryFigures() eviction.Figures {
-	st := s.hist.stream()
-	u := st.Usage()
 	f := eviction.Figures{
-		StreamBlocks: u.Total,
-		StreamIndex:  u.Index,
-		BacklogSize:  st.BacklogSize(),
-		FreeBlocks:   s.pool.Stats().FreeBytes,
-		Runtime:      s.runtimeBaseline,
-		// Stream bytes read and not yet published: the primary's query buffer.
-		NormalClients: u.Unpublished,
+		Stream:     s.hist.stream().Usage(),
+		FreeBlocks: s.pool.Stats().FreeBytes,
+		Runtime:    s.runtimeBaseline,
 	}
 	f.Snapshots, f.SnapshotsOnDisk = s.hist.snapshotBytes()
-	normal, replicaClients, replicas := s.clients.bufferBytes()
-	f.NormalClients += normal
-	f.ReplicaClients, f.Replicas = replicaClients, replicas
+	f.NormalClients, f.ReplicaClients, f.Replicas = s.clients.bufferBytes()
 	return f
 }
 
@@ -68,7 +60,7 @@ func (s *Server) memoryReport() eviction.Report {
 // enforceMaxMemory runs one round of eviction (from the monitor).
 func (s *Server) enforceMaxMemory(now time.Time) {
 	cfg := s.config()
-	limit, policy, dir := cfg.MaxMemory, eviction.Policy(cfg.MaxMemoryPolicy), cfg.Dir
+	limit, policy, dir := cfg.MaxMemory, cfg.MaxMemoryPolicy, cfg.Dir
 	if limit <= 0 {
 		s.overMaxMemory.Store(false)
 		return

@@ -10,11 +10,14 @@ type Usage struct {
 	// Index is the allocation of the block index (Redis adds its rax index to
 	// the backlog figure; so does Backlog below).
 	Index int64
+	// BacklogSize is the repl-backlog-size the figures were computed with
+	// (math.MaxInt64 for a stream that keeps everything, as a snapshot does).
+	BacklogSize int64
 	// Backlog is mem_replication_backlog: repl-backlog-size when replicas hold
-	// more than that, else everything (plus Index).
+	// more than that, else everything (plus Index). It is Split(Cursors > 0).
 	Backlog int64
 	// Replicas is mem_clients_slaves: what replicas pin beyond the backlog
-	// size, zero when no cursor is attached.
+	// size, zero when no cursor is attached. It is Split(Cursors > 0).
 	Replicas int64
 	// NotCountedForEvict is Redis's freeMemoryGetNotCountedMemory for the
 	// replication buffer: everything beyond the backlog size and its blocks'
@@ -32,6 +35,21 @@ type Usage struct {
 // Allocated is the stream's whole heap footprint: blocks, index and the
 // blocks not yet published.
 func (u Usage) Allocated() int64 { return u.Total + u.Index + u.Unpublished }
+
+// Split divides the replication buffer as Redis 7's INFO memory does
+// (src/object.c getMemoryOverheadData): when there are replicas and the buffer
+// is larger than repl-backlog-size, the backlog is repl-backlog-size and the
+// rest is what the replicas hold; otherwise it is all backlog. Index is added
+// to the backlog either way. Backlog and Replicas are Split(Cursors > 0); a
+// caller that counts its replicas as Redis does, every connected one including
+// those still waiting for a snapshot and so holding no cursor yet, passes its
+// own answer.
+func (u Usage) Split(replicas bool) (backlog, pinned int64) {
+	if replicas && u.Total > u.BacklogSize {
+		return u.BacklogSize + u.Index, u.Total - u.BacklogSize
+	}
+	return u.Total + u.Index, 0
+}
 
 // Usage returns the stream's memory figures. Safe for concurrent use; O(1).
 func (s *Stream) Usage() Usage {
@@ -63,13 +81,8 @@ func (s *Stream) unpublishedBlocksLocked() int64 {
 // usageOf applies Redis 7's formulas (src/object.c getMemoryOverheadData and
 // src/evict.c freeMemoryGetNotCountedMemory) with our block footprint.
 func usageOf(blocks, index int64, cursors int, backlogSize int64) Usage {
-	u := Usage{Blocks: blocks, Total: blocks * BlockFootprint, Index: index, Cursors: cursors}
-	if cursors > 0 && u.Total > backlogSize {
-		u.Replicas = u.Total - backlogSize
-		u.Backlog = backlogSize + index
-	} else {
-		u.Backlog = u.Total + index
-	}
+	u := Usage{Blocks: blocks, Total: blocks * BlockFootprint, Index: index, BacklogSize: backlogSize, Cursors: cursors}
+	u.Backlog, u.Replicas = u.Split(cursors > 0)
 	if u.Total > backlogSize {
 		counted := backlogSize + (backlogSize/BlockSize+1)*BlockOverhead
 		u.NotCountedForEvict = max(0, u.Total-counted)

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/replproxy/replproxy/eviction"
 )
 
 // Limits and defaults shared by the directive table and Validate.
@@ -45,28 +47,12 @@ const (
 	LogJSON LogFormat = "json" // one JSON object per line
 )
 
-// EvictionPolicy is the value of the maxmemory-policy directive.
-type EvictionPolicy string
-
-// The eviction policies.
-const (
-	// NoEviction never evicts: over maxmemory the proxy says so (INFO
-	// mem_over_maxmemory, a rate-limited warning) and goes on serving, new
-	// snapshots included.
-	NoEviction EvictionPolicy = "noeviction"
-	// EvictSnapshots gives free blocks back, then evicts snapshots that no
-	// replica is receiving (replaced ones before the newest, larger before
-	// smaller; spilled to disk where the proxy can write, else dropped) until
-	// counted memory is back under maxmemory.
-	EvictSnapshots EvictionPolicy = "evict-snapshots"
-)
-
 // The accepted values of each enum directive, in the order errors list them.
 // Read-only.
 var (
 	logLevels        = []LogLevel{LogDebug, LogVerbose, LogNotice, LogWarning, LogNothing}
 	logFormats       = []LogFormat{LogText, LogJSON}
-	evictionPolicies = []EvictionPolicy{NoEviction, EvictSnapshots}
+	evictionPolicies = []eviction.Policy{eviction.NoEviction, eviction.EvictSnapshots} // defined, with what they do, by eviction
 )
 
 // OutputBufferLimit is one class of client-output-buffer-limit: a client of
@@ -161,8 +147,8 @@ type Config struct {
 	// evicted (replica buffers never count). 0 means no limit (the default).
 	MaxMemory int64
 	// MaxMemoryPolicy is `maxmemory-policy`: what happens over MaxMemory.
-	// Default [NoEviction].
-	MaxMemoryPolicy EvictionPolicy
+	// Default [eviction.NoEviction].
+	MaxMemoryPolicy eviction.Policy
 
 	// MaxClients is `maxclients`: the most simultaneous client connections,
 	// replicas included. Default 10000, range 1..4294967295.
@@ -197,7 +183,7 @@ func DefaultConfig() *Config {
 			PubSub:  OutputBufferLimit{Hard: 32 << 20, Soft: 8 << 20, SoftPeriod: 60 * time.Second},
 		},
 		MaxMemory:       0,
-		MaxMemoryPolicy: NoEviction,
+		MaxMemoryPolicy: eviction.NoEviction,
 		MaxClients:      10000,
 		Dir:             ".",
 		LogLevel:        LogNotice,

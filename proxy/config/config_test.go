@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replproxy/replproxy/eviction"
 )
 
 func TestDefaultConfig(t *testing.T) {
@@ -25,7 +27,7 @@ func TestDefaultConfig(t *testing.T) {
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},
 		},
-		MaxMemoryPolicy: NoEviction,
+		MaxMemoryPolicy: eviction.NoEviction,
 		MaxClients:      10000,
 		Dir:             ".",
 		LogLevel:        LogNotice,

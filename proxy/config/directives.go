@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/replproxy/replproxy/eviction"
 )
 
 // directive is one row of the directive table: how a redis.conf directive
@@ -72,7 +74,7 @@ var directives = []directive{
 		get: func(c *Config) string { return strconv.Itoa(c.MaxClients) },
 	},
 	sizeDirective("maxmemory", func(c *Config) *int64 { return &c.MaxMemory }, 0),
-	enumDirective("maxmemory-policy", true, func(c *Config) *EvictionPolicy { return &c.MaxMemoryPolicy }, evictionPolicies),
+	enumDirective("maxmemory-policy", true, func(c *Config) *eviction.Policy { return &c.MaxMemoryPolicy }, evictionPolicies),
 	{
 		name: "port", nargs: 1,
 		set: func(c *Config, args []string) error {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replproxy/replproxy/eviction"
 )
 
 // TestSet covers every directive: good values through Get, bad ones through
@@ -232,7 +234,7 @@ func TestSetFields(t *testing.T) {
 			PubSub:  OutputBufferLimit{7, 8, 9 * time.Second},
 		},
 		MaxMemory:       2 << 30,
-		MaxMemoryPolicy: EvictSnapshots,
+		MaxMemoryPolicy: eviction.EvictSnapshots,
 		MaxClients:      99,
 		Dir:             "/d",
 		LogLevel:        LogDebug,

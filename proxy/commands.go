@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -167,10 +168,10 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 		c.out = s.appendRoleReplicas(c.out)
 		return false
 	}
-	st := s.up.linkState()
+	st := s.up.State()
 	off := int64(-1)
-	if st == linkConnected {
-		off = s.up.applied.Load()
+	if st == upstream.StateConnected {
+		off = s.up.Applied()
 	}
 	// Redis's five elements of a replica's ROLE, then replproxy's own
 	// replicas in the form a primary's ROLE lists them.

@@ -14,9 +14,13 @@
 //     (newest, retired, spilled, being spilled), the one snapshot fetch in
 //     flight, the sync plans (planPartial, planFull) and eviction. Nothing
 //     outside these files touches its fields.
-//   - upstream (upstream.go, handshake.go, fetch.go): the main link to the
+//   - upstream (package upstream; upstream.go here): the main link to the
 //     primary (handshake, payload, stream loop, ACKs) and the side links
-//     that fetch a snapshot for replicas needing a full sync.
+//     that fetch a snapshot for replicas needing a full sync. It sees the
+//     server only through upstream.Host, which upstream.go implements on the
+//     configuration and the history; fetch.go runs the shared fetches.
+//   - replid (package replid): the replid and offset rules both sides check
+//     what they read from the network with.
 //   - registry (registry.go): the connected clients and, among them, the
 //     replicas; ids for CLIENT LIST.
 //   - configuration (settings.go): the config.Config in force, published
@@ -44,7 +48,9 @@
 // The upstream link's run goroutine owns the main link's connection and is
 // the stream's one producer: it fills, scans and publishes (replbuf's
 // Fill/Publish/Discard), and a session goroutine sends REPLCONF ACK every
-// second. Snapshot fetches, spills and memory returns run on the background
+// second; the session returns the first error of the two, and waits for
+// both (and for the goroutine that watches for a retarget) before the next
+// connection. Snapshot fetches, spills and memory returns run on the background
 // group (goBackground), which has Run's lifetime: a fetch goroutine owns its
 // side-link connection.
 //

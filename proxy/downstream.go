@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -150,7 +152,7 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 		case "ack":
 			// No reply, ever; ignored unless the client is a replica.
 			if r := c.asReplica.Load(); r != nil {
-				if off, ok := parseReplOffset(val); ok {
+				if off, ok := replid.ParseOffset(val); ok {
 					r.ack(off)
 				}
 			}
@@ -207,7 +209,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	}
 	plan, ok := s.hist.planPartial(replID, off, legacy)
 	if !ok {
-		if s.up.linkState() != linkConnected {
+		if s.up.State() != upstream.StateConnected {
 			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
 			return
 		}
@@ -514,7 +516,7 @@ func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbu
 		// payload header at all and is dropped, to sync again.
 		return false, errSnapshotFailed
 	default:
-		eof, mark = true, newReplID()
+		eof, mark = true, replid.New()
 		err = w.write([]byte("$EOF:" + mark + "\r\n"))
 	}
 	if err != nil {

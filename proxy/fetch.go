@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -82,7 +80,7 @@ func (e *fetchStopError) Unwrap() error { return e.err }
 // new one.
 func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
 	primary := s.fetchPrimary()
-	backoff := backoffMin
+	backoff := upstream.BackoffMin
 	for {
 		started, err := s.fetchOnce(ctx, f)
 		if err == nil {
@@ -99,7 +97,7 @@ func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
 			case <-ctx.Done():
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, backoffMax)
+			backoff = min(2*backoff, upstream.BackoffMax)
 			// The wait may have changed everything: look again.
 			why = s.fetchStopReason(ctx, f, primary)
 		}
@@ -110,13 +108,7 @@ func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
 }
 
 // fetchPrimary returns host:port of the configured primary, "" for none.
-func (s *Server) fetchPrimary() string {
-	cfg := s.config()
-	if cfg.MasterHost == "" {
-		return ""
-	}
-	return net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
-}
+func (s *Server) fetchPrimary() string { return s.upstreamTarget().Addr }
 
 // fetchStopReason says why a failed fetch must not be tried again, or ""
 // when it should be: the server stops, replicaof changed since the fetch
@@ -138,7 +130,7 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 // handed out (f.ready closed); a failure before that leaves f open for
 // another attempt.
 func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
-	sn, err := s.up.fetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
+	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
 		if err := s.hist.fetchStarted(f, sn); err != nil {
 			return err
 		}
@@ -178,50 +170,4 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*r
 			return nil, nil, nil, ctx.Err()
 		}
 	}
-}
-
-// fetchSnapshot opens a side link to the primary and asks for an RDB only.
-// started is called with the new snapshot when +FULLRESYNC arrives; the
-// payload then streams into it.
-func (u *upstream) fetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, error) {
-	cfg := u.srv.config()
-	if cfg.MasterHost == "" {
-		return nil, errors.New("no primary configured")
-	}
-	addr := net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
-	d := net.Dialer{Timeout: cfg.ReplTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	l := &link{u: u, conn: conn, timeout: cfg.ReplTimeout, side: true}
-	l.rd = wire.NewCommandReader(conn, wire.Limits{})
-	conn.SetDeadline(time.Now().Add(cfg.ReplTimeout))
-	if err := l.handshake(cfg.MasterUser, cfg.MasterAuth); err != nil {
-		return nil, fmt.Errorf("handshake: %w", err)
-	}
-	if err := l.send("REPLCONF", "rdb-only", "1"); err != nil {
-		return nil, err
-	}
-	if reply, err := l.readLine(); err != nil || reply[0] == '-' {
-		return nil, fmt.Errorf("REPLCONF rdb-only: %q %v", reply, err)
-	}
-	if err := l.send("PSYNC", "?", "-1"); err != nil {
-		return nil, err
-	}
-	reply, err := l.readLine()
-	if err != nil {
-		return nil, fmt.Errorf("PSYNC: %w", err)
-	}
-	replID, offset, err := parseFullResync(reply)
-	if err != nil {
-		return nil, err
-	}
-	// readPayload renews the read deadline itself: no read of the side link
-	// goes without one, or a silent primary would stall every waiting replica.
-	sn, _, err := l.readPayload(replID, offset, started)
-	return sn, err
 }

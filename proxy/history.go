@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -85,8 +86,8 @@ func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logg
 		log:   log,
 		stats: st,
 	}
-	h.mu.replID = newReplID()
-	h.mu.replID2 = noReplID
+	h.mu.replID = replid.New()
+	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
 	return h
 }
@@ -125,7 +126,7 @@ func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.snapshot = sn
 	old := h.replaceSpilledLocked(nil)
 	h.mu.replID = sn.ReplID()
-	h.mu.replID2 = noReplID
+	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
 	h.mu.synced = true
 	h.mu.epoch++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -33,7 +34,7 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (syncPlan, 
 	// Anything but a replid as Redis makes them, or an offset out of
 	// bounds, is a request for a full sync, as "?" is: never an error, which
 	// would stop a replica for good.
-	if legacy || !validReplID(replID) || off < 0 || off > maxReplOffset {
+	if legacy || !replid.Valid(replID) || off < 0 || off > replid.MaxOffset {
 		return syncPlan{}, false
 	}
 	h.mu.Lock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -34,9 +35,9 @@ func newTestHistory(t testing.TB, replID string, offset int64) *history {
 // partial resync up to second_repl_offset and no further; snapshots follow
 // the same rule at their offset+1.
 func TestHistoryReplIDMatch(t *testing.T) {
-	a, b := newReplID(), newReplID()
+	a, b := replid.New(), replid.New()
 	h := newTestHistory(t, a, 100)
-	if _, ok := h.planPartial(newReplID(), 101, false); ok {
+	if _, ok := h.planPartial(replid.New(), 101, false); ok {
 		t.Fatal("partial resync accepted for a replid that is not ours")
 	}
 	if _, ok := h.planPartial(a, 102, false); ok {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -344,7 +345,7 @@ func hostileGoodMain(burst int) func(hc *hostileConn) error {
 func startHostileProxy(t testing.TB, h *hostilePrimary, args ...string) *testProxy {
 	t.Helper()
 	p := startProxy(t, append(append(h.replicaOf(), "--repl-timeout", "1", "--repl-backlog-size", "16kb"), args...)...)
-	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool { return p.up.linkState() == linkConnected })
+	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool { return p.up.State() == upstream.StateConnected })
 	return p
 }
 
@@ -456,7 +457,7 @@ func (r *rawReplica) payload() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("payload header: %w", err)
 	}
-	size, mark, err := parsePayloadHeader(header)
+	size, mark, err := upstream.ParsePayloadHeader(header)
 	if err != nil {
 		return nil, err
 	}

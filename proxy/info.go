@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -165,31 +166,31 @@ func (s *Server) writeInfoMemory(w infoWriter) {
 func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 	cfg := s.config()
 	id := s.identity()
-	u := s.up
+	u := s.up.Status()
 	w.b.WriteString("# Replication\r\n")
 	if cfg.MasterHost == "" {
 		w.kv("role", "master")
 	} else {
-		st := u.linkState()
+		st := u.State
 		w.kv("role", "slave")
 		w.kv("master_host", cfg.MasterHost)
 		w.kv("master_port", cfg.MasterPort)
-		if st == linkConnected {
+		if st == upstream.StateConnected {
 			w.kv("master_link_status", "up")
 		} else {
 			w.kv("master_link_status", "down")
 		}
 		lastIO := int64(-1)
-		if st == linkConnected || st == linkSync {
-			lastIO = int64(now.Sub(time.Unix(0, u.lastIO.Load())) / time.Second)
+		if st == upstream.StateConnected || st == upstream.StateSync {
+			lastIO = int64(now.Sub(time.Unix(0, u.LastIO)) / time.Second)
 		}
 		w.kv("master_last_io_seconds_ago", lastIO)
-		inSync := st == linkSync
+		inSync := st == upstream.StateSync
 		w.kv("master_sync_in_progress", b2i(inSync))
 		w.kv("slave_read_repl_offset", s.hist.stream().Filled()) // read_reploff: a cut command or an open MULTI included
-		w.kv("slave_repl_offset", u.applied.Load())
+		w.kv("slave_repl_offset", u.Applied)
 		if inSync {
-			total, read := u.syncTotal.Load(), u.syncRead.Load()
+			total, read := u.SyncTotal, u.SyncRead
 			w.kv("master_sync_total_bytes", total)
 			w.kv("master_sync_read_bytes", read)
 			left, perc := int64(-1), 0.0
@@ -199,11 +200,11 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 			}
 			w.kv("master_sync_left_bytes", left)
 			w.kv("master_sync_perc", fmt.Sprintf("%.2f", perc))
-			w.kv("master_sync_last_io_seconds_ago", int64(now.Sub(time.Unix(0, u.lastIO.Load()))/time.Second))
+			w.kv("master_sync_last_io_seconds_ago", int64(now.Sub(time.Unix(0, u.LastIO))/time.Second))
 		}
-		if st != linkConnected {
+		if st != upstream.StateConnected {
 			down := int64(-1)
-			if d := u.downSince.Load(); d != 0 {
+			if d := u.DownSince; d != 0 {
 				down = int64(now.Sub(time.Unix(0, d)) / time.Second)
 			}
 			w.kv("master_link_down_since_seconds", down)
@@ -240,7 +241,7 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	st := &s.stats
 	w.b.WriteString("# Proxy\r\n")
-	w.kv("upstream_link_state", s.up.linkState().String())
+	w.kv("upstream_link_state", s.up.State().String())
 	w.kv("upstream_connects", st.upstreamConnects.Load())
 	w.kv("upstream_full_syncs", st.upstreamFullSyncs.Load())
 	w.kv("upstream_partial_syncs", st.upstreamPartialSyncs.Load())

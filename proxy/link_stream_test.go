@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
 // The tests in this file run a whole proxy (its reconnecting upstream loop
@@ -151,7 +152,7 @@ func TestLinkStreamPublishesWholeCommands(t *testing.T) {
 
 // TestUpstreamStreamErrorBacksOff: a primary that sends garbage at every
 // connection is not hammered: after each stream error the proxy waits
-// (backoffMin, then twice that) before it reconnects, as after a failed
+// (upstream.BackoffMin, then twice that) before it reconnects, as after a failed
 // attempt, where a link lost after streaming would reconnect at once.
 func TestUpstreamStreamErrorBacksOff(t *testing.T) {
 	prim, _, xc, sess := startStreamProxy(t)
@@ -174,9 +175,9 @@ func TestUpstreamStreamErrorBacksOff(t *testing.T) {
 	t.Logf("reconnected after %v", gaps)
 	// The gaps are measured from when the fake primary saw the hang-up,
 	// which may be a little after the proxy's backoff started: allow half of
-	// backoffMin. Without a backoff the proxy reconnects within a millisecond.
-	for i, want := range []time.Duration{backoffMin, 2 * backoffMin, 4 * backoffMin} {
-		if gaps[i] < want-backoffMin/2 {
+	// upstream.BackoffMin. Without a backoff the proxy reconnects within a millisecond.
+	for i, want := range []time.Duration{upstream.BackoffMin, 2 * upstream.BackoffMin, 4 * upstream.BackoffMin} {
+		if gaps[i] < want-upstream.BackoffMin/2 {
 			t.Errorf("reconnection %d came %v after the stream error, want at least %v", i+1, gaps[i], want)
 		}
 	}

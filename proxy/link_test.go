@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -225,7 +227,7 @@ func linkSession(t testing.TB, srv *Server, pair linkPair, user, pass string, ti
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wasUp, err := srv.up.serve(ctx, proxySide, user, pass, timeout)
+	wasUp, err := srv.up.Serve(ctx, proxySide, upstream.Target{User: user, Pass: pass, Timeout: timeout})
 	primarySide.Close() // a script still writing or waiting gives up
 	scriptErr := <-scriptDone
 	<-f.done
@@ -368,7 +370,7 @@ func linkVerify(srv *Server, res linkResult, w linkWant) error {
 	if off := srv.hist.stream().Offset(); off != end {
 		return fmt.Errorf("stream offset %d, want %d", off, end)
 	}
-	if a := srv.up.applied.Load(); a != end {
+	if a := srv.up.Applied(); a != end {
 		return fmt.Errorf("applied offset %d, want %d", a, end)
 	}
 	stream, err := linkStreamBytes(srv, w.from)
@@ -483,7 +485,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := linkNewServer(t, hclog.Warn)
 			want := linkWant{psync: "PSYNC ? -1", rdb: rdb, snapOffset: linkOffset, replID: linkReplID,
-				replID2: noReplID, secondOffset: -1, from: linkOffset + 1, stream: stream}
+				replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}
 			names, cuts := linkEveryCut(len(tc.sc.replies) + len(tc.sc.stream))
 			for i := range cuts {
 				for _, tr := range linkTransports {
@@ -519,11 +521,11 @@ func TestLinkSplitEverywhere(t *testing.T) {
 			base := linkFullSized(rdb)
 			res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *linkFakePrimary) error { return base.play(f, nil) })
 			if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", rdb: rdb, snapOffset: linkOffset, replID: linkReplID,
-				replID2: noReplID, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
+				replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 				t.Fatalf("first full sync: %v", err)
 			}
 			ids := []string{linkReplID, linkReplIDNew}
-			replID, replID2, second := linkReplID, noReplID, int64(-1)
+			replID, replID2, second := linkReplID, replid.None, int64(-1)
 			n := len(linkContinue(tc.reply, 0).replies) + len(stream)
 			names, cuts := linkEveryCut(n)
 			for i := range cuts {
@@ -582,7 +584,7 @@ func TestLinkAuth(t *testing.T) {
 			}
 			res := linkSession(t, srv, linkPipe, tc.user, tc.pass, linkTimeout, func(f *linkFakePrimary) error { return sc.play(f, nil) })
 			if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", auth: tc.wantAuth, rdb: rdb, snapOffset: linkOffset,
-				replID: linkReplID, replID2: noReplID, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
+				replID: linkReplID, replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -651,10 +653,10 @@ func TestLinkErrors(t *testing.T) {
 		{name: "PING refused", script: linkReplies("-ERR unknown command 'PING'\r\n"), contains: "PING"},
 		{name: "AUTH refused", pass: "wrong", script: linkReplies("+PONG\r\n-WRONGPASS invalid username-password pair or user is disabled.\r\n+OK\r\n+OK\r\n"), contains: "AUTH refused"},
 		{name: "closed before the PSYNC reply", script: linkThenClose(), is: io.EOF},
-		{name: "NOMASTERLINK", script: linkReplies(hs + "-NOMASTERLINK Can't SYNC while not connected with my master\r\n"), is: errTryLater},
-		{name: "LOADING", script: linkReplies(hs + "\n-LOADING Redis is loading the dataset in memory\r\n"), is: errTryLater},
-		{name: "garbage instead of FULLRESYNC", script: linkReplies(hs + "+GARBAGE\r\n"), notIs: errTryLater, contains: "GARBAGE"},
-		{name: "BGSAVE failed", script: linkReplies(hs + "-ERR BGSAVE failed, replication can't continue\r\n"), notIs: errTryLater},
+		{name: "NOMASTERLINK", script: linkReplies(hs + "-NOMASTERLINK Can't SYNC while not connected with my master\r\n"), is: upstream.ErrTryLater},
+		{name: "LOADING", script: linkReplies(hs + "\n-LOADING Redis is loading the dataset in memory\r\n"), is: upstream.ErrTryLater},
+		{name: "garbage instead of FULLRESYNC", script: linkReplies(hs + "+GARBAGE\r\n"), notIs: upstream.ErrTryLater, contains: "GARBAGE"},
+		{name: "BGSAVE failed", script: linkReplies(hs + "-ERR BGSAVE failed, replication can't continue\r\n"), notIs: upstream.ErrTryLater},
 		{name: "reply line too long", script: linkReplies(hs + "+FULLRESYNC " + strings.Repeat("a", 2000) + "\r\n"), is: wire.ErrLineTooLong},
 		{name: "FULLRESYNC short replid", script: linkReplies(hs + "+FULLRESYNC abc 1000\r\n"), contains: "FULLRESYNC"},
 		{name: "FULLRESYNC negative offset", script: linkReplies(hs + "+FULLRESYNC " + linkReplID + " -5\r\n"), contains: "FULLRESYNC"},
@@ -719,7 +721,7 @@ func TestLinkErrors(t *testing.T) {
 					auth = "AUTH " + tc.pass
 				}
 				if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", auth: auth, rdb: rdb, snapOffset: linkOffset,
-					replID: linkReplID, replID2: noReplID, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
+					replID: linkReplID, replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 					t.Fatalf("good session after the failure: %v", err)
 				}
 			})
@@ -761,7 +763,7 @@ func TestLinkEOFPayloadSlowerThanTimeout(t *testing.T) {
 		return f.await(sc.getAck)
 	})
 	if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", rdb: rdb, snapOffset: linkOffset, replID: linkReplID,
-		replID2: noReplID, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
+		replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 		t.Fatal(err)
 	}
 }

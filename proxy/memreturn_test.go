@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -28,7 +29,7 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 	p := newTestProxy(t, proxySetup{quiet: true})
 	// A replaced snapshot, still arriving, so the monitor keeps it: 128 MiB
 	// of blocks.
-	sn := replbuf.NewSnapshot(newReplID(), 0, p.pool, time.Now())
+	sn := replbuf.NewSnapshot(replid.New(), 0, p.pool, time.Now())
 	chunk := make([]byte, 1<<20)
 	for range held / len(chunk) {
 		if err := sn.Append(chunk); err != nil {

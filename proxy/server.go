@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -41,7 +43,7 @@ type Server struct {
 	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
 
 	stats    stats
-	up       *upstream
+	up       *upstream.Link // the link to the primary (package upstream, upstream.go)
 	commands map[string]command
 	memoryState
 
@@ -124,7 +126,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		onMaxMemory: opts.OnMaxMemory,
 		log:         log,
 		pool:        pool,
-		runID:       newReplID(),
+		runID:       replid.New(),
 		started:     time.Now(),
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
@@ -134,7 +136,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
-	s.up = newUpstream(s, log.Named("upstream"))
+	s.up = newUpstream(s)
 	if err := s.listen(cfg); err != nil {
 		return nil, err
 	}
@@ -229,7 +231,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() { s.up.run(ctx) })
+	wg.Go(func() { s.up.Run(ctx) })
 
 	var err error
 	select {

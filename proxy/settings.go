@@ -76,6 +76,6 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 	}
 	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
 		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
-		s.up.retarget()
+		s.up.Retarget()
 	}
 }

@@ -11,107 +11,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
-
-// TestParseHandshakeReplies: the parsers accept what Redis sends and refuse,
-// with errBadReply, anything else: replids that are not 40 lowercase hex
-// digits, offsets out of [0, 2^62], payload lengths out of [0, 2^50], EOF
-// marks of any length but 40.
-func TestParseHandshakeReplies(t *testing.T) {
-	t.Run("FULLRESYNC", func(t *testing.T) {
-		for _, tc := range []struct {
-			line   string
-			ok     bool
-			offset int64
-		}{
-			{"+FULLRESYNC " + linkReplID + " 0", true, 0},
-			{"+FULLRESYNC " + linkReplID + " 1000", true, 1000},
-			{"+FULLRESYNC " + linkReplID + " 4611686018427387904", true, maxReplOffset},
-			{"+FULLRESYNC " + linkReplID + " 4611686018427387905", false, 0},
-			{"+FULLRESYNC " + linkReplID + " 9223372036854775807", false, 0},
-			{"+FULLRESYNC " + linkReplID + " 99999999999999999999", false, 0},
-			{"+FULLRESYNC " + linkReplID + " -1", false, 0},
-			{"+FULLRESYNC " + linkReplID + " +5", false, 0},
-			{"+FULLRESYNC " + linkReplID + " 0x10", false, 0},
-			{"+FULLRESYNC " + linkReplID + " ", false, 0},
-			{"+FULLRESYNC " + linkReplID + " 1 2", false, 0},
-			{"+FULLRESYNC " + hostileDotsReplID + " 0", false, 0},
-			{"+FULLRESYNC " + strings.ToUpper(linkReplID) + " 0", false, 0},
-			{"+FULLRESYNC " + linkReplID[:39] + " 0", false, 0},
-			{"+FULLRESYNC " + linkReplID + "0 0", false, 0},
-			{"+FULLRESYNC " + linkReplID[:39] + "g 0", false, 0},
-			{"+CONTINUE " + linkReplID, false, 0},
-			{"", false, 0},
-		} {
-			id, off, err := parseFullResync(tc.line)
-			switch {
-			case tc.ok && (err != nil || id != linkReplID || off != tc.offset):
-				t.Errorf("parseFullResync(%q) = (%q, %d, %v), want (%q, %d, nil)", tc.line, id, off, err, linkReplID, tc.offset)
-			case !tc.ok && !errors.Is(err, errBadReply):
-				t.Errorf("parseFullResync(%q) = (%q, %d, %v), want errBadReply", tc.line, id, off, err)
-			}
-		}
-	})
-	t.Run("CONTINUE", func(t *testing.T) {
-		for _, tc := range []struct {
-			line, id string
-			ok       bool
-		}{
-			{"+CONTINUE", "", true},
-			{"+CONTINUE " + linkReplID, linkReplID, true},
-			{"+CONTINUE " + hostileDotsReplID, "", false},
-			{"+CONTINUE " + strings.ToUpper(linkReplID), "", false},
-			{"+CONTINUE " + linkReplID[:39], "", false},
-			{"+CONTINUE " + linkReplID + " 5", "", false},
-			{"+FULLRESYNC", "", false},
-		} {
-			id, err := parseContinue(tc.line)
-			switch {
-			case tc.ok && (err != nil || id != tc.id):
-				t.Errorf("parseContinue(%q) = (%q, %v), want (%q, nil)", tc.line, id, err, tc.id)
-			case !tc.ok && !errors.Is(err, errBadReply):
-				t.Errorf("parseContinue(%q) = (%q, %v), want errBadReply", tc.line, id, err)
-			}
-		}
-	})
-	t.Run("payload header", func(t *testing.T) {
-		for _, tc := range []struct {
-			line string
-			ok   bool
-			size int64
-		}{
-			{"$0", true, 0},
-			{"$236", true, 236},
-			{"$1125899906842624", true, maxPayloadSize},
-			{"$EOF:" + linkEOFMark, true, -1},
-			{"$1125899906842625", false, 0},
-			{"$9223372036854775807", false, 0},
-			{"$-1", false, 0},
-			{"$+1", false, 0},
-			{"$", false, 0},
-			{"$ 1", false, 0},
-			{"$EOF:" + linkEOFMark[:39], false, 0},
-			{"$EOF:" + linkEOFMark + "x", false, 0},
-			{"$EOF:", false, 0},
-			{"*1", false, 0},
-			{"", false, 0},
-		} {
-			size, mark, err := parsePayloadHeader(tc.line)
-			switch {
-			case tc.ok && (err != nil || size != tc.size || (size < 0) != (string(mark) == linkEOFMark)):
-				t.Errorf("parsePayloadHeader(%q) = (%d, %q, %v), want (%d, ...)", tc.line, size, mark, err, tc.size)
-			case !tc.ok && !errors.Is(err, errBadReply):
-				t.Errorf("parsePayloadHeader(%q) = (%d, %q, %v), want errBadReply", tc.line, size, mark, err)
-			}
-		}
-	})
-}
 
 // TestLinkRefusesHostileReplies: a main link whose primary answers what
 // Redis never sends (a replid that is a path, or uppercase, or short; an
 // offset past 2^62 or negative; a payload length past 2^50; an EOF mark that
 // is not 40 bytes; +CONTINUE to PSYNC ? -1 or with a bad replid) fails with
-// errBadReply, installs nothing and keeps the proxy's replication ID.
+// upstream.ErrBadReply, installs nothing and keeps the proxy's replication ID.
 func TestLinkRefusesHostileReplies(t *testing.T) {
 	rdb := linkRDB(t)
 	hs := linkHandshakeReplies(false)
@@ -127,7 +35,7 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 		{"replid uppercase", hs + full(strings.ToUpper(linkReplID), good) + sized, false},
 		{"replid of 39 characters", hs + full(linkReplID[:39], good) + sized, false},
 		{"offset MaxInt64", hs + full(linkReplID, strconv.FormatInt(math.MaxInt64, 10)) + sized, false},
-		{"offset past 2^62", hs + full(linkReplID, strconv.FormatInt(maxReplOffset+1, 10)) + sized, false},
+		{"offset past 2^62", hs + full(linkReplID, strconv.FormatInt(replid.MaxOffset+1, 10)) + sized, false},
 		{"offset negative", hs + full(linkReplID, "-5") + sized, false},
 		{"offset with a sign", hs + full(linkReplID, "+5") + sized, false},
 		{"payload length MaxInt64", hs + full(linkReplID, good) + "$9223372036854775807\r\n" + string(rdb), false},
@@ -154,8 +62,8 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 			before := srv.Snapshot()
 			res := linkSession(t, srv, linkPipe, "", "", linkTimeout, linkReplies(tc.replies))
 			t.Logf("serve: %v", res.err)
-			if res.wasUp || !errors.Is(res.err, errBadReply) {
-				t.Errorf("serve = (%v, %v), want (false, errBadReply)", res.wasUp, res.err)
+			if res.wasUp || !errors.Is(res.err, upstream.ErrBadReply) {
+				t.Errorf("serve = (%v, %v), want (false, upstream.ErrBadReply)", res.wasUp, res.err)
 			}
 			if sn := srv.Snapshot(); sn != before {
 				t.Errorf("the refused session installed snapshot %s/%d", sn.ReplID(), sn.Offset())
@@ -189,7 +97,7 @@ func TestUpstreamRefusesBadReplID(t *testing.T) {
 	}, nil)
 	p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "1")...)
 	redistest.WaitFor(t, 15*time.Second, "proxy link up after the bad replies", func() bool {
-		return p.up.linkState() == linkConnected && int(h.mains.Load()) > len(bad)
+		return p.up.State() == upstream.StateConnected && int(h.mains.Load()) > len(bad)
 	})
 	close(accepted)
 	for id := range accepted {
@@ -410,7 +318,7 @@ func TestDownstreamPSyncHostileArgs(t *testing.T) {
 	if line, err := r.psync(linkReplID, next); err != nil || line != "+CONTINUE "+linkReplID {
 		t.Fatalf("a good PSYNC answered %q, %v; want +CONTINUE", line, err)
 	}
-	for _, off := range []string{"9223372036854775807", strconv.FormatInt(maxReplOffset+1, 10), "-5"} {
+	for _, off := range []string{"9223372036854775807", strconv.FormatInt(replid.MaxOffset+1, 10), "-5"} {
 		if err := r.send("REPLCONF", "ACK", off); err != nil {
 			t.Fatal(err)
 		}
@@ -428,7 +336,7 @@ func TestDownstreamPSyncHostileArgs(t *testing.T) {
 		{"replid of 39 characters", linkReplID[:39], next},
 		{"replid with a NUL", linkReplID[:39] + "\x00", next},
 		{"offset MaxInt64", linkReplID, "9223372036854775807"},
-		{"offset past 2^62", linkReplID, strconv.FormatInt(maxReplOffset+1, 10)},
+		{"offset past 2^62", linkReplID, strconv.FormatInt(replid.MaxOffset+1, 10)},
 		{"offset negative", linkReplID, "-5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

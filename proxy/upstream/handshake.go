@@ -1,0 +1,293 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+const (
+	// replyLineMax bounds a handshake reply line from the primary.
+	replyLineMax = 1024
+	// maxPayloadSize bounds the "$<len>" of a sync payload (1 PiB).
+	maxPayloadSize = 1 << 50
+	// eofMarkLen is the length of the $EOF:<mark> delimiter of a diskless payload.
+	eofMarkLen = 40
+)
+
+// ErrBadReply marks a handshake reply from the primary that does not have
+// the form Redis gives it: the link fails with it and is retried later.
+var ErrBadReply = errors.New("proxy: malformed reply from primary")
+
+// session is one connection to the primary, main or side link, from the
+// handshake on. The goroutine that opened it reads; writes go through send.
+type session struct {
+	l       *Link
+	conn    net.Conn
+	rd      *wire.CommandReader
+	timeout time.Duration
+	meter   meter // what differs between the main link and a side link
+
+	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
+	scratch []byte     // guarded by writeMu
+}
+
+// dial connects to the primary t names, within t.Timeout.
+func dial(ctx context.Context, t Target) (net.Conn, error) {
+	d := net.Dialer{Timeout: t.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", t.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
+}
+
+// handshake starts a session on conn and runs PROTOCOL §1 on it: PING, then
+// AUTH, REPLCONF listening-port and REPLCONF capa pipelined, one reply line
+// each, all within t.Timeout. The main link and the side links share it; m
+// is what they count differently.
+func (l *Link) handshake(conn net.Conn, t Target, m meter) (*session, error) {
+	c := &session{l: l, conn: conn, rd: wire.NewCommandReader(conn, wire.Limits{}), timeout: t.Timeout, meter: m}
+	conn.SetDeadline(time.Now().Add(t.Timeout))
+	if err := c.hello(t.User, t.Pass); err != nil {
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	return c, nil
+}
+
+// send writes one command to the primary.
+func (c *session) send(args ...string) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.scratch = wire.AppendCommand(c.scratch[:0], args...)
+	// Every write gets its own deadline: the handshake's covers only the
+	// handshake, and a long payload must not leave the ACK after it expired.
+	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.conn.Write(c.scratch)
+	return err
+}
+
+// readLine reads one reply line, skipping the newlines a primary sends as
+// keepalives while it prepares a sync: each one renews the read deadline.
+// This is the one keepalive rule of both kinds of link.
+func (c *session) readLine() (string, error) {
+	for {
+		line, err := c.rd.ReadReplyLine(replyLineMax)
+		if err != nil {
+			return "", err
+		}
+		c.meter.sawIO(time.Now())
+		if len(line) > 0 {
+			return string(line), nil
+		}
+		c.conn.SetReadDeadline(time.Now().Add(c.timeout))
+	}
+}
+
+// hello is the part of the handshake before PSYNC.
+func (c *session) hello(user, pass string) error {
+	if err := c.send("PING"); err != nil {
+		return err
+	}
+	reply, err := c.readLine()
+	if err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	if reply[0] != '+' && !hasPrefixFold(reply, "-NOAUTH") && !hasPrefixFold(reply, "-NOPERM") &&
+		!hasPrefixFold(reply, "-ERR operation not permitted") {
+		return fmt.Errorf("PING: unexpected reply %q", clip(reply, 80))
+	}
+	var batch []byte
+	auth := pass != ""
+	if auth {
+		if user != "" {
+			batch = wire.AppendCommand(batch, "AUTH", user, pass)
+		} else {
+			batch = wire.AppendCommand(batch, "AUTH", pass)
+		}
+	}
+	port := strconv.Itoa(c.l.host.ListeningPort())
+	batch = wire.AppendCommand(batch, "REPLCONF", "listening-port", port)
+	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2")
+	if _, err := c.conn.Write(batch); err != nil {
+		return err
+	}
+	if auth {
+		reply, err := c.readLine()
+		if err != nil {
+			return fmt.Errorf("AUTH: %w", err)
+		}
+		if reply[0] == '-' {
+			return fmt.Errorf("AUTH refused: %s", clip(reply, 120))
+		}
+	}
+	for _, what := range []string{"REPLCONF listening-port", "REPLCONF capa"} {
+		reply, err := c.readLine()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if reply[0] == '-' {
+			c.l.log.Info("primary refused a handshake option (non critical)", "command", what, "reply", clip(reply, 120))
+		}
+	}
+	return nil
+}
+
+// psync asks for a partial resync when the stream can continue, otherwise a
+// full one, and handles the answer up to the first stream byte. Main link
+// only.
+func (c *session) psync() error {
+	l := c.l
+	replID, offset := "?", "-1"
+	if id, ok := l.host.ResumeID(); l.resumable && ok {
+		replID, offset = id, strconv.FormatInt(l.host.Stream().Offset()+1, 10)
+	}
+	if err := c.send("PSYNC", replID, offset); err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
+	}
+	reply, err := c.readLine()
+	if err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
+	}
+	switch {
+	case hasPrefixFold(reply, "+FULLRESYNC"):
+		return c.fullSync(reply)
+	case hasPrefixFold(reply, "+CONTINUE"):
+		if replID == "?" {
+			// The stream holds nothing to continue from: the primary is not
+			// answering the question asked.
+			return fmt.Errorf("PSYNC: %w: %q in reply to PSYNC ? -1", ErrBadReply, clip(reply, 120))
+		}
+		return c.partialSync(reply)
+	case hasPrefixFold(reply, "-NOMASTERLINK"), hasPrefixFold(reply, "-LOADING"):
+		return fmt.Errorf("PSYNC: %w: %s", ErrTryLater, clip(reply, 120))
+	default:
+		return fmt.Errorf("PSYNC: unexpected reply %q", clip(reply, 120))
+	}
+}
+
+// partialSync handles +CONTINUE [replid]: the stream goes on where it was; a
+// new replid moves the old one to replid2 (PROTOCOL §5).
+func (c *session) partialSync(reply string) error {
+	l := c.l
+	newID, err := parseContinue(reply)
+	if err != nil {
+		return fmt.Errorf("PSYNC: %w", err)
+	}
+	offset := l.host.Stream().Offset()
+	if oldID, second, changed := l.host.ContinueAs(newID); changed {
+		// Replicas reconnect and continue through replid2 (PROTOCOL §5).
+		l.log.Info("primary changed replication id", "old-replid", oldID, "new-replid", newID, "second-repl-offset", second)
+	}
+	l.counters.PartialSyncs.Add(1)
+	l.log.Info("partial resync accepted", "repl-offset", offset)
+	return nil
+}
+
+// fullSync handles +FULLRESYNC <replid> <offset>: read the payload into a new
+// snapshot, check it, and start a new generation of the stream at offset.
+func (c *session) fullSync(reply string) error {
+	l := c.l
+	replID, offset, err := parseFullResync(reply)
+	if err != nil {
+		return err
+	}
+	l.state.Store(int32(StateSync))
+	l.resumable = false
+	start := time.Now()
+	sn, eof, err := c.readPayload(replID, offset, nil)
+	if err != nil {
+		return fmt.Errorf("full sync payload: %w", err)
+	}
+	l.host.Install(sn)
+	l.scanner.Reset(offset)
+	l.applied.Store(offset)
+	l.resumable = true
+	l.counters.FullSyncs.Add(1)
+	l.log.Info("full sync received", "replid", replID, "repl-offset", offset,
+		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", eof, "took", time.Since(start).Round(time.Millisecond))
+	if eof {
+		// After a diskless payload the primary sends nothing until the first ACK.
+		if err := c.send("REPLCONF", "ACK", strconv.FormatInt(offset, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseFullResync parses "+FULLRESYNC <replid> <offset>". The replid must be
+// 40 lowercase hex digits and the offset in [0, replid.MaxOffset].
+func parseFullResync(line string) (replID string, offset int64, err error) {
+	f := strings.Fields(line)
+	if len(f) != 3 || !strings.EqualFold(f[0], "+FULLRESYNC") {
+		return "", 0, fmt.Errorf("%w: FULLRESYNC %q", ErrBadReply, clip(line, 120))
+	}
+	if !replid.Valid(f[1]) {
+		return "", 0, fmt.Errorf("%w: FULLRESYNC replid %q is not 40 lowercase hex digits", ErrBadReply, clip(f[1], 60))
+	}
+	offset, ok := replid.ParseOffset(f[2])
+	if !ok {
+		return "", 0, fmt.Errorf("%w: FULLRESYNC offset %q is not in [0, %d]", ErrBadReply, clip(f[2], 40), int64(replid.MaxOffset))
+	}
+	return f[1], offset, nil
+}
+
+// parseContinue parses "+CONTINUE" or "+CONTINUE <replid>"; replID is ""
+// when the primary kept its replid (a reply from before PSYNC2).
+func parseContinue(line string) (replID string, err error) {
+	f := strings.Fields(line)
+	if len(f) == 0 || len(f) > 2 || !strings.EqualFold(f[0], "+CONTINUE") {
+		return "", fmt.Errorf("%w: CONTINUE %q", ErrBadReply, clip(line, 120))
+	}
+	if len(f) == 1 {
+		return "", nil
+	}
+	if !replid.Valid(f[1]) {
+		return "", fmt.Errorf("%w: CONTINUE replid %q is not 40 lowercase hex digits", ErrBadReply, clip(f[1], 60))
+	}
+	return f[1], nil
+}
+
+// ParsePayloadHeader parses the header of a sync payload: "$<len>" (size,
+// nil) or "$EOF:<mark>" (-1, mark), the mark being exactly 40 bytes. The
+// size is in [0, 2^50]. The proxy's own payloads to its replicas have the
+// same form.
+func ParsePayloadHeader(line string) (size int64, eofMark []byte, err error) {
+	rest, ok := strings.CutPrefix(line, "$")
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: payload header %q", ErrBadReply, clip(line, 80))
+	}
+	if mark, ok := strings.CutPrefix(rest, "EOF:"); ok {
+		if len(mark) != eofMarkLen {
+			return 0, nil, fmt.Errorf("%w: payload EOF mark of %d bytes, want %d", ErrBadReply, len(mark), eofMarkLen)
+		}
+		return -1, []byte(mark), nil
+	}
+	size, ok = replid.ParseDecimal(rest, maxPayloadSize)
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: payload length %q is not in [0, %d]", ErrBadReply, clip(rest, 40), int64(maxPayloadSize))
+	}
+	return size, nil, nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// clip shortens s for an error or a log line.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,207 @@
+// Package upstream is replproxy's link to its primary: the proxy in the
+// replica role. A Link keeps one connection to the primary named by
+// replicaof (the main link), syncs from it, and produces the stream the
+// proxy's replicas read; it also opens side links that fetch one snapshot
+// (REPLCONF rdb-only) for replicas needing a full sync.
+//
+// # What it needs
+//
+// The link knows the rest of the proxy only through Host, which it declares:
+// the configuration (the primary to follow, the port to announce), and the
+// history (the stream it produces into, the identity a PSYNC continues from,
+// a new generation after a full sync, a new replid after a partial one).
+// Counters are atomics the proxy owns and the link only adds to.
+//
+// # Files and goroutines
+//
+//   - run.go: Run, the main link's loop (connect, sync, stream, reconnect
+//     with backoff), one session per connection, and FetchSnapshot, a side
+//     link's one session.
+//   - handshake.go: dial, then PING, AUTH, REPLCONF and PSYNC, shared by the
+//     main and the side links, and the parsers of the primary's replies.
+//   - payload.go: the RDB payload of a sync, read into a new snapshot.
+//   - stream.go: the stream loop and the ACK loop.
+//
+// Run's goroutine owns the main link's connection, its scanner and the
+// stream's producer side; a session's ACK goroutine only writes ACKs, under
+// the session's write lock. A side link is owned by the goroutine that
+// called FetchSnapshot. The link takes no lock of the proxy's: it calls Host
+// with none of its own held, and Host's methods take what they need.
+package upstream
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// Host is what the link needs from the rest of the proxy. Its methods are
+// called from the link's goroutines, with no lock of the link's held.
+type Host interface {
+	// Target returns the primary replicaof names now (Addr "" for none) and
+	// its credentials; it is read again at every connection.
+	Target() Target
+	// ListeningPort is the port announced with REPLCONF listening-port.
+	ListeningPort() int
+
+	// Stream is the stream the main link produces into: it is its one
+	// producer.
+	Stream() *replbuf.Stream
+	// ResumeID returns the replid a PSYNC may continue from, and false when
+	// the history holds nothing to continue (before the first sync).
+	ResumeID() (replID string, ok bool)
+	// Install makes sn, the payload of a full sync, the newest snapshot and
+	// starts a new generation of the stream at its offset.
+	Install(sn *replbuf.Snapshot)
+	// ContinueAs takes the replid of a +CONTINUE: a new one ("" is none)
+	// moves the old one to replid2 as of the stream's end.
+	ContinueAs(newID string) (oldID string, secondOffset int64, changed bool)
+}
+
+// Target is the primary to connect to, as the configuration names it.
+type Target struct {
+	Addr       string // host:port; "" when replicaof names no primary
+	User, Pass string // masteruser and masterauth; Pass "" sends no AUTH
+	Timeout    time.Duration
+}
+
+// Counters are the proxy's counters the link adds to. Every one is an atomic
+// the proxy owns (and may reset); none may be nil.
+type Counters struct {
+	Connects       *atomic.Int64 // connections made to the primary
+	FullSyncs      *atomic.Int64 // +FULLRESYNC received and completed
+	PartialSyncs   *atomic.Int64 // +CONTINUE received
+	LinkFailures   *atomic.Int64 // link attempts or links that ended with an error
+	RDBBytes       *atomic.Int64 // payload bytes received by the main link
+	ChecksumFails  *atomic.Int64 // snapshots whose CRC64 did not match
+	StreamErrors   *atomic.Int64 // links dropped for stream bytes the scanner refused
+	ReplInputBytes *atomic.Int64 // every byte from the primary, main and side links
+	FetchBytes     *atomic.Int64 // payload bytes received by side links
+}
+
+// Options are what New needs besides the Host.
+type Options struct {
+	Pool     *replbuf.Pool // holds the snapshots the link receives
+	Counters Counters
+	Log      hclog.Logger
+}
+
+// State is the main link's state, named as ROLE names a replica's.
+type State int32
+
+const (
+	StateNone       State = iota // no replicaof configured
+	StateConnect                 // waiting to connect (backoff)
+	StateConnecting              // dialling
+	StateHandshake               // PING, AUTH, REPLCONF, PSYNC
+	StateSync                    // receiving the RDB of a full sync
+	StateConnected               // streaming
+)
+
+func (st State) String() string {
+	switch st {
+	case StateNone:
+		return "none"
+	case StateConnect:
+		return "connect"
+	case StateConnecting:
+		return "connecting"
+	case StateHandshake:
+		return "handshake"
+	case StateSync:
+		return "sync"
+	case StateConnected:
+		return "connected"
+	}
+	return "unknown"
+}
+
+// ErrTryLater is the primary's -NOMASTERLINK or -LOADING answer to PSYNC.
+var ErrTryLater = errors.New("primary cannot serve a sync right now")
+
+// ErrStreamProtocol ends a link whose stream the scanner refused. Nothing
+// from the refused command on was published, so the stream stays resumable
+// from the last whole command; the link is retried with backoff, since the
+// primary is likely to send the same bytes again.
+var ErrStreamProtocol = errors.New("malformed replication stream from the primary")
+
+// A Link is the link to the primary. Its run goroutine owns the main link's
+// connection, the scanner and the stream's producer side. The atomics are
+// read by INFO and ROLE (Status).
+type Link struct {
+	host     Host
+	pool     *replbuf.Pool
+	counters Counters
+	log      hclog.Logger
+
+	state     atomic.Int32 // a State
+	lastIO    atomic.Int64 // unix nanos of the last byte from the primary
+	downSince atomic.Int64 // unix nanos the link went down; 0 if it was never up
+	applied   atomic.Int64 // offset of the last complete command outside MULTI
+	syncTotal atomic.Int64 // RDB size during a full sync (-1 when unknown: EOF mark)
+	syncRead  atomic.Int64 // RDB bytes received so far
+
+	retargetCh chan struct{} // capacity 1: replicaof or its credentials changed
+
+	// Owned by the run goroutine (or by Serve's caller).
+	scanner *wire.StreamScanner
+	// resumable says the stream holds the primary's bytes in a state a PSYNC
+	// can continue (false before the first sync and during a full one). A
+	// scanner error leaves it true: only whole commands were published.
+	resumable bool
+}
+
+// New returns a link that serves host once Run is called.
+func New(host Host, opts Options) *Link {
+	log := opts.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	l := &Link{host: host, pool: opts.Pool, counters: opts.Counters, log: log,
+		retargetCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
+	l.syncTotal.Store(-1)
+	return l
+}
+
+// Status is the main link as INFO and ROLE show it, at one moment.
+type Status struct {
+	State     State
+	LastIO    int64 // unix nanos of the last byte from the primary
+	DownSince int64 // unix nanos the link went down; 0 if it was never up
+	Applied   int64 // offset of the last complete command outside MULTI (reploff)
+	SyncTotal int64 // RDB size during a full sync (-1 when unknown: EOF mark)
+	SyncRead  int64 // RDB bytes received so far
+}
+
+// State returns the main link's state.
+func (l *Link) State() State { return State(l.state.Load()) }
+
+// Applied returns the offset of the last complete command outside MULTI
+// received from the primary: what the link acknowledges.
+func (l *Link) Applied() int64 { return l.applied.Load() }
+
+// Status returns the main link's figures.
+func (l *Link) Status() Status {
+	return Status{
+		State:     l.State(),
+		LastIO:    l.lastIO.Load(),
+		DownSince: l.downSince.Load(),
+		Applied:   l.applied.Load(),
+		SyncTotal: l.syncTotal.Load(),
+		SyncRead:  l.syncRead.Load(),
+	}
+}
+
+// Retarget makes the main link drop its current primary and look at the
+// configuration again.
+func (l *Link) Retarget() {
+	select {
+	case l.retargetCh <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,226 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+const (
+	// BackoffMin and BackoffMax bound the wait before reconnecting after
+	// failed attempts; the first retry after a link that was up is
+	// immediate, as in Redis. Snapshot fetches back off the same way.
+	BackoffMin = 250 * time.Millisecond
+	BackoffMax = 5 * time.Second
+)
+
+// Run keeps a link to the configured primary until ctx is done: connect,
+// sync, stream, and on failure reconnect with backoff.
+func (l *Link) Run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		t := l.host.Target()
+		if t.Addr == "" {
+			l.state.Store(int32(StateNone))
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.retargetCh:
+				continue
+			}
+		}
+		wasUp, retargeted, err := l.attempt(ctx, t)
+		if wasUp { // as Redis: -1 in INFO until a link that was up goes down
+			l.downSince.Store(time.Now().UnixNano())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if retargeted {
+			l.log.Info("primary changed, reconnecting")
+			backoff = 0
+			continue
+		}
+		l.counters.LinkFailures.Add(1)
+		switch {
+		case errors.Is(err, ErrStreamProtocol):
+			backoff = nextBackoff(backoff) // up, but not healthy: do not hammer the primary
+		case wasUp:
+			backoff = 0
+		default:
+			backoff = nextBackoff(backoff)
+		}
+		l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in", backoff)
+		l.state.Store(int32(StateConnect))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		case <-l.retargetCh:
+			backoff = 0
+		}
+	}
+}
+
+// attempt runs one session to t, which a retarget ends early; the goroutine
+// watching for one has returned when attempt does.
+func (l *Link) attempt(ctx context.Context, t Target) (wasUp, retargeted bool, err error) {
+	sessCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() { // a retarget ends the session; the next loop reads the new config
+		select {
+		case <-l.retargetCh:
+			retargeted = true
+			cancel()
+		case <-done:
+		}
+	})
+	wasUp, err = l.connect(sessCtx, t)
+	close(done)
+	watch.Wait()
+	return wasUp, retargeted, err
+}
+
+// nextBackoff is the wait before the next attempt after one that failed
+// following a wait of prev: BackoffMin first, then doubling up to BackoffMax.
+func nextBackoff(prev time.Duration) time.Duration {
+	if prev == 0 {
+		return BackoffMin
+	}
+	return min(2*prev, BackoffMax)
+}
+
+// connect is one connection to the primary, from dial to loss. wasUp reports
+// whether it got as far as streaming.
+func (l *Link) connect(ctx context.Context, t Target) (wasUp bool, err error) {
+	l.state.Store(int32(StateConnecting))
+	conn, err := dial(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	l.counters.Connects.Add(1)
+	l.log.Info("connected to primary", "primary", t.Addr)
+	return l.Serve(ctx, conn, t)
+}
+
+// Serve runs the replica side of the protocol on a connected conn until the
+// link fails or ctx is done, and closes conn: the main link's session after
+// the dial (t.Addr is not used). wasUp reports whether it got as far as
+// streaming. Serve must not run concurrently with Run or itself.
+func (l *Link) Serve(ctx context.Context, conn net.Conn, t Target) (wasUp bool, err error) {
+	defer conn.Close()
+	defer closeOnDone(ctx, conn)()
+
+	l.state.Store(int32(StateHandshake))
+	c, err := l.handshake(conn, t, mainMeter{l})
+	if err != nil {
+		return false, err
+	}
+	if err := c.psync(); err != nil {
+		return false, err
+	}
+	conn.SetDeadline(time.Time{})
+
+	// Streaming: ACKs once a second from their own goroutine, the stream read
+	// here, straight into the shared blocks. The first error of the two ends
+	// the session and is the one returned.
+	l.state.Store(int32(StateConnected))
+	l.log.Info("link to primary up", "primary", conn.RemoteAddr().String(), "repl-offset", l.host.Stream().Offset())
+	var first firstError
+	ackCtx, stopAcks := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := c.ackLoop(ackCtx); err != nil {
+			first.keep(err)
+			conn.Close() // the reader notices and ends the session
+		}
+	})
+	first.keep(c.streamLoop())
+	stopAcks()
+	conn.Close()
+	wg.Wait()
+	l.endStream()
+	return true, first.err
+}
+
+// firstError keeps the first error of a session's goroutines.
+type firstError struct {
+	mu  sync.Mutex
+	err error // read once every goroutine that keeps has returned
+}
+
+func (f *firstError) keep(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// closeOnDone closes conn when ctx ends, which unblocks every read and
+// write; the function it returns stops that.
+func closeOnDone(ctx context.Context, conn net.Conn) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { conn.Close() })
+}
+
+// endStream ends a streaming session: the bytes read after the last published
+// command are dropped and the scanner goes back to the published end, so that
+// the next PSYNC asks for exactly the bytes no replica has seen, from a
+// command boundary. REQUIRES: the session's readers and ackLoop have returned.
+func (l *Link) endStream() {
+	st := l.host.Stream()
+	st.Discard()
+	off := st.Offset()
+	l.scanner.Reset(off)
+	l.applied.Store(off)
+}
+
+// FetchSnapshot opens a side link to the configured primary and asks for an
+// RDB only (REPLCONF rdb-only 1, PSYNC ? -1). started is called with the new
+// snapshot when +FULLRESYNC arrives, before its first byte; the payload then
+// streams into it, and an error from started abandons it. A side link
+// touches neither the stream nor the main link's state.
+func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, error) {
+	t := l.host.Target()
+	if t.Addr == "" {
+		return nil, errors.New("no primary configured")
+	}
+	conn, err := dial(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	defer closeOnDone(ctx, conn)()
+	c, err := l.handshake(conn, t, sideMeter{l.counters})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send("REPLCONF", "rdb-only", "1"); err != nil {
+		return nil, err
+	}
+	if reply, err := c.readLine(); err != nil || reply[0] == '-' {
+		return nil, fmt.Errorf("REPLCONF rdb-only: %q %v", reply, err)
+	}
+	if err := c.send("PSYNC", "?", "-1"); err != nil {
+		return nil, err
+	}
+	reply, err := c.readLine()
+	if err != nil {
+		return nil, fmt.Errorf("PSYNC: %w", err)
+	}
+	replID, offset, err := parseFullResync(reply)
+	if err != nil {
+		return nil, err
+	}
+	// readPayload renews the read deadline itself: no read of the side link
+	// goes without one, or a silent primary would stall every waiting replica.
+	sn, _, err := c.readPayload(replID, offset, started)
+	return sn, err
+}

@@ -1,0 +1,111 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// testHost is a Host on a bare stream, as the proxy's history would be
+// before its first sync.
+type testHost struct {
+	st       *replbuf.Stream
+	mu       sync.Mutex
+	replID   string
+	installs int
+}
+
+func (h *testHost) Target() Target          { return Target{} }
+func (h *testHost) ListeningPort() int      { return 6380 }
+func (h *testHost) Stream() *replbuf.Stream { return h.st }
+func (h *testHost) ResumeID() (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.replID, h.replID != ""
+}
+
+func (h *testHost) Install(sn *replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.st.Reset(sn.Offset())
+	h.replID = sn.ReplID()
+	h.installs++
+	sn.Release()
+}
+
+func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
+
+func newTestLink(t *testing.T) (*Link, *testHost) {
+	t.Helper()
+	pool := replbuf.NewPool(0)
+	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
+	t.Cleanup(func() { h.st.Close(nil) })
+	var c [9]atomic.Int64
+	return New(h, Options{Pool: pool, Counters: Counters{
+		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
+		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
+	}}), h
+}
+
+// failWrites is a connection whose writes fail with errInjected once it has
+// made ok of them.
+type failWrites struct {
+	net.Conn
+	ok int32
+	n  atomic.Int32
+}
+
+var errInjected = errors.New("injected write failure")
+
+func (c *failWrites) Write(p []byte) (int, error) {
+	if c.n.Add(1) > c.ok {
+		return 0, errInjected
+	}
+	return c.Conn.Write(p)
+}
+
+// TestServeReturnsACKError: a session whose ACK cannot be sent ends with
+// that error, the first of its two goroutines, not with the read error the
+// closed connection then gives the stream loop.
+func TestServeReturnsACKError(t *testing.T) {
+	rdb, err := os.ReadFile("../../testdata/rdb/small.rdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, h := newTestLink(t)
+	proxySide, primarySide := net.Pipe()
+	defer primarySide.Close()
+	go func() { // the primary: read everything, answer the handshake, send a sized payload, then nothing
+		go func() {
+			br := bufio.NewReader(primarySide)
+			for {
+				if _, err := br.ReadByte(); err != nil {
+					return
+				}
+			}
+		}()
+		primarySide.Write([]byte("+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC " + linkReplID + " 1000\r\n$" +
+			strconv.Itoa(len(rdb)) + "\r\n"))
+		primarySide.Write(rdb)
+	}()
+	// Three writes go through: PING, the pipelined AUTH/REPLCONF batch, PSYNC.
+	conn := &failWrites{Conn: proxySide, ok: 3}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wasUp, err := l.Serve(ctx, conn, Target{Timeout: 5 * time.Second})
+	if !wasUp || !errors.Is(err, errInjected) {
+		t.Fatalf("Serve = (%v, %v), want (true, the ACK's write error)", wasUp, err)
+	}
+	if h.installs != 1 {
+		t.Errorf("%d installs, want 1", h.installs)
+	}
+}

@@ -1,0 +1,99 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+const (
+	// ackInterval is how often the proxy sends REPLCONF ACK, as a replica does.
+	ackInterval = time.Second
+	// ackFirstInterval is the wait before the first ACK of a link.
+	ackFirstInterval = 50 * time.Millisecond
+)
+
+// streamLoop reads the stream straight into the shared blocks, scans each
+// read in place for command boundaries and GETACK, publishes the commands the
+// scanner accepted whole, and answers GETACK with the offset before it. It
+// returns when the link fails; the bytes filled and not published are left
+// for endStream to drop. Main link only.
+//
+// Publishing up to the scanner's Applied offset, the reploff of a Redis
+// replica, is what a chained Redis replica relays too: a command cut across
+// reads waits for its end, a MULTI for its EXEC, and a byte the scanner
+// refuses never reaches a replica, which would otherwise fail on it,
+// reconnect and be sent it again.
+func (c *session) streamLoop() error {
+	l := c.l
+	st := l.host.Stream()
+	src := c.source()
+	dl := deadline{conn: c.conn, timeout: c.timeout}
+	for {
+		now := time.Now()
+		dl.touch(now)
+		p, err := st.Fill(src)
+		if len(p) > 0 {
+			l.lastIO.Store(now.UnixNano())
+			l.counters.ReplInputBytes.Add(int64(len(p)))
+			ev, serr := l.scanner.Feed(p)
+			applied := l.scanner.Applied()
+			if perr := st.Publish(applied); perr != nil {
+				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
+			}
+			l.applied.Store(applied)
+			if ev.GetAck {
+				if werr := c.send("REPLCONF", "ACK", strconv.FormatInt(ev.GetAckOffset, 10)); werr != nil {
+					return fmt.Errorf("answer GETACK: %w", werr)
+				}
+			}
+			if serr != nil {
+				l.counters.StreamErrors.Add(1)
+				bad := int64(-1)
+				if pe := (*wire.ProtocolError)(nil); errors.As(serr, &pe) {
+					bad = pe.Offset
+				}
+				l.log.Error("malformed stream from primary", "error", serr, "error-offset", bad, "repl-offset", applied)
+				return fmt.Errorf("%w: %w", ErrStreamProtocol, serr)
+			}
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return fmt.Errorf("primary silent for longer than repl-timeout (%s): %w", c.timeout, err)
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+	}
+}
+
+// ackLoop sends REPLCONF ACK <applied offset> once a second, as a replica
+// does, until ctx ends (nil) or a write fails (that error).
+//
+// The first ACKs come sooner, at 50 ms doubling up to the second: after a
+// diskless payload Redis starts the stream only at an ACK that arrives once
+// it has reaped its RDB child, and the one sent right after the payload may
+// come before that. A real replica's first ACK comes after loading the RDB,
+// which hides this; ours would otherwise hold the stream back for a second.
+func (c *session) ackLoop(ctx context.Context) error {
+	wait := ackFirstInterval
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.send("REPLCONF", "ACK", strconv.FormatInt(c.l.applied.Load(), 10)); err != nil {
+				return fmt.Errorf("send ACK: %w", err)
+			}
+			wait = min(2*wait, ackInterval)
+			t.Reset(wait)
+		}
+	}
+}

@@ -26,8 +26,8 @@
 //   - configuration (settings.go): the config.Config in force, published
 //     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
 //   - clients and replicas (client.go, commands.go, downstream.go,
-//     protect.go): one connection each; a client turns into a replica on
-//     PSYNC or SYNC.
+//     replica_writer.go, protect.go): one connection each; a client turns
+//     into a replica on PSYNC or SYNC.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
@@ -66,10 +66,16 @@
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
-//     serialise on liveConfig.writeMu and apply the change under it.
+//     serialise on liveConfig.writeMu and apply the change under it, so that
+//     changes take effect in the order they were published. The one call
+//     into replbuf under it is Stream.SetBacklogSize (writeMu, then
+//     Stream.mu; never history.mu).
 //   - life (Run and Close) and bgMu are never held while waiting.
+//   - In package upstream, a session's writeMu is a leaf that serialises the
+//     answers to GETACK and the periodic ACKs on the main link.
 //
-// No lock is held across network I/O. A change of identity (an upstream full
+// No lock is held across network I/O but that last one, for one write
+// bounded by the write deadline. A change of identity (an upstream full
 // resync or a new replid) is made under history.mu and returns an epoch; the
 // caller then closes, from the registry and with no lock held, the replicas
 // planned before that epoch.

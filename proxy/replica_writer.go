@@ -1,0 +1,255 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// The writer half of a downstream replica (runReplica starts it): it sends
+// the sync reply and the payload, then the stream from the replica's cursor
+// with writev, until the connection or the stream ends.
+
+// writeReplica sends a replica its +CONTINUE or +FULLRESYNC, the payload, and
+// then the stream until the connection or the stream ends.
+func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (err error) {
+	// The cursors and the file are owned by this goroutine; r.cursor only
+	// lets others read the stream cursor's figures.
+	cur, rd := plan.cursor, plan.reader
+	defer func() {
+		r.cursor.Store(nil)
+		if cur != nil {
+			cur.Close()
+		}
+		if rd != nil {
+			rd.Close()
+		}
+		if plan.file != nil {
+			plan.file.Close()
+		}
+	}()
+	timeout := s.config().ReplTimeout
+	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
+	if plan.partial {
+		line := "+CONTINUE\r\n"
+		if r.hs.capaPSync2 {
+			line = "+CONTINUE " + plan.replID + "\r\n"
+		}
+		if err := w.write([]byte(line)); err != nil {
+			return err
+		}
+		return w.stream(ctx, r, cur)
+	}
+	file := plan.file
+	sn := plan.snapshot
+	if sn == nil && file == nil {
+		if sn, rd, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
+			return fullSyncError{err}
+		}
+		plan.offset = sn.Offset()
+	}
+	if !r.legacy {
+		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
+			return err
+		}
+	}
+	r.state.Store(int32(replicaSendBulk))
+	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
+	var eof bool
+	var size int64
+	if file != nil {
+		size = plan.spilled.size
+		err = w.sendFile(ctx, file, size)
+	} else {
+		size = sn.Size()
+		eof, err = w.sendSnapshot(ctx, r, sn, rd)
+	}
+	if err != nil {
+		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
+	}
+	// The payload is sent: let the snapshot (or its file) go now, not when
+	// the replica disconnects, so that eviction may take it.
+	if rd != nil {
+		rd.Close()
+		rd = nil
+	}
+	if plan.file != nil {
+		plan.file.Close()
+		plan.file = nil
+	}
+	if r.hs.rdbOnly {
+		r.close(closeSnapshotSent, nil)
+		return nil
+	}
+	if eof {
+		// After an EOF-marked payload the replica loads it and ACKs; the
+		// stream must wait for that first ACK (PROTOCOL §2.1).
+		if err := s.awaitFirstAck(ctx, r, timeout); err != nil {
+			return err
+		}
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	r.state.Store(int32(replicaOnline))
+	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
+	return w.stream(ctx, r, cur)
+}
+
+// errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
+var errNoFirstAck = errors.New("timeout: no REPLCONF ACK after the payload for longer than repl-timeout")
+
+// awaitFirstAck waits for the replica's first REPLCONF ACK after an
+// EOF-marked payload, as long as it is not silent for longer than timeout:
+// the newlines a replica sends while it loads the payload renew it, as in
+// Redis (whose replicationCron applies repl-timeout to such a replica). On
+// expiry the replica is dropped and counted.
+func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Duration) error {
+	r.ackTime.Store(time.Now().UnixNano()) // the silence starts with the payload's end
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.firstAck:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			idle := now.Sub(time.Unix(0, r.ackTime.Load()))
+			if idle < timeout {
+				t.Reset(timeout - idle)
+				continue
+			}
+			s.stats.replicasDropped.Add(1)
+			r.close(closeReplicaTimeout, errNoFirstAck)
+			return errNoFirstAck
+		}
+	}
+}
+
+// sendFile sends a snapshot spilled to disk as "$<size>" and the file.
+// (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
+// sendfile(2): the bytes go from the page cache to the socket. Chunks give
+// each its own write deadline.
+func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) error {
+	if err := w.write([]byte("$" + strconv.FormatInt(size, 10) + "\r\n")); err != nil {
+		return err
+	}
+	for n := int64(0); n < size; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, size-n)))
+		n += k
+		w.s.stats.replOutputBytes.Add(k)
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			return fmt.Errorf("%s ended after %d of %d bytes", f.Name(), n, size)
+		}
+	}
+	return nil
+}
+
+// replicaWriter writes to one replica with a deadline per write.
+type replicaWriter struct {
+	s       *Server
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (w *replicaWriter) write(p []byte) error {
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := w.conn.Write(p)
+	w.s.stats.replOutputBytes.Add(int64(n))
+	return err
+}
+
+// send writes one batch of a cursor with writev.
+func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := c.Send(w.conn)
+	w.s.stats.replOutputBytes.Add(n)
+	return n, err
+}
+
+// stream sends the stream from cur until an error: the connection, a new
+// generation (ErrReset), or the server stopping.
+func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor) error {
+	r.cursor.Store(cur)
+	for {
+		n, err := w.send(cur)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if err := cur.Wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendSnapshot sends the payload: "$<len>" and the bytes when the snapshot is
+// complete; "$EOF:<mark>", the bytes as they arrive and the mark when it is
+// still arriving and the replica takes EOF marks; otherwise it waits for the
+// end, sending keepalive newlines. It reports whether the EOF form was used.
+func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
+	if sn.State() == replbuf.SnapshotBuilding && !r.hs.capaEOF {
+		t := time.NewTicker(keepaliveInterval)
+		defer t.Stop()
+		for sn.State() == replbuf.SnapshotBuilding {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-t.C:
+				if err := w.write([]byte("\n")); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	var mark string
+	switch st := sn.State(); {
+	case st == replbuf.SnapshotComplete:
+		err = w.write([]byte("$" + strconv.FormatInt(sn.Size(), 10) + "\r\n"))
+	case st == replbuf.SnapshotFailed || !r.hs.capaEOF:
+		// A replica without capa eof cannot parse "$EOF:": it gets no
+		// payload header at all and is dropped, to sync again.
+		return false, errSnapshotFailed
+	default:
+		eof, mark = true, replid.New()
+		err = w.write([]byte("$EOF:" + mark + "\r\n"))
+	}
+	if err != nil {
+		return false, err
+	}
+	for {
+		n, err := w.send(rd)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			if err := rd.Wait(ctx); err != nil {
+				return false, err
+			}
+		}
+	}
+	if eof {
+		if err := w.write([]byte(mark)); err != nil {
+			return false, err
+		}
+	}
+	return eof, nil
+}

@@ -67,9 +67,9 @@
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
 //     serialise on liveConfig.writeMu and apply the change under it, so that
-//     changes take effect in the order they were published. The one call
-//     into replbuf under it is Stream.SetBacklogSize (writeMu, then
-//     Stream.mu; never history.mu).
+//     changes take effect in the order they were published; no other proxy
+//     lock is taken under it (the backlog size is set after, under
+//     history.mu).
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
 //     answers to GETACK and the periodic ACKs on the main link.

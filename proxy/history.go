@@ -48,7 +48,8 @@ import (
 //
 // The stream is created by newHistory and never replaced; stream returns it.
 // The upstream link, its one producer, fills, publishes and discards without
-// mu, CONFIG SET sets its backlog size, and anyone may read its figures
+// mu, CONFIG SET sets its backlog size (setBacklogSize, under mu), and
+// anyone may read its figures
 // (Offset, Usage, Backlog); Attach, Reset and Close are the history's alone.
 type history struct {
 	st    *replbuf.Stream // set once; see the type's comment
@@ -94,6 +95,15 @@ func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logg
 
 // stream returns the stream, for its producer and its figures (see history).
 func (h *history) stream() *replbuf.Stream { return h.st }
+
+// setBacklogSize sets the stream's backlog size to what latest returns,
+// read under mu, so that of several callers the last to get mu sets the
+// value published last (CONFIG SET repl-backlog-size).
+func (h *history) setBacklogSize(latest func() int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.st.SetBacklogSize(latest())
+}
 
 // replIdentity is the replication identity at one moment.
 type replIdentity struct {

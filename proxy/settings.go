@@ -27,8 +27,9 @@ type liveConfig struct {
 	// writeMu serialises writers from the clone to the end of the change's
 	// effects, so two writers never lose each other's change and the
 	// effects (backlog size, GOMEMLIMIT, log level) are applied in the
-	// order the values were published. It is taken by no reader; the
-	// effects take Stream.mu under it.
+	// order the values were published. It is taken by no reader, and no
+	// other proxy lock is taken under it: the backlog size, which lives in
+	// the stream, is applied after it is released (changeConfig).
 	writeMu sync.Mutex
 }
 
@@ -48,26 +49,32 @@ func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
 // or the validation's.
 func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
 	s.conf.writeMu.Lock()
-	defer s.conf.writeMu.Unlock()
 	prev := s.config()
 	next := prev.Clone()
 	if err := change(prev, next); err != nil {
+		s.conf.writeMu.Unlock()
 		return err
 	}
 	if err := next.Validate(); err != nil {
+		s.conf.writeMu.Unlock()
 		return err
 	}
 	s.conf.cur.Store(newSettings(next))
 	s.applyConfig(prev, next)
+	s.conf.writeMu.Unlock()
+	if next.ReplBacklogSize != prev.ReplBacklogSize {
+		// Under the history's lock, the only proxy lock held while calling
+		// into replbuf. It applies the size published last, not next's: of
+		// two writers racing here, the later one then sets the newer value.
+		s.hist.setBacklogSize(func() int64 { return s.config().ReplBacklogSize })
+	}
 	return nil
 }
 
 // applyConfig puts the effects of a newly published configuration into
-// force. REQUIRES: s.conf.writeMu held.
+// force, but for the backlog size (changeConfig). REQUIRES: s.conf.writeMu
+// held.
 func (s *Server) applyConfig(prev, next *config.Config) {
-	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		s.hist.stream().SetBacklogSize(next.ReplBacklogSize)
-	}
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
 		s.onMaxMemory(next.MaxMemory)
 	}

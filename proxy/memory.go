@@ -12,13 +12,14 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
 // clientBufferBytes is what each connection's reader holds at least: its
-// 16 KiB bufio buffer (Redis's PROTO_IOBUF_LEN). The command being read comes
-// on top (client.bufferBytes).
-const clientBufferBytes = 16 << 10
+// bufio buffer (Redis's PROTO_IOBUF_LEN). The command being read comes on
+// top (client.bufferBytes).
+const clientBufferBytes = wire.ReadBufferSize
 
 // overLimitLogEvery rate-limits the "over maxmemory" warning of noeviction.
 const overLimitLogEvery = time.Minute
@@ -68,7 +69,7 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 	rep := s.memoryReport()
 	cands := s.hist.evictionCandidates()
 	actions, over := eviction.Plan(rep, limit, policy, cands)
-	s.overMaxMemory.Store(over || len(actions) > 0 && rep.Counted > limit && policy == eviction.NoEviction)
+	s.overMaxMemory.Store(over) // still over once the planned evictions are done
 	if over && policy == eviction.NoEviction {
 		if last := s.lastOverLog.Load(); now.UnixNano()-last > int64(overLimitLogEvery) && s.lastOverLog.CompareAndSwap(last, now.UnixNano()) {
 			s.log.Warn("memory over maxmemory; noeviction: nothing is evicted, serving goes on",

@@ -45,7 +45,7 @@ type CommandReader struct {
 
 // NewCommandReader returns a reader of r with limits lim (zero fields mean the defaults).
 func NewCommandReader(r io.Reader, lim Limits) *CommandReader {
-	return &CommandReader{br: bufio.NewReaderSize(r, readBufferSize), lim: lim.withDefaults()}
+	return &CommandReader{br: bufio.NewReaderSize(r, ReadBufferSize), lim: lim.withDefaults()}
 }
 
 // SetLimits replaces the limits (zero fields mean the defaults) from the next command on,

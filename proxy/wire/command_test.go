@@ -221,7 +221,7 @@ func TestReadReplyLine(t *testing.T) {
 // NewCommandReader must not wrap a bufio.Reader it cannot see through, so that bytes
 // buffered before (say, by a handshake) are not lost.
 func TestCommandReaderReusesBufio(t *testing.T) {
-	br := bufio.NewReaderSize(strings.NewReader(command("PING")), readBufferSize)
+	br := bufio.NewReaderSize(strings.NewReader(command("PING")), ReadBufferSize)
 	if r := NewCommandReader(br, Limits{}); r.Reader() != io.Reader(br) {
 		t.Error("a bufio.Reader of the same size was wrapped again")
 	}
@@ -296,7 +296,7 @@ func TestCommandReaderQueryBytes(t *testing.T) {
 	pw.Write([]byte("*2\r\n$3\r\nSET\r\n$" + itoa(size) + "\r\n"))
 	pw.Write(bytes.Repeat([]byte{'x'}, size/2))
 	deadline := time.Now().Add(5 * time.Second)
-	for r.QueryBytes() < size/2-readBufferSize {
+	for r.QueryBytes() < size/2-ReadBufferSize {
 		if time.Now().After(deadline) {
 			t.Fatalf("QueryBytes %d after %d bytes of a bulk", r.QueryBytes(), size/2)
 		}

@@ -26,8 +26,9 @@ const (
 	maxStreamArgs = math.MaxInt32
 )
 
-// readBufferSize is the [CommandReader]'s bufio size, Redis's PROTO_IOBUF_LEN.
-const readBufferSize = 16 << 10
+// ReadBufferSize is the [CommandReader]'s bufio size, Redis's PROTO_IOBUF_LEN:
+// what every reader holds however little it is sent.
+const ReadBufferSize = 16 << 10
 
 // bulkChunk is how much of a bulk the [CommandReader] allocates ahead of the bytes that
 // have actually arrived, so a length header alone never causes a large allocation.

@@ -269,6 +269,17 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// requestShutdown ends Run as its context ending would, without waiting for
+// it: SHUTDOWN calls it from a client's goroutine, which Run waits for.
+func (s *Server) requestShutdown() {
+	s.life.Lock()
+	cancel := s.life.cancel
+	s.life.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
 // acceptLoop accepts connections until the listener is closed. Each client's
 // goroutine joins wg. Any other accept error (EMFILE when the process is out
 // of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and

@@ -214,7 +214,7 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 
 // cmdShutdown is SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. The proxy
 // saves nothing, so the flags change nothing but their syntax is Redis's; the
-// server then stops as on SIGTERM. As in Redis, a successful SHUTDOWN has no
+// server then stops gracefully, as on SIGTERM (Shutdown). As in Redis, a successful SHUTDOWN has no
 // reply: the connection closes.
 func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 	var save, noSave, abort bool
@@ -241,6 +241,6 @@ func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 		return false
 	}
 	s.log.Warn("shutdown requested by a client", "client-id", c.id, "address", c.addr)
-	s.requestShutdown()
+	s.Shutdown()
 	return true
 }

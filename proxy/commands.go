@@ -48,6 +48,11 @@ func commandTable() map[string]command {
 		"psync":     {arity: -3, run: (*Server).cmdPSync},
 		"sync":      {arity: 1, run: (*Server).cmdSync},
 		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
+		"hello":     {arity: -1, noAuth: true, run: (*Server).cmdHello},
+		"time":      {arity: 1, run: (*Server).cmdTime},
+		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
+		"latency":   {arity: -2, run: (*Server).cmdLatency},
+		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
 	}
 	for name, cmd := range t {
 		cmd.name = &name
@@ -125,25 +130,34 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return false
 	}
-	want := s.config().RequirePass
-	user, pass := "default", string(args[len(args)-1])
+	if len(args) == 2 && s.config().RequirePass == "" {
+		c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return false
+	}
+	user := "default"
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if want == "" {
-		if len(args) == 2 {
-			c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-			return false
-		}
+	if !s.authenticate(c, user, args[len(args)-1]) {
+		return false
 	}
-	if user != "default" || subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
+	c.out = wire.AppendSimple(c.out, "OK")
+	return false
+}
+
+// authenticate checks user and pass, for AUTH and HELLO's AUTH option: on a
+// match the client is authenticated (and its reader leaves the pre-AUTH
+// limits before the next command); otherwise the failure is counted and
+// logged and the WRONGPASS reply appended.
+func (s *Server) authenticate(c *client, user string, pass []byte) bool {
+	want := s.config().RequirePass
+	if user != "default" || subtle.ConstantTimeCompare(pass, []byte(want)) != 1 {
 		s.authFailed(c)
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false
 	}
 	c.authed = true
-	c.out = wire.AppendSimple(c.out, "OK")
-	return false
+	return true
 }
 
 // cmdCommand answers the COMMAND family minimally, so that clients that probe
@@ -335,6 +349,10 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		c.out = wire.AppendSimple(c.out, "OK")
 	case sub == "list" && len(args) == 2:
 		c.out = wire.AppendBulkString(c.out, s.clientList())
+	case sub == "info" && len(args) == 2:
+		s.clientInfo(c)
+	case sub == "setinfo" && len(args) == 4:
+		s.clientSetInfo(c, string(args[2]), string(args[3]))
 	case sub == "kill" && len(args) >= 3:
 		s.clientKill(c, args[2:])
 	default:
@@ -345,30 +363,35 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 
 // clientList renders CLIENT LIST with Redis's field names.
 func (s *Server) clientList() string {
-	clients := s.clients.clients()
 	now := time.Now()
 	var b strings.Builder
-	for _, c := range clients {
-		name, cmd := "", "NULL"
-		if n := c.name.Load(); n != nil {
-			name = *n
-		}
-		if l := c.lastCmd.Load(); l != nil {
-			cmd = *l
-		}
-		flags, omem := "N", int64(0)
-		if r := c.asReplica.Load(); r != nil {
-			flags = "S"
-			if cur := r.cursor.Load(); cur != nil {
-				omem = cur.OutputBufferSize()
-			}
-		}
-		fmt.Fprintf(&b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
-			c.id, c.addr, c.laddr, name,
-			int64(now.Sub(c.created)/time.Second),
-			int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd)
+	for _, c := range s.clients.clients() {
+		appendClientLine(&b, c, now)
 	}
 	return b.String()
+}
+
+// appendClientLine writes c's CLIENT LIST line (CLIENT INFO's whole reply).
+// Any goroutine: it reads only c's atomics and immutable fields.
+func appendClientLine(b *strings.Builder, c *client, now time.Time) {
+	name, cmd := "", "NULL"
+	if n := c.name.Load(); n != nil {
+		name = *n
+	}
+	if l := c.lastCmd.Load(); l != nil {
+		cmd = *l
+	}
+	flags, omem := "N", int64(0)
+	if r := c.asReplica.Load(); r != nil {
+		flags = "S"
+		if cur := r.cursor.Load(); cur != nil {
+			omem = cur.OutputBufferSize()
+		}
+	}
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
+		c.id, c.addr, c.laddr, name,
+		int64(now.Sub(c.created)/time.Second),
+		int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd)
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,

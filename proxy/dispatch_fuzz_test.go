@@ -43,6 +43,7 @@ func FuzzDispatch(f *testing.F) {
 		"INFO everything\r\nROLE\r\nREPLICAOF NO ONE\r\nREPLICAOF 127.0.0.1 1\r\n",
 		"AUTH a b c\r\nSELECT -1\r\nECHO\r\nCOMMAND DOCS\r\n",
 		"REPLCONF ack 5 getack * capa eof rdb-only 1\r\nSYNC\r\n",
+		"HELLO 3\r\nHELLO 2 AUTH a b SETNAME x\r\nCLIENT INFO\r\nSLOWLOG GET\r\nLATENCY DOCTOR\r\nTIME\r\nSHUTDOWN\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

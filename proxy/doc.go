@@ -25,9 +25,9 @@
 //     replicas; ids for CLIENT LIST.
 //   - configuration (settings.go): the config.Config in force, published
 //     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
-//   - clients and replicas (client.go, commands.go, downstream.go,
-//     replica_writer.go, protect.go): one connection each; a client turns
-//     into a replica on PSYNC or SYNC.
+//   - clients and replicas (client.go, commands.go, commands_connect.go,
+//     downstream.go, replica_writer.go, protect.go): one connection each; a
+//     client turns into a replica on PSYNC or SYNC.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
@@ -37,7 +37,11 @@
 // # Goroutines
 //
 // Run starts one accept loop per listener, the upstream link's run
-// goroutine and the monitor, and waits for them when it ends. Each accepted
+// goroutine and the monitor, and waits for them when it ends. Its context
+// ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
+// drains, on Run's own goroutine (drain.go): listeners closed, the upstream
+// link ended on a context of its own, then up to shutdown-timeout for the
+// replicas to catch up with the stream's end. Each accepted
 // connection gets one goroutine (serveClient), which reads commands and
 // writes replies; it alone touches the client's reader and reply buffer.
 // When a client becomes a replica that goroutine reads its ACKs

@@ -71,6 +71,10 @@ type Server struct {
 		cancel context.CancelFunc // ends Run; set once Run started
 		done   chan struct{}      // closed when Run returns; set with cancel
 	}
+	// drainReq is closed by Shutdown (once, drainOnce): Run then stops
+	// gracefully (drain.go).
+	drainReq  chan struct{}
+	drainOnce sync.Once
 
 	// The background group: snapshot fetches and the monitor, with the
 	// lifetime of Run.
@@ -130,6 +134,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		started:     time.Now(),
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
+		drainReq:    make(chan struct{}),
 	}
 	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
 	s.fileLimit = opts.FileLimit
@@ -231,13 +236,23 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() { s.up.Run(ctx) })
+	// The link has its own context, so that a graceful stop can end it
+	// first and fix the stream's end while the replicas catch up.
+	linkCtx, stopLink := context.WithCancel(ctx)
+	defer stopLink()
+	linkDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(linkDone)
+		s.up.Run(linkCtx)
+	})
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 		s.log.Error("listener failed", "error", err)
+	case <-s.drainReq:
+		s.drain(ctx, stopLink, linkDone)
 	}
 	cancel()
 	s.closeListeners()

@@ -3,7 +3,9 @@
 //	replproxy [path/to/replproxy.conf] [--directive value ...]
 //
 // It reads redis.conf-style configuration exactly as redis-server does, then
-// runs until SIGINT or SIGTERM.
+// runs until SIGINT, SIGTERM or SHUTDOWN, which stop it gracefully (the
+// replicas get shutdown-timeout to receive the stream); a second signal
+// stops it at once.
 package main
 
 import (
@@ -60,13 +62,36 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replproxy: %v\n", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go stopOnSignals(ctx, sigs, srv, cancel, log)
 	if err := srv.Run(ctx); err != nil {
 		log.Error("stopped with an error", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// stopOnSignals stops srv gracefully on the first SIGINT or SIGTERM (the
+// replicas get shutdown-timeout to receive the stream), and at once on the
+// second, by ending Run's context (stop). It returns when ctx ends.
+func stopOnSignals(ctx context.Context, sigs <-chan os.Signal, srv *proxy.Server, stop func(), log hclog.Logger) {
+	select {
+	case <-ctx.Done():
+		return
+	case sig := <-sigs:
+		log.Info("signal received: shutting down; a second signal stops at once", "signal", sig.String())
+		srv.Shutdown()
+	}
+	select {
+	case <-ctx.Done():
+	case sig := <-sigs:
+		log.Warn("second signal received: stopping at once", "signal", sig.String())
+		stop()
+	}
 }
 
 // memoryLimiter returns the hook that derives the Go runtime's soft memory

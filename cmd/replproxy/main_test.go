@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy"
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
@@ -218,5 +222,46 @@ func TestLowFileLimit(t *testing.T) {
 			t.Fatalf("PING after the crowd left: %q", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSecondSignalStopsAtOnce: the first signal asks for the graceful stop
+// (Shutdown), which Run serves; only the second ends Run's context.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Port = 0
+	srv, err := proxy.New(cfg, proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	stopped := make(chan struct{})
+	go stopOnSignals(ctx, sigs, srv, func() { close(stopped) }, hclog.NewNullLogger())
+	sigs <- syscall.SIGTERM
+	select {
+	case <-stopped:
+		t.Fatal("the first signal stopped at once")
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The graceful stop was asked for: Run, with no replica to wait for,
+	// returns by itself.
+	runDone := make(chan error, 1)
+	go func() { runDone <- srv.Run(ctx) }()
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatalf("Run after the first signal: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not stop gracefully after the first signal")
+	}
+	sigs <- syscall.SIGTERM
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second signal did not stop at once")
 	}
 }

@@ -137,6 +137,11 @@ type Config struct {
 	// long the upstream or a downstream replica may stay silent. Default 60s;
 	// must be positive.
 	ReplTimeout time.Duration
+	// ShutdownTimeout is `shutdown-timeout` (Redis 7's name), in whole
+	// seconds in the directive: how long a graceful stop (SIGTERM, SHUTDOWN)
+	// waits for the replicas to receive the stream they have not yet been
+	// sent. Default 10s; 0 does not wait.
+	ShutdownTimeout time.Duration
 
 	// ClientOutputBufferLimit is `client-output-buffer-limit <class> <hard>
 	// <soft> <seconds> ...` (sizes in bytes with units, seconds as an integer).
@@ -177,6 +182,7 @@ func DefaultConfig() *Config {
 		ProtectedMode:   true,
 		ReplBacklogSize: 1 << 20,
 		ReplTimeout:     60 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{},
 			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
@@ -219,6 +225,7 @@ func (c *Config) Validate() error {
 		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
 		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
 		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
+		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},
 		{"maxmemory-policy", checkEnum(c.MaxMemoryPolicy, evictionPolicies)},

@@ -23,6 +23,7 @@ func TestDefaultConfig(t *testing.T) {
 		ProtectedMode:   true,
 		ReplBacklogSize: 1048576,
 		ReplTimeout:     time.Minute,
+		ShutdownTimeout: 10 * time.Second,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},

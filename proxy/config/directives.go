@@ -130,6 +130,18 @@ var directives = []directive{
 		get: func(c *Config) string { return formatSeconds(c.ReplTimeout) },
 	},
 	{
+		name: "shutdown-timeout", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, maxSeconds)
+			if err != nil {
+				return err
+			}
+			c.ShutdownTimeout = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c *Config) string { return formatSeconds(c.ShutdownTimeout) },
+	},
+	{
 		name: "replicaof", alias: "slaveof", mutable: true, multi: true, nargs: -1,
 		set: setReplicaOf,
 		get: func(c *Config) string {

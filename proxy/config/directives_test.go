@@ -91,6 +91,9 @@ func TestSet(t *testing.T) {
 		{"repl-timeout zero", "repl-timeout", []string{"0"}, "", ErrInvalidValue},
 		{"repl-timeout too big", "repl-timeout", []string{"2147483648"}, "", ErrInvalidValue},
 		{"repl-timeout unit", "repl-timeout", []string{"60s"}, "", ErrInvalidValue},
+		{"shutdown-timeout", "shutdown-timeout", []string{"30"}, "30", nil},
+		{"shutdown-timeout zero", "shutdown-timeout", []string{"0"}, "0", nil},
+		{"shutdown-timeout negative", "shutdown-timeout", []string{"-1"}, "", ErrInvalidValue},
 
 		{"output replica", "client-output-buffer-limit", []string{"replica 1mb 2mb 3"},
 			"normal 0 0 0 slave 1048576 2097152 3 pubsub 33554432 8388608 60", nil},
@@ -202,6 +205,7 @@ func TestSetFields(t *testing.T) {
 		{"proto-max-bulk-len", "3mb"},
 		{"repl-backlog-size", "64mb"},
 		{"repl-timeout", "5"},
+		{"shutdown-timeout", "0"},
 		{"client-output-buffer-limit", "normal 1 2 3 replica 4 5 6 pubsub 7 8 9"},
 		{"maxmemory", "2gb"},
 		{"maxmemory-policy", "evict-snapshots"},
@@ -228,6 +232,7 @@ func TestSetFields(t *testing.T) {
 		ClientQueryBufferLimit: 2 << 20,
 		ProtoMaxBulkLen:        3 << 20,
 		ReplTimeout:            5 * time.Second,
+		ShutdownTimeout:        0,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{1, 2, 3 * time.Second},
 			Replica: OutputBufferLimit{4, 5, 6 * time.Second},
@@ -311,7 +316,7 @@ func TestNames(t *testing.T) {
 		"bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "port", "protected-mode", "proto-max-bulk-len",
-		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass",
+		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
 	}
 	got := Names()
 	if !slices.Equal(got, want) {

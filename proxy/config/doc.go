@@ -49,6 +49,7 @@
 //	protected-mode               yes                     yes      ProtectedMode
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
 //	repl-timeout                 60                      yes      ReplTimeout
+//	shutdown-timeout             10                      yes      ShutdownTimeout
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60
 //	                             pubsub 32mb 8mb 60

@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// The commands client libraries and monitoring tools send on connect, or
+// poll, answered as Redis 7.0 answers them under RESP2, so that they connect
+// without errors: HELLO, CLIENT INFO and SETINFO, TIME, SLOWLOG and LATENCY
+// (the proxy runs no commands worth timing: both are always empty), and
+// SHUTDOWN.
+
+// noAuthHello is Redis 7.0's reply to HELLO without AUTH from a client that
+// has not authenticated.
+const noAuthHello = "NOAUTH HELLO must be called with the client already authenticated, " +
+	"otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client " +
+	"and select the RESP protocol version at the same time"
+
+// cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]]. The admin
+// path speaks RESP2 only: protover 3 is refused with NOPROTO, which client
+// libraries (go-redis, redis-py, Lettuce) take as "fall back to RESP2 and
+// AUTH". Checks run in Redis's order: protover, option syntax, AUTH, then the
+// name.
+func (s *Server) cmdHello(c *client, args [][]byte) bool {
+	if len(args) >= 2 {
+		ver, err := strconv.ParseInt(string(args[1]), 10, 64)
+		switch {
+		case err != nil:
+			c.out = wire.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
+			return false
+		case ver == 3:
+			c.out = wire.AppendError(c.out, "NOPROTO sorry, this protocol version is not supported")
+			return false
+		case ver != 2:
+			c.out = wire.AppendError(c.out, "NOPROTO unsupported protocol version")
+			return false
+		}
+	}
+	var user string
+	var pass []byte
+	var name *string
+	for i := 2; i < len(args); i++ {
+		more := len(args) - i - 1
+		switch opt := string(args[i]); {
+		case strings.EqualFold(opt, "auth") && more >= 2:
+			user, pass = string(args[i+1]), args[i+2]
+			i += 2
+		case strings.EqualFold(opt, "setname") && more >= 1:
+			n := string(args[i+1])
+			name = &n
+			i++
+		default:
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opt, 64)))
+			return false
+		}
+	}
+	if pass != nil && !s.authenticate(c, user, pass) {
+		return false
+	}
+	if !c.authed {
+		c.out = wire.AppendError(c.out, noAuthHello)
+		return false
+	}
+	if name != nil {
+		if !validName(*name) {
+			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
+			return false
+		}
+		c.name.Store(name)
+	}
+	role := "master"
+	if s.config().MasterHost != "" {
+		role = "replica"
+	}
+	// Redis's map, flattened into an array as RESP2 carries it.
+	c.out = wire.AppendArrayHeader(c.out, 14)
+	c.out = wire.AppendBulkString(c.out, "server")
+	c.out = wire.AppendBulkString(c.out, "redis")
+	c.out = wire.AppendBulkString(c.out, "version")
+	c.out = wire.AppendBulkString(c.out, redisCompatVersion)
+	c.out = wire.AppendBulkString(c.out, "proto")
+	c.out = wire.AppendInt(c.out, 2)
+	c.out = wire.AppendBulkString(c.out, "id")
+	c.out = wire.AppendInt(c.out, c.id)
+	c.out = wire.AppendBulkString(c.out, "mode")
+	c.out = wire.AppendBulkString(c.out, "standalone")
+	c.out = wire.AppendBulkString(c.out, "role")
+	c.out = wire.AppendBulkString(c.out, role)
+	c.out = wire.AppendBulkString(c.out, "modules")
+	c.out = wire.AppendArrayHeader(c.out, 0)
+	return false
+}
+
+// clientInfo is CLIENT INFO: the client's own CLIENT LIST line.
+func (s *Server) clientInfo(c *client) {
+	var b strings.Builder
+	appendClientLine(&b, c, time.Now())
+	c.out = wire.AppendBulkString(c.out, b.String())
+}
+
+// clientSetInfo is Redis 7.2's CLIENT SETINFO LIB-NAME|LIB-VER <value>, which
+// client libraries send on connect: accepted and checked as 7.2 checks it,
+// but not kept, since the proxy's CLIENT LIST has Redis 7.0's fields.
+func (s *Server) clientSetInfo(c *client, attr, val string) {
+	attr = strings.ToLower(attr)
+	if attr != "lib-name" && attr != "lib-ver" {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unrecognized option '%s'", clip(attr, 64)))
+		return
+	}
+	if !validName(val) {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %s cannot contain spaces, newlines or special characters.", attr))
+		return
+	}
+	c.out = wire.AppendSimple(c.out, "OK")
+}
+
+// cmdTime is TIME: seconds and microseconds, as two bulk strings.
+func (s *Server) cmdTime(c *client, _ [][]byte) bool {
+	now := time.Now()
+	c.out = wire.AppendArrayHeader(c.out, 2)
+	c.out = wire.AppendBulkString(c.out, strconv.FormatInt(now.Unix(), 10))
+	c.out = wire.AppendBulkString(c.out, strconv.Itoa(now.Nanosecond()/1000))
+	return false
+}
+
+// subArity reports a subcommand's wrong number of arguments as Redis 7 words
+// it ("slowlog|len"), and returns false, or returns true.
+func subArity(c *client, args [][]byte, arity int) bool {
+	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s|%s' command",
+			strings.ToLower(string(args[0])), clip(strings.ToLower(string(args[1])), 64)))
+		return false
+	}
+	return true
+}
+
+// unknownSub is Redis 7's reply to an unknown subcommand.
+func unknownSub(c *client, args [][]byte) {
+	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.",
+		clip(string(args[1]), 64), strings.ToUpper(string(args[0]))))
+}
+
+// cmdSlowlog is SLOWLOG GET [count], LEN and RESET, always empty.
+func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
+	switch strings.ToLower(string(args[1])) {
+	case "get":
+		if !subArity(c, args, -2) {
+			break
+		}
+		if len(args) > 3 {
+			c.out = wire.AppendError(c.out, "ERR syntax error")
+			break
+		}
+		if len(args) == 3 {
+			if n, err := strconv.ParseInt(string(args[2]), 10, 64); err != nil || n < -1 {
+				c.out = wire.AppendError(c.out, "ERR count should be greater than or equal to -1")
+				break
+			}
+		}
+		c.out = wire.AppendArrayHeader(c.out, 0)
+	case "len":
+		if subArity(c, args, 2) {
+			c.out = wire.AppendInt(c.out, 0)
+		}
+	case "reset":
+		if subArity(c, args, 2) {
+			c.out = wire.AppendSimple(c.out, "OK")
+		}
+	default:
+		unknownSub(c, args)
+	}
+	return false
+}
+
+// latencyDoctor is LATENCY DOCTOR's report: there is nothing to monitor.
+const latencyDoctor = "Latency monitoring is not available in replproxy: it runs no " +
+	"commands or events whose latency Redis would sample. Measure replication lag " +
+	"with INFO replication instead.\n"
+
+// cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH and HISTOGRAM,
+// with no samples.
+func (s *Server) cmdLatency(c *client, args [][]byte) bool {
+	switch strings.ToLower(string(args[1])) {
+	case "latest":
+		if subArity(c, args, 2) {
+			c.out = wire.AppendArrayHeader(c.out, 0)
+		}
+	case "history":
+		if subArity(c, args, 3) {
+			c.out = wire.AppendArrayHeader(c.out, 0)
+		}
+	case "histogram":
+		c.out = wire.AppendArrayHeader(c.out, 0)
+	case "reset":
+		c.out = wire.AppendInt(c.out, 0)
+	case "doctor":
+		if subArity(c, args, 2) {
+			c.out = wire.AppendBulkString(c.out, latencyDoctor)
+		}
+	case "graph":
+		if subArity(c, args, 3) {
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", clip(string(args[2]), 64)))
+		}
+	default:
+		unknownSub(c, args)
+	}
+	return false
+}
+
+// cmdShutdown is SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. The proxy
+// saves nothing, so the flags change nothing but their syntax is Redis's; the
+// server then stops gracefully, as on SIGTERM (Shutdown). As in Redis, a successful SHUTDOWN has no
+// reply: the connection closes.
+func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
+	var save, noSave, abort bool
+	for _, a := range args[1:] {
+		switch strings.ToLower(string(a)) {
+		case "save":
+			save = true
+		case "nosave":
+			noSave = true
+		case "now", "force":
+		case "abort":
+			abort = true
+		default:
+			c.out = wire.AppendError(c.out, "ERR syntax error")
+			return false
+		}
+	}
+	if (save && noSave) || (abort && len(args) > 2) {
+		c.out = wire.AppendError(c.out, "ERR syntax error")
+		return false
+	}
+	if abort {
+		c.out = wire.AppendError(c.out, "ERR No shutdown in progress.")
+		return false
+	}
+	s.log.Warn("shutdown requested by a client", "client-id", c.id, "address", c.addr)
+	s.Shutdown()
+	return true
+}

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+)
+
+// runDone returns the channel Run closes when it returns.
+func (p *testProxy) runDone(t testing.TB) <-chan struct{} {
+	t.Helper()
+	p.life.Lock()
+	defer p.life.Unlock()
+	if p.life.done == nil {
+		t.Fatal("the proxy is not running")
+	}
+	return p.life.done
+}
+
+// drainSetup runs a primary, the proxy with shutdown-timeout, and one real
+// replica of the proxy, in sync; then freezes the replica and writes 4 MiB,
+// which the proxy receives and cannot send. It returns the primary's offset.
+func drainSetup(t *testing.T, timeout string) (*testProxy, *redistest.Server, *redistest.Client, int64) {
+	t.Helper()
+	primary, pc := startPrimary(t)
+	p, xc := startProxyOf(t, primary, "--shutdown-timeout", timeout)
+	reps, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs...)
+	reps[0].Pause()
+	t.Cleanup(func() {
+		if reps[0].Pid() != 0 {
+			reps[0].Resume()
+		}
+	})
+	pc.MustDo(t, "SET", "big", strings.Repeat("x", 4<<20))
+	return p, reps[0], rcs[0], waitOffsetsEqual(t, pc, xc)
+}
+
+// TestShutdownDrainsReplicas: a replica that is behind when the graceful stop
+// starts receives the whole stream, up to the primary's offset, before Run
+// returns; the proxy stops accepting at once.
+func TestShutdownDrainsReplicas(t *testing.T) {
+	p, rep, rc, want := drainSetup(t, "30")
+	done := p.runDone(t)
+	p.Shutdown()
+	redistest.WaitFor(t, 5*time.Second, "the listener closed", func() bool {
+		c, err := net.DialTimeout("tcp", p.AddrString(), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	select {
+	case <-done:
+		t.Fatal("Run returned while the replica was behind")
+	case <-time.After(300 * time.Millisecond):
+	}
+	rep.Resume()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run still running 15s after the replica resumed")
+	}
+	if got := rc.InfoInt(t, "replication", "master_repl_offset"); got != want {
+		t.Errorf("the replica's offset after the stop is %d, want the primary's %d", got, want)
+	}
+	if !p.Log.Contains("every replica has the whole stream") {
+		t.Error("the drain's end was not logged")
+	}
+}
+
+// TestShutdownTimeout: a replica that stays behind holds the stop for
+// shutdown-timeout, no longer; ending Run's context (a second signal) cuts
+// the wait short.
+func TestShutdownTimeout(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		p, _, _, _ := drainSetup(t, "1")
+		done := p.runDone(t)
+		start := time.Now()
+		p.Shutdown()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still running 10s after Shutdown with shutdown-timeout 1")
+		}
+		if d := time.Since(start); d < 900*time.Millisecond {
+			t.Errorf("Run returned after %v, before shutdown-timeout", d)
+		}
+		if !p.Log.Contains("shutdown-timeout reached") {
+			t.Error("the timeout was not logged")
+		}
+	})
+	t.Run("second signal", func(t *testing.T) {
+		p, _, _, _ := drainSetup(t, "60")
+		p.Shutdown()
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		if err := p.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("ending Run's context during the drain took %v", d)
+		}
+	})
+}

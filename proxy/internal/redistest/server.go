@@ -55,6 +55,7 @@ type Server struct {
 	logPath  string
 	port     int
 	args     []string // extra arguments given to StartServer
+	conf     string   // config file given first on the command line; "" for none
 	password string   // from --requirepass, used by the readiness probe
 	proc     *process // the running process; nil after Stop or Kill
 }
@@ -215,7 +216,11 @@ func (s *Server) Restart() {
 
 // commandArgs returns the redis-server command line.
 func (s *Server) commandArgs() []string {
-	args := []string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -224,7 +229,7 @@ func (s *Server) commandArgs() []string {
 		"--dir", s.dir,
 		"--logfile", s.logPath,
 		"--daemonize", "no",
-	}
+	)
 	return append(args, s.args...)
 }
 

@@ -1,0 +1,43 @@
+package redistest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// StartSentinel starts redis-server in Sentinel mode on a free port of 127.0.0.1, with
+// conf (lines such as "sentinel monitor m 127.0.0.1 6379 1") as its config file, which
+// Sentinel requires and rewrites; args are added to its command line as for
+// [StartServer]. It returns once the Sentinel answers PING, and is stopped when the test
+// ends like any [Server].
+func StartSentinel(t testing.TB, conf []string, args ...string) *Server {
+	t.Helper()
+	bin, _ := Require(t)
+	dir := t.TempDir()
+	s := &Server{
+		t:       t,
+		bin:     bin,
+		dir:     dir,
+		logPath: filepath.Join(dir, "sentinel.log"),
+		conf:    filepath.Join(dir, "sentinel.conf"),
+		args:    append([]string{"--sentinel"}, args...),
+	}
+	if err := os.WriteFile(s.conf, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
+		t.Fatalf("redistest: write sentinel config: %v", err)
+	}
+	t.Cleanup(s.cleanup)
+	for attempt := 1; ; attempt++ {
+		s.port = FreePort(t)
+		err := s.start()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			t.Fatalf("redistest: start sentinel on port %d: %v", s.port, err)
+		}
+		t.Logf("redistest: port %d taken before the sentinel bound it; retrying on another port", s.port)
+	}
+}

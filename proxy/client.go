@@ -47,6 +47,8 @@ type client struct {
 	rd     *wire.CommandReader
 	out    []byte
 	authed bool
+	// helloSubscribed: SUBSCRIBE __sentinel__:hello, the one channel served.
+	helloSubscribed bool
 
 	hs   replicaHandshake // what REPLCONF said
 	plan syncPlan         // how the replica is to be served

@@ -53,6 +53,10 @@ func commandTable() map[string]command {
 		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
 		"latency":   {arity: -2, run: (*Server).cmdLatency},
 		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
+		// Sentinel's hello channel only (commands_sentinel.go).
+		"subscribe":   {arity: -2, run: (*Server).cmdSubscribe},
+		"unsubscribe": {arity: -1, run: (*Server).cmdUnsubscribe},
+		"publish":     {arity: 3, run: (*Server).cmdPublish},
 	}
 	for name, cmd := range t {
 		cmd.name = &name

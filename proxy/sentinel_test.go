@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+)
+
+// Sentinel timings for TestSentinelFailover: short, so that the test stays
+// well under 30 s.
+const (
+	sentinelDownAfter       = 1000 * time.Millisecond
+	sentinelFailoverTimeout = 5000 * time.Millisecond
+)
+
+// TestSentinelFailover runs a real Sentinel failover around the proxy: a
+// primary P, its direct replica R1, the proxy replicating from P and a
+// replica R2 of the proxy, watched by one Sentinel. P is killed; Sentinel
+// must promote R1 (never the proxy, which reports slave_priority:0) and move
+// the proxy to R1, which the proxy reaches by partial resync, and R2 must
+// follow without a full sync.
+func TestSentinelFailover(t *testing.T) {
+	p, pc := startPrimary(t)
+	r1 := redistest.StartServer(t, replicaOf(p)...)
+	r1c := redistest.Dial(t, r1.Addr())
+	proxy, xc := startProxyOf(t, p)
+	phost, pport, _ := strings.Cut(proxy.AddrString(), ":")
+	r2 := redistest.StartServer(t, "--replicaof", phost, pport)
+	r2c := redistest.Dial(t, r2.Addr())
+
+	for i := range 100 {
+		pc.MustDo(t, "SET", "k"+strconv.Itoa(i), strconv.Itoa(i))
+	}
+	redistest.WaitSynced(t, pc, r1c, r2c) // R2 through the proxy
+
+	sentinel := redistest.StartSentinel(t, []string{
+		"sentinel monitor m 127.0.0.1 " + strconv.Itoa(p.Port()) + " 1",
+		"sentinel down-after-milliseconds m " + strconv.Itoa(int(sentinelDownAfter.Milliseconds())),
+		"sentinel failover-timeout m " + strconv.Itoa(int(sentinelFailoverTimeout.Milliseconds())),
+		"loglevel verbose",
+	})
+	sc := redistest.Dial(t, sentinel.Addr())
+
+	// Sentinel learns the replicas from P's INFO, then reads each one's INFO:
+	// the proxy reports priority 0 (until then Sentinel shows the default),
+	// and both of Sentinel's links to it, commands and Pub/Sub, are up.
+	var proxyEntry map[string]string
+	redistest.WaitFor(t, 10*time.Second, "Sentinel to read both replicas' INFO (the proxy's priority 0) and link to the proxy", func() bool {
+		rs := sentinelReplicas(t, sc)
+		proxyEntry = nil
+		for _, r := range rs {
+			if r["port"] == pport {
+				proxyEntry = r
+			}
+		}
+		return len(rs) == 2 && proxyEntry != nil && proxyEntry["slave-priority"] == "0" &&
+			!strings.Contains(proxyEntry["flags"], "disconnected")
+	})
+	t.Logf("Sentinel's view of the proxy: %v", proxyEntry)
+
+	proxyFull := xc.InfoInt(t, "stats", "sync_full")
+	p.Kill()
+	killed := time.Now()
+
+	redistest.WaitFor(t, 15*time.Second, "Sentinel to promote R1", func() bool {
+		v := sc.MustDo(t, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "m")
+		return len(v.Array()) == 2 && v.Array()[1].String() == strconv.Itoa(r1.Port())
+	})
+	t.Logf("R1 promoted %v after P was killed", time.Since(killed).Round(time.Millisecond))
+
+	// Sentinel ends the failover once every replica it knows, the proxy
+	// included, replicates from R1: "+failover-end", not the
+	// "+failover-end-for-timeout" of a replica it could not move. It
+	// disconnects normal clients of the instances it reconfigures (CLIENT
+	// KILL), so every check from here dials afresh.
+	sentinelLog := func() string {
+		b, err := os.ReadFile(sentinel.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	redistest.WaitFor(t, sentinelFailoverTimeout+5*time.Second, "Sentinel to end the failover", func() bool {
+		return strings.Contains(sentinelLog(), "+failover-end")
+	})
+	t.Logf("failover ended %v after P was killed", time.Since(killed).Round(time.Millisecond))
+	slog := sentinelLog()
+	if strings.Contains(slog, "+failover-end-for-timeout") {
+		t.Errorf("Sentinel ended the failover on failover-timeout: it did not move the proxy during the failover")
+	}
+	if want := "+slave-reconf-done slave " + proxy.AddrString(); !strings.Contains(slog, want) {
+		t.Errorf("Sentinel log lacks %q", want)
+	}
+	if role := freshInfo(t, r1.Addr(), "replication")["role"]; role != "master" {
+		t.Fatalf("R1 role %q after promotion", role)
+	}
+	redistest.WaitFor(t, 5*time.Second, "the proxy to replicate from R1", func() bool {
+		info := freshInfo(t, proxy.AddrString(), "replication")
+		return info["master_port"] == strconv.Itoa(r1.Port()) && info["master_link_status"] == "up"
+	})
+	t.Logf("proxy linked to R1 %v after P was killed", time.Since(killed).Round(time.Millisecond))
+
+	r1stats := freshInfo(t, r1.Addr(), "stats")
+	if n := r1stats["sync_full"]; n != "0" {
+		t.Errorf("R1 sync_full = %s, want 0 (the proxy must continue by partial resync)", n)
+	}
+	if n, _ := strconv.Atoi(r1stats["sync_partial_ok"]); n < 1 {
+		t.Errorf("R1 sync_partial_ok = %s, want at least 1", r1stats["sync_partial_ok"])
+	}
+	if n := freshInfo(t, proxy.AddrString(), "stats")["sync_full"]; n != strconv.FormatInt(proxyFull, 10) {
+		t.Errorf("proxy sync_full = %s after the failover, was %d: R2 must not need a full sync", n, proxyFull)
+	}
+
+	r1c = redistest.Dial(t, r1.Addr())
+	r1c.MustDo(t, "SET", "after", "failover")
+	// Same offset and DEBUG DIGEST on R1 and on R2 behind the proxy.
+	redistest.WaitSynced(t, r1c, r2c)
+	if got := r2c.MustDo(t, "GET", "after").String(); got != "failover" {
+		t.Fatalf("R2 GET after = %q", got)
+	}
+}
+
+// freshInfo reads INFO section from addr on a connection of its own, or
+// returns nil when that fails (Sentinel may be killing clients).
+func freshInfo(t testing.TB, addr, section string) map[string]string {
+	t.Helper()
+	c, err := redistest.DialOpts(t, addr, redistest.DialOptions{Timeout: time.Second})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	v, err := c.Do("INFO", section)
+	if err != nil {
+		return nil
+	}
+	return redistest.ParseInfo(v.String())
+}
+
+// sentinelReplicas returns SENTINEL REPLICAS m as one map per replica.
+func sentinelReplicas(t testing.TB, sc *redistest.Client) []map[string]string {
+	t.Helper()
+	var out []map[string]string
+	for _, r := range sc.MustDo(t, "SENTINEL", "REPLICAS", "m").Array() {
+		m := make(map[string]string)
+		for i := 0; i+1 < len(r.Array()); i += 2 {
+			m[r.Array()[i].String()] = r.Array()[i+1].String()
+		}
+		out = append(out, m)
+	}
+	return out
+}

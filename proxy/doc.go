@@ -26,8 +26,8 @@
 //   - configuration (settings.go): the config.Config in force, published
 //     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
-//     downstream.go, replica_writer.go, protect.go): one connection each; a
-//     client turns into a replica on PSYNC or SYNC.
+//     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
+//     one connection each; a client turns into a replica on PSYNC or SYNC.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.

@@ -44,6 +44,8 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
 
+func (h *testHost) AckOffset(applied int64) (int64, bool) { return applied, false }
+
 func newTestLink(t *testing.T) (*Link, *testHost) {
 	t.Helper()
 	pool := replbuf.NewPool(0)

@@ -18,7 +18,9 @@
 //     primary (handshake, payload, stream loop, ACKs) and the side links
 //     that fetch a snapshot for replicas needing a full sync. It sees the
 //     server only through upstream.Host, which upstream.go implements on the
-//     configuration and the history; fetch.go runs the shared fetches.
+//     configuration and the history, and ackpolicy.go (what is acknowledged
+//     upstream under ack-policy) on the registry's replicas; fetch.go runs
+//     the shared fetches.
 //   - replid (package replid): the replid and offset rules both sides check
 //     what they read from the network with.
 //   - registry (registry.go): the connected clients and, among them, the
@@ -76,7 +78,10 @@
 //     history.mu).
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
-//     answers to GETACK and the periodic ACKs on the main link.
+//     answers to GETACK and the periodic ACKs on the main link, and guards
+//     the highest offset the session acknowledged. Host.AckOffset is called
+//     before it is taken: it reads the configuration, then history.mu (the
+//     epoch), then registry.mu, one at a time.
 //
 // No lock is held across network I/O but that last one, for one write
 // bounded by the write deadline. A change of identity (an upstream full

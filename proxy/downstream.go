@@ -84,16 +84,21 @@ type replica struct {
 
 func (r *replica) State() replicaState { return replicaState(r.state.Load()) }
 
-// ack records a REPLCONF ACK.
-func (r *replica) ack(off int64) {
+// ack records a REPLCONF ACK, and reports whether it raised the offset.
+func (r *replica) ack(off int64) (raised bool) {
 	for {
 		old := r.ackOff.Load()
-		if off <= old || r.ackOff.CompareAndSwap(old, off) {
+		if off <= old {
+			break
+		}
+		if r.ackOff.CompareAndSwap(old, off) {
+			raised = true
 			break
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.ackOnce.Do(func() { close(r.firstAck) })
+	return raised
 }
 
 // close disconnects the replica. The first reason is kept, logged (with err,
@@ -149,8 +154,8 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 		case "ack":
 			// No reply, ever; ignored unless the client is a replica.
 			if r := c.asReplica.Load(); r != nil {
-				if off, ok := replid.ParseOffset(val); ok {
-					r.ack(off)
+				if off, ok := replid.ParseOffset(val); ok && r.ack(off) {
+					s.replicaAcked()
 				}
 			}
 			return false

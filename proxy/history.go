@@ -118,6 +118,14 @@ func (h *history) identity() replIdentity {
 	return replIdentity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
 }
 
+// epoch returns the current epoch: replicas planned in it share the
+// history's offsets.
+func (h *history) epoch() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.epoch
+}
+
 // newest returns the newest snapshot in memory, or nil.
 func (h *history) newest() *replbuf.Snapshot {
 	h.mu.Lock()

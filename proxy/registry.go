@@ -91,6 +91,21 @@ func (g *registry) replicaList() []*replica {
 	return list
 }
 
+// ackOffsets returns the ACK offsets of the replicas ack-policy replicas
+// counts (ackpolicy.go): online, not rdb-only, planned in epoch.
+func (g *registry) ackOffsets(epoch uint64) []int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	acks := make([]int64, 0, len(g.replicas))
+	for r := range g.replicas {
+		// Atomics and fields fixed at registration: nothing blocks here.
+		if r.epoch == epoch && !r.hs.rdbOnly && r.State() == replicaOnline && !r.closed() {
+			acks = append(acks, r.ackOff.Load())
+		}
+	}
+	return acks
+}
+
 // bufferBytes adds up what the clients' buffers hold, replicas apart, and
 // counts the replicas, without building a list (the monitor asks ten times a
 // second).

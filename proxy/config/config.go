@@ -143,6 +143,14 @@ type Config struct {
 	// sent. Default 10s; 0 does not wait.
 	ShutdownTimeout time.Duration
 
+	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
+	// default: the proxy acknowledges to its primary what it has received,
+	// as any replica does), n for `ack-policy replicas <n>` (it acknowledges
+	// the highest offset at least n of its own replicas have acknowledged,
+	// so that WAIT and min-replicas-to-write on the primary count them).
+	// At most [maxAckReplicas].
+	AckReplicas int
+
 	// ClientOutputBufferLimit is `client-output-buffer-limit <class> <hard>
 	// <soft> <seconds> ...` (sizes in bytes with units, seconds as an integer).
 	// Defaults: normal 0 0 0, replica 256mb 64mb 60, pubsub 32mb 8mb 60.
@@ -227,6 +235,7 @@ func (c *Config) Validate() error {
 		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
+		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},
 		{"maxmemory-policy", checkEnum(c.MaxMemoryPolicy, evictionPolicies)},
 		{"maxclients", checkMaxClients(c.MaxClients)},
@@ -339,6 +348,17 @@ func checkBacklog(n int64) error {
 func checkSeconds(d, lo time.Duration) error {
 	if d < lo || d > maxSeconds*time.Second {
 		return fmt.Errorf("%w %v: must be between %v and %ds", ErrInvalidValue, d, lo, maxSeconds)
+	}
+	return nil
+}
+
+// maxAckReplicas bounds `ack-policy replicas <n>`: far above any
+// maxclients that can be served, and an int on every platform.
+const maxAckReplicas = math.MaxInt32
+
+func checkAckReplicas(n int) error {
+	if n < 0 || int64(n) > maxAckReplicas {
+		return fmt.Errorf("%w %d: replicas must be between 1 and %d", ErrInvalidValue, n, int64(maxAckReplicas))
 	}
 	return nil
 }

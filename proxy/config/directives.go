@@ -33,6 +33,10 @@ type directive struct {
 // testdata/replproxy.conf and test cases.
 var directives = []directive{
 	{
+		name: "ack-policy", mutable: true, multi: true, nargs: -1,
+		set: setAckPolicy, get: getAckPolicy,
+	},
+	{
 		name: "bind", multi: true, nargs: -1,
 		set: func(c *Config, args []string) error {
 			if len(args) == 1 && args[0] == "" {
@@ -316,6 +320,34 @@ func setReplicaOf(c *Config, args []string) error {
 	}
 	c.MasterHost, c.MasterPort = args[0], int(port)
 	return nil
+}
+
+// setAckPolicy implements `ack-policy received` and `ack-policy replicas <n>`
+// (n at least 1): what the proxy acknowledges to its primary.
+func setAckPolicy(c *Config, args []string) error {
+	switch {
+	case len(args) == 1 && asciiLower(args[0]) == "received":
+		c.AckReplicas = 0
+		return nil
+	case len(args) == 2 && asciiLower(args[0]) == "replicas":
+		n, err := parseIntRange(args[1], 1, maxAckReplicas)
+		if err != nil {
+			return err
+		}
+		c.AckReplicas = int(n)
+		return nil
+	case len(args) == 0 || len(args) > 2:
+		return fmt.Errorf("%w: got %d, want 1 or 2 (received, or replicas <n>)", ErrArgCount, len(args))
+	}
+	return badValue(strings.Join(args, " "), "argument must be 'received' or 'replicas <n>'")
+}
+
+// getAckPolicy formats ack-policy as setAckPolicy reads it back.
+func getAckPolicy(c *Config) string {
+	if c.AckReplicas == 0 {
+		return "received"
+	}
+	return "replicas " + strconv.Itoa(c.AckReplicas)
 }
 
 // outputClass maps a client-output-buffer-limit class name (lower case) to

@@ -95,6 +95,18 @@ func TestSet(t *testing.T) {
 		{"shutdown-timeout zero", "shutdown-timeout", []string{"0"}, "0", nil},
 		{"shutdown-timeout negative", "shutdown-timeout", []string{"-1"}, "", ErrInvalidValue},
 
+		{"ack-policy received", "ack-policy", []string{"received"}, "received", nil},
+		{"ack-policy received case", "ack-policy", []string{"RECEIVED"}, "received", nil},
+		{"ack-policy replicas words", "ack-policy", []string{"replicas", "2"}, "replicas 2", nil},
+		{"ack-policy replicas one value", "ack-policy", []string{"Replicas 3"}, "replicas 3", nil},
+		{"ack-policy replicas zero", "ack-policy", []string{"replicas", "0"}, "", ErrInvalidValue},
+		{"ack-policy replicas negative", "ack-policy", []string{"replicas", "-1"}, "", ErrInvalidValue},
+		{"ack-policy replicas no count", "ack-policy", []string{"replicas"}, "", ErrInvalidValue},
+		{"ack-policy received count", "ack-policy", []string{"received", "2"}, "", ErrInvalidValue},
+		{"ack-policy unknown", "ack-policy", []string{"all"}, "", ErrInvalidValue},
+		{"ack-policy too many", "ack-policy", []string{"replicas", "2", "3"}, "", ErrArgCount},
+		{"ack-policy empty", "ack-policy", []string{""}, "", ErrInvalidValue},
+
 		{"output replica", "client-output-buffer-limit", []string{"replica 1mb 2mb 3"},
 			"normal 0 0 0 slave 1048576 2097152 3 pubsub 33554432 8388608 60", nil},
 		{"output slave words", "client-output-buffer-limit", []string{"slave", "1", "2", "3"},
@@ -280,6 +292,7 @@ func TestGetDefaults(t *testing.T) {
 		{"loglevel", "notice"},
 		{"logfile", ""},
 		{"log-format", "text"},
+		{"ack-policy", "received"},
 		{"REPL-TIMEOUT", "60"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -313,7 +326,7 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{
-		"bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
+		"ack-policy", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
@@ -323,7 +336,7 @@ func TestNames(t *testing.T) {
 		t.Fatalf("Names() = %q\nwant %q", got, want)
 	}
 	got[0] = "changed"
-	if Names()[0] != "bind" {
+	if Names()[0] != want[0] {
 		t.Fatal("Names returns shared state")
 	}
 }

@@ -24,10 +24,10 @@
 // appear many times; the last one wins (client-output-buffer-limit changes
 // only the classes it names). include is rejected as not supported.
 //
-// For bind, client-output-buffer-limit and replicaof a single argument is
-// split again, so `client-output-buffer-limit "replica 256mb 64mb 60"`, the
-// command-line `--bind "127.0.0.1 -::1"` and CONFIG SET with one value work
-// as in Redis.
+// For ack-policy, bind, client-output-buffer-limit and replicaof a single
+// argument is split again, so `client-output-buffer-limit "replica 256mb
+// 64mb 60"`, the command-line `--bind "127.0.0.1 -::1"` and CONFIG SET with
+// one value work as in Redis.
 //
 // # Values
 //
@@ -50,6 +50,7 @@
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
 //	repl-timeout                 60                      yes      ReplTimeout
 //	shutdown-timeout             10                      yes      ShutdownTimeout
+//	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60
 //	                             pubsub 32mb 8mb 60

@@ -40,6 +40,7 @@ type session struct {
 
 	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
 	scratch []byte     // guarded by writeMu
+	acked   int64      // guarded by writeMu: the highest offset this session acknowledged
 }
 
 // dial connects to the primary t names, within t.Timeout.
@@ -69,6 +70,11 @@ func (l *Link) handshake(conn net.Conn, t Target, m meter) (*session, error) {
 func (c *session) send(args ...string) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	return c.sendLocked(args...)
+}
+
+// sendLocked is send with writeMu held.
+func (c *session) sendLocked(args ...string) error {
 	c.scratch = wire.AppendCommand(c.scratch[:0], args...)
 	// Every write gets its own deadline: the handshake's covers only the
 	// handshake, and a long payload must not leave the ACK after it expired.
@@ -217,8 +223,10 @@ func (c *session) fullSync(reply string) error {
 	l.log.Info("full sync received", "replid", replID, "repl-offset", offset,
 		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", eof, "took", time.Since(start).Round(time.Millisecond))
 	if eof {
-		// After a diskless payload the primary sends nothing until the first ACK.
-		if err := c.send("REPLCONF", "ACK", strconv.FormatInt(offset, 10)); err != nil {
+		// After a diskless payload the primary sends nothing until the first
+		// ACK, whatever its offset: under ack-policy replicas it is what the
+		// policy allows, as every ACK.
+		if err := c.ack(offset, false); err != nil {
 			return err
 		}
 	}

@@ -20,7 +20,8 @@
 //   - handshake.go: dial, then PING, AUTH, REPLCONF and PSYNC, shared by the
 //     main and the side links, and the parsers of the primary's replies.
 //   - payload.go: the RDB payload of a sync, read into a new snapshot.
-//   - stream.go: the stream loop and the ACK loop.
+//   - stream.go: the stream loop and the ACK loop, and what they
+//     acknowledge (Host.AckOffset: the ack-policy).
 //
 // Run's goroutine owns the main link's connection, its scanner and the
 // stream's producer side; a session's ACK goroutine only writes ACKs, under
@@ -61,6 +62,14 @@ type Host interface {
 	// ContinueAs takes the replid of a +CONTINUE: a new one ("" is none)
 	// moves the old one to replid2 as of the stream's end.
 	ContinueAs(newID string) (oldID string, secondOffset int64, changed bool)
+	// AckOffset returns the offset to acknowledge to the primary (REPLCONF
+	// ACK, and the answer to GETACK) when the link has applied applied.
+	// held false: applied itself, what any replica acknowledges (ack-policy
+	// received). held true: the offset the policy allows, never more than
+	// applied, -1 for nothing (ack-policy replicas); the session then never
+	// lets what it acknowledges go back, and also sends it when the host
+	// calls [Link.AckChanged].
+	AckOffset(applied int64) (off int64, held bool)
 }
 
 // Target is the primary to connect to, as the configuration names it.
@@ -147,6 +156,7 @@ type Link struct {
 	syncRead  atomic.Int64 // RDB bytes received so far
 
 	retargetCh chan struct{} // capacity 1: replicaof or its credentials changed
+	ackCh      chan struct{} // capacity 1: what the host would acknowledge may have risen
 
 	// Owned by the run goroutine (or by Serve's caller).
 	scanner *wire.StreamScanner
@@ -163,7 +173,7 @@ func New(host Host, opts Options) *Link {
 		log = hclog.NewNullLogger()
 	}
 	l := &Link{host: host, pool: opts.Pool, counters: opts.Counters, log: log,
-		retargetCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
+		retargetCh: make(chan struct{}, 1), ackCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
 	l.syncTotal.Store(-1)
 	return l
 }
@@ -194,6 +204,17 @@ func (l *Link) Status() Status {
 		Applied:   l.applied.Load(),
 		SyncTotal: l.syncTotal.Load(),
 		SyncRead:  l.syncRead.Load(),
+	}
+}
+
+// AckChanged tells the main link that what Host.AckOffset holds back may
+// have risen (a replica acknowledged more): the session sends it at once,
+// not at the next periodic ACK, so a WAIT on the primary is not held for up
+// to a second. Calls made while one is pending are merged; it never blocks.
+func (l *Link) AckChanged() {
+	select {
+	case l.ackCh <- struct{}{}:
+	default:
 	}
 }
 

@@ -22,6 +22,8 @@ type testHost struct {
 	mu       sync.Mutex
 	replID   string
 	installs int
+	// ack, when set, is AckOffset; nil acknowledges what was applied.
+	ack func(applied int64) (int64, bool)
 }
 
 func (h *testHost) Target() Target          { return Target{} }
@@ -43,6 +45,13 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 }
 
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
+
+func (h *testHost) AckOffset(applied int64) (int64, bool) {
+	if h.ack != nil {
+		return h.ack(applied)
+	}
+	return applied, false
+}
 
 func newTestLink(t *testing.T) (*Link, *testHost) {
 	t.Helper()

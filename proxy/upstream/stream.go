@@ -48,7 +48,7 @@ func (c *session) streamLoop() error {
 			}
 			l.applied.Store(applied)
 			if ev.GetAck {
-				if werr := c.send("REPLCONF", "ACK", strconv.FormatInt(ev.GetAckOffset, 10)); werr != nil {
+				if werr := c.ack(ev.GetAckOffset, false); werr != nil {
 					return fmt.Errorf("answer GETACK: %w", werr)
 				}
 			}
@@ -73,7 +73,9 @@ func (c *session) streamLoop() error {
 }
 
 // ackLoop sends REPLCONF ACK <applied offset> once a second, as a replica
-// does, until ctx ends (nil) or a write fails (that error).
+// does, until ctx ends (nil) or a write fails (that error). The offset is
+// what the ack-policy allows (ack); when the host says it has risen
+// (Link.AckChanged) it is sent at once, if it did.
 //
 // The first ACKs come sooner, at 50 ms doubling up to the second: after a
 // diskless payload Redis starts the stream only at an ACK that arrives once
@@ -89,11 +91,40 @@ func (c *session) ackLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := c.send("REPLCONF", "ACK", strconv.FormatInt(c.l.applied.Load(), 10)); err != nil {
+			if err := c.ack(c.l.applied.Load(), false); err != nil {
 				return fmt.Errorf("send ACK: %w", err)
 			}
 			wait = min(2*wait, ackInterval)
 			t.Reset(wait)
+		case <-c.l.ackCh:
+			if err := c.ack(c.l.applied.Load(), true); err != nil {
+				return fmt.Errorf("send ACK: %w", err)
+			}
 		}
 	}
+}
+
+// ack sends REPLCONF ACK for applied, the offset the link has applied, as
+// the host's ack-policy allows (Host.AckOffset). An offset the policy holds
+// back is raised to the highest this session acknowledged before, so the
+// primary never sees it go back, and it is never above what was received
+// (the policy caps it at applied, and so was every earlier one). With
+// onlyIfRisen, nothing is sent unless the offset rose.
+//
+// Without a policy (ack-policy received) the offset is applied itself, as
+// before: a GETACK answer, the offset before the GETACK, may then be below
+// a periodic ACK the ACK goroutine sent a moment earlier, which the primary
+// ignores (it keeps the highest).
+func (c *session) ack(applied int64, onlyIfRisen bool) error {
+	off, held := c.l.host.AckOffset(applied)
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if held {
+		off = max(off, c.acked)
+	}
+	if onlyIfRisen && off <= c.acked {
+		return nil
+	}
+	c.acked = max(c.acked, off)
+	return c.sendLocked("REPLCONF", "ACK", strconv.FormatInt(off, 10))
 }

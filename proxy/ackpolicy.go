@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ack-policy: what the proxy acknowledges to its primary (issue 11).
+//
+// Under `ack-policy received` (the default) the upstream link acknowledges
+// what it has applied, as any replica does. Under `ack-policy replicas <n>`
+// it acknowledges the highest offset at least n of the proxy's own replicas
+// have acknowledged (quorumOffset), so that WAIT and min-replicas-to-write on
+// the primary count replicas that have the data, not the proxy. The answer
+// to the primary's REPLCONF GETACK follows the same rule: WAIT sends GETACK
+// and counts the ACKs at or above its offset, and an answer from the proxy's
+// own offset would count replicas that have nothing yet.
+//
+// Which replicas count: online ones (a replica in a full sync has
+// acknowledged nothing of the stream), not rdb-only ones, of the history's
+// current epoch (a replica planned before an upstream full resync or a new
+// replid acknowledged offsets of another history; it is being disconnected).
+// A replica's ACK is an offset of the primary's stream, which the proxy
+// relays with the primary's offsets, so the two compare directly. Upstream,
+// the session raises the result to what it acknowledged before and never
+// acknowledges more than it received (upstream.Host.AckOffset).
+//
+// Cost: under ack-policy replicas every ACK that raises a replica's offset
+// nudges the link (upstream.Link.AckChanged), whose ACK goroutine then walks
+// the registry once (merged nudges: at most one walk in flight).
+
+// quorumOffset returns the highest offset at least n of acks have reached
+// (the n-th highest), capped at applied, or -1 when fewer than n replicas
+// acknowledged. acks is reordered.
+func quorumOffset(acks []int64, n int, applied int64) int64 {
+	if n < 1 || len(acks) < n {
+		return -1
+	}
+	slices.SortFunc(acks, func(a, b int64) int { return cmp.Compare(b, a) })
+	return min(acks[n-1], applied)
+}
+
+// ackOffset is upstream.Host.AckOffset: applied under ack-policy received,
+// else the quorum of the replicas that count (see above).
+func (s *Server) ackOffset(applied int64) (int64, bool) {
+	n := s.config().AckReplicas
+	if n == 0 {
+		return applied, false
+	}
+	return quorumOffset(s.clients.ackOffsets(s.hist.epoch()), n, applied), true
+}
+
+// replicaAcked is called after a replica's ACK raised its offset: under
+// ack-policy replicas the upstream link may now acknowledge more.
+func (s *Server) replicaAcked() {
+	if s.config().AckReplicas > 0 {
+		s.up.AckChanged()
+	}
+}

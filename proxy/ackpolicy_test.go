@@ -1,0 +1,166 @@
+package proxy
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+)
+
+// TestQuorumOffset: the n-th highest ACK, capped at what was applied; -1 with
+// fewer than n replicas.
+func TestQuorumOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		acks    []int64
+		n       int
+		applied int64
+		want    int64
+	}{
+		{"none", nil, 1, 100, -1},
+		{"fewer than n", []int64{90}, 2, 100, -1},
+		{"one of one", []int64{90}, 1, 100, 90},
+		{"highest of many", []int64{10, 90, 50}, 1, 100, 90},
+		{"second highest", []int64{10, 90, 50}, 2, 100, 50},
+		{"all of them", []int64{10, 90, 50}, 3, 100, 10},
+		{"ties", []int64{70, 70, 20}, 2, 100, 70},
+		{"capped at applied", []int64{120, 130}, 2, 100, 100},
+		{"zero acks count", []int64{0, 0}, 2, 100, 0},
+		{"n zero", []int64{50}, 0, 100, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := quorumOffset(tc.acks, tc.n, tc.applied); got != tc.want {
+				t.Errorf("quorumOffset(%v, %d, %d) = %d, want %d", tc.acks, tc.n, tc.applied, got, tc.want)
+			}
+		})
+	}
+}
+
+// waitCount runs WAIT numreplicas timeoutMs on the primary (for the client's
+// last write) and returns how many replicas it counted.
+func waitCount(t *testing.T, pc *redistest.Client, replicas, ms int) int {
+	t.Helper()
+	v, err := pc.Do("WAIT", replicas, ms)
+	if err != nil {
+		t.Fatalf("WAIT %d %d: %v", replicas, ms, err)
+	}
+	return v.Integer()
+}
+
+// ackPolicySetup runs a primary whose only replica is the proxy (started with
+// args) and two real replicas of the proxy, all in sync.
+func ackPolicySetup(t *testing.T, args ...string) (pc, xc *redistest.Client, reps []*redistest.Server) {
+	t.Helper()
+	primary, pc := startPrimary(t)
+	_, xc = startProxyOf(t, primary, args...)
+	reps, rcs := redistest.StartReplicas(t, 2, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	t.Cleanup(func() {
+		for _, r := range reps {
+			if r.Pid() != 0 {
+				r.Resume()
+			}
+		}
+	})
+	if n := pc.InfoInt(t, "replication", "connected_slaves"); n != 1 {
+		t.Fatalf("the primary has %d replicas, want 1 (the proxy)", n)
+	}
+	return pc, xc, reps
+}
+
+// configGet returns CONFIG GET name's value.
+func configGet(t *testing.T, c *redistest.Client, name string) string {
+	t.Helper()
+	v := c.MustDo(t, "CONFIG", "GET", name).Array()
+	if len(v) != 2 {
+		t.Fatalf("CONFIG GET %s = %v", name, v)
+	}
+	return v[1].String()
+}
+
+// TestAckPolicyReplicasWait is issue 11's must-show 4 against real Redis:
+// with `ack-policy replicas 2` and two replicas behind the proxy, WAIT on the
+// primary counts the proxy only once both replicas have the write; with one
+// of them frozen (SIGSTOP) it returns 0, and 1 again once it resumes.
+func TestAckPolicyReplicasWait(t *testing.T) {
+	pc, xc, reps := ackPolicySetup(t, "--ack-policy", "replicas", "2")
+	if got := configGet(t, xc, "ack-policy"); got != "replicas 2" {
+		t.Fatalf("CONFIG GET ack-policy = %q, want %q", got, "replicas 2")
+	}
+	// Five times in a row, well inside the periodic ACK's second: the
+	// replicas' ACKs reach the primary at once (Link.AckChanged).
+	for i := range 5 {
+		pc.MustDo(t, "SET", "k", i)
+		if n := waitCount(t, pc, 1, 500); n != 1 {
+			t.Fatalf("write %d: WAIT 1 500 with both replicas up = %d, want 1", i, n)
+		}
+	}
+
+	reps[0].Pause()
+	pc.MustDo(t, "SET", "k", "frozen")
+	if n := waitCount(t, pc, 1, 500); n != 0 {
+		t.Fatalf("WAIT 1 500 with one replica of two frozen = %d, want 0", n)
+	}
+	if n := waitCount(t, pc, 1, 500); n != 0 {
+		t.Fatalf("WAIT 1 500 again, the replica still frozen = %d, want 0", n)
+	}
+	reps[0].Resume()
+	redistest.WaitFor(t, 10*time.Second, "WAIT 1 500 = 1 after the replica resumed", func() bool {
+		return waitCount(t, pc, 1, 500) == 1
+	})
+}
+
+// TestAckPolicyReceivedWait: under the default `ack-policy received` the
+// proxy acknowledges what it received, as any replica: WAIT 1 counts it even
+// with a replica behind it frozen. CONFIG SET ack-policy replicas 2 then
+// takes effect at once, and back to received acknowledges everything again.
+func TestAckPolicyReceivedWait(t *testing.T) {
+	pc, xc, reps := ackPolicySetup(t)
+	reps[0].Pause()
+	pc.MustDo(t, "SET", "k", "1")
+	if n := waitCount(t, pc, 1, 500); n != 1 {
+		t.Fatalf("WAIT 1 500 under ack-policy received, a replica frozen = %d, want 1", n)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "ack-policy", "replicas 2")
+	if got := configGet(t, xc, "ack-policy"); got != "replicas 2" {
+		t.Fatalf("CONFIG GET ack-policy = %q after CONFIG SET, want %q", got, "replicas 2")
+	}
+	pc.MustDo(t, "SET", "k", "2")
+	if n := waitCount(t, pc, 1, 500); n != 0 {
+		t.Fatalf("WAIT 1 500 after CONFIG SET ack-policy replicas 2, a replica frozen = %d, want 0", n)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "ack-policy", "received")
+	redistest.WaitFor(t, 5*time.Second, "WAIT 1 500 = 1 back under ack-policy received", func() bool {
+		return waitCount(t, pc, 1, 500) == 1
+	})
+}
+
+// TestAckOffsetsCountOnly: ack-policy replicas counts online replicas of the
+// current epoch, not those in a full sync, rdb-only ones, closed ones or
+// those planned before an upstream full resync or a new replid.
+func TestAckOffsetsCountOnly(t *testing.T) {
+	g := newRegistry()
+	add := func(epoch uint64, st replicaState, rdbOnly bool, ack int64) *replica {
+		r := &replica{epoch: epoch, hs: replicaHandshake{rdbOnly: rdbOnly}, firstAck: make(chan struct{})}
+		r.state.Store(int32(st))
+		r.ackOff.Store(ack)
+		g.addReplica(r)
+		return r
+	}
+	add(2, replicaOnline, false, 100)
+	add(2, replicaOnline, false, 90)
+	add(1, replicaOnline, false, 500)   // an older epoch: other offsets
+	add(2, replicaSendBulk, false, 0)   // in a full sync
+	add(2, replicaWaitBgsave, false, 0) // waiting for its snapshot
+	add(2, replicaOnline, true, 300)    // rdb-only
+	closed := add(2, replicaOnline, false, 400)
+	closed.reason.Store(int32(closeReplicaTimeout))
+	got := g.ackOffsets(2)
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{90, 100}) {
+		t.Fatalf("ackOffsets(2) = %v, want [90 100]", got)
+	}
+}

@@ -94,6 +94,10 @@ func TestSet(t *testing.T) {
 		{"shutdown-timeout", "shutdown-timeout", []string{"30"}, "30", nil},
 		{"shutdown-timeout zero", "shutdown-timeout", []string{"0"}, "0", nil},
 		{"shutdown-timeout negative", "shutdown-timeout", []string{"-1"}, "", ErrInvalidValue},
+		{"metrics-port", "metrics-port", []string{"9121"}, "9121", nil},
+		{"metrics-port too big", "metrics-port", []string{"65536"}, "", ErrInvalidValue},
+		{"metrics-bind", "metrics-bind", []string{"0.0.0.0"}, "0.0.0.0", nil},
+		{"metrics-bind optional", "metrics-bind", []string{"-::1"}, "", ErrInvalidValue},
 
 		{"output replica", "client-output-buffer-limit", []string{"replica 1mb 2mb 3"},
 			"normal 0 0 0 slave 1048576 2097152 3 pubsub 33554432 8388608 60", nil},
@@ -214,6 +218,8 @@ func TestSetFields(t *testing.T) {
 		{"loglevel", "debug"},
 		{"logfile", "/l"},
 		{"log-format", "json"},
+		{"metrics-port", "9121"},
+		{"metrics-bind", "::1"},
 	} {
 		if err := c.Set(set[0], set[1:]...); err != nil {
 			t.Fatal(err)
@@ -245,6 +251,8 @@ func TestSetFields(t *testing.T) {
 		LogLevel:        LogDebug,
 		LogFile:         "/l",
 		LogFormat:       LogJSON,
+		MetricsPort:     9121,
+		MetricsBind:     "::1",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -280,6 +288,8 @@ func TestGetDefaults(t *testing.T) {
 		{"loglevel", "notice"},
 		{"logfile", ""},
 		{"log-format", "text"},
+		{"metrics-port", "0"},
+		{"metrics-bind", "127.0.0.1"},
 		{"REPL-TIMEOUT", "60"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -315,7 +325,7 @@ func TestNames(t *testing.T) {
 	want := []string{
 		"bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
-		"maxmemory-policy", "port", "protected-mode", "proto-max-bulk-len",
+		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
 	}
 	got := Names()
@@ -338,6 +348,8 @@ func TestMutable(t *testing.T) {
 		{"dir", false},
 		{"logfile", false},
 		{"log-format", false},
+		{"metrics-port", false},
+		{"metrics-bind", false},
 		{"loglevel", true},
 		{"repl-backlog-size", true},
 		{"repl-timeout", true},

@@ -218,3 +218,31 @@ func (h *history) removeSpilled(old *spilledSnapshot) {
 // close ends the stream: its cursors fail. Run calls it once every
 // goroutine that used the history has stopped.
 func (h *history) close() { h.st.Close(nil) }
+
+// servable reports whether the history alone can serve replicas, with no
+// primary to fetch from: a sync with the primary has completed (the stream
+// holds its bytes) and a complete snapshot the stream continues from is held,
+// in memory or spilled to dir. Then a new replica gets a full sync and a
+// returning one a partial resync inside the backlog, as planFull and
+// planPartial would serve them. why says what is missing when it is not.
+// /readyz asks it when the upstream link is not up.
+func (h *history) servable() (ok bool, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.mu.synced {
+		return false, "no sync with the primary has completed"
+	}
+	if sn := h.mu.snapshot; sn != nil && sn.State() == replbuf.SnapshotComplete && h.servableLocked(sn) {
+		if cur, err := h.st.Attach(sn.Offset() + 1); err == nil {
+			cur.Close()
+			return true, "a snapshot in memory and the stream after it"
+		}
+	}
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
+			cur.Close()
+			return true, "a snapshot on disk and the stream after it"
+		}
+	}
+	return false, "no complete snapshot the stream continues from"
+}

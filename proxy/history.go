@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -220,29 +221,23 @@ func (h *history) removeSpilled(old *spilledSnapshot) {
 func (h *history) close() { h.st.Close(nil) }
 
 // servable reports whether the history alone can serve replicas, with no
-// primary to fetch from: a sync with the primary has completed (the stream
-// holds its bytes) and a complete snapshot the stream continues from is held,
-// in memory or spilled to dir. Then a new replica gets a full sync and a
-// returning one a partial resync inside the backlog, as planFull and
-// planPartial would serve them. why says what is missing when it is not.
-// /readyz asks it when the upstream link is not up.
+// primary: a sync with the primary has completed (the stream holds its bytes
+// under its replid) and the backlog holds at least one byte. A returning
+// replica whose offset lies in the backlog then continues by partial resync
+// (planPartial serves it with the link down); a new replica still needs the
+// link for its full sync (beginSync refuses it with -NOMASTERLINK). why says
+// what is there, or what is missing. /readyz asks it when the upstream link
+// is not up.
 func (h *history) servable() (ok bool, why string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.mu.synced {
+	synced := h.mu.synced
+	h.mu.Unlock()
+	if !synced {
 		return false, "no sync with the primary has completed"
 	}
-	if sn := h.mu.snapshot; sn != nil && sn.State() == replbuf.SnapshotComplete && h.servableLocked(sn) {
-		if cur, err := h.st.Attach(sn.Offset() + 1); err == nil {
-			cur.Close()
-			return true, "a snapshot in memory and the stream after it"
-		}
+	first, histlen := h.st.Backlog()
+	if histlen == 0 {
+		return false, "the backlog is empty"
 	}
-	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
-		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
-			cur.Close()
-			return true, "a snapshot on disk and the stream after it"
-		}
-	}
-	return false, "no complete snapshot the stream continues from"
+	return true, "partial resyncs from offset " + strconv.FormatInt(first, 10) + " to " + strconv.FormatInt(first+histlen, 10)
 }

@@ -131,16 +131,15 @@ func (s *Server) metricsHandler() http.Handler {
 //
 //   - the upstream link is up (state connected: streaming from the
 //     primary), or
-//   - it is not, but the history alone can serve replicas (history.servable):
-//     a sync with the primary has completed and a complete snapshot the
-//     stream continues from is held, in memory or on disk. A new replica
-//     then gets a full sync and a returning one a partial resync within the
-//     backlog, without the primary. The stream does not advance until the
-//     link is back.
+//   - it is not, but the history can serve replicas that return
+//     (history.servable): a sync with the primary has completed and the
+//     backlog holds at least one byte, so a replica whose offset lies in it
+//     continues by partial resync. The stream does not advance until the link
+//     is back, and a new replica's full sync waits for it (-NOMASTERLINK).
 //
-// It is not ready while a graceful stop drains, nor with no upstream and no
-// such history (a proxy that never synced, or whose snapshot was dropped or
-// no longer matches the stream). why is a one-line reason either way.
+// It is not ready while a graceful stop drains, nor before its first sync
+// (whether or not replicaof is set), nor with an empty backlog. why is a
+// one-line reason either way.
 func (s *Server) readiness() (ok bool, why string) {
 	select {
 	case <-s.drainReq:

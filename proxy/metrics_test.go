@@ -298,3 +298,13 @@ func TestReadyzFlipsWhenUpstreamDies(t *testing.T) {
 		t.Fatalf("/readyz body %q", body)
 	}
 }
+
+// TestReadyzShuttingDown: once a graceful stop is asked for, the proxy is
+// not ready, whatever its link.
+func TestReadyzShuttingDown(t *testing.T) {
+	p := newTestProxy(t, proxySetup{idle: true})
+	p.Shutdown()
+	if ok, why := p.readiness(); ok || why != "shutting down" {
+		t.Fatalf("readiness() = %v, %q", ok, why)
+	}
+}

@@ -35,6 +35,10 @@
 //     back to the OS, snapshots spilled to dir.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
 //     them (stats.go, closereason.go).
+//   - the monitoring server (metrics.go, metrics_collector.go): metrics-port's
+//     HTTP server, /metrics from a registry of the server's own whose
+//     collector reads INFO's sources at scrape time (no counters of its
+//     own), /healthz, and /readyz's rule (readiness, history.servable).
 //
 // # Goroutines
 //
@@ -58,7 +62,10 @@
 // both (and for the goroutine that watches for a retarget) before the next
 // connection. Snapshot fetches, spills and memory returns run on the background
 // group (goBackground), which has Run's lifetime: a fetch goroutine owns its
-// side-link connection.
+// side-link connection. The monitoring server, when metrics-port is set, is
+// served from New's listener by net/http's goroutines from the start of Run
+// to its very end (after the clients and the background group, before the
+// history closes), so that it answers through a graceful stop.
 //
 // # Locks
 //
@@ -77,6 +84,8 @@
 //     lock is taken under it (the backlog size is set after, under
 //     history.mu).
 //   - life (Run and Close) and bgMu are never held while waiting.
+//   - A scrape takes no lock of its own: it reads atomics and takes
+//     history.mu and registry.mu each alone, as INFO does.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
 //     answers to GETACK and the periodic ACKs on the main link, and guards
 //     the highest offset the session acknowledged. Host.AckOffset is called

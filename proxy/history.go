@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -226,3 +227,25 @@ func (h *history) removeSpilled(old *spilledSnapshot) {
 // close ends the stream: its cursors fail. Run calls it once every
 // goroutine that used the history has stopped.
 func (h *history) close() { h.st.Close(nil) }
+
+// servable reports whether the history alone can serve replicas, with no
+// primary: a sync with the primary has completed (the stream holds its bytes
+// under its replid) and the backlog holds at least one byte. A returning
+// replica whose offset lies in the backlog then continues by partial resync
+// (planPartial serves it with the link down); a new replica still needs the
+// link for its full sync (beginSync refuses it with -NOMASTERLINK). why says
+// what is there, or what is missing. /readyz asks it when the upstream link
+// is not up.
+func (h *history) servable() (ok bool, why string) {
+	h.mu.Lock()
+	synced := h.mu.synced
+	h.mu.Unlock()
+	if !synced {
+		return false, "no sync with the primary has completed"
+	}
+	first, histlen := h.st.Backlog()
+	if histlen == 0 {
+		return false, "the backlog is empty"
+	}
+	return true, "partial resyncs from offset " + strconv.FormatInt(first, 10) + " to " + strconv.FormatInt(first+histlen, 10)
+}

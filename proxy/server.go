@@ -49,6 +49,7 @@ type Server struct {
 
 	listeners       []net.Listener // opened by New, closed by Run's shutdown or Close
 	listenersClosed sync.Once
+	metricsLn       net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
 
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
@@ -145,6 +146,10 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err := s.listen(cfg); err != nil {
 		return nil, err
 	}
+	if err := s.listenMetrics(cfg); err != nil {
+		s.closeListeners()
+		return nil, err
+	}
 	s.conf.cur.Store(newSettings(cfg)) // after listen, which settles the port
 	s.removeSpillLeftovers(cfg.Dir)    // after listen: never while another instance runs on this port
 	if s.onMaxMemory != nil {
@@ -226,6 +231,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgCtx = ctx
 	s.bgMu.Unlock()
 	s.goBackground(s.monitor)
+	// The monitoring server stops last, so that /metrics and /readyz answer
+	// through a graceful stop.
+	stopMetrics := s.serveMetrics()
 
 	var wg sync.WaitGroup
 	errc := make(chan error, len(s.listeners))
@@ -261,6 +269,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock() // no background work starts after this
 	s.bgMu.Unlock()
 	s.bg.Wait()
+	stopMetrics() // before the history closes: a scrape reads it
 	s.hist.close()
 	s.log.Info("replproxy stopped")
 	return err
@@ -281,6 +290,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closeListeners()
+	s.closeMetricsListener()
 	return nil
 }
 

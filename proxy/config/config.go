@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/replproxy/replproxy/eviction"
@@ -180,6 +181,15 @@ type Config struct {
 	LogFile string
 	// LogFormat is `log-format`: text (default) or json. Proxy-only.
 	LogFormat LogFormat
+
+	// MetricsPort is `metrics-port`, proxy-only: the TCP port of the HTTP
+	// server for /metrics (Prometheus), /healthz and /readyz. Default 0:
+	// no HTTP server. Range 0..65535.
+	MetricsPort int
+	// MetricsBind is `metrics-bind`, proxy-only: the one address that HTTP
+	// server listens on. Default "127.0.0.1"; one address as bind takes
+	// them ("*", "::*", an IP address or a host name), without the "-".
+	MetricsBind string
 }
 
 // DefaultConfig returns a new Config holding every default.
@@ -203,6 +213,7 @@ func DefaultConfig() *Config {
 		LogLevel:        LogNotice,
 		LogFile:         "",
 		LogFormat:       LogText,
+		MetricsBind:     "127.0.0.1",
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -244,6 +255,8 @@ func (c *Config) Validate() error {
 		{"dir", checkDir(c.Dir)},
 		{"loglevel", checkEnum(c.LogLevel, logLevels)},
 		{"log-format", checkEnum(c.LogFormat, logFormats)},
+		{"metrics-port", checkPort(c.MetricsPort, 0)},
+		{"metrics-bind", checkMetricsBind(c.MetricsBind)},
 	} {
 		if check.err != nil {
 			return &Error{Directive: check.directive, Err: check.err}
@@ -426,4 +439,13 @@ func enumReason[T ~string](accepted []T) string {
 		s += string(a)
 	}
 	return s
+}
+
+// checkMetricsBind accepts one bind address without the optional "-": the
+// metrics server has one address, and failing to bind it fails the start.
+func checkMetricsBind(addr string) error {
+	if strings.HasPrefix(addr, "-") {
+		return badValue(addr, "metrics-bind takes one address, without -")
+	}
+	return checkBindAddr(addr)
 }

@@ -33,6 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 		Dir:             ".",
 		LogLevel:        LogNotice,
 		LogFormat:       LogText,
+		MetricsBind:     "127.0.0.1",
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -84,6 +85,8 @@ func TestValidate(t *testing.T) {
 		{"loglevel empty", func(c *Config) { c.LogLevel = "" }, "loglevel"},
 		{"loglevel upper", func(c *Config) { c.LogLevel = "DEBUG" }, "loglevel"},
 		{"log-format unknown", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
+		{"metrics-port negative", func(c *Config) { c.MetricsPort = -1 }, "metrics-port"},
+		{"metrics-bind empty", func(c *Config) { c.MetricsBind = "" }, "metrics-bind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

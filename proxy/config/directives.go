@@ -79,6 +79,19 @@ var directives = []directive{
 	},
 	sizeDirective("maxmemory", func(c *Config) *int64 { return &c.MaxMemory }, 0),
 	enumDirective("maxmemory-policy", true, func(c *Config) *eviction.Policy { return &c.MaxMemoryPolicy }, evictionPolicies),
+	stringDirective("metrics-bind", false, func(c *Config) *string { return &c.MetricsBind }, checkMetricsBind),
+	{
+		name: "metrics-port", nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, 65535)
+			if err != nil {
+				return err
+			}
+			c.MetricsPort = int(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(c.MetricsPort) },
+	},
 	{
 		name: "port", nargs: 1,
 		set: func(c *Config, args []string) error {
@@ -185,7 +198,8 @@ func Names() []string {
 
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
-// Startup-only directives are port, bind, dir, logfile and log-format.
+// Startup-only directives are port, bind, dir, logfile, log-format,
+// metrics-port and metrics-bind.
 func Mutable(name string) bool {
 	d := byName[asciiLower(name)]
 	return d != nil && d.mutable

@@ -94,6 +94,10 @@ func TestSet(t *testing.T) {
 		{"shutdown-timeout", "shutdown-timeout", []string{"30"}, "30", nil},
 		{"shutdown-timeout zero", "shutdown-timeout", []string{"0"}, "0", nil},
 		{"shutdown-timeout negative", "shutdown-timeout", []string{"-1"}, "", ErrInvalidValue},
+		{"metrics-port", "metrics-port", []string{"9121"}, "9121", nil},
+		{"metrics-port too big", "metrics-port", []string{"65536"}, "", ErrInvalidValue},
+		{"metrics-bind", "metrics-bind", []string{"0.0.0.0"}, "0.0.0.0", nil},
+		{"metrics-bind optional", "metrics-bind", []string{"-::1"}, "", ErrInvalidValue},
 
 		{"ack-policy received", "ack-policy", []string{"received"}, "received", nil},
 		{"ack-policy received case", "ack-policy", []string{"RECEIVED"}, "received", nil},
@@ -226,6 +230,8 @@ func TestSetFields(t *testing.T) {
 		{"loglevel", "debug"},
 		{"logfile", "/l"},
 		{"log-format", "json"},
+		{"metrics-port", "9121"},
+		{"metrics-bind", "::1"},
 	} {
 		if err := c.Set(set[0], set[1:]...); err != nil {
 			t.Fatal(err)
@@ -257,6 +263,8 @@ func TestSetFields(t *testing.T) {
 		LogLevel:        LogDebug,
 		LogFile:         "/l",
 		LogFormat:       LogJSON,
+		MetricsPort:     9121,
+		MetricsBind:     "::1",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -293,6 +301,8 @@ func TestGetDefaults(t *testing.T) {
 		{"logfile", ""},
 		{"log-format", "text"},
 		{"ack-policy", "received"},
+		{"metrics-port", "0"},
+		{"metrics-bind", "127.0.0.1"},
 		{"REPL-TIMEOUT", "60"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,7 +338,7 @@ func TestNames(t *testing.T) {
 	want := []string{
 		"ack-policy", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
-		"maxmemory-policy", "port", "protected-mode", "proto-max-bulk-len",
+		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
 	}
 	got := Names()
@@ -351,6 +361,8 @@ func TestMutable(t *testing.T) {
 		{"dir", false},
 		{"logfile", false},
 		{"log-format", false},
+		{"metrics-port", false},
+		{"metrics-bind", false},
 		{"loglevel", true},
 		{"repl-backlog-size", true},
 		{"repl-timeout", true},

@@ -63,6 +63,8 @@
 //	loglevel                     notice                  yes      LogLevel
 //	logfile                      "" (stderr)             no       LogFile
 //	log-format                   text                    no       LogFormat
+//	metrics-port                 0 (no HTTP server)      no       MetricsPort
+//	metrics-bind                 127.0.0.1               no       MetricsBind
 //
 // testdata/replproxy.conf at the repository root documents each one.
 //

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+)
+
+// httpGet fetches path from the proxy's monitoring server and returns the
+// status and body.
+func httpGet(t testing.TB, p *testProxy, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.MetricsAddr().String() + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// scrape reads /metrics into a map from series ("name" or
+// `name{a="x",b="y"}`, labels in the order the text format prints them:
+// sorted by name) to value.
+func scrape(t testing.TB, p *testProxy) map[string]float64 {
+	t.Helper()
+	code, body := httpGet(t, p, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// metricsProxy runs a proxy with its monitoring server on a free port.
+func metricsProxy(t testing.TB, args ...string) *testProxy {
+	t.Helper()
+	port := redistest.FreePort(t)
+	return startProxy(t, append([]string{"--metrics-port", strconv.Itoa(port)}, args...)...)
+}
+
+// TestMetricsOff: with metrics-port 0 (the default) there is no HTTP server.
+func TestMetricsOff(t *testing.T) {
+	p := startProxy(t)
+	if a := p.MetricsAddr(); a != nil {
+		t.Fatalf("MetricsAddr %v with metrics-port 0", a)
+	}
+}
+
+// TestMetricsNoUpstream: without Redis. /healthz answers 200; a proxy with
+// no upstream and no history is not ready (503, one line saying why);
+// /metrics carries the INFO figures; the server goes with Run.
+func TestMetricsNoUpstream(t *testing.T) {
+	p := metricsProxy(t)
+	if code, body := httpGet(t, p, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	code, body := httpGet(t, p, "/readyz")
+	if code != http.StatusServiceUnavailable || strings.Count(body, "\n") != 1 ||
+		!strings.Contains(body, "no upstream") || !strings.Contains(body, "no sync with the primary has completed") {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	m := scrape(t, p)
+	for series, want := range map[string]float64{
+		"replproxy_upstream_link_up":                       0,
+		`replproxy_upstream_link_state{state="none"}`:      1,
+		`replproxy_upstream_link_state{state="connected"}`: 0,
+		"replproxy_connected_replicas":                     0,
+		"replproxy_master_repl_offset":                     0,
+		`replproxy_syncs_total{result="full"}`:             0,
+		`replproxy_replicas_closed_total{reason="killed"}`: 0,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	if _, ok := m["replproxy_snapshot_size_bytes"]; ok {
+		t.Error("snapshot_size_bytes present with no snapshot")
+	}
+	if m[`replproxy_memory_bytes{category="runtime"}`] <= 0 || m["replproxy_used_memory_bytes"] <= 0 {
+		t.Error("memory figures missing")
+	}
+	if _, ok := m["go_goroutines"]; !ok {
+		t.Error("no Go runtime metrics")
+	}
+
+	addr := p.MetricsAddr().String()
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("metrics server still listening after Run returned")
+	}
+}
+
+// TestMetricsCloseBeforeRun: Close on a server that never ran closes the
+// monitoring listener too.
+func TestMetricsCloseBeforeRun(t *testing.T) {
+	port := redistest.FreePort(t)
+	p := newTestProxy(t, proxySetup{idle: true, args: []string{"--metrics-port", strconv.Itoa(port)}})
+	addr := p.MetricsAddr().String()
+	p.Close()
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("metrics listener open after Close")
+	}
+}
+
+// TestMetricsMatchInfo is issue 11's Must-show 3: against a real primary and
+// a real replica of the proxy, /metrics scraped over HTTP carries INFO's
+// figures, and /readyz follows the readiness rule: 503 before any sync, 200
+// with the link up, and still 200 once the primary is killed, because the
+// history serves a returning replica by partial resync (which the test then
+// has it do).
+func TestMetricsMatchInfo(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
+	p := metricsProxy(t)
+	xc := redistest.Dial(t, p.AddrString())
+
+	if code, body := httpGet(t, p, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before any upstream: %d %q", code, body)
+	}
+	host, port, _ := strings.Cut(primary.Addr(), ":")
+	xc.MustDo(t, "REPLICAOF", host, port)
+	waitLinkUp(t, xc)
+	if code, body := httpGet(t, p, "/readyz"); code != http.StatusOK || body != "upstream link up\n" {
+		t.Fatalf("/readyz with the link up: %d %q", code, body)
+	}
+
+	_, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	for i := range 100 {
+		pc.MustDo(t, "SET", "k"+strconv.Itoa(i), i)
+	}
+	off := waitOffsetsEqual(t, pc, xc)
+	redistest.WaitFor(t, 10*time.Second, "replica ACKs the proxy's offset", func() bool {
+		return strings.Contains(xc.Info(t, "replication")["slave0"], "offset="+itoa(off)+",")
+	})
+
+	// The primary pings every 10s, so figures may move between INFO and the
+	// scrape: compare until one scrape between two equal INFOs matches.
+	var mismatch string
+	redistest.WaitFor(t, 30*time.Second, "/metrics equal to INFO", func() bool {
+		before := xc.Info(t, "everything")
+		m := scrape(t, p)
+		after := xc.Info(t, "everything")
+		mismatch = compareMetricsWithInfo(m, before, after)
+		return mismatch == ""
+	})
+	if mismatch != "" {
+		t.Fatal(mismatch)
+	}
+
+	primary.Kill()
+	redistest.WaitFor(t, 10*time.Second, "link down in /metrics", func() bool {
+		return scrape(t, p)["replproxy_upstream_link_up"] == 0
+	})
+	code, body := httpGet(t, p, "/readyz")
+	if code != http.StatusOK || !strings.Contains(body, "; serving from history: partial resyncs from offset ") {
+		t.Fatalf("/readyz with the link down and a history: %d %q", code, body)
+	}
+	// What readiness promised: the replica, disconnected, comes back and
+	// continues by partial resync with no primary.
+	xc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	redistest.WaitFor(t, 20*time.Second, "the replica back by partial resync", func() bool {
+		m := scrape(t, p)
+		return m[`replproxy_syncs_total{result="partial_ok"}`] == 1 && m["replproxy_connected_replicas"] == 1 &&
+			m[`replproxy_replicas_closed_total{reason="killed"}`] == 1
+	})
+	if m := scrape(t, p); m[`replproxy_syncs_total{result="full"}`] != 1 {
+		t.Fatalf("sync_full %v after the partial resync, want 1", m[`replproxy_syncs_total{result="full"}`])
+	}
+}
+
+// TestReadyzNeverSynced: a proxy whose primary is not there has no history
+// to serve: 503, saying so.
+func TestReadyzNeverSynced(t *testing.T) {
+	p := metricsProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
+	redistest.WaitFor(t, 10*time.Second, "a link attempt", func() bool {
+		return p.stats.upstreamLinkFailures.Load() > 0
+	})
+	code, body := httpGet(t, p, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "upstream link ") ||
+		!strings.HasSuffix(body, "; no sync with the primary has completed\n") {
+		t.Fatalf("/readyz: %d %q", code, body)
+	}
+}
+
+// compareMetricsWithInfo returns "" when m carries the figures of INFO
+// (before and after the scrape must agree on each), else the first
+// difference.
+func compareMetricsWithInfo(m map[string]float64, before, after map[string]string) string {
+	// Every replica's slaveN line gives its offset, under its id and address.
+	slave := func(info map[string]string) map[string]string {
+		fields := map[string]string{}
+		for _, kv := range strings.Split(info["slave0"], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			fields[k] = v
+		}
+		return fields
+	}
+	sb, sa := slave(before), slave(after)
+	pairs := []struct{ series, field string }{
+		{"replproxy_master_repl_offset", "master_repl_offset"},
+		{"replproxy_slave_repl_offset", "slave_repl_offset"},
+		{"replproxy_slave_read_repl_offset", "slave_read_repl_offset"},
+		{"replproxy_repl_backlog_histlen", "repl_backlog_histlen"},
+		{"replproxy_connected_replicas", "connected_slaves"},
+		{`replproxy_syncs_total{result="full"}`, "sync_full"},
+		{`replproxy_syncs_total{result="partial_ok"}`, "sync_partial_ok"},
+		{`replproxy_syncs_total{result="partial_err"}`, "sync_partial_err"},
+		{`replproxy_upstream_syncs_total{type="full"}`, "upstream_full_syncs"},
+		{`replproxy_upstream_syncs_total{type="partial"}`, "upstream_partial_syncs"},
+		{"replproxy_upstream_connects_total", "upstream_connects"},
+		{"replproxy_repl_input_bytes_total", "total_net_repl_input_bytes"},
+		{"replproxy_repl_output_bytes_total", "total_net_repl_output_bytes"},
+		{"replproxy_snapshot_size_bytes", "snapshot_size"},
+		{"replproxy_snapshot_offset", "snapshot_offset"},
+		{`replproxy_memory_bytes{category="snapshots"}`, "mem_snapshots"},
+		{`replproxy_memory_bytes{category="replication_backlog"}`, "mem_replication_backlog"},
+		{`replproxy_replicas_closed_total{reason="killed"}`, "replicas_closed_killed"},
+		{"replproxy_upstream_link_up", ""},
+	}
+	for _, pr := range pairs {
+		want := "1" // link up
+		if pr.field != "" {
+			want = before[pr.field]
+			if after[pr.field] != want {
+				return pr.field + " moved during the scrape"
+			}
+		}
+		if got, ok := m[pr.series]; !ok || strconv.FormatFloat(got, 'f', -1, 64) != want {
+			return pr.series + " = " + strconv.FormatFloat(got, 'f', -1, 64) + ", INFO " + pr.field + " = " + want
+		}
+	}
+	if sb["offset"] != sa["offset"] {
+		return "slave0 offset moved during the scrape"
+	}
+	// The replica's client id is the one CLIENT LIST shows; its address is
+	// ip:port from the slave0 line.
+	for series, v := range m {
+		if strings.HasPrefix(series, "replproxy_replica_offset{") {
+			if !strings.Contains(series, `addr="`+net.JoinHostPort(sb["ip"], sb["port"])+`"`) {
+				return series + ": not slave0's address"
+			}
+			if strconv.FormatFloat(v, 'f', -1, 64) != sb["offset"] {
+				return series + " = " + strconv.FormatFloat(v, 'f', -1, 64) + ", slave0 offset=" + sb["offset"]
+			}
+			return ""
+		}
+	}
+	return "no replproxy_replica_offset series"
+}
+
+// TestReadyzFlipsWhenUpstreamDies: a proxy synced with a primary that has
+// written nothing since holds an empty backlog, so nothing a returning
+// replica could continue from: /readyz is 200 while the link is up and 503
+// once the primary is killed.
+func TestReadyzFlipsWhenUpstreamDies(t *testing.T) {
+	primary, _ := startPrimary(t, "--repl-ping-replica-period", "3600")
+	p := metricsProxy(t, replicaOf(primary)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	if code, body := httpGet(t, p, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz with the link up: %d %q", code, body)
+	}
+	if n := xc.InfoInt(t, "replication", "repl_backlog_histlen"); n != 0 {
+		t.Fatalf("repl_backlog_histlen %d, want 0", n)
+	}
+	primary.Kill()
+	redistest.WaitFor(t, 10*time.Second, "/readyz 503 once the primary is gone", func() bool {
+		code, _ := httpGet(t, p, "/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	if _, body := httpGet(t, p, "/readyz"); !strings.HasSuffix(body, "; the backlog is empty\n") {
+		t.Fatalf("/readyz body %q", body)
+	}
+}
+
+// TestReadyzShuttingDown: once a graceful stop is asked for, the proxy is
+// not ready, whatever its link.
+func TestReadyzShuttingDown(t *testing.T) {
+	p := newTestProxy(t, proxySetup{idle: true})
+	p.Shutdown()
+	if ok, why := p.readiness(); ok || why != "shutting down" {
+		t.Fatalf("readiness() = %v, %q", ok, why)
+	}
+}

@@ -3,6 +3,9 @@ package proxy
 import (
 	"cmp"
 	"slices"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
 // ack-policy: what the proxy acknowledges to its primary (issue 11).
@@ -25,6 +28,15 @@ import (
 // the session raises the result to what it acknowledged before and never
 // acknowledges more than it received (upstream.Host.AckOffset).
 //
+// min-replicas-to-write on the primary counts a replica whose last ACK, of
+// any offset, is at most min-replicas-max-lag seconds old. So under
+// ack-policy replicas the link also goes quiet (upstream.Ack.Quiet) while
+// fewer than n counted replicas acknowledged within ackFresh: the proxy's
+// ACKs then age on the primary as its replicas' do, and the primary stops
+// counting it. A keepalive ACK every half repl-timeout keeps the primary from
+// dropping the link meanwhile, so min-replicas-max-lag must stay below half
+// of repl-timeout for this to show (defaults: 10 and 60 s).
+//
 // Cost: under ack-policy replicas every ACK that raises a replica's offset
 // nudges the link (upstream.Link.AckChanged), whose ACK goroutine then walks
 // the registry once (merged nudges: at most one walk in flight).
@@ -40,14 +52,36 @@ func quorumOffset(acks []int64, n int, applied int64) int64 {
 	return min(acks[n-1], applied)
 }
 
+// ackFresh is how recent the n-th latest replica ACK must be for the link to
+// keep acknowledging under ack-policy replicas <n>. Replicas acknowledge
+// once a second; the slack covers their timer's jitter.
+const ackFresh = 2 * time.Second
+
 // ackOffset is upstream.Host.AckOffset: applied under ack-policy received,
-// else the quorum of the replicas that count (see above).
-func (s *Server) ackOffset(applied int64) (int64, bool) {
+// else the quorum of the replicas that count (see above), quiet when fewer
+// than n of them acknowledged within ackFresh.
+func (s *Server) ackOffset(applied int64) upstream.Ack {
 	n := s.config().AckReplicas
 	if n == 0 {
-		return applied, false
+		return upstream.Ack{Off: applied}
 	}
-	return quorumOffset(s.clients.ackOffsets(s.hist.epoch()), n, applied), true
+	offs, times := s.clients.ackOffsets(s.hist.epoch())
+	heard := nthLatest(times, n)
+	return upstream.Ack{
+		Off:   quorumOffset(offs, n, applied),
+		Held:  true,
+		Quiet: heard < 0 || time.Since(time.Unix(0, heard)) > ackFresh,
+	}
+}
+
+// nthLatest returns the n-th latest of times (unix nanoseconds), or -1 when
+// there are fewer than n. times is reordered.
+func nthLatest(times []int64, n int) int64 {
+	if n < 1 || len(times) < n {
+		return -1
+	}
+	slices.SortFunc(times, func(a, b int64) int { return cmp.Compare(b, a) })
+	return times[n-1]
 }
 
 // replicaAcked is called after a replica's ACK raised its offset: under

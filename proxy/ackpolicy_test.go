@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,9 +159,71 @@ func TestAckOffsetsCountOnly(t *testing.T) {
 	add(2, replicaOnline, true, 300)    // rdb-only
 	closed := add(2, replicaOnline, false, 400)
 	closed.reason.Store(int32(closeReplicaTimeout))
-	got := g.ackOffsets(2)
+	got, _ := g.ackOffsets(2)
 	slices.Sort(got)
 	if !slices.Equal(got, []int64{90, 100}) {
 		t.Fatalf("ackOffsets(2) = %v, want [90 100]", got)
 	}
+}
+
+// TestNthLatest: the n-th latest ACK time; -1 with fewer than n.
+func TestNthLatest(t *testing.T) {
+	for _, tc := range []struct {
+		times []int64
+		n     int
+		want  int64
+	}{
+		{nil, 1, -1},
+		{[]int64{5}, 2, -1},
+		{[]int64{5, 9, 7}, 1, 9},
+		{[]int64{5, 9, 7}, 2, 7},
+		{[]int64{5, 9, 7}, 3, 5},
+		{[]int64{5}, 0, -1},
+	} {
+		if got := nthLatest(slices.Clone(tc.times), tc.n); got != tc.want {
+			t.Errorf("nthLatest(%v, %d) = %d, want %d", tc.times, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestAckPolicyMinReplicasToWrite: a primary with min-replicas-to-write 1
+// judges its replicas by the age of their last ACK (min-replicas-max-lag),
+// not by offset. Under `ack-policy received` the proxy's ACKs keep the
+// primary writable with a replica behind it frozen; under `ack-policy
+// replicas 2` the proxy goes quiet once one of its two replicas stops
+// acknowledging, the primary refuses writes with -NOREPLICAS, and accepts
+// them again once the replica resumes.
+func TestAckPolicyMinReplicasToWrite(t *testing.T) {
+	pc, xc, reps := ackPolicySetup(t)
+	pc.MustDo(t, "CONFIG", "SET", "min-replicas-max-lag", "2")
+	pc.MustDo(t, "CONFIG", "SET", "min-replicas-to-write", "1")
+	set := func() error {
+		_, err := pc.Do("SET", "k", "v")
+		return err
+	}
+	redistest.WaitFor(t, 10*time.Second, "the primary writable with min-replicas-to-write 1", func() bool {
+		return set() == nil
+	})
+
+	reps[0].Pause()
+	// Longer than min-replicas-max-lag plus the primary's once-a-second
+	// count: had the proxy gone quiet, the primary would refuse by now.
+	time.Sleep(4 * time.Second)
+	if err := set(); err != nil {
+		t.Fatalf("SET under ack-policy received, a replica frozen 4 s: %v, want OK", err)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "ack-policy", "replicas 2")
+	var last error
+	redistest.WaitFor(t, 15*time.Second, "-NOREPLICAS under ack-policy replicas 2, a replica frozen", func() bool {
+		last = set()
+		return last != nil
+	})
+	if !strings.HasPrefix(last.Error(), "NOREPLICAS") {
+		t.Fatalf("SET with the proxy quiet: %v, want -NOREPLICAS", last)
+	}
+	reps[0].Resume()
+	redistest.WaitFor(t, 15*time.Second, "the primary writable again after the replica resumed", func() bool {
+		return set() == nil
+	})
 }

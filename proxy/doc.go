@@ -88,7 +88,8 @@
 //     history.mu and registry.mu each alone, as INFO does.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
 //     answers to GETACK and the periodic ACKs on the main link, and guards
-//     the highest offset the session acknowledged. Host.AckOffset is called
+//     the highest offset the session acknowledged and when it last sent an
+//     ACK (for the quiet rule of ackpolicy.go). Host.AckOffset is called
 //     before it is taken: it reads the configuration, then history.mu (the
 //     epoch), then registry.mu, one at a time.
 //

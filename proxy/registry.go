@@ -92,18 +92,21 @@ func (g *registry) replicaList() []*replica {
 }
 
 // ackOffsets returns the ACK offsets of the replicas ack-policy replicas
-// counts (ackpolicy.go): online, not rdb-only, planned in epoch.
-func (g *registry) ackOffsets(epoch uint64) []int64 {
+// counts (ackpolicy.go): online, not rdb-only, planned in epoch; and, in the
+// same order, when each last acknowledged (unix nanoseconds).
+func (g *registry) ackOffsets(epoch uint64) (offs, times []int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	acks := make([]int64, 0, len(g.replicas))
+	offs = make([]int64, 0, len(g.replicas))
+	times = make([]int64, 0, len(g.replicas))
 	for r := range g.replicas {
 		// Atomics and fields fixed at registration: nothing blocks here.
 		if r.epoch == epoch && !r.hs.rdbOnly && r.State() == replicaOnline && !r.closed() {
-			acks = append(acks, r.ackOff.Load())
+			offs = append(offs, r.ackOff.Load())
+			times = append(times, r.ackTime.Load())
 		}
 	}
-	return acks
+	return offs, times
 }
 
 // bufferBytes adds up what the clients' buffers hold, replicas apart, and

@@ -59,7 +59,7 @@ func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64
 }
 
 // AckOffset applies the ack-policy (ackpolicy.go).
-func (h upstreamHost) AckOffset(applied int64) (int64, bool) { return h.s.ackOffset(applied) }
+func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffset(applied) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {

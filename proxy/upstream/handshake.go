@@ -41,6 +41,8 @@ type session struct {
 	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
 	scratch []byte     // guarded by writeMu
 	acked   int64      // guarded by writeMu: the highest offset this session acknowledged
+	lastAck time.Time  // guarded by writeMu: when this session last sent an ACK or GETACK answer
+	warmEnd time.Time  // guarded by writeMu: until when ACKs are never kept quiet (ackLoop sets it)
 }
 
 // dial connects to the primary t names, within t.Timeout.

@@ -62,14 +62,26 @@ type Host interface {
 	// ContinueAs takes the replid of a +CONTINUE: a new one ("" is none)
 	// moves the old one to replid2 as of the stream's end.
 	ContinueAs(newID string) (oldID string, secondOffset int64, changed bool)
-	// AckOffset returns the offset to acknowledge to the primary (REPLCONF
-	// ACK, and the answer to GETACK) when the link has applied applied.
-	// held false: applied itself, what any replica acknowledges (ack-policy
-	// received). held true: the offset the policy allows, never more than
-	// applied, -1 for nothing (ack-policy replicas); the session then never
-	// lets what it acknowledges go back, and also sends it when the host
-	// calls [Link.AckChanged].
-	AckOffset(applied int64) (off int64, held bool)
+	// AckOffset returns what to acknowledge to the primary (REPLCONF ACK,
+	// and the answer to GETACK) when the link has applied applied.
+	AckOffset(applied int64) Ack
+}
+
+// Ack is what a host's ack-policy lets the main link acknowledge.
+type Ack struct {
+	// Off is the offset to acknowledge. Held false: applied itself, what
+	// any replica acknowledges (ack-policy received). Held true: the offset
+	// the policy allows, never more than applied, -1 for nothing (ack-policy
+	// replicas); the session then never lets what it acknowledges go back,
+	// and also sends it when the host calls [Link.AckChanged].
+	Off  int64
+	Held bool
+	// Quiet, with Held, says that fewer replicas than the policy needs have
+	// acknowledged lately. The session then sends no ACK at all, beyond a
+	// keepalive (session.ack): a primary judges min-replicas-to-write by
+	// the age of a replica's last ACK, not its offset, so the proxy's ACKs
+	// must stop when its replicas' do.
+	Quiet bool
 }
 
 // Target is the primary to connect to, as the configuration names it.

@@ -23,7 +23,7 @@ type testHost struct {
 	replID   string
 	installs int
 	// ack, when set, is AckOffset; nil acknowledges what was applied.
-	ack func(applied int64) (int64, bool)
+	ack func(applied int64) Ack
 }
 
 func (h *testHost) Target() Target          { return Target{} }
@@ -46,11 +46,11 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
 
-func (h *testHost) AckOffset(applied int64) (int64, bool) {
+func (h *testHost) AckOffset(applied int64) Ack {
 	if h.ack != nil {
 		return h.ack(applied)
 	}
-	return applied, false
+	return Ack{Off: applied}
 }
 
 func newTestLink(t *testing.T) (*Link, *testHost) {

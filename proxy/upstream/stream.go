@@ -16,6 +16,11 @@ const (
 	ackInterval = time.Second
 	// ackFirstInterval is the wait before the first ACK of a link.
 	ackFirstInterval = 50 * time.Millisecond
+	// ackWarmup is how long after the stream starts ACKs are sent even when
+	// the policy would keep them quiet (Ack.Quiet): after a diskless payload
+	// the primary puts the proxy online only at an ACK (see ackLoop), before
+	// any replica of the proxy can have acknowledged anything.
+	ackWarmup = 5 * time.Second
 )
 
 // streamLoop reads the stream straight into the shared blocks, scans each
@@ -83,6 +88,9 @@ func (c *session) streamLoop() error {
 // come before that. A real replica's first ACK comes after loading the RDB,
 // which hides this; ours would otherwise hold the stream back for a second.
 func (c *session) ackLoop(ctx context.Context) error {
+	c.writeMu.Lock()
+	c.warmEnd = time.Now().Add(ackWarmup)
+	c.writeMu.Unlock()
 	wait := ackFirstInterval
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -111,20 +119,33 @@ func (c *session) ackLoop(ctx context.Context) error {
 // (the policy caps it at applied, and so was every earlier one). With
 // onlyIfRisen, nothing is sent unless the offset rose.
 //
+// When the policy says Quiet (too few replicas acknowledged lately), nothing
+// is sent, so that the primary's min-replicas-max-lag sees the proxy's ACKs
+// age as its replicas' do; except during the warm-up after the stream
+// starts, and once per half repl-timeout as a keepalive, since a primary
+// drops a replica whose last ACK is older than its repl-timeout (assumed to
+// equal the proxy's).
+//
 // Without a policy (ack-policy received) the offset is applied itself, as
 // before: a GETACK answer, the offset before the GETACK, may then be below
 // a periodic ACK the ACK goroutine sent a moment earlier, which the primary
 // ignores (it keeps the highest).
 func (c *session) ack(applied int64, onlyIfRisen bool) error {
-	off, held := c.l.host.AckOffset(applied)
+	a := c.l.host.AckOffset(applied)
+	off := a.Off
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if held {
+	if a.Held {
 		off = max(off, c.acked)
 	}
 	if onlyIfRisen && off <= c.acked {
 		return nil
 	}
+	now := time.Now()
+	if a.Held && a.Quiet && now.After(c.warmEnd) && now.Sub(c.lastAck) < c.timeout/2 {
+		return nil
+	}
 	c.acked = max(c.acked, off)
+	c.lastAck = now
 	return c.sendLocked("REPLCONF", "ACK", strconv.FormatInt(off, 10))
 }

@@ -12,6 +12,8 @@ import (
 // that holds the offset back (ack-policy replicas) never goes back, is never
 // above what was applied, and with onlyIfRisen is sent only when it rose;
 // without one (ack-policy received) the host's offset is sent as it is.
+// While the policy is quiet, nothing is sent but in the warm-up and as a
+// keepalive every half repl-timeout.
 func TestAckHeldNeverGoesBack(t *testing.T) {
 	l, h := newTestLink(t)
 	proxySide, primarySide := net.Pipe()
@@ -32,29 +34,46 @@ func TestAckHeldNeverGoesBack(t *testing.T) {
 	}()
 
 	var quorum int64 // what the replicas acknowledged, -1 for too few
-	h.ack = func(applied int64) (int64, bool) {
+	var quiet bool   // too few replicas acknowledged lately
+	h.ack = func(applied int64) Ack {
 		if quorum < 0 {
-			return -1, true
+			return Ack{Off: -1, Held: true, Quiet: quiet}
 		}
-		return min(quorum, applied), true
+		return Ack{Off: min(quorum, applied), Held: true, Quiet: quiet}
+	}
+	setTimes := func(lastAckAgo, warmLeft time.Duration) func() {
+		return func() {
+			c.writeMu.Lock()
+			c.lastAck, c.warmEnd = time.Now().Add(-lastAckAgo), time.Now().Add(warmLeft)
+			c.writeMu.Unlock()
+		}
 	}
 	for _, step := range []struct {
 		name        string
 		quorum      int64
 		applied     int64
 		onlyIfRisen bool
+		quiet       bool
+		before      func() // sets the session's clocks; nil leaves them
 		want        string // "" for nothing sent
 	}{
-		{"too few replicas at the start: 0", -1, 100, false, "0"},
-		{"quorum", 80, 100, false, "80"},
-		{"quorum capped at applied", 150, 120, false, "120"},
-		{"quorum lower: not back", 90, 130, false, "120"},
-		{"too few replicas: not back", -1, 130, false, "120"},
-		{"nudge, not risen: nothing", 100, 130, true, ""},
-		{"nudge, risen", 125, 130, true, "125"},
-		{"received policy: as is", 0, 140, false, "140"},
+		{"too few replicas at the start: 0", -1, 100, false, false, nil, "0"},
+		{"quorum", 80, 100, false, false, nil, "80"},
+		{"quorum capped at applied", 150, 120, false, false, nil, "120"},
+		{"quorum lower: not back", 90, 130, false, false, nil, "120"},
+		{"too few replicas: not back", -1, 130, false, false, nil, "120"},
+		{"nudge, not risen: nothing", 100, 130, true, false, nil, ""},
+		{"nudge, risen", 125, 130, true, false, nil, "125"},
+		{"quiet: nothing", 125, 130, false, true, setTimes(time.Second, -time.Second), ""},
+		{"quiet in the warm-up: sent", 125, 130, false, true, setTimes(time.Second, time.Second), "125"},
+		{"quiet past half repl-timeout: keepalive", 125, 130, false, true, setTimes(3*time.Second, -time.Second), "125"},
+		{"quiet right after the keepalive: nothing", 125, 130, false, true, nil, ""},
+		{"received policy: as is", 0, 140, false, false, nil, "140"},
 	} {
-		quorum = step.quorum
+		quorum, quiet = step.quorum, step.quiet
+		if step.before != nil {
+			step.before()
+		}
 		if step.name == "received policy: as is" {
 			h.ack = nil
 		}

@@ -209,8 +209,8 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
-	plan, ok := s.hist.planPartial(replID, off, legacy)
-	if !ok {
+	plan, refused := s.hist.planPartial(replID, off, legacy)
+	if refused != partialAccepted {
 		if s.up.State() != upstream.StateConnected {
 			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
 			return
@@ -222,6 +222,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			return
 		}
 		s.stats.syncFull.Add(1)
+		s.stats.fullSyncs[refused].Add(1)
 		if !legacy && replID != "?" {
 			s.stats.syncPartialErr.Add(1)
 		}
@@ -247,7 +248,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
 			"backlog-bytes", s.hist.stream().Offset()+1-off)
 	} else {
-		r.log.Info("full sync", "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
+		r.log.Info("full sync", "reason", refused, "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
 	}
 }
 

@@ -29,24 +29,30 @@ var errShuttingDown = errors.New("replproxy is shutting down")
 
 // planPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
 // second_repl_offset) and the offset lies in the backlog. It attaches the
-// cursor under the lock, so no reset or trim can come in between.
-func (h *history) planPartial(replID string, off int64, legacy bool) (syncPlan, bool) {
+// cursor under the lock, so no reset or trim can come in between. refused
+// is partialAccepted, or why the replica needs a full sync.
+func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncPlan, refused fullSyncReason) {
 	// Anything but a replid as Redis makes them, or an offset out of
 	// bounds, is a request for a full sync, as "?" is: never an error, which
 	// would stop a replica for good.
 	if legacy || !replid.Valid(replID) || off < 0 || off > replid.MaxOffset {
-		return syncPlan{}, false
+		return syncPlan{}, fullSyncRequested
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.mu.synced || !h.matchesLocked(replID, off) || off > h.st.Offset()+1 {
-		return syncPlan{}, false
+	switch {
+	case !h.mu.synced:
+		return syncPlan{}, fullSyncNoHistory
+	case !h.matchesLocked(replID, off):
+		return syncPlan{}, fullSyncReplIDMismatch
+	case off > h.st.Offset()+1:
+		return syncPlan{}, fullSyncOffsetOutOfRange
 	}
 	cur, err := h.st.Attach(off)
 	if err != nil {
-		return syncPlan{}, false
+		return syncPlan{}, fullSyncOffsetOutOfRange
 	}
-	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, true
+	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, partialAccepted
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just

@@ -37,11 +37,11 @@ func newTestHistory(t testing.TB, replID string, offset int64) *history {
 func TestHistoryReplIDMatch(t *testing.T) {
 	a, b := replid.New(), replid.New()
 	h := newTestHistory(t, a, 100)
-	if _, ok := h.planPartial(replid.New(), 101, false); ok {
-		t.Fatal("partial resync accepted for a replid that is not ours")
+	if _, r := h.planPartial(replid.New(), 101, false); r != fullSyncReplIDMismatch {
+		t.Fatalf("a replid that is not ours: %s, want replid_mismatch", r)
 	}
-	if _, ok := h.planPartial(a, 102, false); ok {
-		t.Fatal("partial resync accepted past the end of the stream")
+	if _, r := h.planPartial(a, 102, false); r != fullSyncOffsetOutOfRange {
+		t.Fatalf("past the end of the stream: %s, want offset_out_of_range", r)
 	}
 	oldID, second, epoch, changed := h.continueAs(b)
 	if !changed || oldID != a || second != 101 || epoch != 2 {
@@ -57,20 +57,22 @@ func TestHistoryReplIDMatch(t *testing.T) {
 		name   string
 		replID string
 		off    int64
-		ok     bool
+		want   fullSyncReason
 	}{
-		{"replid2 at second_repl_offset", a, 101, true},
-		{"replid2 past second_repl_offset", a, 102, false},
-		{"replid in the backlog", b, 105, true},
-		{"replid one past the end", b, 111, true},
-		{"replid past the end", b, 112, false},
+		{"replid2 at second_repl_offset", a, 101, partialAccepted},
+		{"replid2 past second_repl_offset", a, 102, fullSyncReplIDMismatch},
+		{"replid in the backlog", b, 105, partialAccepted},
+		{"replid one past the end", b, 111, partialAccepted},
+		{"replid past the end", b, 112, fullSyncOffsetOutOfRange},
+		{"question mark", "?", -1, fullSyncRequested},
+		{"negative offset", b, -5, fullSyncRequested},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, ok := h.planPartial(tc.replID, tc.off, false)
-			if ok != tc.ok {
-				t.Fatalf("accepted %v, want %v", ok, tc.ok)
+			plan, r := h.planPartial(tc.replID, tc.off, false)
+			if r != tc.want {
+				t.Fatalf("planPartial = %s, want %s", r, tc.want)
 			}
-			if !ok {
+			if r != partialAccepted {
 				return
 			}
 			defer plan.cursor.Close()
@@ -108,5 +110,18 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 	}
 	if since.closed() {
 		t.Error("a replica planned since the change was disconnected")
+	}
+}
+
+// TestPlanPartialNoHistory: before its first sync with a primary the proxy
+// has nothing to continue, whatever the replica asks for.
+func TestPlanPartialNoHistory(t *testing.T) {
+	h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
+	t.Cleanup(h.close)
+	if _, r := h.planPartial(replid.New(), 1, false); r != fullSyncNoHistory {
+		t.Fatalf("planPartial before any sync = %s, want no_history", r)
+	}
+	if _, r := h.planPartial("?", -1, true); r != fullSyncRequested {
+		t.Fatalf("SYNC before any sync = %s, want requested", r)
 	}
 }

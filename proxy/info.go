@@ -253,6 +253,9 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("snapshot_fetches", st.snapshotFetches.Load())
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
+	for r := partialAccepted + 1; r < numFullSyncReasons; r++ {
+		w.kv("sync_full_"+r.String(), st.fullSyncs[r].Load())
+	}
 	w.kv("replicas_dropped", st.replicasDropped.Load())
 	for r := closeNone; r < numCloseReasons; r++ {
 		if r.appliesToReplicas() {

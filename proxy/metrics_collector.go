@@ -56,6 +56,7 @@ var metricSpecs = []metricSpec{
 	{"clients_closed_total", counter, "Other clients closed, by reason (clients_closed_<reason>).", []string{"reason"}},
 
 	// Downstream syncs and traffic (INFO stats).
+	{"full_syncs_total", counter, "Full syncs served to replicas by reason (sync_full_<reason>); they add up to sync_full.", []string{"reason"}},
 	{"syncs_total", counter, "Syncs served to replicas by result: full (sync_full), partial_ok (sync_partial_ok), partial_err (sync_partial_err).", []string{"result"}},
 	{"repl_input_bytes_total", counter, "Bytes received from the primary (total_net_repl_input_bytes).", nil},
 	{"repl_output_bytes_total", counter, "Bytes sent to replicas (total_net_repl_output_bytes).", nil},
@@ -176,6 +177,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("syncs_total", st.syncFull.Load(), "full")
 	emit("syncs_total", st.syncPartialOK.Load(), "partial_ok")
 	emit("syncs_total", st.syncPartialErr.Load(), "partial_err")
+	for r := partialAccepted + 1; r < numFullSyncReasons; r++ {
+		emit("full_syncs_total", st.fullSyncs[r].Load(), r.String())
+	}
 	emit("repl_input_bytes_total", st.replInputBytes.Load())
 	emit("repl_output_bytes_total", st.replOutputBytes.Load())
 	emit("net_input_bytes_total", st.netInputBytes.Load()+st.replInputBytes.Load())

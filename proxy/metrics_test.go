@@ -231,6 +231,8 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{`replproxy_syncs_total{result="full"}`, "sync_full"},
 		{`replproxy_syncs_total{result="partial_ok"}`, "sync_partial_ok"},
 		{`replproxy_syncs_total{result="partial_err"}`, "sync_partial_err"},
+		{`replproxy_full_syncs_total{reason="requested"}`, "sync_full_requested"},
+		{`replproxy_full_syncs_total{reason="replid_mismatch"}`, "sync_full_replid_mismatch"},
 		{`replproxy_upstream_syncs_total{type="full"}`, "upstream_full_syncs"},
 		{`replproxy_upstream_syncs_total{type="partial"}`, "upstream_partial_syncs"},
 		{"replproxy_upstream_connects_total", "upstream_connects"},

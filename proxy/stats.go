@@ -5,16 +5,17 @@ import "sync/atomic"
 // stats are the server's counters, shown by INFO stats and reset by CONFIG
 // RESETSTAT. Every field is atomic: any goroutine may add to them.
 type stats struct {
-	connectionsReceived atomic.Int64 // total_connections_received
-	commandsProcessed   atomic.Int64 // total_commands_processed
-	rejectedConnections atomic.Int64 // rejected_connections
-	netInputBytes       atomic.Int64 // total_net_input_bytes (clients and replicas)
-	netOutputBytes      atomic.Int64 // total_net_output_bytes (clients and replicas)
-	replInputBytes      atomic.Int64 // total_net_repl_input_bytes (from the primary)
-	replOutputBytes     atomic.Int64 // total_net_repl_output_bytes (to replicas)
-	syncFull            atomic.Int64 // sync_full
-	syncPartialOK       atomic.Int64 // sync_partial_ok
-	syncPartialErr      atomic.Int64 // sync_partial_err
+	connectionsReceived atomic.Int64   // total_connections_received
+	commandsProcessed   atomic.Int64   // total_commands_processed
+	rejectedConnections atomic.Int64   // rejected_connections
+	netInputBytes       atomic.Int64   // total_net_input_bytes (clients and replicas)
+	netOutputBytes      atomic.Int64   // total_net_output_bytes (clients and replicas)
+	replInputBytes      atomic.Int64   // total_net_repl_input_bytes (from the primary)
+	replOutputBytes     atomic.Int64   // total_net_repl_output_bytes (to replicas)
+	syncFull            atomic.Int64   // sync_full
+	syncPartialOK       atomic.Int64   // sync_partial_ok
+	syncPartialErr      atomic.Int64   // sync_partial_err
+	fullSyncs           fullSyncCounts // sync_full by reason (proxy section)
 
 	// The upstream link (proxy section).
 	upstreamConnects      atomic.Int64 // connections made to the primary
@@ -48,5 +49,8 @@ func (s *stats) reset() {
 		&s.aclDeniedAuth, &s.queryLimitDisconnects, &s.outputLimitDisconnects,
 	} {
 		c.Store(0)
+	}
+	for i := range s.fullSyncs {
+		s.fullSyncs[i].Store(0)
 	}
 }

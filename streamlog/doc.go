@@ -14,7 +14,8 @@
 //	<first offset, 20 digits>.crc   a header, then one entry per record
 //
 // A record is up to RecordMax bytes of the stream as appended; its entry is
-// 8 bytes: the length and the CRC-32C of those bytes, little endian. The raw
+// 8 bytes: the length (its top bit the boundary mark below) and the CRC-32C
+// of those bytes, little endian. The raw
 // bytes stay raw, so a verified range can be sent with sendfile. meta.json
 // holds the replication identity (replid, replid2, second_repl_offset), the
 // offset the generation starts after, and the first offset of every segment,
@@ -22,6 +23,9 @@
 //
 // # Rules
 //
+//   - Command boundaries: an entry may mark its record as ending where a
+//     command ends. Recovery keeps the log only up to the last such record,
+//     so that a PSYNC from its end asks the primary for whole commands.
 //   - Bytes before entries: a record's bytes are written before its entry,
 //     so an entry never describes bytes that were not written first.
 //   - Recovery verifies every record of every listed segment in order. The

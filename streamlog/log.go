@@ -24,6 +24,10 @@ const (
 	RecordMax = 64 << 10
 	// entrySize is a CRC file entry: length, CRC-32C.
 	entrySize = 8
+	// boundaryFlag, in an entry's length, marks a record that ends where a
+	// command ends: recovery keeps the log up to the last such record, so
+	// that a PSYNC from its end asks for whole commands.
+	boundaryFlag = 1 << 31
 	// crcMagic starts every CRC file.
 	crcMagic = "RPLCRC1\n"
 	// metaName and metaTemp are the metadata file and its replacement.
@@ -72,9 +76,10 @@ type Options struct {
 
 // Recovery reports what Open found.
 type Recovery struct {
-	Verified int64  // stream bytes verified and kept
-	Cut      int64  // bytes found and cut: after a bad record, or without an entry
-	Problem  string // why bytes were cut or the metadata ignored; "" when all was well
+	Verified   int64  // stream bytes verified and kept
+	Cut        int64  // bytes found and cut: after a bad record, or without an entry
+	Unfinished int64  // verified bytes cut because no command boundary follows them
+	Problem    string // why bytes were cut or the metadata ignored; "" when all was well
 }
 
 // segment is one segment's index: where each record ends and its CRC.
@@ -82,6 +87,12 @@ type segment struct {
 	first int64    // offset of its first byte
 	ends  []int64  // position after each record, within the segment
 	crcs  []uint32 // each record's CRC-32C
+	marks []bool   // whether each record ends at a command boundary
+}
+
+// keep drops the records after the first n.
+func (s *segment) keep(n int) {
+	s.ends, s.crcs, s.marks = s.ends[:n], s.crcs[:n], s.marks[:n]
 }
 
 func (s *segment) size() int64 {
@@ -192,6 +203,8 @@ func (l *Log) recover() (Recovery, error) {
 			break
 		}
 	}
+	rec.Unfinished = l.cutToBoundary()
+	rec.Verified -= rec.Unfinished
 	if len(l.segs) != len(m.Segments) {
 		if err := l.writeMeta(l.metaLocked()); err != nil {
 			return rec, err
@@ -234,7 +247,8 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 	buf := make([]byte, RecordMax)
 	var pos int64
 	for len(entries) >= entrySize {
-		n := int64(binary.LittleEndian.Uint32(entries))
+		field := binary.LittleEndian.Uint32(entries)
+		n := int64(field &^ boundaryFlag)
 		sum := binary.LittleEndian.Uint32(entries[4:])
 		if n == 0 || n > RecordMax {
 			problem = fmt.Sprintf("%s: record at %d has length %d", name, first+pos, n)
@@ -251,6 +265,7 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 		pos += n
 		s.ends = append(s.ends, pos)
 		s.crcs = append(s.crcs, sum)
+		s.marks = append(s.marks, field&boundaryFlag != 0)
 		entries = entries[entrySize:]
 	}
 	cut = max(fileSize(data)-pos, 0)
@@ -262,6 +277,52 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 		problem = fmt.Sprintf("%s: %d bytes after the last checksum entry", name, cut)
 	}
 	return s, cut, problem
+}
+
+// cutToBoundary drops the records after the last one that ends at a command
+// boundary, and the segments left empty but the first, cutting the files to
+// match, and returns the bytes dropped. A log with no boundary at all
+// becomes empty, starting where its first segment did.
+func (l *Log) cutToBoundary() (cut int64) {
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		s := l.segs[i]
+		n := len(s.marks)
+		for n > 0 && !s.marks[n-1] {
+			n--
+		}
+		if n < len(s.marks) {
+			var kept int64
+			if n > 0 {
+				kept = s.ends[n-1]
+			}
+			cut += s.size() - kept
+			l.total -= s.size() - kept
+			s.keep(n)
+			l.truncate(s)
+		}
+		if n > 0 {
+			l.segs = l.segs[:i+1] // the ones after it are empty now
+			return cut
+		}
+		if i == 0 {
+			l.start = s.first - 1
+		}
+	}
+	l.segs = nil
+	return cut
+}
+
+// truncate cuts s's files to its index. A failed cut leaves bytes past the
+// index, never read, and cut again at the next recovery.
+func (l *Log) truncate(s *segment) {
+	if f, err := l.fsys.OpenFile(segName(s.first, segExt), os.O_RDWR, 0); err == nil {
+		f.Truncate(s.size())
+		f.Close()
+	}
+	if f, err := l.fsys.OpenFile(segName(s.first, crcExt), os.O_RDWR, 0); err == nil {
+		f.Truncate(int64(len(crcMagic)) + int64(len(s.ends))*entrySize)
+		f.Close()
+	}
 }
 
 // sizeOf adds up the sizes of the segment files named by firsts, for the
@@ -497,7 +558,8 @@ func (l *Log) fail(err error) error {
 }
 
 // Append adds p to the stream, as the bytes after the last one held.
-func (l *Log) Append(p []byte) error {
+// boundary says that p ends where a command ends (see Recovery.Unfinished).
+func (l *Log) Append(p []byte, boundary bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.usableLocked(); err != nil {
@@ -516,8 +578,13 @@ func (l *Log) Append(p []byte) error {
 			return l.fail(fmt.Errorf("write the stream log: %w", err))
 		}
 		sum := crc32.Checksum(p[:n], castagnoli)
+		mark := boundary && n == len(p)
+		field := uint32(n)
+		if mark {
+			field |= boundaryFlag
+		}
 		var e [entrySize]byte
-		binary.LittleEndian.PutUint32(e[:], uint32(n))
+		binary.LittleEndian.PutUint32(e[:], field)
 		binary.LittleEndian.PutUint32(e[4:], sum)
 		if _, err := l.crc.Write(e[:]); err != nil {
 			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
@@ -526,6 +593,7 @@ func (l *Log) Append(p []byte) error {
 		s := l.segs[len(l.segs)-1]
 		s.ends = append(s.ends, s.size()+int64(n))
 		s.crcs = append(s.crcs, sum)
+		s.marks = append(s.marks, mark)
 		l.total += int64(n)
 		l.mu.Unlock()
 		p = p[n:]

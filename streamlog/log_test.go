@@ -53,7 +53,7 @@ func appendChunks(t *testing.T, l *Log, data []byte) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for len(data) > 0 {
 		n := min(len(data), 1+r.IntN(40<<10))
-		if err := l.Append(data[:n]); err != nil {
+		if err := l.Append(data[:n], true); err != nil {
 			t.Fatalf("Append: %v", err)
 		}
 		data = data[n:]
@@ -93,7 +93,7 @@ func TestAppendReadReopen(t *testing.T) {
 	if rec.Problem != "" || l.Identity().ReplID != "" {
 		t.Fatalf("empty dir: recovery %+v, identity %+v", rec, l.Identity())
 	}
-	if err := l.Append([]byte("x")); err == nil {
+	if err := l.Append([]byte("x"), true); err == nil {
 		t.Fatal("Append before Reset succeeded")
 	}
 	if err := l.Reset(testID, 1000); err != nil {
@@ -212,7 +212,7 @@ func TestRecoveryCutsAtCorruption(t *testing.T) {
 	}
 	data := stream(220<<10, 4)                 // the newest segment: records of 8 KiB, 10 KiB, 10 KiB
 	for i := 0; i < len(data); i += 10 << 10 { // records of 10 KiB
-		if err := l.Append(data[i : i+10<<10]); err != nil {
+		if err := l.Append(data[i : i+10<<10], true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,7 +238,7 @@ func TestRecoveryCutsAtCorruption(t *testing.T) {
 		t.Fatal("recovered bytes differ")
 	}
 	fresh := stream(30<<10, 5)
-	if err := l2.Append(fresh); err != nil {
+	if err := l2.Append(fresh, true); err != nil {
 		t.Fatal(err)
 	}
 	want := append(bytes.Clone(data[:wantEnd]), fresh...)
@@ -254,7 +254,7 @@ func TestRecoveryTornTail(t *testing.T) {
 	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
 	l.Reset(testID, 50)
 	data := stream(30<<10, 6)
-	l.Append(data)
+	l.Append(data, true)
 	l.Close()
 	seg := segFiles(t, dir, segExt)[0]
 	crc := segFiles(t, dir, crcExt)[0]
@@ -329,7 +329,7 @@ func TestReaderRefusesCorruption(t *testing.T) {
 	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
 	l.Reset(testID, 0)
 	data := stream(20<<10, 10)
-	l.Append(data)
+	l.Append(data, true)
 	flip(t, segFiles(t, dir, segExt)[0], 100)
 	r, _ := l.NewReader(1)
 	defer r.Close()
@@ -345,7 +345,7 @@ func TestIdentityAndReset(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
 	l.Reset(testID, 0)
-	l.Append(stream(1000, 1))
+	l.Append(stream(1000, 1), true)
 	id2 := Identity{ReplID: strings.Repeat("b", 40), ReplID2: testID.ReplID, SecondOffset: 1001}
 	if err := l.SetIdentity(id2); err != nil {
 		t.Fatal(err)
@@ -372,7 +372,7 @@ func TestIdentityAndReset(t *testing.T) {
 	}
 	defer stale.Close()
 	l2.Reset(testID, 0)
-	l2.Append(stream(10000, 3))
+	l2.Append(stream(10000, 3), true)
 	if _, err := stale.WriteTo(io.Discard, 100); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("reader across a Reset: %v, want ErrNotHeld", err)
 	}
@@ -432,7 +432,7 @@ func TestFaultsAreSticky(t *testing.T) {
 	l, _ := openDir(t, dir, Options{FS: ffs, MaxBytes: 1 << 30})
 	l.Reset(testID, 0)
 	data := stream(10<<10, 2)
-	if err := l.Append(data); err != nil {
+	if err := l.Append(data, true); err != nil {
 		t.Fatal(err)
 	}
 	ffs.fail(true)
@@ -440,7 +440,7 @@ func TestFaultsAreSticky(t *testing.T) {
 		t.Fatal("Sync on a failing disk succeeded")
 	}
 	ffs.fail(false)
-	if err := l.Append([]byte("more")); err == nil || l.Err() == nil {
+	if err := l.Append([]byte("more"), true); err == nil || l.Err() == nil {
 		t.Fatal("Append after a failed sync succeeded: the failure must be sticky")
 	}
 	if got := readAll(t, l, 1); !bytes.Equal(got, data) {
@@ -449,7 +449,44 @@ func TestFaultsAreSticky(t *testing.T) {
 	if err := l.Reset(testID, 20000); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Append([]byte("after")); err != nil || l.Err() != nil {
+	if err := l.Append([]byte("after"), true); err != nil || l.Err() != nil {
 		t.Fatalf("Append after Reset: %v", err)
+	}
+}
+
+// TestRecoveryEndsAtCommandBoundary: records appended after the last one that
+// ends a command are cut at recovery (a PSYNC from the end must ask for whole
+// commands), across segments; with no boundary at all the log is empty and
+// starts where it did.
+func TestRecoveryEndsAtCommandBoundary(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 1 << 30, SegmentBytes: 64 << 10}
+	l, _ := openDir(t, dir, opts)
+	l.Reset(testID, 100)
+	data := stream(200<<10, 11)
+	l.Append(data[:50<<10], true)
+	l.Append(data[50<<10:], false) // spans three more segments
+	l.Close()
+	l2, rec := openDir(t, dir, opts)
+	if first, last := l2.Bounds(); first != 101 || last != 100+50<<10 {
+		t.Fatalf("Bounds %d, %d, want 101, %d", first, last, 100+50<<10)
+	}
+	if rec.Unfinished != 150<<10 || rec.Problem != "" || rec.Verified != 50<<10 {
+		t.Fatalf("recovery %+v", rec)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(m) != 1 {
+		t.Fatalf("segments after the cut: %v, want 1", m)
+	}
+	more := stream(10<<10, 12)
+	l2.Append(more, true)
+	if got := readAll(t, l2, 101); !bytes.Equal(got, append(bytes.Clone(data[:50<<10]), more...)) {
+		t.Fatal("bytes after the cut and an append differ")
+	}
+	l2.Reset(testID, 7)
+	l2.Append(data[:1000], false)
+	l2.Close()
+	l3, rec := openDir(t, dir, opts)
+	if first, last := l3.Bounds(); first != 8 || last != 7 || rec.Unfinished != 1000 {
+		t.Fatalf("no boundary: Bounds %d, %d, recovery %+v", first, last, rec)
 	}
 }

@@ -212,7 +212,7 @@ func TestRecoveryCutsAtCorruption(t *testing.T) {
 	}
 	data := stream(220<<10, 4)                 // the newest segment: records of 8 KiB, 10 KiB, 10 KiB
 	for i := 0; i < len(data); i += 10 << 10 { // records of 10 KiB
-		if err := l.Append(data[i : i+10<<10], true); err != nil {
+		if err := l.Append(data[i:i+10<<10], true); err != nil {
 			t.Fatal(err)
 		}
 	}

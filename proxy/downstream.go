@@ -228,6 +228,9 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		}
 	} else {
 		s.stats.syncPartialOK.Add(1)
+		if plan.fromLog != nil {
+			s.stats.logPartialSyncs.Add(1)
+		}
 	}
 	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, epoch: plan.epoch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
@@ -246,7 +249,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	s.clients.addReplica(r)
 	if plan.partial {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.hist.stream().Offset()+1-off)
+			"backlog-bytes", s.hist.stream().Offset()+1-off, "from-log", plan.fromLog != nil)
 	} else {
 		r.log.Info("full sync", "reason", refused, "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
 	}

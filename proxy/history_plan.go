@@ -7,6 +7,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // syncPlan is how a replica will be served, decided under the history's lock.
@@ -20,6 +21,8 @@ type syncPlan struct {
 	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+	fromLog  *streamlog.Reader // partial: the stream log from that byte, when memory no longer holds it (cursor nil)
+	gen      uint64            // the stream's generation when planned (for fromLog's move to memory)
 	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
 }
 
@@ -45,14 +48,42 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncP
 		return syncPlan{}, fullSyncNoHistory
 	case !h.matchesLocked(replID, off):
 		return syncPlan{}, fullSyncReplIDMismatch
-	case off > h.st.Offset()+1:
+	case off > h.st.Offset()+1 && !(h.mu.recovered && off <= h.st.Offset()+1+maxAhead):
 		return syncPlan{}, fullSyncOffsetOutOfRange
 	}
+	plan = syncPlan{partial: true, replID: h.mu.replID, epoch: h.mu.epoch, gen: h.st.Generation()}
 	cur, err := h.st.Attach(off)
-	if err != nil {
-		return syncPlan{}, fullSyncOffsetOutOfRange
+	if err == nil {
+		plan.cursor = cur
+		return plan, partialAccepted
 	}
-	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, partialAccepted
+	if plan.fromLog = h.logReaderLocked(replID, off); plan.fromLog != nil {
+		return plan, partialAccepted
+	}
+	return syncPlan{}, fullSyncOffsetOutOfRange
+}
+
+// maxAhead is how far ahead of a recovered stream's end a replica may be and
+// still wait for the stream to reach its offset: bytes it received before a
+// crash and the log had not kept. Further ahead is not a loss of the log's.
+const maxAhead = 64 << 20
+
+// logReaderLocked returns a reader of the stream log from off, when the log
+// holds it under a replid that lets replID continue there, or nil.
+// REQUIRES: h.mu held.
+func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
+	if h.disk == nil {
+		return nil
+	}
+	id := h.disk.Identity()
+	if replID != id.ReplID && (replID != id.ReplID2 || off > id.SecondOffset) {
+		return nil
+	}
+	rd, err := h.disk.NewReader(off)
+	if err != nil {
+		return nil
+	}
+	return rd
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // The writer half of a downstream replica (runReplica starts it): it sends
@@ -45,6 +46,11 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		}
 		if err := w.write([]byte(line)); err != nil {
 			return err
+		}
+		if plan.fromLog != nil {
+			if cur, err = w.sendLog(ctx, plan.fromLog, plan.gen); err != nil {
+				return err
+			}
 		}
 		return w.stream(ctx, r, cur)
 	}
@@ -157,6 +163,62 @@ func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) er
 		}
 	}
 	return nil
+}
+
+// logGapWait bounds how long a replica reading the stream log waits at its
+// end for memory to hold the next byte (the follower appends within
+// milliseconds); past it the log has a gap and the replica must resync.
+const logGapWait = 2 * time.Second
+
+// errLogGap ends a replica the stream log cannot take to the memory stream.
+var errLogGap = errors.New("the stream log ends before the memory stream begins")
+
+// sendLog sends the stream log from rd's offset, one verified record at a
+// time (sendfile to a plain TCP connection), until the offset is in memory
+// again, and returns a cursor there: a replica behind the memory backlog
+// pins nothing while it reads from disk. A record that no longer matches its
+// checksum ends the replica, whose bytes stop before it.
+func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64) (*replbuf.Cursor, error) {
+	defer rd.Close()
+	st := w.s.hist.stream()
+	var atEnd time.Time // when the reader first found the log's end
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Look at memory every 64 records and at the log's end, not at every
+		// record: Backlog takes the stream's lock.
+		if i%64 == 0 || !atEnd.IsZero() {
+			if first, _ := st.Backlog(); rd.Offset() >= first {
+				if cur, err := st.Attach(rd.Offset()); err == nil {
+					if st.Generation() != gen {
+						cur.Close()
+						return nil, errGenerationMoved
+					}
+					return cur, nil
+				}
+			}
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		n, err := rd.WriteTo(w.conn, 1<<20)
+		w.s.stats.replOutputBytes.Add(n)
+		switch {
+		case err == nil:
+			atEnd = time.Time{}
+		case errors.Is(err, io.EOF):
+			if atEnd.IsZero() {
+				atEnd = time.Now()
+			} else if time.Since(atEnd) > logGapWait {
+				return nil, errLogGap
+			}
+			time.Sleep(time.Millisecond)
+		case errors.Is(err, streamlog.ErrCorrupt):
+			w.s.durable.lg.Error("stream log: corrupt record, not sent", "error", err)
+			return nil, err
+		default:
+			return nil, fmt.Errorf("send from the stream log: %w", err)
+		}
+	}
 }
 
 // replicaWriter writes to one replica with a deadline per write.

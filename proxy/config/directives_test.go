@@ -75,6 +75,12 @@ func TestSet(t *testing.T) {
 		{"requirepass empty", "requirepass", []string{""}, "", nil},
 		{"requirepass none", "requirepass", nil, "", ErrArgCount},
 
+		{"repl-log-size", "repl-log-size", []string{"2gb"}, "2147483648", nil},
+		{"repl-log-size off", "repl-log-size", []string{"0"}, "0", nil},
+		{"repl-log-size negative", "repl-log-size", []string{"-1"}, "", ErrInvalidValue},
+		{"repl-log-fsync always", "repl-log-fsync", []string{"Always"}, "always", nil},
+		{"repl-log-fsync no", "repl-log-fsync", []string{"no"}, "no", nil},
+		{"repl-log-fsync bad", "repl-log-fsync", []string{"sometimes"}, "", ErrInvalidValue},
 		{"repl-backlog-size mb", "repl-backlog-size", []string{"1mb"}, "1048576", nil},
 		{"repl-backlog-size gb", "repl-backlog-size", []string{"1GB"}, "1073741824", nil},
 		{"repl-backlog-size clamped", "repl-backlog-size", []string{"100"}, "16384", nil},
@@ -232,6 +238,8 @@ func TestSetFields(t *testing.T) {
 		{"log-format", "json"},
 		{"metrics-port", "9121"},
 		{"metrics-bind", "::1"},
+		{"repl-log-size", "64mb"},
+		{"repl-log-fsync", "always"},
 	} {
 		if err := c.Set(set[0], set[1:]...); err != nil {
 			t.Fatal(err)
@@ -265,6 +273,8 @@ func TestSetFields(t *testing.T) {
 		LogFormat:       LogJSON,
 		MetricsPort:     9121,
 		MetricsBind:     "::1",
+		ReplLogSize:     64 << 20,
+		ReplLogFsync:    FsyncAlways,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -302,6 +312,8 @@ func TestGetDefaults(t *testing.T) {
 		{"log-format", "text"},
 		{"ack-policy", "received"},
 		{"metrics-port", "0"},
+		{"repl-log-size", "1073741824"},
+		{"repl-log-fsync", "everysec"},
 		{"metrics-bind", "127.0.0.1"},
 		{"REPL-TIMEOUT", "60"},
 	} {
@@ -339,7 +351,7 @@ func TestNames(t *testing.T) {
 		"ack-policy", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
-		"repl-backlog-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
+		"repl-backlog-size", "repl-log-fsync", "repl-log-size", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
 	}
 	got := Names()
 	if !slices.Equal(got, want) {

@@ -48,8 +48,8 @@ type Server struct {
 	// ln holds the client listeners (listeners.go): opened by New,
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
-	ln listenerSet
-	metricsLn       net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
+	ln        listenerSet
+	metricsLn net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
 
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
 // freePort returns a TCP port nothing listens on right now.
@@ -158,4 +160,37 @@ func TestConfigRewriteCommand(t *testing.T) {
 			t.Fatal("no log line for the failed rewrite")
 		}
 	})
+}
+
+// TestConfigResetStat checks CONFIG RESETSTAT zeroes what Redis 7.0's
+// resetServerStats does (INFO stats) and leaves the replication state and
+// the proxy's link counters alone.
+func TestConfigResetStat(t *testing.T) {
+	srv, pc := startPrimary(t)
+	p, xc := startProxyOf(t, srv)
+	pc.MustDo(t, "SET", "k", "v")
+	off := waitOffsetsEqual(t, pc, xc)
+	p.stats.evictedSnapshots.Add(1) // no eviction to provoke here: its counter stands in
+	st := p.Info("stats") + p.Info("replication") + p.Info("proxy")
+	fields := redistest.ParseInfo(st)
+	for _, f := range []string{"total_connections_received", "total_commands_processed", "total_net_input_bytes", "total_net_repl_input_bytes", "evicted_snapshots", "upstream_connects"} {
+		if fields[f] == "0" || fields[f] == "" {
+			t.Fatalf("%s is %q before the reset", f, fields[f])
+		}
+	}
+	xc.MustDo(t, "CONFIG", "RESETSTAT")
+	after := redistest.ParseInfo(p.Info("stats") + p.Info("replication") + p.Info("proxy"))
+	for _, f := range []string{"total_connections_received", "total_net_input_bytes", "total_net_repl_input_bytes", "evicted_snapshots", "sync_full", "rejected_connections"} {
+		if after[f] != "0" {
+			t.Errorf("%s = %q after CONFIG RESETSTAT, want 0", f, after[f])
+		}
+	}
+	for _, f := range []string{"master_repl_offset", "master_replid", "master_link_status", "upstream_connects", "upstream_full_syncs"} {
+		if after[f] != fields[f] {
+			t.Errorf("%s changed by CONFIG RESETSTAT: %q, was %q", f, after[f], fields[f])
+		}
+	}
+	if after["master_repl_offset"] != itoa(off) {
+		t.Errorf("master_repl_offset %s, want %d", after["master_repl_offset"], off)
+	}
 }

@@ -91,7 +91,9 @@ type Server struct {
 type Options struct {
 	// Logger is the root logger; nil discards logs.
 	Logger hclog.Logger
-	// ConfigFile is the path the configuration was read from, for INFO.
+	// ConfigFile is the path the configuration was read from, for INFO and
+	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
+	// REWRITE then fails as in Redis.
 	ConfigFile string
 	// OnMaxMemory, when not nil, is called with maxmemory at start and
 	// whenever CONFIG SET changes it (the program sets GOMEMLIMIT from it).

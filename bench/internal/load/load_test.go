@@ -94,4 +94,3 @@ func TestRunCancel(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
-

@@ -38,10 +38,20 @@ func lineChart(path, title, xLabel, yLabel string, ss []series) error {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xLabel, yLabel
 	p.Y.Min = 0
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
+	var ticks []plot.Tick
+	seen := map[float64]bool{}
+	top := 0.0
 	for i, s := range ss {
 		if s.Len() == 0 {
 			continue
+		}
+		for j, x := range s.xs {
+			top = max(top, s.ys[j].Max)
+			if !seen[x] {
+				seen[x] = true
+				ticks = append(ticks, plot.Tick{Value: x, Label: fmt.Sprint(x)})
+			}
 		}
 		line, points, err := plotter.NewLinePoints(s)
 		if err != nil {
@@ -57,6 +67,11 @@ func lineChart(path, title, xLabel, yLabel string, ss []series) error {
 		p.Add(line, points, bars)
 		p.Legend.Add(s.name, line, points)
 	}
+	// Integer ticks at the measured x values, and room above the data for
+	// the legend.
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.X.Min, p.X.Max = 0, p.X.Max+1
+	p.Y.Max = top * 1.35
 	p.Add(plotter.NewGrid())
 	return p.Save(chartW, chartH, path)
 }
@@ -67,7 +82,11 @@ func barChart(path, title, yLabel string, labels []string, names []string, value
 	p.Title.Text, p.Y.Label.Text = title, yLabel
 	p.Legend.Top = true
 	w := vg.Points(20)
+	top := 0.0
 	for i, vs := range values {
+		for _, v := range vs {
+			top = max(top, v)
+		}
 		bars, err := plotter.NewBarChart(plotter.Values(vs), w)
 		if err != nil {
 			return err
@@ -79,6 +98,7 @@ func barChart(path, title, yLabel string, labels []string, names []string, value
 		p.Legend.Add(names[i], bars)
 	}
 	p.NominalX(labels...)
+	p.Y.Min, p.Y.Max = 0, top*1.25 // room for the legend
 	p.Add(plotter.NewGrid())
 	return p.Save(chartW, chartH, path)
 }

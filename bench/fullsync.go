@@ -18,6 +18,7 @@ type syncRun struct {
 	elapsed     time.Duration // REPLICAOF until every replica is in sync
 	forks       int64         // total_forks delta on the primary in that window
 	proxyForks  int64         // forks for the proxy's own first sync, before the window
+	proxyCPU    time.Duration // primary CPU for the proxy's own first sync
 	primaryCPU  time.Duration // in the window, fork children included
 	primaryHWM  int64         // bytes
 	relayHWM    int64         // bytes; 0 for direct
@@ -36,6 +37,7 @@ type syncSummary struct {
 	seconds     sample.Summary
 	forks       sample.Summary
 	proxyForks  sample.Summary
+	proxyCPU    sample.Summary // seconds
 	primaryCPU  sample.Summary // seconds
 	primaryHWM  sample.Summary // MB
 	relayHWM    sample.Summary // MB
@@ -71,18 +73,20 @@ func runFullSync(ctx context.Context, o *options, proxyBin string) (*fullSyncRes
 	}
 	for _, p := range order {
 		s := syncSummary{point: p, runs: len(runs[p]), digestsSame: true}
-		var secs, forks, pforks, cpu, phwm, rhwm, data []float64
+		var secs, forks, pforks, pcpu, cpu, phwm, rhwm, data []float64
 		for _, r := range runs[p] {
 			secs = append(secs, r.elapsed.Seconds())
 			forks = append(forks, float64(r.forks))
 			pforks = append(pforks, float64(r.proxyForks))
+			pcpu = append(pcpu, r.proxyCPU.Seconds())
 			cpu = append(cpu, r.primaryCPU.Seconds())
 			phwm = append(phwm, float64(r.primaryHWM)/1e6)
 			rhwm = append(rhwm, float64(r.relayHWM)/1e6)
 			data = append(data, r.dataMB)
 			s.digestsSame = s.digestsSame && r.digestsSame
 		}
-		s.seconds, s.forks, s.proxyForks, s.primaryCPU = sample.Of(secs), sample.Of(forks), sample.Of(pforks), sample.Of(cpu)
+		s.seconds, s.forks, s.primaryCPU = sample.Of(secs), sample.Of(forks), sample.Of(cpu)
+		s.proxyForks, s.proxyCPU = sample.Of(pforks), sample.Of(pcpu)
 		s.primaryHWM, s.relayHWM, s.dataMB = sample.Of(phwm), sample.Of(rhwm), sample.Of(data).Median
 		res.points = append(res.points, s)
 	}
@@ -111,6 +115,10 @@ func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint)
 	if err != nil {
 		return run, err
 	}
+	cpuAttach, err := s.primary.CPU()
+	if err != nil {
+		return run, err
+	}
 	if s.relay, err = startRelay(ctx, c, p.topology, plain, s.primary); err != nil {
 		return run, err
 	}
@@ -124,11 +132,11 @@ func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint)
 	if err != nil {
 		return run, err
 	}
-	run.proxyForks = forks1 - forks0
 	cpu0, err := s.primary.CPU()
 	if err != nil {
 		return run, err
 	}
+	run.proxyForks, run.proxyCPU = forks1-forks0, cpu0.Sub(cpuAttach).Total()
 
 	start := time.Now()
 	errs := make(chan error, len(s.replicas))

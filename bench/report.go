@@ -247,19 +247,20 @@ func (r *results) fullSyncMarkdown(p printer, charts map[string]string) {
 	p("`REPLICAOF` at the same moment, of the primary (*direct*) or of a proxy already in sync with")
 	p("it (*proxied*). Time is from `REPLICAOF` until every replica's offset equals the primary's;")
 	p("forks are `total_forks` on the primary in that window (the proxy's own first sync, before")
-	p("the window, is shown apart); primary CPU is in the same window and includes the fork child")
-	p("(reaped before the second reading). %d run(s) per point.", r.opts.syncReps)
+	p("the window, is shown apart with the primary CPU it cost); primary CPU is in the same window")
+	p("and includes the fork child (reaped before the second reading). Peak RSS is the process's")
+	p("own (`VmHWM`), without the fork child's copy-on-write pages. %d run(s) per point.", r.opts.syncReps)
 	p("")
-	p("| N | topology | time to all synced s | primary forks | proxy's own sync forks | primary CPU s | primary peak RSS MB | proxy peak RSS MB | digests equal |")
+	p("| N | topology | time to all synced s | primary forks | primary CPU s | primary peak RSS MB | proxy peak RSS MB | proxy's own sync: forks, primary CPU s | digests equal |")
 	p("|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, pt := range f.points {
-		proxyForks, relayHWM := "–", "–"
+		own, relayHWM := "–", "–"
 		if pt.point.topology == proxied {
-			proxyForks, relayHWM = fmtS(pt.proxyForks, 0), fmtS(pt.relayHWM, 0)
+			own, relayHWM = fmtS(pt.proxyForks, 0)+", "+fmtS(pt.proxyCPU, 2), fmtS(pt.relayHWM, 0)
 		}
 		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", pt.point.replicas, pt.point.topology,
-			fmtS(pt.seconds, 2), fmtS(pt.forks, 0), proxyForks, fmtS(pt.primaryCPU, 2),
-			fmtS(pt.primaryHWM, 0), relayHWM, yesNo(pt.digestsSame))
+			fmtS(pt.seconds, 2), fmtS(pt.forks, 0), fmtS(pt.primaryCPU, 2),
+			fmtS(pt.primaryHWM, 0), relayHWM, own, yesNo(pt.digestsSame))
 	}
 	p("")
 	p("Goal: N simultaneous full syncs cost the primary at most one fork and under half the direct CPU.")

@@ -68,8 +68,8 @@ func parseOptions(args []string) (*options, error) {
 	reps := fs.Int("reps", 0, "runs per streaming point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
 	sizes := fs.String("sizes", "", "streaming: value sizes in bytes (default 512,16384,65536; quick 512,16384)")
-	streamMB := fs.Int("stream-mb", 0, "streaming: MB of stream per run (default 512; quick 48)")
-	syncMB := fs.Int("sync-mb", 0, "full sync: MB of data on the primary (default 1024; quick 96)")
+	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 128)")
+	syncMB := fs.Int("sync-mb", 0, "full sync: MiB of values on the primary (default 1024; quick 96)")
 	syncN := fs.String("sync-replicas", "", "full sync: replica counts (default 1,4,8; quick 1,4)")
 	syncReps := fs.Int("sync-reps", 0, "full sync: runs per point (default 3; quick 1)")
 	fs.IntVar(&o.syncDelay, "sync-delay", 0, "full sync: the primary's repl-diskless-sync-delay in seconds")
@@ -99,7 +99,7 @@ func parseOptions(args []string) (*options, error) {
 		return full
 	}
 	o.reps = pick(*reps, 3, 3)
-	o.streamMB = pick(*streamMB, 512, 48)
+	o.streamMB = pick(*streamMB, 512, 128)
 	o.syncMB = pick(*syncMB, 1024, 96)
 	o.syncReps = pick(*syncReps, 3, 1)
 	o.restartRep = pick(*restartRep, 5, 2)
@@ -191,6 +191,9 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
+	if _, err := os.Stat(filepath.Join("cmd", "replproxy")); err != nil {
+		return errors.New("run from the module root (make bench does)")
+	}
 	for _, tool := range []string{"redis-server", o.goCmd} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found (make redis installs Redis)", tool)

@@ -85,7 +85,11 @@ func parseOptions(args []string) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "note" && f.Name != "go" && f.Name != "out" {
+		switch {
+		case f.Name == "note" || f.Name == "go" || f.Name == "out":
+		case f.Value.String() == "true":
+			o.args = append(o.args, "-"+f.Name)
+		default:
 			o.args = append(o.args, "-"+f.Name+"="+f.Value.String())
 		}
 	})
@@ -161,7 +165,7 @@ func (o *options) makeCommand() string {
 	c := "make bench"
 	var rest []string
 	for _, a := range o.args {
-		if a == "-quick=true" {
+		if a == "-quick" {
 			c += " QUICK=1"
 		} else {
 			rest = append(rest, a)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/replproxy/replproxy/bench/internal/cluster"
@@ -18,6 +19,8 @@ type restartRun struct {
 	primaryFull  int64         // full syncs the primary served (to the proxy)
 	proxyFull    int64         // full syncs the restarted proxy served
 	proxyPartial int64         // partial resyncs the restarted proxy accepted
+	proxyOwn     int64         // of primaryFull: the proxy's own full syncs (upstream_full_syncs)
+	proxyFetches int64         // of primaryFull: side-link snapshot fetches (snapshot_fetches)
 	digestsSame  bool
 }
 
@@ -28,13 +31,15 @@ type restartResult struct {
 	primaryFull  sample.Summary
 	proxyFull    sample.Summary
 	proxyPartial sample.Summary
+	proxyOwn     sample.Summary
+	proxyFetches sample.Summary
 	runs         int
 	digestsSame  bool
 }
 
 func runRestart(ctx context.Context, o *options, proxyBin string) (*restartResult, error) {
 	res := &restartResult{replicas: o.restartN, rateMBs: o.restartMBs, runs: o.restartRep, digestsSame: true}
-	var secs, pf, xf, xp []float64
+	var secs, pf, xf, xp, own, fetch []float64
 	for rep := 1; rep <= o.restartRep; rep++ {
 		r, err := restartOnce(ctx, o, proxyBin)
 		if err != nil {
@@ -46,9 +51,12 @@ func runRestart(ctx context.Context, o *options, proxyBin string) (*restartResul
 		pf = append(pf, float64(r.primaryFull))
 		xf = append(xf, float64(r.proxyFull))
 		xp = append(xp, float64(r.proxyPartial))
+		own = append(own, float64(r.proxyOwn))
+		fetch = append(fetch, float64(r.proxyFetches))
 		res.digestsSame = res.digestsSame && r.digestsSame
 	}
 	res.seconds, res.primaryFull, res.proxyFull, res.proxyPartial = sample.Of(secs), sample.Of(pf), sample.Of(xf), sample.Of(xp)
+	res.proxyOwn, res.proxyFetches = sample.Of(own), sample.Of(fetch)
 	return res, nil
 }
 
@@ -133,11 +141,17 @@ func restartOnce(ctx context.Context, o *options, proxyBin string) (run restartR
 		return run, err
 	}
 	run.primaryFull = full1 - full0
-	if run.proxyFull, err = s.relay.InfoInt(ctx, "stats", "sync_full"); err != nil {
+	info, err := s.relay.Info(ctx, "all")
+	if err != nil {
 		return run, err
 	}
-	if run.proxyPartial, err = s.relay.InfoInt(ctx, "stats", "sync_partial_ok"); err != nil {
-		return run, err
+	for field, dst := range map[string]*int64{
+		"sync_full": &run.proxyFull, "sync_partial_ok": &run.proxyPartial,
+		"upstream_full_syncs": &run.proxyOwn, "snapshot_fetches": &run.proxyFetches,
+	} {
+		if *dst, err = strconv.ParseInt(info[field], 10, 64); err != nil {
+			return run, fmt.Errorf("proxy INFO %s = %q", field, info[field])
+		}
 	}
 	run.digestsSame, err = digestsEqual(ctx, s)
 	return run, err

@@ -7,7 +7,7 @@
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GO ?= go
 
-.PHONY: test vet unit redis bench fuzz demo bench-e2e
+.PHONY: test vet unit redis bench bench-engine fuzz demo bench-e2e
 
 test: redis vet
 	$(GO) test -race -timeout 12m ./...
@@ -31,7 +31,16 @@ redis:
 	fi
 	@redis-server --version
 
-bench:
+# bench measures the engine, streaming (direct, chained through a redis-server,
+# through replproxy), full syncs and a proxy restart against real Redis, and
+# writes bench/RESULTS.md with charts beside it. QUICK=1 is a run of a few
+# minutes; BENCH_ARGS passes more flags (go run ./bench -h lists them), e.g.
+#   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
+bench: redis
+	GO=$(GO) $(GO) run ./bench $(if $(QUICK),-quick) $(BENCH_ARGS)
+
+# bench-engine is the replbuf benchmarks alone (the engine vs. raw writev).
+bench-engine:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./replbuf/
 
 # fuzz runs each fuzz target for a short while; FUZZTIME=5m for longer runs.

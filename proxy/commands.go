@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -232,6 +235,8 @@ func (s *Server) cmdConfig(c *client, args [][]byte) bool {
 	case sub == "resetstat" && len(args) == 2:
 		s.stats.reset()
 		c.out = wire.AppendSimple(c.out, "OK")
+	case sub == "rewrite" && len(args) == 2:
+		s.configRewrite(c)
 	default:
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", clip(sub, 64)))
 	}
@@ -278,31 +283,40 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
 		return
 	}
-	err := s.changeConfig(func(prev, next *config.Config) error {
+	err := s.changeConfig(func(prev, next *config.Config) (func(bool), error) {
 		for i := 0; i < len(args); i += 2 {
 			name := strings.ToLower(string(args[i]))
 			if !config.Mutable(name) {
 				if _, known := next.Get(name); known {
-					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
+					return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
 				}
-				return fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
+				return nil, fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
 			}
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
 			// client-output-buffer-limit) split it themselves, quotes included.
 			if err := next.Set(name, string(args[i+1])); err != nil {
-				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
+				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
 			}
 		}
 		if err := next.Validate(); err != nil {
-			return fmt.Errorf("ERR CONFIG SET failed - %w", err)
+			return nil, fmt.Errorf("ERR CONFIG SET failed - %w", err)
 		}
 		if next.MaxClients != prev.MaxClients && s.fileLimit != nil {
 			if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
-				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
+				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
 			}
 		}
-		return nil
+		if next.Dir != prev.Dir {
+			// Redis chdirs and replies with strerror; replproxy keeps no
+			// working directory, but a dir that is not one would fail
+			// every later spill.
+			if err := checkDirUsable(next.Dir); err != nil {
+				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
+			}
+		}
+		// Last: it opens sockets, which nothing after it may leave open.
+		return s.changeListeners(prev, next)
 	})
 	if err != nil {
 		// Every error of the change is a whole reply; Validate passed in it.
@@ -312,16 +326,64 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	c.out = wire.AppendSimple(c.out, "OK")
 }
 
+// configRewrite is CONFIG REWRITE: the configuration in force written over
+// the file the server started from (config.Config.RewriteFile), with
+// redis-server's replies and log lines. rewriteMu makes rewrites one at a
+// time, so the file ends with the configuration of the last one to run.
+func (s *Server) configRewrite(c *client) {
+	if s.configFile == "" {
+		c.out = wire.AppendError(c.out, "ERR The server is running without a config file")
+		return
+	}
+	s.rewriteMu.Lock()
+	err := s.config().RewriteFile(s.configFile)
+	s.rewriteMu.Unlock()
+	if err != nil {
+		s.log.Warn("CONFIG REWRITE failed", "path", s.configFile, "error", err)
+		c.out = wire.AppendError(c.out, "ERR Rewriting config file: "+strerror(err))
+		return
+	}
+	s.log.Info("CONFIG REWRITE executed with success", "path", s.configFile)
+	c.out = wire.AppendSimple(c.out, "OK")
+}
+
+// strerror words err as C's strerror does ("Permission denied") when it
+// carries an errno, and as Go does otherwise.
+func strerror(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err.Error()
+	}
+	msg := errno.Error()
+	if msg != "" && msg[0] >= 'a' && msg[0] <= 'z' {
+		msg = string(msg[0]-'a'+'A') + msg[1:]
+	}
+	return msg
+}
+
+// checkDirUsable reports, in strerror's words, why dir cannot be the
+// directory for spilled snapshots.
+func checkDirUsable(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return errors.New(strerror(err))
+	}
+	if !fi.IsDir() {
+		return errors.New(strerror(syscall.ENOTDIR))
+	}
+	return nil
+}
+
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	host, port := string(args[1]), string(args[2])
 	var now *config.Config
-	err := s.changeConfig(func(_, next *config.Config) error {
+	err := s.changeConfig(func(_, next *config.Config) (func(bool), error) {
 		now = next
 		if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
-			return next.Set("replicaof", "no", "one")
+			return nil, next.Set("replicaof", "no", "one")
 		}
-		return next.Set("replicaof", host, port)
+		return nil, next.Set("replicaof", host, port)
 	})
 	if err != nil {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %v", err))

@@ -26,7 +26,13 @@
 //   - registry (registry.go): the connected clients and, among them, the
 //     replicas; ids for CLIENT LIST.
 //   - configuration (settings.go): the config.Config in force, published
-//     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
+//     copy-on-write; CONFIG SET and REPLICAOF replace it whole. CONFIG
+//     REWRITE (commands.go) writes it over the file the server started
+//     from, one rewrite at a time (rewriteMu).
+//   - listeners (listeners.go): the client listeners, opened by New and
+//     replaced by CONFIG SET port or bind (new ones opened before the old
+//     ones close; connections already accepted stay), closed for good by
+//     Run's end, a drain or Close.
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
 //     one connection each; a client turns into a replica on PSYNC or SYNC.
@@ -42,7 +48,9 @@
 //
 // # Goroutines
 //
-// Run starts one accept loop per listener, the upstream link's run
+// Run starts one accept loop per listener (and one for each listener that
+// CONFIG SET port or bind opens later; a replaced listener's loop ends when
+// it is closed), the upstream link's run
 // goroutine and the monitor, and waits for them when it ends. Its context
 // ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
 // drains, on Run's own goroutine (drain.go): listeners closed, the upstream
@@ -80,9 +88,16 @@
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
 //     serialise on liveConfig.writeMu and apply the change under it, so that
-//     changes take effect in the order they were published; no other proxy
-//     lock is taken under it (the backlog size is set after, under
+//     changes take effect in the order they were published. Under it the
+//     only proxy lock taken is ln (the listener set), by a change of port
+//     or bind, which also opens its sockets under writeMu, as Redis's
+//     single thread does (the backlog size is set after, under
 //     history.mu).
+//   - ln (listenerSet) is a leaf: it guards the listener list and Run's
+//     serve hook; the accept loops serve starts take no proxy lock, and
+//     old listeners are closed after it is released.
+//   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
+//     taken under it but a load of the configuration.
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - A scrape takes no lock of its own: it reads atomics and takes
 //     history.mu and registry.mu each alone, as INFO does.

@@ -131,7 +131,7 @@ func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 		return p
 	}
 	if ps.wrap != nil {
-		srv.listeners[0] = ps.wrap(srv.listeners[0])
+		srv.ln.list[0].ln = ps.wrap(srv.ln.list[0].ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,13 +51,18 @@ type Server struct {
 	commands   map[string]command
 	memoryState
 
-	listeners       []net.Listener // opened by New, closed by Run's shutdown or Close
-	listenersClosed sync.Once
-	metricsLn       net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
+	// ln holds the client listeners (listeners.go): opened by New,
+	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
+	// Close.
+	ln        listenerSet
+	metricsLn net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
 
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
 	conf liveConfig
+	// rewriteMu makes CONFIG REWRITEs one at a time: it guards the config
+	// file, and is held across its I/O (no other lock is taken under it).
+	rewriteMu sync.Mutex
 
 	// clients is the client registry (registry.go), under its own lock,
 	// never held together with hist's.
@@ -100,7 +103,9 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
-	// ConfigFile is the path the configuration was read from, for INFO.
+	// ConfigFile is the path the configuration was read from, for INFO and
+	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
+	// REWRITE then fails as in Redis.
 	ConfigFile string
 	// OnMaxMemory, when not nil, is called with maxmemory at start and
 	// whenever CONFIG SET changes it (the program sets GOMEMLIMIT from it).
@@ -155,9 +160,12 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.up = newUpstream(s)
-	if err := s.listen(cfg); err != nil {
+	lns, port, err := openListeners(cfg.Bind, cfg.Port, nil, log)
+	if err != nil {
 		return nil, err
 	}
+	cfg.Port = port // port 0 picks a free port
+	s.ln.list, s.ln.addr = lns, lns[0].ln.Addr()
 	if err := s.listenMetrics(cfg); err != nil {
 		s.closeListeners()
 		return nil, err
@@ -192,56 +200,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// listen opens a listener per bind address. An address with a leading "-" may
-// fail to bind without failing the start, as in Redis.
-func (s *Server) listen(cfg *config.Config) error {
-	for _, addr := range cfg.Bind {
-		optional := strings.HasPrefix(addr, "-")
-		addr = strings.TrimPrefix(addr, "-")
-		network, host := "tcp", addr
-		switch addr {
-		case "*":
-			network, host = "tcp4", ""
-		case "::*":
-			network, host = "tcp6", "::"
-		}
-		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(cfg.Port)))
-		if err != nil {
-			if optional {
-				s.log.Warn("optional bind address failed", "address", addr, "error", err)
-				continue
-			}
-			s.closeListeners()
-			return fmt.Errorf("listen on %s port %d: %w", addr, cfg.Port, err)
-		}
-		if cfg.Port == 0 && len(s.listeners) == 0 {
-			// Port 0 picks a free port; every further address uses the same one.
-			cfg.Port = ln.Addr().(*net.TCPAddr).Port
-		}
-		s.listeners = append(s.listeners, ln)
-	}
-	if len(s.listeners) == 0 {
-		return errors.New("no bind address could be listened on")
-	}
-	return nil
-}
-
-// closeListeners closes the listeners, once: Run's shutdown and Close may
-// both ask.
-func (s *Server) closeListeners() {
-	s.listenersClosed.Do(func() {
-		for _, ln := range s.listeners {
-			ln.Close()
-		}
-	})
-}
-
-// Addr returns the address of the first listener: where replicas connect.
-func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
-
-// Port returns the TCP port the server listens on.
-func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
-
 // ErrServerClosed is returned by Run on a server that was closed or has run
 // already.
 var ErrServerClosed = errors.New("proxy: server closed")
@@ -270,14 +228,17 @@ func (s *Server) Run(ctx context.Context) error {
 	stopMetrics := s.serveMetrics()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, len(s.listeners))
-	for _, ln := range s.listeners {
+	errc := make(chan error, 1)
+	s.serveListeners(func(ln net.Listener) {
 		wg.Go(func() {
 			if err := s.acceptLoop(ctx, ln, &wg); err != nil {
-				errc <- err
+				select {
+				case errc <- err:
+				default: // Run is ending on the first one already
+				}
 			}
 		})
-	}
+	})
 	// The link has its own context, so that a graceful stop can end it
 	// first and fix the stream's end while the replicas catch up.
 	linkCtx, stopLink := context.WithCancel(ctx)

@@ -46,21 +46,31 @@ func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
 // changeConfig lets change edit a copy of the configuration in force (prev
 // is the current one, not to be changed); when change returns nil and the
 // copy is valid, it is published and put into effect. The error is change's,
-// or the validation's.
-func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
+// or the validation's. change may return a done func, for what it prepared
+// and must now put in place or undo (the listeners of a new port or bind):
+// done(true) runs after the publication, done(false) when the copy was
+// not valid, both under writeMu, so that they come in publication order.
+func (s *Server) changeConfig(change func(prev, next *config.Config) (done func(published bool), err error)) error {
 	s.conf.writeMu.Lock()
 	prev := s.config()
 	next := prev.Clone()
-	if err := change(prev, next); err != nil {
+	done, err := change(prev, next)
+	if err != nil {
 		s.conf.writeMu.Unlock()
 		return err
 	}
 	if err := next.Validate(); err != nil {
+		if done != nil {
+			done(false)
+		}
 		s.conf.writeMu.Unlock()
 		return err
 	}
 	s.conf.cur.Store(newSettings(next))
 	s.applyConfig(prev, next)
+	if done != nil {
+		done(true)
+	}
 	s.conf.writeMu.Unlock()
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
 		// Under the history's lock, the only proxy lock held while calling

@@ -41,13 +41,18 @@ type stats struct {
 	outputLimitDisconnects atomic.Int64 // client_output_buffer_limit_disconnections
 }
 
-// reset zeroes the counters CONFIG RESETSTAT resets in Redis.
+// reset zeroes the counters CONFIG RESETSTAT resets in Redis 7.0
+// (resetServerStats: INFO stats, evicted_keys's analogues included). The
+// upstream link's, the snapshot fetches' and the close-reason counters of
+// the proxy section stay: like the replication state, they are not stats
+// Redis has.
 func (s *stats) reset() {
 	for _, c := range []*atomic.Int64{
 		&s.connectionsReceived, &s.commandsProcessed, &s.rejectedConnections,
 		&s.netInputBytes, &s.netOutputBytes, &s.replInputBytes, &s.replOutputBytes,
 		&s.syncFull, &s.syncPartialOK, &s.syncPartialErr,
 		&s.aclDeniedAuth, &s.queryLimitDisconnects, &s.outputLimitDisconnects,
+		&s.evictedSnapshots, &s.evictedBytes,
 	} {
 		c.Store(0)
 	}

@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -52,7 +53,12 @@ func run(args []string, stderr io.Writer) int {
 	defer closeLog()
 	configFile := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		// Absolute, as redis-server keeps it: INFO shows where it is, and
+		// CONFIG REWRITE writes there whatever the working directory.
 		configFile = args[0]
+		if abs, err := filepath.Abs(configFile); err == nil {
+			configFile = abs
+		}
 	}
 	srv, err := proxy.New(cfg, proxy.Options{
 		Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log), FileLimit: fileLimiter(log),

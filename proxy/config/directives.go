@@ -37,7 +37,7 @@ var directives = []directive{
 		set: setAckPolicy, get: getAckPolicy,
 	},
 	{
-		name: "bind", multi: true, nargs: -1,
+		name: "bind", mutable: true, multi: true, nargs: -1,
 		set: func(c *Config, args []string) error {
 			if len(args) == 1 && args[0] == "" {
 				args = nil // Redis: a single empty argument means no address
@@ -56,7 +56,7 @@ var directives = []directive{
 	},
 	// Redis's range for both is 1mb..LONG_MAX.
 	sizeDirective("client-query-buffer-limit", func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, MinQueryLimit),
-	stringDirective("dir", false, func(c *Config) *string { return &c.Dir }, checkDir),
+	stringDirective("dir", true, func(c *Config) *string { return &c.Dir }, checkDir),
 	enumDirective("log-format", false, func(c *Config) *LogFormat { return &c.LogFormat }, logFormats),
 	stringDirective("logfile", false, func(c *Config) *string { return &c.LogFile }, nil),
 	enumDirective("loglevel", true, func(c *Config) *LogLevel { return &c.LogLevel }, logLevels),
@@ -93,7 +93,7 @@ var directives = []directive{
 		get: func(c *Config) string { return strconv.Itoa(c.MetricsPort) },
 	},
 	{
-		name: "port", nargs: 1,
+		name: "port", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
 			n, err := parseIntRange(args[0], 0, 65535)
 			if err != nil {
@@ -205,8 +205,9 @@ func Names() []string {
 
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
-// Startup-only directives are port, bind, dir, logfile, log-format,
-// metrics-port and metrics-bind.
+// Startup-only directives are logfile and log-format (the root logger
+// is built once, before the server) and metrics-port and metrics-bind (the
+// monitoring server's listener is opened once, by New).
 func Mutable(name string) bool {
 	d := byName[asciiLower(name)]
 	return d != nil && d.mutable

@@ -368,9 +368,9 @@ func TestMutable(t *testing.T) {
 		name string
 		want bool
 	}{
-		{"port", false},
-		{"bind", false},
-		{"dir", false},
+		{"port", true},
+		{"bind", true},
+		{"dir", true},
 		{"logfile", false},
 		{"log-format", false},
 		{"metrics-port", false},

@@ -472,5 +472,15 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		checkRoundTrip(t, c)
+
+		// CONFIG REWRITE over the text it came from gives it back.
+		rw := c.Rewrite(text)
+		again := DefaultConfig()
+		if err := again.Load("rw.conf", rw); err != nil {
+			t.Fatalf("Load(Rewrite): %v\n%s", err, rw)
+		}
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("Load(Rewrite):\n got %+v\nwant %+v", again, c)
+		}
 	})
 }

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// StartTimeout bounds how long a started process may take to answer PING.
+	StartTimeout = 10 * time.Second
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	StopTimeout = 5 * time.Second
+	// logTail is how many bytes of a process's log an error quotes.
+	logTail = 1500
+)
+
+// Cluster owns the processes of one run and their temp dir.
+type Cluster struct {
+	dir      string // temp root; each process gets dir/<name>
+	proxyBin string // replproxy binary
+	procs    []*Process
+	used     map[int]bool // ports handed out
+}
+
+// New creates a cluster in a new temp dir. proxyBin is the replproxy binary
+// StartProxy runs.
+func New(proxyBin string) (*Cluster, error) {
+	dir, err := os.MkdirTemp("", "replproxy-bench-")
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{dir: dir, proxyBin: proxyBin, used: map[int]bool{}}, nil
+}
+
+// Close stops every process still running and removes the temp dir. It
+// returns the first error.
+func (c *Cluster) Close() error {
+	var first error
+	for _, p := range c.procs {
+		if err := p.Stop(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// StartRedis starts redis-server with the harness's fixed settings (no
+// persistence, DEBUG enabled, 127.0.0.1) followed by args, and waits until it
+// answers PING.
+func (c *Cluster) StartRedis(ctx context.Context, name string, args ...string) (*Process, error) {
+	return c.start(ctx, name, func(port int, dir string) *exec.Cmd {
+		a := []string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", dir,
+			"--logfile", filepath.Join(dir, "server.log"),
+		}
+		return exec.Command("redis-server", append(a, args...)...)
+	})
+}
+
+// StartProxy starts replproxy as a replica of upstream, followed by args, and
+// waits until it answers PING.
+func (c *Cluster) StartProxy(ctx context.Context, name string, upstream *Process, args ...string) (*Process, error) {
+	return c.start(ctx, name, func(port int, dir string) *exec.Cmd {
+		a := []string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--replicaof", "127.0.0.1", strconv.Itoa(upstream.Port), "--dir", dir,
+			"--logfile", filepath.Join(dir, "server.log"),
+		}
+		return exec.Command(c.proxyBin, append(a, args...)...)
+	})
+}
+
+func (c *Cluster) start(ctx context.Context, name string, command func(port int, dir string) *exec.Cmd) (*Process, error) {
+	dir := filepath.Join(c.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	port, err := c.freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Name: name, Port: port, dir: dir, command: command}
+	p.client = redis.NewClient(&redis.Options{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Protocol: 2,
+		DisableIdentity: true, MaxRetries: -1, ReadTimeout: 30 * time.Second,
+	})
+	c.procs = append(c.procs, p)
+	return p, p.launch(ctx)
+}
+
+// freePort returns a port nobody listened on a moment ago and that this
+// cluster has not handed out before.
+func (c *Cluster) freePort() (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("cluster: free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !c.used[port] {
+			c.used[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("cluster: no free port")
+}
+
+// Process is one server of the cluster. Restart runs it again on the same
+// port with the same arguments.
+type Process struct {
+	Name    string
+	Port    int
+	dir     string
+	command func(port int, dir string) *exec.Cmd
+	client  *redis.Client
+	cmd     *exec.Cmd     // the running process; nil when stopped
+	done    chan struct{} // closed when cmd has exited
+}
+
+func (p *Process) launch(ctx context.Context) error {
+	cmd := p.command(p.Port, p.dir)
+	out, err := os.OpenFile(filepath.Join(p.dir, "output.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		out.Close()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		if p.client.Ping(ctx).Val() == "PONG" {
+			return nil
+		}
+		select {
+		case <-done:
+			return p.errorf("exited at startup")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return p.errorf("does not answer PING after %v", StartTimeout)
+		}
+	}
+}
+
+// PID is the process id of the running process, 0 when stopped.
+func (p *Process) PID() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Client is a go-redis client of the process.
+func (p *Process) Client() *redis.Client { return p.client }
+
+// Kill sends SIGKILL and waits until the process has exited.
+func (p *Process) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+	p.cmd = nil
+}
+
+// Restart starts the process again after Stop or Kill, on the same port with
+// the same arguments.
+func (p *Process) Restart(ctx context.Context) error {
+	if p.cmd != nil {
+		return fmt.Errorf("cluster: restart %s: still running", p.Name)
+	}
+	return p.launch(ctx)
+}
+
+// Stop sends SIGTERM, waits up to StopTimeout, then sends SIGKILL. It is a
+// no-op on a stopped process.
+func (p *Process) Stop() error {
+	defer p.client.Close()
+	if p.cmd == nil {
+		return nil
+	}
+	p.cmd.Process.Signal(sigterm)
+	select {
+	case <-p.done:
+		p.cmd = nil
+		return nil
+	case <-time.After(StopTimeout):
+	}
+	p.Kill()
+	return fmt.Errorf("cluster: %s did not stop on SIGTERM within %v", p.Name, StopTimeout)
+}
+
+// errorf is an error about p that quotes the end of its logs.
+func (p *Process) errorf(format string, args ...any) error {
+	var tail strings.Builder
+	for _, f := range []string{"server.log", "output.log"} {
+		b, _ := os.ReadFile(filepath.Join(p.dir, f))
+		if len(b) > logTail {
+			b = b[len(b)-logTail:]
+		}
+		if len(b) > 0 {
+			fmt.Fprintf(&tail, "\n--- end of %s's %s:\n%s", p.Name, f, b)
+		}
+	}
+	return fmt.Errorf("cluster: %s (port %d) %s%s", p.Name, p.Port, fmt.Sprintf(format, args...), tail.String())
+}

@@ -1,0 +1,96 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/tidwall/resp"
+)
+
+func TestBatch(t *testing.T) {
+	w := Writer{ValueSize: 5, Pipeline: 3, Keys: 2}
+	got := string(w.Batch(1))
+	want := "*3\r\n$3\r\nSET\r\n$9\r\nbench:1:0\r\n$5\r\nxxxxx\r\n" +
+		"*3\r\n$3\r\nSET\r\n$9\r\nbench:1:1\r\n$5\r\nxxxxx\r\n" +
+		"*3\r\n$3\r\nSET\r\n$9\r\nbench:1:0\r\n$5\r\nxxxxx\r\n"
+	if got != want {
+		t.Errorf("Batch = %q\nwant    %q", got, want)
+	}
+}
+
+// fakePrimary answers every command with reply and counts commands.
+func fakePrimary(t *testing.T, reply string) (addr string, cmds chan int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cmds = make(chan int, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := resp.NewReader(bufio.NewReader(c))
+				n := 0
+				defer func() { cmds <- n }()
+				for {
+					if _, _, err := r.ReadValue(); err != nil {
+						return
+					}
+					n++
+					if _, err := c.Write([]byte(reply)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String(), cmds
+}
+
+func TestRun(t *testing.T) {
+	addr, cmds := fakePrimary(t, "+OK\r\n")
+	w := Writer{Addr: addr, ValueSize: 100, Pipeline: 4, Conns: 2}
+	batch := int64(len(w.Batch(0)))
+	n, err := w.Run(context.Background(), 10*batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10*batch || n%batch != 0 {
+		t.Errorf("wrote %d bytes, want whole batches of %d, at least 10", n, batch)
+	}
+	total := <-cmds + <-cmds
+	if int64(total)*batch/4 != n {
+		t.Errorf("primary saw %d SETs for %d bytes", total, n)
+	}
+}
+
+func TestRunErrorReply(t *testing.T) {
+	addr, _ := fakePrimary(t, "-OOM no\r\n")
+	_, err := Writer{Addr: addr, ValueSize: 1, Pipeline: 1, Conns: 1}.Run(context.Background(), 1000)
+	if !errors.Is(err, ErrReply) {
+		t.Errorf("err = %v, want ErrReply", err)
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	addr, _ := fakePrimary(t, "+OK\r\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := Writer{Addr: addr, ValueSize: 10}.Run(ctx, 0)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v", err)
+	}
+}

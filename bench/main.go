@@ -1,0 +1,253 @@
+// Command bench is the benchmark harness of issue 12: the evidence that
+// fan-out is cheaper through replproxy, written to bench/RESULTS.md with
+// charts next to it. Run it from the module root:
+//
+//	make bench           # the full run (go run ./bench)
+//	make bench QUICK=1   # a few minutes on 2 cores (go run ./bench -quick)
+//
+// It measures four things, each in its own file:
+//
+//	engine.go     the replbuf fan-out engine vs raw writev (go test -bench)
+//	streaming.go  direct, chained and proxied replication of one write load
+//	fullsync.go   N replicas attaching at once to a primary holding data
+//	restart.go    the proxy SIGKILLed under load and started again
+//
+// Every server runs on 127.0.0.1 in a temp dir and is stopped when its run
+// ends, on error and on Ctrl-C too (package cluster). The harness lives here,
+// beside its results, rather than under cmd/: it is not a program replproxy
+// ships, and a reader finds the code that made the figures next to them.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the harness's flags; defaults depend on -quick.
+type options struct {
+	quick      bool
+	out        string // directory of RESULTS.md and the charts
+	goCmd      string
+	sections   map[string]bool
+	reps       int
+	replicas   []int
+	sizes      []int
+	streamMB   int
+	syncMB     int
+	syncN      []int
+	syncReps   int
+	syncDelay  int
+	restartN   int
+	restartRep int
+	restartMBs int
+	benchCount int
+	benchTime  string
+	note       string   // free text for RESULTS.md
+	args       []string // the flags that shape the figures, for RESULTS.md
+}
+
+func parseOptions(args []string) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o := &options{}
+	fs.BoolVar(&o.quick, "quick", false, "a short run: fewer points, less data (a few minutes on 2 cores)")
+	fs.StringVar(&o.out, "out", "bench", "directory for RESULTS.md and the charts")
+	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
+	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
+	sections := fs.String("sections", "engine,streaming,fullsync,restart", "which measurements to run")
+	reps := fs.Int("reps", 0, "runs per streaming point (default 3; quick 3)")
+	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
+	sizes := fs.String("sizes", "", "streaming: value sizes in bytes (default 512,16384,65536; quick 512,16384)")
+	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 128)")
+	syncMB := fs.Int("sync-mb", 0, "full sync: MiB of values on the primary (default 1024; quick 96)")
+	syncN := fs.String("sync-replicas", "", "full sync: replica counts (default 1,4,8; quick 1,4)")
+	syncReps := fs.Int("sync-reps", 0, "full sync: runs per point (default 3; quick 1)")
+	fs.IntVar(&o.syncDelay, "sync-delay", 0, "full sync: the primary's repl-diskless-sync-delay in seconds")
+	fs.IntVar(&o.restartN, "restart-replicas", 4, "restart: replicas behind the proxy")
+	restartRep := fs.Int("restart-reps", 0, "restart: runs (default 5; quick 2)")
+	fs.IntVar(&o.restartMBs, "restart-rate", 16, "restart: write load in MB/s during the kill")
+	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
+	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "note" || f.Name == "go" || f.Name == "out":
+		case f.Value.String() == "true":
+			o.args = append(o.args, "-"+f.Name)
+		default:
+			o.args = append(o.args, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	pick := func(v, full, quick int) int {
+		switch {
+		case v > 0:
+			return v
+		case o.quick:
+			return quick
+		}
+		return full
+	}
+	o.reps = pick(*reps, 3, 3)
+	o.streamMB = pick(*streamMB, 512, 128)
+	o.syncMB = pick(*syncMB, 1024, 96)
+	o.syncReps = pick(*syncReps, 3, 1)
+	o.restartRep = pick(*restartRep, 5, 2)
+	o.benchCount = pick(*benchCount, 10, 3)
+	o.benchTime = *benchTime
+	if o.benchTime == "" {
+		o.benchTime = map[bool]string{false: "1s", true: "0.3s"}[o.quick]
+	}
+	var err error
+	lists := []struct {
+		dst         *[]int
+		flag        string
+		full, quick string
+	}{
+		{&o.replicas, *replicas, "1,4,8", "1,4"},
+		{&o.sizes, *sizes, "512,16384,65536", "512,16384"},
+		{&o.syncN, *syncN, "1,4,8", "1,4"},
+	}
+	for _, l := range lists {
+		s := l.flag
+		if s == "" {
+			s = map[bool]string{false: l.full, true: l.quick}[o.quick]
+		}
+		if *l.dst, err = parseInts(s); err != nil {
+			return nil, err
+		}
+	}
+	o.sections = map[string]bool{}
+	for _, s := range strings.Split(*sections, ",") {
+		switch s {
+		case "engine", "streaming", "fullsync", "restart":
+			o.sections[s] = true
+		default:
+			return nil, fmt.Errorf("-sections: unknown section %q", s)
+		}
+	}
+	return o, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// command is how RESULTS.md says the run can be repeated.
+func (o *options) command() string {
+	return strings.Join(append([]string{"go run ./bench"}, o.args...), " ")
+}
+
+// makeCommand is the make command line that runs command.
+func (o *options) makeCommand() string {
+	c := "make bench"
+	var rest []string
+	for _, a := range o.args {
+		if a == "-quick" {
+			c += " QUICK=1"
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	if len(rest) > 0 {
+		c += fmt.Sprintf(" BENCH_ARGS='%s'", strings.Join(rest, " "))
+	}
+	return c
+}
+
+func main() {
+	o, err := parseOptions(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	if _, err := os.Stat(filepath.Join("cmd", "replproxy")); err != nil {
+		return errors.New("run from the module root (make bench does)")
+	}
+	for _, tool := range []string{"redis-server", o.goCmd} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found (make redis installs Redis)", tool)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "replproxy-bench-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	proxyBin := filepath.Join(tmp, "replproxy")
+	logf("building replproxy")
+	build := exec.CommandContext(ctx, o.goCmd, "build", "-o", proxyBin, "./cmd/replproxy")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/replproxy: %w", err)
+	}
+
+	r := &results{opts: o, started: time.Now().UTC()}
+	r.machine = readMachine(ctx, o.goCmd, proxyBin)
+	if o.sections["engine"] {
+		logf("engine: go test -bench (count %d, benchtime %s)", o.benchCount, o.benchTime)
+		if r.engine, err = runEngine(ctx, o); err != nil {
+			return err
+		}
+	}
+	if o.sections["streaming"] {
+		if r.streaming, err = runStreaming(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
+	if o.sections["fullsync"] {
+		if r.fullsync, err = runFullSync(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
+	if o.sections["restart"] {
+		if r.restart, err = runRestart(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
+	r.finished = time.Now().UTC()
+	r.loadEnd = loadAverage()
+	if err := r.write(); err != nil {
+		return err
+	}
+	fmt.Print(r.summary())
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "==> "+format+"\n", args...)
+}

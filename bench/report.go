@@ -1,0 +1,337 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/replproxy/replproxy/bench/internal/sample"
+)
+
+// results is everything one run of the harness measured.
+type results struct {
+	opts              *options
+	machine           machine
+	started, finished time.Time
+	loadEnd           string // load average at the end
+	engine            *engineResult
+	streaming         *streamingResult
+	fullsync          *fullSyncResult
+	restart           *restartResult
+}
+
+// fmtS is a summary as "median (min–max)", or the median alone for one run.
+func fmtS(s sample.Summary, prec int) string {
+	if s.N == 0 {
+		return "–"
+	}
+	m := fmt.Sprintf("%.*f", prec, s.Median)
+	if s.N == 1 || s.Min == s.Max {
+		return m
+	}
+	return fmt.Sprintf("%s (%.*f–%.*f)", m, prec, s.Min, prec, s.Max)
+}
+
+func sizeName(b int) string {
+	switch {
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// fileSize is sizeName for file names: "16KiB".
+func fileSize(b int) string { return strings.ReplaceAll(sizeName(b), " ", "") }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**NO**"
+}
+
+// write writes RESULTS.md and the charts into the output directory.
+func (r *results) write() error {
+	if err := os.MkdirAll(r.opts.out, 0o755); err != nil {
+		return err
+	}
+	charts, err := r.drawCharts()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	r.markdown(&b, charts)
+	return os.WriteFile(filepath.Join(r.opts.out, "RESULTS.md"), []byte(b.String()), 0o644)
+}
+
+func (r *results) markdown(b *strings.Builder, charts map[string]string) {
+	o, m := r.opts, r.machine
+	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	p("# replproxy benchmark results")
+	p("")
+	p("Produced by `%s` (`%s` from the module root) on %s, in %s.",
+		o.makeCommand(), o.command(), r.started.Format("2006-01-02 15:04 MST"), r.finished.Sub(r.started).Round(time.Second))
+	if o.quick {
+		p("This is a **quick** run: fewer points and less data than `make bench`, so the")
+		p("figures are noisier; the full run is `make bench`.")
+	}
+	if o.note != "" {
+		p("")
+		p("**Note:** %s", o.note)
+	}
+	p("")
+	p("## Machine")
+	p("")
+	p("| | |")
+	p("|---|---|")
+	p("| cores | %d |", m.cores)
+	p("| CPU | %s |", m.cpu)
+	p("| kernel | %s |", m.kernel)
+	p("| Go | %s |", m.goVersion)
+	p("| Redis | %s |", m.redis)
+	p("| replproxy | %s, tree %s |", m.proxy, m.commit)
+	p("| load average (1, 5, 15 min) | %s at the start, %s at the end |", m.loadStart, r.loadEnd)
+	p("")
+	p("Every server listens on 127.0.0.1 (loopback) and runs from a fresh temp dir; servers are")
+	p("started afresh for every run. Figures are medians, with the range (min–max) in parentheses.")
+	p("CPU is read from `/proc/<pid>/stat` (utime + stime + cutime + cstime, the last two being")
+	p("fork children the process has reaped), peak RSS from `VmHWM` in `/proc/<pid>/status`.")
+	r.engineMarkdown(p, charts)
+	r.streamingMarkdown(p, charts)
+	r.fullSyncMarkdown(p, charts)
+	r.restartMarkdown(p)
+	p("")
+	p("## Not measured yet")
+	p("")
+	p("- **Durable history log on / off**: the log (issue 10) is not in replproxy yet. The harness")
+	p("  runs each topology under a *variant* (`bench/topology.go`); the log adds two variants with")
+	p("  their proxy arguments, selected by a flag, and a column to the streaming and restart tables.")
+	p("- **TLS**: replproxy does not speak TLS yet. It will be one more variant (a TLS row of the")
+	p("  streaming table), with the servers' TLS arguments and certificates made in the run's temp dir.")
+}
+
+type printer func(format string, args ...any)
+
+func (r *results) engineMarkdown(p printer, charts map[string]string) {
+	e := r.engine
+	if e == nil {
+		return
+	}
+	p("")
+	p("## Engine: fan-out vs raw writev")
+	p("")
+	p("`replbuf`'s BenchmarkFanout (a producer publishes 16 KiB blocks, one cursor per replica sends")
+	p("them with writev) against BenchmarkRawWritev (N goroutines writev pre-filled buffers) on the")
+	p("same kind of loopback sockets; MB/s counts every replica's bytes. %d runs each:", e.rows[0].runs)
+	p("")
+	p("    %s", e.command)
+	p("")
+	p("| replicas | engine MB/s | raw writev MB/s | engine / raw | engine allocs/op | engine B/op |")
+	p("|---:|---:|---:|---:|---:|---:|")
+	for _, row := range e.rows {
+		p("| %d | %s | %s | %.2f | %s | %s |", row.replicas, fmtS(row.fanout, 0), fmtS(row.raw, 0),
+			row.ratio, fmtS(row.fanoutAllocs, 0), fmtS(row.fanoutBytesOp, 0))
+	}
+	p("")
+	p("Goal: engine ≥ 0.9 × raw writev at 1, 8 and 64 replicas, 0 allocs/op.")
+	if c, ok := charts["engine"]; ok {
+		p("")
+		p("![engine vs raw writev](%s)", c)
+	}
+}
+
+func (r *results) streamingMarkdown(p printer, charts map[string]string) {
+	s := r.streaming
+	if s == nil {
+		return
+	}
+	p("")
+	p("## Streaming: direct, chained, proxied")
+	p("")
+	p("The same write load for each topology, in the same run: *direct* (primary → N replicas),")
+	p("*chained* (primary → one redis-server → N replicas) and *proxied* (primary → replproxy → N")
+	p("replicas). Load: %s, written by the harness itself (a raw RESP writer); %d runs per point,", s.loadDesc, r.opts.reps)
+	p("the repetitions interleaved across points.")
+	p("")
+	p("- *stream MB/s*: stream bytes (the primary's offset delta) ÷ time from the load's start until")
+	p("  every replica's offset equals the primary's.")
+	p("- *primary CPU/GB*: the primary's CPU seconds per GB of stream (it also executes the SETs).")
+	p("- *relay CPU/replica-GB*: the relay's CPU seconds ÷ (stream GB × N).")
+	p("- *lag*: time from the load's end until every replica's offset equals the primary's.")
+	p("- *load CPU/GB*: the harness process (the load generator) per GB; it shares the machine.")
+	p("- *resyncs*: full syncs on the primary during the load, summed over the runs (should be 0).")
+	for _, size := range r.opts.sizes {
+		p("")
+		p("### %s values", sizeName(size))
+		p("")
+		p("| N | topology | stream MB/s | primary CPU s/GB | relay CPU s/replica-GB | relay peak RSS MB | lag s | load CPU s/GB | digests equal | resyncs |")
+		p("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|")
+		for _, pt := range s.points {
+			if pt.point.valueSize != size {
+				continue
+			}
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d |", pt.point.replicas, pt.point.topology,
+				fmtS(pt.mbps, 0), fmtS(pt.primaryCPUGB, 2), fmtS(pt.relayCPUReplicaGB, 2), fmtS(pt.relayHWM, 0),
+				fmtS(pt.lag, 3), fmtS(pt.loadCPUGB, 2), yesNo(pt.digestsSame), pt.extraSyncs)
+		}
+		for _, kind := range []string{"primary", "relay"} {
+			if c, ok := charts[fmt.Sprintf("streaming-%s-%d", kind, size)]; ok {
+				p("")
+				p("![%s CPU, %s values](%s)", kind, sizeName(size), c)
+			}
+		}
+	}
+	p("")
+	p("### Against the goals")
+	p("")
+	p("Goals: proxy ≤ 0.4 s per replica-GB and ≤ 0.5 × the chained relay; the primary behind the")
+	p("proxy pays no more than behind a chained relay (ratio ≤ 1). Medians:")
+	p("")
+	p("| N | value | proxy s/replica-GB | proxy ÷ chained relay | primary: proxied ÷ chained | primary: proxied ÷ direct |")
+	p("|---:|---:|---:|---:|---:|---:|")
+	for _, g := range s.goals() {
+		p("| %d | %s | %.2f | %.2f | %.2f | %.2f |", g.replicas, sizeName(g.valueSize), g.proxyPerReplicaGB,
+			g.proxyVsChained, g.primaryVsChained, g.primaryVsDirect)
+	}
+}
+
+// streamGoal is one row of the streaming goals table.
+type streamGoal struct {
+	replicas, valueSize                                                  int
+	proxyPerReplicaGB, proxyVsChained, primaryVsChained, primaryVsDirect float64
+}
+
+func (s *streamingResult) find(p streamPoint) (streamSummary, bool) {
+	for _, pt := range s.points {
+		if pt.point == p {
+			return pt, true
+		}
+	}
+	return streamSummary{}, false
+}
+
+func (s *streamingResult) goals() []streamGoal {
+	var out []streamGoal
+	for _, pt := range s.points {
+		if pt.point.topology != proxied {
+			continue
+		}
+		d, ok1 := s.find(streamPoint{direct, pt.point.replicas, pt.point.valueSize})
+		c, ok2 := s.find(streamPoint{chained, pt.point.replicas, pt.point.valueSize})
+		if !ok1 || !ok2 {
+			continue
+		}
+		out = append(out, streamGoal{
+			replicas: pt.point.replicas, valueSize: pt.point.valueSize,
+			proxyPerReplicaGB: pt.relayCPUReplicaGB.Median,
+			proxyVsChained:    pt.relayCPUReplicaGB.Median / c.relayCPUReplicaGB.Median,
+			primaryVsChained:  pt.primaryCPUGB.Median / c.primaryCPUGB.Median,
+			primaryVsDirect:   pt.primaryCPUGB.Median / d.primaryCPUGB.Median,
+		})
+	}
+	return out
+}
+
+func (r *results) fullSyncMarkdown(p printer, charts map[string]string) {
+	f := r.fullsync
+	if f == nil || len(f.points) == 0 {
+		return
+	}
+	p("")
+	p("## Full sync: N replicas attaching at once")
+	p("")
+	p("A primary filled with `DEBUG POPULATE` (%d MiB asked; %.0f MB of dataset) and", f.dataMB, f.points[0].dataMB)
+	p("`repl-diskless-sync yes`, `repl-diskless-sync-delay %d`. N fresh replicas are told", f.delay)
+	p("`REPLICAOF` at the same moment, of the primary (*direct*) or of a proxy already in sync with")
+	p("it (*proxied*). Time is from `REPLICAOF` until every replica's offset equals the primary's;")
+	p("forks are `total_forks` on the primary in that window (the proxy's own first sync, before")
+	p("the window, is shown apart with the primary CPU it cost); primary CPU is in the same window")
+	p("and includes the fork child (reaped before the second reading). Peak RSS is the process's")
+	p("own (`VmHWM`), without the fork child's copy-on-write pages. %d run(s) per point.", r.opts.syncReps)
+	p("")
+	p("| N | topology | time to all synced s | primary forks | primary CPU s | primary peak RSS MB | proxy peak RSS MB | proxy's own sync: forks, primary CPU s | digests equal |")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+	for _, pt := range f.points {
+		own, relayHWM := "–", "–"
+		if pt.point.topology == proxied {
+			own, relayHWM = fmtS(pt.proxyForks, 0)+", "+fmtS(pt.proxyCPU, 2), fmtS(pt.relayHWM, 0)
+		}
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", pt.point.replicas, pt.point.topology,
+			fmtS(pt.seconds, 2), fmtS(pt.forks, 0), fmtS(pt.primaryCPU, 2),
+			fmtS(pt.primaryHWM, 0), relayHWM, own, yesNo(pt.digestsSame))
+	}
+	p("")
+	p("Goal: N simultaneous full syncs cost the primary at most one fork and under half the direct CPU.")
+	for _, k := range []string{"fullsync-time", "fullsync-cpu"} {
+		if c, ok := charts[k]; ok {
+			p("")
+			p("![%s](%s)", k, c)
+		}
+	}
+}
+
+func (r *results) restartMarkdown(p printer) {
+	x := r.restart
+	if x == nil {
+		return
+	}
+	p("")
+	p("## Restart: the proxy SIGKILLed under load")
+	p("")
+	p("Primary → replproxy → %d replicas, %d MiB/s of 1 KiB SETs on the primary. The proxy is", x.replicas, x.rateMBs)
+	p("SIGKILLed and started again at once on the same port and arguments; time is from the kill")
+	p("until every replica's link is up and its offset has passed the primary's offset at the")
+	p("restart. Full syncs: served by the primary (to the proxy) and by the restarted proxy (to")
+	p("the replicas). %d runs.", x.runs)
+	p("")
+	p("| time until streaming again s | full syncs on the primary | of which the proxy's own | of which snapshot fetches | full syncs by the proxy | partial resyncs by the proxy | digests equal |")
+	p("|---:|---:|---:|---:|---:|---:|---|")
+	p("| %s | %s | %s | %s | %s | %s | %s |", fmtS(x.seconds, 3), fmtS(x.primaryFull, 0), fmtS(x.proxyOwn, 0),
+		fmtS(x.proxyFetches, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0), yesNo(x.digestsSame))
+	p("")
+	p("Goal: 0 full syncs anywhere. Today the proxy keeps its history in memory only, so a restarted")
+	p("proxy needs a full sync from the primary and its replicas need one from it (the snapshot")
+	p("fetches are the proxy's side-link `REPLCONF rdb-only` syncs for those replicas); issue 10's")
+	p("durable history log is what brings these to 0. Replicas retry their link once a second,")
+	p("which bounds the time from below.")
+}
+
+// summary is the few lines printed at the end of a run.
+func (r *results) summary() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("")
+	p("results written to %s", filepath.Join(r.opts.out, "RESULTS.md"))
+	if e := r.engine; e != nil {
+		var parts []string
+		for _, row := range e.rows {
+			parts = append(parts, fmt.Sprintf("%d: %.2f (%s allocs/op)", row.replicas, row.ratio, fmtS(row.fanoutAllocs, 0)))
+		}
+		p("engine / raw writev by replicas: %s", strings.Join(parts, ", "))
+	}
+	if s := r.streaming; s != nil {
+		p("streaming, medians (CPU s/GB of stream; relay per replica-GB):")
+		for _, g := range s.goals() {
+			d, _ := s.find(streamPoint{direct, g.replicas, g.valueSize})
+			c, _ := s.find(streamPoint{chained, g.replicas, g.valueSize})
+			x, _ := s.find(streamPoint{proxied, g.replicas, g.valueSize})
+			p("  N=%d %-7s primary: direct %.2f chained %.2f proxied %.2f | relay: chained %.2f proxy %.2f (%.2f×)",
+				g.replicas, sizeName(g.valueSize), d.primaryCPUGB.Median, c.primaryCPUGB.Median, x.primaryCPUGB.Median,
+				c.relayCPUReplicaGB.Median, x.relayCPUReplicaGB.Median, g.proxyVsChained)
+		}
+	}
+	if f := r.fullsync; f != nil {
+		p("full sync (%d MiB):", f.dataMB)
+		for _, pt := range f.points {
+			p("  N=%d %-7s %6.2f s, %s primary forks, primary CPU %.2f s", pt.point.replicas, pt.point.topology,
+				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
+		}
+	}
+	if x := r.restart; x != nil {
+		p("restart: streaming again after %.3f s; full syncs: primary %s, proxy %s",
+			x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0))
+	}
+	return b.String()
+}

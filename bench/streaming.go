@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/replproxy/replproxy/bench/internal/cluster"
+	"github.com/replproxy/replproxy/bench/internal/load"
+	"github.com/replproxy/replproxy/bench/internal/procstat"
+	"github.com/replproxy/replproxy/bench/internal/sample"
+)
+
+// streamPoint is one cell of the streaming tables.
+type streamPoint struct {
+	topology  topology
+	replicas  int
+	valueSize int
+}
+
+// streamRun is one measured run: fresh servers, one write load.
+type streamRun struct {
+	bytes       int64         // stream written: the primary's offset delta
+	elapsed     time.Duration // load start until every replica has it all
+	lag         time.Duration // load end until every replica has it all
+	primaryCPU  time.Duration
+	relayCPU    time.Duration
+	loadCPU     time.Duration // the harness process, which generates the load
+	relayHWM    int64         // peak RSS of the relay, bytes
+	extraSyncs  int64         // full syncs on the primary beyond the expected
+	digestsSame bool
+}
+
+const gb = 1e9
+
+func perGB(d time.Duration, bytes int64) float64 { return d.Seconds() / (float64(bytes) / gb) }
+
+// streamSummary is a point's runs summarised.
+type streamSummary struct {
+	point             streamPoint
+	runs              int
+	mbps              sample.Summary // stream MB/s per replica
+	primaryCPUGB      sample.Summary // primary CPU-s per GB of stream
+	relayCPUReplicaGB sample.Summary // relay CPU-s per replica-GB
+	loadCPUGB         sample.Summary // load generator CPU-s per GB
+	lag               sample.Summary // seconds
+	relayHWM          sample.Summary // MB
+	extraSyncs        int64          // summed over runs
+	digestsSame       bool           // in every run
+	streamMB          float64        // median stream per run
+}
+
+type streamingResult struct {
+	variant  variant
+	loadDesc string
+	points   []streamSummary
+}
+
+func summariseStream(p streamPoint, runs []streamRun) streamSummary {
+	s := streamSummary{point: p, runs: len(runs), digestsSame: true}
+	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb []float64
+	for _, r := range runs {
+		mbps = append(mbps, float64(r.bytes)/1e6/r.elapsed.Seconds())
+		pcpu = append(pcpu, perGB(r.primaryCPU, r.bytes))
+		lcpu = append(lcpu, perGB(r.loadCPU, r.bytes))
+		lag = append(lag, r.lag.Seconds())
+		mb = append(mb, float64(r.bytes)/1e6)
+		if p.topology != direct {
+			rcpu = append(rcpu, perGB(r.relayCPU, r.bytes*int64(p.replicas)))
+			hwm = append(hwm, float64(r.relayHWM)/1e6)
+		}
+		s.extraSyncs += r.extraSyncs
+		s.digestsSame = s.digestsSame && r.digestsSame
+	}
+	s.mbps, s.primaryCPUGB, s.relayCPUReplicaGB = sample.Of(mbps), sample.Of(pcpu), sample.Of(rcpu)
+	s.loadCPUGB, s.lag, s.relayHWM = sample.Of(lcpu), sample.Of(lag), sample.Of(hwm)
+	s.streamMB = sample.Of(mb).Median
+	return s
+}
+
+// streamLoad is the write load of a streaming run: pipelines of about 64 KiB
+// (16 to 128 SETs), so that small values do not make the load generator
+// pay a system call per few commands.
+func streamLoad(addr string, valueSize int) load.Writer {
+	pipeline := min(max((64<<10)/(valueSize+40), 16), 128)
+	return load.Writer{Addr: addr, ValueSize: valueSize, Pipeline: pipeline, Conns: 2, Keys: 16}
+}
+
+func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingResult, error) {
+	runs := map[streamPoint][]streamRun{}
+	var order []streamPoint
+	for _, n := range o.replicas {
+		for _, size := range o.sizes {
+			for _, t := range topologies {
+				order = append(order, streamPoint{t, n, size})
+			}
+		}
+	}
+	total := int64(o.streamMB) << 20
+	// Repetitions are the outer loop, so a disturbance of the machine
+	// spreads over all points instead of skewing one.
+	for rep := 1; rep <= o.reps; rep++ {
+		for _, p := range order {
+			r, err := streamOnce(ctx, proxyBin, p, plain, total)
+			if err != nil {
+				return nil, fmt.Errorf("streaming %s, %d replicas, %d B values, run %d: %w",
+					p.topology, p.replicas, p.valueSize, rep, err)
+			}
+			logf("streaming run %d %-7s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
+				rep, p.topology, p.replicas, p.valueSize, float64(r.bytes)/1e6, r.elapsed.Seconds(),
+				perGB(r.primaryCPU, r.bytes), perGB(r.relayCPU, r.bytes*int64(p.replicas)), r.lag.Seconds())
+			runs[p] = append(runs[p], r)
+		}
+	}
+	w := streamLoad("", 1<<10)
+	res := &streamingResult{
+		variant: plain,
+		loadDesc: fmt.Sprintf("%d MiB of SET commands per run over %d connections, each writing a pipeline of about 64 KiB (16 to 128 SETs) and reading its replies before the next, %d keys per connection, as fast as the primary replies",
+			o.streamMB, w.Conns, w.Keys),
+	}
+	for _, p := range order {
+		res.points = append(res.points, summariseStream(p, runs[p]))
+	}
+	return res, nil
+}
+
+// streamOnce starts fresh servers, writes total bytes of SETs into the
+// primary and measures until every replica has the whole stream.
+func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, total int64) (run streamRun, err error) {
+	c, err := cluster.New(proxyBin)
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	s := &servers{}
+	if s.primary, err = startPrimary(ctx, c, 0); err != nil {
+		return run, err
+	}
+	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary); err != nil {
+		return run, err
+	}
+	if s.replicas, err = startReplicas(ctx, c, p.replicas, s.upstream()); err != nil {
+		return run, err
+	}
+	all := append([]*cluster.Process{}, s.replicas...)
+	if err := cluster.WaitLinkUp(ctx, linkTimeout, all...); err != nil {
+		return run, err
+	}
+	// One write every replica must apply: after a diskless full sync the
+	// primary holds the stream back until the replica's first ACK, so the
+	// measured load starts in the steady state.
+	if err := s.primary.Client().Set(ctx, "bench:warmup", "1", 0).Err(); err != nil {
+		return run, err
+	}
+	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...); err != nil {
+		return run, err
+	}
+	syncs0, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	if err != nil {
+		return run, err
+	}
+
+	before, err := readCPUs(s)
+	if err != nil {
+		return run, err
+	}
+	off0, err := s.primary.Offset(ctx)
+	if err != nil {
+		return run, err
+	}
+	self0, err := procstat.ReadCPU(os.Getpid())
+	if err != nil {
+		return run, err
+	}
+	start := time.Now()
+	if _, err := streamLoad(fmt.Sprintf("127.0.0.1:%d", s.primary.Port), p.valueSize).Run(ctx, total); err != nil {
+		return run, fmt.Errorf("load: %w", err)
+	}
+	loadEnd := time.Now()
+	self1, err := procstat.ReadCPU(os.Getpid())
+	if err != nil {
+		return run, err
+	}
+	off1, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...)
+	if err != nil {
+		return run, fmt.Errorf("catching up: %w", err)
+	}
+	done := time.Now()
+	after, err := readCPUs(s)
+	if err != nil {
+		return run, err
+	}
+
+	run = streamRun{
+		bytes:      off1 - off0,
+		elapsed:    done.Sub(start),
+		lag:        done.Sub(loadEnd),
+		primaryCPU: after[0].Sub(before[0]).Total(),
+		loadCPU:    self1.Sub(self0).Total(),
+	}
+	if s.relay != nil {
+		run.relayCPU = after[1].Sub(before[1]).Total()
+		if run.relayHWM, err = s.relay.HWM(); err != nil {
+			return run, err
+		}
+	}
+	syncs1, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	if err != nil {
+		return run, err
+	}
+	run.extraSyncs = syncs1 - syncs0
+	run.digestsSame, err = digestsEqual(ctx, s)
+	return run, err
+}
+
+// readCPUs reads the CPU of the primary and, when there is one, the relay.
+func readCPUs(s *servers) ([]procstat.CPU, error) {
+	var out []procstat.CPU
+	for _, p := range []*cluster.Process{s.primary, s.relay} {
+		if p == nil {
+			continue
+		}
+		c, err := p.CPU()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// infoField returns one field of INFO (all sections), "" on error.
+func infoField(c *redis.Client, field string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "everything").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func infoInt(t *testing.T, c *redis.Client, field string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(infoField(c, field), 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s: %v", field, err)
+	}
+	return n
+}
+
+// TestLiveConfig is must-show 5 on the real binary between real Redis
+// servers: CONFIG SET of repl-backlog-size, client-output-buffer-limit,
+// maxmemory and loglevel each change what the proxy does at once, and
+// CONFIG REWRITE writes a file (from one with comments, plus command-line
+// overrides) from which the restarted binary has the same CONFIG GET *.
+func TestLiveConfig(t *testing.T) {
+	redisBin := needRedis(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	redisArgs := func(port int, sub string, extra ...string) []string {
+		d := filepath.Join(dir, sub)
+		os.MkdirAll(d, 0o755)
+		return append([]string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", d, "--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"}, extra...)
+	}
+	pPort, xPort, rPort := freePort(t), freePort(t), freePort(t)
+	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
+
+	conf := filepath.Join(dir, "replproxy.conf")
+	logfile := filepath.Join(dir, "replproxy.log")
+	original := "# replproxy under test\n\n# the network\nport 6399\nbind 127.0.0.1\n\n" +
+		"# limits\nmaxclients 900\nmaxclients 800\nrepl-backlog-size 16kb\n"
+	if err := os.WriteFile(conf, []byte(original), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startProxy := func(args ...string) (*exec.Cmd, <-chan error) {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+		return cmd, startProcess(t, cmd)
+	}
+	proxyCmd, exited := startProxy(conf, "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
+		"--logfile", logfile, "--dir", dir)
+	startProcess(t, exec.Command(redisBin, redisArgs(rPort, "replica", "--replicaof", "127.0.0.1", itoa(xPort))...))
+
+	pc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(pPort)), Protocol: 2})
+	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(rPort)), Protocol: 2})
+	xc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(xPort)), Protocol: 2})
+	defer pc.Close()
+	defer rc.Close()
+	defer xc.Close()
+	inSync := func() bool {
+		return replInfo(rc, "master_link_status") == "up" &&
+			replInfo(rc, "master_repl_offset") == replInfo(pc, "master_repl_offset")
+	}
+	waitUntil(t, 20*time.Second, "the replica in sync through the proxy", inSync)
+	configSet := func(name, value string) {
+		t.Helper()
+		if err := xc.ConfigSet(ctx, name, value).Err(); err != nil {
+			t.Fatalf("CONFIG SET %s %s: %v", name, value, err)
+		}
+	}
+	write := func(key string, size int) {
+		t.Helper()
+		if err := pc.Set(ctx, key, strings.Repeat("x", size), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// repl-backlog-size: the history a partial resync can cover follows it.
+	write("a", 256<<10)
+	waitUntil(t, 10*time.Second, "the write through", inSync)
+	if got := infoInt(t, xc, "repl_backlog_histlen"); got > 64<<10 {
+		t.Fatalf("repl_backlog_histlen %d with a 16kb backlog", got)
+	}
+	configSet("repl-backlog-size", "8mb")
+	if got := infoInt(t, xc, "repl_backlog_size"); got != 8<<20 {
+		t.Fatalf("repl_backlog_size %d, want %d", got, 8<<20)
+	}
+	for i := range 4 {
+		write("b"+itoa(i), 1<<20)
+	}
+	waitUntil(t, 10*time.Second, "the writes through", inSync)
+	if got := infoInt(t, xc, "repl_backlog_histlen"); got < 4<<20 {
+		t.Fatalf("repl_backlog_histlen %d after 4 MiB with an 8mb backlog", got)
+	}
+
+	// client-output-buffer-limit: a stalled replica outlives 8 MiB under
+	// the default limit (32 MiB, more than the sockets hold), and is cut
+	// once the limit is lowered.
+	replicaPid := pidOf(t, rc)
+	syscall.Kill(replicaPid, syscall.SIGSTOP)
+	for i := range 8 {
+		write("c"+itoa(i), 4<<20)
+	}
+	want := replInfo(pc, "master_repl_offset")
+	waitUntil(t, 10*time.Second, "the proxy at the primary's offset", func() bool {
+		return replInfo(xc, "master_repl_offset") == want
+	})
+	if got := infoInt(t, xc, "replicas_closed_output_hard_limit"); got != 0 {
+		t.Fatalf("replicas_closed_output_hard_limit %d under the default limit", got)
+	}
+	configSet("client-output-buffer-limit", "replica 1mb 0 0")
+	defer func() {
+		if t.Failed() {
+			info, _ := xc.Info(ctx, "everything").Result()
+			t.Log(info)
+		}
+	}()
+	waitUntil(t, 10*time.Second, "the stalled replica disconnected by the lowered limit", func() bool {
+		return infoField(xc, "replicas_closed_output_hard_limit") == "1" && infoField(xc, "connected_slaves") == "0"
+	})
+	configSet("client-output-buffer-limit", "replica 512mb 128mb 60")
+	syscall.Kill(replicaPid, syscall.SIGCONT)
+	waitUntil(t, 20*time.Second, "the replica back in sync", inSync)
+
+	// maxmemory below what the proxy holds: over the limit at once; back.
+	configSet("maxmemory", "1")
+	waitUntil(t, 5*time.Second, "mem_over_maxmemory 1", func() bool { return infoField(xc, "mem_over_maxmemory") == "1" })
+	configSet("maxmemory", "1gb")
+	waitUntil(t, 5*time.Second, "mem_over_maxmemory 0", func() bool { return infoField(xc, "mem_over_maxmemory") == "0" })
+
+	// loglevel: a client's close is a debug line; a rewrite's success is a
+	// notice line.
+	logCount := func(s string) int {
+		data, _ := os.ReadFile(logfile)
+		return strings.Count(string(data), s)
+	}
+	pingClose := func() {
+		c := redis.NewClient(&redis.Options{Addr: xc.Options().Addr, Protocol: 2})
+		c.Ping(ctx)
+		c.Close()
+	}
+	clients := infoField(xc, "connected_clients")
+	pingClose()
+	waitUntil(t, 5*time.Second, "the client's close seen by the proxy", func() bool { return infoField(xc, "connected_clients") == clients })
+	if n := logCount("client closed"); n != 0 {
+		t.Fatalf("%d debug lines at loglevel notice", n)
+	}
+	configSet("loglevel", "debug")
+	pingClose()
+	waitUntil(t, 5*time.Second, "a debug line at loglevel debug", func() bool { return logCount("client closed") > 0 })
+	configSet("loglevel", "warning")
+	if err := xc.ConfigRewrite(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logCount("CONFIG REWRITE executed"); n != 0 {
+		t.Fatalf("a notice line at loglevel warning")
+	}
+	configSet("loglevel", "notice")
+	if err := xc.ConfigRewrite(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logCount("CONFIG REWRITE executed"); n != 1 {
+		t.Fatalf("%d notice lines for one rewrite at loglevel notice", n)
+	}
+
+	// CONFIG REWRITE, then a restart from the file alone.
+	configSet("maxclients", "500")
+	configSet("repl-timeout", "33")
+	if err := xc.ConfigRewrite(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before2, err := xc.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	t.Logf("rewritten file:\n%s", text)
+	for _, s := range []string{"# replproxy under test\n", "# the network\nport " + itoa(xPort) + "\n", "# limits\nmaxclients 500\n\nrepl-backlog-size 8mb\n",
+		"# Generated by CONFIG REWRITE\n", "replicaof 127.0.0.1 " + itoa(pPort) + "\n"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("rewritten file lacks %q", s)
+		}
+	}
+	if fi, err := os.Stat(conf); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("rewritten file mode: %v %v", fi.Mode(), err)
+	}
+	proxyCmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the proxy exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy did not stop")
+	}
+	startProxy(conf)
+	waitUntil(t, 10*time.Second, "the restarted proxy", func() bool { return xc.Ping(ctx).Err() == nil })
+	after, err := xc.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(before2, after) {
+		t.Fatalf("CONFIG GET * after the restart:\n got %v\nwant %v", after, before2)
+	}
+	waitUntil(t, 20*time.Second, "the replica in sync through the restarted proxy", inSync)
+}
+
+// pidOf returns the process id a Redis server reports.
+func pidOf(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	pid, err := strconv.Atoi(infoField(c, "process_id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}

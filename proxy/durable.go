@@ -295,6 +295,22 @@ func logIdentity(id replIdentity) streamlog.Identity {
 	return streamlog.Identity{ReplID: id.replID, ReplID2: id.replID2, SecondOffset: id.secondOffset}
 }
 
+// minMemoryWindow is the least memoryWindow is.
+const minMemoryWindow = 1 << 20
+
+// memoryWindow is how far behind the stream's end a replica may be and still
+// be sent from memory while the stream log runs: further behind, it reads
+// from the log, so that replicas never pin more than this (durable.go). It
+// is repl-backlog-size, at least minMemoryWindow.
+func (s *Server) memoryWindow() int64 {
+	return max(s.config().ReplBacklogSize, minMemoryWindow)
+}
+
+// logLive reports whether the stream log follows the stream now.
+func (s *Server) logLive() bool {
+	return s.durable != nil && !s.durable.down.Load()
+}
+
 // writeInfoLog writes the stream log's fields of INFO persistence.
 func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
 	d := s.durable
@@ -334,6 +350,7 @@ func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
 	}
 	w.kv("repl_log_last_error", lastErr)
 	w.kv("repl_log_partial_syncs", s.stats.logPartialSyncs.Load())
+	w.kv("repl_log_replicas_moved_to_disk", s.stats.replicasToDisk.Load())
 	w.kv("repl_log_recovered_bytes", d.rec.Verified)
 	w.kv("repl_log_recovery_cut_bytes", d.rec.Cut)
 }

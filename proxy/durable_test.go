@@ -290,3 +290,57 @@ func TestLogDiskFailure(t *testing.T) {
 		t.Fatal("no log line for the resumed log")
 	}
 }
+
+// TestLogReplicaFallsBackToDisk is issue 10's must-show 2: a replica
+// SIGSTOPped while 96 MB pass, with a 1 MB memory backlog, moves to the stream
+// log instead of pinning the stream: the proxy's replication buffers stay
+// under the memory window the whole time, and the replica, resumed, catches
+// up from the log and then from memory with no full sync.
+func TestLogReplicaFallsBackToDisk(t *testing.T) {
+	primary, pc := startPrimary(t)
+	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "1mb")
+	reps, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+
+	reps[0].Pause()
+	// What the proxy holds beyond the backlog is what cursors pin: the
+	// replica's, at most the 1 MiB window (repl-backlog-size) plus a batch
+	// in flight, and the log follower's, what the disk has not taken yet
+	// (the offset it lags by, read in the same INFO). Without the fallback
+	// the stopped replica pins all 96 MB.
+	const window, slack = 1 << 20, 1 << 20
+	var peak, worst int64
+	sample := func() {
+		info := xc.Info(t, "everything")
+		num := func(k string) int64 {
+			n, err := strconv.ParseInt(info[k], 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s = %q", k, info[k])
+			}
+			return n
+		}
+		total := num("mem_total_replication_buffers")
+		peak = max(peak, total)
+		followerLag := num("master_repl_offset") - num("repl_log_last_offset")
+		worst = max(worst, total-num("mem_replication_backlog")-followerLag)
+	}
+	for i := range 24 { // 24 × 40 × 100 KB = 96 MB
+		writeValues(t, pc, "k"+itoa(int64(i))+"-", 40, 100<<10)
+		sample()
+	}
+	waitOffsetsEqual(t, pc, xc)
+	waitLogged(t, pc, xc)
+	sample()
+	if worst > window+slack {
+		t.Fatalf("the stopped replica pinned up to %d bytes beyond the backlog and the log's lag, want under %d", worst, window+slack)
+	}
+	if moved := xc.InfoInt(t, "persistence", "repl_log_replicas_moved_to_disk"); moved < 1 {
+		t.Fatalf("repl_log_replicas_moved_to_disk %d, want at least 1", moved)
+	}
+	reps[0].Resume()
+	redistest.WaitSynced(t, pc, rcs...)
+	if full := xc.InfoInt(t, "stats", "sync_full"); full != 1 {
+		t.Fatalf("sync_full %d after the replica resumed, want 1 (its first sync only)", full)
+	}
+	t.Logf("while 96 MB passed a stopped replica: mem_total_replication_buffers peaked at %d; beyond the backlog and the log's lag, at %d", peak, worst)
+}

@@ -68,6 +68,14 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncP
 // crash and the log had not kept. Further ahead is not a loss of the log's.
 const maxAhead = 64 << 20
 
+// logReaderAt returns a reader of the stream log from off under the
+// current replid, or nil when the log does not hold it.
+func (h *history) logReaderAt(off int64) *streamlog.Reader {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logReaderLocked(h.mu.replID, off)
+}
+
 // logReaderLocked returns a reader of the stream log from off, when the log
 // holds it under a replid that lets replID continue there, or nil.
 // REQUIRES: h.mu held.

@@ -49,13 +49,32 @@ func (s *Server) checkReplicas(now time.Time) {
 	if hard > 0 && hard < backlog {
 		hard = backlog
 	}
+	live, window, end := s.logLive(), s.memoryWindow(), s.hist.stream().Offset()
 	for _, r := range replicas {
 		if r.closed() {
 			continue
 		}
 		var cob int64
-		if c := r.cursor.Load(); c != nil {
+		c := r.cursor.Load()
+		if c != nil {
 			cob = c.OutputBufferSize()
+		}
+		if live {
+			// With the stream log, replicas pin at most the window: the
+			// limits bound how far behind the end a replica may be.
+			cob = 0
+			switch {
+			case c != nil:
+				cob = c.Lag()
+				if r.State() == replicaOnline && cob > window {
+					// Out of a write it may be blocked in: the writer moves
+					// it to the log (replicaWriter.stream).
+					r.toDisk.Store(true)
+					r.c.conn.SetWriteDeadline(now)
+				}
+			case r.onDisk.Load():
+				cob = max(end+1-r.diskOff.Load(), 0)
+			}
 		}
 		switch {
 		case hard > 0 && cob >= hard:

@@ -48,11 +48,11 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 			return err
 		}
 		if plan.fromLog != nil {
-			if cur, err = w.sendLog(ctx, plan.fromLog, plan.gen); err != nil {
+			if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
 				return err
 			}
 		}
-		return w.stream(ctx, r, cur)
+		return w.stream(ctx, r, cur, plan.gen)
 	}
 	file := plan.file
 	sn := plan.snapshot
@@ -105,7 +105,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
-	return w.stream(ctx, r, cur)
+	return w.stream(ctx, r, cur, w.s.hist.stream().Generation())
 }
 
 // errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
@@ -175,12 +175,16 @@ var errLogGap = errors.New("the stream log ends before the memory stream begins"
 
 // sendLog sends the stream log from rd's offset, one verified record at a
 // time (sendfile to a plain TCP connection), until the offset is in memory
-// again, and returns a cursor there: a replica behind the memory backlog
-// pins nothing while it reads from disk. A record that no longer matches its
-// checksum ends the replica, whose bytes stop before it.
-func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64) (*replbuf.Cursor, error) {
+// again, within within bytes of the end (-1: anywhere), and returns a cursor
+// there: a replica behind the memory backlog pins nothing while it reads
+// from disk. A record that no longer matches its checksum ends the replica,
+// whose bytes stop before it.
+func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
 	defer rd.Close()
 	st := w.s.hist.stream()
+	r.diskOff.Store(rd.Offset())
+	r.onDisk.Store(true)
+	defer r.onDisk.Store(false)
 	var atEnd time.Time // when the reader first found the log's end
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
@@ -188,7 +192,8 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 		}
 		// Look at memory every 64 records and at the log's end, not at every
 		// record: Backlog takes the stream's lock.
-		if i%64 == 0 || !atEnd.IsZero() {
+		near := within < 0 || st.Offset()+1-rd.Offset() <= within
+		if near && (i%64 == 0 || !atEnd.IsZero()) {
 			if first, _ := st.Backlog(); rd.Offset() >= first {
 				if cur, err := st.Attach(rd.Offset()); err == nil {
 					if st.Generation() != gen {
@@ -202,9 +207,13 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 		n, err := rd.WriteTo(w.conn, 1<<20)
 		w.s.stats.replOutputBytes.Add(n)
+		r.diskOff.Store(rd.Offset())
 		switch {
 		case err == nil:
 			atEnd = time.Time{}
+		case isTimeout(err) && r.toDisk.Swap(false):
+			// The monitor's nudge, meant for the memory stream, came late:
+			// nothing is wrong; go on.
 		case errors.Is(err, io.EOF):
 			if atEnd.IsZero() {
 				atEnd = time.Now()
@@ -244,11 +253,43 @@ func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
 }
 
 // stream sends the stream from cur until an error: the connection, a new
-// generation (ErrReset), or the server stopping.
-func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor) error {
-	r.cursor.Store(cur)
+// generation (ErrReset), or the server stopping. When the monitor asks
+// (toDisk: the replica fell out of the memory window, durable.go) and the
+// stream log holds its offset, it lets go of cur and sends from the log
+// until the replica is back within half the window.
+func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor, gen uint64) error {
+	first := cur // the caller's, which it closes
+	defer func() {
+		r.cursor.Store(nil)
+		if cur != first {
+			cur.Close()
+		}
+	}()
 	for {
+		r.cursor.Store(cur)
 		n, err := w.send(cur)
+		if r.toDisk.Swap(false) {
+			if err != nil && !isTimeout(err) {
+				return err
+			}
+			// A timeout here is the monitor's nudge out of a blocked write:
+			// what was written is accounted for (Send advanced by it).
+			err = nil
+			if rd := w.s.hist.logReaderAt(cur.Offset()); rd != nil {
+				off := cur.Offset()
+				r.cursor.Store(nil)
+				cur.Close() // the blocks it pinned may go now
+				w.s.stats.replicasToDisk.Add(1)
+				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
+				next, err := w.sendLog(ctx, r, rd, gen, w.s.memoryWindow()/2)
+				if err != nil {
+					return err
+				}
+				cur = next
+				r.log.Debug("replica back in the memory window", "offset", cur.Offset())
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -258,6 +299,12 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 			}
 		}
 	}
+}
+
+// isTimeout reports whether err is a deadline expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // sendSnapshot sends the payload: "$<len>" and the bytes when the snapshot is

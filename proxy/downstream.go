@@ -71,19 +71,19 @@ type replica struct {
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
-	state    atomic.Int32                   // a replicaState
-	ackOff   atomic.Int64                   // highest offset ACKed
-	ackTime  atomic.Int64                   // unix nanos of the last ACK (or of going online)
-	cursor   atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
+	state   atomic.Int32                   // a replicaState
+	ackOff  atomic.Int64                   // highest offset ACKed
+	ackTime atomic.Int64                   // unix nanos of the last ACK (or of going online)
+	cursor  atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
 	// With the stream log: the monitor sets toDisk to move a replica that
 	// fell out of the memory window to the log (durable.go); the writer
 	// clears it when it does, and keeps diskOff, its next offset, while
 	// onDisk.
-	toDisk  atomic.Bool
-	onDisk  atomic.Bool
-	diskOff atomic.Int64
-	reason   atomic.Int32                   // a closeReason: why it was closed, first cause only
-	firstAck chan struct{}                  // closed at the first ACK
+	toDisk   atomic.Bool
+	onDisk   atomic.Bool
+	diskOff  atomic.Int64
+	reason   atomic.Int32  // a closeReason: why it was closed, first cause only
+	firstAck chan struct{} // closed at the first ACK
 	ackOnce  sync.Once
 
 	softSince time.Time // owned by the monitor: since when over the soft limit

@@ -128,6 +128,7 @@ type Log struct {
 	synced   int64 // the last offset a Sync made durable
 	lastSync time.Time
 	closed   bool
+	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
 
 	// mu guards the index; readers take it shared.
 	mu    sync.RWMutex
@@ -583,10 +584,10 @@ func (l *Log) Append(p []byte, boundary bool) error {
 		if mark {
 			field |= boundaryFlag
 		}
-		var e [entrySize]byte
-		binary.LittleEndian.PutUint32(e[:], field)
+		e := l.entry[:]
+		binary.LittleEndian.PutUint32(e, field)
 		binary.LittleEndian.PutUint32(e[4:], sum)
-		if _, err := l.crc.Write(e[:]); err != nil {
+		if _, err := l.crc.Write(e); err != nil {
 			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
 		}
 		l.mu.Lock()

@@ -19,7 +19,7 @@ import (
 var testID = Identity{ReplID: strings.Repeat("a", 40), ReplID2: replid.None, SecondOffset: -1}
 
 // openDir opens the log in dir with opts (FS set to dir's root unless given).
-func openDir(t *testing.T, dir string, opts Options) (*Log, Recovery) {
+func openDir(t testing.TB, dir string, opts Options) (*Log, Recovery) {
 	t.Helper()
 	if opts.FS == nil {
 		root, err := os.OpenRoot(dir)

@@ -65,6 +65,17 @@
 //	log-format                   text                    no       LogFormat
 //	metrics-port                 0 (no HTTP server)      no       MetricsPort
 //	metrics-bind                 127.0.0.1               no       MetricsBind
+//	tls-port                     0 (no TLS listener)     no       TLSPort
+//	tls-cert-file, tls-key-file  ""                      yes      TLSCertFile, TLSKeyFile
+//	tls-client-cert-file         ""                      yes      TLSClientCertFile
+//	tls-client-key-file          ""                      yes      TLSClientKeyFile
+//	tls-ca-cert-file             ""                      yes      TLSCACertFile
+//	tls-ca-cert-dir              ""                      yes      TLSCACertDir
+//	tls-auth-clients             yes                     yes      TLSAuthClients
+//	tls-replication              no                      yes      TLSReplication
+//	tls-protocols                "" (TLSv1.2 TLSv1.3)    yes      TLSProtocols
+//	tls-ciphers                  "" (Go's defaults)      yes      TLSCiphers
+//	tls-ciphersuites             "" (Go's three)         yes      TLSCiphersuites
 //
 // testdata/replproxy.conf at the repository root documents each one.
 //
@@ -102,5 +113,11 @@
 // TCP; loglevel accepts Redis 7.2's "nothing"; logfile "" means standard
 // error; dir never changes the process's working directory; bind, port and
 // replicaof mutability follow replproxy's needs (replicaof is set at runtime
-// through this table, port and bind are startup-only).
+// through this table, port and bind are startup-only); tls-port is
+// startup-only; tls-protocols must name consecutive versions, tls-ciphers
+// takes only a list of cipher names Go implements (no OpenSSL expressions),
+// tls-ciphersuites must allow all three TLS 1.3 suites Go offers, since Go
+// cannot restrict them; tls-client-cert-file and tls-client-key-file go
+// together; the other tls-* directives of Redis (session cache, DH params,
+// key passwords, tls-cluster, tls-prefer-server-ciphers) are unknown.
 package config

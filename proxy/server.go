@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,12 @@ type Server struct {
 	listenersClosed sync.Once
 	metricsLn       net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
 
+	// tls-port's listeners, beside listeners, with the same lifetime; and
+	// the tls.Config of every TLS handshake (tls.go), which takes the
+	// material in force at each one. Set by New, read-only.
+	tlsListeners      []net.Listener
+	tlsListenerConfig *tls.Config
+
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
 	conf liveConfig
@@ -64,6 +71,7 @@ type Server struct {
 	authLog   logLimiter               // failed AUTH
 	acceptLog logLimiter               // accept errors
 	limitLog  logLimiter               // clients closed by a buffer limit
+	tlsLog    logLimiter               // failed TLS handshakes
 
 	// life is the server's lifetime: Run sets it up, Close ends it.
 	life struct {
@@ -143,6 +151,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.up = newUpstream(s)
+	tlsst, err := loadTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.tlsListenerConfig = s.listenerTLS()
 	if err := s.listen(cfg); err != nil {
 		return nil, err
 	}
@@ -150,17 +163,44 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		s.closeListeners()
 		return nil, err
 	}
-	s.conf.cur.Store(newSettings(cfg)) // after listen, which settles the port
-	s.removeSpillLeftovers(cfg.Dir)    // after listen: never while another instance runs on this port
+	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
+	s.removeSpillLeftovers(cfg.Dir)           // after listen: never while another instance runs on this port
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}
 	return s, nil
 }
 
-// listen opens a listener per bind address. An address with a leading "-" may
-// fail to bind without failing the start, as in Redis.
+// listen opens a listener per bind address on port, unless port is 0 with a
+// tls-port (TLS only, as in Redis), and one per bind address on tls-port
+// when it is set. An address with a leading "-" may fail to bind without
+// failing the start, as in Redis.
 func (s *Server) listen(cfg *config.Config) error {
+	if cfg.Port != 0 || cfg.TLSPort == 0 {
+		var err error
+		if s.listeners, err = s.listenPort(cfg, &cfg.Port); err != nil {
+			return err
+		}
+	}
+	if cfg.TLSPort != 0 {
+		var err error
+		if s.tlsListeners, err = s.listenPort(cfg, &cfg.TLSPort); err != nil {
+			s.closeListeners()
+			return err
+		}
+	}
+	return nil
+}
+
+// listenPort opens a listener per bind address on *port; port 0 picks a
+// free port, which is stored in *port.
+func (s *Server) listenPort(cfg *config.Config, port *int) ([]net.Listener, error) {
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
 	for _, addr := range cfg.Bind {
 		optional := strings.HasPrefix(addr, "-")
 		addr = strings.TrimPrefix(addr, "-")
@@ -171,25 +211,25 @@ func (s *Server) listen(cfg *config.Config) error {
 		case "::*":
 			network, host = "tcp6", "::"
 		}
-		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(cfg.Port)))
+		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(*port)))
 		if err != nil {
 			if optional {
 				s.log.Warn("optional bind address failed", "address", addr, "error", err)
 				continue
 			}
-			s.closeListeners()
-			return fmt.Errorf("listen on %s port %d: %w", addr, cfg.Port, err)
+			closeAll()
+			return nil, fmt.Errorf("listen on %s port %d: %w", addr, *port, err)
 		}
-		if cfg.Port == 0 && len(s.listeners) == 0 {
+		if *port == 0 && len(lns) == 0 {
 			// Port 0 picks a free port; every further address uses the same one.
-			cfg.Port = ln.Addr().(*net.TCPAddr).Port
+			*port = ln.Addr().(*net.TCPAddr).Port
 		}
-		s.listeners = append(s.listeners, ln)
+		lns = append(lns, ln)
 	}
-	if len(s.listeners) == 0 {
-		return errors.New("no bind address could be listened on")
+	if len(lns) == 0 {
+		return nil, errors.New("no bind address could be listened on")
 	}
-	return nil
+	return lns, nil
 }
 
 // closeListeners closes the listeners, once: Run's shutdown and Close may
@@ -199,14 +239,40 @@ func (s *Server) closeListeners() {
 		for _, ln := range s.listeners {
 			ln.Close()
 		}
+		for _, ln := range s.tlsListeners {
+			ln.Close()
+		}
 	})
 }
 
-// Addr returns the address of the first listener: where replicas connect.
-func (s *Server) Addr() net.Addr { return s.listeners[0].Addr() }
+// Addr returns the address of the first plain listener, or of the first TLS
+// one when there is no plain listener: where replicas connect.
+func (s *Server) Addr() net.Addr {
+	if len(s.listeners) == 0 {
+		return s.tlsListeners[0].Addr()
+	}
+	return s.listeners[0].Addr()
+}
 
-// Port returns the TCP port the server listens on.
+// Port returns the TCP port of [Server.Addr].
 func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
+
+// plainPort returns the port of the plain listeners, 0 when TLS only.
+func (s *Server) plainPort() int {
+	if len(s.listeners) == 0 {
+		return 0
+	}
+	return s.listeners[0].Addr().(*net.TCPAddr).Port
+}
+
+// TLSAddr returns the address of the first TLS listener, nil when tls-port
+// is 0.
+func (s *Server) TLSAddr() net.Addr {
+	if len(s.tlsListeners) == 0 {
+		return nil
+	}
+	return s.tlsListeners[0].Addr()
+}
 
 // ErrServerClosed is returned by Run on a server that was closed or has run
 // already.
@@ -236,10 +302,17 @@ func (s *Server) Run(ctx context.Context) error {
 	stopMetrics := s.serveMetrics()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, len(s.listeners))
+	errc := make(chan error, len(s.listeners)+len(s.tlsListeners))
 	for _, ln := range s.listeners {
 		wg.Go(func() {
-			if err := s.acceptLoop(ctx, ln, &wg); err != nil {
+			if err := s.acceptLoop(ctx, ln, &wg, false); err != nil {
+				errc <- err
+			}
+		})
+	}
+	for _, ln := range s.tlsListeners {
+		wg.Go(func() {
+			if err := s.acceptLoop(ctx, ln, &wg, true); err != nil {
 				errc <- err
 			}
 		})
@@ -295,11 +368,12 @@ func (s *Server) Close() error {
 }
 
 // acceptLoop accepts connections until the listener is closed. Each client's
-// goroutine joins wg. Any other accept error (EMFILE when the process is out
+// goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
+// so that a slow one holds up no other client. Any other accept error (EMFILE when the process is out
 // of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
 // retried after a back-off: a proxy that stops accepting would leave every
 // replica without a way back.
-func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, isTLS bool) error {
 	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -321,21 +395,36 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		delay = 0
-		s.stats.connectionsReceived.Add(1)
-		if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
-			s.stats.rejectedConnections.Add(1) // as Redis counts it
-			wg.Go(func() { deny(conn) })
+		if isTLS {
+			s.stats.tlsConnectionsReceived.Add(1)
+			wg.Go(func() {
+				if tc, ok := s.handshakeTLS(ctx, conn); ok {
+					s.admit(ctx, tc, wg)
+				}
+			})
 			continue
 		}
-		c, ok := s.register(conn)
-		if !ok {
-			s.stats.rejectedConnections.Add(1)
-			conn.Write([]byte("-ERR max number of clients reached\r\n"))
-			conn.Close()
-			continue
-		}
-		wg.Go(func() { s.serveClient(ctx, c) })
+		s.admit(ctx, conn, wg)
 	}
+}
+
+// admit serves a new connection (after its TLS handshake, on tls-port):
+// protected mode and maxclients, then a goroutine that joins wg.
+func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup) {
+	s.stats.connectionsReceived.Add(1)
+	if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
+		s.stats.rejectedConnections.Add(1) // as Redis counts it
+		wg.Go(func() { deny(conn) })
+		return
+	}
+	c, ok := s.register(conn)
+	if !ok {
+		s.stats.rejectedConnections.Add(1)
+		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+		conn.Close()
+		return
+	}
+	wg.Go(func() { s.serveClient(ctx, c) })
 }
 
 // register adds a connection to the client registry, unless maxclients is reached.

@@ -18,6 +18,7 @@ import (
 type settings struct {
 	cfg    *config.Config // read-only once published
 	client clientConf
+	tls    *tlsState // the TLS material cfg names (tls.go); nil without TLS
 }
 
 // liveConfig holds the published settings.
@@ -33,8 +34,8 @@ type liveConfig struct {
 	writeMu sync.Mutex
 }
 
-func newSettings(cfg *config.Config) *settings {
-	return &settings{cfg: cfg, client: *newClientConf(cfg)}
+func newSettings(cfg *config.Config, tls *tlsState) *settings {
+	return &settings{cfg: cfg, client: *newClientConf(cfg), tls: tls}
 }
 
 // config returns the configuration in force. It is shared: never change it.
@@ -48,8 +49,19 @@ func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
 // copy is valid, it is published and put into effect. The error is change's,
 // or the validation's.
 func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
+	return s.changeConfigTLS(false, change)
+}
+
+// changeConfigTLS is changeConfig that also reads the TLS material again
+// when reloadTLS is set (CONFIG SET named a tls-* directive) and TLS is in
+// use, as it does anyway when a tls-* value changed. A failure to load it
+// is a *tlsLoadError, and nothing changes: the material in force stays.
+// The files are read under writeMu, so that the material is published with
+// the configuration that named it; only writers wait for it.
+func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.Config) error) error {
 	s.conf.writeMu.Lock()
-	prev := s.config()
+	cur := s.conf.cur.Load()
+	prev := cur.cfg
 	next := prev.Clone()
 	if err := change(prev, next); err != nil {
 		s.conf.writeMu.Unlock()
@@ -59,7 +71,18 @@ func (s *Server) changeConfig(change func(prev, next *config.Config) error) erro
 		s.conf.writeMu.Unlock()
 		return err
 	}
-	s.conf.cur.Store(newSettings(next))
+	tlsst := cur.tls
+	if !next.UsesTLS() {
+		tlsst = nil
+	} else if tlsReloadNeeded(prev, next, reloadTLS) {
+		st, err := loadTLS(next)
+		if err != nil {
+			s.conf.writeMu.Unlock()
+			return &tlsLoadError{err}
+		}
+		tlsst = st
+	}
+	s.conf.cur.Store(newSettings(next, tlsst))
 	s.applyConfig(prev, next)
 	s.conf.writeMu.Unlock()
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
@@ -82,7 +105,8 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		s.log.SetLevel(HCLogLevel(next.LogLevel))
 	}
 	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
-		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
+		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
+		next.TLSReplication != prev.TLSReplication {
 		s.up.Retarget()
 	}
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -43,8 +44,19 @@ type session struct {
 	acked   int64      // guarded by writeMu: the highest offset this session acknowledged
 }
 
-// dial connects to the primary t names, within t.Timeout.
+// dial connects to the primary t names, within t.Timeout, and runs the TLS
+// handshake when t.TLS is set, within the same timeout.
 func dial(ctx context.Context, t Target) (net.Conn, error) {
+	if t.TLS != nil {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: t.Timeout}, Config: t.TLS}
+		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+		defer cancel()
+		conn, err := d.DialContext(ctx, "tcp", t.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("connect over TLS: %w", err)
+		}
+		return conn, nil
+	}
 	d := net.Dialer{Timeout: t.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {

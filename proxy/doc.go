@@ -27,6 +27,13 @@
 //     replicas; ids for CLIENT LIST.
 //   - configuration (settings.go): the config.Config in force, published
 //     copy-on-write; CONFIG SET and REPLICAOF replace it whole.
+//   - TLS (tls.go): the material the tls-* files hold (server config for
+//     tls-port, client config for tls-replication), loaded at New and again
+//     when CONFIG SET names a tls-* directive, and published with the
+//     configuration that named it; a failed load changes nothing. The
+//     listener's tls.Config reads the material in force at each handshake
+//     (GetConfigForClient), the upstream link at each dial, so open
+//     connections keep what they were made with.
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
 //     one connection each; a client turns into a replica on PSYNC or SYNC.
@@ -42,14 +49,18 @@
 //
 // # Goroutines
 //
-// Run starts one accept loop per listener, the upstream link's run
-// goroutine and the monitor, and waits for them when it ends. Its context
+// Run starts one accept loop per listener (plain and tls-port), the
+// upstream link's run goroutine and the monitor, and waits for them when it
+// ends. Its context
 // ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
 // drains, on Run's own goroutine (drain.go): listeners closed, the upstream
 // link ended on a context of its own, then up to shutdown-timeout for the
 // replicas to catch up with the stream's end. Each accepted
 // connection gets one goroutine (serveClient), which reads commands and
 // writes replies; it alone touches the client's reader and reply buffer.
+// On tls-port that goroutine first runs the TLS handshake, under a deadline
+// (10s, or repl-timeout when shorter) and Run's context; a failure is
+// counted, logged at most once a second and closes that connection only.
 // When a client becomes a replica that goroutine reads its ACKs
 // (runReplica), and a second one (writeReplica) sends: the payload, then the
 // stream from the replica's cursor with writev. Whichever ends first closes
@@ -82,7 +93,9 @@
 //     serialise on liveConfig.writeMu and apply the change under it, so that
 //     changes take effect in the order they were published; no other proxy
 //     lock is taken under it (the backlog size is set after, under
-//     history.mu).
+//     history.mu). The TLS files are read under it (files, no socket), so
+//     that the material is published with the configuration naming it; only
+//     writers wait for that.
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - A scrape takes no lock of its own: it reads atomics and takes
 //     history.mu and registry.mu each alone, as INFO does.
@@ -105,7 +118,10 @@
 // MULTI/EXEC, and are published up to the last whole command the scanner
 // accepted; nothing unscanned reaches a replica. Each replica's cursor hands
 // its writer slices of those same blocks, which it writes with writev: no
-// payload is copied in user space on the way through. Snapshots are held in
+// payload is copied in user space on the way through. A TLS replica's
+// writer hands the same slices to the tls.Conn, one Write each (writev
+// needs the raw socket), so the only copy is the encryption's; a spilled
+// snapshot goes to it through a buffer instead of sendfile. Snapshots are held in
 // the same kind of blocks and sent the same way, or from a spilled file with
 // sendfile.
 //

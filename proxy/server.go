@@ -424,6 +424,12 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup) {
 		conn.Close()
 		return
 	}
+	if ctx.Err() != nil {
+		// Run cancels ctx before closeClients lists the clients: a client
+		// registered after that list (a TLS handshake that ended just then)
+		// sees the cancel here and is closed, so none is left open.
+		c.closeFor(closeServerShutdown)
+	}
 	wg.Go(func() { s.serveClient(ctx, c) })
 }
 

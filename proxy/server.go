@@ -395,6 +395,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		delay = 0
+		s.stats.connectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
 		if isTLS {
 			s.stats.tlsConnectionsReceived.Add(1)
 			wg.Go(func() {
@@ -411,7 +412,6 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 // admit serves a new connection (after its TLS handshake, on tls-port):
 // protected mode and maxclients, then a goroutine that joins wg.
 func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup) {
-	s.stats.connectionsReceived.Add(1)
 	if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
 		s.stats.rejectedConnections.Add(1) // as Redis counts it
 		wg.Go(func() { deny(conn) })

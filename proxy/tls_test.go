@@ -145,6 +145,10 @@ func TestTLSPlainAndTLS(t *testing.T) {
 	redistest.WaitFor(t, 5*time.Second, "handshake failure counted", func() bool {
 		return c.InfoInt(t, "proxy", "tls_handshake_failures") == 1
 	})
+	// Redis counts a connection at accept, whether its handshake succeeds.
+	if n := c.InfoInt(t, "stats", "total_connections_received"); n != 3 {
+		t.Fatalf("total_connections_received %d, want 3 (plain, TLS, failed TLS)", n)
+	}
 }
 
 // TestTLSHandshakeTimeout: a client that opens a TCP connection to tls-port

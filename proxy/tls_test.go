@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
@@ -254,5 +259,178 @@ func TestTLSReload(t *testing.T) {
 	noCert.Certificates = nil
 	if reply, err := tlsPing(addr, noCert); err != nil || reply != "+PONG" {
 		t.Fatalf("tls-auth-clients no, no certificate: %q, %v", reply, err)
+	}
+}
+
+// tlsListenersOf returns the TLS listeners of the server's listener set.
+func tlsListenersOf(s *Server) []net.Listener {
+	var lns []net.Listener
+	for _, b := range s.listenersInUse() {
+		if b.tls {
+			lns = append(lns, b.ln)
+		}
+	}
+	return lns
+}
+
+// TestTLSConfigSetPortBind: CONFIG SET port moves the plain listeners only
+// (the TLS listener and its connections stay); port 0 with a tls-port
+// leaves TLS only, as in Redis, and a port brings the plain listener back;
+// bind moves both kinds, as redis-server's changeBindAddr does; a change
+// whose TLS material fails to load leaves no new listener open.
+func TestTLSConfigSetPortBind(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	p := startProxy(t, append([]string{"--port", strconv.Itoa(redistest.FreePort(t))}, tlsArgs(t, pki)...)...)
+	tlsAddr := p.TLSAddr().String()
+	_, tlsPort, _ := net.SplitHostPort(tlsAddr)
+	tc := redistest.DialTLS(t, tlsAddr, pki.ClientConfig())
+	tlsAnswers := func(addr string) bool {
+		reply, err := tlsPing(addr, pki.ClientConfig())
+		return err == nil && reply == "+PONG"
+	}
+	plainAt := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+	// port: the plain listener moves, the TLS one stays the same listener.
+	before := tlsListenersOf(p.Server)
+	port := freePort(t)
+	tc.MustDo(t, "CONFIG", "SET", "port", strconv.Itoa(port))
+	if !pingAt(t, plainAt(port)) {
+		t.Fatal("no plain answer on the new port")
+	}
+	if after := tlsListenersOf(p.Server); len(after) != 1 || after[0] != before[0] {
+		t.Fatalf("CONFIG SET port replaced the TLS listener: %v, was %v", after, before)
+	}
+	if !tlsAnswers(tlsAddr) {
+		t.Fatal("TLS listener does not answer after CONFIG SET port")
+	}
+	tc.MustDo(t, "PING") // accepted before the change
+
+	// port 0 with a tls-port: TLS only; then plain again.
+	tc.MustDo(t, "CONFIG", "SET", "port", "0")
+	if n := countListeners(p.Server, false); n != 0 {
+		t.Fatalf("%d plain listeners after CONFIG SET port 0 with a tls-port", n)
+	}
+	if pingAt(t, plainAt(port)) {
+		t.Fatal("the plain port still answers after CONFIG SET port 0")
+	}
+	if got := tc.Info(t, "server")["tcp_port"]; got != "0" {
+		t.Fatalf("tcp_port %s in TLS only, want 0", got)
+	}
+	if got := p.AddrString(); got != tlsAddr {
+		t.Fatalf("Addr %s in TLS only, want the TLS listener's %s", got, tlsAddr)
+	}
+	if !tlsAnswers(tlsAddr) {
+		t.Fatal("TLS listener does not answer in TLS only")
+	}
+	port = freePort(t)
+	tc.MustDo(t, "CONFIG", "SET", "port", strconv.Itoa(port))
+	if !pingAt(t, plainAt(port)) || p.AddrString() != plainAt(port) {
+		t.Fatalf("plain listener not back on %d (Addr %s)", port, p.AddrString())
+	}
+
+	// bind: both kinds move; the wildcard overlaps 127.0.0.1 on both ports.
+	tc.MustDo(t, "CONFIG", "SET", "bind", "*")
+	lns := tlsListenersOf(p.Server)
+	if len(lns) != 1 || lns[0].Addr().String() != net.JoinHostPort("0.0.0.0", tlsPort) {
+		t.Fatalf("TLS listeners after CONFIG SET bind *: %v, want one on 0.0.0.0:%s", lns, tlsPort)
+	}
+	if p.TLSAddr().String() != lns[0].Addr().String() {
+		t.Fatalf("TLSAddr %s, want %s", p.TLSAddr(), lns[0].Addr())
+	}
+	if !tlsAnswers(tlsAddr) || !pingAt(t, plainAt(port)) {
+		t.Fatal("no answer through the wildcard")
+	}
+	tc.MustDo(t, "CONFIG", "SET", "bind", "127.0.0.1")
+	if got := p.TLSAddr().String(); got != tlsAddr {
+		t.Fatalf("TLSAddr %s after bind 127.0.0.1, want %s", got, tlsAddr)
+	}
+	if !tlsAnswers(tlsAddr) {
+		t.Fatal("TLS listener does not answer after bind 127.0.0.1")
+	}
+	tc.MustDo(t, "PING") // still the connection made before every change
+
+	// A port change in the same CONFIG SET as a TLS reload that fails: the
+	// new port's listener is closed, the old one stays.
+	failed := freePort(t)
+	_, err := tc.Do("CONFIG", "SET", "port", strconv.Itoa(failed), "tls-cert-file", filepath.Join(t.TempDir(), "missing.crt"))
+	if err == nil || !strings.Contains(err.Error(), "Unable to update TLS configuration") {
+		t.Fatalf("CONFIG SET port with a missing certificate: %v", err)
+	}
+	if conn, err := net.DialTimeout("tcp", plainAt(failed), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("the port of a failed CONFIG SET is listened on")
+	}
+	if !pingAt(t, plainAt(port)) {
+		t.Fatal("the plain port stopped answering after a failed CONFIG SET")
+	}
+	if got := tc.MustDo(t, "CONFIG", "GET", "port").Array()[1].String(); got != strconv.Itoa(port) {
+		t.Fatalf("port %s after a failed CONFIG SET, want %d", got, port)
+	}
+}
+
+// configGetAll returns CONFIG GET * as a map.
+func configGetAll(t testing.TB, c *redistest.Client) map[string]string {
+	t.Helper()
+	arr := c.MustDo(t, "CONFIG", "GET", "*").Array()
+	m := make(map[string]string, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		m[arr[i].String()] = arr[i+1].String()
+	}
+	return m
+}
+
+// TestTLSConfigRewrite: CONFIG REWRITE writes the tls-* directives (TLS
+// only, after CONFIG SET port 0), and a proxy started from the file alone
+// serves tls-port with the same CONFIG GET *.
+func TestTLSConfigRewrite(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	path := filepath.Join(t.TempDir(), "tls.conf")
+	if err := os.WriteFile(path, []byte("# mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newTestProxy(t, proxySetup{args: tlsArgs(t, pki), opts: Options{ConfigFile: path}})
+	tlsAddr := p.TLSAddr().String()
+	tc := redistest.DialTLS(t, tlsAddr, pki.ClientConfig())
+	tc.MustDo(t, "CONFIG", "SET", "port", "0", "tls-auth-clients", "optional", "tls-protocols", "TLSv1.2 TLSv1.3")
+	tc.MustDo(t, "CONFIG", "REWRITE")
+	want := configGetAll(t, tc)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"port 0\n", "tls-port " + strconv.Itoa(p.TLSAddr().(*net.TCPAddr).Port) + "\n",
+		`tls-cert-file "` + pki.Cert + `"` + "\n", "tls-auth-clients optional\n", `tls-protocols "TLSv1.2 TLSv1.3"` + "\n"} {
+		if !strings.Contains(string(data), line) {
+			t.Errorf("rewritten file lacks %q:\n%s", line, data)
+		}
+	}
+	tc.Close()
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := config.Parse([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, Options{Logger: hclog.NewNullLogger(), ConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	if n := countListeners(srv, false); n != 0 {
+		t.Fatalf("restarted from the file with %d plain listeners, want TLS only", n)
+	}
+	rc := redistest.DialTLS(t, srv.TLSAddr().String(), pki.ClientConfig())
+	if got := configGetAll(t, rc); !maps.Equal(got, want) {
+		t.Fatalf("CONFIG GET * after the restart:\n got %v\nwant %v", got, want)
 	}
 }

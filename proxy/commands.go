@@ -283,7 +283,15 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
 		return
 	}
-	err := s.changeConfig(func(prev, next *config.Config) (func(bool), error) {
+	// Naming a tls-* directive reads the TLS files again, even with the
+	// same value: certificates are rotated by replacing the files.
+	firstTLS := ""
+	for i := 0; i < len(args); i += 2 {
+		if name := strings.ToLower(string(args[i])); namesTLS(name) && firstTLS == "" {
+			firstTLS = name
+		}
+	}
+	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) (func(bool), error) {
 		for i := 0; i < len(args); i += 2 {
 			name := strings.ToLower(string(args[i]))
 			if !config.Mutable(name) {
@@ -323,6 +331,18 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		// Last: it opens sockets, which nothing after it may leave open.
 		return s.changeListeners(prev, next)
 	})
+	var tlsErr *tlsLoadError
+	if errors.As(err, &tlsErr) {
+		// Redis's reply; the cause goes to the log, as Redis's does. The
+		// TLS material in force is unchanged.
+		s.log.Warn("TLS configuration not updated", "error", tlsErr.err)
+		name := firstTLS
+		if name == "" {
+			name = strings.ToLower(string(args[0]))
+		}
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - Unable to update TLS configuration. Check server logs.", name))
+		return
+	}
 	if err != nil {
 		// Every error of the change is a whole reply; Validate passed in it.
 		c.out = wire.AppendError(c.out, err.Error())

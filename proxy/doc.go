@@ -29,10 +29,18 @@
 //     copy-on-write; CONFIG SET and REPLICAOF replace it whole. CONFIG
 //     REWRITE (commands.go) writes it over the file the server started
 //     from, one rewrite at a time (rewriteMu).
-//   - listeners (listeners.go): the client listeners, opened by New and
-//     replaced by CONFIG SET port or bind (new ones opened before the old
-//     ones close; connections already accepted stay), closed for good by
-//     Run's end, a drain or Close.
+//   - TLS (tls.go): the material the tls-* files hold (server config for
+//     tls-port, client config for tls-replication), loaded at New and again
+//     when CONFIG SET names a tls-* directive, and published with the
+//     configuration that named it; a failed load changes nothing. The
+//     listener's tls.Config reads the material in force at each handshake
+//     (GetConfigForClient), the upstream link at each dial, so open
+//     connections keep what they were made with.
+//   - listeners (listeners.go): the client listeners, plain (port) and TLS
+//     (tls-port), opened by New and replaced by CONFIG SET port (the plain
+//     ones) or bind (both kinds; tls-port itself is startup-only): new ones
+//     opened before the old ones close, connections already accepted stay.
+//     Closed for good by Run's end, a drain or Close.
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
 //     one connection each; a client turns into a replica on PSYNC or SYNC.
@@ -48,9 +56,9 @@
 //
 // # Goroutines
 //
-// Run starts one accept loop per listener (and one for each listener that
-// CONFIG SET port or bind opens later; a replaced listener's loop ends when
-// it is closed), the upstream link's run
+// Run starts one accept loop per listener, plain and tls-port (and one for
+// each listener that CONFIG SET port or bind opens later; a replaced
+// listener's loop ends when it is closed), the upstream link's run
 // goroutine and the monitor, and waits for them when it ends. Its context
 // ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
 // drains, on Run's own goroutine (drain.go): listeners closed, the upstream
@@ -58,6 +66,9 @@
 // replicas to catch up with the stream's end. Each accepted
 // connection gets one goroutine (serveClient), which reads commands and
 // writes replies; it alone touches the client's reader and reply buffer.
+// On tls-port that goroutine first runs the TLS handshake, under a deadline
+// (10s, or repl-timeout when shorter) and Run's context; a failure is
+// counted, logged at most once a second and closes that connection only.
 // When a client becomes a replica that goroutine reads its ACKs
 // (runReplica), and a second one (writeReplica) sends: the payload, then the
 // stream from the replica's cursor with writev. Whichever ends first closes
@@ -92,7 +103,9 @@
 //     only proxy lock taken is ln (the listener set), by a change of port
 //     or bind, which also opens its sockets under writeMu, as Redis's
 //     single thread does (the backlog size is set after, under
-//     history.mu).
+//     history.mu). The TLS files are read under it too (files, no socket),
+//     so that the material is published with the configuration naming it;
+//     only writers wait for that.
 //   - ln (listenerSet) is a leaf: it guards the listener list and Run's
 //     serve hook; the accept loops serve starts take no proxy lock, and
 //     old listeners are closed after it is released.
@@ -121,7 +134,10 @@
 // MULTI/EXEC, and are published up to the last whole command the scanner
 // accepted; nothing unscanned reaches a replica. Each replica's cursor hands
 // its writer slices of those same blocks, which it writes with writev: no
-// payload is copied in user space on the way through. Snapshots are held in
+// payload is copied in user space on the way through. A TLS replica's
+// writer hands the same slices to the tls.Conn, one Write each (writev
+// needs the raw socket), so the only copy is the encryption's; a spilled
+// snapshot goes to it through a buffer instead of sendfile. Snapshots are held in
 // the same kind of blocks and sent the same way, or from a spilled file with
 // sendfile.
 //

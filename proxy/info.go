@@ -70,7 +70,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("go_version", runtime.Version())
 		w.kv("process_id", s.pid)
 		w.kv("run_id", s.runID)
-		w.kv("tcp_port", s.Port())
+		w.kv("tcp_port", s.plainPort())
 		up := now.Sub(s.started)
 		w.kv("server_time_usec", now.UnixMicro())
 		w.kv("uptime_in_seconds", int64(up/time.Second))
@@ -269,6 +269,8 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 		}
 	}
 	w.kv("repl_output_bytes", st.replOutputBytes.Load())
+	w.kv("tls_connections_received", st.tlsConnectionsReceived.Load())
+	w.kv("tls_handshake_failures", st.tlsHandshakeFailures.Load())
 	if sn := s.Snapshot(); sn != nil {
 		w.kv("snapshot_replid", sn.ReplID())
 		w.kv("snapshot_offset", sn.Offset())

@@ -15,47 +15,101 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
-// listenerSet is the server's client listeners. New opens them; CONFIG SET
+// listenerSet is the server's client listeners: port's (plain) and
+// tls-port's, one of each kind per bind address. New opens them; CONFIG SET
 // port or bind replaces them while the server runs, opening the new ones
 // before closing the old ones, as redis-server's changeListenPort does (a
-// listener whose address and port stay is kept as it is); Run's end, a
-// drain or Close closes them for good. Connections accepted from a replaced
-// listener stay open.
+// listener whose address and port stay is kept as it is). A change of port
+// replaces the plain listeners only; a change of bind replaces both kinds,
+// as redis-server's changeBindAddr rebinds port and tls-port. Run's end, a
+// drain or Close closes them for good. Connections accepted from a
+// replaced listener stay open.
 type listenerSet struct {
 	sync.Mutex // a leaf but for serve's accept loops, which take no proxy lock
 	list       []boundListener
-	closed     bool               // closed for good: nothing is served any more
-	addr       net.Addr           // the first listener's; kept while list is empty during a change
-	serve      func(net.Listener) // Run's: starts an accept loop; nil before Run
+	closed     bool                              // closed for good: nothing is served any more
+	addr       net.Addr                          // Addr's; kept while list has no listener for it during a change
+	tlsAddr    net.Addr                          // TLSAddr's; nil without tls-port, kept like addr
+	serve      func(ln net.Listener, isTLS bool) // Run's: starts an accept loop; nil before Run
 }
 
 // boundListener is a listener and the bind address it was opened for
 // (without Redis's optional "-").
 type boundListener struct {
 	addr string
+	tls  bool // on tls-port
 	ln   net.Listener
 }
 
-// openListeners opens a listener per bind address on port, but takes the
-// one in keep for an address found there. An address with a leading "-"
-// may fail to bind without failing the whole, as in Redis. Port 0 picks a
-// free port, which every further address then uses; the port listened on
-// is returned. On error nothing it opened stays open.
-func openListeners(bind []string, port int, keep map[string]net.Listener, log hclog.Logger) ([]boundListener, int, error) {
+// setList puts lns in the set and settles the addresses Addr and TLSAddr
+// report: the first plain listener's, or the first TLS one's when there is
+// no plain one (TLS only); an address with no listener now stays as it
+// was. REQUIRES: the set's lock held, or the set not yet shared (New).
+func (ls *listenerSet) setList(lns []boundListener) {
+	ls.list = lns
+	var plain, secure net.Addr
+	for _, b := range lns {
+		switch {
+		case !b.tls && plain == nil:
+			plain = b.ln.Addr()
+		case b.tls && secure == nil:
+			secure = b.ln.Addr()
+		}
+	}
+	if secure != nil {
+		ls.tlsAddr = secure
+	}
+	if plain == nil {
+		plain = secure
+	}
+	if plain != nil {
+		ls.addr = plain
+	}
+}
+
+// openAll opens cfg's listeners: a plain one per bind address on port,
+// unless port is 0 with a tls-port (TLS only, as in Redis), and a TLS one
+// per bind address on tls-port when it is set. A listener in keep with the
+// same address and kind is taken instead of a new one. It returns the
+// listeners and the plain port (port 0 without TLS picks a free one; TLS
+// only leaves 0). On error nothing it opened stays open.
+func openAll(cfg *config.Config, keep []boundListener, log hclog.Logger) ([]boundListener, int, error) {
+	var lns []boundListener
+	port := cfg.Port
+	if cfg.Port != 0 || cfg.TLSPort == 0 {
+		var err error
+		if lns, port, err = openListeners(cfg.Bind, cfg.Port, false, keep, log); err != nil {
+			return nil, 0, err
+		}
+	}
+	if cfg.TLSPort != 0 {
+		tlsLns, _, err := openListeners(cfg.Bind, cfg.TLSPort, true, keep, log)
+		if err != nil {
+			closeUnkept(lns, keep)
+			return nil, 0, err
+		}
+		lns = append(lns, tlsLns...)
+	}
+	return lns, port, nil
+}
+
+// openListeners opens a listener per bind address on port, of the kind
+// isTLS says, but takes the one of that kind in keep for an address found
+// there. An address with a leading "-" may fail to bind without failing
+// the whole, as in Redis. Port 0 picks a free port, which every further
+// address then uses; the port listened on is returned. On error nothing it
+// opened stays open.
+func openListeners(bind []string, port int, isTLS bool, keep []boundListener, log hclog.Logger) ([]boundListener, int, error) {
 	var lns []boundListener
 	fail := func(err error) ([]boundListener, int, error) {
-		for _, b := range lns {
-			if keep[b.addr] != b.ln {
-				b.ln.Close()
-			}
-		}
+		closeUnkept(lns, keep)
 		return nil, 0, err
 	}
 	for _, addr := range bind {
 		optional := strings.HasPrefix(addr, "-")
 		addr = strings.TrimPrefix(addr, "-")
-		if ln := keep[addr]; ln != nil {
-			lns = append(lns, boundListener{addr, ln})
+		if i := slices.IndexFunc(keep, func(k boundListener) bool { return k.addr == addr && k.tls == isTLS }); i >= 0 {
+			lns = append(lns, keep[i])
 			continue
 		}
 		network, host := "tcp", addr
@@ -68,7 +122,7 @@ func openListeners(bind []string, port int, keep map[string]net.Listener, log hc
 		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			if optional {
-				log.Warn("optional bind address failed", "address", addr, "error", err)
+				log.Warn("optional bind address failed", "address", addr, "port", port, "error", err)
 				continue
 			}
 			return fail(fmt.Errorf("listen on %s port %d: %w", addr, port, err))
@@ -76,7 +130,7 @@ func openListeners(bind []string, port int, keep map[string]net.Listener, log hc
 		if port == 0 {
 			port = ln.Addr().(*net.TCPAddr).Port
 		}
-		lns = append(lns, boundListener{addr, ln})
+		lns = append(lns, boundListener{addr, isTLS, ln})
 	}
 	if len(lns) == 0 {
 		return fail(errors.New("no bind address could be listened on"))
@@ -96,7 +150,7 @@ func closeUnkept(lns []boundListener, keep []boundListener) {
 // serveListeners records Run's serve and calls it for every listener; it
 // is called for each listener put in later. Nothing is served once the set
 // is closed.
-func (s *Server) serveListeners(serve func(net.Listener)) {
+func (s *Server) serveListeners(serve func(ln net.Listener, isTLS bool)) {
 	s.ln.Lock()
 	defer s.ln.Unlock()
 	if s.ln.closed {
@@ -104,19 +158,8 @@ func (s *Server) serveListeners(serve func(net.Listener)) {
 	}
 	s.ln.serve = serve
 	for _, b := range s.ln.list {
-		serve(b.ln)
+		serve(b.ln, b.tls)
 	}
-}
-
-// current returns the listeners in use by address.
-func (s *Server) currentListeners() map[string]net.Listener {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	m := make(map[string]net.Listener, len(s.ln.list))
-	for _, b := range s.ln.list {
-		m[b.addr] = b.ln
-	}
-	return m
 }
 
 // replaceListeners puts lns in place of the listeners in use, serves the
@@ -131,14 +174,11 @@ func (s *Server) replaceListeners(lns []boundListener) bool {
 		closeUnkept(lns, old)
 		return false
 	}
-	s.ln.list = lns
-	if len(lns) > 0 {
-		s.ln.addr = lns[0].ln.Addr()
-	}
+	s.ln.setList(lns)
 	if s.ln.serve != nil {
 		for _, b := range lns {
 			if !slices.ContainsFunc(old, func(o boundListener) bool { return o.ln == b.ln }) {
-				s.ln.serve(b.ln)
+				s.ln.serve(b.ln, b.tls)
 			}
 		}
 	}
@@ -159,42 +199,60 @@ func (s *Server) closeListeners() {
 	closeUnkept(lns, nil)
 }
 
-// Addr returns the address of the first listener: where replicas connect.
-// After CONFIG SET port or bind it is the new one's.
+// Addr returns the address of the first plain listener, or of the first
+// TLS one when there is no plain listener (port 0 with a tls-port): where
+// replicas connect. After CONFIG SET port or bind it is the new one's.
 func (s *Server) Addr() net.Addr {
 	s.ln.Lock()
 	defer s.ln.Unlock()
 	return s.ln.addr
 }
 
-// Port returns the TCP port the server listens on.
+// Port returns the TCP port of [Server.Addr].
 func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
 
+// TLSAddr returns the address of the first TLS listener, nil when tls-port
+// is 0. After CONFIG SET bind it is the new one's.
+func (s *Server) TLSAddr() net.Addr {
+	s.ln.Lock()
+	defer s.ln.Unlock()
+	return s.ln.tlsAddr
+}
+
+// plainPort returns the port of the plain listeners, 0 when TLS only: the
+// configuration's, which New and CONFIG SET settle when port 0 picks one,
+// as INFO's tcp_port is Redis's server.port.
+func (s *Server) plainPort() int { return s.config().Port }
+
 // changeListeners is CONFIG SET's part for port and bind: when next
-// changes either, it opens next's listeners, keeping those whose address
-// and port stay, and settles port 0 in next; it returns what puts them in
-// place once next is published, or closes them when it is not. When a new
-// address overlaps one in use on the same port (127.0.0.1 then *), it
-// first closes the old listeners and, if the new ones still fail, opens
-// the old ones again, as redis-server's changeBindAddr does. The error is
-// redis-server's reply text. REQUIRES: s.conf.writeMu held (changeConfig's
-// change), so that no other change of the listeners runs meanwhile.
+// changes either, it opens next's listeners (a new port: the plain ones; a
+// new bind: both kinds, as redis-server's changeBindAddr rebinds port and
+// tls-port), keeping those whose address, kind and port stay, and settles
+// port 0 in next; it returns what puts them in place once next is
+// published, or closes them when it is not. tls-port is startup-only, so
+// its listeners change only with bind. When a new address overlaps one in
+// use on the same port (127.0.0.1 then *), it first closes the old
+// listeners and, if the new ones still fail, opens the old ones again, as
+// redis-server's changeBindAddr does. The error is redis-server's reply
+// text. REQUIRES: s.conf.writeMu held (changeConfig's change), so that no
+// other change of the listeners runs meanwhile.
 func (s *Server) changeListeners(prev, next *config.Config) (func(published bool), error) {
-	if next.Port == prev.Port && slices.Equal(next.Bind, prev.Bind) {
+	bindChanged := !slices.Equal(next.Bind, prev.Bind)
+	if next.Port == prev.Port && !bindChanged {
 		return nil, nil
 	}
-	var keep map[string]net.Listener
-	if next.Port == prev.Port {
-		keep = s.currentListeners()
+	keep := s.listenersInUse()
+	if next.Port != prev.Port {
+		keep = slices.DeleteFunc(keep, func(b boundListener) bool { return !b.tls })
 	}
-	lns, port, err := openListeners(next.Bind, next.Port, keep, s.log)
-	if err != nil && next.Port == prev.Port && errors.Is(err, syscall.EADDRINUSE) {
+	lns, port, err := openAll(next, keep, s.log)
+	if err != nil && bindChanged && errors.Is(err, syscall.EADDRINUSE) {
 		// Perhaps in use by our own listeners: close them, try again, and
 		// put the old ones back if that fails too.
 		s.replaceListeners(nil)
-		lns, port, err = openListeners(next.Bind, next.Port, nil, s.log)
+		lns, port, err = openAll(next, nil, s.log)
 		if err != nil {
-			back, _, rerr := openListeners(prev.Bind, prev.Port, nil, s.log)
+			back, _, rerr := openAll(prev, nil, s.log)
 			if rerr != nil {
 				s.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
 			} else {
@@ -203,7 +261,7 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 		}
 	}
 	if err != nil {
-		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "error", err)
+		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
 		if next.Port != prev.Port {
 			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port")
 		}
@@ -216,7 +274,7 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 			return
 		}
 		if s.replaceListeners(lns) {
-			s.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", port)
+			s.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", port, "tls-port", next.TLSPort)
 		}
 	}, nil
 }

@@ -67,6 +67,8 @@ var metricSpecs = []metricSpec{
 	{"commands_processed_total", counter, "Commands processed (total_commands_processed).", nil},
 	{"connected_clients", gauge, "Clients connected, replicas included (connected_clients).", nil},
 	{"acl_access_denied_auth_total", counter, "Failed AUTH (acl_access_denied_auth).", nil},
+	{"tls_connections_received_total", counter, "Connections accepted on tls-port (tls_connections_received).", nil},
+	{"tls_handshake_failures_total", counter, "TLS handshakes on tls-port that failed or timed out (tls_handshake_failures).", nil},
 	{"client_buffer_limit_disconnections_total", counter, "Clients closed by a buffer limit, query or output (client_query_buffer_limit_disconnections, client_output_buffer_limit_disconnections).", []string{"buffer"}},
 
 	// Snapshots (INFO proxy and stats).
@@ -189,6 +191,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("commands_processed_total", st.commandsProcessed.Load())
 	emit("connected_clients", int64(s.clients.count()))
 	emit("acl_access_denied_auth_total", st.aclDeniedAuth.Load())
+	emit("tls_connections_received_total", st.tlsConnectionsReceived.Load())
+	emit("tls_handshake_failures_total", st.tlsHandshakeFailures.Load())
 	emit("client_buffer_limit_disconnections_total", st.queryLimitDisconnects.Load(), "query")
 	emit("client_buffer_limit_disconnections_total", st.outputLimitDisconnects.Load(), "output")
 

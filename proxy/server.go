@@ -3,6 +3,7 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,11 @@ type Server struct {
 	ln        listenerSet
 	metricsLn net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
 
+	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
+	// listeners (tls.go), which takes the material in force at each one.
+	// Set by New, read-only.
+	tlsListenerConfig *tls.Config
+
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
 	conf liveConfig
@@ -73,6 +79,7 @@ type Server struct {
 	authLog   logLimiter               // failed AUTH
 	acceptLog logLimiter               // accept errors
 	limitLog  logLimiter               // clients closed by a buffer limit
+	tlsLog    logLimiter               // failed TLS handshakes
 
 	// life is the server's lifetime: Run sets it up, Close ends it.
 	life struct {
@@ -160,17 +167,22 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.up = newUpstream(s)
-	lns, port, err := openListeners(cfg.Bind, cfg.Port, nil, log)
+	tlsst, err := loadTLS(cfg) // before any socket: bad material fails the start
 	if err != nil {
 		return nil, err
 	}
-	cfg.Port = port // port 0 picks a free port
-	s.ln.list, s.ln.addr = lns, lns[0].ln.Addr()
+	s.tlsListenerConfig = s.listenerTLS()
+	lns, port, err := openAll(cfg, nil, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Port = port // port 0 picks a free port (unless TLS only)
+	s.ln.setList(lns)
 	if err := s.listenMetrics(cfg); err != nil {
 		s.closeListeners()
 		return nil, err
 	}
-	s.conf.cur.Store(newSettings(cfg)) // after listen, which settles the port
+	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
 	if cfg.ReplLogSize > 0 {
 		// Before anything else touches dir: its lock refuses a second
 		// proxy on it.
@@ -229,9 +241,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
-	s.serveListeners(func(ln net.Listener) {
+	s.serveListeners(func(ln net.Listener, isTLS bool) {
 		wg.Go(func() {
-			if err := s.acceptLoop(ctx, ln, &wg); err != nil {
+			if err := s.acceptLoop(ctx, ln, &wg, isTLS); err != nil {
 				select {
 				case errc <- err:
 				default: // Run is ending on the first one already
@@ -310,11 +322,12 @@ func (s *Server) Close() error {
 }
 
 // acceptLoop accepts connections until the listener is closed. Each client's
-// goroutine joins wg. Any other accept error (EMFILE when the process is out
+// goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
+// so that a slow one holds up no other client. Any other accept error (EMFILE when the process is out
 // of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
 // retried after a back-off: a proxy that stops accepting would leave every
 // replica without a way back.
-func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) error {
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, isTLS bool) error {
 	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -336,21 +349,42 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		delay = 0
-		s.stats.connectionsReceived.Add(1)
-		if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
-			s.stats.rejectedConnections.Add(1) // as Redis counts it
-			wg.Go(func() { deny(conn) })
+		s.stats.connectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
+		if isTLS {
+			s.stats.tlsConnectionsReceived.Add(1)
+			wg.Go(func() {
+				if tc, ok := s.handshakeTLS(ctx, conn); ok {
+					s.admit(ctx, tc, wg)
+				}
+			})
 			continue
 		}
-		c, ok := s.register(conn)
-		if !ok {
-			s.stats.rejectedConnections.Add(1)
-			conn.Write([]byte("-ERR max number of clients reached\r\n"))
-			conn.Close()
-			continue
-		}
-		wg.Go(func() { s.serveClient(ctx, c) })
+		s.admit(ctx, conn, wg)
 	}
+}
+
+// admit serves a new connection (after its TLS handshake, on tls-port):
+// protected mode and maxclients, then a goroutine that joins wg.
+func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup) {
+	if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
+		s.stats.rejectedConnections.Add(1) // as Redis counts it
+		wg.Go(func() { deny(conn) })
+		return
+	}
+	c, ok := s.register(conn)
+	if !ok {
+		s.stats.rejectedConnections.Add(1)
+		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+		conn.Close()
+		return
+	}
+	if ctx.Err() != nil {
+		// Run cancels ctx before closeClients lists the clients: a client
+		// registered after that list (a TLS handshake that ended just then)
+		// sees the cancel here and is closed, so none is left open.
+		c.closeFor(closeServerShutdown)
+	}
+	wg.Go(func() { s.serveClient(ctx, c) })
 }
 
 // register adds a connection to the client registry, unless maxclients is reached.

@@ -18,6 +18,7 @@ import (
 type settings struct {
 	cfg    *config.Config // read-only once published
 	client clientConf
+	tls    *tlsState // the TLS material cfg names (tls.go); nil without TLS
 }
 
 // liveConfig holds the published settings.
@@ -33,8 +34,8 @@ type liveConfig struct {
 	writeMu sync.Mutex
 }
 
-func newSettings(cfg *config.Config) *settings {
-	return &settings{cfg: cfg, client: *newClientConf(cfg)}
+func newSettings(cfg *config.Config, tls *tlsState) *settings {
+	return &settings{cfg: cfg, client: *newClientConf(cfg), tls: tls}
 }
 
 // config returns the configuration in force. It is shared: never change it.
@@ -49,10 +50,22 @@ func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
 // or the validation's. change may return a done func, for what it prepared
 // and must now put in place or undo (the listeners of a new port or bind):
 // done(true) runs after the publication, done(false) when the copy was
-// not valid, both under writeMu, so that they come in publication order.
+// not valid or its TLS material could not be loaded, both under writeMu,
+// so that they come in publication order.
 func (s *Server) changeConfig(change func(prev, next *config.Config) (done func(published bool), err error)) error {
+	return s.changeConfigTLS(false, change)
+}
+
+// changeConfigTLS is changeConfig that also reads the TLS material again
+// when reloadTLS is set (CONFIG SET named a tls-* directive) and TLS is in
+// use, as it does anyway when a tls-* value changed. A failure to load it
+// is a *tlsLoadError, and nothing changes: the material in force stays.
+// The files are read under writeMu, so that the material is published with
+// the configuration that named it; only writers wait for it.
+func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.Config) (done func(published bool), err error)) error {
 	s.conf.writeMu.Lock()
-	prev := s.config()
+	cur := s.conf.cur.Load()
+	prev := cur.cfg
 	next := prev.Clone()
 	done, err := change(prev, next)
 	if err != nil {
@@ -66,7 +79,21 @@ func (s *Server) changeConfig(change func(prev, next *config.Config) (done func(
 		s.conf.writeMu.Unlock()
 		return err
 	}
-	s.conf.cur.Store(newSettings(next))
+	tlsst := cur.tls
+	if !next.UsesTLS() {
+		tlsst = nil
+	} else if tlsReloadNeeded(prev, next, reloadTLS) {
+		st, err := loadTLS(next)
+		if err != nil {
+			if done != nil {
+				done(false)
+			}
+			s.conf.writeMu.Unlock()
+			return &tlsLoadError{err}
+		}
+		tlsst = st
+	}
+	s.conf.cur.Store(newSettings(next, tlsst))
 	s.applyConfig(prev, next)
 	if done != nil {
 		done(true)
@@ -92,7 +119,8 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		s.log.SetLevel(HCLogLevel(next.LogLevel))
 	}
 	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
-		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser {
+		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
+		next.TLSReplication != prev.TLSReplication {
 		s.up.Retarget()
 	}
 }

@@ -40,6 +40,10 @@ type stats struct {
 	aclDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
 	queryLimitDisconnects  atomic.Int64 // client_query_buffer_limit_disconnections
 	outputLimitDisconnects atomic.Int64 // client_output_buffer_limit_disconnections
+
+	// tls-port (proxy section; Redis has no such counters).
+	tlsConnectionsReceived atomic.Int64 // tls_connections_received: accepted on tls-port
+	tlsHandshakeFailures   atomic.Int64 // tls_handshake_failures: of those, handshakes that failed
 }
 
 // reset zeroes the counters CONFIG RESETSTAT resets in Redis 7.0

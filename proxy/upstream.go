@@ -36,7 +36,14 @@ type upstreamHost struct{ s *Server }
 
 func (h upstreamHost) Target() upstream.Target { return h.s.upstreamTarget() }
 
-func (h upstreamHost) ListeningPort() int { return h.s.Port() }
+// ListeningPort is the port replicas of the proxy reach it on: tls-port
+// under tls-replication when there is one, as Redis announces it.
+func (h upstreamHost) ListeningPort() int {
+	if a := h.s.TLSAddr(); a != nil && (h.s.config().TLSReplication || h.s.plainPort() == 0) {
+		return a.(*net.TCPAddr).Port
+	}
+	return h.s.Port()
+}
 
 func (h upstreamHost) Stream() *replbuf.Stream { return h.s.hist.stream() }
 
@@ -65,6 +72,9 @@ func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffs
 func (s *Server) upstreamTarget() upstream.Target {
 	cfg := s.config()
 	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout}
+	if st := s.tlsNow(); cfg.TLSReplication && st != nil {
+		t.TLS = st.client // the material in force at this dial
+	}
 	if cfg.MasterHost != "" {
 		t.Addr = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
 	}

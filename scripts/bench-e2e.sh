@@ -16,6 +16,10 @@
 #   make bench-e2e [E2E_REPLICAS=4] [E2E_REPS=3] [E2E_REQUESTS=200000] [E2E_SIZE=1024]
 #                  [E2E_PIPELINE=16] [E2E_CLIENTS=50] [E2E_TESTS=set] [E2E_KEYSPACE=]
 #                  [E2E_PROXY_ARGS="--repl-log-size 0"]  (extra replproxy arguments)
+#                  [E2E_TLS=1]
+#
+# E2E_TLS=1 runs every server over TLS only (certificates made with openssl): the
+# primary, the proxy (tls-replication upstream, tls-port downstream) and the replicas.
 #
 # All servers listen on 127.0.0.1; every process and the temp dir are removed on exit.
 set -euo pipefail
@@ -32,6 +36,7 @@ CLIENTS=${E2E_CLIENTS:-50}
 TESTS=${E2E_TESTS:-set}
 KEYSPACE=${E2E_KEYSPACE:-} # redis-benchmark -r; empty: one key, so memory stays flat
 RP_TIMEOUT=${E2E_TIMEOUT:-120}
+TLS=${E2E_TLS:-0}
 
 for v in N REPS REQUESTS SIZE PIPELINE CLIENTS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || rp_fail "$v must be a positive integer, got '${!v}'"
@@ -45,6 +50,7 @@ BENCH_ARGS=(-t "$TESTS" -n "$REQUESTS" -d "$SIZE" -P "$PIPELINE" -c "$CLIENTS")
 
 rp_init
 rp_build
+[ "$TLS" = 0 ] || rp_tls_init
 
 # calc EXPR: floating-point arithmetic.
 calc() { awk "BEGIN { printf \"%.6f\n\", $1 }"; }
@@ -105,7 +111,7 @@ run_one() {
 
 	out=$RP_TMP/bench-$mode-$rep.out
 	t0=$EPOCHREALTIME
-	redis-benchmark -h 127.0.0.1 -p "$PRIMARY" -q "${BENCH_ARGS[@]}" </dev/null >"$out" 2>&1 ||
+	redis-benchmark "${RP_CLI_TLS[@]}" -h 127.0.0.1 -p "$PRIMARY" -q "${BENCH_ARGS[@]}" </dev/null >"$out" 2>&1 ||
 		rp_fail "redis-benchmark failed: $(tail -c 500 "$out")"
 	tl=$EPOCHREALTIME
 	o1=$(rp_info "$PRIMARY" replication master_repl_offset)
@@ -145,7 +151,7 @@ run_one() {
 	printf '\n'
 }
 
-echo "bench-e2e: $N replicas, $REPS runs per configuration, load: redis-benchmark ${BENCH_ARGS[*]}"
+echo "bench-e2e: $N replicas, $REPS runs per configuration, load: redis-benchmark ${BENCH_ARGS[*]}$([ "$TLS" = 0 ] || echo ", all over TLS")"
 echo "           $(nproc) CPUs, load average $(cut -d" " -f1-3 /proc/loadavg), redis-server $(redis-server --version | awk '{ print $3 }'), fresh servers for every run"
 for ((rep = 1; rep <= REPS; rep++)); do
 	for mode in direct proxy; do
@@ -181,8 +187,8 @@ printf '%-30s %12.3f %12.3f\n' "catch-up after the load, s" "$d_lag" "$p_lag"
 printf '%-30s %12.0f %12.0f\n' "load ops/s (redis-benchmark)" "$d_ops" "$p_ops"
 printf '%-30s %12.1f %12.1f\n' "stream per replica, MB" "$(calc "$d_bytes / 1e6")" "$(calc "$p_bytes / 1e6")"
 echo
-printf '{"benchmark":"replproxy-e2e","replicas":%d,"reps":%d,"tests":"%s","requests":%d,"size":%d,"pipeline":%d,"clients":%d,' \
-	"$N" "$REPS" "$TESTS" "$REQUESTS" "$SIZE" "$PIPELINE" "$CLIENTS"
+printf '{"benchmark":"replproxy-e2e","replicas":%d,"reps":%d,"tests":"%s","requests":%d,"size":%d,"pipeline":%d,"clients":%d,"tls":%d,' \
+	"$N" "$REPS" "$TESTS" "$REQUESTS" "$SIZE" "$PIPELINE" "$CLIENTS" "$([ "$TLS" = 0 ] && echo 0 || echo 1)"
 printf '"direct_mbps":%.3f,"proxy_mbps":%.3f,"throughput_ratio":%.4f,' "$d_thr" "$p_thr" "$r_thr"
 printf '"direct_secs":%.4f,"proxy_secs":%.4f,' "$d_secs" "$p_secs"
 printf '"direct_primary_cpu_s":%.4f,"proxy_primary_cpu_s":%.4f,"primary_cpu_ratio":%.4f,' "$d_pcpu" "$p_pcpu" "$r_pcpu"

@@ -14,6 +14,8 @@ RP_PIDS=()
 RP_USED_PORTS=" "
 RP_PORT=""
 RP_TIMEOUT=${RP_TIMEOUT:-30} # seconds to wait for a link or for offsets to settle
+RP_TLS=()                    # set by rp_tls_init: the TLS arguments of every server started
+RP_CLI_TLS=()                # set by rp_tls_init: redis-cli's TLS arguments
 
 rp_log() { printf '==> %s\n' "$*" >&2; }
 
@@ -118,7 +120,36 @@ rp_free_port() {
 rp_cli() {
 	local port=$1
 	shift
-	timeout 10 redis-cli -h 127.0.0.1 -p "$port" "$@"
+	timeout 10 redis-cli "${RP_CLI_TLS[@]}" -h 127.0.0.1 -p "$port" "$@"
+}
+
+# rp_tls_init makes a CA and one certificate for 127.0.0.1 (server and client use)
+# with openssl in $RP_TMP/tls. Every server and proxy started after it serves TLS
+# only on its port, dials its primary over TLS, and rp_cli speaks TLS.
+rp_tls_init() {
+	local d=$RP_TMP/tls
+	mkdir -p "$d"
+	{
+		openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+			-keyout "$d/ca.key" -out "$d/ca.crt" -days 1 -subj /CN=replproxy-script-ca &&
+			openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+				-keyout "$d/tls.key" -out "$d/tls.csr" -subj /CN=127.0.0.1 &&
+			printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature\n' >"$d/ext" &&
+			openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+				-out "$d/tls.crt" -days 1 -extfile "$d/ext"
+	} >"$d/openssl.log" 2>&1 || rp_fail "openssl: $(tail -n 5 "$d/openssl.log")"
+	RP_TLS=(--tls-cert-file "$d/tls.crt" --tls-key-file "$d/tls.key" --tls-ca-cert-file "$d/ca.crt" --tls-replication yes)
+	RP_CLI_TLS=(--tls --cacert "$d/ca.crt" --cert "$d/tls.crt" --key "$d/tls.key")
+}
+
+# rp_port_args PORT sets RP_PORT_ARGS to the listening arguments for PORT: plain, or
+# TLS only after rp_tls_init.
+rp_port_args() {
+	if [ "${#RP_TLS[@]}" -eq 0 ]; then
+		RP_PORT_ARGS=(--port "$1")
+	else
+		RP_PORT_ARGS=(--port 0 --tls-port "$1" "${RP_TLS[@]}")
+	fi
 }
 
 # rp_info PORT SECTION FIELD prints one INFO field (empty when absent).
@@ -139,7 +170,8 @@ rp_start_redis() {
 	local name=$1 port=$2
 	shift 2
 	mkdir -p "$RP_TMP/$name"
-	redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+	rp_port_args "$port"
+	redis-server "${RP_PORT_ARGS[@]}" --bind 127.0.0.1 --save "" --appendonly no \
 		--enable-debug-command yes --daemonize no \
 		--dir "$RP_TMP/$name" --logfile "$RP_TMP/$name/$name.log" "$@" \
 		</dev/null >>"$RP_TMP/$name/$name.stdout.log" 2>&1 &
@@ -152,7 +184,8 @@ rp_start_proxy() {
 	local name=$1 port=$2 up=$3
 	shift 3
 	mkdir -p "$RP_TMP/$name"
-	"$RP_TMP/replproxy" --port "$port" --bind 127.0.0.1 --replicaof 127.0.0.1 "$up" \
+	rp_port_args "$port"
+	"$RP_TMP/replproxy" "${RP_PORT_ARGS[@]}" --bind 127.0.0.1 --replicaof 127.0.0.1 "$up" \
 		--dir "$RP_TMP/$name" --logfile "$RP_TMP/$name/$name.log" "$@" \
 		</dev/null >>"$RP_TMP/$name/$name.stderr.log" 2>&1 &
 	RP_PIDS+=("$!")

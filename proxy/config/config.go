@@ -209,6 +209,46 @@ type Config struct {
 	// server listens on. Default "127.0.0.1"; one address as bind takes
 	// them ("*", "::*", an IP address or a host name), without the "-".
 	MetricsBind string
+
+	// TLSPort is `tls-port`: the TCP port of the TLS listener, on the same
+	// bind addresses as Port. Default 0: none. With a TLSPort, Port 0 means
+	// no plain listener (TLS only), as in Redis.
+	TLSPort int
+	// TLSCertFile and TLSKeyFile are `tls-cert-file` and `tls-key-file`:
+	// the PEM certificate (chain) and key the TLS listener presents, and the
+	// upstream link too unless TLSClientCertFile is set. Required when TLS is
+	// in use ([Config.UsesTLS]).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSClientCertFile and TLSClientKeyFile are `tls-client-cert-file` and
+	// `tls-client-key-file`: the certificate the upstream link presents, when
+	// it must differ from TLSCertFile. Both or neither.
+	TLSClientCertFile string
+	TLSClientKeyFile  string
+	// TLSCACertFile and TLSCACertDir are `tls-ca-cert-file` and
+	// `tls-ca-cert-dir`: the CAs that client certificates and the primary's
+	// certificate must chain to (every PEM file in the directory is read).
+	// One is required when TLSAuthClients is not no or TLSReplication is on.
+	TLSCACertFile string
+	TLSCACertDir  string
+	// TLSAuthClients is `tls-auth-clients`: yes (the default), no or
+	// optional.
+	TLSAuthClients TLSAuth
+	// TLSReplication is `tls-replication` (yes/no): the upstream link and
+	// the snapshot fetches dial the primary over TLS. Default false.
+	TLSReplication bool
+	// TLSProtocols is `tls-protocols`: consecutive versions among TLSv1,
+	// TLSv1.1, TLSv1.2 and TLSv1.3, space-separated. "" means TLSv1.2 and
+	// TLSv1.3 ([Config.TLSVersions]).
+	TLSProtocols string
+	// TLSCiphers is `tls-ciphers`: the TLSv1.2 (and older) suites, OpenSSL
+	// names separated by ':', among those Go implements. "" means Go's
+	// defaults ([Config.TLSCipherSuites]).
+	TLSCiphers string
+	// TLSCiphersuites is `tls-ciphersuites`: the TLSv1.3 suites. Go cannot
+	// restrict them, so a value must allow all three Go offers; "" is the
+	// default.
+	TLSCiphersuites string
 }
 
 // DefaultConfig returns a new Config holding every default.
@@ -235,6 +275,7 @@ func DefaultConfig() *Config {
 		LogFile:         "",
 		LogFormat:       LogText,
 		MetricsBind:     "127.0.0.1",
+		TLSAuthClients:  TLSAuthYes,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -280,10 +321,14 @@ func (c *Config) Validate() error {
 		{"log-format", checkEnum(c.LogFormat, logFormats)},
 		{"metrics-port", checkPort(c.MetricsPort, 0)},
 		{"metrics-bind", checkMetricsBind(c.MetricsBind)},
+		{"tls-port", checkPort(c.TLSPort, 0)},
 	} {
 		if check.err != nil {
 			return &Error{Directive: check.directive, Err: check.err}
 		}
+	}
+	if name, err := checkTLS(c); err != nil {
+		return &Error{Directive: name, Err: err}
 	}
 	return nil
 }

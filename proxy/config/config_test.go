@@ -36,6 +36,7 @@ func TestDefaultConfig(t *testing.T) {
 		LogLevel:        LogNotice,
 		LogFormat:       LogText,
 		MetricsBind:     "127.0.0.1",
+		TLSAuthClients:  TLSAuthYes,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -89,6 +90,30 @@ func TestValidate(t *testing.T) {
 		{"log-format unknown", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
 		{"metrics-port negative", func(c *Config) { c.MetricsPort = -1 }, "metrics-port"},
 		{"metrics-bind empty", func(c *Config) { c.MetricsBind = "" }, "metrics-bind"},
+		{"tls-port negative", func(c *Config) { c.TLSPort = -1 }, "tls-port"},
+		{"tls-port without cert", func(c *Config) { c.TLSPort = 6380 }, "tls-cert-file"},
+		{"tls-port without key", func(c *Config) { c.TLSPort, c.TLSCertFile = 6380, "c" }, "tls-key-file"},
+		{"tls-port without ca", func(c *Config) { c.TLSPort, c.TLSCertFile, c.TLSKeyFile = 6380, "c", "k" }, "tls-ca-cert-file"},
+		{"tls-port same as port", func(c *Config) { c.TLSPort, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertFile = 6379, "c", "k", "ca" }, "tls-port"},
+		{"tls-port with ca file", func(c *Config) { c.TLSPort, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertFile = 6380, "c", "k", "ca" }, ""},
+		{"tls-port with ca dir", func(c *Config) { c.TLSPort, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertDir = 6380, "c", "k", "d" }, ""},
+		{"tls-port TLS only", func(c *Config) {
+			c.Port, c.TLSPort, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertDir = 0, 6380, "c", "k", "d"
+		}, ""},
+		{"tls-port no client auth needs no ca", func(c *Config) {
+			c.TLSPort, c.TLSCertFile, c.TLSKeyFile, c.TLSAuthClients = 6380, "c", "k", TLSAuthNo
+		}, ""},
+		{"tls-replication needs ca", func(c *Config) {
+			c.TLSReplication, c.TLSCertFile, c.TLSKeyFile, c.TLSAuthClients = true, "c", "k", TLSAuthNo
+		}, "tls-ca-cert-file"},
+		{"tls-replication without cert", func(c *Config) { c.TLSReplication = true }, "tls-cert-file"},
+		{"tls files unused", func(c *Config) { c.TLSCertFile = "c" }, ""},
+		{"tls-auth-clients empty", func(c *Config) { c.TLSAuthClients = "" }, "tls-auth-clients"},
+		{"tls client cert alone", func(c *Config) { c.TLSClientCertFile = "c" }, "tls-client-cert-file"},
+		{"tls client key alone", func(c *Config) { c.TLSClientKeyFile = "k" }, "tls-client-cert-file"},
+		{"tls-protocols gap", func(c *Config) { c.TLSProtocols = "TLSv1 TLSv1.3" }, "tls-protocols"},
+		{"tls-ciphers expression", func(c *Config) { c.TLSCiphers = "HIGH:!aNULL" }, "tls-ciphers"},
+		{"tls-ciphersuites subset", func(c *Config) { c.TLSCiphersuites = "TLS_AES_256_GCM_SHA384" }, "tls-ciphersuites"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

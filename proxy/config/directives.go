@@ -176,6 +176,18 @@ var directives = []directive{
 		},
 	},
 	stringDirective("requirepass", true, func(c *Config) *string { return &c.RequirePass }, nil),
+	enumDirective("tls-auth-clients", true, func(c *Config) *TLSAuth { return &c.TLSAuthClients }, tlsAuthValues),
+	tlsFileDirective("tls-ca-cert-dir", func(c *Config) *string { return &c.TLSCACertDir }),
+	tlsFileDirective("tls-ca-cert-file", func(c *Config) *string { return &c.TLSCACertFile }),
+	tlsFileDirective("tls-cert-file", func(c *Config) *string { return &c.TLSCertFile }),
+	stringDirective("tls-ciphers", true, func(c *Config) *string { return &c.TLSCiphers }, func(s string) error { _, err := parseTLSCiphers(s); return err }),
+	stringDirective("tls-ciphersuites", true, func(c *Config) *string { return &c.TLSCiphersuites }, checkTLSCiphersuites),
+	tlsFileDirective("tls-client-cert-file", func(c *Config) *string { return &c.TLSClientCertFile }),
+	tlsFileDirective("tls-client-key-file", func(c *Config) *string { return &c.TLSClientKeyFile }),
+	tlsFileDirective("tls-key-file", func(c *Config) *string { return &c.TLSKeyFile }),
+	tlsPortDirective,
+	stringDirective("tls-protocols", true, func(c *Config) *string { return &c.TLSProtocols }, func(s string) error { _, _, err := parseTLSProtocols(s); return err }),
+	boolDirective("tls-replication", true, func(c *Config) *bool { return &c.TLSReplication }),
 }
 
 // byName maps every name and alias to its row. Read-only.
@@ -206,8 +218,8 @@ func Names() []string {
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger
-// is built once, before the server) and metrics-port and metrics-bind (the
-// monitoring server's listener is opened once, by New).
+// is built once, before the server), metrics-port and metrics-bind (the
+// monitoring server's listener is opened once, by New) and tls-port.
 func Mutable(name string) bool {
 	d := byName[asciiLower(name)]
 	return d != nil && d.mutable

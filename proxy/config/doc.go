@@ -65,10 +65,24 @@
 //	log-format                   text                    no (1)   LogFormat
 //	metrics-port                 0 (no HTTP server)      no (2)   MetricsPort
 //	metrics-bind                 127.0.0.1               no (2)   MetricsBind
+//	tls-port                     0 (no TLS listener)     no (3)   TLSPort
+//	tls-cert-file, tls-key-file  ""                      yes      TLSCertFile, TLSKeyFile
+//	tls-client-cert-file         ""                      yes      TLSClientCertFile
+//	tls-client-key-file          ""                      yes      TLSClientKeyFile
+//	tls-ca-cert-file             ""                      yes      TLSCACertFile
+//	tls-ca-cert-dir              ""                      yes      TLSCACertDir
+//	tls-auth-clients             yes                     yes      TLSAuthClients
+//	tls-replication              no                      yes      TLSReplication
+//	tls-protocols                "" (TLSv1.2 TLSv1.3)    yes      TLSProtocols
+//	tls-ciphers                  "" (Go's defaults)      yes      TLSCiphers
+//	tls-ciphersuites             "" (Go's three)         yes      TLSCiphersuites
 //
 // (1) The root logger is built once, by the program, before the server;
 // Redis 7.0 too has logfile immutable. (2) The monitoring server's
 // listener is opened once, by New, and served for the server's life.
+// (3) The TLS listeners are opened by New on tls-port; CONFIG SET bind
+// moves them to the new addresses, as it moves port's, but their port
+// stays.
 //
 // testdata/replproxy.conf at the repository root documents each one.
 //
@@ -119,9 +133,16 @@
 // reject "", a bare unit and overflow (Redis reads them as 0 or wraps);
 // replicaof rejects port 0, host names with characters no host has, and
 // accepts "" as "no one"; port 0 picks a free port instead of disabling
-// TCP; loglevel accepts Redis 7.2's "nothing"; logfile "" means standard
+// TCP, unless tls-port is set (then it means TLS only, as in Redis); loglevel accepts Redis 7.2's "nothing"; logfile "" means standard
 // error; dir never changes the process's working directory (a relative
 // dir stays relative to the directory the program started in); replicaof
 // is set at runtime through this table; CONFIG REWRITE keeps the file's
-// permissions.
+// permissions; tls-port is startup-only (Redis 7.0 lets CONFIG SET move
+// it); tls-protocols must name
+// consecutive versions, tls-ciphers takes only a list of cipher names Go
+// implements (no OpenSSL expressions), tls-ciphersuites must allow all
+// three TLS 1.3 suites Go offers, since Go cannot restrict them;
+// tls-client-cert-file and tls-client-key-file go together; the other
+// tls-* directives of Redis (session cache, DH params, key passwords,
+// tls-cluster, tls-prefer-server-ciphers) are unknown.
 package config

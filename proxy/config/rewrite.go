@@ -44,6 +44,16 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 	"masterauth":  rewriteString("masterauth", true),
 	"masteruser":  rewriteString("masteruser", true),
 	"requirepass": rewriteString("requirepass", true),
+	// The tls-* strings too are EMPTY_STRING_IS_NULL in Redis 7.0.
+	"tls-ca-cert-dir":      rewriteString("tls-ca-cert-dir", true),
+	"tls-ca-cert-file":     rewriteString("tls-ca-cert-file", true),
+	"tls-cert-file":        rewriteString("tls-cert-file", true),
+	"tls-ciphers":          rewriteString("tls-ciphers", true),
+	"tls-ciphersuites":     rewriteString("tls-ciphersuites", true),
+	"tls-client-cert-file": rewriteString("tls-client-cert-file", true),
+	"tls-client-key-file":  rewriteString("tls-client-key-file", true),
+	"tls-key-file":         rewriteString("tls-key-file", true),
+	"tls-protocols":        rewriteString("tls-protocols", true),
 }
 
 // Rewrite returns the text of a configuration file that holds c, made from
@@ -60,8 +70,8 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 //     [RewriteSignature] (added once), only when its value differs from
 //     the default.
 //   - A directive whose value means "absent" has every line removed:
-//     replicaof with no upstream, masterauth/masteruser/requirepass empty,
-//     bind at its default.
+//     replicaof with no upstream, masterauth/masteruser/requirepass and
+//     the tls-* strings empty, bind at its default.
 //   - A line that does not split into words or names no directive is kept
 //     as a comment, "# ??? " followed by the line.
 //

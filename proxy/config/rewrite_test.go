@@ -47,6 +47,8 @@ func TestRewrite(t *testing.T) {
 	c.ClientOutputBufferLimit.PubSub.SoftPeriod = time.Second
 	c.Dir = "/var/lib/replproxy"
 	c.AckReplicas = 2
+	c.TLSPort = 7002
+	c.TLSCertFile, c.TLSKeyFile, c.TLSCACertFile = "/etc/tls/proxy.crt", "/etc/tls/proxy key", "/etc/tls/ca.crt"
 
 	want := strings.Join([]string{
 		"# replproxy test file",
@@ -69,6 +71,10 @@ func TestRewrite(t *testing.T) {
 		"maxmemory 3gb",
 		"repl-backlog-size 1048577",
 		`requirepass "p w\"d"`,
+		`tls-ca-cert-file "/etc/tls/ca.crt"`,
+		`tls-cert-file "/etc/tls/proxy.crt"`,
+		`tls-key-file "/etc/tls/proxy key"`,
+		"tls-port 7002",
 		"",
 	}, "\n")
 	got := c.Rewrite(old)
@@ -110,6 +116,7 @@ func TestRewriteCases(t *testing.T) {
 		{"empty secret with spaces", "requirepass \"a b\"\n", func(c *Config) { c.RequirePass = "" }, "\n"},
 		{"secret with quotes and bytes", "", func(c *Config) { c.MasterAuth = "a'b\\c\x00\xff\n" },
 			RewriteSignature + "\nmasterauth \"a'b\\\\c\\x00\\xff\\n\"\n"},
+		{"empty tls-* string removed", "tls-ciphers ECDHE-RSA-AES128-SHA\n", func(*Config) {}, "\n"},
 		{"empty logfile kept quoted", "logfile x\n", func(*Config) {}, "logfile \"\"\n\n"},
 		{"CRLF and indentation", "\t port 1\r\n", func(c *Config) { c.Port = 1 }, "port 1\n\n"},
 		{"include is unknown", "include /x.conf\n", func(*Config) {}, "# ??? include /x.conf\n\n"},
@@ -190,6 +197,25 @@ func TestRewriteRandom(t *testing.T) {
 		c.LogFile = str()
 		c.LogFormat = logFormats[r.IntN(len(logFormats))]
 		c.MetricsPort = r.IntN(3)
+		if r.IntN(2) == 0 {
+			c.TLSPort = 1 + r.IntN(65535)
+			c.TLSReplication = r.IntN(2) == 0
+			c.TLSCertFile, c.TLSKeyFile = "/tls/"+str()+"c", "/tls/"+str()+"k"
+			if r.IntN(2) == 0 {
+				c.TLSClientCertFile, c.TLSClientKeyFile = str()+"cc", str()+"ck"
+			}
+			c.TLSCACertDir = str()
+			if c.TLSCACertDir == "" {
+				c.TLSCACertFile = "ca" + str()
+			}
+			c.TLSAuthClients = tlsAuthValues[r.IntN(len(tlsAuthValues))]
+			c.TLSProtocols = []string{"", "TLSv1.2", "TLSv1.2 TLSv1.3", "TLSv1.3"}[r.IntN(4)]
+			c.TLSCiphers = []string{"", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384"}[r.IntN(2)]
+			c.TLSCiphersuites = []string{"", "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"}[r.IntN(2)]
+			if r.IntN(3) == 0 {
+				c.Port = 0 // TLS only
+			}
+		}
 		if err := c.Validate(); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}

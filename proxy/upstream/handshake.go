@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,8 +46,19 @@ type session struct {
 	warmEnd time.Time  // guarded by writeMu: until when ACKs are never kept quiet (ackLoop sets it)
 }
 
-// dial connects to the primary t names, within t.Timeout.
+// dial connects to the primary t names, within t.Timeout, and runs the TLS
+// handshake when t.TLS is set, within the same timeout.
 func dial(ctx context.Context, t Target) (net.Conn, error) {
+	if t.TLS != nil {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: t.Timeout}, Config: t.TLS}
+		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+		defer cancel()
+		conn, err := d.DialContext(ctx, "tcp", t.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("connect over TLS: %w", err)
+		}
+		return conn, nil
+	}
 	d := net.Dialer{Timeout: t.Timeout}
 	conn, err := d.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {

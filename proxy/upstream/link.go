@@ -31,6 +31,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,9 @@ type Target struct {
 	Addr       string // host:port; "" when replicaof names no primary
 	User, Pass string // masteruser and masterauth; Pass "" sends no AUTH
 	Timeout    time.Duration
+	// TLS, when not nil, is the client config to dial the primary with
+	// (tls-replication); the handshake is part of the dial, within Timeout.
+	TLS *tls.Config
 }
 
 // Counters are the proxy's counters the link adds to. Every one is an atomic

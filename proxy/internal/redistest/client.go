@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,9 @@ type DialOptions struct {
 	Password string
 	// Timeout bounds the dial and each flush or reply; zero means [DefaultTimeout].
 	Timeout time.Duration
+	// TLS, when not nil, makes the connection TLS with this client config;
+	// the handshake is part of the dial.
+	TLS *tls.Config
 }
 
 // ReplyError is an error reply ("-ERR ...", "-LOADING ...") from the server. Unlike
@@ -89,7 +93,13 @@ func dial(addr string, opts DialOptions) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	var conn net.Conn
+	var err error
+	if opts.TLS != nil {
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, opts.TLS)
+	} else {
+		conn, err = net.DialTimeout("tcp", addr, timeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

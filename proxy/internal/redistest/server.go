@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -54,10 +55,11 @@ type Server struct {
 	dir      string
 	logPath  string
 	port     int
-	args     []string // extra arguments given to StartServer
-	conf     string   // config file given first on the command line; "" for none
-	password string   // from --requirepass, used by the readiness probe
-	proc     *process // the running process; nil after Stop or Kill
+	args     []string    // extra arguments given to StartServer
+	conf     string      // config file given first on the command line; "" for none
+	password string      // from --requirepass, used by the readiness probe
+	tls      *tls.Config // TLS only (StartTLSServer): how the probe connects; nil for plain
+	proc     *process    // the running process; nil after Stop or Kill
 }
 
 // process is one run of redis-server; [Server.Restart] makes a new one.
@@ -103,6 +105,13 @@ func (p *process) signalGroup(sig syscall.Signal) error {
 // failed, the last 40 lines of the server's log are logged.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return startServer(t, nil, args)
+}
+
+// startServer is StartServer, serving TLS only with tlsConf as the probe's
+// client config when it is not nil.
+func startServer(t testing.TB, tlsConf *tls.Config, args []string) *Server {
+	t.Helper()
 	bin, _ := Require(t)
 	dir := t.TempDir() // before t.Cleanup below, so it is removed after the log is shown
 	s := &Server{
@@ -111,6 +120,7 @@ func StartServer(t testing.TB, args ...string) *Server {
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis.log"),
 		args:    args,
+		tls:     tlsConf,
 	}
 	for i, a := range args {
 		if a == "--requirepass" && i+1 < len(args) {
@@ -220,8 +230,12 @@ func (s *Server) commandArgs() []string {
 	if s.conf != "" {
 		args = append(args, s.conf)
 	}
+	if s.tls != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port))
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
+	}
 	args = append(args,
-		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -303,7 +317,7 @@ func (s *Server) waitReady(p *process) error {
 // probe reports whether the server on s.port answers PING and is process pid, not some
 // other server that took the port first.
 func (s *Server) probe(pid int) (bool, error) {
-	c, err := dial(s.Addr(), DialOptions{Password: s.password, Timeout: time.Second})
+	c, err := dial(s.Addr(), DialOptions{Password: s.password, Timeout: time.Second, TLS: s.tls})
 	if err != nil {
 		return false, err
 	}

@@ -75,11 +75,9 @@ type replica struct {
 	ackOff  atomic.Int64                   // highest offset ACKed
 	ackTime atomic.Int64                   // unix nanos of the last ACK (or of going online)
 	cursor  atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
-	// With the stream log: the monitor sets toDisk to move a replica that
-	// fell out of the memory window to the log (durable.go); the writer
-	// clears it when it does, and keeps diskOff, its next offset, while
-	// onDisk.
-	toDisk   atomic.Bool
+	// With the stream log, a replica that fell out of the memory window is
+	// sent from the log (replicaWriter.stream): onDisk meanwhile, and
+	// diskOff its next offset there, for the monitor's limits.
 	onDisk   atomic.Bool
 	diskOff  atomic.Int64
 	reason   atomic.Int32  // a closeReason: why it was closed, first cause only

@@ -304,11 +304,12 @@ func TestLogReplicaFallsBackToDisk(t *testing.T) {
 
 	reps[0].Pause()
 	// What the proxy holds beyond the backlog is what cursors pin: the
-	// replica's, at most the 1 MiB window (repl-backlog-size) plus a batch
-	// in flight, and the log follower's, what the disk has not taken yet
-	// (the offset it lags by, read in the same INFO). Without the fallback
-	// the stopped replica pins all 96 MB.
-	const window, slack = 1 << 20, 1 << 20
+	// replica's, at most the 1 MiB window (repl-backlog-size) plus what
+	// arrives while one write slice (20 ms) runs out, here a 1 MB burst,
+	// and the log follower's, what the disk has not taken yet (the offset
+	// it lags by, read in the same INFO). Without the fallback the stopped
+	// replica pins all 96 MB.
+	const window, slack = 1 << 20, 2 << 20
 	var peak, worst int64
 	sample := func() {
 		info := xc.Info(t, "everything")
@@ -324,9 +325,11 @@ func TestLogReplicaFallsBackToDisk(t *testing.T) {
 		followerLag := num("master_repl_offset") - num("repl_log_last_offset")
 		worst = max(worst, total-num("mem_replication_backlog")-followerLag)
 	}
-	for i := range 24 { // 24 × 40 × 100 KB = 96 MB
-		writeValues(t, pc, "k"+itoa(int64(i))+"-", 40, 100<<10)
-		sample()
+	for i := range 96 { // 96 × 10 × 100 KB = 96 MB, in bursts of 1 MB
+		writeValues(t, pc, "k"+itoa(int64(i))+"-", 10, 100<<10)
+		if i%4 == 0 {
+			sample()
+		}
 	}
 	waitOffsetsEqual(t, pc, xc)
 	waitLogged(t, pc, xc)

@@ -49,7 +49,7 @@ func (s *Server) checkReplicas(now time.Time) {
 	if hard > 0 && hard < backlog {
 		hard = backlog
 	}
-	live, window, end := s.logLive(), s.memoryWindow(), s.hist.stream().Offset()
+	live, end := s.logLive(), s.hist.stream().Offset()
 	for _, r := range replicas {
 		if r.closed() {
 			continue
@@ -66,12 +66,6 @@ func (s *Server) checkReplicas(now time.Time) {
 			switch {
 			case c != nil:
 				cob = c.Lag()
-				if r.State() == replicaOnline && cob > window {
-					// Out of a write it may be blocked in: the writer moves
-					// it to the log (replicaWriter.stream).
-					r.toDisk.Store(true)
-					r.c.conn.SetWriteDeadline(now)
-				}
 			case r.onDisk.Load():
 				cob = max(end+1-r.diskOff.Load(), 0)
 			}

@@ -211,9 +211,6 @@ func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.R
 		switch {
 		case err == nil:
 			atEnd = time.Time{}
-		case isTimeout(err) && r.toDisk.Swap(false):
-			// The monitor's nudge, meant for the memory stream, came late:
-			// nothing is wrong; go on.
 		case errors.Is(err, io.EOF):
 			if atEnd.IsZero() {
 				atEnd = time.Now()
@@ -252,11 +249,18 @@ func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
 	return n, err
 }
 
+// writeSlice bounds each write of the memory stream while the stream log
+// runs: a replica that stops reading is noticed within it, and moved to the
+// log before its cursor pins more than the memory window and what arrives
+// in one slice.
+const writeSlice = 20 * time.Millisecond
+
 // stream sends the stream from cur until an error: the connection, a new
-// generation (ErrReset), or the server stopping. When the monitor asks
-// (toDisk: the replica fell out of the memory window, durable.go) and the
-// stream log holds its offset, it lets go of cur and sends from the log
-// until the replica is back within half the window.
+// generation (ErrReset), or the server stopping. While the stream log runs,
+// a replica further behind than the memory window (durable.go) is sent from
+// the log instead, if the log holds its offset, until it is back within half
+// the window: writes then last at most writeSlice each, and only
+// repl-timeout without progress ends the replica, as one long write would.
 func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor, gen uint64) error {
 	first := cur // the caller's, which it closes
 	defer func() {
@@ -265,28 +269,43 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 			cur.Close()
 		}
 	}()
+	var stalled time.Time // since when writes have made no progress
 	for {
 		r.cursor.Store(cur)
-		n, err := w.send(cur)
-		if r.toDisk.Swap(false) {
-			if err != nil && !isTimeout(err) {
-				return err
-			}
-			// A timeout here is the monitor's nudge out of a blocked write:
-			// what was written is accounted for (Send advanced by it).
-			err = nil
+		live := w.s.logLive()
+		if window := w.s.memoryWindow(); live && cur.Lag() > window {
 			if rd := w.s.hist.logReaderAt(cur.Offset()); rd != nil {
 				off := cur.Offset()
 				r.cursor.Store(nil)
 				cur.Close() // the blocks it pinned may go now
 				w.s.stats.replicasToDisk.Add(1)
 				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
-				next, err := w.sendLog(ctx, r, rd, gen, w.s.memoryWindow()/2)
+				next, err := w.sendLog(ctx, r, rd, gen, window/2)
 				if err != nil {
 					return err
 				}
-				cur = next
+				cur, stalled = next, time.Time{}
 				r.log.Debug("replica back in the memory window", "offset", cur.Offset())
+				continue
+			}
+		}
+		timeout := w.timeout
+		if live {
+			timeout = min(timeout, writeSlice)
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		n, err := cur.Send(w.conn)
+		w.s.stats.replOutputBytes.Add(n)
+		if n > 0 {
+			stalled = time.Time{}
+		}
+		if err != nil && live && isTimeout(err) {
+			// A slice ran out: go round again (the window check first)
+			// unless nothing has moved for repl-timeout.
+			if stalled.IsZero() {
+				stalled = time.Now()
+			}
+			if time.Since(stalled) < w.timeout {
 				continue
 			}
 		}

@@ -347,3 +347,28 @@ func TestLogReplicaFallsBackToDisk(t *testing.T) {
 	}
 	t.Logf("while 96 MB passed a stopped replica: mem_total_replication_buffers peaked at %d; beyond the backlog and the log's lag, at %d", peak, worst)
 }
+
+// TestLogLagLimit: with the stream log, client-output-buffer-limit replica
+// bounds how far behind a replica may be, not what it pins: a stopped
+// replica, moved to the log, is dropped once it lags by the hard limit.
+func TestLogLagLimit(t *testing.T) {
+	primary, pc := startPrimary(t)
+	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "1mb", "--client-output-buffer-limit", "replica", "8mb", "0", "0")
+	reps, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	reps[0].Pause()
+	for i := range 4 { // 16 MB, past the socket buffers and the limit
+		writeValues(t, pc, "k"+itoa(int64(i))+"-", 40, 100<<10)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the lagging replica dropped by the hard limit", func() bool {
+		return xc.InfoInt(t, "proxy", "replicas_closed_output_hard_limit") == 1
+	})
+	if moved := xc.InfoInt(t, "persistence", "repl_log_replicas_moved_to_disk"); moved < 1 {
+		t.Fatalf("repl_log_replicas_moved_to_disk %d: the replica was dropped before it moved to the log", moved)
+	}
+	reps[0].Resume()
+	redistest.WaitSynced(t, pc, rcs...) // it comes back, by partial resync from the log
+	if full := xc.InfoInt(t, "stats", "sync_full"); full != 1 {
+		t.Fatalf("sync_full %d, want 1: the dropped replica continues from the log", full)
+	}
+}

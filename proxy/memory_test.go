@@ -87,7 +87,9 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	}
 	// A backlog already full at the baseline (Redis's test uses 10240; our
 	// minimum is 16 KiB), and limits that never disconnect the replica.
-	p := startProxy(t, append(replicaOf(primary), "--repl-backlog-size", "16kb",
+	// Redis's figures are memory's: with the stream log on, a replica out of
+	// the memory window moves to disk instead (TestLogReplicaFallsBackToDisk).
+	p := startProxy(t, append(replicaOf(primary), "--repl-log-size", "0", "--repl-backlog-size", "16kb",
 		"--client-output-buffer-limit", "replica", "1gb", "1gb", "300",
 		"--maxmemory-policy", "evict-snapshots", "--repl-timeout", "1200")...)
 	xc := redistest.Dial(t, p.AddrString())
@@ -162,7 +164,10 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 		t.Skip("retains 256 MiB")
 	}
 	primary, pc := startPrimary(t, "--client-output-buffer-limit", "replica", "0", "0", "0")
-	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")})
+	// The stream is held in memory by a frozen replica: no stream log, which
+	// would move it to disk.
+	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--repl-log-size", "0",
+		"--client-output-buffer-limit", "replica", "0", "0", "0")})
 	xc := redistest.Dial(t, p.AddrString())
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)
@@ -304,7 +309,10 @@ func TestOutputBufferLimits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			primary, pc := startPrimary(t)
-			p := startProxy(t, append(append(replicaOf(primary), "--repl-backlog-size", "1mb", "--client-output-buffer-limit"), tc.limit...)...)
+			// Memory limits: without the stream log (with it, the limit is
+			// on lag: TestLogLagLimit).
+			p := startProxy(t, append(append(replicaOf(primary), "--repl-log-size", "0", "--repl-backlog-size", "1mb",
+				"--client-output-buffer-limit"), tc.limit...)...)
 			xc := redistest.Dial(t, p.AddrString())
 			waitLinkUp(t, xc)
 			slow, _ := memStartReplica(t, p, pc)

@@ -296,7 +296,7 @@ func logIdentity(id replIdentity) streamlog.Identity {
 }
 
 // minMemoryWindow is the least memoryWindow is.
-const minMemoryWindow = 1 << 20
+const minMemoryWindow = 16 << 20
 
 // memoryWindow is how far behind the stream's end a replica may be and still
 // be sent from memory while the stream log runs: further behind, it reads

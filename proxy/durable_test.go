@@ -293,9 +293,9 @@ func TestLogDiskFailure(t *testing.T) {
 
 // TestLogReplicaFallsBackToDisk is issue 10's must-show 2: a replica
 // SIGSTOPped while 96 MB pass, with a 1 MB memory backlog, moves to the stream
-// log instead of pinning the stream: the proxy's replication buffers stay
-// under the memory window the whole time, and the replica, resumed, catches
-// up from the log and then from memory with no full sync.
+// log instead of pinning the stream: what it pins stays under the memory
+// window (16 MiB) the whole time, and the replica, resumed, catches up from
+// the log and then from memory with no full sync.
 func TestLogReplicaFallsBackToDisk(t *testing.T) {
 	primary, pc := startPrimary(t)
 	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "1mb")
@@ -304,12 +304,12 @@ func TestLogReplicaFallsBackToDisk(t *testing.T) {
 
 	reps[0].Pause()
 	// What the proxy holds beyond the backlog is what cursors pin: the
-	// replica's, at most the 1 MiB window (repl-backlog-size) plus what
-	// arrives while one write slice (20 ms) runs out, here a 1 MB burst,
-	// and the log follower's, what the disk has not taken yet (the offset
-	// it lags by, read in the same INFO). Without the fallback the stopped
-	// replica pins all 96 MB.
-	const window, slack = 1 << 20, 2 << 20
+	// replica's, at most the memory window (repl-backlog-size, at least 16
+	// MiB) plus what arrives while one write slice (20 ms) runs out, here a
+	// 1 MB burst, and the log follower's, what the disk has not taken yet
+	// (the offset it lags by, read in the same INFO). Without the fallback
+	// the stopped replica pins all 96 MB.
+	const window, slack = minMemoryWindow, 2 << 20
 	var peak, worst int64
 	sample := func() {
 		info := xc.Info(t, "everything")
@@ -353,11 +353,11 @@ func TestLogReplicaFallsBackToDisk(t *testing.T) {
 // replica, moved to the log, is dropped once it lags by the hard limit.
 func TestLogLagLimit(t *testing.T) {
 	primary, pc := startPrimary(t)
-	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "1mb", "--client-output-buffer-limit", "replica", "8mb", "0", "0")
+	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "1mb", "--client-output-buffer-limit", "replica", "24mb", "0", "0")
 	reps, rcs := redistest.StartReplicas(t, 1, xc.Addr())
 	redistest.WaitSynced(t, pc, rcs...)
 	reps[0].Pause()
-	for i := range 4 { // 16 MB, past the socket buffers and the limit
+	for i := range 12 { // 48 MB, past the socket buffers, the window and the limit
 		writeValues(t, pc, "k"+itoa(int64(i))+"-", 40, 100<<10)
 	}
 	redistest.WaitFor(t, 10*time.Second, "the lagging replica dropped by the hard limit", func() bool {

@@ -88,7 +88,10 @@ type history struct {
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
 		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
 		spilling *replbuf.Snapshot   // the snapshot being written to disk
-		fetch    *fetch              // the snapshot fetch in flight, if any
+		// unpersisted is the newest snapshot when writing it to disk for
+		// the stream log failed: it stays in memory, not tried again.
+		unpersisted *replbuf.Snapshot
+		fetch       *fetch // the snapshot fetch in flight, if any
 	}
 }
 

@@ -36,6 +36,9 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		if plan.file != nil {
 			plan.file.Close()
 		}
+		if plan.fromLog != nil {
+			plan.fromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
+		}
 	}()
 	timeout := s.config().ReplTimeout
 	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
@@ -105,6 +108,13 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
+	if plan.fromLog != nil {
+		// A snapshot on disk whose stream memory no longer holds: the
+		// stream log up to memory first (planFullLocked).
+		if cur, err = w.sendLog(ctx, plan.fromLog, plan.gen); err != nil {
+			return err
+		}
+	}
 	return w.stream(ctx, r, cur)
 }
 

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 // waitSnapshotOnDisk waits until the proxy's newest snapshot is on disk and
@@ -137,6 +140,84 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 			}
 			if got := x2.InfoInt(t, "stats", "sync_full"); got != 1 {
 				t.Fatalf("proxy sync_full %d, want 1 (the new replica)", got)
+			}
+		})
+	}
+}
+
+// TestSnapshotRefetchBeforeStale: with a small repl-log-size, once the
+// stream written since the snapshot on disk nears what the log keeps, the
+// proxy fetches a fresh snapshot in the background, with no replica asking
+// (one fetch), so that a new replica's full sync then needs no fork.
+func TestSnapshotRefetchBeforeStale(t *testing.T) {
+	primary, pc := startPrimary(t)
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "1mb")
+	waitSnapshotOnDisk(t, xc)
+	first := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	full := pc.InfoInt(t, "stats", "sync_full")
+
+	writeValues(t, pc, "k", 100, 10<<10) // 1 MB: past 3/4 of the log
+	redistest.WaitFor(t, 15*time.Second, "a fresh snapshot on disk", func() bool {
+		info := xc.Info(t, "persistence")
+		return info["repl_snapshot_on_disk"] == "1" && info["repl_snapshot_offset"] != itoa(first)
+	})
+	if !p.Log.Contains("fetching a fresh snapshot") {
+		t.Fatal("no log line for the background fetch")
+	}
+	if got := pc.InfoInt(t, "stats", "sync_full"); got != full+1 {
+		t.Fatalf("primary sync_full %d→%d, want one background fetch", full, got)
+	}
+	if off, last := xc.InfoInt(t, "persistence", "repl_snapshot_offset"), xc.InfoInt(t, "persistence", "repl_log_last_offset"); last-off >= 3<<18 {
+		t.Fatalf("the fresh snapshot at %d is as far behind the log's end %d as the old one", off, last)
+	}
+
+	forks := pc.InfoInt(t, "stats", "total_forks")
+	_, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	if got := pc.InfoInt(t, "stats", "total_forks"); got != forks {
+		t.Fatalf("primary total_forks %d→%d: the new replica's full sync waited for a fork", forks, got)
+	}
+	if got := xc.InfoInt(t, "proxy", "snapshot_fetches"); got != 1 {
+		t.Fatalf("snapshot_fetches %d, want 1", got)
+	}
+}
+
+// TestRefetchRule: the background fetch starts only for a snapshot on disk
+// that is the newest, with no fetch in flight, once the stream since it
+// reaches the limit or the log or the replid no longer continue it.
+func TestRefetchRule(t *testing.T) {
+	const off, limit = 1000, 3 << 18
+	cases := []struct {
+		name        string
+		setup       func(h *history)
+		first, last int64
+		started     bool
+	}{
+		{"young", nil, 1, off + limit - 1, false},
+		{"at the limit", nil, 1, off + limit, true},
+		{"log no longer covers it", nil, off + 2, off + 10, true},
+		{"replid moved on", func(h *history) { h.mu.replID = replid.New() }, 1, off + 10, true},
+		{"fetch in flight", func(h *history) { h.mu.fetch = &fetch{} }, 1, off + limit, false},
+		{"newer snapshot in memory", func(h *history) {
+			h.mu.snapshot = replbuf.NewSnapshot(h.mu.replID, off+5, h.pool, time.Now())
+		}, 1, off + limit, false},
+		{"nothing on disk", func(h *history) { h.mu.spilled = nil }, 1, off + limit, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
+			h.mu.synced = true
+			h.mu.spilled = &spilledSnapshot{replID: h.mu.replID, offset: off}
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			starts := 0
+			got := h.refetchSpilled(tc.first, tc.last, limit, func(*fetch) bool { starts++; return true })
+			if (got != nil) != tc.started || starts != boolInt(tc.started) {
+				t.Fatalf("started %v (%d starts), want %v", got != nil, starts, tc.started)
+			}
+			if tc.started && h.mu.fetch == nil {
+				t.Fatal("a started fetch is not the one in flight")
 			}
 		})
 	}

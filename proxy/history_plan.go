@@ -87,7 +87,8 @@ func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just
-// after it; without one, it joins (or starts) the one snapshot fetch. start
+// after it (for a snapshot on disk, from the stream log when memory no longer
+// holds it); without one, it joins (or starts) the one snapshot fetch. start
 // runs a new fetch in the background and reports false when the server no
 // longer starts background work; it is called under h.mu (lock order: h.mu,
 // then Server.bgMu).

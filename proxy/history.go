@@ -34,13 +34,16 @@ import (
 // leaveFetch), the upstream link's run goroutine (install, continueAs,
 // identity), the fetch goroutine (fetchStarted, fetchEnded, fetchGaveUp,
 // fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
-// methods, releaseRetired), INFO, ROLE and MEMORY (identity, newest,
-// snapshotBytes, stream figures).
+// methods, releaseRetired, and with the stream log persistNewest and
+// refetchSpilled: snapshot_disk.go), New before Run (recoverFrom,
+// adoptSpilled), INFO, ROLE and MEMORY (identity, newest, snapshotBytes,
+// spilledSnapshot, stream figures).
 //
 // Lock: mu guards every field under it. It is the only proxy lock ever held
 // while calling into replbuf (lock order: history.mu, then replbuf's
 // Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
-// Server.bgMu (planFull and evict start background work: mu, then bgMu). It
+// Server.bgMu (planFull, evict, persistNewest and refetchSpilled start
+// background work: mu, then bgMu). It
 // is never held together with the client registry's lock (registry.mu): install
 // and continueAs return the new epoch, and the caller disconnects the
 // replicas planned before it after the change, with neither lock held.
@@ -88,7 +91,10 @@ type history struct {
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
 		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
 		spilling *replbuf.Snapshot   // the snapshot being written to disk
-		fetch    *fetch              // the snapshot fetch in flight, if any
+		// unpersisted is the newest snapshot when writing it to disk for
+		// the stream log failed: it stays in memory, not tried again.
+		unpersisted *replbuf.Snapshot
+		fetch       *fetch // the snapshot fetch in flight, if any
 	}
 }
 

@@ -95,7 +95,8 @@ func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just
-// after it; without one, it joins (or starts) the one snapshot fetch. start
+// after it (for a snapshot on disk, from the stream log when memory no longer
+// holds it); without one, it joins (or starts) the one snapshot fetch. start
 // runs a new fetch in the background and reports false when the server no
 // longer starts background work; it is called under h.mu (lock order: h.mu,
 // then Server.bgMu).
@@ -121,15 +122,29 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+		// The stream after the file: from memory, else from the stream log
+		// (a snapshot on disk outlives the memory backlog, and a restart).
+		plan := syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, epoch: h.mu.epoch, gen: h.st.Generation()}
 		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
+			plan.cursor = cur
+		} else {
+			plan.fromLog = h.logReaderLocked(sp.replID, sp.offset+1)
+		}
+		if plan.cursor != nil || plan.fromLog != nil {
 			f, err := sp.open()
 			if err == nil {
-				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur, epoch: h.mu.epoch}, nil, nil
+				plan.file = f
+				return plan, nil, nil
 			}
 			// Forgotten, not removed: the name may hold someone else's file.
 			unservable = err
 			h.mu.spilled = nil
-			cur.Close()
+			if plan.cursor != nil {
+				plan.cursor.Close()
+			}
+			if plan.fromLog != nil {
+				plan.fromLog.Close()
+			}
 		}
 	}
 	if h.mu.fetch == nil {

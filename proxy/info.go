@@ -93,6 +93,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("rdb_bgsave_in_progress", 0)
 		w.kv("aof_enabled", 0)
 		s.writeInfoLog(w, now)
+		s.writeInfoSnapshotOnDisk(w, now)
 	case "stats":
 		st := &s.stats
 		b.WriteString("# Stats\r\n")

@@ -228,7 +228,8 @@ func memWriteBig(t testing.TB, addr string, n, size int) {
 	}
 }
 
-// TestMaxMemoryEvictsSnapshots: maxmemory below the snapshot's size. With a
+// TestMaxMemoryEvictsSnapshots: maxmemory below the snapshot's size, without
+// the stream log. With a
 // writable dir the snapshot is spilled and the next full sync is sent from
 // the file (no new fork on the primary); without one it is dropped and the
 // next full sync fetches a new one; under noeviction nothing is evicted and
@@ -255,7 +256,9 @@ func TestMaxMemoryEvictsSnapshots(t *testing.T) {
 			primary, pc := startPrimary(t)
 			pc.MustDo(t, "DEBUG", "POPULATE", 100000, "key", 200)
 			dir := tc.dir(t)
-			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)
+			// No stream log: with it, every snapshot goes to dir at once,
+			// not by eviction (snapshot_disk.go).
+			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir, "--repl-log-size", "0")
 			// The snapshot may be gone already: its size is what the
 			// primary sent, less the 40-byte EOF mark of a diskless sync.
 			snapSize := xc.InfoInt(t, "proxy", "upstream_rdb_bytes") - 40

@@ -24,6 +24,8 @@ func (s *Server) monitor(ctx context.Context) {
 			s.checkReplicas(now)
 			s.releaseRetired()
 			s.enforceMaxMemory(now)
+			s.persistSnapshot()
+			s.refetchBeforeStale(now)
 			s.returnReleasedMemory(now)
 		}
 	}

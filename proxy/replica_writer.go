@@ -36,6 +36,9 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		if plan.file != nil {
 			plan.file.Close()
 		}
+		if plan.fromLog != nil {
+			plan.fromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
+		}
 	}()
 	timeout := s.config().ReplTimeout
 	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
@@ -105,7 +108,18 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
-	return w.stream(ctx, r, cur, w.s.hist.stream().Generation())
+	gen := plan.gen
+	if gen == 0 { // a fetched snapshot's plan: the generation now, which its cursor is of
+		gen = w.s.hist.stream().Generation()
+	}
+	if plan.fromLog != nil {
+		// A snapshot on disk whose stream memory no longer holds: the
+		// stream log up to memory first (planFullLocked).
+		if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
+			return err
+		}
+	}
+	return w.stream(ctx, r, cur, gen)
 }
 
 // errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.

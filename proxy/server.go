@@ -42,6 +42,9 @@ type Server struct {
 
 	onMaxMemory func(int64)
 	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
+	// refetchAfter is when the monitor may next start a background
+	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
+	refetchAfter time.Time
 
 	stats   stats
 	up      *upstream.Link // the link to the primary (package upstream, upstream.go)
@@ -203,6 +206,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			s.durable = d
 			s.hist.disk = d.log
 			s.recovered(d)
+			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
 		}
 	}
 	s.removeSpillLeftovers(cfg.Dir) // after listen: never while another instance runs on this port

@@ -105,8 +105,9 @@
 //
 //   - history.mu guards the history. It is the only proxy lock ever held
 //     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
-//     Pool.mu). Under it only bgMu may be taken, by planFull and evict to
-//     start the fetch or spill they record.
+//     Pool.mu). Under it only bgMu may be taken, by planFull, evict and the
+//     monitor's persistNewest and refetchSpilled (snapshot_disk.go) to start
+//     the fetch or spill they record.
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers

@@ -18,23 +18,10 @@ import (
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// writeValues writes n keys of size bytes each to the primary.
+// writeValues writes n keys of size bytes each to the primary, pipelined.
 func writeValues(t *testing.T, pc *redistest.Client, prefix string, n, size int) {
 	t.Helper()
-	v := strings.Repeat("v", size)
-	for i := range n {
-		if err := pc.Send("SET", prefix+strconv.Itoa(i), v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for range n {
-		if _, err := pc.Receive(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dsSetBig(t, pc, prefix, n, n, size)
 }
 
 // waitLogged waits until the proxy's stream log holds the stream up to the
@@ -102,19 +89,27 @@ func restartProxy(t *testing.T, p *testProxy, dir string, primary *redistest.Ser
 	return p2, x2
 }
 
+// logSetup runs a primary, a proxy on a dir of its own and n replicas of the
+// proxy, all in sync after keys writes of 1000 bytes.
+func logSetup(t *testing.T, n, keys int) (dir string, primary *redistest.Server, pc *redistest.Client, p *testProxy, rcs []*redistest.Client) {
+	t.Helper()
+	dir = t.TempDir()
+	primary, pc = startPrimary(t)
+	p = newTestProxy(t, proxySetup{args: append(replicaOf(primary), "--dir", dir)})
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	_, rcs = redistest.StartReplicas(t, n, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	writeValues(t, pc, "k", keys, 1000)
+	redistest.WaitSynced(t, pc, rcs...)
+	return dir, primary, pc, p, rcs
+}
+
 // TestLogRestart: after a restart on the same dir the proxy continues from
 // the primary by partial resync (no fork, no full sync there) and serves its
 // replicas partial resyncs from the recovered log: no full sync anywhere.
 func TestLogRestart(t *testing.T) {
-	dir := t.TempDir()
-	primary, pc := startPrimary(t)
-	p := newTestProxy(t, proxySetup{args: append(replicaOf(primary), "--dir", dir)})
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
-	_, rcs := redistest.StartReplicas(t, 3, xc.Addr())
-	redistest.WaitSynced(t, pc, rcs...)
-	writeValues(t, pc, "k", 500, 1000)
-	redistest.WaitSynced(t, pc, rcs...)
+	dir, primary, pc, p, rcs := logSetup(t, 3, 500)
 	fullBefore, forksBefore := pc.InfoInt(t, "stats", "sync_full"), pc.InfoInt(t, "stats", "total_forks")
 	partialBefore := pc.InfoInt(t, "stats", "sync_partial_ok")
 
@@ -142,15 +137,7 @@ func TestLogRestart(t *testing.T) {
 // before them, the proxy fetches the rest from the primary, and the
 // replicas, some of them ahead of the cut, end with the primary's data.
 func TestLogCorruptionCut(t *testing.T) {
-	dir := t.TempDir()
-	primary, pc := startPrimary(t)
-	p := newTestProxy(t, proxySetup{args: append(replicaOf(primary), "--dir", dir)})
-	xc := redistest.Dial(t, p.AddrString())
-	waitLinkUp(t, xc)
-	_, rcs := redistest.StartReplicas(t, 2, xc.Addr())
-	redistest.WaitSynced(t, pc, rcs...)
-	writeValues(t, pc, "k", 300, 1000)
-	redistest.WaitSynced(t, pc, rcs...)
+	dir, primary, pc, p, rcs := logSetup(t, 2, 300)
 
 	p2, x2 := restartProxy(t, p, dir, primary, pc, rcs, func() {
 		segs, err := filepath.Glob(filepath.Join(dir, logDirName, "*.seg"))

@@ -322,6 +322,11 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			if err := checkDirUsable(next.Dir); err != nil {
 				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
 			}
+			if s.durable != nil {
+				// The stream log and dir's lock stay where they were opened:
+				// a new dir would hold none of the history a restart needs.
+				return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
+			}
 		}
 		// Last: it opens sockets, which nothing after it may leave open.
 		return s.changeListeners(prev, next)

@@ -104,7 +104,13 @@ func TestConfigSetPortBind(t *testing.T) {
 }
 
 func TestConfigSetDir(t *testing.T) {
-	p := startProxy(t)
+	// The stream log holds dir: with it on, dir cannot change.
+	on := adminDial(t, startProxy(t))
+	if got := on.do("CONFIG", "SET", "dir", t.TempDir()); !strings.Contains(got, "dir cannot change while the stream log is on") {
+		t.Fatalf("CONFIG SET dir with the stream log on: %q", got)
+	}
+
+	p := startProxy(t, "--repl-log-size", "0")
 	a := adminDial(t, p)
 	missing := filepath.Join(t.TempDir(), "missing")
 	if got := a.do("CONFIG", "SET", "dir", missing); got != "-ERR CONFIG SET failed (possibly related to argument 'dir') - No such file or directory\r\n" {

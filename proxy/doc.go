@@ -44,6 +44,11 @@
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
 //     one connection each; a client turns into a replica on PSYNC or SYNC.
+//   - the stream log (durable.go; package streamlog): with repl-log-size,
+//     the stream kept in dir/replproxy-log, recovered at New (the history
+//     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
+//     read by partial resyncs older than the memory backlog and by replicas
+//     out of the memory window; dir locked while it is open.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
@@ -81,7 +86,14 @@
 // both (and for the goroutine that watches for a retarget) before the next
 // connection. Snapshot fetches, spills and memory returns run on the background
 // group (goBackground), which has Run's lifetime: a fetch goroutine owns its
-// side-link connection. The monitoring server, when metrics-port is set, is
+// side-link connection. With the stream log, Run also starts its follower
+// (a cursor on the stream that appends every published byte to the log; it
+// is the last of the stream's readers to stop, after the clients, and
+// closes the log) and a syncer (repl-log-fsync everysec), on a context of
+// their own. A replica's writer sends from the log (sendLog) while the
+// replica is out of the memory window or resumes from an offset only the
+// log holds, then moves back to a cursor. The monitoring server, when
+// metrics-port is set, is
 // served from New's listener by net/http's goroutines from the start of Run
 // to its very end (after the clients and the background group, before the
 // history closes), so that it answers through a graceful stop.
@@ -93,8 +105,9 @@
 //
 //   - history.mu guards the history. It is the only proxy lock ever held
 //     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
-//     Pool.mu). Under it only bgMu may be taken, by planFull and evict to
-//     start the fetch or spill they record.
+//     Pool.mu). Under it only bgMu may be taken, by planFull, evict and the
+//     monitor's persistNewest and refetchSpilled (snapshot_disk.go) to start
+//     the fetch or spill they record.
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
@@ -111,6 +124,10 @@
 //     old listeners are closed after it is released.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
 //     taken under it but a load of the configuration.
+//   - history.mu is held while calling into the stream log (planPartial,
+//     planFull: the log's identity, bounds and a new reader): history.mu,
+//     then streamlog's lock. The follower calls the log with no proxy lock
+//     held; streamlog calls nothing back.
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - A scrape takes no lock of its own: it reads atomics and takes
 //     history.mu and registry.mu each alone, as INFO does.

@@ -71,12 +71,17 @@ type replica struct {
 	ip     string // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
-	state    atomic.Int32                   // a replicaState
-	ackOff   atomic.Int64                   // highest offset ACKed
-	ackTime  atomic.Int64                   // unix nanos of the last ACK (or of going online)
-	cursor   atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
-	reason   atomic.Int32                   // a closeReason: why it was closed, first cause only
-	firstAck chan struct{}                  // closed at the first ACK
+	state   atomic.Int32                   // a replicaState
+	ackOff  atomic.Int64                   // highest offset ACKed
+	ackTime atomic.Int64                   // unix nanos of the last ACK (or of going online)
+	cursor  atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
+	// With the stream log, a replica that fell out of the memory window is
+	// sent from the log (replicaWriter.stream): onDisk meanwhile, and
+	// diskOff its next offset there, for the monitor's limits.
+	onDisk   atomic.Bool
+	diskOff  atomic.Int64
+	reason   atomic.Int32  // a closeReason: why it was closed, first cause only
+	firstAck chan struct{} // closed at the first ACK
 	ackOnce  sync.Once
 
 	softSince time.Time // owned by the monitor: since when over the soft limit
@@ -228,6 +233,9 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		}
 	} else {
 		s.stats.syncPartialOK.Add(1)
+		if plan.fromLog != nil {
+			s.stats.logPartialSyncs.Add(1)
+		}
 	}
 	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, epoch: plan.epoch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
@@ -246,7 +254,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	s.clients.addReplica(r)
 	if plan.partial {
 		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.hist.stream().Offset()+1-off)
+			"backlog-bytes", s.hist.stream().Offset()+1-off, "from-log", plan.fromLog != nil)
 	} else {
 		r.log.Info("full sync", "reason", refused, "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
 	}

@@ -303,7 +303,9 @@ func TestDownstreamSurvivesUpstreamKill(t *testing.T) {
 func TestDownstreamFetchSharedByReplicas(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 10000, "ds:pop", 64)
-	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb")
+	// Without the stream log: with it, the snapshot on disk would be
+	// served with the stream from the log, and nothing fetched.
+	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb", "--repl-log-size", "0")
 	snapOff := xc.InfoInt(t, "proxy", "snapshot_offset")
 	dsSetBig(t, pc, "ds:big", 40, 8, 100<<10) // 4 MB after the snapshot
 	waitOffsetsEqual(t, pc, xc)
@@ -385,7 +387,9 @@ func TestDownstreamRepointToPrimary(t *testing.T) {
 func TestDownstreamRedisCLI(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "ds:pop", 32)
-	p, xc := startProxyOf(t, primary)
+	// The snapshot stays in memory only without the stream log
+	// (snapshot_disk.go).
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "0")
 	writeMixed(t, pc, 100)
 	waitOffsetsEqual(t, pc, xc)
 	_, cli := redistest.Require(t)

@@ -106,7 +106,10 @@ type proxySetup struct {
 // ends. Every test server is built here.
 func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 	t.Helper()
-	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose"}, ps.args...))
+	// Each proxy gets its own dir, as two proxies must not share one (the
+	// stream log locks it); args may name another.
+	cfg, err := config.Parse(append([]string{"--port", "0", "--bind", "127.0.0.1", "--loglevel", "verbose",
+		"--dir", t.TempDir()}, ps.args...))
 	if err != nil {
 		t.Fatalf("proxy config: %v", err)
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // A history is what the proxy holds of the primary's replication history,
@@ -32,13 +34,16 @@ import (
 // leaveFetch), the upstream link's run goroutine (install, continueAs,
 // identity), the fetch goroutine (fetchStarted, fetchEnded, fetchGaveUp,
 // fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
-// methods, releaseRetired), INFO, ROLE and MEMORY (identity, newest,
-// snapshotBytes, stream figures).
+// methods, releaseRetired, and with the stream log persistNewest and
+// refetchSpilled: snapshot_disk.go), New before Run (recoverFrom,
+// adoptSpilled), INFO, ROLE and MEMORY (identity, newest, snapshotBytes,
+// spilledSnapshot, stream figures).
 //
 // Lock: mu guards every field under it. It is the only proxy lock ever held
 // while calling into replbuf (lock order: history.mu, then replbuf's
 // Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
-// Server.bgMu (planFull and evict start background work: mu, then bgMu). It
+// Server.bgMu (planFull, evict, persistNewest and refetchSpilled start
+// background work: mu, then bgMu). It
 // is never held together with the client registry's lock (registry.mu): install
 // and continueAs return the new epoch, and the caller disconnects the
 // replicas planned before it after the change, with neither lock held.
@@ -57,6 +62,10 @@ type history struct {
 	pool  *replbuf.Pool
 	log   hclog.Logger
 	stats *stats // atomics: eviction counters
+	// disk is the stream log (durable.go), or nil with repl-log-size 0. Set
+	// before Run; planPartial serves offsets memory no longer holds from it
+	// (lock order: history.mu, then the log's).
+	disk *streamlog.Log
 
 	mu struct {
 		sync.Mutex
@@ -66,6 +75,13 @@ type history struct {
 		replID2      string
 		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
 		synced       bool  // the stream holds the primary's bytes (a sync completed)
+		// recovered: this generation of the stream was recovered from the
+		// stream log at start; a replica ahead of it may wait for the
+		// stream (see planPartial). Cleared by install.
+		recovered bool
+		// changed is closed and replaced at every change of epoch, for
+		// awaitHistory.
+		changed chan struct{}
 		// epoch counts the changes of identity (install, continueAs). A plan
 		// carries the epoch it was made in, so that the caller of a change
 		// disconnects exactly the replicas planned before it.
@@ -75,7 +91,10 @@ type history struct {
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
 		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
 		spilling *replbuf.Snapshot   // the snapshot being written to disk
-		fetch    *fetch              // the snapshot fetch in flight, if any
+		// unpersisted is the newest snapshot when writing it to disk for
+		// the stream log failed: it stays in memory, not tried again.
+		unpersisted *replbuf.Snapshot
+		fetch       *fetch // the snapshot fetch in flight, if any
 	}
 }
 
@@ -91,7 +110,48 @@ func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logg
 	h.mu.replID = replid.New()
 	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
+	h.mu.changed = make(chan struct{})
 	return h
+}
+
+// changedLocked tells awaitHistory's callers of a new epoch.
+// REQUIRES: h.mu held.
+func (h *history) changedLocked() {
+	close(h.mu.changed)
+	h.mu.changed = make(chan struct{})
+}
+
+// awaitHistory waits until the stream holds the primary's bytes and returns
+// the identity then, or false when ctx ends first.
+func (h *history) awaitHistory(ctx context.Context) (replIdentity, bool) {
+	for {
+		h.mu.Lock()
+		id := replIdentity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
+		ch := h.mu.changed
+		h.mu.Unlock()
+		if id.history {
+			return id, true
+		}
+		select {
+		case <-ctx.Done():
+			return id, false
+		case <-ch:
+		}
+	}
+}
+
+// recoverFrom starts the stream at last, under id, with what the stream log
+// recovered at start: replicas continue from the log, and the upstream link
+// asks for the bytes after last. Before Run only.
+func (h *history) recoverFrom(id streamlog.Identity, last int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.replID, h.mu.replID2, h.mu.secondOffset = id.ReplID, id.ReplID2, id.SecondOffset
+	h.mu.synced = true
+	h.mu.recovered = true
+	h.mu.epoch++
+	h.changedLocked()
+	h.st.Reset(last)
 }
 
 // stream returns the stream, for its producer and its figures (see history).
@@ -148,7 +208,9 @@ func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
 	h.mu.synced = true
+	h.mu.recovered = false
 	h.mu.epoch++
+	h.changedLocked()
 	epoch = h.mu.epoch
 	h.st.Reset(sn.Offset())
 	h.mu.Unlock()
@@ -172,6 +234,7 @@ func (h *history) continueAs(newID string) (oldID string, secondOffset int64, ep
 	h.mu.secondOffset = h.st.Offset() + 1
 	h.mu.replID = newID
 	h.mu.epoch++
+	h.changedLocked()
 	return oldID, h.mu.secondOffset, h.mu.epoch, true
 }
 
@@ -244,6 +307,11 @@ func (h *history) servable() (ok bool, why string) {
 		return false, "no sync with the primary has completed"
 	}
 	first, histlen := h.st.Backlog()
+	if h.disk != nil {
+		if logFirst, _ := h.disk.Bounds(); logFirst < first {
+			first, histlen = logFirst, histlen+first-logFirst
+		}
+	}
 	if histlen == 0 {
 		return false, "the backlog is empty"
 	}

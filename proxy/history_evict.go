@@ -88,11 +88,14 @@ func (h *history) countEviction(sn *replbuf.Snapshot) {
 	h.stats.evictedBytes.Add(sn.Usage().Allocated())
 }
 
-// spillDone ends the spill of sn to dir that evict started: file is the file
-// written, or err why it could not be. Unless sn was replaced meanwhile, it
-// is evicted from memory (retired) and, when written, served from the file
-// from now on; when not, it is only dropped.
-func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, err error) {
+// spillDone ends the write of sn to dir that evict (evicted) or
+// persistNewest (not evicted) started: file is the file written, or err why
+// it could not be. Unless sn was replaced meanwhile, it leaves memory
+// (retired: released once no replica reads it) and, when written, is served
+// from the file from now on. Only maxmemory's spills count as evictions. A
+// spill that failed drops the snapshot; a persist that failed keeps it in
+// memory, as without the stream log, and is not tried again for it.
+func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, err error, evicted bool) {
 	h.mu.Lock()
 	h.mu.spilling = nil
 	if h.mu.snapshot != sn {
@@ -103,19 +106,58 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, 
 		}
 		return
 	}
+	if err != nil && !evicted {
+		h.mu.unpersisted = sn
+		h.mu.Unlock()
+		h.log.Warn("snapshot not written to disk: kept in memory", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		return
+	}
 	h.mu.snapshot = nil
-	h.countEviction(sn)
+	if evicted {
+		h.countEviction(sn)
+	}
 	h.retireLocked(sn)
 	if err != nil {
 		h.mu.Unlock()
 		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
 		return
 	}
-	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size()}
+	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), created: sn.Created()}
 	old := h.replaceSpilledLocked(sp)
 	h.mu.Unlock()
 	h.removeSpilled(old)
-	h.log.Info("snapshot spilled to disk", "path", sp.path(), "size", humanize.IBytes(uint64(sn.Size())))
+	msg := "snapshot written to disk"
+	if evicted {
+		msg = "snapshot spilled to disk"
+	}
+	h.log.Info(msg, "path", sp.path(), "replid", sp.replID, "offset", sp.offset, "size", humanize.IBytes(uint64(sn.Size())))
+}
+
+// persistNewest hands the newest snapshot to write, once it is complete,
+// when no other write to dir runs (spills are serialised by h.mu.spilling)
+// and no earlier write of it failed. write starts the write in the
+// background, to end with spillDone(..., false), and reports false when the
+// server no longer starts background work; it is called under h.mu (lock
+// order: h.mu, then Server.bgMu).
+func (h *history) persistNewest(write func(*replbuf.Snapshot) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sn := h.mu.snapshot
+	if sn == nil || sn.State() != replbuf.SnapshotComplete || h.mu.spilling != nil || sn == h.mu.unpersisted {
+		return
+	}
+	h.mu.spilling = sn
+	if !write(sn) {
+		h.mu.spilling = nil
+	}
+}
+
+// spilledSnapshot returns the record of the snapshot on disk, or nil. The
+// record is never changed once made: its fields may be read without h.mu.
+func (h *history) spilledSnapshot() *spilledSnapshot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.spilled
 }
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // syncPlan is how a replica will be served, decided under the history's lock.
@@ -20,6 +21,8 @@ type syncPlan struct {
 	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+	fromLog  *streamlog.Reader // partial: the stream log from that byte, when memory no longer holds it (cursor nil)
+	gen      uint64            // the stream's generation when planned (for fromLog's move to memory)
 	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
 }
 
@@ -45,18 +48,55 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncP
 		return syncPlan{}, fullSyncNoHistory
 	case !h.matchesLocked(replID, off):
 		return syncPlan{}, fullSyncReplIDMismatch
-	case off > h.st.Offset()+1:
+	case off > h.st.Offset()+1 && !(h.mu.recovered && off <= h.st.Offset()+1+maxAhead):
 		return syncPlan{}, fullSyncOffsetOutOfRange
 	}
+	plan = syncPlan{partial: true, replID: h.mu.replID, epoch: h.mu.epoch, gen: h.st.Generation()}
 	cur, err := h.st.Attach(off)
-	if err != nil {
-		return syncPlan{}, fullSyncOffsetOutOfRange
+	if err == nil {
+		plan.cursor = cur
+		return plan, partialAccepted
 	}
-	return syncPlan{partial: true, replID: h.mu.replID, cursor: cur, epoch: h.mu.epoch}, partialAccepted
+	if plan.fromLog = h.logReaderLocked(replID, off); plan.fromLog != nil {
+		return plan, partialAccepted
+	}
+	return syncPlan{}, fullSyncOffsetOutOfRange
+}
+
+// maxAhead is how far ahead of a recovered stream's end a replica may be and
+// still wait for the stream to reach its offset: bytes it received before a
+// crash and the log had not kept. Further ahead is not a loss of the log's.
+const maxAhead = 64 << 20
+
+// logReaderAt returns a reader of the stream log from off under the
+// current replid, or nil when the log does not hold it.
+func (h *history) logReaderAt(off int64) *streamlog.Reader {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logReaderLocked(h.mu.replID, off)
+}
+
+// logReaderLocked returns a reader of the stream log from off, when the log
+// holds it under a replid that lets replID continue there, or nil.
+// REQUIRES: h.mu held.
+func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
+	if h.disk == nil {
+		return nil
+	}
+	id := h.disk.Identity()
+	if replID != id.ReplID && (replID != id.ReplID2 || off > id.SecondOffset) {
+		return nil
+	}
+	rd, err := h.disk.NewReader(off)
+	if err != nil {
+		return nil
+	}
+	return rd
 }
 
 // planFull picks the newest servable snapshot and pins the stream from just
-// after it; without one, it joins (or starts) the one snapshot fetch. start
+// after it (for a snapshot on disk, from the stream log when memory no longer
+// holds it); without one, it joins (or starts) the one snapshot fetch. start
 // runs a new fetch in the background and reports false when the server no
 // longer starts background work; it is called under h.mu (lock order: h.mu,
 // then Server.bgMu).
@@ -82,15 +122,29 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+		// The stream after the file: from memory, else from the stream log
+		// (a snapshot on disk outlives the memory backlog, and a restart).
+		plan := syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, epoch: h.mu.epoch, gen: h.st.Generation()}
 		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
+			plan.cursor = cur
+		} else {
+			plan.fromLog = h.logReaderLocked(sp.replID, sp.offset+1)
+		}
+		if plan.cursor != nil || plan.fromLog != nil {
 			f, err := sp.open()
 			if err == nil {
-				return syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, file: f, cursor: cur, epoch: h.mu.epoch}, nil, nil
+				plan.file = f
+				return plan, nil, nil
 			}
 			// Forgotten, not removed: the name may hold someone else's file.
 			unservable = err
 			h.mu.spilled = nil
-			cur.Close()
+			if plan.cursor != nil {
+				plan.cursor.Close()
+			}
+			if plan.fromLog != nil {
+				plan.fromLog.Close()
+			}
 		}
 	}
 	if h.mu.fetch == nil {

@@ -92,6 +92,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("async_loading", 0)
 		w.kv("rdb_bgsave_in_progress", 0)
 		w.kv("aof_enabled", 0)
+		s.writeInfoLog(w, now)
+		s.writeInfoSnapshotOnDisk(w, now)
 	case "stats":
 		st := &s.stats
 		b.WriteString("# Stats\r\n")

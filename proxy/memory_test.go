@@ -87,7 +87,9 @@ func memSlaveBuffers(t *testing.T, cmdCount, payloadLen int, limitMemory bool, p
 	}
 	// A backlog already full at the baseline (Redis's test uses 10240; our
 	// minimum is 16 KiB), and limits that never disconnect the replica.
-	p := startProxy(t, append(replicaOf(primary), "--repl-backlog-size", "16kb",
+	// Redis's figures are memory's: with the stream log on, a replica out of
+	// the memory window moves to disk instead (TestLogReplicaFallsBackToDisk).
+	p := startProxy(t, append(replicaOf(primary), "--repl-log-size", "0", "--repl-backlog-size", "16kb",
 		"--client-output-buffer-limit", "replica", "1gb", "1gb", "300",
 		"--maxmemory-policy", "evict-snapshots", "--repl-timeout", "1200")...)
 	xc := redistest.Dial(t, p.AddrString())
@@ -162,7 +164,10 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 		t.Skip("retains 256 MiB")
 	}
 	primary, pc := startPrimary(t, "--client-output-buffer-limit", "replica", "0", "0", "0")
-	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--client-output-buffer-limit", "replica", "0", "0", "0")})
+	// The stream is held in memory by a frozen replica: no stream log, which
+	// would move it to disk.
+	p := newTestProxy(t, proxySetup{quiet: true, args: append(replicaOf(primary), "--repl-log-size", "0",
+		"--client-output-buffer-limit", "replica", "0", "0", "0")})
 	xc := redistest.Dial(t, p.AddrString())
 	waitLinkUp(t, xc)
 	replica, _ := memStartReplica(t, p, pc)
@@ -223,7 +228,8 @@ func memWriteBig(t testing.TB, addr string, n, size int) {
 	}
 }
 
-// TestMaxMemoryEvictsSnapshots: maxmemory below the snapshot's size. With a
+// TestMaxMemoryEvictsSnapshots: maxmemory below the snapshot's size, without
+// the stream log. With a
 // writable dir the snapshot is spilled and the next full sync is sent from
 // the file (no new fork on the primary); without one it is dropped and the
 // next full sync fetches a new one; under noeviction nothing is evicted and
@@ -250,7 +256,9 @@ func TestMaxMemoryEvictsSnapshots(t *testing.T) {
 			primary, pc := startPrimary(t)
 			pc.MustDo(t, "DEBUG", "POPULATE", 100000, "key", 200)
 			dir := tc.dir(t)
-			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir)
+			// No stream log: with it, every snapshot goes to dir at once,
+			// not by eviction (snapshot_disk.go).
+			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir, "--repl-log-size", "0")
 			// The snapshot may be gone already: its size is what the
 			// primary sent, less the 40-byte EOF mark of a diskless sync.
 			snapSize := xc.InfoInt(t, "proxy", "upstream_rdb_bytes") - 40
@@ -304,7 +312,10 @@ func TestOutputBufferLimits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			primary, pc := startPrimary(t)
-			p := startProxy(t, append(append(replicaOf(primary), "--repl-backlog-size", "1mb", "--client-output-buffer-limit"), tc.limit...)...)
+			// Memory limits: without the stream log (with it, the limit is
+			// on lag: TestLogLagLimit).
+			p := startProxy(t, append(append(replicaOf(primary), "--repl-log-size", "0", "--repl-backlog-size", "1mb",
+				"--client-output-buffer-limit"), tc.limit...)...)
 			xc := redistest.Dial(t, p.AddrString())
 			waitLinkUp(t, xc)
 			slow, _ := memStartReplica(t, p, pc)

@@ -136,7 +136,9 @@ func TestMetricsCloseBeforeRun(t *testing.T) {
 func TestMetricsMatchInfo(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
-	p := metricsProxy(t)
+	// Without the stream log, so that the snapshot stays in memory for its
+	// series (snapshot_disk.go).
+	p := metricsProxy(t, "--repl-log-size", "0")
 	xc := redistest.Dial(t, p.AddrString())
 
 	if code, body := httpGet(t, p, "/readyz"); code != http.StatusServiceUnavailable {

@@ -24,6 +24,8 @@ func (s *Server) monitor(ctx context.Context) {
 			s.checkReplicas(now)
 			s.releaseRetired()
 			s.enforceMaxMemory(now)
+			s.persistSnapshot()
+			s.refetchBeforeStale(now)
 			s.returnReleasedMemory(now)
 		}
 	}
@@ -49,13 +51,26 @@ func (s *Server) checkReplicas(now time.Time) {
 	if hard > 0 && hard < backlog {
 		hard = backlog
 	}
+	live, end := s.logLive(), s.hist.stream().Offset()
 	for _, r := range replicas {
 		if r.closed() {
 			continue
 		}
 		var cob int64
-		if c := r.cursor.Load(); c != nil {
+		c := r.cursor.Load()
+		if c != nil {
 			cob = c.OutputBufferSize()
+		}
+		if live {
+			// With the stream log, replicas pin at most the window: the
+			// limits bound how far behind the end a replica may be.
+			cob = 0
+			switch {
+			case c != nil:
+				cob = c.Lag()
+			case r.onDisk.Load():
+				cob = max(end+1-r.diskOff.Load(), 0)
+			}
 		}
 		switch {
 		case hard > 0 && cob >= hard:

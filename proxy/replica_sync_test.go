@@ -20,7 +20,9 @@ import (
 func TestFullSyncReleasesSnapshot(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
-	p, xc := startProxyOf(t, primary, "--dir", t.TempDir())
+	// Without the stream log, which would write the snapshot to dir at
+	// once instead of by eviction.
+	p, xc := startProxyOf(t, primary, "--dir", t.TempDir(), "--repl-log-size", "0")
 	_, rc := memStartReplica(t, p, pc)
 	redistest.WaitFor(t, 10*time.Second, "replica online", func() bool {
 		return strings.Contains(xc.Info(t, "replication")["slave0"], "state=online")

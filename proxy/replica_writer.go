@@ -12,6 +12,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // The writer half of a downstream replica (runReplica starts it): it sends
@@ -35,6 +36,9 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		if plan.file != nil {
 			plan.file.Close()
 		}
+		if plan.fromLog != nil {
+			plan.fromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
+		}
 	}()
 	timeout := s.config().ReplTimeout
 	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
@@ -46,7 +50,12 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		if err := w.write([]byte(line)); err != nil {
 			return err
 		}
-		return w.stream(ctx, r, cur)
+		if plan.fromLog != nil {
+			if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
+				return err
+			}
+		}
+		return w.stream(ctx, r, cur, plan.gen)
 	}
 	file := plan.file
 	sn := plan.snapshot
@@ -99,7 +108,18 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
 	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
-	return w.stream(ctx, r, cur)
+	gen := plan.gen
+	if gen == 0 { // a fetched snapshot's plan: the generation now, which its cursor is of
+		gen = w.s.hist.stream().Generation()
+	}
+	if plan.fromLog != nil {
+		// A snapshot on disk whose stream memory no longer holds: the
+		// stream log up to memory first (planFullLocked).
+		if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
+			return err
+		}
+	}
+	return w.stream(ctx, r, cur, gen)
 }
 
 // errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
@@ -159,6 +179,68 @@ func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) er
 	return nil
 }
 
+// logGapWait bounds how long a replica reading the stream log waits at its
+// end for memory to hold the next byte (the follower appends within
+// milliseconds); past it the log has a gap and the replica must resync.
+const logGapWait = 2 * time.Second
+
+// errLogGap ends a replica the stream log cannot take to the memory stream.
+var errLogGap = errors.New("the stream log ends before the memory stream begins")
+
+// sendLog sends the stream log from rd's offset, one verified record at a
+// time (sendfile to a plain TCP connection), until the offset is in memory
+// again, within within bytes of the end (-1: anywhere), and returns a cursor
+// there: a replica behind the memory backlog pins nothing while it reads
+// from disk. A record that no longer matches its checksum ends the replica,
+// whose bytes stop before it.
+func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
+	defer rd.Close()
+	st := w.s.hist.stream()
+	r.diskOff.Store(rd.Offset())
+	r.onDisk.Store(true)
+	defer r.onDisk.Store(false)
+	var atEnd time.Time // when the reader first found the log's end
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Look at memory every 64 records and at the log's end, not at every
+		// record: Backlog takes the stream's lock.
+		near := within < 0 || st.Offset()+1-rd.Offset() <= within
+		if near && (i%64 == 0 || !atEnd.IsZero()) {
+			if first, _ := st.Backlog(); rd.Offset() >= first {
+				if cur, err := st.Attach(rd.Offset()); err == nil {
+					if st.Generation() != gen {
+						cur.Close()
+						return nil, errGenerationMoved
+					}
+					return cur, nil
+				}
+			}
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		n, err := rd.WriteTo(w.conn, 1<<20)
+		w.s.stats.replOutputBytes.Add(n)
+		r.diskOff.Store(rd.Offset())
+		switch {
+		case err == nil:
+			atEnd = time.Time{}
+		case errors.Is(err, io.EOF):
+			if atEnd.IsZero() {
+				atEnd = time.Now()
+			} else if time.Since(atEnd) > logGapWait {
+				return nil, errLogGap
+			}
+			time.Sleep(time.Millisecond)
+		case errors.Is(err, streamlog.ErrCorrupt):
+			w.s.durable.lg.Error("stream log: corrupt record, not sent", "error", err)
+			return nil, err
+		default:
+			return nil, fmt.Errorf("send from the stream log: %w", err)
+		}
+	}
+}
+
 // replicaWriter writes to one replica with a deadline per write.
 type replicaWriter struct {
 	s       *Server
@@ -181,12 +263,66 @@ func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
 	return n, err
 }
 
+// writeSlice bounds each write of the memory stream while the stream log
+// runs: a replica that stops reading is noticed within it, and moved to the
+// log before its cursor pins more than the memory window and what arrives
+// in one slice.
+const writeSlice = 20 * time.Millisecond
+
 // stream sends the stream from cur until an error: the connection, a new
-// generation (ErrReset), or the server stopping.
-func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor) error {
-	r.cursor.Store(cur)
+// generation (ErrReset), or the server stopping. While the stream log runs,
+// a replica further behind than the memory window (durable.go) is sent from
+// the log instead, if the log holds its offset, until it is back within half
+// the window: writes then last at most writeSlice each, and only
+// repl-timeout without progress ends the replica, as one long write would.
+func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor, gen uint64) error {
+	first := cur // the caller's, which it closes
+	defer func() {
+		r.cursor.Store(nil)
+		if cur != first {
+			cur.Close()
+		}
+	}()
+	var stalled time.Time // since when writes have made no progress
 	for {
-		n, err := w.send(cur)
+		r.cursor.Store(cur)
+		live := w.s.logLive()
+		if window := w.s.memoryWindow(); live && cur.Lag() > window {
+			if rd := w.s.hist.logReaderAt(cur.Offset()); rd != nil {
+				off := cur.Offset()
+				r.cursor.Store(nil)
+				cur.Close() // the blocks it pinned may go now
+				w.s.stats.replicasToDisk.Add(1)
+				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
+				next, err := w.sendLog(ctx, r, rd, gen, window/2)
+				if err != nil {
+					return err
+				}
+				cur, stalled = next, time.Time{}
+				r.log.Debug("replica back in the memory window", "offset", cur.Offset())
+				continue
+			}
+		}
+		timeout := w.timeout
+		if live {
+			timeout = min(timeout, writeSlice)
+		}
+		w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		n, err := cur.Send(w.conn)
+		w.s.stats.replOutputBytes.Add(n)
+		if n > 0 {
+			stalled = time.Time{}
+		}
+		if err != nil && live && isTimeout(err) {
+			// A slice ran out: go round again (the window check first)
+			// unless nothing has moved for repl-timeout.
+			if stalled.IsZero() {
+				stalled = time.Now()
+			}
+			if time.Since(stalled) < w.timeout {
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -196,6 +332,12 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 			}
 		}
 	}
+}
+
+// isTimeout reports whether err is a deadline expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // sendSnapshot sends the payload: "$<len>" and the bytes when the snapshot is

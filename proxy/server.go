@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // Version is replproxy's version, shown in INFO server.
@@ -40,10 +42,17 @@ type Server struct {
 
 	onMaxMemory func(int64)
 	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
+	// refetchAfter is when the monitor may next start a background
+	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
+	refetchAfter time.Time
 
-	stats    stats
-	up       *upstream.Link // the link to the primary (package upstream, upstream.go)
-	commands map[string]command
+	stats   stats
+	up      *upstream.Link // the link to the primary (package upstream, upstream.go)
+	durable *durable       // the stream log (durable.go); nil with repl-log-size 0
+	// logOpenErr is why the stream log could not be opened at start, when
+	// it was configured; set by New.
+	logOpenErr string
+	commands   map[string]command
 	memoryState
 
 	// ln holds the client listeners (listeners.go): opened by New,
@@ -98,6 +107,12 @@ type Server struct {
 type Options struct {
 	// Logger is the root logger; nil discards logs.
 	Logger hclog.Logger
+
+	// logFS, when set, wraps the stream log's file layer (tests inject
+	// faults with it).
+	logFS func(streamlog.FS) streamlog.FS
+	// logRetry, when set, replaces logRetryInterval (tests).
+	logRetry time.Duration
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -171,7 +186,30 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
-	s.removeSpillLeftovers(cfg.Dir)           // after listen: never while another instance runs on this port
+	if cfg.ReplLogSize > 0 {
+		// Before anything else touches dir: its lock refuses a second
+		// proxy on it.
+		d, err := openDurable(cfg, log, opts.logFS)
+		switch {
+		case errors.Is(err, errDirLocked):
+			s.closeListeners()
+			s.closeMetricsListener()
+			return nil, err
+		case err != nil:
+			// A dir the log cannot use never stops relaying: the proxy runs
+			// as without a log, and says so.
+			log.Warn("stream log unavailable: running with the history in memory only", "error", err)
+			msg := err.Error()
+			s.logOpenErr = msg
+		default:
+			d.retry = cmp.Or(opts.logRetry, logRetryInterval)
+			s.durable = d
+			s.hist.disk = d.log
+			s.recovered(d)
+			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
+		}
+	}
+	s.removeSpillLeftovers(cfg.Dir) // after listen: never while another instance runs on this port
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}
@@ -227,6 +265,21 @@ func (s *Server) Run(ctx context.Context) error {
 		s.up.Run(linkCtx)
 	})
 
+	// The stream log's goroutines have their own context too: the follower
+	// ends last among the stream's readers, appending what was published.
+	logCtx, stopLog := context.WithCancel(context.Background())
+	defer stopLog()
+	logDone := make(chan struct{})
+	if s.durable != nil {
+		go s.runLogSyncer(logCtx)
+		go func() {
+			defer close(logDone)
+			s.runLogFollower(logCtx)
+		}()
+	} else {
+		close(logDone)
+	}
+
 	var err error
 	select {
 	case <-ctx.Done():
@@ -242,6 +295,8 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock() // no background work starts after this
 	s.bgMu.Unlock()
 	s.bg.Wait()
+	stopLog()
+	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
 	s.hist.close()
 	s.log.Info("replproxy stopped")
@@ -264,6 +319,9 @@ func (s *Server) Close() error {
 	}
 	s.closeListeners()
 	s.closeMetricsListener()
+	if s.durable != nil {
+		s.durable.close()
+	}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -40,16 +41,20 @@ const (
 	spillTempSuffix = ".tmp"
 	// spillTempTries bounds the names tried when some already exist.
 	spillTempTries = 100
+	// snapshotMetaName is the metadata beside spillFileName when the stream
+	// log is on (snapshot_disk.go): what a restart needs to serve the file.
+	snapshotMetaName = "replproxy-snapshot.meta"
 )
 
 // A spilledSnapshot is a snapshot evicted from memory to spillFileName in
 // dir, from which full syncs are served with sendfile.
 type spilledSnapshot struct {
-	dir    string      // the dir it was written to
-	file   os.FileInfo // the file as written: it is used only while the name refers to it
-	replID string
-	offset int64
-	size   int64
+	dir     string      // the dir it was written to
+	file    os.FileInfo // the file as written: it is used only while the name refers to it
+	replID  string
+	offset  int64
+	size    int64
+	created time.Time // when the snapshot was taken (INFO's age)
 }
 
 // path is the spilled file's path, for logs.
@@ -107,14 +112,23 @@ func (sp *spilledSnapshot) remove() error {
 // cannot be written the snapshot is dropped instead. Either way its memory is
 // released once no replica reads it.
 func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
-	file, err := writeSpillFile(ctx, sn, dir, s.spillRand)
-	s.hist.spillDone(sn, dir, file, err)
+	s.writeSnapshot(ctx, sn, dir, true)
+}
+
+// writeSnapshot writes sn to dir, with its metadata when the stream log is
+// on (so that a restart can serve it), and ends with spillDone. evicted says
+// whether maxmemory asked for it (spill) or the stream log did (persist).
+func (s *Server) writeSnapshot(ctx context.Context, sn *replbuf.Snapshot, dir string, evicted bool) {
+	file, err := writeSpillFile(ctx, sn, dir, s.spillRand, s.durable != nil)
+	s.hist.spillDone(sn, dir, file, err, evicted)
 }
 
 // writeSpillFile writes a complete snapshot to spillFileName in dir: into a
-// new temporary file, fsynced, then renamed into place. It returns the file
-// as written. random names the temporary file (nil: crypto/rand).
-func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, random io.Reader) (os.FileInfo, error) {
+// new temporary file, fsynced, then renamed into place. With withMeta it
+// also writes snapshotMetaName beside it (writeSnapshotMeta), with the CRC64
+// of the file computed while writing it. It returns the file as written.
+// random names the temporary files (nil: crypto/rand).
+func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, random io.Reader, withMeta bool) (os.FileInfo, error) {
 	rd, err := sn.NewReader()
 	if err != nil {
 		return nil, err
@@ -136,6 +150,7 @@ func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, rando
 			root.Remove(tmp)
 		}
 	}()
+	var crc uint64
 	for {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -152,6 +167,11 @@ func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, rando
 				return nil, err
 			}
 			continue
+		}
+		if withMeta {
+			for _, b := range *bufs {
+				crc = replbuf.CRC64(crc, b)
+			}
 		}
 		n, err := bufs.WriteTo(f)
 		if err != nil {
@@ -171,6 +191,16 @@ func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, rando
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
+	if withMeta {
+		// The old metadata goes first: a crash before the new one is in
+		// place leaves a file without metadata, which is not adopted, never
+		// metadata describing another file.
+		if err := root.Remove(snapshotMetaName); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			root.Remove(tmp)
+			ok = true // closed already
+			return nil, err
+		}
+	}
 	// A rename replaces whatever holds the name, a planted link included,
 	// without following it.
 	if err := root.Rename(tmp, spillFileName); err != nil {
@@ -179,6 +209,13 @@ func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, rando
 		return nil, err
 	}
 	ok = true
+	if withMeta {
+		m := snapshotMeta{ReplID: sn.ReplID(), Offset: sn.Offset(), Size: fi.Size(), CRC64: crc, Created: sn.Created().UnixNano()}
+		if err := writeSnapshotMeta(root, m, random); err != nil {
+			root.Remove(spillFileName)
+			return nil, fmt.Errorf("snapshot metadata: %w", err)
+		}
+	}
 	return fi, nil
 }
 
@@ -205,9 +242,10 @@ func createSpillTemp(root *os.Root, random io.Reader) (*os.File, string, error) 
 }
 
 // removeSpillLeftovers removes, at start, the files earlier runs spilled to
-// dir: a spilled snapshot cannot be served after a restart (nothing records
-// its replid and offset), and a temporary file is a spill that never
-// finished. The names of earlier versions (replproxy-<replid>-<offset>.rdb)
+// dir: a spilled snapshot cannot be served after a restart unless the stream
+// log is on and New adopted it (adoptSnapshot: its metadata records its
+// replid, offset and CRC64, and the log covers the stream after it), and a
+// temporary file is a spill that never finished. The names of earlier versions (replproxy-<replid>-<offset>.rdb)
 // go too. Nothing else is touched; a dir that cannot be read is only logged.
 func (s *Server) removeSpillLeftovers(dir string) {
 	root, err := os.OpenRoot(dir)
@@ -227,8 +265,11 @@ func (s *Server) removeSpillLeftovers(dir string) {
 		s.log.Warn("cannot list dir for spill leftovers", "dir", dir, "error", err)
 		return
 	}
+	// With the stream log on, New adopted a snapshot it can serve (if any)
+	// before this runs: its two files stay.
+	adopted := s.hist.spilledSnapshot() != nil
 	for _, name := range names {
-		if !isSpillLeftover(name) {
+		if !isSpillLeftover(name) || adopted && (name == spillFileName || name == snapshotMetaName) {
 			continue
 		}
 		if fi, err := root.Lstat(name); err != nil || fi.IsDir() {
@@ -245,7 +286,7 @@ func (s *Server) removeSpillLeftovers(dir string) {
 // isSpillLeftover reports whether name is one the spill writes, or wrote in
 // earlier versions.
 func isSpillLeftover(name string) bool {
-	if name == spillFileName {
+	if name == spillFileName || name == snapshotMetaName {
 		return true
 	}
 	if strings.HasPrefix(name, spillTempPrefix) && strings.HasSuffix(name, spillTempSuffix) {

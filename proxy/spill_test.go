@@ -74,8 +74,8 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if got := spillDirNames(t, base); !slices.Equal(got, []string{"dir"}) {
 				t.Fatalf("spill wrote beside dir: %q", got)
 			}
-			if got := spillDirNames(t, dir); !slices.Equal(got, []string{spillFileName}) {
-				t.Fatalf("dir holds %q, want only %q", got, spillFileName)
+			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapshotMetaName, spillFileName, lockFileName}) {
+				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, spillFileName)
 			}
 			p.hist.mu.Lock()
 			sp := p.hist.mu.spilled
@@ -101,9 +101,10 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	const replID = "3e6f7fa1b2ac2025fc6edcca60effe8ade398925"
 	sn := spillSnapshot(t, p, replID, 1000)
 
-	// The first random draw names a planted link; the second is free.
+	// The first random draw names a planted link; the second is free; the
+	// third names the metadata's temporary file (the stream log is on).
 	planted := "replproxy-snapshot-0101010101010101.tmp"
-	p.spillRand = bytes.NewReader(append(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8)...))
+	p.spillRand = bytes.NewReader(slices.Concat(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), bytes.Repeat([]byte{3}, 8)))
 	names := []string{
 		spillFileName,
 		planted,
@@ -168,6 +169,7 @@ func TestSpillLeftoversRemovedAtStart(t *testing.T) {
 	}
 	startProxy(t, "--dir", dir)
 	got := spillDirNames(t, dir)
+	kept = append(kept, logDirName, lockFileName) // the stream log's
 	slices.Sort(kept)
 	if !slices.Equal(got, kept) {
 		t.Fatalf("dir after start holds %q, want %q", got, kept)

@@ -16,6 +16,8 @@ type stats struct {
 	syncPartialOK       atomic.Int64   // sync_partial_ok
 	syncPartialErr      atomic.Int64   // sync_partial_err
 	fullSyncs           fullSyncCounts // sync_full by reason (proxy section)
+	logPartialSyncs     atomic.Int64   // partial resyncs that started from the stream log
+	replicasToDisk      atomic.Int64   // replicas moved from memory to the stream log
 
 	// The upstream link (proxy section).
 	upstreamConnects      atomic.Int64 // connections made to the primary

@@ -67,10 +67,11 @@ func TestTLSBothWays(t *testing.T) {
 	primary := redistest.StartTLSServer(t, pki, "--repl-diskless-sync-delay", "0")
 	pc := redistest.DialTLS(t, primary.Addr(), pki.ClientConfig())
 
-	// A 16 KiB backlog: after the writes below the proxy's own snapshot is
-	// no longer servable, so the replicas' full syncs need a side-link fetch,
-	// over TLS too.
-	args := append(replicaOf(primary), "--port", "0", "--tls-replication", "yes", "--repl-backlog-size", "16kb")
+	// A 16 KiB backlog and no stream log: after the writes below the
+	// proxy's own snapshot is no longer servable, so the replicas' full
+	// syncs need a side-link fetch, over TLS too.
+	args := append(replicaOf(primary), "--port", "0", "--tls-replication", "yes", "--repl-backlog-size", "16kb",
+		"--repl-log-size", "0")
 	p := startProxy(t, append(args, tlsArgs(t, pki)...)...)
 	if n := countListeners(p.Server, false); n != 0 {
 		t.Fatalf("port 0 with a tls-port opened %d plain listeners", n)

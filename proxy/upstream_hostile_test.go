@@ -214,7 +214,9 @@ func TestFetchRetryEnds(t *testing.T) {
 	refuse := func(hc *hostileConn) error { return hc.write("-ERR BGSAVE failed\r\n") }
 	setup := func(t *testing.T) (*hostilePrimary, *testProxy, *rawReplica) {
 		h := startHostilePrimary(t, hostileGoodMain(hostileBurst), refuse)
-		p := startHostileProxy(t, h)
+		// No stream log: with it, the proxy's own snapshot stays servable
+		// from disk and no fetch is needed.
+		p := startHostileProxy(t, h, "--repl-log-size", "0")
 		waitSnapshotUnservable(t, p)
 		r := dialRawReplica(t, p, true)
 		if err := r.send("PSYNC", "?", "-1"); err != nil {

@@ -29,7 +29,9 @@ func TestUpstreamFollowsPrimary(t *testing.T) {
 		t.Run("repl-diskless-sync="+diskless, func(t *testing.T) {
 			primary, pc := startPrimary(t, "--repl-diskless-sync", diskless)
 			pc.MustDo(t, "DEBUG", "POPULATE", 10000, "key", 64)
-			p, xc := startProxyOf(t, primary)
+			// The snapshot stays in memory only without the stream log
+			// (snapshot_disk.go).
+			p, xc := startProxyOf(t, primary, "--repl-log-size", "0")
 			if n := pc.InfoInt(t, "replication", "connected_slaves"); n != 1 {
 				t.Fatalf("primary has %d replicas, want 1", n)
 			}

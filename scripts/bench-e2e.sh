@@ -15,6 +15,7 @@
 #
 #   make bench-e2e [E2E_REPLICAS=4] [E2E_REPS=3] [E2E_REQUESTS=200000] [E2E_SIZE=1024]
 #                  [E2E_PIPELINE=16] [E2E_CLIENTS=50] [E2E_TESTS=set] [E2E_KEYSPACE=]
+#                  [E2E_PROXY_ARGS="--repl-log-size 0"]  (extra replproxy arguments)
 #                  [E2E_TLS=1]
 #
 # E2E_TLS=1 runs every server over TLS only (certificates made with openssl): the
@@ -76,7 +77,8 @@ start_cluster() {
 	if [ "$mode" = proxy ]; then
 		rp_free_port
 		PROXY=$RP_PORT
-		rp_start_proxy proxy "$PROXY" "$PRIMARY"
+		# shellcheck disable=SC2086 # E2E_PROXY_ARGS is a list of words
+		rp_start_proxy proxy "$PROXY" "$PRIMARY" ${E2E_PROXY_ARGS:-}
 		rp_wait_link proxy "$PROXY"
 		up=$PROXY
 	fi

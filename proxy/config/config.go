@@ -48,11 +48,23 @@ const (
 	LogJSON LogFormat = "json" // one JSON object per line
 )
 
+// LogFsync is the value of repl-log-fsync: when the stream log is synced to
+// disk, as appendfsync does for Redis's AOF.
+type LogFsync string
+
+// The repl-log-fsync policies.
+const (
+	FsyncAlways   LogFsync = "always"   // after every write of the log
+	FsyncEverySec LogFsync = "everysec" // once a second
+	FsyncNo       LogFsync = "no"       // when the OS writes it back
+)
+
 // The accepted values of each enum directive, in the order errors list them.
 // Read-only.
 var (
 	logLevels        = []LogLevel{LogDebug, LogVerbose, LogNotice, LogWarning, LogNothing}
 	logFormats       = []LogFormat{LogText, LogJSON}
+	logFsyncs        = []LogFsync{FsyncAlways, FsyncEverySec, FsyncNo}
 	evictionPolicies = []eviction.Policy{eviction.NoEviction, eviction.EvictSnapshots} // defined, with what they do, by eviction
 )
 
@@ -143,6 +155,13 @@ type Config struct {
 	// waits for the replicas to receive the stream they have not yet been
 	// sent. Default 10s; 0 does not wait.
 	ShutdownTimeout time.Duration
+
+	// ReplLogSize is `repl-log-size` in bytes: how much of the stream the
+	// stream log keeps in dir, for partial resyncs beyond the memory backlog
+	// and across restarts. Default 1 GiB; 0 turns the log off. Proxy-only.
+	ReplLogSize int64
+	// ReplLogFsync is `repl-log-fsync`: always, everysec (default) or no.
+	ReplLogFsync LogFsync
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
 	// default: the proxy acknowledges to its primary what it has received,
@@ -241,6 +260,8 @@ func DefaultConfig() *Config {
 		ReplBacklogSize: 1 << 20,
 		ReplTimeout:     60 * time.Second,
 		ShutdownTimeout: 10 * time.Second,
+		ReplLogSize:     1 << 30,
+		ReplLogFsync:    FsyncEverySec,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{},
 			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
@@ -286,6 +307,8 @@ func (c *Config) Validate() error {
 		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
 		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
+		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
+		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},

@@ -24,6 +24,8 @@ func TestDefaultConfig(t *testing.T) {
 		ReplBacklogSize: 1048576,
 		ReplTimeout:     time.Minute,
 		ShutdownTimeout: 10 * time.Second,
+		ReplLogSize:     1 << 30,
+		ReplLogFsync:    FsyncEverySec,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},

@@ -134,6 +134,13 @@ var directives = []directive{
 		}
 		return d
 	}(),
+	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
+	func() directive {
+		// Startup-only: the log is opened (or not) and recovered at start.
+		d := sizeDirective("repl-log-size", func(c *Config) *int64 { return &c.ReplLogSize }, 0)
+		d.mutable = false
+		return d
+	}(),
 	{
 		name: "repl-timeout", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {

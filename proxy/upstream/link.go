@@ -194,6 +194,15 @@ func New(host Host, opts Options) *Link {
 	return l
 }
 
+// ResumeFrom says, before Run, that the host's stream was recovered (from
+// disk) up to offset, a command's end: the first PSYNC asks for the bytes
+// after it, under the host's ResumeID.
+func (l *Link) ResumeFrom(offset int64) {
+	l.scanner.Reset(offset)
+	l.applied.Store(offset)
+	l.resumable = true
+}
+
 // Status is the main link as INFO and ROLE show it, at one moment.
 type Status struct {
 	State     State

@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// waitSnapshotOnDisk waits until the proxy's newest snapshot is on disk and
+// no longer in memory, and checks that this was no eviction.
+func waitSnapshotOnDisk(t testing.TB, xc *redistest.Client) {
+	t.Helper()
+	redistest.WaitFor(t, 15*time.Second, "the snapshot on disk and out of memory", func() bool {
+		return xc.Info(t, "persistence")["repl_snapshot_on_disk"] == "1" && memInfo(t, xc)["mem_snapshots"] == 0
+	})
+	if ev := xc.InfoInt(t, "stats", "evicted_snapshots"); ev != 0 {
+		t.Fatalf("evicted_snapshots %d: writing the snapshot for the stream log is no eviction", ev)
+	}
+}
+
+// editSnapshotMeta rewrites the snapshot's metadata in dir with edit.
+func editSnapshotMeta(t testing.TB, dir string, edit func(*snapshotMeta)) {
+	t.Helper()
+	path := filepath.Join(dir, snapshotMetaName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m snapshotMeta
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(&m)
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotOnDiskRestart (issue 10, must-show 3): the proxy's snapshot
+// goes to dir as soon as it is complete (memory drops it, and it is no
+// eviction); after a clean restart a new replica, never synced, gets its full
+// sync from that file and the stream log after it, with no fork on the
+// primary, and ends with the primary's data. A file that is corrupt, or that
+// the log no longer continues, is not adopted (and removed, saying why): the
+// new replica then gets a fresh fetch.
+func TestSnapshotOnDiskRestart(t *testing.T) {
+	cases := []struct {
+		name    string
+		damage  func(t *testing.T, dir string)
+		adopted bool
+		why     string // in the log line of a refusal
+	}{
+		{"clean", func(*testing.T, string) {}, true, ""},
+		{"flipped byte", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, spillFileName)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0x01
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "CRC64"},
+		{"stale: the log does not continue it", func(t *testing.T, dir string) {
+			editSnapshotMeta(t, dir, func(m *snapshotMeta) { m.Offset -= 10 })
+		}, false, "not the stream after offset"},
+		{"another replid", func(t *testing.T, dir string) {
+			editSnapshotMeta(t, dir, func(m *snapshotMeta) { m.ReplID = replid.New() })
+		}, false, "is not the stream log's"},
+		{"metadata gone", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, snapshotMetaName)); err != nil {
+				t.Fatal(err)
+			}
+		}, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			primary, pc := startPrimary(t)
+			pc.MustDo(t, "DEBUG", "POPULATE", 2000, "key", 100)
+			// A direct replica gives the primary a backlog, so that its
+			// offset, and the proxy's snapshot's, are past 0.
+			_, direct := redistest.StartReplicas(t, 1, primary.Addr())
+			writeValues(t, pc, "before", 10, 100)
+			redistest.WaitSynced(t, pc, direct...)
+			p := newTestProxy(t, proxySetup{args: append(replicaOf(primary), "--dir", dir)})
+			xc := redistest.Dial(t, p.AddrString())
+			waitLinkUp(t, xc)
+			waitSnapshotOnDisk(t, xc)
+			if !p.Log.Contains("snapshot written to disk") {
+				t.Fatal("no log line for the snapshot written to disk")
+			}
+			writeValues(t, pc, "k", 200, 1000)
+			waitOffsetsEqual(t, pc, xc)
+			waitLogged(t, pc, xc)
+
+			p2, x2 := restartProxy(t, p, dir, primary, pc, nil, func() { tc.damage(t, dir) })
+			waitLinkUp(t, x2)
+			forks, full := pc.InfoInt(t, "stats", "total_forks"), pc.InfoInt(t, "stats", "sync_full")
+			if got := x2.Info(t, "persistence")["repl_snapshot_on_disk"] == "1"; got != tc.adopted {
+				t.Fatalf("snapshot on disk after the restart: %v, want %v", got, tc.adopted)
+			}
+			if tc.adopted != p2.Log.Contains("snapshot on disk adopted") {
+				t.Fatalf("adopted %v, but the log says otherwise", tc.adopted)
+			}
+			if tc.why != "" && !p2.Log.Contains(tc.why) {
+				t.Fatalf("the refusal was not logged with %q", tc.why)
+			}
+			if !tc.adopted {
+				if _, err := os.Lstat(filepath.Join(dir, spillFileName)); err == nil {
+					t.Fatal("a snapshot that was not adopted is still in dir")
+				}
+			}
+
+			_, rcs := redistest.StartReplicas(t, 1, x2.Addr())
+			redistest.WaitSynced(t, pc, rcs...)
+			writeValues(t, pc, "after", 100, 1000)
+			redistest.WaitSynced(t, pc, rcs...)
+			gotForks, gotFull := pc.InfoInt(t, "stats", "total_forks"), pc.InfoInt(t, "stats", "sync_full")
+			fetches := x2.InfoInt(t, "proxy", "snapshot_fetches")
+			if tc.adopted {
+				if gotForks != forks || gotFull != full || fetches != 0 {
+					t.Fatalf("primary total_forks %d→%d, sync_full %d→%d, proxy snapshot_fetches %d: want no fork, no sync, no fetch",
+						forks, gotForks, full, gotFull, fetches)
+				}
+			} else if gotFull != full+1 || fetches != 1 {
+				t.Fatalf("primary sync_full %d→%d, proxy snapshot_fetches %d: want one fresh fetch", full, gotFull, fetches)
+			}
+			if got := x2.InfoInt(t, "stats", "sync_full"); got != 1 {
+				t.Fatalf("proxy sync_full %d, want 1 (the new replica)", got)
+			}
+		})
+	}
+}
+
+// TestSnapshotRefetchBeforeStale: with a small repl-log-size, once the
+// stream written since the snapshot on disk nears what the log keeps, the
+// proxy fetches a fresh snapshot in the background, with no replica asking
+// (one fetch), so that a new replica's full sync then needs no fork.
+func TestSnapshotRefetchBeforeStale(t *testing.T) {
+	primary, pc := startPrimary(t)
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "1mb")
+	waitSnapshotOnDisk(t, xc)
+	first := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	full := pc.InfoInt(t, "stats", "sync_full")
+
+	writeValues(t, pc, "k", 100, 10<<10) // 1 MB: past 3/4 of the log
+	redistest.WaitFor(t, 15*time.Second, "a fresh snapshot on disk", func() bool {
+		info := xc.Info(t, "persistence")
+		return info["repl_snapshot_on_disk"] == "1" && info["repl_snapshot_offset"] != itoa(first)
+	})
+	if !p.Log.Contains("fetching a fresh snapshot") {
+		t.Fatal("no log line for the background fetch")
+	}
+	if got := pc.InfoInt(t, "stats", "sync_full"); got != full+1 {
+		t.Fatalf("primary sync_full %d→%d, want one background fetch", full, got)
+	}
+	if off, last := xc.InfoInt(t, "persistence", "repl_snapshot_offset"), xc.InfoInt(t, "persistence", "repl_log_last_offset"); last-off >= 3<<18 {
+		t.Fatalf("the fresh snapshot at %d is as far behind the log's end %d as the old one", off, last)
+	}
+
+	forks := pc.InfoInt(t, "stats", "total_forks")
+	_, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	if got := pc.InfoInt(t, "stats", "total_forks"); got != forks {
+		t.Fatalf("primary total_forks %d→%d: the new replica's full sync waited for a fork", forks, got)
+	}
+	if got := xc.InfoInt(t, "proxy", "snapshot_fetches"); got != 1 {
+		t.Fatalf("snapshot_fetches %d, want 1", got)
+	}
+}
+
+// TestRefetchRule: the background fetch starts only for a snapshot on disk
+// that is the newest, with no fetch in flight, once the stream since it
+// reaches the limit or the log or the replid no longer continue it.
+func TestRefetchRule(t *testing.T) {
+	const off, limit = 1000, 3 << 18
+	cases := []struct {
+		name        string
+		setup       func(h *history)
+		first, last int64
+		started     bool
+	}{
+		{"young", nil, 1, off + limit - 1, false},
+		{"at the limit", nil, 1, off + limit, true},
+		{"log no longer covers it", nil, off + 2, off + 10, true},
+		{"replid moved on", func(h *history) { h.mu.replID = replid.New() }, 1, off + 10, true},
+		{"fetch in flight", func(h *history) { h.mu.fetch = &fetch{} }, 1, off + limit, false},
+		{"newer snapshot in memory", func(h *history) {
+			h.mu.snapshot = replbuf.NewSnapshot(h.mu.replID, off+5, h.pool, time.Now())
+		}, 1, off + limit, false},
+		{"nothing on disk", func(h *history) { h.mu.spilled = nil }, 1, off + limit, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
+			h.mu.synced = true
+			h.mu.spilled = &spilledSnapshot{replID: h.mu.replID, offset: off}
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			starts := 0
+			got := h.refetchSpilled(tc.first, tc.last, limit, func(*fetch) bool { starts++; return true })
+			if (got != nil) != tc.started || starts != boolInt(tc.started) {
+				t.Fatalf("started %v (%d starts), want %v", got != nil, starts, tc.started)
+			}
+			if tc.started && h.mu.fetch == nil {
+				t.Fatal("a started fetch is not the one in flight")
+			}
+		})
+	}
+}

@@ -1,0 +1,55 @@
+// Package streamlog keeps a replication stream on disk: the bytes a primary
+// sends its replicas, addressed by Redis's replication offsets, in segment
+// files with checksums kept beside them, so that a proxy can serve partial
+// resyncs from history it no longer holds in memory and recover that history
+// after a restart.
+//
+// # Layout
+//
+// Everything lives in one directory, opened through an FS (an os.Root in
+// production, so no name leaves it; a fault-injecting layer in tests):
+//
+//	meta.json                       identity and segment list, replaced atomically
+//	<first offset, 20 digits>.seg   raw stream bytes, from that offset on
+//	<first offset, 20 digits>.crc   a header, then one entry per record
+//
+// A record is up to RecordMax bytes of the stream as appended; its entry is
+// 8 bytes: the length (its top bit the boundary mark below) and the CRC-32C
+// of those bytes, little endian. The raw
+// bytes stay raw, so a verified range can be sent with sendfile. meta.json
+// holds the replication identity (replid, replid2, second_repl_offset), the
+// offset the generation starts after, and the first offset of every segment,
+// oldest first; segment i ends where segment i+1 starts.
+//
+// # Rules
+//
+//   - Command boundaries: an entry may mark its record as ending where a
+//     command ends. Recovery keeps the log only up to the last such record,
+//     so that a PSYNC from its end asks the primary for whole commands.
+//   - Bytes before entries: a record's bytes are written before its entry,
+//     so an entry never describes bytes that were not written first.
+//   - Recovery verifies every record of every listed segment in order. The
+//     first record that is short or whose CRC does not match ends the log:
+//     it and everything after it is cut (files truncated, later segments
+//     removed) and never served. Bytes after the last entry (written, entry
+//     not yet) are cut too. Unlisted files are removed.
+//   - Metadata is written to a temporary file, synced, renamed over
+//     meta.json, and the directory synced. A new segment's files are created
+//     and synced before meta.json lists them; a dropped segment is unlisted
+//     before its files are removed.
+//   - Serving verifies again: a reader reads each record whole, checks its
+//     CRC, and only then sends its bytes (a range that went bad on disk after
+//     recovery is an error, never sent).
+//   - Errors are sticky. After a failed write or sync the log accepts
+//     nothing more (Err reports why); the caller opens a new generation
+//     (Reset) when it wants to try again. A failed fsync is never retried on
+//     the same file.
+//
+// # Concurrency
+//
+// One goroutine writes (Append, Sync, Reset, SetIdentity, Close); any number
+// of Readers read at the same time. mu guards the segment index and the
+// files' handles; the writer holds it while writing, so a reader sees whole
+// records only. Readers open their own file handles: retention may remove a
+// segment a reader has open, which on Linux keeps reading the unlinked file.
+package streamlog

@@ -1,0 +1,81 @@
+package streamlog
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+)
+
+// FS is the file layer the log works through. RootFS is the real one; tests
+// wrap it to inject faults.
+type FS interface {
+	// OpenFile opens name in the log's directory.
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	Remove(name string) error
+	Rename(oldName, newName string) error
+	// Names lists the directory's entries.
+	Names() ([]string, error)
+	// SyncDir makes the directory's entries (creates, renames, removes)
+	// durable.
+	SyncDir() error
+}
+
+// File is an open file of an FS.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.Seeker
+	io.Closer
+	Sync() error
+	Truncate(size int64) error
+	Stat() (fs.FileInfo, error)
+}
+
+// RootFS is an FS on an os.Root: no name can reach outside the directory,
+// by ".." or by a symbolic link.
+type RootFS struct{ Root *os.Root }
+
+// OpenFile opens name under the root. Files come back as *os.File, so
+// Reader.WriteTo can hand them to sendfile.
+func (r RootFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := r.Root.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // no typed nil in the interface
+	}
+	return f, nil
+}
+
+func (r RootFS) Remove(name string) error { return r.Root.Remove(name) }
+
+func (r RootFS) Rename(oldName, newName string) error { return r.Root.Rename(oldName, newName) }
+
+func (r RootFS) Names() ([]string, error) {
+	d, err := r.Root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	slices.Sort(names)
+	return names, err
+}
+
+func (r RootFS) SyncDir() error {
+	d, err := r.Root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// removeIfExists removes name, and is not bothered if it is not there.
+func removeIfExists(fsys FS, name string) error {
+	if err := fsys.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

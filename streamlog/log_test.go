@@ -1,0 +1,492 @@
+package streamlog
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/replproxy/replproxy/proxy/replid"
+)
+
+// testID is an identity for tests.
+var testID = Identity{ReplID: strings.Repeat("a", 40), ReplID2: replid.None, SecondOffset: -1}
+
+// openDir opens the log in dir with opts (FS set to dir's root unless given).
+func openDir(t testing.TB, dir string, opts Options) (*Log, Recovery) {
+	t.Helper()
+	if opts.FS == nil {
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { root.Close() })
+		opts.FS = RootFS{root}
+	}
+	l, rec, err := Open(opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, rec
+}
+
+// stream returns n pseudo-random bytes.
+func stream(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// appendChunks appends data in chunks of random sizes up to 40 KiB.
+func appendChunks(t *testing.T, l *Log, data []byte) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	for len(data) > 0 {
+		n := min(len(data), 1+r.IntN(40<<10))
+		if err := l.Append(data[:n], true); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+		data = data[n:]
+	}
+}
+
+// readAll reads the log from off to its end through a Reader.
+func readAll(t *testing.T, l *Log, off int64) []byte {
+	t.Helper()
+	r, err := l.NewReader(off)
+	if err != nil {
+		t.Fatalf("NewReader(%d): %v", off, err)
+	}
+	defer r.Close()
+	var out bytes.Buffer
+	for {
+		_, err := r.WriteTo(onlyWriter{&out}, 7000)
+		if errors.Is(err, io.EOF) {
+			return out.Bytes()
+		}
+		if err != nil {
+			t.Fatalf("WriteTo at %d: %v", r.Offset(), err)
+		}
+	}
+}
+
+// onlyWriter hides bytes.Buffer's ReadFrom, to test the buffer path.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// TestAppendReadReopen: what is appended reads back from any offset, across
+// segments, by both send paths, and again after Close and Open.
+func TestAppendReadReopen(t *testing.T) {
+	dir := t.TempDir()
+	l, rec := openDir(t, dir, Options{MaxBytes: 1 << 30, SegmentBytes: 100 << 10})
+	if rec.Problem != "" || l.Identity().ReplID != "" {
+		t.Fatalf("empty dir: recovery %+v, identity %+v", rec, l.Identity())
+	}
+	if err := l.Append([]byte("x"), true); err == nil {
+		t.Fatal("Append before Reset succeeded")
+	}
+	if err := l.Reset(testID, 1000); err != nil {
+		t.Fatal(err)
+	}
+	data := stream(700<<10, 7)
+	appendChunks(t, l, data)
+	if first, last := l.Bounds(); first != 1001 || last != 1000+int64(len(data)) {
+		t.Fatalf("Bounds = %d, %d", first, last)
+	}
+	if st := l.Stats(); st.Segments < 7 || st.Bytes != int64(len(data)) {
+		t.Fatalf("Stats = %+v, want 7+ segments of %d bytes", st, len(data))
+	}
+	for _, off := range []int64{1001, 1002, 1001 + 100<<10, 1000 + int64(len(data))} {
+		if got := readAll(t, l, off); !bytes.Equal(got, data[off-1001:]) {
+			t.Fatalf("read from %d: %d bytes differ from what was appended", off, len(got))
+		}
+	}
+	// The sendfile path: an *os.File segment into an io.ReaderFrom.
+	r, _ := l.NewReader(1001)
+	var viaReadFrom bytes.Buffer
+	for {
+		if _, err := r.WriteTo(&viaReadFrom, 1<<20); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	r.Close()
+	if !bytes.Equal(viaReadFrom.Bytes(), data) {
+		t.Fatal("ReadFrom path: bytes differ")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l2, rec := openDir(t, dir, Options{MaxBytes: 1 << 30, SegmentBytes: 100 << 10})
+	if rec.Problem != "" || rec.Cut != 0 || rec.Verified != int64(len(data)) {
+		t.Fatalf("recovery %+v, want %d verified and nothing cut", rec, len(data))
+	}
+	if l2.Identity() != testID {
+		t.Fatalf("identity %+v, want %+v", l2.Identity(), testID)
+	}
+	more := stream(50<<10, 8)
+	appendChunks(t, l2, more)
+	if got := readAll(t, l2, 1001); !bytes.Equal(got, append(bytes.Clone(data), more...)) {
+		t.Fatal("after reopen and more appends: bytes differ")
+	}
+}
+
+// TestRetention: the oldest segments go once the others hold MaxBytes; a
+// reader at a removed offset gets ErrNotHeld.
+func TestRetention(t *testing.T) {
+	l, _ := openDir(t, t.TempDir(), Options{MaxBytes: 256 << 10, SegmentBytes: 64 << 10})
+	if err := l.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := l.NewReader(1)
+	defer old.Close()
+	data := stream(1<<20, 3)
+	appendChunks(t, l, data)
+	st := l.Stats()
+	if st.Bytes > 256<<10+64<<10 || st.Bytes < 256<<10 {
+		t.Fatalf("%d bytes kept, want about 256 KiB", st.Bytes)
+	}
+	if got := readAll(t, l, st.First); !bytes.Equal(got, data[st.First-1:]) {
+		t.Fatal("retained bytes differ")
+	}
+	if _, err := old.WriteTo(io.Discard, 100); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("reader at a removed offset: %v, want ErrNotHeld", err)
+	}
+	if _, err := l.NewReader(1); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("NewReader at a removed offset: %v", err)
+	}
+}
+
+// segFiles returns the log's segment files in dir, oldest first.
+func segFiles(t *testing.T, dir, ext string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no %s files in %s: %v", ext, dir, err)
+	}
+	return m
+}
+
+// flip inverts one byte of a file.
+func flip(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecoveryCutsAtCorruption: a byte flipped in the newest segment while
+// the log is closed ends the log at the record holding it; the bytes before
+// are kept and the ones after are never served, and appends continue from
+// the cut.
+func TestRecoveryCutsAtCorruption(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 1 << 30, SegmentBytes: 64 << 10}
+	l, _ := openDir(t, dir, opts)
+	if err := l.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	data := stream(220<<10, 4)                 // the newest segment: records of 8 KiB, 10 KiB, 10 KiB
+	for i := 0; i < len(data); i += 10 << 10 { // records of 10 KiB
+		if err := l.Append(data[i:i+10<<10], true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	segs := segFiles(t, dir, segExt)
+	newest := segs[len(segs)-1]
+	var newestFirst int64
+	for _, s := range segs[:len(segs)-1] {
+		fi, _ := os.Stat(s)
+		newestFirst += fi.Size()
+	}
+	flip(t, newest, 15<<10) // in the newest segment's second record
+
+	l2, rec := openDir(t, dir, opts)
+	wantEnd := newestFirst + 8<<10
+	if _, last := l2.Bounds(); last != wantEnd {
+		t.Fatalf("recovered end %d, want %d (the record before the flipped one)", last, wantEnd)
+	}
+	if rec.Problem == "" || !strings.Contains(rec.Problem, "checksum") || rec.Cut != int64(len(data))-wantEnd {
+		t.Fatalf("recovery %+v, want a checksum problem and %d bytes cut", rec, int64(len(data))-wantEnd)
+	}
+	if got := readAll(t, l2, 1); !bytes.Equal(got, data[:wantEnd]) {
+		t.Fatal("recovered bytes differ")
+	}
+	fresh := stream(30<<10, 5)
+	if err := l2.Append(fresh, true); err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Clone(data[:wantEnd]), fresh...)
+	if got := readAll(t, l2, 1); !bytes.Equal(got, want) {
+		t.Fatal("appends after the cut differ")
+	}
+}
+
+// TestRecoveryTornTail: bytes written without their checksum entry (a crash
+// between the two writes) are cut; so is a torn entry.
+func TestRecoveryTornTail(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
+	l.Reset(testID, 50)
+	data := stream(30<<10, 6)
+	l.Append(data, true)
+	l.Close()
+	seg := segFiles(t, dir, segExt)[0]
+	crc := segFiles(t, dir, crcExt)[0]
+	f, _ := os.OpenFile(seg, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte("bytes with no entry"))
+	f.Close()
+	f, _ = os.OpenFile(crc, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{1, 2, 3}) // a torn entry
+	f.Close()
+
+	l2, rec := openDir(t, dir, Options{MaxBytes: 1 << 30})
+	if _, last := l2.Bounds(); last != 50+int64(len(data)) {
+		t.Fatalf("end %d, want %d", last, 50+len(data))
+	}
+	if rec.Cut != int64(len("bytes with no entry")) {
+		t.Fatalf("recovery %+v", rec)
+	}
+	if fi, _ := os.Stat(seg); fi.Size() != int64(len(data)) {
+		t.Fatalf("segment file not cut back: %d bytes", fi.Size())
+	}
+}
+
+// TestRecoveryMissingPieces: a missing middle segment ends the log before
+// it; a bad meta.json starts an empty log and removes the segments; stray
+// files are removed and others left alone.
+func TestRecoveryMissingPieces(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 1 << 30, SegmentBytes: 64 << 10}
+	l, _ := openDir(t, dir, opts)
+	l.Reset(testID, 0)
+	appendChunks(t, l, stream(300<<10, 9))
+	l.Close()
+	segs := segFiles(t, dir, segExt)
+	os.Remove(segs[2])
+	os.WriteFile(filepath.Join(dir, "00000000000000000099.seg"), []byte("stray"), 0o600)
+	os.WriteFile(filepath.Join(dir, "unrelated.txt"), []byte("keep"), 0o600)
+
+	l2, rec := openDir(t, dir, opts)
+	fi0, _ := os.Stat(segs[0])
+	fi1, _ := os.Stat(segs[1])
+	if _, last := l2.Bounds(); last != fi0.Size()+fi1.Size() {
+		t.Fatalf("end %d, want %d (the two segments before the missing one)", last, fi0.Size()+fi1.Size())
+	}
+	if rec.Problem == "" {
+		t.Fatal("no problem reported for a missing segment")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "00000000000000000099.seg")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("stray segment file not removed")
+	}
+	if _, err := os.Stat(segs[3]); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("segment after the missing one not removed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unrelated.txt")); err != nil {
+		t.Fatal("a file not the log's was removed")
+	}
+	l2.Close()
+
+	os.WriteFile(filepath.Join(dir, metaName), []byte(`{"version":1,"replid":"../../etc"}`), 0o600)
+	l3, rec := openDir(t, dir, opts)
+	if rec.Problem == "" || l3.Identity().ReplID != "" {
+		t.Fatalf("bad meta.json: recovery %+v, identity %+v", rec, l3.Identity())
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(m) != 0 {
+		t.Fatalf("segments left after a bad meta.json: %v", m)
+	}
+}
+
+// TestReaderRefusesCorruption: bytes that go bad on disk after recovery are
+// an error for the reader, never sent.
+func TestReaderRefusesCorruption(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
+	l.Reset(testID, 0)
+	data := stream(20<<10, 10)
+	l.Append(data, true)
+	flip(t, segFiles(t, dir, segExt)[0], 100)
+	r, _ := l.NewReader(1)
+	defer r.Close()
+	var out bytes.Buffer
+	if n, err := r.WriteTo(&out, 1<<20); !errors.Is(err, ErrCorrupt) || n != 0 || out.Len() != 0 {
+		t.Fatalf("WriteTo over a flipped byte: %d bytes, %v", n, err)
+	}
+}
+
+// TestIdentityAndReset: SetIdentity survives a reopen; Reset drops the old
+// generation's files.
+func TestIdentityAndReset(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
+	l.Reset(testID, 0)
+	l.Append(stream(1000, 1), true)
+	id2 := Identity{ReplID: strings.Repeat("b", 40), ReplID2: testID.ReplID, SecondOffset: 1001}
+	if err := l.SetIdentity(id2); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l2, _ := openDir(t, dir, Options{MaxBytes: 1 << 30})
+	if l2.Identity() != id2 {
+		t.Fatalf("identity %+v, want %+v", l2.Identity(), id2)
+	}
+	if err := l2.Reset(testID, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if first, last := l2.Bounds(); first != 5001 || last != 5000 {
+		t.Fatalf("after Reset: %d, %d", first, last)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(m) != 0 {
+		t.Fatalf("old generation's segments left: %v", m)
+	}
+	// A reader of the old generation must not read the new one's bytes at
+	// the same offsets.
+	stale, err := l2.NewReader(5001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	l2.Reset(testID, 0)
+	l2.Append(stream(10000, 3), true)
+	if _, err := stale.WriteTo(io.Discard, 100); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("reader across a Reset: %v, want ErrNotHeld", err)
+	}
+	if first, last := l2.Bounds(); first != 1 || last != 10000 {
+		t.Fatalf("after Reset: %d, %d", first, last)
+	}
+}
+
+// faultFS fails writes (and syncs) while failing is set.
+type faultFS struct {
+	FS
+	mu      sync.Mutex
+	failing bool
+}
+
+func (f *faultFS) fail(on bool) { f.mu.Lock(); f.failing = on; f.mu.Unlock() }
+func (f *faultFS) broken() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.failing }
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE) != 0 && f.broken() {
+		return nil, errors.New("injected: no space left on device")
+	}
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return faultFile{file, f}, nil
+}
+
+type faultFile struct {
+	File
+	fs *faultFS
+}
+
+func (f faultFile) Write(p []byte) (int, error) {
+	if f.fs.broken() {
+		return 0, errors.New("injected: no space left on device")
+	}
+	return f.File.Write(p)
+}
+
+func (f faultFile) Sync() error {
+	if f.fs.broken() {
+		return errors.New("injected: input/output error")
+	}
+	return f.File.Sync()
+}
+
+// TestFaultsAreSticky: a failing disk makes Append fail and keep failing
+// (a failed fsync is not retried on the same file); the bytes before the
+// failure stay readable; Reset, once the disk works, starts over.
+func TestFaultsAreSticky(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	ffs := &faultFS{FS: RootFS{root}}
+	l, _ := openDir(t, dir, Options{FS: ffs, MaxBytes: 1 << 30})
+	l.Reset(testID, 0)
+	data := stream(10<<10, 2)
+	if err := l.Append(data, true); err != nil {
+		t.Fatal(err)
+	}
+	ffs.fail(true)
+	if err := l.Sync(); err == nil {
+		t.Fatal("Sync on a failing disk succeeded")
+	}
+	ffs.fail(false)
+	if err := l.Append([]byte("more"), true); err == nil || l.Err() == nil {
+		t.Fatal("Append after a failed sync succeeded: the failure must be sticky")
+	}
+	if got := readAll(t, l, 1); !bytes.Equal(got, data) {
+		t.Fatal("bytes before the failure unreadable")
+	}
+	if err := l.Reset(testID, 20000); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte("after"), true); err != nil || l.Err() != nil {
+		t.Fatalf("Append after Reset: %v", err)
+	}
+}
+
+// TestRecoveryEndsAtCommandBoundary: records appended after the last one that
+// ends a command are cut at recovery (a PSYNC from the end must ask for whole
+// commands), across segments; with no boundary at all the log is empty and
+// starts where it did.
+func TestRecoveryEndsAtCommandBoundary(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 1 << 30, SegmentBytes: 64 << 10}
+	l, _ := openDir(t, dir, opts)
+	l.Reset(testID, 100)
+	data := stream(200<<10, 11)
+	l.Append(data[:50<<10], true)
+	l.Append(data[50<<10:], false) // spans three more segments
+	l.Close()
+	l2, rec := openDir(t, dir, opts)
+	if first, last := l2.Bounds(); first != 101 || last != 100+50<<10 {
+		t.Fatalf("Bounds %d, %d, want 101, %d", first, last, 100+50<<10)
+	}
+	if rec.Unfinished != 150<<10 || rec.Problem != "" || rec.Verified != 50<<10 {
+		t.Fatalf("recovery %+v", rec)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(m) != 1 {
+		t.Fatalf("segments after the cut: %v, want 1", m)
+	}
+	more := stream(10<<10, 12)
+	l2.Append(more, true)
+	if got := readAll(t, l2, 101); !bytes.Equal(got, append(bytes.Clone(data[:50<<10]), more...)) {
+		t.Fatal("bytes after the cut and an append differ")
+	}
+	l2.Reset(testID, 7)
+	l2.Append(data[:1000], false)
+	l2.Close()
+	l3, rec := openDir(t, dir, opts)
+	if first, last := l3.Bounds(); first != 8 || last != 7 || rec.Unfinished != 1000 {
+		t.Fatalf("no boundary: Bounds %d, %d, recovery %+v", first, last, rec)
+	}
+}

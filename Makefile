@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzMemToLL -fuzztime $(FUZZTIME) ./proxy/config/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./streamlog/
 
 # demo starts a real primary, replproxy and three real replicas of the proxy on
 # 127.0.0.1, writes data to the primary and checks that every replica matches it.

@@ -71,19 +71,18 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // replInfo returns one field of INFO replication, "" on error.
-func replInfo(c *redis.Client, field string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "replication").Result()
-	if err != nil {
-		return ""
+func replInfo(c *redis.Client, field string) string { return infoField(c, field) }
+
+// redisArgsIn returns a function giving a test redis-server's arguments:
+// port, a working dir named sub under dir, no persistence, immediate
+// diskless syncs, DEBUG allowed, then extra.
+func redisArgsIn(dir string) func(port int, sub string, extra ...string) []string {
+	return func(port int, sub string, extra ...string) []string {
+		d := filepath.Join(dir, sub)
+		os.MkdirAll(d, 0o755)
+		return append([]string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", d, "--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"}, extra...)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // TestSIGTERMDrainsReplicas runs primary → replproxy (the real main, in a
@@ -94,12 +93,7 @@ func replInfo(c *redis.Client, field string) string {
 func TestSIGTERMDrainsReplicas(t *testing.T) {
 	redisBin := needRedis(t)
 	dir := t.TempDir()
-	redisArgs := func(port int, sub string, extra ...string) []string {
-		d := filepath.Join(dir, sub)
-		os.MkdirAll(d, 0o755)
-		return append([]string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", d, "--repl-diskless-sync-delay", "0"}, extra...)
-	}
+	redisArgs := redisArgsIn(dir)
 	pPort, xPort, rPort := freePort(t), freePort(t), freePort(t)
 	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
 	proxyCmd := exec.Command(os.Args[0], "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),

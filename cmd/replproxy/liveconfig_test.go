@@ -51,12 +51,7 @@ func TestLiveConfig(t *testing.T) {
 	redisBin := needRedis(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	redisArgs := func(port int, sub string, extra ...string) []string {
-		d := filepath.Join(dir, sub)
-		os.MkdirAll(d, 0o755)
-		return append([]string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", d, "--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"}, extra...)
-	}
+	redisArgs := redisArgsIn(dir)
 	pPort, xPort, rPort := freePort(t), freePort(t), freePort(t)
 	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
 

@@ -24,12 +24,7 @@ import (
 func TestSIGKILLRestartNoFullSync(t *testing.T) {
 	redisBin := needRedis(t)
 	dir := t.TempDir()
-	redisArgs := func(port int, sub string, extra ...string) []string {
-		d := filepath.Join(dir, sub)
-		os.MkdirAll(d, 0o755)
-		return append([]string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", d, "--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"}, extra...)
-	}
+	redisArgs := redisArgsIn(dir)
 	pPort, xPort := freePort(t), freePort(t)
 	// The primary's backlog must cover the proxy's absence, as for any
 	// replica that reconnects: what it no longer holds needs a full sync.

@@ -138,34 +138,25 @@ func (r *results) drawCharts() (map[string]string, error) {
 		}
 	}
 	if s := r.streaming; s != nil {
-		for _, size := range r.opts.sizes {
-			primary := map[topology]*series{}
-			relay := map[topology]*series{}
-			for _, t := range topologies {
-				primary[t] = &series{name: t.String()}
-				relay[t] = &series{name: t.String()}
-			}
-			for _, pt := range s.points {
-				if pt.point.valueSize != size {
-					continue
-				}
-				x := float64(pt.point.replicas)
-				ps := primary[pt.point.topology]
-				ps.xs, ps.ys = append(ps.xs, x), append(ps.ys, pt.primaryCPUGB)
-				if pt.point.topology != direct {
-					rs := relay[pt.point.topology]
-					rs.xs, rs.ys = append(rs.xs, x), append(rs.ys, pt.relayCPUReplicaGB)
-				}
-			}
+		for _, size := range s.sizes() {
+			primary, relay := s.seriesAt(size)
 			if err := draw(fmt.Sprintf("streaming-primary-%d", size), "streaming-primary-"+fileSize(size), func(path string) error {
 				return lineChart(path, fmt.Sprintf("Primary CPU per GB of stream, %s values", sizeName(size)),
-					"replicas", "CPU s / GB", []series{*primary[direct], *primary[chained], *primary[proxied]})
+					"replicas", "CPU s / GB", primary)
 			}); err != nil {
 				return nil, err
 			}
 			if err := draw(fmt.Sprintf("streaming-relay-%d", size), "streaming-relay-"+fileSize(size), func(path string) error {
 				return lineChart(path, fmt.Sprintf("Relay CPU per replica-GB, %s values", sizeName(size)),
-					"replicas", "CPU s / (GB × replicas)", []series{*relay[chained], *relay[proxied]})
+					"replicas", "CPU s / (GB × replicas)", relay)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if labels, vals := s.variantBars(r.opts); len(labels) > 1 {
+			if err := draw("variants", "streaming-variants", func(path string) error {
+				return barChart(path, fmt.Sprintf("Relay CPU per replica-GB by variant, N=%d, %s values", profileN(r.opts), sizeName(r.opts.tlsSize)),
+					"CPU s / (GB × replicas)", labels, []string{"relay"}, [][]float64{vals})
 			}); err != nil {
 				return nil, err
 			}
@@ -199,4 +190,54 @@ func (r *results) drawCharts() (map[string]string, error) {
 		}
 	}
 	return charts, nil
+}
+
+// seriesName is a chart legend entry: the topology, and the variant unless
+// it is plain.
+func seriesName(p streamPoint) string {
+	if p.variant == plain.name {
+		return p.topology.String()
+	}
+	return p.topology.String() + ", " + p.variant
+}
+
+// seriesAt is one line per topology and variant over N at one value size:
+// primary CPU per GB (all) and relay CPU per replica-GB (not direct).
+func (s *streamingResult) seriesAt(size int) (primary, relay []series) {
+	pi, ri := map[string]int{}, map[string]int{}
+	add := func(ss *[]series, idx map[string]int, name string, x float64, y sample.Summary) {
+		i, ok := idx[name]
+		if !ok {
+			i = len(*ss)
+			idx[name] = i
+			*ss = append(*ss, series{name: name})
+		}
+		(*ss)[i].xs, (*ss)[i].ys = append((*ss)[i].xs, x), append((*ss)[i].ys, y)
+	}
+	for _, pt := range s.points {
+		if pt.point.valueSize != size {
+			continue
+		}
+		x, name := float64(pt.point.replicas), seriesName(pt.point)
+		add(&primary, pi, name, x, pt.primaryCPUGB)
+		if pt.point.topology != direct {
+			add(&relay, ri, name, x, pt.relayCPUReplicaGB)
+		}
+	}
+	return primary, relay
+}
+
+// variantBars are the relays' CPU per replica-GB at the TLS row's N and
+// size, one bar per relay and variant measured there.
+func (s *streamingResult) variantBars(o *options) (labels []string, vals []float64) {
+	n, size := profileN(o), o.tlsSize
+	for _, p := range []streamPoint{
+		{chained, plain.name, n, size}, {chained, withTLS.name, n, size},
+		{proxied, logOn.name, n, size}, {proxied, logOff.name, n, size}, {proxied, withTLS.name, n, size},
+	} {
+		if pt, ok := s.find(p); ok {
+			labels, vals = append(labels, seriesName(p)), append(vals, pt.relayCPUReplicaGB.Median)
+		}
+	}
+	return labels, vals
 }

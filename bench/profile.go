@@ -76,7 +76,7 @@ func runProfile(ctx context.Context, o *options, proxyBin, tmp string) *profileR
 		logf("profile: skipped: %s", res.skipped)
 		return res
 	}
-	args := []string{"report", "-i", data, "--stdio", "--no-children", "--sort", "dso,symbol", "-g", "none", "--percent-limit", "0.5"}
+	args := []string{"report", "-i", data, "--stdio", "--no-children", "--sort", "dso,symbol", "-g", "none", "-F", "overhead,dso,sym", "--percent-limit", "0.5"}
 	out, err := exec.CommandContext(ctx, perf, args...).Output()
 	if err != nil {
 		res.skipped = fmt.Sprintf("perf report: %v", err)

@@ -155,7 +155,8 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	p("- *relay CPU/replica-GB*: the relay's CPU seconds ÷ (stream GB × N).")
 	p("- *lag*: time from the load's end until every replica's offset equals the primary's.")
 	p("- *load CPU/GB*: the harness process (the load generator) per GB; it shares the machine.")
-	p("- *resyncs*: full syncs on the primary during the load, summed over the runs (should be 0).")
+	p("- *resyncs*: full syncs on the primary and full or partial resyncs served by the relay during")
+	p("  the load, summed over the runs (should be 0: a replica that lost its link counts one).")
 	p("- *variant*: the proxy with its durable stream log on (its default, `repl-log-size 1gb`) or")
 	p("  off (`--repl-log-size 0`); *TLS*: every replication link (primary → relay → replicas, or")
 	p("  primary → replicas) over TLS, with the proxy's log on. The load itself and the harness's")
@@ -319,7 +320,7 @@ func (r *results) profileMarkdown(p printer) {
 		p("No profile of the proxy: %s.", x.skipped)
 		return
 	}
-	p("Where the proxy's CPU goes at the %s, N=%d, %s values point (`-profile`: one more run of that", variantLabel(x.point), x.point.replicas, sizeName(x.point.valueSize))
+	p("Where the proxy's CPU goes at the proxied (%s), N=%d, %s values point (`-profile`: one more run of that", x.point.variant, x.point.replicas, sizeName(x.point.valueSize))
 	p("point, relay %.2f s/replica-GB in it, recorded while the load ran and the replicas caught up).", perGB(x.run.relayCPU, x.run.bytes*int64(x.point.replicas)))
 	p("The proxy has no pprof endpoint, so it is sampled with perf, which reads the Go symbols of the")
 	p("binary; self time by symbol, entries above 0.5%%:")
@@ -354,6 +355,12 @@ func (r *results) summary() string {
 			p("  N=%d %-7s %-7s primary: direct %.2f chained %.2f proxied %.2f | relay: chained %.2f proxy %.2f (%.2f×)",
 				g.replicas, sizeName(g.valueSize), g.variant, d.primaryCPUGB.Median, c.primaryCPUGB.Median, x.primaryCPUGB.Median,
 				c.relayCPUReplicaGB.Median, x.relayCPUReplicaGB.Median, g.proxyVsChained)
+		}
+		for _, pt := range s.points {
+			if pt.extraSyncs > 0 {
+				p("  WARNING: %d resync(s) during the load at %s (%s) N=%d %s; lag %s s",
+					pt.extraSyncs, pt.point.topology, pt.point.variant, pt.point.replicas, sizeName(pt.point.valueSize), fmtS(pt.lag, 1))
+			}
 		}
 		for _, c := range s.logCosts() {
 			p("  stream log's cost, N=%d %s: proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -53,7 +54,7 @@ type streamRun struct {
 	relayCPU    time.Duration
 	loadCPU     time.Duration // the harness process, which generates the load
 	relayHWM    int64         // peak RSS of the relay, bytes
-	extraSyncs  int64         // full syncs on the primary beyond the expected
+	extraSyncs  int64         // full syncs on the primary, and resyncs the relay served, during the load
 	digestsSame bool
 }
 
@@ -179,7 +180,7 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64
 	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...); err != nil {
 		return run, err
 	}
-	syncs0, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	syncs0, err := resyncs(ctx, s)
 	if err != nil {
 		return run, err
 	}
@@ -234,13 +235,35 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64
 			return run, err
 		}
 	}
-	syncs1, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	syncs1, err := resyncs(ctx, s)
 	if err != nil {
 		return run, err
 	}
 	run.extraSyncs = syncs1 - syncs0
 	run.digestsSame, err = digestsEqual(ctx, s)
 	return run, err
+}
+
+// resyncs counts the full syncs the primary served and the full and
+// partial resyncs the relay (when there is one) served: a replica that
+// dropped its link during the load shows as one more.
+func resyncs(ctx context.Context, s *servers) (int64, error) {
+	n, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	if err != nil || s.relay == nil {
+		return n, err
+	}
+	f, err := s.relay.Info(ctx, "stats")
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range []string{"sync_full", "sync_partial_ok"} {
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: INFO stats %s = %q", s.relay.Name, k, f[k])
+		}
+		n += v
+	}
+	return n, nil
 }
 
 // readCPUs reads the CPU of the primary and, when there is one, the relay.

@@ -234,6 +234,7 @@ func (s *streamingResult) variantBars(o *options) (labels []string, vals []float
 	for _, p := range []streamPoint{
 		{chained, plain.name, n, size}, {chained, withTLS.name, n, size},
 		{proxied, logOn.name, n, size}, {proxied, logOff.name, n, size}, {proxied, withTLS.name, n, size},
+		{proxied, tlsLogOff.name, n, size},
 	} {
 		if pt, ok := s.find(p); ok {
 			labels, vals = append(labels, seriesName(p)), append(vals, pt.relayCPUReplicaGB.Median)

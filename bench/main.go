@@ -305,7 +305,7 @@ func (o *options) plan() string {
 		pts := streamPoints(o)
 		p("streaming: %d points × %d runs, %d MiB each:", len(pts), o.reps, o.streamMB)
 		for _, pt := range pts {
-			p("  %-7s %-7s N=%d %s", pt.topology, pt.variant, pt.replicas, sizeName(pt.valueSize))
+			p("  %-7s %-12s N=%d %s", pt.topology, pt.variant, pt.replicas, sizeName(pt.valueSize))
 		}
 		if o.profile {
 			p("  profile: one more run, proxied log on N=%d %s, under perf record", profileN(o), sizeName(profileSize(o)))

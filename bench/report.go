@@ -159,8 +159,9 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	p("  the load, summed over the runs (should be 0: a replica that lost its link counts one).")
 	p("- *variant*: the proxy with its durable stream log on (its default, `repl-log-size 1gb`) or")
 	p("  off (`--repl-log-size 0`); *TLS*: every replication link (primary → relay → replicas, or")
-	p("  primary → replicas) over TLS, with the proxy's log on. The load itself and the harness's")
-	p("  INFO commands use the plain port, so only replication pays for TLS.")
+	p("  primary → replicas) over TLS, with the proxy's log on (*TLS*) or off (*TLS, log off*). The")
+	p("  load itself and the harness's INFO commands use the plain port, so only replication pays")
+	p("  for TLS.")
 	for _, size := range s.sizes() {
 		p("")
 		p("### %s values", sizeName(size))
@@ -367,8 +368,8 @@ func (r *results) summary() string {
 				c.replicas, sizeName(c.valueSize), c.perReplicaGB, c.on, c.off, c.perStreamGB)
 		}
 		for _, c := range s.tlsCosts() {
-			p("  TLS's cost, N=%d %s %-7s: relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
-				c.replicas, sizeName(c.valueSize), c.topology, c.relayText(), c.primaryTLS-c.primaryPlain, c.primaryPlain, c.primaryTLS)
+			p("  TLS's cost, N=%d %s %-7s (%s): relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
+				c.replicas, sizeName(c.valueSize), c.topology, c.variant, c.relayText(), c.primaryTLS-c.primaryPlain, c.primaryPlain, c.primaryTLS)
 		}
 	}
 	if f := r.fullsync; f != nil {

@@ -125,12 +125,14 @@ func TestStreamPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	pts := streamPoints(o)
-	// 2 N × 2 sizes × 3, log off at N=4 for both sizes, and the TLS row.
-	if len(pts) != 12+2+3 {
+	// 2 N × 2 sizes × 3, log off at N=4 for both sizes, and the TLS row
+	// (three topologies, and proxied with the log off).
+	if len(pts) != 12+2+4 {
 		t.Fatalf("quick points: %d: %+v", len(pts), pts)
 	}
 	for _, want := range []streamPoint{
 		{proxied, logOff.name, 4, 16384}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
+		{proxied, tlsLogOff.name, 4, 16384},
 	} {
 		if !slices.Contains(pts, want) {
 			t.Errorf("quick points lack %+v", want)
@@ -145,7 +147,7 @@ func TestStreamPoints(t *testing.T) {
 	if o, err = parseOptions(nil); err != nil {
 		t.Fatal(err)
 	}
-	if pts := streamPoints(o); len(pts) != 27+9+3 || len(restartVariants(o)) != 2 {
+	if pts := streamPoints(o); len(pts) != 27+9+4 || len(restartVariants(o)) != 2 {
 		t.Errorf("full: %d points, %d restart variants", len(pts), len(restartVariants(o)))
 	}
 	if _, err := parseOptions([]string{"-variants", "gzip"}); err == nil {

@@ -25,7 +25,8 @@ type streamPoint struct {
 
 // streamPoints are the points a run measures, in order: at every N and
 // size direct and chained (plain) and proxied with its log on, and with the
-// log off where o asks; then the TLS row, all three topologies over TLS.
+// log off where o asks; then the TLS row, all three topologies over TLS,
+// and proxied over TLS with its log off too when o measures log off.
 func streamPoints(o *options) []streamPoint {
 	var out []streamPoint
 	for _, n := range o.replicas {
@@ -40,6 +41,9 @@ func streamPoints(o *options) []streamPoint {
 	if o.tlsN > 0 {
 		for _, t := range topologies {
 			out = append(out, streamPoint{t, withTLS.name, o.tlsN, o.tlsSize})
+		}
+		if o.withLogOff {
+			out = append(out, streamPoint{proxied, tlsLogOff.name, o.tlsN, o.tlsSize})
 		}
 	}
 	return out
@@ -125,7 +129,7 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 				return nil, fmt.Errorf("streaming %s (%s), %d replicas, %d B values, run %d: %w",
 					p.topology, p.variant, p.replicas, p.valueSize, rep, err)
 			}
-			logf("streaming run %d %-7s %-7s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
+			logf("streaming run %d %-7s %-12s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
 				rep, p.topology, p.variant, p.replicas, p.valueSize, float64(r.bytes)/1e6, r.elapsed.Seconds(),
 				perGB(r.primaryCPU, r.bytes), perGB(r.relayCPU, r.bytes*int64(p.replicas)), r.lag.Seconds())
 			runs[p] = append(runs[p], r)

@@ -25,24 +25,26 @@ func (t topology) String() string {
 
 // variant is one configuration of the servers under a topology: the proxy's
 // durable history log on (its default, repl-log-size 1gb) or off, and TLS on
-// every replication link. Direct and chained runs have no proxy, so only
-// TLS changes them: they run under plain or withTLS.
+// every replication link with the log on or off. Direct and chained runs
+// have no proxy, so only TLS changes them: they run under plain or withTLS.
 type variant struct {
 	name      string
 	proxyArgs []string // extra replproxy arguments
 	tls       bool     // every replication link over TLS (cluster.EnableTLS)
+	twin      string   // under TLS: the proxied variant that differs only by TLS
 }
 
 var (
-	plain   = variant{name: "plain"}
-	logOn   = variant{name: "log on"}
-	logOff  = variant{name: "log off", proxyArgs: []string{"--repl-log-size", "0"}}
-	withTLS = variant{name: "TLS", tls: true} // the proxy with its log on
+	plain     = variant{name: "plain"}
+	logOn     = variant{name: "log on"}
+	logOff    = variant{name: "log off", proxyArgs: []string{"--repl-log-size", "0"}}
+	withTLS   = variant{name: "TLS", tls: true, twin: logOn.name}
+	tlsLogOff = variant{name: "TLS, log off", tls: true, proxyArgs: logOff.proxyArgs, twin: logOff.name}
 )
 
 // variantNamed is the variant of a name; names key the streaming points.
 func variantNamed(name string) variant {
-	for _, v := range []variant{plain, logOn, logOff, withTLS} {
+	for _, v := range []variant{plain, logOn, logOff, withTLS, tlsLogOff} {
 		if v.name == name {
 			return v
 		}

@@ -58,6 +58,7 @@ func (s *streamingResult) logCosts() []logCost {
 // same topology plain (the proxy with its log on) and over TLS.
 type tlsCost struct {
 	topology                 topology
+	variant                  string
 	replicas, valueSize      int
 	primaryPlain, primaryTLS float64 // s/GB of stream
 	relayPlain, relayTLS     float64 // s/replica-GB; direct has none
@@ -74,19 +75,20 @@ func (c tlsCost) relayText() string {
 func (s *streamingResult) tlsCosts() []tlsCost {
 	var out []tlsCost
 	for _, pt := range s.points {
-		if pt.point.variant != withTLS.name {
+		v := variantNamed(pt.point.variant)
+		if !v.tls {
 			continue
 		}
 		base := plain.name
 		if pt.point.topology == proxied {
-			base = logOn.name
+			base = v.twin
 		}
 		b, ok := s.find(streamPoint{pt.point.topology, base, pt.point.replicas, pt.point.valueSize})
 		if !ok {
 			continue
 		}
 		out = append(out, tlsCost{
-			topology: pt.point.topology, replicas: pt.point.replicas, valueSize: pt.point.valueSize,
+			topology: pt.point.topology, variant: pt.point.variant, replicas: pt.point.replicas, valueSize: pt.point.valueSize,
 			primaryPlain: b.primaryCPUGB.Median, primaryTLS: pt.primaryCPUGB.Median,
 			relayPlain: b.relayCPUReplicaGB.Median, relayTLS: pt.relayCPUReplicaGB.Median,
 			hasRelay: pt.point.topology != direct,
@@ -117,17 +119,17 @@ func (r *results) variantsMarkdown(p printer, charts map[string]string) {
 		p("")
 	}
 	if len(tlss) > 0 {
-		p("TLS: each topology over TLS against the same topology without it (the proxy with its log")
-		p("on in both), medians:")
+		p("TLS: each topology over TLS against the same topology without it (the proxy with the same")
+		p("log setting), medians:")
 		p("")
-		p("| N | value | topology | primary s/GB plain | TLS | relay s/replica-GB plain | TLS | relay's TLS cost s/replica-GB |")
-		p("|---:|---:|---|---:|---:|---:|---:|---:|")
+		p("| N | value | topology | variant | primary s/GB plain | TLS | relay s/replica-GB plain | TLS | relay's TLS cost s/replica-GB |")
+		p("|---:|---:|---|---|---:|---:|---:|---:|---:|")
 		for _, c := range tlss {
 			rp, rt, rd := "–", "–", "–"
 			if c.hasRelay {
 				rp, rt, rd = fmt.Sprintf("%.2f", c.relayPlain), fmt.Sprintf("%.2f", c.relayTLS), fmt.Sprintf("%+.2f", c.relayTLS-c.relayPlain)
 			}
-			p("| %d | %s | %s | %.2f | %.2f | %s | %s | %s |", c.replicas, sizeName(c.valueSize), c.topology,
+			p("| %d | %s | %s | %s | %.2f | %.2f | %s | %s | %s |", c.replicas, sizeName(c.valueSize), c.topology, c.variant,
 				c.primaryPlain, c.primaryTLS, rp, rt, rd)
 		}
 	}

@@ -71,7 +71,7 @@ func lineChart(path, title, xLabel, yLabel string, ss []series) error {
 	// the legend.
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min, p.X.Max = 0, p.X.Max+1
-	p.Y.Max = top * 1.35
+	p.Y.Max = top * (1.15 + 0.1*float64(len(ss)))
 	p.Add(plotter.NewGrid())
 	return p.Save(chartW, chartH, path)
 }
@@ -156,7 +156,7 @@ func (r *results) drawCharts() (map[string]string, error) {
 		if labels, vals := s.variantBars(r.opts); len(labels) > 1 {
 			if err := draw("variants", "streaming-variants", func(path string) error {
 				return barChart(path, fmt.Sprintf("Relay CPU per replica-GB by variant, N=%d, %s values", profileN(r.opts), sizeName(r.opts.tlsSize)),
-					"CPU s / (GB × replicas)", labels, []string{"relay"}, [][]float64{vals})
+					"CPU s / (GB × replicas)", labels, []string{"relay CPU (median)"}, [][]float64{vals})
 			}); err != nil {
 				return nil, err
 			}
@@ -201,7 +201,7 @@ func seriesName(p streamPoint) string {
 	return p.topology.String() + ", " + p.variant
 }
 
-// seriesAt is one line per topology and variant over N at one value size:
+// seriesAt is one line per topology and variant (TLS aside) over N at one value size:
 // primary CPU per GB (all) and relay CPU per replica-GB (not direct).
 func (s *streamingResult) seriesAt(size int) (primary, relay []series) {
 	pi, ri := map[string]int{}, map[string]int{}
@@ -215,7 +215,8 @@ func (s *streamingResult) seriesAt(size int) (primary, relay []series) {
 		(*ss)[i].xs, (*ss)[i].ys = append((*ss)[i].xs, x), append((*ss)[i].ys, y)
 	}
 	for _, pt := range s.points {
-		if pt.point.valueSize != size {
+		// The TLS row is one N: it has the variants bar chart instead.
+		if pt.point.valueSize != size || variantNamed(pt.point.variant).tls {
 			continue
 		}
 		x, name := float64(pt.point.replicas), seriesName(pt.point)
@@ -237,7 +238,7 @@ func (s *streamingResult) variantBars(o *options) (labels []string, vals []float
 		{proxied, tlsLogOff.name, n, size},
 	} {
 		if pt, ok := s.find(p); ok {
-			labels, vals = append(labels, seriesName(p)), append(vals, pt.relayCPUReplicaGB.Median)
+			labels, vals = append(labels, p.topology.String()+"\n"+p.variant), append(vals, pt.relayCPUReplicaGB.Median)
 		}
 	}
 	return labels, vals

@@ -76,26 +76,43 @@ func runProfile(ctx context.Context, o *options, proxyBin, tmp string) *profileR
 		logf("profile: skipped: %s", res.skipped)
 		return res
 	}
-	args := []string{"report", "-i", data, "--stdio", "--no-children", "--sort", "dso,symbol", "-g", "none", "-F", "overhead,dso,sym", "--percent-limit", "0.5"}
-	out, err := exec.CommandContext(ctx, perf, args...).Output()
-	if err != nil {
-		res.skipped = fmt.Sprintf("perf report: %v", err)
-		logf("profile: skipped: %s", res.skipped)
-		return res
-	}
-	res.command = "perf record -g -p <proxy pid> (the streaming window); perf " + strings.Join(args[:1], " ") + " " + strings.Join(args[3:], " ")
+	// Two views: the share of each binary (the kernel's is the system
+	// calls: socket and log-file writes), then self time by symbol.
 	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.TrimSpace(l) == "" || (strings.HasPrefix(l, "#") && !strings.Contains(l, "Overhead")) {
-			continue
+	for _, sortBy := range []string{"overhead,dso", "overhead,dso,sym"} {
+		args := []string{"report", "-i", data, "--stdio", "--no-children", "--sort", sortBy, "-g", "none", "--percent-limit", "0.5"}
+		out, err := exec.CommandContext(ctx, perf, args...).Output()
+		if err != nil {
+			res.skipped = fmt.Sprintf("perf report: %v", err)
+			logf("profile: skipped: %s", res.skipped)
+			return res
 		}
-		lines = append(lines, strings.TrimRight(l, " "))
-		if len(lines) == profileLines {
+		if len(lines) > 0 {
+			lines = append(lines, "")
+		}
+		lines = append(lines, reportTop(string(out), profileLines)...)
+	}
+	res.command = "perf record -g -p <proxy pid> (the streaming window); perf report --stdio --no-children -g none --percent-limit 0.5 --sort overhead,dso (then overhead,dso,sym)"
+	res.report = strings.Join(lines, "\n")
+	return res
+}
+
+// reportTop is the column header and the first n entries of a perf report.
+func reportTop(out string, n int) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, " ")
+		switch {
+		case l == "" || strings.HasPrefix(l, "# ."):
+		case strings.HasPrefix(l, "#") && !strings.Contains(l, "Overhead"):
+		default:
+			lines = append(lines, l)
+		}
+		if len(lines) == n+1 {
 			break
 		}
 	}
-	res.report = strings.Join(lines, "\n")
-	return res
+	return lines
 }
 
 // isInterrupt reports whether err is perf exiting on the SIGINT that

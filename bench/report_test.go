@@ -154,3 +154,12 @@ func TestStreamPoints(t *testing.T) {
 		t.Error("-variants gzip: no error")
 	}
 }
+
+func TestReportTop(t *testing.T) {
+	out := "# Samples: 29K\n#\n# Overhead  Shared Object\n# ........  .............\n#\n    86.48%  replproxy\n    13.52%  [kernel.kallsyms]\n\n#\n# (footer)\n"
+	got := reportTop(out, 1)
+	want := []string{"# Overhead  Shared Object", "    86.48%  replproxy"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reportTop = %q, want %q", got, want)
+	}
+}

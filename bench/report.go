@@ -330,7 +330,7 @@ func (r *results) profileMarkdown(p printer) {
 	p("    %s", x.command)
 	p("")
 	for _, l := range strings.Split(x.report, "\n") {
-		p("    %s", l)
+		p("%s", strings.TrimRight("    "+l, " "))
 	}
 }
 

@@ -36,6 +36,8 @@ redis:
 # writes bench/RESULTS.md with charts beside it. QUICK=1 is a run of a few
 # minutes; BENCH_ARGS passes more flags (go run ./bench -h lists them), e.g.
 #   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
+#   make bench BENCH_ARGS=-dry-run    # list the points a run measures
+#   make bench BENCH_ARGS=-profile    # add a perf profile of the proxy (needs perf)
 bench: redis
 	GO=$(GO) $(GO) run ./bench $(if $(QUICK),-quick) $(BENCH_ARGS)
 

@@ -71,7 +71,7 @@ func lineChart(path, title, xLabel, yLabel string, ss []series) error {
 	// the legend.
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min, p.X.Max = 0, p.X.Max+1
-	p.Y.Max = top * 1.35
+	p.Y.Max = top * (1.15 + 0.1*float64(len(ss)))
 	p.Add(plotter.NewGrid())
 	return p.Save(chartW, chartH, path)
 }
@@ -138,34 +138,25 @@ func (r *results) drawCharts() (map[string]string, error) {
 		}
 	}
 	if s := r.streaming; s != nil {
-		for _, size := range r.opts.sizes {
-			primary := map[topology]*series{}
-			relay := map[topology]*series{}
-			for _, t := range topologies {
-				primary[t] = &series{name: t.String()}
-				relay[t] = &series{name: t.String()}
-			}
-			for _, pt := range s.points {
-				if pt.point.valueSize != size {
-					continue
-				}
-				x := float64(pt.point.replicas)
-				ps := primary[pt.point.topology]
-				ps.xs, ps.ys = append(ps.xs, x), append(ps.ys, pt.primaryCPUGB)
-				if pt.point.topology != direct {
-					rs := relay[pt.point.topology]
-					rs.xs, rs.ys = append(rs.xs, x), append(rs.ys, pt.relayCPUReplicaGB)
-				}
-			}
+		for _, size := range s.sizes() {
+			primary, relay := s.seriesAt(size)
 			if err := draw(fmt.Sprintf("streaming-primary-%d", size), "streaming-primary-"+fileSize(size), func(path string) error {
 				return lineChart(path, fmt.Sprintf("Primary CPU per GB of stream, %s values", sizeName(size)),
-					"replicas", "CPU s / GB", []series{*primary[direct], *primary[chained], *primary[proxied]})
+					"replicas", "CPU s / GB", primary)
 			}); err != nil {
 				return nil, err
 			}
 			if err := draw(fmt.Sprintf("streaming-relay-%d", size), "streaming-relay-"+fileSize(size), func(path string) error {
 				return lineChart(path, fmt.Sprintf("Relay CPU per replica-GB, %s values", sizeName(size)),
-					"replicas", "CPU s / (GB × replicas)", []series{*relay[chained], *relay[proxied]})
+					"replicas", "CPU s / (GB × replicas)", relay)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if labels, vals := s.variantBars(r.opts); len(labels) > 1 {
+			if err := draw("variants", "streaming-variants", func(path string) error {
+				return barChart(path, fmt.Sprintf("Relay CPU per replica-GB by variant, N=%d, %s values", profileN(r.opts), sizeName(r.opts.tlsSize)),
+					"CPU s / (GB × replicas)", labels, []string{"relay CPU (median)"}, [][]float64{vals})
 			}); err != nil {
 				return nil, err
 			}
@@ -199,4 +190,56 @@ func (r *results) drawCharts() (map[string]string, error) {
 		}
 	}
 	return charts, nil
+}
+
+// seriesName is a chart legend entry: the topology, and the variant unless
+// it is plain.
+func seriesName(p streamPoint) string {
+	if p.variant == plain.name {
+		return p.topology.String()
+	}
+	return p.topology.String() + ", " + p.variant
+}
+
+// seriesAt is one line per topology and variant (TLS aside) over N at one value size:
+// primary CPU per GB (all) and relay CPU per replica-GB (not direct).
+func (s *streamingResult) seriesAt(size int) (primary, relay []series) {
+	pi, ri := map[string]int{}, map[string]int{}
+	add := func(ss *[]series, idx map[string]int, name string, x float64, y sample.Summary) {
+		i, ok := idx[name]
+		if !ok {
+			i = len(*ss)
+			idx[name] = i
+			*ss = append(*ss, series{name: name})
+		}
+		(*ss)[i].xs, (*ss)[i].ys = append((*ss)[i].xs, x), append((*ss)[i].ys, y)
+	}
+	for _, pt := range s.points {
+		// The TLS row is one N: it has the variants bar chart instead.
+		if pt.point.valueSize != size || variantNamed(pt.point.variant).tls {
+			continue
+		}
+		x, name := float64(pt.point.replicas), seriesName(pt.point)
+		add(&primary, pi, name, x, pt.primaryCPUGB)
+		if pt.point.topology != direct {
+			add(&relay, ri, name, x, pt.relayCPUReplicaGB)
+		}
+	}
+	return primary, relay
+}
+
+// variantBars are the relays' CPU per replica-GB at the TLS row's N and
+// size, one bar per relay and variant measured there.
+func (s *streamingResult) variantBars(o *options) (labels []string, vals []float64) {
+	n, size := profileN(o), o.tlsSize
+	for _, p := range []streamPoint{
+		{chained, plain.name, n, size}, {chained, withTLS.name, n, size},
+		{proxied, logOn.name, n, size}, {proxied, logOff.name, n, size}, {proxied, withTLS.name, n, size},
+		{proxied, tlsLogOff.name, n, size},
+	} {
+		if pt, ok := s.find(p); ok {
+			labels, vals = append(labels, p.topology.String()+"\n"+p.variant), append(vals, pt.relayCPUReplicaGB.Median)
+		}
+	}
+	return labels, vals
 }

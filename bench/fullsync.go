@@ -119,7 +119,7 @@ func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint)
 	if err != nil {
 		return run, err
 	}
-	if s.relay, err = startRelay(ctx, c, p.topology, plain, s.primary); err != nil {
+	if s.relay, err = startRelay(ctx, c, p.topology, logOn, s.primary); err != nil {
 		return run, err
 	}
 	if s.replicas, err = startReplicas(ctx, c, p.replicas, nil); err != nil {

@@ -53,6 +53,12 @@ type options struct {
 	restartMBs int
 	benchCount int
 	benchTime  string
+	withLogOff bool     // the log-off variant: streaming at logOff, and a restart section
+	logOff     []int    // streaming: replica counts measured with the proxy's log off too; nil: not measured
+	tlsN       int      // streaming: replicas of the TLS row; 0: no TLS row
+	tlsSize    int      // streaming: value size of the TLS row
+	profile    bool     // perf-record the proxy at one streaming point
+	dryRun     bool     // list the points and exit
 	note       string   // free text for RESULTS.md
 	args       []string // the flags that shape the figures, for RESULTS.md
 }
@@ -76,6 +82,12 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.restartN, "restart-replicas", 4, "restart: replicas behind the proxy")
 	restartRep := fs.Int("restart-reps", 0, "restart: runs (default 5; quick 2)")
 	fs.IntVar(&o.restartMBs, "restart-rate", 16, "restart: write load in MB/s during the kill")
+	variants := fs.String("variants", "log-off,tls", "streaming and restart variants beside the proxy's default (stream log on): log-off, tls; \"none\" for neither")
+	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
+	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
+	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
+	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run (proxied, log on, the TLS row's N and size) and quote the top of perf report")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
 	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
 	if err := fs.Parse(args); err != nil {
@@ -86,7 +98,7 @@ func parseOptions(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch {
-		case f.Name == "note" || f.Name == "go" || f.Name == "out":
+		case f.Name == "note" || f.Name == "go" || f.Name == "out" || f.Name == "dry-run":
 		case f.Value.String() == "true":
 			o.args = append(o.args, "-"+f.Name)
 		default:
@@ -121,6 +133,7 @@ func parseOptions(args []string) (*options, error) {
 		{&o.replicas, *replicas, "1,4,8", "1,4"},
 		{&o.sizes, *sizes, "512,16384,65536", "512,16384"},
 		{&o.syncN, *syncN, "1,4,8", "1,4"},
+		{&o.logOff, *logOff, "1,4,8", "4"},
 	}
 	for _, l := range lists {
 		s := l.flag
@@ -130,6 +143,27 @@ func parseOptions(args []string) (*options, error) {
 		if *l.dst, err = parseInts(s); err != nil {
 			return nil, err
 		}
+	}
+	withLogOff, withTLSRow := false, false
+	for _, v := range strings.Split(*variants, ",") {
+		switch v {
+		case "log-off":
+			withLogOff = true
+		case "tls":
+			withTLSRow = true
+		case "none":
+		default:
+			return nil, fmt.Errorf("-variants: unknown variant %q (log-off, tls, none)", v)
+		}
+	}
+	if o.withLogOff = withLogOff; !withLogOff {
+		o.logOff = nil
+	}
+	if !withTLSRow {
+		o.tlsN = 0
+	}
+	if o.tlsN < 0 || o.tlsSize <= 0 {
+		return nil, errors.New("-tls-replicas and -tls-size: want positive integers")
 	}
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
@@ -186,6 +220,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
+	if o.dryRun {
+		fmt.Print(o.plan())
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -234,9 +272,16 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 	}
+	if o.profile && o.sections["streaming"] {
+		r.profile = runProfile(ctx, o, proxyBin, tmp)
+	}
 	if o.sections["restart"] {
-		if r.restart, err = runRestart(ctx, o, proxyBin); err != nil {
-			return err
+		for _, v := range restartVariants(o) {
+			x, err := runRestart(ctx, o, proxyBin, v)
+			if err != nil {
+				return err
+			}
+			r.restart = append(r.restart, x)
 		}
 	}
 	r.finished = time.Now().UTC()
@@ -246,6 +291,35 @@ func run(ctx context.Context, o *options) error {
 	}
 	fmt.Print(r.summary())
 	return nil
+}
+
+// plan lists what a run with o would measure (-dry-run).
+func (o *options) plan() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("command: %s", o.command())
+	if o.sections["engine"] {
+		p("engine: replbuf benchmarks, -count %d -benchtime %s", o.benchCount, o.benchTime)
+	}
+	if o.sections["streaming"] {
+		pts := streamPoints(o)
+		p("streaming: %d points × %d runs, %d MiB each:", len(pts), o.reps, o.streamMB)
+		for _, pt := range pts {
+			p("  %-7s %-12s N=%d %s", pt.topology, pt.variant, pt.replicas, sizeName(pt.valueSize))
+		}
+		if o.profile {
+			p("  profile: one more run, proxied log on N=%d %s, under perf record", profileN(o), sizeName(profileSize(o)))
+		}
+	}
+	if o.sections["fullsync"] {
+		p("full sync: %d MiB, replicas %v, direct and proxied (log on), %d run(s) each", o.syncMB, o.syncN, o.syncReps)
+	}
+	if o.sections["restart"] {
+		for _, v := range restartVariants(o) {
+			p("restart: proxied (%s), %d replicas, %d MB/s, %d runs", v.name, o.restartN, o.restartMBs, o.restartRep)
+		}
+	}
+	return b.String()
 }
 
 func logf(format string, args ...any) {

@@ -19,7 +19,8 @@ type results struct {
 	engine            *engineResult
 	streaming         *streamingResult
 	fullsync          *fullSyncResult
-	restart           *restartResult
+	restart           []*restartResult // one per variant
+	profile           *profileResult
 }
 
 // fmtS is a summary as "median (min–max)", or the median alone for one run.
@@ -102,14 +103,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	r.streamingMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)
 	r.restartMarkdown(p)
-	p("")
-	p("## Not measured yet")
-	p("")
-	p("- **Durable history log on / off**: the log (issue 10) is not in replproxy yet. The harness")
-	p("  runs each topology under a *variant* (`bench/topology.go`); the log adds two variants with")
-	p("  their proxy arguments, selected by a flag, and a column to the streaming and restart tables.")
-	p("- **TLS**: replproxy does not speak TLS yet. It will be one more variant (a TLS row of the")
-	p("  streaming table), with the servers' TLS arguments and certificates made in the run's temp dir.")
+	r.profileMarkdown(p)
 }
 
 type printer func(format string, args ...any)
@@ -161,20 +155,26 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	p("- *relay CPU/replica-GB*: the relay's CPU seconds ÷ (stream GB × N).")
 	p("- *lag*: time from the load's end until every replica's offset equals the primary's.")
 	p("- *load CPU/GB*: the harness process (the load generator) per GB; it shares the machine.")
-	p("- *resyncs*: full syncs on the primary during the load, summed over the runs (should be 0).")
-	for _, size := range r.opts.sizes {
+	p("- *resyncs*: full syncs on the primary and full or partial resyncs served by the relay during")
+	p("  the load, summed over the runs (should be 0: a replica that lost its link counts one).")
+	p("- *variant*: the proxy with its durable stream log on (its default, `repl-log-size 1gb`) or")
+	p("  off (`--repl-log-size 0`); *TLS*: every replication link (primary → relay → replicas, or")
+	p("  primary → replicas) over TLS, with the proxy's log on (*TLS*) or off (*TLS, log off*). The")
+	p("  load itself and the harness's INFO commands use the plain port, so only replication pays")
+	p("  for TLS.")
+	for _, size := range s.sizes() {
 		p("")
 		p("### %s values", sizeName(size))
 		p("")
-		p("| N | topology | stream MB/s | primary CPU s/GB | relay CPU s/replica-GB | relay peak RSS MB | lag s | load CPU s/GB | digests equal | resyncs |")
-		p("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|")
+		p("| N | topology | variant | stream MB/s | primary CPU s/GB | relay CPU s/replica-GB | relay peak RSS MB | lag s | load CPU s/GB | digests equal | resyncs |")
+		p("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
 		for _, pt := range s.points {
 			if pt.point.valueSize != size {
 				continue
 			}
-			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d |", pt.point.replicas, pt.point.topology,
-				fmtS(pt.mbps, 0), fmtS(pt.primaryCPUGB, 2), fmtS(pt.relayCPUReplicaGB, 2), fmtS(pt.relayHWM, 0),
-				fmtS(pt.lag, 3), fmtS(pt.loadCPUGB, 2), yesNo(pt.digestsSame), pt.extraSyncs)
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", pt.point.replicas, pt.point.topology,
+				variantLabel(pt.point), fmtS(pt.mbps, 0), fmtS(pt.primaryCPUGB, 2), fmtS(pt.relayCPUReplicaGB, 2),
+				fmtS(pt.relayHWM, 0), fmtS(pt.lag, 3), fmtS(pt.loadCPUGB, 2), yesNo(pt.digestsSame), pt.extraSyncs)
 		}
 		for _, kind := range []string{"primary", "relay"} {
 			if c, ok := charts[fmt.Sprintf("streaming-%s-%d", kind, size)]; ok {
@@ -183,23 +183,27 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 			}
 		}
 	}
+	r.variantsMarkdown(p, charts)
 	p("")
 	p("### Against the goals")
 	p("")
 	p("Goals: proxy ≤ 0.4 s per replica-GB and ≤ 0.5 × the chained relay; the primary behind the")
 	p("proxy pays no more than behind a chained relay (ratio ≤ 1). Medians:")
 	p("")
-	p("| N | value | proxy s/replica-GB | proxy ÷ chained relay | primary: proxied ÷ chained | primary: proxied ÷ direct |")
-	p("|---:|---:|---:|---:|---:|---:|")
+	p("| N | value | proxy variant | proxy s/replica-GB | proxy ÷ chained relay | primary: proxied ÷ chained | primary: proxied ÷ direct |")
+	p("|---:|---:|---|---:|---:|---:|---:|")
 	for _, g := range s.goals() {
-		p("| %d | %s | %.2f | %.2f | %.2f | %.2f |", g.replicas, sizeName(g.valueSize), g.proxyPerReplicaGB,
+		p("| %d | %s | %s | %.2f | %.2f | %.2f | %.2f |", g.replicas, sizeName(g.valueSize), g.variant, g.proxyPerReplicaGB,
 			g.proxyVsChained, g.primaryVsChained, g.primaryVsDirect)
 	}
+	p("")
+	p("The TLS row is compared with direct and chained over TLS; the others with plain ones.")
 }
 
 // streamGoal is one row of the streaming goals table.
 type streamGoal struct {
 	replicas, valueSize                                                  int
+	variant                                                              string
 	proxyPerReplicaGB, proxyVsChained, primaryVsChained, primaryVsDirect float64
 }
 
@@ -218,13 +222,14 @@ func (s *streamingResult) goals() []streamGoal {
 		if pt.point.topology != proxied {
 			continue
 		}
-		d, ok1 := s.find(streamPoint{direct, pt.point.replicas, pt.point.valueSize})
-		c, ok2 := s.find(streamPoint{chained, pt.point.replicas, pt.point.valueSize})
+		peer := variantNamed(pt.point.variant).peer().name
+		d, ok1 := s.find(streamPoint{direct, peer, pt.point.replicas, pt.point.valueSize})
+		c, ok2 := s.find(streamPoint{chained, peer, pt.point.replicas, pt.point.valueSize})
 		if !ok1 || !ok2 {
 			continue
 		}
 		out = append(out, streamGoal{
-			replicas: pt.point.replicas, valueSize: pt.point.valueSize,
+			replicas: pt.point.replicas, valueSize: pt.point.valueSize, variant: pt.point.variant,
 			proxyPerReplicaGB: pt.relayCPUReplicaGB.Median,
 			proxyVsChained:    pt.relayCPUReplicaGB.Median / c.relayCPUReplicaGB.Median,
 			primaryVsChained:  pt.primaryCPUGB.Median / c.primaryCPUGB.Median,
@@ -273,29 +278,60 @@ func (r *results) fullSyncMarkdown(p printer, charts map[string]string) {
 }
 
 func (r *results) restartMarkdown(p printer) {
-	x := r.restart
+	if len(r.restart) == 0 {
+		return
+	}
+	x0 := r.restart[0]
+	p("")
+	p("## Restart: the proxy SIGKILLed under load")
+	p("")
+	p("Primary → replproxy → %d replicas, %d MiB/s of 1 KiB SETs on the primary, whose", x0.replicas, x0.rateMBs)
+	p("`repl-backlog-size` is %s (about %d s of this load, far longer than the outage). The proxy is", restartBacklog, (256<<20)/(x0.rateMBs<<20))
+	p("SIGKILLed and started again at once on the same port, dir and arguments; time is from the")
+	p("kill until every replica's link is up and its offset has passed the primary's offset at the")
+	p("restart. Full syncs: served by the primary (to the proxy) and by the restarted proxy (to")
+	p("the replicas); partial resyncs: accepted by the restarted proxy from its replicas. %d runs", x0.runs)
+	p("per variant.")
+	p("")
+	p("| proxy variant | time until streaming again s | full syncs on the primary | of which the proxy's own | of which snapshot fetches | full syncs by the proxy | partial resyncs by the proxy | digests equal |")
+	p("|---|---:|---:|---:|---:|---:|---:|---|")
+	for _, x := range r.restart {
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |", x.variant.name, fmtS(x.seconds, 3), fmtS(x.primaryFull, 0), fmtS(x.proxyOwn, 0),
+			fmtS(x.proxyFetches, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0), yesNo(x.digestsSame))
+	}
+	p("")
+	p("Goal: 0 full syncs anywhere. With the stream log on, the restarted proxy reads its history")
+	p("and snapshot back from its dir, continues from the primary by partial resync (the primary's")
+	p("backlog covers the outage) and takes its replicas back by partial resync from the log. With")
+	p("the log off it keeps its history in memory only, so it needs a full sync from the primary and")
+	p("its replicas need one from it (the snapshot fetches are the proxy's side-link `REPLCONF")
+	p("rdb-only` syncs for those replicas). Replicas retry their link once a second, which bounds")
+	p("the time from below.")
+}
+
+func (r *results) profileMarkdown(p printer) {
+	x := r.profile
 	if x == nil {
 		return
 	}
 	p("")
-	p("## Restart: the proxy SIGKILLed under load")
+	p("## Profile")
 	p("")
-	p("Primary → replproxy → %d replicas, %d MiB/s of 1 KiB SETs on the primary. The proxy is", x.replicas, x.rateMBs)
-	p("SIGKILLed and started again at once on the same port and arguments; time is from the kill")
-	p("until every replica's link is up and its offset has passed the primary's offset at the")
-	p("restart. Full syncs: served by the primary (to the proxy) and by the restarted proxy (to")
-	p("the replicas). %d runs.", x.runs)
+	if x.report == "" {
+		p("No profile of the proxy: %s.", x.skipped)
+		return
+	}
+	p("Where the proxy's CPU goes at the proxied (%s), N=%d, %s values point (`-profile`: one more run of that", x.point.variant, x.point.replicas, sizeName(x.point.valueSize))
+	p("point, relay %.2f s/replica-GB in it, recorded while the load ran and the replicas caught up).", perGB(x.run.relayCPU, x.run.bytes*int64(x.point.replicas)))
+	p("The proxy has no pprof endpoint, so it is sampled with perf, which reads the Go symbols of the")
+	p("binary: first the share of each binary (the kernel's is the system calls), then self time")
+	p("by symbol, entries above 0.5%%:")
 	p("")
-	p("| time until streaming again s | full syncs on the primary | of which the proxy's own | of which snapshot fetches | full syncs by the proxy | partial resyncs by the proxy | digests equal |")
-	p("|---:|---:|---:|---:|---:|---:|---|")
-	p("| %s | %s | %s | %s | %s | %s | %s |", fmtS(x.seconds, 3), fmtS(x.primaryFull, 0), fmtS(x.proxyOwn, 0),
-		fmtS(x.proxyFetches, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0), yesNo(x.digestsSame))
+	p("    %s", x.command)
 	p("")
-	p("Goal: 0 full syncs anywhere. Today the proxy keeps its history in memory only, so a restarted")
-	p("proxy needs a full sync from the primary and its replicas need one from it (the snapshot")
-	p("fetches are the proxy's side-link `REPLCONF rdb-only` syncs for those replicas); issue 10's")
-	p("durable history log is what brings these to 0. Replicas retry their link once a second,")
-	p("which bounds the time from below.")
+	for _, l := range strings.Split(x.report, "\n") {
+		p("%s", strings.TrimRight("    "+l, " "))
+	}
 }
 
 // summary is the few lines printed at the end of a run.
@@ -314,12 +350,27 @@ func (r *results) summary() string {
 	if s := r.streaming; s != nil {
 		p("streaming, medians (CPU s/GB of stream; relay per replica-GB):")
 		for _, g := range s.goals() {
-			d, _ := s.find(streamPoint{direct, g.replicas, g.valueSize})
-			c, _ := s.find(streamPoint{chained, g.replicas, g.valueSize})
-			x, _ := s.find(streamPoint{proxied, g.replicas, g.valueSize})
-			p("  N=%d %-7s primary: direct %.2f chained %.2f proxied %.2f | relay: chained %.2f proxy %.2f (%.2f×)",
-				g.replicas, sizeName(g.valueSize), d.primaryCPUGB.Median, c.primaryCPUGB.Median, x.primaryCPUGB.Median,
+			peer := variantNamed(g.variant).peer().name
+			d, _ := s.find(streamPoint{direct, peer, g.replicas, g.valueSize})
+			c, _ := s.find(streamPoint{chained, peer, g.replicas, g.valueSize})
+			x, _ := s.find(streamPoint{proxied, g.variant, g.replicas, g.valueSize})
+			p("  N=%d %-7s %-7s primary: direct %.2f chained %.2f proxied %.2f | relay: chained %.2f proxy %.2f (%.2f×)",
+				g.replicas, sizeName(g.valueSize), g.variant, d.primaryCPUGB.Median, c.primaryCPUGB.Median, x.primaryCPUGB.Median,
 				c.relayCPUReplicaGB.Median, x.relayCPUReplicaGB.Median, g.proxyVsChained)
+		}
+		for _, pt := range s.points {
+			if pt.extraSyncs > 0 {
+				p("  WARNING: %d resync(s) during the load at %s (%s) N=%d %s; lag %s s",
+					pt.extraSyncs, pt.point.topology, pt.point.variant, pt.point.replicas, sizeName(pt.point.valueSize), fmtS(pt.lag, 1))
+			}
+		}
+		for _, c := range s.logCosts() {
+			p("  stream log's cost, N=%d %s: proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream",
+				c.replicas, sizeName(c.valueSize), c.perReplicaGB, c.on, c.off, c.perStreamGB)
+		}
+		for _, c := range s.tlsCosts() {
+			p("  TLS's cost, N=%d %s %-7s (%s): relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
+				c.replicas, sizeName(c.valueSize), c.topology, c.variant, c.relayText(), c.primaryTLS-c.primaryPlain, c.primaryPlain, c.primaryTLS)
 		}
 	}
 	if f := r.fullsync; f != nil {
@@ -329,9 +380,12 @@ func (r *results) summary() string {
 				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
 		}
 	}
-	if x := r.restart; x != nil {
-		p("restart: streaming again after %.3f s; full syncs: primary %s, proxy %s",
-			x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0))
+	for _, x := range r.restart {
+		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
+			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))
+	}
+	if x := r.profile; x != nil && x.report == "" {
+		p("profile: skipped: %s", x.skipped)
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,15 +96,70 @@ func TestEngineFrom(t *testing.T) {
 func TestGoals(t *testing.T) {
 	one := func(v float64) sample.Summary { return sample.Of([]float64{v}) }
 	s := &streamingResult{points: []streamSummary{
-		{point: streamPoint{direct, 4, 512}, primaryCPUGB: one(8)},
-		{point: streamPoint{chained, 4, 512}, primaryCPUGB: one(4), relayCPUReplicaGB: one(1)},
-		{point: streamPoint{proxied, 4, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.25)},
-		{point: streamPoint{proxied, 8, 512}, primaryCPUGB: one(2)}, // no direct or chained: skipped
+		{point: streamPoint{direct, plain.name, 4, 512}, primaryCPUGB: one(8)},
+		{point: streamPoint{chained, plain.name, 4, 512}, primaryCPUGB: one(4), relayCPUReplicaGB: one(1)},
+		{point: streamPoint{proxied, logOn.name, 4, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.25)},
+		{point: streamPoint{proxied, logOff.name, 4, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.2)},
+		{point: streamPoint{proxied, logOn.name, 8, 512}, primaryCPUGB: one(2)},   // no direct or chained: skipped
+		{point: streamPoint{proxied, withTLS.name, 4, 512}, primaryCPUGB: one(2)}, // no TLS peers: skipped
 	}}
 	g := s.goals()
-	want := streamGoal{replicas: 4, valueSize: 512, proxyPerReplicaGB: 0.25, proxyVsChained: 0.25,
+	want := streamGoal{replicas: 4, valueSize: 512, variant: logOn.name, proxyPerReplicaGB: 0.25, proxyVsChained: 0.25,
 		primaryVsChained: 0.5, primaryVsDirect: 0.25}
-	if len(g) != 1 || g[0] != want {
-		t.Errorf("goals = %+v, want [%+v]", g, want)
+	if len(g) != 2 || g[0] != want || g[1].variant != logOff.name {
+		t.Errorf("goals = %+v, want [%+v, log off]", g, want)
+	}
+	lc := s.logCosts()
+	if len(lc) != 1 || math.Abs(lc[0].perReplicaGB-0.05) > 1e-9 || math.Abs(lc[0].perStreamGB-0.2) > 1e-9 {
+		t.Errorf("logCosts = %+v", lc)
+	}
+	tc := s.tlsCosts()
+	if len(tc) != 1 || tc[0].topology != proxied || tc[0].relayPlain != 0.25 {
+		t.Errorf("tlsCosts = %+v", tc)
+	}
+}
+
+func TestStreamPoints(t *testing.T) {
+	o, err := parseOptions([]string{"-quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := streamPoints(o)
+	// 2 N × 2 sizes × 3, log off at N=4 for both sizes, and the TLS row
+	// (three topologies, and proxied with the log off).
+	if len(pts) != 12+2+4 {
+		t.Fatalf("quick points: %d: %+v", len(pts), pts)
+	}
+	for _, want := range []streamPoint{
+		{proxied, logOff.name, 4, 16384}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
+		{proxied, tlsLogOff.name, 4, 16384},
+	} {
+		if !slices.Contains(pts, want) {
+			t.Errorf("quick points lack %+v", want)
+		}
+	}
+	if o, err = parseOptions([]string{"-variants", "none"}); err != nil {
+		t.Fatal(err)
+	}
+	if pts := streamPoints(o); len(pts) != 27 || len(restartVariants(o)) != 1 {
+		t.Errorf("-variants none: %d points, %d restart variants", len(pts), len(restartVariants(o)))
+	}
+	if o, err = parseOptions(nil); err != nil {
+		t.Fatal(err)
+	}
+	if pts := streamPoints(o); len(pts) != 27+9+4 || len(restartVariants(o)) != 2 {
+		t.Errorf("full: %d points, %d restart variants", len(pts), len(restartVariants(o)))
+	}
+	if _, err := parseOptions([]string{"-variants", "gzip"}); err == nil {
+		t.Error("-variants gzip: no error")
+	}
+}
+
+func TestReportTop(t *testing.T) {
+	out := "# Samples: 29K\n#\n# Overhead  Shared Object\n# ........  .............\n#\n    86.48%  replproxy\n    13.52%  [kernel.kallsyms]\n\n#\n# (footer)\n"
+	got := reportTop(out, 1)
+	want := []string{"# Overhead  Shared Object", "    86.48%  replproxy"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reportTop = %q, want %q", got, want)
 	}
 }

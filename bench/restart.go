@@ -25,6 +25,7 @@ type restartRun struct {
 }
 
 type restartResult struct {
+	variant      variant
 	replicas     int
 	rateMBs      int
 	seconds      sample.Summary
@@ -37,16 +38,31 @@ type restartResult struct {
 	digestsSame  bool
 }
 
-func runRestart(ctx context.Context, o *options, proxyBin string) (*restartResult, error) {
-	res := &restartResult{replicas: o.restartN, rateMBs: o.restartMBs, runs: o.restartRep, digestsSame: true}
+// restartBacklog is the primary's repl-backlog-size in the restart runs:
+// at the restart load (16 MB/s by default) it holds about 16 s of stream,
+// far more than the outage, so a proxy that comes back with its history
+// can continue by partial resync.
+const restartBacklog = "256mb"
+
+// restartVariants are the proxy configurations the restart section runs:
+// the stream log on (the default) and, with the log-off variant, off.
+func restartVariants(o *options) []variant {
+	if o.withLogOff {
+		return []variant{logOn, logOff}
+	}
+	return []variant{logOn}
+}
+
+func runRestart(ctx context.Context, o *options, proxyBin string, v variant) (*restartResult, error) {
+	res := &restartResult{variant: v, replicas: o.restartN, rateMBs: o.restartMBs, runs: o.restartRep, digestsSame: true}
 	var secs, pf, xf, xp, own, fetch []float64
 	for rep := 1; rep <= o.restartRep; rep++ {
-		r, err := restartOnce(ctx, o, proxyBin)
+		r, err := restartOnce(ctx, o, proxyBin, v)
 		if err != nil {
-			return nil, fmt.Errorf("restart run %d: %w", rep, err)
+			return nil, fmt.Errorf("restart (%s) run %d: %w", v.name, rep, err)
 		}
-		logf("restart run %d: streaming again after %.3f s; full syncs: primary %d, proxy %d; partial %d",
-			rep, r.elapsed.Seconds(), r.primaryFull, r.proxyFull, r.proxyPartial)
+		logf("restart (%s) run %d: streaming again after %.3f s; full syncs: primary %d, proxy %d; partial %d",
+			v.name, rep, r.elapsed.Seconds(), r.primaryFull, r.proxyFull, r.proxyPartial)
 		secs = append(secs, r.elapsed.Seconds())
 		pf = append(pf, float64(r.primaryFull))
 		xf = append(xf, float64(r.proxyFull))
@@ -61,10 +77,11 @@ func runRestart(ctx context.Context, o *options, proxyBin string) (*restartResul
 }
 
 // restartOnce runs primary → proxy → N replicas under a steady write load,
-// SIGKILLs the proxy, starts it again on the same port and arguments, and
+// SIGKILLs the proxy, starts it again on the same port, dir and arguments
+// (so with its log on it finds its history and snapshot there), and
 // measures until every replica's link is up and its offset has passed the
 // primary's offset at the restart: the replicas stream again.
-func restartOnce(ctx context.Context, o *options, proxyBin string) (run restartRun, err error) {
+func restartOnce(ctx context.Context, o *options, proxyBin string, v variant) (run restartRun, err error) {
 	c, err := cluster.New(proxyBin)
 	if err != nil {
 		return run, err
@@ -75,10 +92,10 @@ func restartOnce(ctx context.Context, o *options, proxyBin string) (run restartR
 		}
 	}()
 	s := &servers{}
-	if s.primary, err = startPrimary(ctx, c, 0); err != nil {
+	if s.primary, err = startPrimary(ctx, c, 0, "--repl-backlog-size", restartBacklog); err != nil {
 		return run, err
 	}
-	if s.relay, err = startRelay(ctx, c, proxied, plain, s.primary); err != nil {
+	if s.relay, err = startRelay(ctx, c, proxied, v, s.primary); err != nil {
 		return run, err
 	}
 	if s.replicas, err = startReplicas(ctx, c, o.restartN, s.relay); err != nil {

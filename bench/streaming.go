@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/replproxy/replproxy/bench/internal/cluster"
@@ -15,8 +18,35 @@ import (
 // streamPoint is one cell of the streaming tables.
 type streamPoint struct {
 	topology  topology
+	variant   string // a variant's name
 	replicas  int
 	valueSize int
+}
+
+// streamPoints are the points a run measures, in order: at every N and
+// size direct and chained (plain) and proxied with its log on, and with the
+// log off where o asks; then the TLS row, all three topologies over TLS,
+// and proxied over TLS with its log off too when o measures log off.
+func streamPoints(o *options) []streamPoint {
+	var out []streamPoint
+	for _, n := range o.replicas {
+		for _, size := range o.sizes {
+			out = append(out, streamPoint{direct, plain.name, n, size}, streamPoint{chained, plain.name, n, size},
+				streamPoint{proxied, logOn.name, n, size})
+			if slices.Contains(o.logOff, n) {
+				out = append(out, streamPoint{proxied, logOff.name, n, size})
+			}
+		}
+	}
+	if o.tlsN > 0 {
+		for _, t := range topologies {
+			out = append(out, streamPoint{t, withTLS.name, o.tlsN, o.tlsSize})
+		}
+		if o.withLogOff {
+			out = append(out, streamPoint{proxied, tlsLogOff.name, o.tlsN, o.tlsSize})
+		}
+	}
+	return out
 }
 
 // streamRun is one measured run: fresh servers, one write load.
@@ -28,7 +58,7 @@ type streamRun struct {
 	relayCPU    time.Duration
 	loadCPU     time.Duration // the harness process, which generates the load
 	relayHWM    int64         // peak RSS of the relay, bytes
-	extraSyncs  int64         // full syncs on the primary beyond the expected
+	extraSyncs  int64         // full syncs on the primary, and resyncs the relay served, during the load
 	digestsSame bool
 }
 
@@ -52,7 +82,6 @@ type streamSummary struct {
 }
 
 type streamingResult struct {
-	variant  variant
 	loadDesc string
 	points   []streamSummary
 }
@@ -89,33 +118,25 @@ func streamLoad(addr string, valueSize int) load.Writer {
 
 func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingResult, error) {
 	runs := map[streamPoint][]streamRun{}
-	var order []streamPoint
-	for _, n := range o.replicas {
-		for _, size := range o.sizes {
-			for _, t := range topologies {
-				order = append(order, streamPoint{t, n, size})
-			}
-		}
-	}
+	order := streamPoints(o)
 	total := int64(o.streamMB) << 20
 	// Repetitions are the outer loop, so a disturbance of the machine
 	// spreads over all points instead of skewing one.
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, p := range order {
-			r, err := streamOnce(ctx, proxyBin, p, plain, total)
+			r, err := streamOnce(ctx, proxyBin, p, total, nil)
 			if err != nil {
-				return nil, fmt.Errorf("streaming %s, %d replicas, %d B values, run %d: %w",
-					p.topology, p.replicas, p.valueSize, rep, err)
+				return nil, fmt.Errorf("streaming %s (%s), %d replicas, %d B values, run %d: %w",
+					p.topology, p.variant, p.replicas, p.valueSize, rep, err)
 			}
-			logf("streaming run %d %-7s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
-				rep, p.topology, p.replicas, p.valueSize, float64(r.bytes)/1e6, r.elapsed.Seconds(),
+			logf("streaming run %d %-7s %-12s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
+				rep, p.topology, p.variant, p.replicas, p.valueSize, float64(r.bytes)/1e6, r.elapsed.Seconds(),
 				perGB(r.primaryCPU, r.bytes), perGB(r.relayCPU, r.bytes*int64(p.replicas)), r.lag.Seconds())
 			runs[p] = append(runs[p], r)
 		}
 	}
 	w := streamLoad("", 1<<10)
 	res := &streamingResult{
-		variant: plain,
 		loadDesc: fmt.Sprintf("%d MiB of SET commands per run over %d connections, each writing a pipeline of about 64 KiB (16 to 128 SETs) and reading its replies before the next, %d keys per connection, as fast as the primary replies",
 			o.streamMB, w.Conns, w.Keys),
 	}
@@ -126,9 +147,12 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 }
 
 // streamOnce starts fresh servers, writes total bytes of SETs into the
-// primary and measures until every replica has the whole stream.
-func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, total int64) (run streamRun, err error) {
-	c, err := cluster.New(proxyBin)
+// primary and measures until every replica has the whole stream. When
+// watch is not nil it is called with the relay as the load starts, and the
+// function it returns once every replica has the stream (the profiler).
+func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64, watch func(relay *cluster.Process) func()) (run streamRun, err error) {
+	v := variantNamed(p.variant)
+	c, err := newCluster(proxyBin, v)
 	if err != nil {
 		return run, err
 	}
@@ -160,7 +184,7 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, 
 	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...); err != nil {
 		return run, err
 	}
-	syncs0, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	syncs0, err := resyncs(ctx, s)
 	if err != nil {
 		return run, err
 	}
@@ -177,6 +201,11 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, 
 	if err != nil {
 		return run, err
 	}
+	stopWatch := func() {}
+	if watch != nil && s.relay != nil {
+		stopWatch = sync.OnceFunc(watch(s.relay))
+		defer stopWatch() // on error
+	}
 	start := time.Now()
 	if _, err := streamLoad(fmt.Sprintf("127.0.0.1:%d", s.primary.Port), p.valueSize).Run(ctx, total); err != nil {
 		return run, fmt.Errorf("load: %w", err)
@@ -191,6 +220,7 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, 
 		return run, fmt.Errorf("catching up: %w", err)
 	}
 	done := time.Now()
+	stopWatch()
 	after, err := readCPUs(s)
 	if err != nil {
 		return run, err
@@ -209,13 +239,35 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, v variant, 
 			return run, err
 		}
 	}
-	syncs1, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	syncs1, err := resyncs(ctx, s)
 	if err != nil {
 		return run, err
 	}
 	run.extraSyncs = syncs1 - syncs0
 	run.digestsSame, err = digestsEqual(ctx, s)
 	return run, err
+}
+
+// resyncs counts the full syncs the primary served and the full and
+// partial resyncs the relay (when there is one) served: a replica that
+// dropped its link during the load shows as one more.
+func resyncs(ctx context.Context, s *servers) (int64, error) {
+	n, err := s.primary.InfoInt(ctx, "stats", "sync_full")
+	if err != nil || s.relay == nil {
+		return n, err
+	}
+	f, err := s.relay.Info(ctx, "stats")
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range []string{"sync_full", "sync_partial_ok"} {
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: INFO stats %s = %q", s.relay.Name, k, f[k])
+		}
+		n += v
+	}
+	return n, nil
 }
 
 // readCPUs reads the CPU of the primary and, when there is one, the relay.

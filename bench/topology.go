@@ -23,16 +23,56 @@ func (t topology) String() string {
 	return [...]string{"direct", "chained", "proxied"}[t]
 }
 
-// variant is one configuration of the servers under a topology. Only the
-// plain one is measured today; issue 10's durable history log ("log on" /
-// "log off") and TLS become variants with their own proxy and server
-// arguments, selected by a flag, without touching the measurements.
+// variant is one configuration of the servers under a topology: the proxy's
+// durable history log on (its default, repl-log-size 1gb) or off, and TLS on
+// every replication link with the log on or off. Direct and chained runs
+// have no proxy, so only TLS changes them: they run under plain or withTLS.
 type variant struct {
 	name      string
 	proxyArgs []string // extra replproxy arguments
+	tls       bool     // every replication link over TLS (cluster.EnableTLS)
+	twin      string   // under TLS: the proxied variant that differs only by TLS
 }
 
-var plain = variant{name: "plain"}
+var (
+	plain     = variant{name: "plain"}
+	logOn     = variant{name: "log on"}
+	logOff    = variant{name: "log off", proxyArgs: []string{"--repl-log-size", "0"}}
+	withTLS   = variant{name: "TLS", tls: true, twin: logOn.name}
+	tlsLogOff = variant{name: "TLS, log off", tls: true, proxyArgs: logOff.proxyArgs, twin: logOff.name}
+)
+
+// variantNamed is the variant of a name; names key the streaming points.
+func variantNamed(name string) variant {
+	for _, v := range []variant{plain, logOn, logOff, withTLS, tlsLogOff} {
+		if v.name == name {
+			return v
+		}
+	}
+	panic("bench: unknown variant " + name)
+}
+
+// peer is the variant of the direct and chained runs that a proxied run
+// under v is compared with.
+func (v variant) peer() variant {
+	if v.tls {
+		return withTLS
+	}
+	return plain
+}
+
+// newCluster is a cluster for one run under v.
+func newCluster(proxyBin string, v variant) (*cluster.Cluster, error) {
+	c, err := cluster.New(proxyBin)
+	if err != nil || !v.tls {
+		return c, err
+	}
+	if err := c.EnableTLS(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
 
 // linkTimeout bounds waiting for links to come up and offsets to settle.
 const linkTimeout = 5 * time.Minute
@@ -53,10 +93,10 @@ func (s *servers) upstream() *cluster.Process {
 }
 
 // startPrimary starts the primary: diskless full syncs (Redis 7's default)
-// started without delay unless delay says otherwise.
-func startPrimary(ctx context.Context, c *cluster.Cluster, delay int) (*cluster.Process, error) {
-	return c.StartRedis(ctx, "primary", "--repl-diskless-sync", "yes",
-		"--repl-diskless-sync-delay", fmt.Sprint(delay))
+// started without delay unless delay says otherwise, then args.
+func startPrimary(ctx context.Context, c *cluster.Cluster, delay int, args ...string) (*cluster.Process, error) {
+	return c.StartRedis(ctx, "primary", append([]string{"--repl-diskless-sync", "yes",
+		"--repl-diskless-sync-delay", fmt.Sprint(delay)}, args...)...)
 }
 
 // startRelay starts the relay of t (none for direct) and waits until it is
@@ -68,7 +108,7 @@ func startRelay(ctx context.Context, c *cluster.Cluster, t topology, v variant, 
 	case direct:
 		return nil, nil
 	case chained:
-		relay, err = c.StartRedis(ctx, "relay", "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port),
+		relay, err = c.StartRedis(ctx, "relay", "--replicaof", "127.0.0.1", fmt.Sprint(primary.ReplPort()),
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
 	case proxied:
 		relay, err = c.StartProxy(ctx, "proxy", primary, v.proxyArgs...)
@@ -92,7 +132,7 @@ func startReplicas(ctx context.Context, c *cluster.Cluster, n int, up *cluster.P
 	for i := range n {
 		var args []string
 		if up != nil {
-			args = []string{"--replicaof", "127.0.0.1", fmt.Sprint(up.Port)}
+			args = []string{"--replicaof", "127.0.0.1", fmt.Sprint(up.ReplPort())}
 		}
 		r, err := c.StartRedis(ctx, fmt.Sprintf("replica%d", i+1), args...)
 		if err != nil {

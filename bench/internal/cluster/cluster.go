@@ -30,6 +30,7 @@ type Cluster struct {
 	proxyBin string // replproxy binary
 	procs    []*Process
 	used     map[int]bool // ports handed out
+	tlsArgs  []string     // set by EnableTLS: every process's TLS arguments
 }
 
 // New creates a cluster in a new temp dir. proxyBin is the replproxy binary
@@ -61,30 +62,30 @@ func (c *Cluster) Close() error {
 // persistence, DEBUG enabled, 127.0.0.1) followed by args, and waits until it
 // answers PING.
 func (c *Cluster) StartRedis(ctx context.Context, name string, args ...string) (*Process, error) {
-	return c.start(ctx, name, func(port int, dir string) *exec.Cmd {
+	return c.start(ctx, name, func(p *Process) *exec.Cmd {
 		a := []string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", dir,
-			"--logfile", filepath.Join(dir, "server.log"),
+			"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", p.dir,
+			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return exec.Command("redis-server", append(a, args...)...)
+		return exec.Command("redis-server", append(append(a, p.tlsArgs()...), args...)...)
 	})
 }
 
-// StartProxy starts replproxy as a replica of upstream, followed by args, and
-// waits until it answers PING.
+// StartProxy starts replproxy as a replica of upstream (its TLS port after
+// EnableTLS), followed by args, and waits until it answers PING.
 func (c *Cluster) StartProxy(ctx context.Context, name string, upstream *Process, args ...string) (*Process, error) {
-	return c.start(ctx, name, func(port int, dir string) *exec.Cmd {
+	return c.start(ctx, name, func(p *Process) *exec.Cmd {
 		a := []string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--replicaof", "127.0.0.1", strconv.Itoa(upstream.Port), "--dir", dir,
-			"--logfile", filepath.Join(dir, "server.log"),
+			"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
+			"--replicaof", "127.0.0.1", strconv.Itoa(upstream.ReplPort()), "--dir", p.dir,
+			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return exec.Command(c.proxyBin, append(a, args...)...)
+		return exec.Command(c.proxyBin, append(append(a, p.tlsArgs()...), args...)...)
 	})
 }
 
-func (c *Cluster) start(ctx context.Context, name string, command func(port int, dir string) *exec.Cmd) (*Process, error) {
+func (c *Cluster) start(ctx context.Context, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -94,6 +95,12 @@ func (c *Cluster) start(ctx context.Context, name string, command func(port int,
 		return nil, err
 	}
 	p := &Process{Name: name, Port: port, dir: dir, command: command}
+	if c.tlsArgs != nil {
+		if p.TLSPort, err = c.freePort(); err != nil {
+			return nil, err
+		}
+		p.tls = c.tlsArgs
+	}
 	p.client = redis.NewClient(&redis.Options{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Protocol: 2,
 		DisableIdentity: true, MaxRetries: -1, ReadTimeout: 30 * time.Second,
@@ -121,19 +128,37 @@ func (c *Cluster) freePort() (int, error) {
 }
 
 // Process is one server of the cluster. Restart runs it again on the same
-// port with the same arguments.
+// ports, in the same dir, with the same arguments.
 type Process struct {
 	Name    string
-	Port    int
+	Port    int // plain port: the harness's commands, and replication without TLS
+	TLSPort int // TLS port, 0 unless the cluster has EnableTLS
 	dir     string
-	command func(port int, dir string) *exec.Cmd
+	tls     []string // TLS arguments; nil without TLS
+	command func(p *Process) *exec.Cmd
 	client  *redis.Client
 	cmd     *exec.Cmd     // the running process; nil when stopped
 	done    chan struct{} // closed when cmd has exited
 }
 
+// ReplPort is the port a replica of p dials: TLSPort under TLS, else Port.
+func (p *Process) ReplPort() int {
+	if p.TLSPort != 0 {
+		return p.TLSPort
+	}
+	return p.Port
+}
+
+// tlsArgs are p's TLS listening and certificate arguments, none without TLS.
+func (p *Process) tlsArgs() []string {
+	if p.tls == nil {
+		return nil
+	}
+	return append([]string{"--tls-port", strconv.Itoa(p.TLSPort)}, p.tls...)
+}
+
 func (p *Process) launch(ctx context.Context) error {
-	cmd := p.command(p.Port, p.dir)
+	cmd := p.command(p)
 	out, err := os.OpenFile(filepath.Join(p.dir, "output.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

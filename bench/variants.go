@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+)
+
+// variantLabel is a point's variant as the tables show it: "–" for the
+// plain direct and chained runs, which have no proxy and no TLS.
+func variantLabel(p streamPoint) string {
+	if p.variant == plain.name {
+		return "–"
+	}
+	return p.variant
+}
+
+// sizes are the value sizes of the points, in ascending order (the TLS
+// row's size may be one the grid does not have).
+func (s *streamingResult) sizes() []int {
+	var out []int
+	for _, pt := range s.points {
+		if !slices.Contains(out, pt.point.valueSize) {
+			out = append(out, pt.point.valueSize)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// logCost is what the stream log costs the proxy at one point: its CPU with
+// the log on minus off, per replica-GB and per GB of stream (× N).
+type logCost struct {
+	replicas, valueSize       int
+	on, off                   float64 // s/replica-GB
+	perReplicaGB, perStreamGB float64
+}
+
+func (s *streamingResult) logCosts() []logCost {
+	var out []logCost
+	for _, pt := range s.points {
+		if pt.point.topology != proxied || pt.point.variant != logOn.name {
+			continue
+		}
+		off, ok := s.find(streamPoint{proxied, logOff.name, pt.point.replicas, pt.point.valueSize})
+		if !ok {
+			continue
+		}
+		c := logCost{replicas: pt.point.replicas, valueSize: pt.point.valueSize,
+			on: pt.relayCPUReplicaGB.Median, off: off.relayCPUReplicaGB.Median}
+		c.perReplicaGB = c.on - c.off
+		c.perStreamGB = c.perReplicaGB * float64(c.replicas)
+		out = append(out, c)
+	}
+	return out
+}
+
+// tlsCost is what TLS costs one topology at the TLS row: medians of the
+// same topology plain (the proxy with its log on) and over TLS.
+type tlsCost struct {
+	topology                 topology
+	variant                  string
+	replicas, valueSize      int
+	primaryPlain, primaryTLS float64 // s/GB of stream
+	relayPlain, relayTLS     float64 // s/replica-GB; direct has none
+	hasRelay                 bool
+}
+
+func (c tlsCost) relayText() string {
+	if !c.hasRelay {
+		return "–"
+	}
+	return fmt.Sprintf("%+.2f s/replica-GB (%.2f plain, %.2f TLS)", c.relayTLS-c.relayPlain, c.relayPlain, c.relayTLS)
+}
+
+func (s *streamingResult) tlsCosts() []tlsCost {
+	var out []tlsCost
+	for _, pt := range s.points {
+		v := variantNamed(pt.point.variant)
+		if !v.tls {
+			continue
+		}
+		base := plain.name
+		if pt.point.topology == proxied {
+			base = v.twin
+		}
+		b, ok := s.find(streamPoint{pt.point.topology, base, pt.point.replicas, pt.point.valueSize})
+		if !ok {
+			continue
+		}
+		out = append(out, tlsCost{
+			topology: pt.point.topology, variant: pt.point.variant, replicas: pt.point.replicas, valueSize: pt.point.valueSize,
+			primaryPlain: b.primaryCPUGB.Median, primaryTLS: pt.primaryCPUGB.Median,
+			relayPlain: b.relayCPUReplicaGB.Median, relayTLS: pt.relayCPUReplicaGB.Median,
+			hasRelay: pt.point.topology != direct,
+		})
+	}
+	return out
+}
+
+func (r *results) variantsMarkdown(p printer, charts map[string]string) {
+	s := r.streaming
+	logs, tlss := s.logCosts(), s.tlsCosts()
+	if len(logs) == 0 && len(tlss) == 0 {
+		return
+	}
+	p("")
+	p("### What the stream log and TLS cost")
+	p("")
+	if len(logs) > 0 {
+		p("The stream log: the proxy's CPU with `repl-log-size 1gb` (on, the default) minus with")
+		p("`--repl-log-size 0` (off), medians of the same run. Per GB of stream is per replica-GB × N:")
+		p("the log is written once, whatever N, so its share shrinks as N grows.")
+		p("")
+		p("| N | value | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream |")
+		p("|---:|---:|---:|---:|---:|---:|")
+		for _, c := range logs {
+			p("| %d | %s | %.2f | %.2f | %+.2f | %+.2f |", c.replicas, sizeName(c.valueSize), c.on, c.off, c.perReplicaGB, c.perStreamGB)
+		}
+		p("")
+	}
+	if len(tlss) > 0 {
+		p("TLS: each topology over TLS against the same topology without it (the proxy with the same")
+		p("log setting), medians:")
+		p("")
+		p("| N | value | topology | variant | primary s/GB plain | TLS | relay s/replica-GB plain | TLS | relay's TLS cost s/replica-GB |")
+		p("|---:|---:|---|---|---:|---:|---:|---:|---:|")
+		for _, c := range tlss {
+			rp, rt, rd := "–", "–", "–"
+			if c.hasRelay {
+				rp, rt, rd = fmt.Sprintf("%.2f", c.relayPlain), fmt.Sprintf("%.2f", c.relayTLS), fmt.Sprintf("%+.2f", c.relayTLS-c.relayPlain)
+			}
+			p("| %d | %s | %s | %s | %.2f | %.2f | %s | %s | %s |", c.replicas, sizeName(c.valueSize), c.topology, c.variant,
+				c.primaryPlain, c.primaryTLS, rp, rt, rd)
+		}
+	}
+	if c, ok := charts["variants"]; ok {
+		p("")
+		p("![relay CPU by variant](%s)", c)
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -303,8 +304,13 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 				continue
 			}
 		}
+		// Not over TLS: a tls.Conn whose write timed out is broken for good
+		// (crypto/tls), so a TLS replica's writes keep repl-timeout and it is
+		// moved to the log only between writes.
+		_, overTLS := w.conn.(*tls.Conn)
+		sliced := live && !overTLS
 		timeout := w.timeout
-		if live {
+		if sliced {
 			timeout = min(timeout, writeSlice)
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(timeout))
@@ -313,7 +319,7 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 		if n > 0 {
 			stalled = time.Time{}
 		}
-		if err != nil && live && isTimeout(err) {
+		if err != nil && sliced && isTimeout(err) {
 			// A slice ran out: go round again (the window check first)
 			// unless nothing has moved for repl-timeout.
 			if stalled.IsZero() {

@@ -292,7 +292,7 @@ func TestFaultRelay(t *testing.T) {
 				}
 				return faultPlan{}
 			})
-			p := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(relay.Port()))
+			p := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(relay.Port()), "--repl-log-size", "0") // the snapshot checked is in memory
 			xc := redistest.Dial(t, p.AddrString())
 			if tc.drop {
 				waitLinkUp(t, xc)

@@ -238,7 +238,9 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 		return s, fileSize(data), fmt.Sprintf("open %s: %v", segName(first, crcExt), err)
 	}
 	defer crcs.Close()
-	entries, err := io.ReadAll(crcs)
+	// Bounded by the data it can describe (a record holds at least one
+	// byte), so a damaged CRC file cannot size the read.
+	entries, err := io.ReadAll(io.LimitReader(crcs, int64(len(crcMagic))+entrySize*(fileSize(data)+1)))
 	if err != nil || len(entries) < len(crcMagic) || string(entries[:len(crcMagic)]) != crcMagic {
 		problem = fmt.Sprintf("%s: no valid header", segName(first, crcExt))
 		entries = nil

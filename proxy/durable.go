@@ -311,53 +311,81 @@ func (s *Server) logLive() bool {
 	return s.durable != nil && !s.durable.down.Load()
 }
 
-// writeInfoLog writes the stream log's fields of INFO persistence.
-func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
+// logReport is the stream log's state as INFO persistence and /metrics
+// show it, read once so that both say the same.
+type logReport struct {
+	enabled bool   // repl-log-size > 0
+	open    bool   // the log was opened; the fields below are read only then
+	openErr string // why it could not be opened at start, when enabled and not open
+	live    bool   // following the stream (status ok), not down
+	size    int64  // repl-log-size
+	fsync   string // repl-log-fsync
+	replID  string
+	stats   streamlog.Stats
+	syncAge int64 // seconds since the last fsync; -1 before the first
+	errors  int64
+	lastErr string
+
+	partialSyncs, movedToDisk int64 // from the server's stats
+	recovered, cut            int64 // what recovery verified and cut at start
+}
+
+// logReport reads the stream log's state.
+func (s *Server) logReport(now time.Time) logReport {
 	d := s.durable
 	cfg := s.config()
-	w.kv("repl_log_enabled", boolInt(cfg.ReplLogSize > 0))
+	r := logReport{enabled: cfg.ReplLogSize > 0, openErr: s.logOpenErr}
 	if d == nil {
-		if s.logOpenErr != "" {
+		return r
+	}
+	r.open, r.live = true, !d.down.Load()
+	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
+	r.replID = d.log.Identity().ReplID
+	r.stats = d.log.Stats()
+	r.syncAge = -1
+	if !r.stats.LastSync.IsZero() {
+		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
+	}
+	r.errors = d.errors.Load()
+	if p := d.lastErr.Load(); p != nil {
+		r.lastErr = *p
+	}
+	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
+	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
+	return r
+}
+
+// writeInfoLog writes the stream log's fields of INFO persistence.
+func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
+	r := s.logReport(now)
+	w.kv("repl_log_enabled", b2i(r.enabled))
+	if !r.open {
+		if r.openErr != "" {
 			w.kv("repl_log_status", "failed")
-			w.kv("repl_log_last_error", s.logOpenErr)
+			w.kv("repl_log_last_error", r.openErr)
 		}
 		return
 	}
-	st := d.log.Stats()
 	status := "ok"
-	if d.down.Load() {
+	if !r.live {
 		status = "down"
 	}
+	st := r.stats
 	w.kv("repl_log_status", status)
-	w.kv("repl_log_size", cfg.ReplLogSize)
-	w.kv("repl_log_fsync", cfg.ReplLogFsync)
-	w.kv("repl_log_replid", d.log.Identity().ReplID)
+	w.kv("repl_log_size", r.size)
+	w.kv("repl_log_fsync", r.fsync)
+	w.kv("repl_log_replid", r.replID)
 	w.kv("repl_log_first_offset", st.First)
 	w.kv("repl_log_last_offset", st.Last)
 	w.kv("repl_log_bytes", st.Bytes)
 	w.kv("repl_log_segments", st.Segments)
 	w.kv("repl_log_synced_offset", st.Synced)
 	w.kv("repl_log_fsync_lag_bytes", max(st.Last-st.Synced, 0))
-	age := int64(-1)
-	if !st.LastSync.IsZero() {
-		age = int64(now.Sub(st.LastSync) / time.Second)
-	}
-	w.kv("repl_log_last_fsync_age", age)
-	w.kv("repl_log_errors", d.errors.Load())
-	lastErr := ""
-	if p := d.lastErr.Load(); p != nil {
-		lastErr = *p
-	}
-	w.kv("repl_log_last_error", lastErr)
-	w.kv("repl_log_partial_syncs", s.stats.logPartialSyncs.Load())
-	w.kv("repl_log_replicas_moved_to_disk", s.stats.replicasToDisk.Load())
-	w.kv("repl_log_recovered_bytes", d.rec.Verified)
-	w.kv("repl_log_recovery_cut_bytes", d.rec.Cut)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	w.kv("repl_log_last_fsync_age", r.syncAge)
+	w.kv("repl_log_errors", r.errors)
+	w.kv("repl_log_last_error", r.lastErr)
+	w.kv("repl_log_partial_syncs", r.partialSyncs)
+	w.kv("repl_log_replicas_moved_to_disk", r.movedToDisk)
+	w.kv("repl_log_recovered_bytes", r.recovered)
+	w.kv("repl_log_recovery_cut_bytes", r.cut)
 }

@@ -80,6 +80,26 @@ var metricSpecs = []metricSpec{
 	{"evicted_snapshots_total", counter, "Snapshots evicted: spilled to disk or dropped (evicted_snapshots).", nil},
 	{"evicted_bytes_total", counter, "Memory of the evicted snapshots (evicted_bytes).", nil},
 
+	// The stream log and the snapshot on disk (INFO persistence).
+	{"repl_log_enabled", gauge, "1 when repl-log-size is above 0 (repl_log_enabled).", nil},
+	{"repl_log_up", gauge, "1 while the stream log follows the stream (repl_log_status:ok), 0 when it is down or could not be opened.", nil},
+	{"repl_log_first_offset", gauge, "First offset the stream log holds (repl_log_first_offset); absent without a log.", nil},
+	{"repl_log_last_offset", gauge, "Last offset the stream log holds (repl_log_last_offset); absent without a log.", nil},
+	{"repl_log_bytes", gauge, "Stream bytes the log holds (repl_log_bytes); absent without a log.", nil},
+	{"repl_log_segments", gauge, "Segment files of the log (repl_log_segments); absent without a log.", nil},
+	{"repl_log_synced_offset", gauge, "Last offset made durable by fsync (repl_log_synced_offset); absent without a log.", nil},
+	{"repl_log_fsync_lag_bytes", gauge, "Bytes written to the log and not yet fsynced (repl_log_fsync_lag_bytes); absent without a log.", nil},
+	{"repl_log_last_fsync_age_seconds", gauge, "Seconds since the log's last fsync (repl_log_last_fsync_age); absent before the first.", nil},
+	{"repl_log_errors_total", counter, "Failures that stopped the stream log (repl_log_errors); absent without a log.", nil},
+	{"repl_log_partial_syncs_total", counter, "Partial resyncs served from the stream log (repl_log_partial_syncs); absent without a log.", nil},
+	{"repl_log_replicas_moved_to_disk_total", counter, "Replicas moved from memory to the stream log for lagging (repl_log_replicas_moved_to_disk); absent without a log.", nil},
+	{"repl_log_recovered_bytes", gauge, "Bytes recovery verified at start (repl_log_recovered_bytes); absent without a log.", nil},
+	{"repl_log_recovery_cut_bytes", gauge, "Bytes recovery cut at start, damaged or unfinished (repl_log_recovery_cut_bytes); absent without a log.", nil},
+	{"snapshot_on_disk", gauge, "1 when a snapshot is on disk, spilled or written for the stream log (repl_snapshot_on_disk).", nil},
+	{"snapshot_on_disk_size_bytes", gauge, "Size of the snapshot on disk (repl_snapshot_size); absent when there is none.", nil},
+	{"snapshot_on_disk_offset", gauge, "Offset the snapshot on disk was taken at (repl_snapshot_offset); absent when there is none.", nil},
+	{"snapshot_on_disk_age_seconds", gauge, "Age of the snapshot on disk (repl_snapshot_age_seconds); absent when there is none.", nil},
+
 	// Memory (INFO memory, from the same report).
 	{"used_memory_bytes", gauge, "Memory the proxy accounts for (used_memory).", nil},
 	{"used_memory_peak_bytes", gauge, "Peak of used_memory (used_memory_peak).", nil},
@@ -206,6 +226,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("snapshot_fetch_bytes_total", st.snapshotFetchBytes.Load())
 	emit("evicted_snapshots_total", st.evictedSnapshots.Load())
 	emit("evicted_bytes_total", st.evictedBytes.Load())
+
+	lr := s.logReport(now)
+	emit("repl_log_enabled", int64(b2i(lr.enabled)))
+	emit("repl_log_up", int64(b2i(lr.open && lr.live)))
+	if lr.open {
+		emit("repl_log_first_offset", lr.stats.First)
+		emit("repl_log_last_offset", lr.stats.Last)
+		emit("repl_log_bytes", lr.stats.Bytes)
+		emit("repl_log_segments", int64(lr.stats.Segments))
+		emit("repl_log_synced_offset", lr.stats.Synced)
+		emit("repl_log_fsync_lag_bytes", max(lr.stats.Last-lr.stats.Synced, 0))
+		if lr.syncAge >= 0 {
+			emit("repl_log_last_fsync_age_seconds", lr.syncAge)
+		}
+		emit("repl_log_errors_total", lr.errors)
+		emit("repl_log_partial_syncs_total", lr.partialSyncs)
+		emit("repl_log_replicas_moved_to_disk_total", lr.movedToDisk)
+		emit("repl_log_recovered_bytes", lr.recovered)
+		emit("repl_log_recovery_cut_bytes", lr.cut)
+	}
+	sp := s.hist.spilledSnapshot()
+	emit("snapshot_on_disk", int64(b2i(sp != nil)))
+	if sp != nil {
+		emit("snapshot_on_disk_size_bytes", sp.size)
+		emit("snapshot_on_disk_offset", sp.offset)
+		emit("snapshot_on_disk_age_seconds", int64(now.Sub(sp.created)/time.Second))
+	}
 
 	rep := s.memoryReport()
 	emit("used_memory_bytes", rep.UsedMemory)

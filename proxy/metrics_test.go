@@ -312,3 +312,76 @@ func TestReadyzShuttingDown(t *testing.T) {
 		t.Fatalf("readiness() = %v, %q", ok, why)
 	}
 }
+
+// TestMetricsLogMatchInfo: with the stream log on (the default), the
+// repl_log_ and snapshot-on-disk series equal INFO persistence.
+func TestMetricsLogMatchInfo(t *testing.T) {
+	_, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 5000, "key", 100)
+	p := metricsProxy(t)
+	xc := redistest.Dial(t, p.AddrString())
+	m := scrape(t, p)
+	if m["replproxy_repl_log_enabled"] != 1 {
+		t.Fatalf("replproxy_repl_log_enabled = %v before any upstream, want 1", m["replproxy_repl_log_enabled"])
+	}
+	host, port, _ := strings.Cut(pc.Addr(), ":")
+	xc.MustDo(t, "REPLICAOF", host, port)
+	waitLinkUp(t, xc)
+	_, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	for i := range 100 {
+		pc.MustDo(t, "SET", "k"+strconv.Itoa(i), i)
+	}
+	waitOffsetsEqual(t, pc, xc)
+
+	pairs := []struct{ series, field string }{
+		{"replproxy_repl_log_first_offset", "repl_log_first_offset"},
+		{"replproxy_repl_log_last_offset", "repl_log_last_offset"},
+		{"replproxy_repl_log_bytes", "repl_log_bytes"},
+		{"replproxy_repl_log_segments", "repl_log_segments"},
+		{"replproxy_repl_log_synced_offset", "repl_log_synced_offset"},
+		{"replproxy_repl_log_fsync_lag_bytes", "repl_log_fsync_lag_bytes"},
+		{"replproxy_repl_log_errors_total", "repl_log_errors"},
+		{"replproxy_repl_log_partial_syncs_total", "repl_log_partial_syncs"},
+		{"replproxy_repl_log_replicas_moved_to_disk_total", "repl_log_replicas_moved_to_disk"},
+		{"replproxy_repl_log_recovered_bytes", "repl_log_recovered_bytes"},
+		{"replproxy_repl_log_recovery_cut_bytes", "repl_log_recovery_cut_bytes"},
+		{"replproxy_snapshot_on_disk", "repl_snapshot_on_disk"},
+		{"replproxy_snapshot_on_disk_size_bytes", "repl_snapshot_size"},
+		{"replproxy_snapshot_on_disk_offset", "repl_snapshot_offset"},
+	}
+	var mismatch string
+	redistest.WaitFor(t, 30*time.Second, "/metrics equal to INFO persistence", func() bool {
+		before := xc.Info(t, "persistence")
+		m := scrape(t, p)
+		after := xc.Info(t, "persistence")
+		mismatch = ""
+		if before["repl_log_status"] != "ok" || m["replproxy_repl_log_up"] != 1 {
+			mismatch = "log status " + before["repl_log_status"] + ", replproxy_repl_log_up " + strconv.FormatFloat(m["replproxy_repl_log_up"], 'f', -1, 64)
+			return false
+		}
+		if before["repl_snapshot_on_disk"] != "1" || before["repl_log_last_offset"] != before["repl_log_synced_offset"] {
+			mismatch = "the snapshot not yet on disk, or the log not yet synced"
+			return false
+		}
+		for _, pr := range pairs {
+			want := before[pr.field]
+			if after[pr.field] != want {
+				mismatch = pr.field + " moved during the scrape"
+				return false
+			}
+			if got, ok := m[pr.series]; !ok || strconv.FormatFloat(got, 'f', -1, 64) != want {
+				mismatch = pr.series + " = " + strconv.FormatFloat(got, 'f', -1, 64) + ", INFO " + pr.field + " = " + want
+				return false
+			}
+		}
+		if _, ok := m["replproxy_repl_log_last_fsync_age_seconds"]; !ok {
+			mismatch = "no replproxy_repl_log_last_fsync_age_seconds after a sync"
+			return false
+		}
+		return true
+	})
+	if mismatch != "" {
+		t.Fatal(mismatch)
+	}
+}

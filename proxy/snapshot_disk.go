@@ -282,7 +282,7 @@ func (h *history) adoptSpilled(sp *spilledSnapshot, logFirst, logLast int64) err
 // disk (a spilled one, or one written for the stream log).
 func (s *Server) writeInfoSnapshotOnDisk(w infoWriter, now time.Time) {
 	sp := s.hist.spilledSnapshot()
-	w.kv("repl_snapshot_on_disk", boolInt(sp != nil))
+	w.kv("repl_snapshot_on_disk", b2i(sp != nil))
 	if sp == nil {
 		return
 	}

@@ -213,7 +213,7 @@ func TestRefetchRule(t *testing.T) {
 			}
 			starts := 0
 			got := h.refetchSpilled(tc.first, tc.last, limit, func(*fetch) bool { starts++; return true })
-			if (got != nil) != tc.started || starts != boolInt(tc.started) {
+			if (got != nil) != tc.started || starts != b2i(tc.started) {
 				t.Fatalf("started %v (%d starts), want %v", got != nil, starts, tc.started)
 			}
 			if tc.started && h.mu.fetch == nil {

@@ -57,7 +57,7 @@ type options struct {
 	logOff     []int    // streaming: replica counts measured with the proxy's log off too; nil: not measured
 	tlsN       int      // streaming: replicas of the TLS row; 0: no TLS row
 	tlsSize    int      // streaming: value size of the TLS row
-	profile    bool     // perf-record the proxy at one streaming point
+	profile    bool     // perf-record the proxy at profilePoints
 	dryRun     bool     // list the points and exit
 	note       string   // free text for RESULTS.md
 	args       []string // the flags that shape the figures, for RESULTS.md
@@ -86,7 +86,7 @@ func parseOptions(args []string) (*options, error) {
 	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
 	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
 	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
-	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run (proxied, log on, the TLS row's N and size) and quote the top of perf report")
+	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per variant (proxied, log on; and TLS with the TLS row; at the TLS row's N and size) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
 	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
@@ -273,7 +273,7 @@ func run(ctx context.Context, o *options) error {
 		}
 	}
 	if o.profile && o.sections["streaming"] {
-		r.profile = runProfile(ctx, o, proxyBin, tmp)
+		r.profiles = runProfiles(ctx, o, proxyBin, tmp)
 	}
 	if o.sections["restart"] {
 		for _, v := range restartVariants(o) {
@@ -308,7 +308,9 @@ func (o *options) plan() string {
 			p("  %-7s %-12s N=%d %s", pt.topology, pt.variant, pt.replicas, sizeName(pt.valueSize))
 		}
 		if o.profile {
-			p("  profile: one more run, proxied log on N=%d %s, under perf record", profileN(o), sizeName(profileSize(o)))
+			for _, pt := range profilePoints(o) {
+				p("  profile: one more run, proxied %s N=%d %s, under perf record", pt.variant, pt.replicas, sizeName(pt.valueSize))
+			}
 		}
 	}
 	if o.sections["fullsync"] {

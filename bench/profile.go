@@ -29,17 +29,35 @@ type profileResult struct {
 	run     streamRun
 }
 
-// profileN and profileSize are the point the profile is taken at: the TLS
+// profileN and profileSize are the point the profiles are taken at: the TLS
 // row's N and size, which default to N=4 and 16 KiB.
 func profileN(o *options) int    { return cmp.Or(o.tlsN, 4) }
 func profileSize(o *options) int { return o.tlsSize }
 
-// runProfile runs one more proxied streaming run with the log on under
-// perf record (the proxy has no pprof endpoint; perf sees Go symbols in
-// the unstripped binary) and keeps the top of perf report. It never fails
-// the harness: without perf, or when perf fails, it says why.
-func runProfile(ctx context.Context, o *options, proxyBin, tmp string) *profileResult {
-	pt := streamPoint{proxied, logOn.name, profileN(o), profileSize(o)}
+// profilePoints are the proxied points profiled: the log on, plain, and
+// over TLS when the run has the TLS row.
+func profilePoints(o *options) []streamPoint {
+	pts := []streamPoint{{proxied, logOn.name, profileN(o), profileSize(o)}}
+	if o.tlsN > 0 {
+		pts = append(pts, streamPoint{proxied, withTLS.name, profileN(o), profileSize(o)})
+	}
+	return pts
+}
+
+// runProfiles profiles the proxy at each of profilePoints.
+func runProfiles(ctx context.Context, o *options, proxyBin, tmp string) []*profileResult {
+	var out []*profileResult
+	for i, pt := range profilePoints(o) {
+		out = append(out, runProfile(ctx, o, proxyBin, filepath.Join(tmp, fmt.Sprintf("perf-%d.data", i)), pt))
+	}
+	return out
+}
+
+// runProfile runs one more streaming run at pt under perf record (the
+// proxy has no pprof endpoint; perf sees Go symbols in the unstripped
+// binary), writing to data, and keeps the top of perf report. It never
+// fails the harness: without perf, or when perf fails, it says why.
+func runProfile(ctx context.Context, o *options, proxyBin, data string, pt streamPoint) *profileResult {
 	res := &profileResult{point: pt}
 	perf, err := exec.LookPath("perf")
 	if err != nil {
@@ -47,7 +65,6 @@ func runProfile(ctx context.Context, o *options, proxyBin, tmp string) *profileR
 		logf("profile: skipped: %s", res.skipped)
 		return res
 	}
-	data := filepath.Join(tmp, "perf.data")
 	var recErr error
 	var recOut bytes.Buffer
 	watch := func(relay *cluster.Process) func() {
@@ -66,7 +83,7 @@ func runProfile(ctx context.Context, o *options, proxyBin, tmp string) *profileR
 			}
 		}
 	}
-	logf("profile: proxied (log on) N=%d %s under perf record", pt.replicas, sizeName(pt.valueSize))
+	logf("profile: proxied (%s) N=%d %s under perf record", pt.variant, pt.replicas, sizeName(pt.valueSize))
 	res.run, err = streamOnce(ctx, proxyBin, pt, int64(o.streamMB)<<20, watch)
 	if err == nil && recErr != nil {
 		err = fmt.Errorf("perf record: %w: %s", recErr, strings.TrimSpace(recOut.String()))

@@ -20,7 +20,7 @@ type results struct {
 	streaming         *streamingResult
 	fullsync          *fullSyncResult
 	restart           []*restartResult // one per variant
-	profile           *profileResult
+	profiles          []*profileResult
 }
 
 // fmtS is a summary as "median (min–max)", or the median alone for one run.
@@ -310,27 +310,31 @@ func (r *results) restartMarkdown(p printer) {
 }
 
 func (r *results) profileMarkdown(p printer) {
-	x := r.profile
-	if x == nil {
+	if len(r.profiles) == 0 {
 		return
 	}
 	p("")
 	p("## Profile")
 	p("")
-	if x.report == "" {
-		p("No profile of the proxy: %s.", x.skipped)
-		return
-	}
-	p("Where the proxy's CPU goes at the proxied (%s), N=%d, %s values point (`-profile`: one more run of that", x.point.variant, x.point.replicas, sizeName(x.point.valueSize))
-	p("point, relay %.2f s/replica-GB in it, recorded while the load ran and the replicas caught up).", perGB(x.run.relayCPU, x.run.bytes*int64(x.point.replicas)))
-	p("The proxy has no pprof endpoint, so it is sampled with perf, which reads the Go symbols of the")
-	p("binary: first the share of each binary (the kernel's is the system calls), then self time")
-	p("by symbol, entries above 0.5%%:")
-	p("")
-	p("    %s", x.command)
-	p("")
-	for _, l := range strings.Split(x.report, "\n") {
-		p("%s", strings.TrimRight("    "+l, " "))
+	p("Where the proxy's CPU goes (`-profile`: one more streaming run per point below, recorded while")
+	p("the load ran and the replicas caught up). The proxy has no pprof endpoint, so it is sampled")
+	p("with perf, which reads the Go symbols of the binary: first the share of each binary (the")
+	p("kernel's is the system calls), then self time by symbol, entries above 0.5%%.")
+	for _, x := range r.profiles {
+		p("")
+		p("### Proxied (%s), N=%d, %s values", x.point.variant, x.point.replicas, sizeName(x.point.valueSize))
+		p("")
+		if x.report == "" {
+			p("No profile: %s.", x.skipped)
+			continue
+		}
+		p("Relay %.2f s/replica-GB in the profiled run.", perGB(x.run.relayCPU, x.run.bytes*int64(x.point.replicas)))
+		p("")
+		p("    %s", x.command)
+		p("")
+		for _, l := range strings.Split(x.report, "\n") {
+			p("%s", strings.TrimRight("    "+l, " "))
+		}
 	}
 }
 
@@ -384,8 +388,10 @@ func (r *results) summary() string {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))
 	}
-	if x := r.profile; x != nil && x.report == "" {
-		p("profile: skipped: %s", x.skipped)
+	for _, x := range r.profiles {
+		if x.report == "" {
+			p("profile (%s): skipped: %s", x.point.variant, x.skipped)
+		}
 	}
 	return b.String()
 }

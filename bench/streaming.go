@@ -162,10 +162,10 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64
 		}
 	}()
 	s := &servers{}
-	if s.primary, err = startPrimary(ctx, c, 0); err != nil {
+	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
 		return run, err
 	}
-	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary); err != nil {
+	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary, noReplicaLimit()...); err != nil {
 		return run, err
 	}
 	if s.replicas, err = startReplicas(ctx, c, p.replicas, s.upstream()); err != nil {

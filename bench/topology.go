@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/replproxy/replproxy/bench/internal/cluster"
@@ -99,19 +100,28 @@ func startPrimary(ctx context.Context, c *cluster.Cluster, delay int, args ...st
 		"--repl-diskless-sync-delay", fmt.Sprint(delay)}, args...)...)
 }
 
-// startRelay starts the relay of t (none for direct) and waits until it is
-// in sync with the primary.
-func startRelay(ctx context.Context, c *cluster.Cluster, t topology, v variant, primary *cluster.Process) (*cluster.Process, error) {
+// noReplicaLimit lifts the replica output buffer limit (Redis's default:
+// 256mb hard, 64mb for 60 s). The streaming runs give it to every server
+// that feeds replicas: a replica dropped for lagging resyncs from the
+// small dataset the load leaves instead of receiving the stream, which
+// would make its relay look cheaper than it is.
+func noReplicaLimit() []string {
+	return []string{"--client-output-buffer-limit", "replica 0 0 0"}
+}
+
+// startRelay starts the relay of t (none for direct) with args after its
+// own, and waits until it is in sync with the primary.
+func startRelay(ctx context.Context, c *cluster.Cluster, t topology, v variant, primary *cluster.Process, args ...string) (*cluster.Process, error) {
 	var relay *cluster.Process
 	var err error
 	switch t {
 	case direct:
 		return nil, nil
 	case chained:
-		relay, err = c.StartRedis(ctx, "relay", "--replicaof", "127.0.0.1", fmt.Sprint(primary.ReplPort()),
-			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
+		relay, err = c.StartRedis(ctx, "relay", append([]string{"--replicaof", "127.0.0.1", fmt.Sprint(primary.ReplPort()),
+			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"}, args...)...)
 	case proxied:
-		relay, err = c.StartProxy(ctx, "proxy", primary, v.proxyArgs...)
+		relay, err = c.StartProxy(ctx, "proxy", primary, append(slices.Clone(v.proxyArgs), args...)...)
 	}
 	if err != nil {
 		return nil, err

@@ -94,15 +94,11 @@ func runFullSync(ctx context.Context, o *options, proxyBin string) (*fullSyncRes
 }
 
 func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint) (run syncRun, err error) {
-	c, err := cluster.New(proxyBin)
+	c, err := newCluster(proxyBin, logOn)
 	if err != nil {
 		return run, err
 	}
-	defer func() {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-	}()
+	defer closeCluster(c, &err)
 	s := &servers{}
 	if s.primary, err = startPrimary(ctx, c, o.syncDelay); err != nil {
 		return run, err

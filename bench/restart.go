@@ -82,15 +82,11 @@ func runRestart(ctx context.Context, o *options, proxyBin string, v variant) (*r
 // measures until every replica's link is up and its offset has passed the
 // primary's offset at the restart: the replicas stream again.
 func restartOnce(ctx context.Context, o *options, proxyBin string, v variant) (run restartRun, err error) {
-	c, err := cluster.New(proxyBin)
+	c, err := newCluster(proxyBin, v)
 	if err != nil {
 		return run, err
 	}
-	defer func() {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-	}()
+	defer closeCluster(c, &err)
 	s := &servers{}
 	if s.primary, err = startPrimary(ctx, c, 0, "--repl-backlog-size", restartBacklog); err != nil {
 		return run, err

@@ -156,11 +156,7 @@ func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64
 	if err != nil {
 		return run, err
 	}
-	defer func() {
-		if cerr := c.Close(); err == nil {
-			err = cerr
-		}
-	}()
+	defer closeCluster(c, &err)
 	s := &servers{}
 	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
 		return run, err

@@ -75,6 +75,14 @@ func newCluster(proxyBin string, v variant) (*cluster.Cluster, error) {
 	return c, nil
 }
 
+// closeCluster closes c, stopping its servers, and keeps the first error
+// in *err (deferred by every run).
+func closeCluster(c *cluster.Cluster, err *error) {
+	if cerr := c.Close(); *err == nil {
+		*err = cerr
+	}
+}
+
 // linkTimeout bounds waiting for links to come up and offsets to settle.
 const linkTimeout = 5 * time.Minute
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,8 +29,15 @@ const (
 	// command ends: recovery keeps the log up to the last such record, so
 	// that a PSYNC from its end asks for whole commands.
 	boundaryFlag = 1 << 31
-	// crcMagic starts every CRC file.
-	crcMagic = "RPLCRC1\n"
+	// crcMagic starts every CRC file; crcMagicReused one whose segment file
+	// was recycled, so that bytes past its last entry are an older
+	// segment's, not a torn write (same length: both are the header).
+	crcMagic       = "RPLCRC1\n"
+	crcMagicReused = "RPLCRC1R"
+	// spareName is a retired segment file kept for the next segment to
+	// overwrite: writing over a file's allocated blocks costs the kernel a
+	// fraction of extending a new one (block allocation on every page).
+	spareName = "spare.seg"
 	// metaName and metaTemp are the metadata file and its replacement.
 	metaName = "meta.json"
 	metaTemp = "meta.json.tmp"
@@ -129,6 +137,8 @@ type Log struct {
 	lastSync time.Time
 	closed   bool
 	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
+	spare    bool            // spareName holds a retired segment file
+	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
 
 	// mu guards the index; readers take it shared.
 	mu    sync.RWMutex
@@ -137,6 +147,10 @@ type Log struct {
 	start int64
 	segs  []*segment
 	total int64 // bytes in segs
+	// readers counts the readers with a segment's file open, by its first
+	// offset: retention recycles only a file no reader has open, so that
+	// what a reader verified is what sendfile sends.
+	readers map[int64]int
 }
 
 // Open opens the log in opts.FS, recovering and verifying what it holds.
@@ -146,7 +160,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 	if seg == 0 {
 		seg = min(max(opts.MaxBytes/8, minSegmentBytes), maxSegmentBytes)
 	}
-	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes)}
+	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{}}
 	l.id = Identity{ReplID2: replid.None, SecondOffset: -1}
 	rec, err := l.recover()
 	if err != nil {
@@ -241,11 +255,18 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 	// Bounded by the data it can describe (a record holds at least one
 	// byte), so a damaged CRC file cannot size the read.
 	entries, err := io.ReadAll(io.LimitReader(crcs, int64(len(crcMagic))+entrySize*(fileSize(data)+1)))
-	if err != nil || len(entries) < len(crcMagic) || string(entries[:len(crcMagic)]) != crcMagic {
+	reused := false
+	switch {
+	case err != nil || len(entries) < len(crcMagic):
 		problem = fmt.Sprintf("%s: no valid header", segName(first, crcExt))
 		entries = nil
-	} else {
+	case string(entries[:len(crcMagic)]) == crcMagic:
 		entries = entries[len(crcMagic):]
+	case string(entries[:len(crcMagic)]) == crcMagicReused:
+		entries, reused = entries[len(crcMagic):], true
+	default:
+		problem = fmt.Sprintf("%s: no valid header", segName(first, crcExt))
+		entries = nil
 	}
 	buf := make([]byte, RecordMax)
 	var pos int64
@@ -272,6 +293,9 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 		entries = entries[entrySize:]
 	}
 	cut = max(fileSize(data)-pos, 0)
+	if reused && problem == "" {
+		cut = 0 // a recycled file's older bytes, past what was written
+	}
 	// Cut what is not verified, so appends continue right after the last
 	// good record. A failed cut leaves bytes past the index, never read.
 	data.Truncate(pos)
@@ -363,7 +387,7 @@ func (l *Log) removeUnlisted(segs []*segment) error {
 		keep[segName(s.first, crcExt)] = true
 	}
 	for _, name := range names {
-		ours := name == metaTemp || isSegFile(name)
+		ours := name == metaTemp || name == spareName || isSegFile(name)
 		if ours && !keep[name] {
 			if err := removeIfExists(l.fsys, name); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
@@ -625,23 +649,27 @@ func (l *Log) curSize() int64 { return l.segs[len(l.segs)-1].size() }
 // drops the oldest segments over MaxBytes. REQUIRES: wmu held.
 func (l *Log) roll() error {
 	if l.seg != nil {
-		if err := l.syncFiles(); err != nil {
+		if err := l.seal(); err != nil {
 			return err
 		}
 		l.closeFiles()
 	}
 	first := l.endLocked() + 1
-	seg, err := l.fsys.OpenFile(segName(first, segExt), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	seg, reused, err := l.createSegment(segName(first, segExt))
 	if err != nil {
-		return fmt.Errorf("create %s: %w", segName(first, segExt), err)
+		return err
 	}
 	crc, err := l.fsys.OpenFile(segName(first, crcExt), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		seg.Close()
 		return fmt.Errorf("create %s: %w", segName(first, crcExt), err)
 	}
-	l.seg, l.crc = seg, crc
-	if _, err := crc.Write([]byte(crcMagic)); err != nil {
+	l.seg, l.crc, l.reused = seg, crc, reused
+	magic := crcMagic
+	if reused {
+		magic = crcMagicReused
+	}
+	if _, err := crc.Write([]byte(magic)); err != nil {
 		return fmt.Errorf("write %s: %w", segName(first, crcExt), err)
 	}
 	if err := l.syncFiles(); err != nil {
@@ -657,7 +685,40 @@ func (l *Log) roll() error {
 	return l.retain()
 }
 
-// retain drops the oldest segments while the others hold MaxBytes.
+// createSegment opens a new segment file under name: the spare, renamed,
+// when there is one, else a new file. REQUIRES: wmu held.
+func (l *Log) createSegment(name string) (f File, reused bool, err error) {
+	if l.spare {
+		l.spare = false
+		if err := l.fsys.Rename(spareName, name); err == nil {
+			if f, err := l.fsys.OpenFile(name, os.O_RDWR, 0); err == nil {
+				return f, true, nil
+			}
+		}
+		// The spare is gone or unusable: a new file, as without one.
+	}
+	f, err = l.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("create %s: %w", name, err)
+	}
+	return f, false, nil
+}
+
+// seal makes the newest segment's files durable before a new one starts
+// or the log closes, first cutting a recycled file to what was written.
+// REQUIRES: wmu held.
+func (l *Log) seal() error {
+	if l.reused {
+		if err := l.seg.Truncate(l.curSize()); err != nil {
+			return fmt.Errorf("cut the recycled segment to size: %w", err)
+		}
+		l.reused = false
+	}
+	return l.syncFiles()
+}
+
+// retain drops the oldest segments while the others hold MaxBytes. The
+// first one dropped that no reader has open becomes the spare.
 // REQUIRES: wmu held.
 func (l *Log) retain() error {
 	for {
@@ -670,10 +731,16 @@ func (l *Log) retain() error {
 		l.segs = l.segs[1:]
 		l.total -= old.size()
 		m := l.metaLocked()
+		// Decided under mu: a reader opens a file only while its segment
+		// is listed, so none can open this one from here on.
+		recycle := !l.spare && l.readers[old.first] == 0
 		l.mu.Unlock()
 		// Unlisted first: a crash in between leaves files recovery removes.
 		if err := l.writeMeta(m); err != nil {
 			return err
+		}
+		if recycle && l.fsys.Rename(segName(old.first, segExt), spareName) == nil {
+			l.spare = true
 		}
 		for _, ext := range []string{segExt, crcExt} {
 			if err := removeIfExists(l.fsys, segName(old.first, ext)); err != nil {
@@ -772,7 +839,7 @@ func (l *Log) Close() error {
 	}
 	var err error
 	if l.seg != nil && l.err == nil {
-		err = l.syncFiles()
+		err = l.seal()
 	}
 	l.closeFiles()
 	l.closed = true
@@ -795,4 +862,24 @@ func (l *Log) locate(gen uint64, off int64) (first, start, end int64, sum uint32
 		start = s.ends[j-1]
 	}
 	return s.first, start, s.ends[j], s.crcs[j], nil
+}
+
+// acquire counts a reader of generation gen opening the file of the segment
+// starting at first, if the log still lists it; release undoes it.
+func (l *Log) acquire(gen uint64, first int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gen != l.gen || !slices.ContainsFunc(l.segs, func(s *segment) bool { return s.first == first }) {
+		return false
+	}
+	l.readers[first]++
+	return true
+}
+
+func (l *Log) release(first int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.readers[first]--; l.readers[first] <= 0 {
+		delete(l.readers, first)
+	}
 }

@@ -38,6 +38,7 @@ func (r *Reader) Close() {
 	if r.f != nil {
 		r.f.Close()
 		r.f = nil
+		r.l.release(r.first)
 	}
 }
 
@@ -66,8 +67,12 @@ func (r *Reader) WriteTo(w io.Writer, max int64) (int64, error) {
 	}
 	if r.f == nil || r.first != segFirst {
 		r.Close()
+		if !r.l.acquire(r.gen, segFirst) {
+			return 0, fmt.Errorf("%w: segment %s was removed", ErrNotHeld, segName(segFirst, segExt))
+		}
 		f, err := r.l.fsys.OpenFile(segName(segFirst, segExt), os.O_RDONLY, 0)
 		if err != nil {
+			r.l.release(segFirst)
 			return 0, fmt.Errorf("%w: open %s: %v", ErrNotHeld, segName(segFirst, segExt), err)
 		}
 		r.f, r.first = f, segFirst

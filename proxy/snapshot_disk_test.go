@@ -222,3 +222,40 @@ func TestRefetchRule(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSnapshotMeta: whatever the snapshot's metadata file holds, loading it
+// never panics, and a snapshot is adopted only when the metadata is valid
+// and names the file on disk by its exact size and CRC64.
+func FuzzSnapshotMeta(f *testing.F) {
+	rdb := []byte("REDIS0010 a snapshot's bytes")
+	crc := replbuf.CRC64(0, rdb)
+	good, _ := json.Marshal(snapshotMeta{ReplID: replid.New(), Offset: 100, Size: int64(len(rdb)), CRC64: crc, Created: 1})
+	write := func(tb testing.TB, dir string, meta []byte) {
+		for name, b := range map[string][]byte{spillFileName: rdb, snapshotMetaName: meta} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	dir := f.TempDir()
+	write(f, dir, good)
+	if _, err := loadSnapshot(dir); err != nil {
+		f.Fatalf("valid metadata refused: %v", err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":-1,"size":1,"crc64":0}`))
+	f.Add([]byte(`{"size":9223372036854775807}`))
+	f.Add([]byte(`[1,2,3]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		write(t, dir, data)
+		sp, err := loadSnapshot(dir)
+		if err != nil {
+			return
+		}
+		var m snapshotMeta
+		if json.Unmarshal(data, &m) != nil || !replid.Valid(sp.replID) || sp.size != int64(len(rdb)) || m.CRC64 != crc || sp.offset < 0 {
+			t.Fatalf("adopted %+v from metadata %q", sp, data)
+		}
+	})
+}

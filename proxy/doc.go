@@ -38,7 +38,7 @@
 //     connections keep what they were made with.
 //   - listeners (listeners.go): the client listeners, plain (port) and TLS
 //     (tls-port), opened by New and replaced by CONFIG SET port (the plain
-//     ones) or bind (both kinds; tls-port itself is startup-only): new ones
+//     ones), tls-port (the TLS ones) or bind (both kinds): new ones
 //     opened before the old ones close, connections already accepted stay.
 //     Closed for good by Run's end, a drain or Close.
 //   - clients and replicas (client.go, commands.go, commands_connect.go,

@@ -17,10 +17,11 @@ import (
 
 // listenerSet is the server's client listeners: port's (plain) and
 // tls-port's, one of each kind per bind address. New opens them; CONFIG SET
-// port or bind replaces them while the server runs, opening the new ones
-// before closing the old ones, as redis-server's changeListenPort does (a
-// listener whose address and port stay is kept as it is). A change of port
-// replaces the plain listeners only; a change of bind replaces both kinds,
+// port, tls-port or bind replaces them while the server runs, opening the
+// new ones before closing the old ones, as redis-server's changeListenPort
+// does (a listener whose address and port stay is kept as it is). A change
+// of port replaces the plain listeners only, of tls-port the TLS ones only;
+// a change of bind replaces both kinds,
 // as redis-server's changeBindAddr rebinds port and tls-port. Run's end, a
 // drain or Close closes them for good. Connections accepted from a
 // replaced listener stay open.
@@ -224,13 +225,13 @@ func (s *Server) TLSAddr() net.Addr {
 // as INFO's tcp_port is Redis's server.port.
 func (s *Server) plainPort() int { return s.config().Port }
 
-// changeListeners is CONFIG SET's part for port and bind: when next
-// changes either, it opens next's listeners (a new port: the plain ones; a
-// new bind: both kinds, as redis-server's changeBindAddr rebinds port and
-// tls-port), keeping those whose address, kind and port stay, and settles
-// port 0 in next; it returns what puts them in place once next is
-// published, or closes them when it is not. tls-port is startup-only, so
-// its listeners change only with bind. When a new address overlaps one in
+// changeListeners is CONFIG SET's part for port, tls-port and bind: when
+// next changes any, it opens next's listeners (a new port: the plain ones;
+// a new tls-port: the TLS ones; a new bind: both kinds, as redis-server's
+// changeBindAddr rebinds port and tls-port), keeping those whose address,
+// kind and port stay, and settles port 0 in next; it returns what puts them
+// in place once next is published, or closes them when it is not. When a
+// new address overlaps one in
 // use on the same port (127.0.0.1 then *), it first closes the old
 // listeners and, if the new ones still fail, opens the old ones again, as
 // redis-server's changeBindAddr does. The error is redis-server's reply
@@ -238,13 +239,14 @@ func (s *Server) plainPort() int { return s.config().Port }
 // other change of the listeners runs meanwhile.
 func (s *Server) changeListeners(prev, next *config.Config) (func(published bool), error) {
 	bindChanged := !slices.Equal(next.Bind, prev.Bind)
-	if next.Port == prev.Port && !bindChanged {
+	portChanged, tlsPortChanged := next.Port != prev.Port, next.TLSPort != prev.TLSPort
+	if !portChanged && !tlsPortChanged && !bindChanged {
 		return nil, nil
 	}
 	keep := s.listenersInUse()
-	if next.Port != prev.Port {
-		keep = slices.DeleteFunc(keep, func(b boundListener) bool { return !b.tls })
-	}
+	keep = slices.DeleteFunc(keep, func(b boundListener) bool {
+		return b.tls && tlsPortChanged || !b.tls && portChanged
+	})
 	lns, port, err := openAll(next, keep, s.log)
 	if err != nil && bindChanged && errors.Is(err, syscall.EADDRINUSE) {
 		// Perhaps in use by our own listeners: close them, try again, and
@@ -262,8 +264,11 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 	}
 	if err != nil {
 		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
-		if next.Port != prev.Port {
+		if portChanged {
 			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port")
+		}
+		if tlsPortChanged {
+			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port")
 		}
 		return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.")
 	}

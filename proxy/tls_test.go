@@ -435,3 +435,69 @@ func TestTLSConfigRewrite(t *testing.T) {
 		t.Fatalf("CONFIG GET * after the restart:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestTLSConfigSetTLSPort: CONFIG SET tls-port turns TLS on in a proxy
+// started without it (the files named in the same command are loaded
+// first), moves the TLS listeners without touching the plain one, refuses
+// a port in use with Redis's reply and keeps the old one, and turns TLS
+// off again.
+func TestTLSConfigSetTLSPort(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	p := startProxy(t)
+	xc := redistest.Dial(t, p.AddrString())
+	plainListener := func() net.Listener {
+		for _, b := range p.listenersInUse() {
+			if !b.tls {
+				return b.ln
+			}
+		}
+		return nil
+	}
+	plain := plainListener()
+	at := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	tlsAnswers := func(port int) bool {
+		reply, err := tlsPing(at(port), pki.ClientConfig())
+		return err == nil && reply == "+PONG"
+	}
+
+	first := freePort(t)
+	xc.MustDo(t, "CONFIG", "SET", "tls-cert-file", pki.Cert, "tls-key-file", pki.Key,
+		"tls-ca-cert-file", pki.CACert, "tls-port", strconv.Itoa(first))
+	if !tlsAnswers(first) {
+		t.Fatal("no TLS answer on the tls-port set at runtime")
+	}
+	second := freePort(t)
+	xc.MustDo(t, "CONFIG", "SET", "tls-port", strconv.Itoa(second))
+	if !tlsAnswers(second) {
+		t.Fatal("no TLS answer on the new tls-port")
+	}
+	if conn, err := net.DialTimeout("tcp", at(first), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("the old tls-port still accepts")
+	}
+	if got := plainListener(); got != plain {
+		t.Fatalf("CONFIG SET tls-port replaced the plain listener: %v, was %v", got, plain)
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, busyPort, _ := net.SplitHostPort(busy.Addr().String())
+	if _, err := xc.Do("CONFIG", "SET", "tls-port", busyPort); err == nil || !strings.Contains(err.Error(), "argument 'tls-port'") {
+		t.Fatalf("CONFIG SET tls-port to a port in use: %v", err)
+	}
+	if got := xc.MustDo(t, "CONFIG", "GET", "tls-port").Array()[1].String(); got != strconv.Itoa(second) || !tlsAnswers(second) {
+		t.Fatalf("after a refused CONFIG SET tls-port: tls-port %s, want %d still answering", got, second)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "tls-port", "0")
+	if n := countListeners(p.Server, true); n != 0 {
+		t.Fatalf("%d TLS listeners after CONFIG SET tls-port 0", n)
+	}
+	xc.MustDo(t, "PING")
+	if plainListener() != plain {
+		t.Fatal("CONFIG SET tls-port 0 replaced the plain listener")
+	}
+}

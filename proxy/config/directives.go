@@ -219,7 +219,8 @@ func Names() []string {
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger
 // is built once, before the server), metrics-port and metrics-bind (the
-// monitoring server's listener is opened once, by New) and tls-port.
+// monitoring server's listener is opened once, by New) and repl-log-size
+// (the stream log is opened and recovered at start).
 func Mutable(name string) bool {
 	d := byName[asciiLower(name)]
 	return d != nil && d.mutable

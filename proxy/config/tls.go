@@ -82,7 +82,7 @@ func boolDirective(name string, mutable bool, field func(*Config) *bool) directi
 
 // tlsPortDirective is tls-port: 0 (off) or a port.
 var tlsPortDirective = directive{
-	name: "tls-port", nargs: 1,
+	name: "tls-port", mutable: true, nargs: 1,
 	set: func(c *Config, args []string) error {
 		n, err := parseIntRange(args[0], 0, 65535)
 		if err != nil {

@@ -265,7 +265,7 @@ func (s *Server) followLog(ctx context.Context) error {
 				return err
 			}
 		}
-		if limit := s.config().ClientOutputBufferLimit.Replica.Hard; limit > 0 && cur.Lag() > limit {
+		if limit := replicaHardLimit(s.config()); limit > 0 && cur.Lag() > limit {
 			return errLogBehind
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 // monitorInterval is how often the monitor checks replicas (Redis's
@@ -44,34 +47,15 @@ var (
 func (s *Server) checkReplicas(now time.Time) {
 	cfg := s.config()
 	lim := cfg.ClientOutputBufferLimit.Replica
-	backlog := cfg.ReplBacklogSize
 	timeout := cfg.ReplTimeout
 	replicas := s.clients.replicaList()
-	hard := lim.Hard
-	if hard > 0 && hard < backlog {
-		hard = backlog
-	}
+	hard := replicaHardLimit(cfg)
 	live, end := s.logLive(), s.hist.stream().Offset()
 	for _, r := range replicas {
 		if r.closed() {
 			continue
 		}
-		var cob int64
-		c := r.cursor.Load()
-		if c != nil {
-			cob = c.OutputBufferSize()
-		}
-		if live {
-			// With the stream log, replicas pin at most the window: the
-			// limits bound how far behind the end a replica may be.
-			cob = 0
-			switch {
-			case c != nil:
-				cob = c.Lag()
-			case r.onDisk.Load():
-				cob = max(end+1-r.diskOff.Load(), 0)
-			}
-		}
+		cob := judgedOutput(r.cursor.Load(), live, r.onDisk.Load(), r.diskOff.Load(), end)
 		switch {
 		case hard > 0 && cob >= hard:
 			s.stats.replicasDropped.Add(1)
@@ -94,6 +78,35 @@ func (s *Server) checkReplicas(now time.Time) {
 			r.close(closeReplicaTimeout, errReplicaAckTimeout)
 		}
 	}
+}
+
+// judgedOutput is what a replica's limits are held against: the memory its
+// cursor c pins (Redis's formula), or, while the stream log runs, how far
+// behind the stream's end it is, since replicas then pin at most the
+// window. A replica reading the log (onDisk, at diskOff; no cursor) is
+// judged by its lag even while the log is down: its reader then fails or
+// ends, it holds no memory to be judged by, and its lag is what it would
+// pin back in memory.
+func judgedOutput(c *replbuf.Cursor, live, onDisk bool, diskOff, end int64) int64 {
+	switch {
+	case c != nil && live:
+		return c.Lag()
+	case c != nil:
+		return c.OutputBufferSize()
+	case onDisk:
+		return max(end+1-diskOff, 0)
+	}
+	return 0
+}
+
+// replicaHardLimit is client-output-buffer-limit replica's hard limit as
+// it applies: raised to the backlog size, as Redis does; 0 for none.
+func replicaHardLimit(cfg *config.Config) int64 {
+	hard := cfg.ClientOutputBufferLimit.Replica.Hard
+	if hard > 0 && hard < cfg.ReplBacklogSize {
+		hard = cfg.ReplBacklogSize
+	}
+	return hard
 }
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.

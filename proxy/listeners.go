@@ -21,10 +21,9 @@ import (
 // new ones before closing the old ones, as redis-server's changeListenPort
 // does (a listener whose address and port stay is kept as it is). A change
 // of port replaces the plain listeners only, of tls-port the TLS ones only;
-// a change of bind replaces both kinds,
-// as redis-server's changeBindAddr rebinds port and tls-port. Run's end, a
-// drain or Close closes them for good. Connections accepted from a
-// replaced listener stay open.
+// a change of bind replaces both kinds, as redis-server's changeBindAddr
+// rebinds port and tls-port. Run's end, a drain or Close closes them for
+// good. Connections accepted from a replaced listener stay open.
 type listenerSet struct {
 	sync.Mutex // a leaf but for serve's accept loops, which take no proxy lock
 	list       []boundListener
@@ -231,10 +230,9 @@ func (s *Server) plainPort() int { return s.config().Port }
 // changeBindAddr rebinds port and tls-port), keeping those whose address,
 // kind and port stay, and settles port 0 in next; it returns what puts them
 // in place once next is published, or closes them when it is not. When a
-// new address overlaps one in
-// use on the same port (127.0.0.1 then *), it first closes the old
-// listeners and, if the new ones still fail, opens the old ones again, as
-// redis-server's changeBindAddr does. The error is redis-server's reply
+// new address overlaps one in use on the same port (127.0.0.1 then *), it
+// first closes the old listeners and, if the new ones still fail, opens the
+// old ones again, as redis-server's changeBindAddr does. The error is redis-server's reply
 // text. REQUIRES: s.conf.writeMu held (changeConfig's change), so that no
 // other change of the listeners runs meanwhile.
 func (s *Server) changeListeners(prev, next *config.Config) (func(published bool), error) {

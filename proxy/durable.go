@@ -330,6 +330,9 @@ type logReport struct {
 	recovered, cut            int64 // what recovery verified and cut at start
 }
 
+// fsyncLag is the bytes written to the log and not yet fsynced.
+func (r logReport) fsyncLag() int64 { return max(r.stats.Last-r.stats.Synced, 0) }
+
 // logReport reads the stream log's state.
 func (s *Server) logReport(now time.Time) logReport {
 	d := s.durable
@@ -380,7 +383,7 @@ func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
 	w.kv("repl_log_bytes", st.Bytes)
 	w.kv("repl_log_segments", st.Segments)
 	w.kv("repl_log_synced_offset", st.Synced)
-	w.kv("repl_log_fsync_lag_bytes", max(st.Last-st.Synced, 0))
+	w.kv("repl_log_fsync_lag_bytes", r.fsyncLag())
 	w.kv("repl_log_last_fsync_age", r.syncAge)
 	w.kv("repl_log_errors", r.errors)
 	w.kv("repl_log_last_error", r.lastErr)

@@ -236,7 +236,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit("repl_log_bytes", lr.stats.Bytes)
 		emit("repl_log_segments", int64(lr.stats.Segments))
 		emit("repl_log_synced_offset", lr.stats.Synced)
-		emit("repl_log_fsync_lag_bytes", max(lr.stats.Last-lr.stats.Synced, 0))
+		emit("repl_log_fsync_lag_bytes", lr.fsyncLag())
 		if lr.syncAge >= 0 {
 			emit("repl_log_last_fsync_age_seconds", lr.syncAge)
 		}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,36 @@ import (
 // metricsShutdownWait bounds how long Run waits for scrapes in progress.
 const metricsShutdownWait = 5 * time.Second
 
+// The monitoring port is reachable by whoever can reach the host (the
+// Kubernetes example binds it to 0.0.0.0), so what a stranger can make it
+// hold is bounded, in time and in descriptors:
+//
+//   - metricsMaxConns connections are served at once. The listener stops
+//     accepting at the cap (limitListener): connections past it wait in the
+//     kernel's accept queue, where they hold no descriptor of the process,
+//     until a slot frees. A scraper and two probes need three; the cap is
+//     counted in the descriptor budget (cmd/replproxy's reservedFDs), so
+//     however many connections arrive the RESP port, the stream log and the
+//     snapshot files keep theirs. Refusing at the cap instead (accept, then
+//     close) would cost a descriptor and a goroutine per attempt and tell a
+//     prober nothing it could retry on.
+//   - a slot is held for a bounded time: the request's headers within
+//     metricsReadHeaderTimeout, the whole request within metricsReadTimeout,
+//     the reply within metricsWriteTimeout (a client that does not read
+//     /metrics no longer pins its slot), and an idle keep-alive
+//     connection is closed after metricsIdleTimeout. A scraper that reuses
+//     its connection less often than that just connects again.
+//   - headers are bounded by metricsMaxHeaderBytes: the three paths take
+//     no parameters.
+const (
+	metricsMaxConns          = 16
+	metricsReadHeaderTimeout = 5 * time.Second
+	metricsReadTimeout       = 10 * time.Second
+	metricsWriteTimeout      = 10 * time.Second
+	metricsIdleTimeout       = 10 * time.Second
+	metricsMaxHeaderBytes    = 16 << 10
+)
+
 // listenMetrics opens the monitoring listener when metrics-port is set.
 func (s *Server) listenMetrics(cfg *config.Config) error {
 	if cfg.MetricsPort == 0 {
@@ -52,7 +83,7 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen for metrics on %s port %d: %w", cfg.MetricsBind, cfg.MetricsPort, err)
 	}
-	s.metricsLn = ln
+	s.metricsLn = newLimitListener(ln, metricsMaxConns)
 	return nil
 }
 
@@ -81,9 +112,14 @@ func (s *Server) serveMetrics() (stop func()) {
 	if s.metricsLn == nil {
 		return func() {}
 	}
+	idle := cmp.Or(s.metricsIdle, metricsIdleTimeout)
 	srv := &http.Server{
 		Handler:           s.metricsHandler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(metricsReadHeaderTimeout, idle),
+		ReadTimeout:       min(metricsReadTimeout, idle),
+		WriteTimeout:      min(metricsWriteTimeout, idle),
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    metricsMaxHeaderBytes,
 		ErrorLog:          s.log.StandardLogger(nil),
 	}
 	done := make(chan struct{})

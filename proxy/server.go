@@ -59,7 +59,10 @@ type Server struct {
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
 	ln        listenerSet
-	metricsLn net.Listener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
+	metricsLn *limitListener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
+	// metricsIdle replaces metricsIdleTimeout when set (a test's); it also
+	// caps the monitoring server's other timeouts. Set by New, read-only.
+	metricsIdle time.Duration
 
 	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
 	// listeners (tls.go), which takes the material in force at each one.
@@ -113,6 +116,9 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
+	// metricsIdle, when set, replaces metricsIdleTimeout and caps the
+	// monitoring server's other timeouts (tests).
+	metricsIdle time.Duration
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -166,6 +172,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
 	s.fileLimit = opts.FileLimit
+	s.metricsIdle = opts.metricsIdle
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()

@@ -74,6 +74,9 @@
 // On tls-port that goroutine first runs the TLS handshake, under a deadline
 // (10s, or repl-timeout when shorter) and Run's context; a failure is
 // counted, logged at most once a second and closes that connection only.
+// The connection counts against maxclients (and in connected_clients) from
+// accept on, as Redis creates its client before the handshake: past the
+// limit it is closed at once.
 // When a client becomes a replica that goroutine reads its ACKs
 // (runReplica), and a second one (writeReplica) sends: the payload, then the
 // stream from the replica's cursor with writev. Whichever ends first closes

@@ -18,6 +18,13 @@ type registry struct {
 	byID     map[int64]*client     // guarded by mu
 	lastID   int64                 // guarded by mu; the id given last
 	replicas map[*replica]struct{} // guarded by mu; a subset of byID's clients, while they run as replicas
+	// handshakes is how many connections accepted on tls-port are still in
+	// their TLS handshake; guarded by mu. Redis creates the client at accept,
+	// before the handshake: so they count against maxclients and in
+	// connected_clients, and a silent TLS connection takes a client's slot,
+	// not a descriptor beyond the budget. They have no id yet, so CLIENT
+	// LIST does not show them.
+	handshakes int
 }
 
 func newRegistry() *registry {
@@ -30,13 +37,50 @@ func newRegistry() *registry {
 func (g *registry) add(maxClients int, newClient func(id int64) *client) (*client, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.byID) >= maxClients {
+	if len(g.byID)+g.handshakes >= maxClients {
 		return nil, false
 	}
+	return g.addLocked(newClient), true
+}
+
+// addLocked registers the client newClient makes with the next id.
+// REQUIRES: g.mu held.
+func (g *registry) addLocked(newClient func(id int64) *client) *client {
 	g.lastID++
 	c := newClient(g.lastID)
 	g.byID[c.id] = c
-	return c, true
+	return c
+}
+
+// reserve counts a connection whose TLS handshake starts against
+// maxClients, unless maxClients are connected (or in their handshake)
+// already. The slot is then either given back (unreserve) or taken by the
+// client the handshake yields (addReserved).
+func (g *registry) reserve(maxClients int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.byID)+g.handshakes >= maxClients {
+		return false
+	}
+	g.handshakes++
+	return true
+}
+
+// unreserve gives back a slot reserve took: the handshake failed, or the
+// connection was refused after it.
+func (g *registry) unreserve() {
+	g.mu.Lock()
+	g.handshakes--
+	g.mu.Unlock()
+}
+
+// addReserved registers the client of a connection whose slot reserve
+// took, without checking maxClients again (Redis checks it once, at accept).
+func (g *registry) addReserved(newClient func(id int64) *client) *client {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.handshakes--
+	return g.addLocked(newClient)
 }
 
 // remove forgets a client that has gone.
@@ -60,11 +104,13 @@ func (g *registry) removeReplica(r *replica) {
 	g.mu.Unlock()
 }
 
-// count returns how many clients are connected, replicas included.
+// count returns how many clients are connected, replicas and connections
+// in their TLS handshake included (as Redis's connected_clients counts a
+// client from accept).
 func (g *registry) count() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.byID)
+	return len(g.byID) + g.handshakes
 }
 
 // clients returns the connected clients in the order they connected.

@@ -334,7 +334,8 @@ func (s *Server) Close() error {
 
 // acceptLoop accepts connections until the listener is closed. Each client's
 // goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
-// so that a slow one holds up no other client. Any other accept error (EMFILE when the process is out
+// so that a slow one holds up no other client, and the connection counts
+// against maxclients from accept on. Any other accept error (EMFILE when the process is out
 // of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
 // retried after a back-off: a proxy that stops accepting would leave every
 // replica without a way back.
@@ -363,26 +364,46 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 		s.stats.connectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
 		if isTLS {
 			s.stats.tlsConnectionsReceived.Add(1)
+			// The handshake holds a descriptor and a goroutine for up to its
+			// timeout, so it takes a client's slot from accept on, as Redis
+			// creates the client before the handshake; past maxclients the
+			// connection is closed at once. Redis's error cannot go out
+			// before the handshake (Redis writes nothing either): it drops.
+			if !s.clients.reserve(s.config().MaxClients) {
+				s.stats.rejectedConnections.Add(1)
+				conn.Close()
+				continue
+			}
 			wg.Go(func() {
 				if tc, ok := s.handshakeTLS(ctx, conn); ok {
-					s.admit(ctx, tc, wg)
+					s.admit(ctx, tc, wg, true)
 				}
 			})
 			continue
 		}
-		s.admit(ctx, conn, wg)
+		s.admit(ctx, conn, wg, false)
 	}
 }
 
 // admit serves a new connection (after its TLS handshake, on tls-port):
-// protected mode and maxclients, then a goroutine that joins wg.
-func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup) {
+// protected mode and maxclients, then a goroutine that joins wg. reserved
+// says the connection holds a slot of the registry already (a TLS one,
+// reserved at accept): it becomes the client's, or is given back.
+func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
 	if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
+		if reserved {
+			s.clients.unreserve()
+		}
 		s.stats.rejectedConnections.Add(1) // as Redis counts it
 		wg.Go(func() { deny(conn) })
 		return
 	}
-	c, ok := s.register(conn)
+	c, ok := (*client)(nil), true
+	if reserved {
+		c = s.clients.addReserved(func(id int64) *client { return newClient(s, id, conn) })
+	} else {
+		c, ok = s.register(conn)
+	}
 	if !ok {
 		s.stats.rejectedConnections.Add(1)
 		conn.Write([]byte("-ERR max number of clients reached\r\n"))

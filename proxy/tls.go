@@ -192,8 +192,9 @@ func tlsReloadNeeded(prev, next *config.Config, force bool) bool {
 func namesTLS(name string) bool { return strings.HasPrefix(name, "tls-") }
 
 // handshakeTLS runs the server side of a TLS handshake on an accepted
-// connection within the handshake timeout. On failure it counts and logs
-// (rate-limited) the failure and closes the connection.
+// connection, whose client slot the registry has reserved, within the
+// handshake timeout. On failure it closes the connection, gives its slot
+// back, and counts and logs (rate-limited) the failure.
 func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, bool) {
 	tc := tls.Server(conn, s.tlsListenerConfig)
 	timeout := min(tlsHandshakeTimeout, s.config().ReplTimeout)
@@ -203,6 +204,7 @@ func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, boo
 	cancel()
 	if err != nil {
 		tc.Close()
+		s.clients.unreserve() // before the count, which a reader may wait on
 		s.stats.tlsHandshakeFailures.Add(1)
 		if ok, n := s.tlsLog.allow(time.Now(), logEvery); ok {
 			s.log.Named("downstream").Warn("TLS handshake failed", "address", conn.RemoteAddr().String(), "error", err, "suppressed", n)

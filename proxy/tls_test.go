@@ -501,3 +501,68 @@ func TestTLSConfigSetTLSPort(t *testing.T) {
 		t.Fatal("CONFIG SET tls-port 0 replaced the plain listener")
 	}
 }
+
+// TestTLSHandshakeCounted is issue 18's item 2: a connection in its TLS
+// handshake counts against maxclients and in connected_clients from accept
+// on, as Redis creates its client before the handshake. With maxclients 5,
+// one plain client and four silent TLS connections fill it: a fifth TLS
+// connection is closed at once (long before the 10s handshake timeout),
+// with nothing written, and a plain client gets Redis's error; the slots
+// come back when the silent ones leave.
+func TestTLSHandshakeCounted(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	plainPort := strconv.Itoa(redistest.FreePort(t))
+	p := startProxy(t, append([]string{"--maxclients", "5", "--port", plainPort}, tlsArgs(t, pki)...)...)
+	c := redistest.Dial(t, p.AddrString())
+	c.MustDo(t, "PING") // registered before the TLS connections come
+	var silent []net.Conn
+	for range 4 {
+		conn, err := net.Dial("tcp", p.TLSAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		silent = append(silent, conn)
+	}
+	redistest.WaitFor(t, 5*time.Second, "the four handshakes counted in connected_clients", func() bool {
+		return c.InfoInt(t, "clients", "connected_clients") == 5
+	})
+
+	conn, err := net.Dial("tcp", p.TLSAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := conn.Read(make([]byte, 64))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a TLS connection past maxclients is still open after 5s")
+	}
+	if n != 0 {
+		t.Fatalf("a TLS connection past maxclients got %d bytes before its handshake", n)
+	}
+
+	plain, err := net.Dial("tcp", p.AddrString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	plain.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(plain).ReadString('\n')
+	if line != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("a plain client past maxclients got %q", line)
+	}
+	if n := c.InfoInt(t, "stats", "rejected_connections"); n != 2 {
+		t.Fatalf("rejected_connections %d, want 2", n)
+	}
+
+	for _, s := range silent {
+		s.Close()
+	}
+	redistest.WaitFor(t, 5*time.Second, "the handshakes' slots given back", func() bool {
+		return c.InfoInt(t, "clients", "connected_clients") == 1
+	})
+	if r, err := tlsPing(p.TLSAddr().String(), pki.ClientConfig()); r != "+PONG" {
+		t.Fatalf("TLS PING after the slots came back: %q %v", r, err)
+	}
+}

@@ -45,7 +45,7 @@ const metricsShutdownWait = 5 * time.Second
 //     accepting at the cap (limitListener): connections past it wait in the
 //     kernel's accept queue, where they hold no descriptor of the process,
 //     until a slot frees. A scraper and two probes need three; the cap is
-//     counted in the descriptor budget (cmd/replproxy's reservedFDs), so
+//     counted in the descriptor budget (ReservedFDs, fdbudget.go), so
 //     however many connections arrive the RESP port, the stream log and the
 //     snapshot files keep theirs. Refusing at the cap instead (accept, then
 //     close) would cost a descriptor and a goroutine per attempt and tell a
@@ -59,7 +59,7 @@ const metricsShutdownWait = 5 * time.Second
 //   - headers are bounded by metricsMaxHeaderBytes: the three paths take
 //     no parameters.
 const (
-	metricsMaxConns          = 16
+	metricsMaxConns          = 8
 	metricsReadHeaderTimeout = 5 * time.Second
 	metricsReadTimeout       = 10 * time.Second
 	metricsWriteTimeout      = 10 * time.Second

@@ -6,11 +6,14 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy"
 )
 
-// reservedFDs is Redis's CONFIG_MIN_RESERVED_FDS: descriptors kept for
-// listeners, log and snapshot files, beside one per client.
-const reservedFDs = 32
+// reservedFDs are the descriptors kept beside one per client (the budget is
+// proxy.ReservedFDs's): Redis's CONFIG_MIN_RESERVED_FDS of 32 for
+// listeners, log and snapshot files, and the monitoring server's share.
+const reservedFDs = proxy.ReservedFDs
 
 // fileLimiter returns the proxy's Options.FileLimit hook, Redis's
 // adjustOpenFilesLimit: it raises the soft RLIMIT_NOFILE toward maxclients +

@@ -184,7 +184,8 @@ type Config struct {
 	MaxMemoryPolicy eviction.Policy
 
 	// MaxClients is `maxclients`: the most simultaneous client connections,
-	// replicas included. Default 10000, range 1..4294967295.
+	// replicas and connections in their TLS handshake included. Default
+	// 10000, range 1..4294967295.
 	MaxClients int
 
 	// Dir is `dir`, the working directory for files replproxy writes.

@@ -278,6 +278,10 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 			problem = fmt.Sprintf("%s: record at %d has length %d", name, first+pos, n)
 			break
 		}
+		if first+pos+n-1 > replid.MaxOffset {
+			problem = fmt.Sprintf("%s: record at %d ends past the largest offset, %d", name, first+pos, int64(replid.MaxOffset))
+			break
+		}
 		if k, err := data.ReadAt(buf[:n], pos); int64(k) != n {
 			problem = fmt.Sprintf("%s: record at %d is short (%d of %d bytes): %v", name, first+pos, k, n, err)
 			break
@@ -431,8 +435,20 @@ func (l *Log) readMeta() (meta, error) {
 		m.Start < 0 || m.Start > replid.MaxOffset || m.SecondOffset < -1 || m.SecondOffset > replid.MaxOffset {
 		return m, fmt.Errorf("%s: identity or offsets out of range", metaName)
 	}
+	if (m.ReplID2 == replid.None) != (m.SecondOffset == -1) {
+		return m, fmt.Errorf("%s: replid2 %q with second_offset %d", metaName, m.ReplID2, m.SecondOffset)
+	}
 	if m.ReplID == "" && len(m.Segments) > 0 {
 		return m, fmt.Errorf("%s: segments without a replid", metaName)
+	}
+	// Every first offset in range and after the one before it: a segment's
+	// end (first + size, checked as it is verified) then cannot overflow.
+	prev := m.Start
+	for _, first := range m.Segments {
+		if first <= prev || first > replid.MaxOffset {
+			return m, fmt.Errorf("%s: segment at offset %d out of range (after %d, at most %d)", metaName, first, prev, int64(replid.MaxOffset))
+		}
+		prev = first
 	}
 	return m, nil
 }

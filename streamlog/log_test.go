@@ -2,7 +2,10 @@ package streamlog
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -693,5 +696,79 @@ func copyDir(t *testing.T, dir, to string) {
 		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// writeHandLog writes a log by hand in dir: meta.json with the stream after
+// start and the given segment firsts, and one segment at each first holding
+// data in records of rec bytes, each marked as a command boundary.
+func writeHandLog(t testing.TB, dir string, start int64, firsts []int64, data []byte, rec int) {
+	t.Helper()
+	m := meta{Version: metaVersion, ReplID: testID.ReplID, ReplID2: replid.None, SecondOffset: -1, Start: start, Segments: firsts}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, metaName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range firsts {
+		crcs := []byte(crcMagic)
+		for i := 0; i < len(data); i += rec {
+			p := data[i:min(i+rec, len(data))]
+			crcs = binary.LittleEndian.AppendUint32(crcs, uint32(len(p))|boundaryFlag)
+			crcs = binary.LittleEndian.AppendUint32(crcs, crc32.Checksum(p, castagnoli))
+		}
+		if err := os.WriteFile(filepath.Join(dir, segName(first, segExt)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, segName(first, crcExt)), crcs, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecoveryOffsetsInRange (issue 18 item 5): offsets read from the
+// directory are checked against replid.MaxOffset and each other before use.
+// A segment listed past the largest offset (whose end would overflow) or
+// out of order means the log is not adopted, and the report says why; a
+// segment whose records run past the largest offset ends the log before
+// the first that does. Bounds are never negative.
+func TestRecoveryOffsetsInRange(t *testing.T) {
+	data := stream(10000, 21)
+	cases := []struct {
+		name     string
+		start    int64
+		firsts   []int64
+		keepLast int64 // the end the log keeps; 0: not adopted (empty)
+		why      string
+	}{
+		{"segment past the largest offset", 0, []int64{9223372036854770000}, 0, "out of range"},
+		{"segments out of order", 0, []int64{20001, 10001}, 0, "out of range"},
+		{"segment at or before the start", 500, []int64{500}, 0, "out of range"},
+		{"records past the largest offset", replid.MaxOffset - 5000, []int64{replid.MaxOffset - 4999}, replid.MaxOffset, "past the largest offset"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeHandLog(t, dir, tc.start, tc.firsts, data, 1000)
+			l, rec := openDir(t, dir, Options{MaxBytes: 1 << 30})
+			first, last := l.Bounds()
+			if !strings.Contains(rec.Problem, tc.why) {
+				t.Errorf("recovery problem %q, want it to say %q", rec.Problem, tc.why)
+			}
+			if first < 0 || last < 0 || first > last+1 || last > replid.MaxOffset {
+				t.Fatalf("bounds [%d, %d] out of range", first, last)
+			}
+			if tc.keepLast == 0 {
+				if last >= first || l.Identity().ReplID != "" {
+					t.Fatalf("an out-of-range log was adopted: [%d, %d] under %q", first, last, l.Identity().ReplID)
+				}
+				return
+			}
+			if last != tc.keepLast {
+				t.Fatalf("log ends at %d, want %d", last, tc.keepLast)
+			}
+		})
 	}
 }

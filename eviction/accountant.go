@@ -30,6 +30,8 @@ type Figures struct {
 	// Runtime is everything else the Go heap holds: the runtime's and the
 	// proxy's own structures, measured as a baseline.
 	Runtime int64
+	// LogIndex is the stream log's in-memory index.
+	LogIndex int64
 }
 
 // Report is the accounting of Figures with Redis 7's names (INFO memory).
@@ -44,6 +46,7 @@ type Report struct {
 	SnapshotsOnDisk         int64 // mem_snapshots_on_disk (replproxy; not in used_memory)
 	FreeBlocks              int64 // mem_free_blocks (replproxy)
 	Runtime                 int64 // mem_runtime (replproxy)
+	LogIndex                int64 // mem_repl_log_index (replproxy)
 	Counted                 int64 // used_memory - mem_not_counted_for_evict
 }
 
@@ -60,10 +63,11 @@ func Account(f Figures) Report {
 		SnapshotsOnDisk:         f.SnapshotsOnDisk,
 		FreeBlocks:              f.FreeBlocks,
 		Runtime:                 f.Runtime,
+		LogIndex:                f.LogIndex,
 		ClientsNormal:           f.NormalClients + u.Unpublished,
 	}
 	r.UsedMemory = u.Allocated() + f.Snapshots + f.FreeBlocks +
-		f.NormalClients + f.ReplicaClients + f.Runtime
+		f.NormalClients + f.ReplicaClients + f.Runtime + f.LogIndex
 	r.ReplicationBacklog, r.ClientsSlaves = u.Split(f.Replicas > 0)
 	r.ClientsSlaves += f.ReplicaClients
 	r.NotCountedForEvict = u.NotCountedForEvict + f.FreeBlocks

@@ -327,6 +327,38 @@ func (s *Server) configSet(c *client, args [][]byte) {
 				// a new dir would hold none of the history a restart needs.
 				return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
 			}
+			// dir's lock moves with it (dirlock.go): a dir another proxy
+			// holds is refused; one that cannot be locked (read-only) is
+			// taken unlocked, as at start. One open and flock under
+			// writeMu, as checkDirUsable's stat. The same dir by another
+			// name keeps the lock it has.
+			if sameDir(prev.Dir, next.Dir) {
+				return s.changeListeners(prev, next)
+			}
+			lock, err := lockDir(next.Dir)
+			if errors.Is(err, errDirLocked) {
+				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %w", err)
+			}
+			if err != nil {
+				s.log.Warn("dir not locked", "dir", next.Dir, "error", err)
+			}
+			done, err := s.changeListeners(prev, next)
+			if err != nil {
+				if lock != nil {
+					lock.Close()
+				}
+				return nil, err
+			}
+			return func(published bool) {
+				if published {
+					s.swapDirLock(lock)
+				} else if lock != nil {
+					lock.Close()
+				}
+				if done != nil {
+					done(published)
+				}
+			}, nil
 		}
 		// Last: it opens sockets, which nothing after it may leave open.
 		return s.changeListeners(prev, next)
@@ -397,6 +429,16 @@ func checkDirUsable(dir string) error {
 		return errors.New(strerror(syscall.ENOTDIR))
 	}
 	return nil
+}
+
+// sameDir reports whether a and b name the same directory.
+func sameDir(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.

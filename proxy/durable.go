@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,8 +41,9 @@ import (
 //     holds a history, starts the stream at its end under its identity, so
 //     that replicas continue from the log at once and the link asks the
 //     primary for PSYNC <replid> <end+1>.
-//   - dir is locked (replproxy.lock, flock) while the log is open: a second
-//     proxy on the same dir refuses to start.
+//   - dir is locked (replproxy.lock, dirlock.go) before the log opens, and
+//     stays locked while the server lives: a second proxy on the same dir
+//     refuses to start.
 const (
 	// logDirName is the log's directory inside dir.
 	logDirName = "replproxy-log"
@@ -55,19 +54,15 @@ const (
 	logRetryInterval = 5 * time.Second
 )
 
-// errDirLocked refuses a start on a dir another proxy holds.
-var errDirLocked = errors.New("dir is in use by another replproxy")
-
 // errLogBehind stops the log when the disk cannot keep up with the stream.
 var errLogBehind = errors.New("the stream log fell behind the stream by more than the replica output buffer limit")
 
 // durable is the stream log and its state. The follower goroutine owns gen
 // and down's transitions; the atomics are read by INFO.
 type durable struct {
-	log  *streamlog.Log
-	lock *os.File // dir's lock, held while the log is open
-	rec  streamlog.Recovery
-	lg   hclog.Logger
+	log *streamlog.Log
+	rec streamlog.Recovery
+	lg  hclog.Logger
 
 	closeOnce sync.Once
 	retry     time.Duration // logRetryInterval, or a test's
@@ -78,32 +73,19 @@ type durable struct {
 	lastErr atomic.Pointer[string]
 }
 
-// openDurable locks dir and opens (recovering) the log in it.
-// wrap, when not nil, wraps the log's file layer.
+// openDurable opens (recovering) the log in dir, which the caller has
+// locked (dirlock.go). wrap, when not nil, wraps the log's file layer.
 func openDurable(cfg *config.Config, lg hclog.Logger, wrap func(streamlog.FS) streamlog.FS) (*durable, error) {
 	root, err := os.OpenRoot(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("stream log: open dir: %w", err)
 	}
 	defer root.Close()
-	lock, err := root.OpenFile(lockFileName, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("stream log: %w", err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s (it holds %s)", errDirLocked, cfg.Dir, filepath.Join(cfg.Dir, lockFileName))
-		}
-		return nil, fmt.Errorf("stream log: lock %s: %w", lockFileName, err)
-	}
 	if err := root.Mkdir(logDirName, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		lock.Close()
 		return nil, fmt.Errorf("stream log: %w", err)
 	}
 	sub, err := root.OpenRoot(logDirName)
 	if err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("stream log: %w", err)
 	}
 	var fsys streamlog.FS = streamlog.RootFS{Root: sub}
@@ -113,20 +95,17 @@ func openDurable(cfg *config.Config, lg hclog.Logger, wrap func(streamlog.FS) st
 	l, rec, err := streamlog.Open(streamlog.Options{FS: fsys, MaxBytes: cfg.ReplLogSize})
 	if err != nil {
 		sub.Close()
-		lock.Close()
 		return nil, fmt.Errorf("stream log: %w", err)
 	}
-	return &durable{log: l, lock: lock, rec: rec, lg: lg.Named("log")}, nil
+	return &durable{log: l, rec: rec, lg: lg.Named("log")}, nil
 }
 
-// close syncs and closes the log, then releases dir.
-// Once: Run's end and Close may both ask.
+// close syncs and closes the log. Once: Run's end and Close may both ask.
 func (d *durable) close() {
 	d.closeOnce.Do(func() {
 		if err := d.log.Close(); err != nil {
 			d.lg.Warn("stream log: final sync failed", "error", err)
 		}
-		d.lock.Close()
 	})
 }
 

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -357,5 +360,44 @@ func TestLogLagLimit(t *testing.T) {
 	redistest.WaitSynced(t, pc, rcs...) // it comes back, by partial resync from the log
 	if full := xc.InfoInt(t, "stats", "sync_full"); full != 1 {
 		t.Fatalf("sync_full %d, want 1: the dropped replica continues from the log", full)
+	}
+}
+
+// TestLogRecoveredOffsetsInRange (issue 18 item 5): a meta.json that lists a
+// segment near the largest int64 (a valid segment there, whose end would
+// overflow) is not adopted: the proxy starts with an empty log, says why,
+// and INFO never shows a negative offset.
+func TestLogRecoveredOffsetsInRange(t *testing.T) {
+	dir := t.TempDir()
+	logDir := filepath.Join(dir, logDirName)
+	if err := os.Mkdir(logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const first = 9223372036854770000
+	data := []byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", 1000))
+	name := fmt.Sprintf("%020d", first)
+	crcs := []byte("RPLCRC1\n")
+	crcs = binary.LittleEndian.AppendUint32(crcs, uint32(len(data))|1<<31)
+	crcs = binary.LittleEndian.AppendUint32(crcs, crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	meta := fmt.Sprintf(`{"version":1,"replid":"%s","replid2":"%s","second_offset":-1,"start":0,"segments":[%d]}`,
+		strings.Repeat("a", 40), strings.Repeat("0", 40), int64(first))
+	for file, b := range map[string][]byte{name + ".seg": data, name + ".crc": crcs, "meta.json": []byte(meta)} {
+		if err := os.WriteFile(filepath.Join(logDir, file), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProxy(t, "--dir", dir)
+	xc := redistest.Dial(t, p.AddrString())
+	info := xc.Info(t, "everything")
+	for _, field := range []string{"master_repl_offset", "repl_log_first_offset", "repl_log_last_offset", "repl_backlog_first_byte_offset"} {
+		if n, err := strconv.ParseInt(info[field], 10, 64); err != nil || n < 0 {
+			t.Errorf("INFO %s = %q after recovering a log listed past the largest offset", field, info[field])
+		}
+	}
+	if info["repl_log_replid"] == strings.Repeat("a", 40) {
+		t.Error("the out-of-range log was adopted")
+	}
+	if !p.Log.Contains("out of range") {
+		t.Error("the log line does not say why the log was not adopted")
 	}
 }

@@ -159,6 +159,7 @@ func (s *Server) writeInfoMemory(w infoWriter) {
 	w.kv("mem_free_blocks", rep.FreeBlocks)
 	w.kv("mem_free_blocks_count", ps.FreeBlocks)
 	w.kv("mem_runtime", rep.Runtime)
+	w.kv("mem_repl_log_index", rep.LogIndex)
 	w.kv("go_heap_alloc", ms.HeapAlloc)
 	w.kv("go_heap_sys", ms.HeapSys)
 	w.kv("go_gc_cycles", ms.NumGC)

@@ -43,6 +43,9 @@ func (s *Server) memoryFigures() eviction.Figures {
 	}
 	f.Snapshots, f.SnapshotsOnDisk = s.hist.snapshotBytes()
 	f.NormalClients, f.ReplicaClients, f.Replicas = s.clients.bufferBytes()
+	if s.durable != nil {
+		f.LogIndex = s.durable.log.IndexBytes()
+	}
 	return f
 }
 

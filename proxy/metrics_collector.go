@@ -271,6 +271,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		{"snapshots_on_disk", rep.SnapshotsOnDisk},
 		{"free_blocks", rep.FreeBlocks},
 		{"runtime", rep.Runtime},
+		{"repl_log_index", rep.LogIndex},
 		{"not_counted_for_evict", rep.NotCountedForEvict},
 		{"counted_for_evict", rep.Counted},
 	} {

@@ -49,6 +49,10 @@ type Server struct {
 	stats   stats
 	up      *upstream.Link // the link to the primary (package upstream, upstream.go)
 	durable *durable       // the stream log (durable.go); nil with repl-log-size 0
+	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
+	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
+	// nil when dir could not be locked (a missing or read-only dir).
+	dirLock *os.File
 	// logOpenErr is why the stream log could not be opened at start, when
 	// it was configured; set by New.
 	logOpenErr string
@@ -193,22 +197,34 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
-	if cfg.ReplLogSize > 0 {
-		// Before anything else touches dir: its lock refuses a second
-		// proxy on it.
+	// Before anything touches dir, whatever the log's setting: the lock
+	// refuses a second proxy on it, before it removes the files the first
+	// serves from (dirlock.go).
+	lock, err := lockDir(cfg.Dir)
+	switch {
+	case errors.Is(err, errDirLocked):
+		s.closeListeners()
+		s.closeMetricsListener()
+		return nil, err
+	case err != nil:
+		// A dir that cannot be locked (missing, read-only) never stops
+		// relaying; nothing in it is touched, the log is not opened.
+		log.Warn("dir not locked: its files are left alone and the stream log is off", "dir", cfg.Dir, "error", err)
+		if cfg.ReplLogSize > 0 {
+			s.logOpenErr = "stream log: " + err.Error()
+		}
+	default:
+		s.dirLock = lock
+	}
+	if cfg.ReplLogSize > 0 && s.dirLock != nil {
 		d, err := openDurable(cfg, log, opts.logFS)
-		switch {
-		case errors.Is(err, errDirLocked):
-			s.closeListeners()
-			s.closeMetricsListener()
-			return nil, err
-		case err != nil:
+		if err != nil {
 			// A dir the log cannot use never stops relaying: the proxy runs
 			// as without a log, and says so.
 			log.Warn("stream log unavailable: running with the history in memory only", "error", err)
 			msg := err.Error()
 			s.logOpenErr = msg
-		default:
+		} else {
 			d.retry = cmp.Or(opts.logRetry, logRetryInterval)
 			s.durable = d
 			s.hist.disk = d.log
@@ -216,7 +232,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
 		}
 	}
-	s.removeSpillLeftovers(cfg.Dir) // after listen: never while another instance runs on this port
+	if s.dirLock != nil {
+		s.removeSpillLeftovers(cfg.Dir) // only in a dir this proxy holds
+	}
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}
@@ -306,6 +324,7 @@ func (s *Server) Run(ctx context.Context) error {
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
 	s.hist.close()
+	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
 }
@@ -329,6 +348,7 @@ func (s *Server) Close() error {
 	if s.durable != nil {
 		s.durable.close()
 	}
+	s.releaseDir()
 	return nil
 }
 

@@ -246,8 +246,9 @@ func readSnapshotMeta(root *os.Root) (snapshotMeta, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: %w", errMetaInvalid, err)
 	}
-	if !replid.Valid(m.ReplID) || m.Offset < 0 || m.Offset > replid.MaxOffset || m.Size <= 0 {
-		return m, fmt.Errorf("%w: replid %q, offset %d, size %d", errMetaInvalid, m.ReplID, m.Offset, m.Size)
+	// Each figure in range before any arithmetic on it (offset+1, the age).
+	if !replid.Valid(m.ReplID) || m.Offset < 0 || m.Offset > replid.MaxOffset || m.Size <= 0 || m.Size > replid.MaxOffset || m.Created < 0 {
+		return m, fmt.Errorf("%w: replid %q, offset %d, size %d, created %d", errMetaInvalid, m.ReplID, m.Offset, m.Size, m.Created)
 	}
 	return m, nil
 }

@@ -14,7 +14,7 @@
 //	<first offset, 20 digits>.crc   a header, then one entry per record
 //	spare.seg                       a dropped segment's file, for the next segment to overwrite
 //
-// A record is up to RecordMax bytes of the stream as appended; its entry is
+// A chunk is up to RecordMax bytes of the stream as appended; its entry is
 // 8 bytes: the length (its top bit the boundary mark below) and the CRC-32C
 // of those bytes, little endian. The raw
 // bytes stay raw, so a verified range can be sent with sendfile. meta.json
@@ -22,15 +22,28 @@
 // offset the generation starts after, and the first offset of every segment,
 // oldest first; segment i ends where segment i+1 starts.
 //
+// The in-memory index is coarser than the CRC file: a record of it is one
+// chunk or several in a row, up to RecordMax bytes, with their CRC-32C
+// combined. A record shorter than 16 KiB takes in the next chunk, so the
+// index costs about 1.5 MB per GB of stream however small the chunks (one
+// per command under small writes: 13 bytes or more each before), appended
+// or recovered; Stats.IndexBytes reports it.
+//
 // # Rules
 //
-//   - Command boundaries: an entry may mark its record as ending where a
-//     command ends. Recovery keeps the log only up to the last such record,
+//   - Command boundaries: an entry may mark its chunk as ending where a
+//     command ends. Recovery keeps the log only up to the last such chunk,
 //     so that a PSYNC from its end asks the primary for whole commands.
-//   - Bytes before entries: a record's bytes are written before its entry,
+//   - Bytes before entries: a chunk's bytes are written before its entry,
 //     so an entry never describes bytes that were not written first.
-//   - Recovery verifies every record of every listed segment in order. The
-//     first record that is short or whose CRC does not match ends the log:
+//   - Every offset read is checked before use: meta.json's start, second
+//     offset and segment offsets are at most replid.MaxOffset, each segment
+//     after the one before it, and no chunk may end past MaxOffset; a
+//     meta.json that fails is not adopted (the log starts empty, and
+//     Recovery.Problem says why). Files are read as streams, so a damaged
+//     CRC file costs a buffer, not its size.
+//   - Recovery verifies every chunk of every listed segment in order. The
+//     first chunk that is short or whose CRC does not match ends the log:
 //     it and everything after it is cut (files truncated, later segments
 //     removed) and never served. Bytes after the last entry (written, entry
 //     not yet) are cut too. Unlisted files are removed.
@@ -38,8 +51,8 @@
 //     meta.json, and the directory synced. A new segment's files are created
 //     and synced before meta.json lists them; a dropped segment is unlisted
 //     before its files are removed.
-//   - Serving verifies again: a reader reads each record whole, checks its
-//     CRC, and only then sends its bytes (a range that went bad on disk after
+//   - Serving verifies again: a reader reads each record of the index
+//     whole, checks its CRC, and only then sends its bytes (a range that went bad on disk after
 //     recovery is an error, never sent).
 //   - Recycling: the first segment retention drops that no reader has open
 //     becomes spare.seg, and the next new segment is that file, renamed and

@@ -77,10 +77,15 @@ func (h *history) logReaderAt(off int64) *streamlog.Reader {
 }
 
 // logReaderLocked returns a reader of the stream log from off, when the log
-// holds it under a replid that lets replID continue there, or nil.
+// holds it under a replid that lets replID continue there, or nil. Only a
+// log that follows the stream's current generation serves: after an
+// upstream full sync the log still holds the old generation's bytes (under
+// the same replid, when the primary kept it) until the follower resets it,
+// and a replica told +CONTINUE from them would be dropped at that reset
+// with nothing to continue into.
 // REQUIRES: h.mu held.
 func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
-	if h.disk == nil {
+	if h.disk == nil || h.mu.logGen == 0 || h.mu.logGen != h.st.Generation() {
 		return nil
 	}
 	id := h.disk.Identity()

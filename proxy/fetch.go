@@ -149,25 +149,27 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 	return true, nil
 }
 
-// awaitFetch waits for a shared fetch to start, sending keepalive newlines
-// (allowed before +FULLRESYNC), then takes a reader of the fetched snapshot
-// and pins the stream from just after its offset.
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *replbuf.Cursor, error) {
+// awaitFetch waits for plan's shared fetch to start, sending keepalive
+// newlines (allowed before +FULLRESYNC), then completes plan with a reader
+// of the fetched snapshot and the stream from just after its offset
+// (history.attachFetched).
+func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
+	f := plan.fetch
 	t := time.NewTicker(keepaliveInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-f.ready:
 			if f.err != nil {
-				return nil, nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
+				return fmt.Errorf("snapshot fetch: %w", f.err)
 			}
-			return s.hist.attachFetched(f)
+			return s.hist.attachFetched(f, plan)
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
-				return nil, nil, nil, err
+				return err
 			}
 		case <-ctx.Done():
-			return nil, nil, nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

@@ -17,14 +17,39 @@ import (
 // no held snapshot is servable. Every replica waiting meanwhile shares it,
 // and runFetch tries again while one waits.
 type fetch struct {
-	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
-	sn    *replbuf.Snapshot
-	err   error
+	ready  chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
+	sn     *replbuf.Snapshot
+	err    error
+	reason fetchReason // why it was started; set at creation
 
 	// waiters counts the replicas whose plan joined this fetch and that are
 	// still connected; guarded by history.mu. planFull counts a replica before
 	// it is registered, so a fetch that fails at once still sees it.
 	waiters int
+}
+
+// A fetchReason says why a snapshot fetch (a fork on the primary) was
+// started. Each completed fetch is counted per reason in INFO's proxy
+// section (snapshot_fetches_<reason>) and in
+// replproxy_snapshot_fetches_by_reason_total{reason}; together they add up to
+// snapshot_fetches.
+type fetchReason int32
+
+const (
+	fetchReplicaNeeded fetchReason = iota // a replica needed a snapshot the proxy could not serve
+	fetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
+	numFetchReasons
+)
+
+// String returns the reason as INFO and the metrics name it.
+func (r fetchReason) String() string {
+	switch r {
+	case fetchReplicaNeeded:
+		return "replica_needed"
+	case fetchRefresh:
+		return "refresh"
+	}
+	return "unknown"
 }
 
 // goBackground runs f on the server's background group, with the server's
@@ -145,7 +170,9 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
-	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
+	s.stats.snapshotFetchReasons[f.reason].Add(1)
+	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
+		"reason", f.reason.String())
 	return true, nil
 }
 

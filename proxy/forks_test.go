@@ -92,3 +92,125 @@ func TestFetchLogCoversSnapshot(t *testing.T) {
 		t.Errorf("replicas_closed_full_sync_failed %s, want 0", info["replicas_closed_full_sync_failed"])
 	}
 }
+
+// waitMonitorRounds waits until p's monitor, which starts any background
+// fetch, has completed n more rounds.
+func waitMonitorRounds(t *testing.T, p *testProxy, n int64) {
+	t.Helper()
+	want := p.monitorRounds.Load() + n
+	redistest.WaitFor(t, 10*time.Second, "monitor rounds", func() bool { return p.monitorRounds.Load() >= want })
+}
+
+// noFetchStarted fails the test if p has a snapshot fetch in flight or has
+// completed one.
+func noFetchStarted(t *testing.T, p *testProxy, xc *redistest.Client) {
+	t.Helper()
+	p.hist.mu.Lock()
+	inFlight := p.hist.mu.fetch != nil
+	p.hist.mu.Unlock()
+	if n := xc.InfoInt(t, "proxy", "snapshot_fetches"); inFlight || n != 0 {
+		t.Fatalf("a snapshot fetch with no replica needing one: in flight %v, completed %d (log: fetching a fresh snapshot %v)",
+			inFlight, n, p.Log.Contains("fetching a fresh snapshot"))
+	}
+}
+
+// forksOf is the sum of the servers' total_forks.
+func forksOf(t *testing.T, cs ...*redistest.Client) (n int64) {
+	t.Helper()
+	for _, c := range cs {
+		n += c.InfoInt(t, "stats", "total_forks")
+	}
+	return n
+}
+
+// TestNoForkWithoutReplicaNeed: with the stream log on and default
+// settings, eight replicas and writes of several times what the log keeps
+// cost the primary no fork after the proxy's own first sync (a small
+// repl-log-size stands in for the default 1gb: the rule is the same, ¾ of
+// the log passing by); the first fork after that is the one a new replica
+// needs, counted as such.
+func TestNoForkWithoutReplicaNeed(t *testing.T) {
+	primary, pc := startPrimary(t)
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "1mb")
+	_, rcs := redistest.StartReplicas(t, 8, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	forks := forksOf(t, pc)
+	snapshotOff := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	// 4 MB in four rounds, each past ¾ of the log, each followed by monitor
+	// rounds, which would have started any background fetch.
+	for i := range 4 {
+		writeValues(t, pc, "k"+itoa(int64(i)), 100, 10<<10)
+		redistest.WaitSynced(t, pc, rcs...)
+		waitLogged(t, pc, xc)
+		waitMonitorRounds(t, p, 2)
+		noFetchStarted(t, p, xc)
+	}
+	if first := xc.InfoInt(t, "persistence", "repl_log_first_offset"); first <= snapshotOff+1 {
+		t.Fatalf("the log still covers the snapshot at %d (it starts at %d): write more", snapshotOff, first)
+	}
+	info := xc.Info(t, "proxy")
+	if got := forksOf(t, pc); got != forks {
+		t.Fatalf("primary total_forks %d→%d with no replica needing a snapshot (snapshot_fetches_refresh %s)",
+			forks, got, info["snapshot_fetches_refresh"])
+	}
+
+	// A new replica needs a snapshot the proxy can no longer serve: that,
+	// and only that, costs a fork.
+	_, more := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, append(rcs, more...)...)
+	if got := forksOf(t, pc); got != forks+1 {
+		t.Fatalf("primary total_forks %d→%d for one new replica, want +1", forks, got)
+	}
+	info = xc.Info(t, "proxy")
+	if info["snapshot_fetches_replica_needed"] != "1" || info["snapshot_fetches_refresh"] != "0" {
+		t.Fatalf("snapshot_fetches_replica_needed %s, snapshot_fetches_refresh %s; want 1 and 0",
+			info["snapshot_fetches_replica_needed"], info["snapshot_fetches_refresh"])
+	}
+}
+
+// TestReplIDChangeNoFork: two failovers (primary and replica swap roles, and
+// back), the proxy following each by partial resync: the replid the
+// snapshot on disk was taken under is then neither the stream's replid nor
+// its replid2, yet no fork is made until a replica needs a snapshot.
+func TestReplIDChangeNoFork(t *testing.T) {
+	a, ac := startPrimary(t)
+	b := redistest.StartServer(t, "--replicaof", "127.0.0.1", itoa(int64(a.Port())), "--repl-diskless-sync-delay", "0")
+	bc := redistest.Dial(t, b.Addr())
+	p, xc := startProxyOf(t, a)
+	_, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	writeValues(t, ac, "k", 100, 1000)
+	redistest.WaitSynced(t, ac, append(rcs, bc)...)
+	forks := forksOf(t, ac, bc)
+	partial := xc.InfoInt(t, "proxy", "upstream_partial_syncs")
+
+	// failover promotes to, a replica of from, and moves from and the proxy
+	// under it; the proxy continues by partial resync.
+	failover := func(to, from *redistest.Server, toc, fromc *redistest.Client) {
+		t.Helper()
+		toc.MustDo(t, "REPLICAOF", "NO", "ONE")
+		fromc.MustDo(t, "REPLICAOF", "127.0.0.1", to.Port())
+		xc.MustDo(t, "REPLICAOF", "127.0.0.1", to.Port())
+		partial++
+		redistest.WaitFor(t, 10*time.Second, "the proxy continuing from the new primary", func() bool {
+			info := xc.Info(t, "everything")
+			return info["master_link_status"] == "up" && info["master_port"] == itoa(int64(to.Port())) &&
+				info["upstream_partial_syncs"] == itoa(partial)
+		})
+		writeValues(t, toc, "after-"+itoa(int64(to.Port())), 100, 1000)
+		redistest.WaitSynced(t, toc, append(rcs, fromc)...)
+	}
+	failover(b, a, bc, ac)
+	failover(a, b, ac, bc)
+	// The monitor would have started a background fetch by now.
+	waitMonitorRounds(t, p, 2)
+	noFetchStarted(t, p, xc)
+	if got := forksOf(t, ac, bc); got != forks {
+		t.Fatalf("total_forks %d→%d after two replid changes, with no replica needing a snapshot (proxy log: fetching a fresh snapshot %v)",
+			forks, got, p.Log.Contains("fetching a fresh snapshot"))
+	}
+	_, more := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, ac, append(rcs, more...)...)
+	if got := forksOf(t, ac, bc); got != forks+1 {
+		t.Fatalf("total_forks %d→%d for one new replica, want +1", forks, got)
+	}
+}

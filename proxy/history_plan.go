@@ -151,7 +151,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if h.mu.fetch == nil {
-		f := &fetch{ready: make(chan struct{})}
+		f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
 		h.mu.fetch = f
 		if !start(f) {
 			h.mu.fetch = nil

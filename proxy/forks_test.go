@@ -214,3 +214,47 @@ func TestReplIDChangeNoFork(t *testing.T) {
 		t.Fatalf("total_forks %d→%d for one new replica, want +1", forks, got)
 	}
 }
+
+// TestContinueOnlyWhatIsSent is the primary forcing the proxy into a full
+// resync that keeps its replid at a later offset (its backlog shrunk and
+// overrun while the link was down): the replica the proxy then disconnects
+// comes back asking for an offset of the old generation, which the stream
+// log still holds until its follower resets it. It must get a full sync, not
+// a +CONTINUE followed by a drop ("the log started a new generation"), and
+// sync_partial_ok must not count a partial resync that was never served.
+func TestContinueOnlyWhatIsSent(t *testing.T) {
+	primary, pc := startPrimary(t)
+	// 20 MB (values of 10 KB): the race does not need a larger snapshot.
+	pc.MustDo(t, "DEBUG", "POPULATE", "2000", "master", "10000")
+	p, xc := startProxyOf(t, primary)
+	_, rcs := redistest.StartReplicas(t, 1, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	waitLogged(t, pc, xc)
+	full := xc.InfoInt(t, "stats", "sync_full")
+	forks := forksOf(t, pc)
+
+	pc.MustDo(t, "MULTI")
+	pc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	pc.MustDo(t, "CONFIG", "SET", "repl-backlog-size", "16384")
+	for i := range 10 {
+		pc.MustDo(t, "SET", "big"+itoa(int64(i)), make([]byte, 16<<10))
+	}
+	pc.MustDo(t, "EXEC")
+	redistest.WaitFor(t, 30*time.Second, "the proxy's full resync", func() bool {
+		return xc.InfoInt(t, "proxy", "upstream_full_syncs") >= 2
+	})
+	redistest.WaitSynced(t, pc, rcs...)
+
+	info := xc.Info(t, "stats")
+	if p.Log.Contains("the log started a new generation") || info["sync_partial_ok"] != "0" {
+		t.Fatalf("the returning replica was told +CONTINUE for bytes it was not sent: sync_partial_ok %s, sync_full %d→%s, dropped for a new log generation %v",
+			info["sync_partial_ok"], full, info["sync_full"], p.Log.Contains("the log started a new generation"))
+	}
+	if got := xc.InfoInt(t, "stats", "sync_full"); got != full+1 {
+		t.Fatalf("proxy sync_full %d→%d, want one full sync for the returning replica", full, got)
+	}
+	// The primary's fork for the resync it forced serves the replica too.
+	if got := forksOf(t, pc); got != forks+1 {
+		t.Fatalf("primary total_forks %d→%d, want +1 (the resync it forced on the proxy)", forks, got)
+	}
+}

@@ -124,6 +124,7 @@ func (s *Server) recovered(d *durable) {
 	}
 	s.hist.recoverFrom(id, last)
 	d.gen = s.hist.stream().Generation()
+	s.hist.logFollows(d.gen)
 	s.up.ResumeFrom(last)
 	d.lg.Info("stream log: history recovered", "replid", id.ReplID, "first-offset", first, "last-offset", last,
 		"verified-bytes", rec.Verified, "unfinished-bytes", rec.Unfinished)
@@ -147,6 +148,9 @@ func (s *Server) runLogFollower(ctx context.Context) {
 	defer d.close()
 	for {
 		err := s.followLog(ctx)
+		// Whatever ended it, the log no longer follows the stream: no plan
+		// may read it until the next round has reset or reattached it.
+		s.hist.logFollows(0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -196,7 +200,7 @@ func (s *Server) followLog(ctx context.Context) error {
 		cur, d.gen = c, gen
 	}
 	defer cur.Close()
-	if st.Generation() != gen {
+	if !s.hist.logFollows(gen) {
 		return errGenerationMoved
 	}
 	if d.down.Swap(false) {

@@ -17,14 +17,39 @@ import (
 // no held snapshot is servable. Every replica waiting meanwhile shares it,
 // and runFetch tries again while one waits.
 type fetch struct {
-	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
-	sn    *replbuf.Snapshot
-	err   error
+	ready  chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
+	sn     *replbuf.Snapshot
+	err    error
+	reason fetchReason // why it was started; set at creation
 
 	// waiters counts the replicas whose plan joined this fetch and that are
 	// still connected; guarded by history.mu. planFull counts a replica before
 	// it is registered, so a fetch that fails at once still sees it.
 	waiters int
+}
+
+// A fetchReason says why a snapshot fetch (a fork on the primary) was
+// started. Each completed fetch is counted per reason in INFO's proxy
+// section (snapshot_fetches_<reason>) and in
+// replproxy_snapshot_fetches_by_reason_total{reason}; together they add up to
+// snapshot_fetches.
+type fetchReason int32
+
+const (
+	fetchReplicaNeeded fetchReason = iota // a replica needed a snapshot the proxy could not serve
+	fetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
+	numFetchReasons
+)
+
+// String returns the reason as INFO and the metrics name it.
+func (r fetchReason) String() string {
+	switch r {
+	case fetchReplicaNeeded:
+		return "replica_needed"
+	case fetchRefresh:
+		return "refresh"
+	}
+	return "unknown"
 }
 
 // goBackground runs f on the server's background group, with the server's
@@ -145,29 +170,33 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
-	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())))
+	s.stats.snapshotFetchReasons[f.reason].Add(1)
+	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
+		"reason", f.reason.String())
 	return true, nil
 }
 
-// awaitFetch waits for a shared fetch to start, sending keepalive newlines
-// (allowed before +FULLRESYNC), then takes a reader of the fetched snapshot
-// and pins the stream from just after its offset.
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *replbuf.Cursor, error) {
+// awaitFetch waits for plan's shared fetch to start, sending keepalive
+// newlines (allowed before +FULLRESYNC), then completes plan with a reader
+// of the fetched snapshot and the stream from just after its offset
+// (history.attachFetched).
+func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
+	f := plan.fetch
 	t := time.NewTicker(keepaliveInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-f.ready:
 			if f.err != nil {
-				return nil, nil, nil, fmt.Errorf("snapshot fetch: %w", f.err)
+				return fmt.Errorf("snapshot fetch: %w", f.err)
 			}
-			return s.hist.attachFetched(f)
+			return s.hist.attachFetched(f, plan)
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
-				return nil, nil, nil, err
+				return err
 			}
 		case <-ctx.Done():
-			return nil, nil, nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

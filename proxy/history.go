@@ -95,6 +95,13 @@ type history struct {
 		// the stream log failed: it stays in memory, not tried again.
 		unpersisted *replbuf.Snapshot
 		fetch       *fetch // the snapshot fetch in flight, if any
+		// logGen is the stream generation the stream log continues, set by
+		// the log follower (logFollows) once the log holds that generation's
+		// bytes and cleared (0) whenever it stops following: the log serves
+		// a plan only while logGen is the stream's generation, so that a
+		// plan from the log and the generation it is made for are one
+		// decision (a new generation, install, makes it stale at once).
+		logGen uint64
 	}
 }
 
@@ -152,6 +159,21 @@ func (h *history) recoverFrom(id streamlog.Identity, last int64) {
 	h.mu.epoch++
 	h.changedLocked()
 	h.st.Reset(last)
+}
+
+// logFollows records that the stream log holds the stream of generation gen
+// and follows it (gen 0: it no longer does). It reports false, recording
+// nothing, when the stream has moved to another generation meanwhile.
+// The log follower's, and recovered's before Run.
+func (h *history) logFollows(gen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen != 0 && gen != h.st.Generation() {
+		h.mu.logGen = 0
+		return false
+	}
+	h.mu.logGen = gen
+	return true
 }
 
 // stream returns the stream, for its producer and its figures (see history).

@@ -21,8 +21,8 @@ type syncPlan struct {
 	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
-	fromLog  *streamlog.Reader // partial: the stream log from that byte, when memory no longer holds it (cursor nil)
-	gen      uint64            // the stream's generation when planned (for fromLog's move to memory)
+	fromLog  *streamlog.Reader // the stream log from that byte, when memory no longer holds it (cursor nil)
+	gen      uint64            // the stream's generation when planned (for fromLog's move to memory); 0 for a plan still waiting for its fetch
 	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
 }
 
@@ -77,10 +77,15 @@ func (h *history) logReaderAt(off int64) *streamlog.Reader {
 }
 
 // logReaderLocked returns a reader of the stream log from off, when the log
-// holds it under a replid that lets replID continue there, or nil.
+// holds it under a replid that lets replID continue there, or nil. Only a
+// log that follows the stream's current generation serves: after an
+// upstream full sync the log still holds the old generation's bytes (under
+// the same replid, when the primary kept it) until the follower resets it,
+// and a replica told +CONTINUE from them would be dropped at that reset
+// with nothing to continue into.
 // REQUIRES: h.mu held.
 func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
-	if h.disk == nil {
+	if h.disk == nil || h.mu.logGen == 0 || h.mu.logGen != h.st.Generation() {
 		return nil
 	}
 	id := h.disk.Identity()
@@ -114,11 +119,9 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sn := h.mu.snapshot; h.servableLocked(sn) {
-		if cur, err := h.st.Attach(sn.Offset() + 1); err == nil {
-			if rd, err := sn.NewReader(); err == nil {
-				return syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, reader: rd, cursor: cur, epoch: h.mu.epoch}, nil, nil
-			}
-			cur.Close()
+		plan := syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, epoch: h.mu.epoch}
+		if err := h.attachSnapshotLocked(&plan); err == nil {
+			return plan, nil, nil
 		}
 	}
 	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
@@ -148,7 +151,7 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if h.mu.fetch == nil {
-		f := &fetch{ready: make(chan struct{})}
+		f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
 		h.mu.fetch = f
 		if !start(f) {
 			h.mu.fetch = nil
@@ -159,25 +162,49 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, unservable, nil
 }
 
-// attachFetched takes a reader of a started fetch's snapshot and pins the
-// stream from just after its offset, if the snapshot still matches the
-// stream.
-func (h *history) attachFetched(f *fetch) (*replbuf.Snapshot, *replbuf.Cursor, *replbuf.Cursor, error) {
+// attachFetched completes plan, which joined fetch f, once f has started:
+// a reader of its snapshot and the stream from just after its offset (see
+// attachSnapshotLocked), if the snapshot still matches the stream.
+func (h *history) attachFetched(f *fetch, plan *syncPlan) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.servableLocked(f.sn) {
-		return nil, nil, nil, errors.New("fetched snapshot no longer matches the stream")
+		return errors.New("fetched snapshot no longer matches the stream")
 	}
-	rd, err := f.sn.NewReader()
+	plan.snapshot, plan.offset = f.sn, f.sn.Offset()
+	if err := h.attachSnapshotLocked(plan); err != nil {
+		plan.snapshot = nil
+		return fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+	}
+	return nil
+}
+
+// attachSnapshotLocked takes a reader of plan.snapshot, a snapshot in
+// memory, and the stream after it: a cursor when memory still holds its
+// offset+1, else a reader of the stream log from there. The log holds what
+// memory no longer does: a snapshot that took longer to arrive than the
+// backlog lasts under writes stays servable while the log covers it, as a
+// direct replica's output buffer would hold those bytes, instead of costing
+// the primary another fork.
+// REQUIRES: h.mu held.
+func (h *history) attachSnapshotLocked(plan *syncPlan) error {
+	sn := plan.snapshot
+	rd, err := sn.NewReader()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("fetched snapshot: %w", err)
+		return err
 	}
-	cur, err := h.st.Attach(f.sn.Offset() + 1)
-	if err != nil {
-		rd.Close()
-		return nil, nil, nil, fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+	plan.gen = h.st.Generation()
+	cur, err := h.st.Attach(sn.Offset() + 1)
+	if err == nil {
+		plan.reader, plan.cursor = rd, cur
+		return nil
 	}
-	return f.sn, rd, cur, nil
+	if lr := h.logReaderLocked(sn.ReplID(), sn.Offset()+1); lr != nil {
+		plan.reader, plan.fromLog = rd, lr
+		return nil
+	}
+	rd.Close()
+	return err
 }
 
 // leaveFetch uncounts a replica whose plan joined f, once it has ended.

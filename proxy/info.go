@@ -254,6 +254,9 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("upstream_stream_errors", st.upstreamStreamErrors.Load())
 	w.kv("stream_generation", s.hist.stream().Generation())
 	w.kv("snapshot_fetches", st.snapshotFetches.Load())
+	for r := fetchReason(0); r < numFetchReasons; r++ {
+		w.kv("snapshot_fetches_"+r.String(), st.snapshotFetchReasons[r].Load())
+	}
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
 	for r := partialAccepted + 1; r < numFullSyncReasons; r++ {

@@ -30,6 +30,7 @@ func (s *Server) monitor(ctx context.Context) {
 			s.persistSnapshot()
 			s.refetchBeforeStale(now)
 			s.returnReleasedMemory(now)
+			s.monitorRounds.Add(1)
 		}
 	}
 }

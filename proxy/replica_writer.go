@@ -61,10 +61,10 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	file := plan.file
 	sn := plan.snapshot
 	if sn == nil && file == nil {
-		if sn, rd, cur, err = s.awaitFetch(ctx, w, plan.fetch); err != nil {
+		if err := s.awaitFetch(ctx, w, &plan); err != nil {
 			return fullSyncError{err}
 		}
-		plan.offset = sn.Offset()
+		sn, rd, cur = plan.snapshot, plan.reader, plan.cursor
 	}
 	if !r.legacy {
 		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
@@ -114,8 +114,8 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		gen = w.s.hist.stream().Generation()
 	}
 	if plan.fromLog != nil {
-		// A snapshot on disk whose stream memory no longer holds: the
-		// stream log up to memory first (planFullLocked).
+		// A snapshot whose stream memory no longer holds: the stream log
+		// up to memory first (planFullLocked, attachSnapshotLocked).
 		if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,6 +46,9 @@ type Server struct {
 	// refetchAfter is when the monitor may next start a background
 	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
 	refetchAfter time.Time
+	// monitorRounds counts the monitor's completed rounds; written by the
+	// monitor only, read by tests that must know a round has passed.
+	monitorRounds atomic.Int64
 
 	stats   stats
 	up      *upstream.Link // the link to the primary (package upstream, upstream.go)

@@ -39,15 +39,19 @@ import (
 //     removes both files, and the log line says why.
 //   - Refetch: a snapshot stays servable while the log covers the stream
 //     after it; the log keeps at most repl-log-size bytes (plus a segment)
-//     and drops the oldest first. Once the stream written since the
-//     snapshot reaches refetchFraction of repl-log-size (or the log no
-//     longer covers it), the monitor starts one side-link fetch in the
-//     background, with no replica waiting, so that the next full sync finds
-//     a fresh snapshot instead of waiting for a fork. At most one fetch runs
-//     (history.mu.fetch), a background one is tried once (fetchLoop does not
-//     retry a fetch no replica waits for), and at most once per
-//     refetchInterval, so a primary that is down costs one attempt per
-//     interval, not a storm.
+//     and drops the oldest first. By default nothing more: the proxy never
+//     makes the primary fork more often than the same replicas attached
+//     directly would, so a new snapshot is fetched only when a replica needs
+//     one the proxy cannot serve (planFull; every replica arriving meanwhile
+//     shares it). With repl-snapshot-refresh set, an eager refresh: once the
+//     stream written since the snapshot reaches refetchFraction of
+//     repl-log-size (or the log or the replid no longer continue it), the
+//     monitor starts one side-link fetch in the background, with no replica
+//     waiting, so that the next full sync finds a fresh snapshot instead of
+//     waiting for a fork. At most one fetch runs (history.mu.fetch), a
+//     background one is tried once (fetchLoop does not retry a fetch no
+//     replica waits for), and at most once per repl-snapshot-refresh, so a
+//     primary that is down costs one attempt per interval, not a storm.
 
 const (
 	// snapshotMetaMax bounds the metadata file read at start.
@@ -56,8 +60,6 @@ const (
 	// of repl-log-size written since the snapshot that starts a background
 	// fetch. A quarter of the log is left for the fetch to finish in.
 	refetchNumerator, refetchDenominator = 3, 4
-	// refetchInterval is the least time between two background fetches.
-	refetchInterval = 30 * time.Second
 )
 
 // snapshotMeta is snapshotMetaName's content (JSON).
@@ -119,12 +121,13 @@ func (s *Server) persistSnapshot() {
 	})
 }
 
-// refetchBeforeStale starts a background fetch when the snapshot on disk is
-// about to outlive the stream log's cover (see the top of the file). From the
-// monitor, which owns refetchAfter.
+// refetchBeforeStale starts a background fetch, under repl-snapshot-refresh
+// only, when the snapshot on disk is about to outlive the stream log's cover
+// (see the top of the file). From the monitor, which owns refetchAfter.
 func (s *Server) refetchBeforeStale(now time.Time) {
 	d := s.durable
-	if d == nil || now.Before(s.refetchAfter) || s.up.State() != upstream.StateConnected || d.down.Load() {
+	every := s.config().ReplSnapshotRefresh
+	if d == nil || every <= 0 || now.Before(s.refetchAfter) || s.up.State() != upstream.StateConnected || d.down.Load() {
 		return
 	}
 	first, last := d.log.Bounds()
@@ -133,7 +136,7 @@ func (s *Server) refetchBeforeStale(now time.Time) {
 		return s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) })
 	})
 	if started != nil {
-		s.refetchAfter = now.Add(refetchInterval)
+		s.refetchAfter = now.Add(every)
 		s.log.Info("fetching a fresh snapshot: the stream log will soon no longer cover the one on disk",
 			"snapshot-offset", started.offset, "log-first-offset", first, "log-last-offset", last)
 	}
@@ -153,7 +156,7 @@ func (h *history) refetchSpilled(logFirst, logLast, limit int64, start func(*fet
 	if logLast-sp.offset < limit && logFirst <= sp.offset+1 && h.matchesLocked(sp.replID, sp.offset+1) {
 		return nil
 	}
-	f := &fetch{ready: make(chan struct{})}
+	f := &fetch{ready: make(chan struct{}), reason: fetchRefresh}
 	h.mu.fetch = f
 	if !start(f) {
 		h.mu.fetch = nil

@@ -145,13 +145,14 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 	}
 }
 
-// TestSnapshotRefetchBeforeStale: with a small repl-log-size, once the
-// stream written since the snapshot on disk nears what the log keeps, the
-// proxy fetches a fresh snapshot in the background, with no replica asking
-// (one fetch), so that a new replica's full sync then needs no fork.
+// TestSnapshotRefetchBeforeStale: under repl-snapshot-refresh, with a small
+// repl-log-size, once the stream written since the snapshot on disk nears
+// what the log keeps, the proxy fetches a fresh snapshot in the background,
+// with no replica asking (one fetch), so that a new replica's full sync then
+// needs no fork.
 func TestSnapshotRefetchBeforeStale(t *testing.T) {
 	primary, pc := startPrimary(t)
-	p, xc := startProxyOf(t, primary, "--repl-log-size", "1mb")
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "1mb", "--repl-snapshot-refresh", "1")
 	waitSnapshotOnDisk(t, xc)
 	first := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
 	full := pc.InfoInt(t, "stats", "sync_full")
@@ -179,6 +180,9 @@ func TestSnapshotRefetchBeforeStale(t *testing.T) {
 	}
 	if got := xc.InfoInt(t, "proxy", "snapshot_fetches"); got != 1 {
 		t.Fatalf("snapshot_fetches %d, want 1", got)
+	}
+	if got := xc.InfoInt(t, "proxy", "snapshot_fetches_refresh"); got != 1 {
+		t.Fatalf("snapshot_fetches_refresh %d, want 1", got)
 	}
 }
 

@@ -162,6 +162,14 @@ type Config struct {
 	ReplLogSize int64
 	// ReplLogFsync is `repl-log-fsync`: always, everysec (default) or no.
 	ReplLogFsync LogFsync
+	// ReplSnapshotRefresh is `repl-snapshot-refresh`, in whole seconds in
+	// the directive: with the stream log on, the least time between two
+	// snapshots the proxy fetches from the primary in the background, with
+	// no replica asking, when the stream log is about to stop covering the
+	// snapshot on disk. Default 0: never; a snapshot is fetched (a fork on
+	// the primary) only when a replica needs one the proxy cannot serve.
+	// Proxy-only.
+	ReplSnapshotRefresh time.Duration
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
 	// default: the proxy acknowledges to its primary what it has received,
@@ -310,6 +318,7 @@ func (c *Config) Validate() error {
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
+		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},

@@ -154,6 +154,18 @@ var directives = []directive{
 		get: func(c *Config) string { return formatSeconds(c.ReplTimeout) },
 	},
 	{
+		name: "repl-snapshot-refresh", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, maxSeconds)
+			if err != nil {
+				return err
+			}
+			c.ReplSnapshotRefresh = time.Duration(n) * time.Second
+			return nil
+		},
+		get: func(c *Config) string { return formatSeconds(c.ReplSnapshotRefresh) },
+	},
+	{
 		name: "shutdown-timeout", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
 			n, err := parseIntRange(args[0], 0, maxSeconds)

@@ -50,6 +50,7 @@
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
 //	repl-timeout                 60                      yes      ReplTimeout
 //	shutdown-timeout             10                      yes      ShutdownTimeout
+//	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60

@@ -54,10 +54,14 @@
 //     back to the OS, snapshots spilled to dir.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
 //     them (stats.go, closereason.go).
-//   - the monitoring server (metrics.go, metrics_collector.go): metrics-port's
-//     HTTP server, /metrics from a registry of the server's own whose
-//     collector reads INFO's sources at scrape time (no counters of its
-//     own), /healthz, and /readyz's rule (readiness, history.servable).
+//   - the monitoring server (metrics.go, metrics_collector.go,
+//     limitlistener.go): metrics-port's HTTP server, /metrics from a
+//     registry of the server's own whose collector reads INFO's sources at
+//     scrape time (no counters of its own), /healthz, and /readyz's rule
+//     (readiness, history.servable). It holds a bounded number of
+//     connections, each for a bounded time, inside the descriptor budget
+//     (fdbudget.go: maxclients + ReservedFDs is what the process asks of
+//     the open file limit).
 //
 // # Goroutines
 //

@@ -31,8 +31,9 @@ package proxy
 // reserve does not count either. Bounding them would make a replica wait
 // for a file while its lag grows and the log's retention may pass its
 // offset, which costs it a full sync: the cost the proxy exists to
-// avoid. A failed open costs that replica its read (it resyncs), and the
-// stream log, whose writer keeps its files open, retries after a failure.
+// avoid. Should the process still run out, a failed open costs that replica
+// its connection (it comes back with PSYNC), and the stream log, whose
+// writer keeps its files open, retries after a failure.
 const ReservedFDs = redisReservedFDs + 2*metricsMaxConns
 
 // redisReservedFDs is Redis's CONFIG_MIN_RESERVED_FDS.

@@ -206,6 +206,9 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 		}
 	}
 	peak := procFDs(t, pid)
+	if peak > 200+reservedFDs {
+		t.Errorf("the proxy holds %d descriptors under siege, past its budget of maxclients + %d", peak, reservedFDs)
+	}
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	err := xc.Ping(pctx).Err()

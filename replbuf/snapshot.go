@@ -64,7 +64,7 @@ type Snapshot struct {
 	state atomic.Int32 // a SnapshotState; producer-only writes
 	size  atomic.Int64 // bytes so far; producer-only writes
 	// windowed: memory keeps only the latest bytes (Window); set by the
-	// producer before the first byte.
+	// producer.
 	windowed atomic.Bool
 
 	// Owned by the producer: the CRC over every byte that is certainly not
@@ -85,11 +85,11 @@ func NewSnapshot(replID string, offset int64, pool *Pool, now time.Time) *Snapsh
 
 // Window makes the snapshot keep in memory only about its latest n bytes
 // (at least two blocks, so that the running checksum and the trailer are
-// always held): older blocks go back to the pool as new ones fill. It is for
-// a payload the producer also writes to a file as it arrives, which is then
-// served from that file: a windowed snapshot has no readers (NewReader
-// fails), so nothing pins what it lets go. Producer-only, before the first
-// byte.
+// always held): older blocks go back to the pool at once and as new ones
+// fill. It is for a payload the producer also writes to a file as it
+// arrives, which is then served from that file: a windowed snapshot has no
+// readers (NewReader fails), so nothing pins what it lets go. Producer-only,
+// while no reader is open.
 func (sn *Snapshot) Window(n int64) {
 	sn.windowed.Store(true)
 	sn.s.SetBacklogSize(max(n, 2*BlockSize))

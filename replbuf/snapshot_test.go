@@ -184,8 +184,9 @@ func TestSnapshotSharesPoolAndReleases(t *testing.T) {
 }
 
 // TestSnapshotWindow: a windowed snapshot holds about its window whatever its
-// size, by ReadOnce and by Append, still checks its CRC64 (a good trailer
-// completes, a bad one fails), and has no readers.
+// size, by ReadOnce and by Append, from the start or once bytes arrived,
+// still checks its CRC64 (a good trailer completes, a bad one fails), and
+// has no readers.
 func TestSnapshotWindow(t *testing.T) {
 	const window = 4 * BlockSize
 	for _, n := range []int{0, 100, BlockSize, 3*BlockSize + 5, 200*BlockSize + 11} {
@@ -197,9 +198,16 @@ func TestSnapshotWindow(t *testing.T) {
 				}
 				pool := NewPool(0)
 				sn := NewSnapshot("id", 0, pool, time.Now())
-				sn.Window(window)
+				late := len(rdb) / 2 // the window starts halfway in
+				if byAppend {
+					sn.Window(window)
+				}
 				peak := int64(0)
 				for p := rdb; len(p) > 0; {
+					if !sn.Windowed() && len(rdb)-len(p) >= late {
+						sn.Window(window)
+						peak = 0
+					}
 					k := min(5000, len(p))
 					if byAppend {
 						if err := sn.Append(p[:k]); err != nil {
@@ -210,6 +218,9 @@ func TestSnapshotWindow(t *testing.T) {
 					}
 					p = p[k:]
 					peak = max(peak, sn.Usage().Blocks)
+				}
+				if !sn.Windowed() { // all in one chunk
+					sn.Window(window)
 				}
 				if most := int64(window/BlockSize + 2); peak > most {
 					t.Fatalf("%d bytes: %d blocks held at the peak, want at most %d", n, peak, most)

@@ -23,6 +23,7 @@ func newUpstream(s *Server) *upstream.Link {
 			RDBBytes:       &st.upstreamRDBBytes,
 			ChecksumFails:  &st.upstreamChecksumFails,
 			StreamErrors:   &st.upstreamStreamErrors,
+			QueryLimits:    &st.upstreamQueryLimits,
 			ReplInputBytes: &st.replInputBytes,
 			FetchBytes:     &st.snapshotFetchBytes,
 		},
@@ -67,6 +68,8 @@ func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64
 
 // AckOffset applies the ack-policy (ackpolicy.go).
 func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffset(applied) }
+
+func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBufferLimit }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {

@@ -71,6 +71,29 @@ type Host interface {
 	// main link may hold unpublished (0: no limit). Read at every read of
 	// the stream, so that a change applies at once.
 	QueryLimit() int64
+	// PayloadStarted is told of the payload of a main link's full sync once
+	// its header arrived (size -1: EOF-marked, size unknown), before its
+	// first byte, so that the host counts sn's memory while it arrives. It
+	// returns where the payload is also written as it arrives (nil: memory
+	// only), or an error that refuses the payload before any of it is read
+	// (the sync fails; the link retries with backoff).
+	PayloadStarted(sn *replbuf.Snapshot, size int64) (PayloadSink, error)
+	// PayloadFailed tells the host that the payload PayloadStarted accepted
+	// failed; the link releases sn afterwards. A payload that succeeds is
+	// given to Install instead.
+	PayloadFailed(sn *replbuf.Snapshot)
+}
+
+// A PayloadSink receives a main link's full-sync payload as it arrives (the
+// host's file). Write is called with every payload byte, in order, from the
+// link's goroutine; p is valid only during the call. Then exactly one of
+// Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
+// Abort (it failed, or Write or Commit did) is called. An error from Write
+// or Commit fails the sync.
+type PayloadSink interface {
+	Write(p []byte) error
+	Commit() error
+	Abort()
 }
 
 // Ack is what a host's ack-policy lets the main link acknowledge.

@@ -221,6 +221,8 @@ func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot
 	}
 	// readPayload renews the read deadline itself: no read of the side link
 	// goes without one, or a silent primary would stall every waiting replica.
-	sn, _, err := c.readPayload(replID, offset, started)
+	sn, _, err := c.readPayload(replID, offset, func(sn *replbuf.Snapshot, _ int64) (PayloadSink, error) {
+		return nil, started(sn) // a fetch is followed in memory while it arrives
+	})
 	return sn, err
 }

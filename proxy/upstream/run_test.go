@@ -24,6 +24,10 @@ type testHost struct {
 	installs int
 	// ack, when set, is AckOffset; nil acknowledges what was applied.
 	ack func(applied int64) Ack
+	// sink, when set, is what PayloadStarted returns; failed counts
+	// PayloadFailed.
+	sink   PayloadSink
+	failed int
 }
 
 func (h *testHost) Target() Target          { return Target{} }
@@ -47,6 +51,18 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
 
 func (h *testHost) QueryLimit() int64 { return 0 }
+
+func (h *testHost) PayloadStarted(*replbuf.Snapshot, int64) (PayloadSink, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sink, nil
+}
+
+func (h *testHost) PayloadFailed(*replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed++
+}
 
 func (h *testHost) AckOffset(applied int64) Ack {
 	if h.ack != nil {

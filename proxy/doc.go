@@ -11,7 +11,8 @@
 //
 //   - history (history*.go): the replication identity (replid, replid2,
 //     second_repl_offset), the stream (*replbuf.Stream), the snapshots
-//     (newest, retired, spilled, being spilled), the one snapshot fetch in
+//     (newest, retired, spilled, being spilled, arriving from the main
+//     link), the one snapshot fetch in
 //     flight, the sync plans (planPartial, planFull) and eviction. Nothing
 //     outside these files touches its fields.
 //   - upstream (package upstream; upstream.go here): the main link to the
@@ -20,7 +21,8 @@
 //     server only through upstream.Host, which upstream.go implements on the
 //     configuration and the history, and ackpolicy.go (what is acknowledged
 //     upstream under ack-policy) on the registry's replicas; fetch.go runs
-//     the shared fetches.
+//     the shared fetches; payload_disk.go decides where a full sync's
+//     payload goes while it arrives (memory, or dir past a small window).
 //   - replid (package replid): the replid and offset rules both sides check
 //     what they read from the network with.
 //   - registry (registry.go): the connected clients and, among them, the

@@ -32,8 +32,8 @@ import (
 //
 // Callers: the client goroutines (planPartial, planFull, attachFetched,
 // leaveFetch), the upstream link's run goroutine (install, continueAs,
-// identity), the fetch goroutine (fetchStarted, fetchEnded, fetchGaveUp,
-// fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
+// identity, payloadArriving, payloadEnded), the fetch goroutine
+// (fetchStarted, fetchEnded, fetchGaveUp, fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
 // methods, releaseRetired, and with the stream log persistNewest and
 // refetchSpilled: snapshot_disk.go), New before Run (recoverFrom,
 // adoptSpilled), INFO, ROLE and MEMORY (identity, newest, snapshotBytes,
@@ -102,6 +102,12 @@ type history struct {
 		// plan from the log and the generation it is made for are one
 		// decision (a new generation, install, makes it stale at once).
 		logGen uint64
+		// arriving is the payload of the main link's full sync while it
+		// arrives, counted as snapshot memory until install or
+		// payloadEnded; arrivingFile is the file in dir it is written to
+		// as it arrives, or nil (payload_disk.go).
+		arriving     *replbuf.Snapshot
+		arrivingFile *payloadFile
 	}
 }
 
@@ -220,12 +226,26 @@ func (h *history) newest() *replbuf.Snapshot {
 // and starts a new generation of the stream at its offset: the primary's
 // bytes from offset+1 on, under sn's replid. Every open cursor fails with
 // replbuf.ErrReset; the caller then disconnects the replicas planned before
-// epoch.
+// epoch. A payload written to dir as it arrived (payload_disk.go) becomes
+// the snapshot on disk instead: memory held only a window of it.
 func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Lock()
+	var sp *spilledSnapshot
+	if f := h.mu.arrivingFile; h.mu.arriving == sn && f != nil {
+		if sp = f.spilled(); sp != nil && f.evict {
+			// maxmemory sent it to dir: a spill, as evict's
+			h.stats.evictedSnapshots.Add(1)
+			h.stats.evictedBytes.Add(sn.Size())
+		}
+	}
+	h.mu.arriving, h.mu.arrivingFile = nil, nil
 	h.retireLocked(h.mu.snapshot)
 	h.mu.snapshot = sn
-	old := h.replaceSpilledLocked(nil)
+	if sp != nil {
+		h.mu.snapshot = nil
+		h.retireLocked(sn) // released at once: a windowed snapshot has no readers
+	}
+	old := h.replaceSpilledLocked(sp)
 	h.mu.replID = sn.ReplID()
 	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
@@ -238,6 +258,23 @@ func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Unlock()
 	h.removeSpilled(old)
 	return epoch
+}
+
+// payloadArriving records sn, a main link's payload from its header on, and
+// the file it goes to (nil: memory only), so that snapshotBytes counts it.
+func (h *history) payloadArriving(sn *replbuf.Snapshot, f *payloadFile) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.arriving, h.mu.arrivingFile = sn, f
+}
+
+// payloadEnded forgets sn, a payload that failed; the link releases it.
+func (h *history) payloadEnded(sn *replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.arriving == sn {
+		h.mu.arriving, h.mu.arrivingFile = nil, nil
+	}
 }
 
 // continueAs takes the replid of an upstream +CONTINUE <replid>: when it is

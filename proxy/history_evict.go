@@ -29,6 +29,9 @@ func (h *history) snapshotBytes() (inMemory, onDisk int64) {
 	for _, sn := range h.heldSnapshotsLocked() {
 		inMemory += sn.Usage().Allocated()
 	}
+	if sn := h.mu.arriving; sn != nil {
+		inMemory += sn.Usage().Allocated()
+	}
 	if sp := h.mu.spilled; sp != nil {
 		onDisk = sp.size
 	}

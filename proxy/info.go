@@ -252,6 +252,7 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes.Load())
 	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
 	w.kv("upstream_stream_errors", st.upstreamStreamErrors.Load())
+	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits.Load())
 	w.kv("stream_generation", s.hist.stream().Generation())
 	w.kv("snapshot_fetches", st.snapshotFetches.Load())
 	for r := fetchReason(0); r < numFetchReasons; r++ {

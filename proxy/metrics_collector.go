@@ -37,6 +37,7 @@ var metricSpecs = []metricSpec{
 	{"upstream_rdb_bytes_total", counter, "RDB payload bytes received from the primary (upstream_rdb_bytes).", nil},
 	{"upstream_checksum_failures_total", counter, "Snapshots whose CRC64 did not match (upstream_checksum_failures).", nil},
 	{"upstream_stream_errors_total", counter, "Links dropped for stream bytes the scanner refused (upstream_stream_errors).", nil},
+	{"upstream_query_buffer_limit_drops_total", counter, "Links dropped for unpublished stream bytes over master-query-buffer-limit (upstream_query_buffer_limit_drops).", nil},
 
 	// Offsets and the backlog (INFO replication).
 	{"master_repl_offset", gauge, "Offset of the last byte published to replicas (master_repl_offset).", nil},
@@ -160,6 +161,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("upstream_rdb_bytes_total", st.upstreamRDBBytes.Load())
 	emit("upstream_checksum_failures_total", st.upstreamChecksumFails.Load())
 	emit("upstream_stream_errors_total", st.upstreamStreamErrors.Load())
+	emit("upstream_query_buffer_limit_drops_total", st.upstreamQueryLimits.Load())
 
 	stream := s.hist.stream()
 	offset := stream.Offset()

@@ -123,95 +123,148 @@ func (s *Server) writeSnapshot(ctx context.Context, sn *replbuf.Snapshot, dir st
 	s.hist.spillDone(sn, dir, file, err, evicted)
 }
 
-// writeSpillFile writes a complete snapshot to spillFileName in dir: into a
-// new temporary file, fsynced, then renamed into place. With withMeta it
-// also writes snapshotMetaName beside it (writeSnapshotMeta), with the CRC64
-// of the file computed while writing it. It returns the file as written.
-// random names the temporary files (nil: crypto/rand).
+// writeSpillFile writes a complete snapshot to spillFileName in dir through
+// a spillWriter (a new temporary file, fsynced, then renamed into place,
+// with snapshotMetaName beside it when withMeta). It returns the file as
+// written. random names the temporary files (nil: crypto/rand).
 func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, random io.Reader, withMeta bool) (os.FileInfo, error) {
 	rd, err := sn.NewReader()
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
+	w, err := newSpillWriter(dir, random, withMeta)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.copyFrom(ctx, rd); err != nil {
+		w.abort()
+		return nil, err
+	}
+	return w.commit(snapshotMeta{ReplID: sn.ReplID(), Offset: sn.Offset(), Created: sn.Created().UnixNano()})
+}
+
+// A spillWriter writes one snapshot file to dir, the one way every snapshot
+// file is written: from memory (writeSpillFile) or from the primary as a
+// payload arrives (payloadFile). The bytes go to a new temporary file
+// (createSpillTemp: O_EXCL, random name) through an os.Root on dir; commit
+// fsyncs it and renames it to spillFileName, with snapshotMetaName beside it
+// when withMeta (the CRC64 of the file is computed as it is written); abort
+// removes it. Owned by one goroutine.
+type spillWriter struct {
+	root     *os.Root
+	f        *os.File
+	tmp      string    // the temporary file's name in root
+	random   io.Reader // names temporary files (nil: crypto/rand)
+	withMeta bool
+	crc      uint64 // replbuf.CRC64 of what was written, when withMeta
+}
+
+// newSpillWriter creates the temporary file in dir.
+func newSpillWriter(dir string, random io.Reader, withMeta bool) (*spillWriter, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
 	f, tmp, err := createSpillTemp(root, random)
 	if err != nil {
+		root.Close()
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			root.Remove(tmp)
-		}
-	}()
-	var crc uint64
+	return &spillWriter{root: root, f: f, tmp: tmp, random: random, withMeta: withMeta}, nil
+}
+
+// write appends p to the file.
+func (w *spillWriter) write(p []byte) error {
+	if w.withMeta {
+		w.crc = replbuf.CRC64(w.crc, p)
+	}
+	_, err := w.f.Write(p)
+	return err
+}
+
+// copyFrom writes what rd reads, a reader of a complete snapshot, until its
+// end (writev from the snapshot's blocks).
+func (w *spillWriter) copyFrom(ctx context.Context, rd *replbuf.Cursor) error {
 	for {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		bufs, err := rd.Pending()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(*bufs) == 0 {
 			if err := rd.Wait(ctx); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
-		if withMeta {
+		if w.withMeta {
 			for _, b := range *bufs {
-				crc = replbuf.CRC64(crc, b)
+				w.crc = replbuf.CRC64(w.crc, b)
 			}
 		}
-		n, err := bufs.WriteTo(f)
+		n, err := bufs.WriteTo(w.f)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := rd.Advance(n); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := f.Sync(); err != nil {
+}
+
+// abort removes the temporary file.
+func (w *spillWriter) abort() {
+	w.f.Close()
+	w.root.Remove(w.tmp)
+	w.root.Close()
+}
+
+// commit fsyncs the file and renames it to spillFileName; with withMeta it
+// writes m, completed with the file's size and CRC64, beside it
+// (writeSnapshotMeta). It returns the file as written; on failure nothing of
+// it is left.
+func (w *spillWriter) commit(m snapshotMeta) (os.FileInfo, error) {
+	root := w.root
+	defer root.Close()
+	if err := w.f.Sync(); err != nil {
+		w.f.Close()
+		root.Remove(w.tmp)
 		return nil, err
 	}
-	fi, err := f.Stat()
+	fi, err := w.f.Stat()
 	if err != nil {
+		w.f.Close()
+		root.Remove(w.tmp)
 		return nil, err
 	}
-	if err := f.Close(); err != nil {
+	if err := w.f.Close(); err != nil {
+		root.Remove(w.tmp)
 		return nil, err
 	}
-	if withMeta {
+	if w.withMeta {
 		// The old metadata goes first: a crash before the new one is in
 		// place leaves a file without metadata, which is not adopted, never
 		// metadata describing another file.
 		if err := root.Remove(snapshotMetaName); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			root.Remove(tmp)
-			ok = true // closed already
+			root.Remove(w.tmp)
 			return nil, err
 		}
 	}
 	// A rename replaces whatever holds the name, a planted link included,
 	// without following it.
-	if err := root.Rename(tmp, spillFileName); err != nil {
-		root.Remove(tmp)
-		ok = true // closed already
+	if err := root.Rename(w.tmp, spillFileName); err != nil {
+		root.Remove(w.tmp)
 		return nil, err
 	}
-	ok = true
-	if withMeta {
-		m := snapshotMeta{ReplID: sn.ReplID(), Offset: sn.Offset(), Size: fi.Size(), CRC64: crc, Created: sn.Created().UnixNano()}
-		if err := writeSnapshotMeta(root, m, random); err != nil {
+	if w.withMeta {
+		m.Size, m.CRC64 = fi.Size(), w.crc
+		if err := writeSnapshotMeta(root, m, w.random); err != nil {
 			root.Remove(spillFileName)
 			return nil, fmt.Errorf("snapshot metadata: %w", err)
 		}

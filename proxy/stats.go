@@ -27,6 +27,7 @@ type stats struct {
 	upstreamRDBBytes      atomic.Int64                  // RDB payload bytes received
 	upstreamChecksumFails atomic.Int64                  // snapshots whose CRC64 did not match
 	upstreamStreamErrors  atomic.Int64                  // links dropped for stream bytes the scanner refused
+	upstreamQueryLimits   atomic.Int64                  // links dropped for unpublished bytes over master-query-buffer-limit
 	snapshotFetches       atomic.Int64                  // side-link snapshot fetches completed
 	snapshotFetchReasons  [numFetchReasons]atomic.Int64 // of those, per fetchReason
 	snapshotFetchFailures atomic.Int64                  // side-link snapshot fetches that failed

@@ -23,6 +23,7 @@ func newUpstream(s *Server) *upstream.Link {
 			RDBBytes:       &st.upstreamRDBBytes,
 			ChecksumFails:  &st.upstreamChecksumFails,
 			StreamErrors:   &st.upstreamStreamErrors,
+			QueryLimits:    &st.upstreamQueryLimits,
 			ReplInputBytes: &st.replInputBytes,
 			FetchBytes:     &st.snapshotFetchBytes,
 		},
@@ -67,6 +68,16 @@ func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64
 
 // AckOffset applies the ack-policy (ackpolicy.go).
 func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffset(applied) }
+
+func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBufferLimit }
+
+// PayloadStarted counts a full sync's payload while it arrives and decides
+// whether it goes to dir as it does (payload_disk.go).
+func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+	return h.s.payloadStarted(sn, size)
+}
+
+func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.hist.payloadEnded(sn) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {

@@ -151,7 +151,7 @@ func TestFetchRetried(t *testing.T) {
 				}
 				return hc.goodFetch()
 			})
-			p := startHostileProxy(t, h)
+			p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
 			waitSnapshotUnservable(t, p)
 			r := dialRawReplica(t, p, false)
 			start := time.Now()
@@ -195,7 +195,7 @@ func TestFetchKeepalivesRenewTimeout(t *testing.T) {
 		hc.awaitHangup()
 		return nil
 	})
-	p := startHostileProxy(t, h)
+	p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
 	waitSnapshotUnservable(t, p)
 	r := dialRawReplica(t, p, true)
 	if err := r.fullSync(h, "?", "-1"); err != nil {
@@ -281,7 +281,7 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 		}
 		return nil
 	})
-	p := startHostileProxy(t, h)
+	p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
 	waitSnapshotUnservable(t, p)
 	r := dialRawReplica(t, p, false)
 	line, err := r.psync("?", "-1")

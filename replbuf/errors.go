@@ -25,6 +25,11 @@ var (
 	// last handed out by Cursor.Pending.
 	ErrAdvance = errors.New("replbuf: advance beyond the pending batch")
 
+	// ErrWindowed is returned by Snapshot.NewReader for a snapshot that keeps
+	// only its latest bytes in memory (Snapshot.Window): it is read from the
+	// file its producer wrote.
+	ErrWindowed = errors.New("replbuf: snapshot held in memory only as a window")
+
 	// ErrChecksum is returned when a snapshot's RDB CRC64 trailer does not
 	// match its bytes.
 	ErrChecksum = errors.New("replbuf: snapshot checksum mismatch")

@@ -63,6 +63,9 @@ type Snapshot struct {
 	s     *Stream
 	state atomic.Int32 // a SnapshotState; producer-only writes
 	size  atomic.Int64 // bytes so far; producer-only writes
+	// windowed: memory keeps only the latest bytes (Window); set by the
+	// producer.
+	windowed atomic.Bool
 
 	// Owned by the producer: the CRC over every byte that is certainly not
 	// part of the trailer (all but the last 8 received), and where it stopped.
@@ -79,6 +82,22 @@ func NewSnapshot(replID string, offset int64, pool *Pool, now time.Time) *Snapsh
 	sn.crcBlk = s.tail.Load()
 	return sn
 }
+
+// Window makes the snapshot keep in memory only about its latest n bytes
+// (at least two blocks, so that the running checksum and the trailer are
+// always held): older blocks go back to the pool at once and as new ones
+// fill. It is for a payload the producer also writes to a file as it
+// arrives, which is then served from that file: a windowed snapshot has no
+// readers (NewReader fails), so nothing pins what it lets go. Producer-only,
+// while no reader is open.
+func (sn *Snapshot) Window(n int64) {
+	sn.windowed.Store(true)
+	sn.s.SetBacklogSize(max(n, 2*BlockSize))
+}
+
+// Windowed reports whether Window was called: the snapshot's bytes are not
+// all in memory.
+func (sn *Snapshot) Windowed() bool { return sn.windowed.Load() }
 
 // ReplID is the replication ID the snapshot belongs to.
 func (sn *Snapshot) ReplID() string { return sn.replID }
@@ -216,6 +235,9 @@ func (sn *Snapshot) Fail(err error) {
 func (sn *Snapshot) NewReader() (*Cursor, error) {
 	if sn.State() == SnapshotFailed {
 		return nil, fmt.Errorf("replbuf: snapshot failed")
+	}
+	if sn.Windowed() {
+		return nil, ErrWindowed
 	}
 	return sn.s.Attach(1)
 }

@@ -182,3 +182,58 @@ func TestSnapshotSharesPoolAndReleases(t *testing.T) {
 		t.Fatalf("stream did not reuse the snapshot's blocks: %+v", st)
 	}
 }
+
+// TestSnapshotWindow: a windowed snapshot holds about its window whatever its
+// size, by ReadOnce and by Append, from the start or once bytes arrived,
+// still checks its CRC64 (a good trailer completes, a bad one fails), and
+// has no readers.
+func TestSnapshotWindow(t *testing.T) {
+	const window = 4 * BlockSize
+	for _, n := range []int{0, 100, BlockSize, 3*BlockSize + 5, 200*BlockSize + 11} {
+		for _, bad := range []bool{false, true} {
+			for _, byAppend := range []bool{false, true} {
+				rdb := rdbLike(n)
+				if bad {
+					rdb[len(rdb)-1] ^= 1
+				}
+				pool := NewPool(0)
+				sn := NewSnapshot("id", 0, pool, time.Now())
+				late := len(rdb) / 2 // the window starts halfway in
+				if byAppend {
+					sn.Window(window)
+				}
+				peak := int64(0)
+				for p := rdb; len(p) > 0; {
+					if !sn.Windowed() && len(rdb)-len(p) >= late {
+						sn.Window(window)
+						peak = 0
+					}
+					k := min(5000, len(p))
+					if byAppend {
+						if err := sn.Append(p[:k]); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						feed(t, sn, p[:k], k)
+					}
+					p = p[k:]
+					peak = max(peak, sn.Usage().Blocks)
+				}
+				if !sn.Windowed() { // all in one chunk
+					sn.Window(window)
+				}
+				if most := int64(window/BlockSize + 2); peak > most {
+					t.Fatalf("%d bytes: %d blocks held at the peak, want at most %d", n, peak, most)
+				}
+				err := sn.Complete()
+				if bad != (err != nil) || bad && !errors.Is(err, ErrChecksum) {
+					t.Fatalf("%d bytes, bad trailer %v: Complete = %v", n, bad, err)
+				}
+				if _, err := sn.NewReader(); !bad && !errors.Is(err, ErrWindowed) {
+					t.Fatalf("NewReader of a windowed snapshot: %v, want ErrWindowed", err)
+				}
+				sn.Release()
+			}
+		}
+	}
+}

@@ -140,6 +140,14 @@ type Config struct {
 	// client may send ("invalid bulk length" above it). Default 512 MiB; at
 	// least [MinQueryLimit]. The primary's stream is not bound by it.
 	ProtoMaxBulkLen int64
+	// MasterQueryBufferLimit is `master-query-buffer-limit` in bytes: the
+	// most of the primary's stream the upstream link holds unpublished (a
+	// command cut across reads, a MULTI waiting for its EXEC); past it the
+	// link is dropped and resumed by PSYNC from the last whole command.
+	// Default 1 GiB, as client-query-buffer-limit's; at least
+	// [MinQueryLimit]. Proxy-only: Redis exempts its primary from
+	// client-query-buffer-limit.
+	MasterQueryBufferLimit int64
 
 	// ReplBacklogSize is `repl-backlog-size` in bytes: how much of the latest
 	// stream is kept for partial resyncs. Default 1 MiB. The directive raises
@@ -288,6 +296,7 @@ func DefaultConfig() *Config {
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
+		MasterQueryBufferLimit: 1 << 30,
 	}
 }
 
@@ -326,6 +335,7 @@ func (c *Config) Validate() error {
 		{"maxclients", checkMaxClients(c.MaxClients)},
 		{"client-query-buffer-limit", checkAtLeast(c.ClientQueryBufferLimit, MinQueryLimit)},
 		{"proto-max-bulk-len", checkAtLeast(c.ProtoMaxBulkLen, MinQueryLimit)},
+		{"master-query-buffer-limit", checkAtLeast(c.MasterQueryBufferLimit, MinQueryLimit)},
 		{"dir", checkDir(c.Dir)},
 		{"loglevel", checkEnum(c.LogLevel, logLevels)},
 		{"log-format", checkEnum(c.LogFormat, logFormats)},

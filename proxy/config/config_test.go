@@ -40,6 +40,7 @@ func TestDefaultConfig(t *testing.T) {
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
+		MasterQueryBufferLimit: 1 << 30,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

@@ -60,6 +60,8 @@ var directives = []directive{
 	enumDirective("log-format", false, func(c *Config) *LogFormat { return &c.LogFormat }, logFormats),
 	stringDirective("logfile", false, func(c *Config) *string { return &c.LogFile }, nil),
 	enumDirective("loglevel", true, func(c *Config) *LogLevel { return &c.LogLevel }, logLevels),
+	// As client-query-buffer-limit: 1mb..LONG_MAX.
+	sizeDirective("master-query-buffer-limit", func(c *Config) *int64 { return &c.MasterQueryBufferLimit }, MinQueryLimit),
 	stringDirective("masterauth", true, func(c *Config) *string { return &c.MasterAuth }, nil),
 	stringDirective("masteruser", true, func(c *Config) *string { return &c.MasterUser }, nil),
 	{

@@ -190,6 +190,8 @@ func TestSet(t *testing.T) {
 		{"max bulk", "proto-max-bulk-len", []string{"1mb"}, "1048576", nil},
 		{"max bulk too small", "proto-max-bulk-len", []string{"1000000"}, "", ErrInvalidValue},
 		{"max bulk negative", "proto-max-bulk-len", []string{"-1"}, "", ErrInvalidValue},
+		{"master query limit", "master-query-buffer-limit", []string{"2mb"}, "2097152", nil},
+		{"master query limit too small", "master-query-buffer-limit", []string{"1000000"}, "", ErrInvalidValue},
 
 		{"dir", "dir", []string{"/var/lib/replproxy"}, "/var/lib/replproxy", nil},
 		{"dir empty", "dir", []string{""}, "", ErrInvalidValue},
@@ -248,6 +250,7 @@ func TestSetFields(t *testing.T) {
 		{"protected-mode", "no"},
 		{"client-query-buffer-limit", "2mb"},
 		{"proto-max-bulk-len", "3mb"},
+		{"master-query-buffer-limit", "4mb"},
 		{"repl-backlog-size", "64mb"},
 		{"repl-timeout", "5"},
 		{"shutdown-timeout", "0"},
@@ -292,6 +295,7 @@ func TestSetFields(t *testing.T) {
 
 		ClientQueryBufferLimit: 2 << 20,
 		ProtoMaxBulkLen:        3 << 20,
+		MasterQueryBufferLimit: 4 << 20,
 		ReplTimeout:            5 * time.Second,
 		ShutdownTimeout:        0,
 		ClientOutputBufferLimit: OutputBufferLimits{
@@ -348,6 +352,7 @@ func TestGetDefaults(t *testing.T) {
 		{"protected-mode", "yes"},
 		{"client-query-buffer-limit", "1073741824"},
 		{"proto-max-bulk-len", "536870912"},
+		{"master-query-buffer-limit", "1073741824"},
 		{"repl-backlog-size", "1048576"},
 		{"repl-timeout", "60"},
 		{"client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"},
@@ -410,7 +415,7 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 func TestNames(t *testing.T) {
 	want := []string{
 		"ack-policy", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
-		"logfile", "loglevel", "masterauth", "masteruser", "maxclients", "maxmemory",
+		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-log-fsync", "repl-log-size", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout",
 		"tls-auth-clients", "tls-ca-cert-dir", "tls-ca-cert-file", "tls-cert-file", "tls-ciphers",
@@ -460,6 +465,7 @@ func TestMutable(t *testing.T) {
 		{"protected-mode", true},
 		{"client-query-buffer-limit", true},
 		{"proto-max-bulk-len", true},
+		{"master-query-buffer-limit", true},
 		{"replicaof", true},
 		{"slaveof", true},
 		{"LogLevel", true},

@@ -60,6 +60,7 @@
 //	maxclients                   10000                   yes      MaxClients
 //	client-query-buffer-limit    1gb (min 1mb)           yes      ClientQueryBufferLimit
 //	proto-max-bulk-len           512mb (min 1mb)         yes      ProtoMaxBulkLen
+//	master-query-buffer-limit    1gb (min 1mb)           yes      MasterQueryBufferLimit
 //	dir                          .                       yes      Dir
 //	loglevel                     notice                  yes      LogLevel
 //	logfile                      "" (stderr)             no (1)   LogFile

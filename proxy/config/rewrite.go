@@ -32,6 +32,7 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 
 	// Byte counts, written with Redis's units (rewriteConfigBytesOption).
 	"client-query-buffer-limit": rewriteBytes("client-query-buffer-limit", func(c *Config) int64 { return c.ClientQueryBufferLimit }),
+	"master-query-buffer-limit": rewriteBytes("master-query-buffer-limit", func(c *Config) int64 { return c.MasterQueryBufferLimit }),
 	"maxmemory":                 rewriteBytes("maxmemory", func(c *Config) int64 { return c.MaxMemory }),
 	"proto-max-bulk-len":        rewriteBytes("proto-max-bulk-len", func(c *Config) int64 { return c.ProtoMaxBulkLen }),
 	"repl-backlog-size":         rewriteBytes("repl-backlog-size", func(c *Config) int64 { return c.ReplBacklogSize }),

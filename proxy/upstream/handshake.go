@@ -15,6 +15,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 const (
@@ -225,8 +226,22 @@ func (c *session) fullSync(reply string) error {
 	l.state.Store(int32(StateSync))
 	l.resumable = false
 	start := time.Now()
-	sn, eof, err := c.readPayload(replID, offset, nil)
+	// The host counts the payload while it arrives, and may have it written
+	// to a file as it does; a payload it accepted and that failed is its to
+	// forget, then released here (nobody else reads it).
+	var arriving *replbuf.Snapshot
+	sn, eof, err := c.readPayload(replID, offset, func(sn *replbuf.Snapshot, size int64) (PayloadSink, error) {
+		sink, err := l.host.PayloadStarted(sn, size)
+		if err == nil {
+			arriving = sn
+		}
+		return sink, err
+	})
 	if err != nil {
+		if arriving != nil {
+			l.host.PayloadFailed(arriving)
+			arriving.Release()
+		}
 		return fmt.Errorf("full sync payload: %w", err)
 	}
 	l.host.Install(sn)

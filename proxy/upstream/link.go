@@ -66,6 +66,34 @@ type Host interface {
 	// AckOffset returns what to acknowledge to the primary (REPLCONF ACK,
 	// and the answer to GETACK) when the link has applied applied.
 	AckOffset(applied int64) Ack
+
+	// QueryLimit is master-query-buffer-limit: the most stream bytes the
+	// main link may hold unpublished (0: no limit). Read at every read of
+	// the stream, so that a change applies at once.
+	QueryLimit() int64
+	// PayloadStarted is told of the payload of a main link's full sync once
+	// its header arrived (size -1: EOF-marked, size unknown), before its
+	// first byte, so that the host counts sn's memory while it arrives. It
+	// returns where the payload is also written as it arrives (nil: memory
+	// only), or an error that refuses the payload before any of it is read
+	// (the sync fails; the link retries with backoff).
+	PayloadStarted(sn *replbuf.Snapshot, size int64) (PayloadSink, error)
+	// PayloadFailed tells the host that the payload PayloadStarted accepted
+	// failed; the link releases sn afterwards. A payload that succeeds is
+	// given to Install instead.
+	PayloadFailed(sn *replbuf.Snapshot)
+}
+
+// A PayloadSink receives a main link's full-sync payload as it arrives (the
+// host's file). Write is called with every payload byte, in order, from the
+// link's goroutine; p is valid only during the call. Then exactly one of
+// Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
+// Abort (it failed, or Write or Commit did) is called. An error from Write
+// or Commit fails the sync.
+type PayloadSink interface {
+	Write(p []byte) error
+	Commit() error
+	Abort()
 }
 
 // Ack is what a host's ack-policy lets the main link acknowledge.
@@ -105,6 +133,7 @@ type Counters struct {
 	RDBBytes       *atomic.Int64 // payload bytes received by the main link
 	ChecksumFails  *atomic.Int64 // snapshots whose CRC64 did not match
 	StreamErrors   *atomic.Int64 // links dropped for stream bytes the scanner refused
+	QueryLimits    *atomic.Int64 // links dropped for unpublished bytes past Host.QueryLimit
 	ReplInputBytes *atomic.Int64 // every byte from the primary, main and side links
 	FetchBytes     *atomic.Int64 // payload bytes received by side links
 }
@@ -154,6 +183,12 @@ var ErrTryLater = errors.New("primary cannot serve a sync right now")
 // from the last whole command; the link is retried with backoff, since the
 // primary is likely to send the same bytes again.
 var ErrStreamProtocol = errors.New("malformed replication stream from the primary")
+
+// ErrQueryBufferLimit ends a link that held more unpublished stream bytes
+// than Host.QueryLimit allows: a command, or a MULTI, longer than the limit.
+// The bytes are dropped, none was published, and the link is retried with
+// backoff from the last whole command, as after ErrStreamProtocol.
+var ErrQueryBufferLimit = errors.New("unpublished stream from the primary over master-query-buffer-limit")
 
 // A Link is the link to the primary. Its run goroutine owns the main link's
 // connection, the scanner and the stream's producer side. The atomics are

@@ -53,11 +53,14 @@ func (m sideMeter) payloadRead(n int, _ time.Time) {
 }
 
 // readPayload reads the payload header ("$<len>" or "$EOF:<mark>") and the
-// RDB into a new snapshot, and checks its CRC64. started, when not nil, is
-// called with the snapshot before its first byte, so that others can follow
-// it; an error from it abandons the payload. It reports whether the payload
-// was EOF-marked.
-func (c *session) readPayload(replID string, offset int64, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, bool, error) {
+// RDB into a new snapshot, and checks its CRC64. started is called with the
+// snapshot and the declared size (-1: EOF mark) before its first byte, so
+// that others can follow or count it; an error from it refuses the payload,
+// unread. The sink it returns, if any, gets every payload byte as it arrives
+// (committed once the CRC64 checked, aborted on any failure). On failure the
+// snapshot is failed and left to whoever started saw it. It reports whether
+// the payload was EOF-marked.
+func (c *session) readPayload(replID string, offset int64, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, bool, error) {
 	// The primary may take long to start the payload (a disk-based sync
 	// writes the RDB first), but it sends a newline every second meanwhile,
 	// which readLine takes as a renewal: silence fails within repl-timeout.
@@ -74,17 +77,16 @@ func (c *session) readPayload(replID string, offset int64, started func(*replbuf
 		return nil, false, err
 	}
 	sn := replbuf.NewSnapshot(replID, offset, c.l.pool, time.Now())
-	if started != nil {
-		if err := started(sn); err != nil {
-			sn.Release()
-			return nil, false, err
-		}
+	sink, err := started(sn, size)
+	if err != nil {
+		sn.Release()
+		return nil, false, err
 	}
 	c.meter.payloadBegins(size)
 	if mark != nil {
-		err = c.readEOFPayload(sn, mark)
+		err = c.readEOFPayload(sn, mark, sink)
 	} else {
-		err = c.readSizedPayload(sn, size)
+		err = c.readSizedPayload(sn, size, sink)
 	}
 	if err == nil {
 		err = sn.Complete()
@@ -92,14 +94,31 @@ func (c *session) readPayload(replID string, offset int64, started func(*replbuf
 			c.l.counters.ChecksumFails.Add(1)
 		}
 	}
-	if err != nil {
-		sn.Fail(err)
-		if started == nil {
-			sn.Release() // nobody else saw it
+	if err == nil && sink != nil {
+		if err = sink.Commit(); err != nil {
+			err = fmt.Errorf("payload file: %w", err)
 		}
+		sink = nil // committed, or cleaned up by a failed Commit
+	}
+	if err != nil {
+		if sink != nil {
+			sink.Abort()
+		}
+		sn.Fail(err)
 		return nil, false, err
 	}
 	return sn, mark != nil, nil
+}
+
+// toSink writes p, new payload bytes, to sink when there is one.
+func toSink(sink PayloadSink, p []byte) error {
+	if sink == nil || len(p) == 0 {
+		return nil
+	}
+	if err := sink.Write(p); err != nil {
+		return fmt.Errorf("payload file: %w", err)
+	}
+	return nil
 }
 
 // source is where payload and stream bytes come from: what the handshake
@@ -137,7 +156,7 @@ func (d *deadline) touch(now time.Time) {
 
 // readSizedPayload reads a "$<len>" payload: exactly n bytes, straight into the
 // snapshot's blocks. Whatever follows is already stream.
-func (c *session) readSizedPayload(sn *replbuf.Snapshot, n int64) error {
+func (c *session) readSizedPayload(sn *replbuf.Snapshot, n int64, sink PayloadSink) error {
 	src := io.LimitReader(c.source(), n)
 	dl := deadline{conn: c.conn, timeout: c.timeout}
 	for sn.Size() < n {
@@ -146,6 +165,9 @@ func (c *session) readSizedPayload(sn *replbuf.Snapshot, n int64) error {
 		p, err := sn.ReadOnce(src)
 		if len(p) > 0 {
 			c.meter.payloadRead(len(p), now)
+			if werr := toSink(sink, p); werr != nil {
+				return werr
+			}
 		}
 		if err == io.EOF && sn.Size() < n {
 			return fmt.Errorf("primary closed the link after %d of %d payload bytes: %w", sn.Size(), n, io.ErrUnexpectedEOF)
@@ -160,7 +182,7 @@ func (c *session) readSizedPayload(sn *replbuf.Snapshot, n int64) error {
 // readEOFPayload reads a "$EOF:<mark>" payload: the RDB bytes end with the
 // mark, which is not part of them. The last 40 bytes read are held back until
 // more arrive, so readers of the snapshot never see the mark.
-func (c *session) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
+func (c *session) readEOFPayload(sn *replbuf.Snapshot, mark []byte, sink PayloadSink) error {
 	src := c.source()
 	buf := make([]byte, 64<<10)
 	held := 0 // bytes at the start of buf not yet appended: possibly the mark
@@ -178,10 +200,13 @@ func (c *session) readEOFPayload(sn *replbuf.Snapshot, mark []byte) error {
 				if err := sn.Append(buf[:held-eofMarkLen]); err != nil {
 					return err
 				}
-				return nil
+				return toSink(sink, buf[:held-eofMarkLen])
 			}
 			if keep := min(held, eofMarkLen); held > keep {
 				if err := sn.Append(buf[:held-keep]); err != nil {
+					return err
+				}
+				if err := toSink(sink, buf[:held-keep]); err != nil {
 					return err
 				}
 				copy(buf, buf[held-keep:held])

@@ -48,7 +48,7 @@ func (l *Link) Run(ctx context.Context) {
 		}
 		l.counters.LinkFailures.Add(1)
 		switch {
-		case errors.Is(err, ErrStreamProtocol):
+		case errors.Is(err, ErrStreamProtocol), errors.Is(err, ErrQueryBufferLimit):
 			backoff = nextBackoff(backoff) // up, but not healthy: do not hammer the primary
 		case wasUp:
 			backoff = 0
@@ -221,6 +221,8 @@ func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot
 	}
 	// readPayload renews the read deadline itself: no read of the side link
 	// goes without one, or a silent primary would stall every waiting replica.
-	sn, _, err := c.readPayload(replID, offset, started)
+	sn, _, err := c.readPayload(replID, offset, func(sn *replbuf.Snapshot, _ int64) (PayloadSink, error) {
+		return nil, started(sn) // a fetch is followed in memory while it arrives
+	})
 	return sn, err
 }

@@ -24,6 +24,10 @@ type testHost struct {
 	installs int
 	// ack, when set, is AckOffset; nil acknowledges what was applied.
 	ack func(applied int64) Ack
+	// sink, when set, is what PayloadStarted returns; failed counts
+	// PayloadFailed.
+	sink   PayloadSink
+	failed int
 }
 
 func (h *testHost) Target() Target          { return Target{} }
@@ -46,6 +50,20 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
 
+func (h *testHost) QueryLimit() int64 { return 0 }
+
+func (h *testHost) PayloadStarted(*replbuf.Snapshot, int64) (PayloadSink, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sink, nil
+}
+
+func (h *testHost) PayloadFailed(*replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed++
+}
+
 func (h *testHost) AckOffset(applied int64) Ack {
 	if h.ack != nil {
 		return h.ack(applied)
@@ -58,10 +76,11 @@ func newTestLink(t *testing.T) (*Link, *testHost) {
 	pool := replbuf.NewPool(0)
 	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
 	t.Cleanup(func() { h.st.Close(nil) })
-	var c [9]atomic.Int64
+	var c [10]atomic.Int64
 	return New(h, Options{Pool: pool, Counters: Counters{
 		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
 		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
+		QueryLimits: &c[9],
 	}}), h
 }
 

@@ -57,6 +57,14 @@ func (c *session) streamLoop() error {
 					return fmt.Errorf("answer GETACK: %w", werr)
 				}
 			}
+			if held := st.Filled() - applied; serr == nil && held > 0 {
+				if limit := l.host.QueryLimit(); limit > 0 && held > limit {
+					l.counters.QueryLimits.Add(1)
+					l.log.Error("unpublished stream from primary over master-query-buffer-limit",
+						"unpublished", held, "limit", limit, "repl-offset", applied)
+					return fmt.Errorf("%w: %d bytes after offset %d", ErrQueryBufferLimit, held, applied)
+				}
+			}
 			if serr != nil {
 				l.counters.StreamErrors.Add(1)
 				bad := int64(-1)

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/upstream"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// A full sync's payload as it arrives from the primary (the main link).
+//
+//   - Counted: from its header on, the payload is the history's arriving
+//     snapshot, in mem_snapshots and so in used_memory and what maxmemory
+//     judges, until it is installed or fails.
+//   - To dir as it arrives: with the stream log on, once the payload passes
+//     payloadMemoryMax; with maxmemory-policy evict-snapshots, once it would
+//     take memory past maxmemory (the room left when its header arrived).
+//     From then on the link writes every byte to a new snapshot file in dir
+//     as it reads it (a spillWriter, as a spill's; the bytes already held
+//     are written first) and memory keeps only a window of payloadWindow
+//     bytes (replbuf.Snapshot.Window): the proxy's memory does not grow with
+//     the RDB, as a Redis replica with repl-diskless-load disabled writes
+//     the payload to a file. Once the last byte arrived and the CRC64
+//     checked (invariant 7), the file is fsynced and renamed into place,
+//     with its metadata when the stream log is on, and install makes it the
+//     snapshot on disk, served with sendfile; nothing is served from it
+//     before. A payload sent to disk by maxmemory counts as an evicted
+//     snapshot, as a spill does. A smaller payload stays in memory, as
+//     before: with the stream log on, the monitor writes it to dir once
+//     whole (persistNewest).
+//   - Refused: a declared size larger than dir's free space (statfs), for a
+//     payload that would go to dir, is refused before any of it is read;
+//     the link fails, logs why and retries with backoff. An EOF-marked
+//     payload (size unknown) that outgrows the disk fails at the write that
+//     finds it full: the temporary file is removed, the sync fails, is
+//     logged and retried, and nothing of it is served.
+//   - A dir that cannot take the file (read-only, missing) does not stop
+//     replication: the payload stays in memory, as before, with a warning.
+//
+// Nobody reads the payload while it arrives (replicas wait for install), so
+// nothing pins what the window lets go.
+
+const (
+	// payloadMemoryMax is the most of a payload memory holds, with the
+	// stream log on, before the payload goes to dir as it arrives.
+	payloadMemoryMax = 1 << 20
+	// payloadWindow is what memory keeps of a payload that goes to dir as
+	// it arrives: a few blocks, whatever the RDB's size.
+	payloadWindow = 4 * replbuf.BlockSize
+)
+
+// errPayloadTooLarge refuses a payload whose declared size dir cannot hold.
+var errPayloadTooLarge = errors.New("full sync payload larger than the free space of dir")
+
+// payloadStarted is upstream.Host.PayloadStarted: it records sn as the
+// arriving payload and decides when it goes to dir (see the top of the
+// file). From the upstream link's goroutine, no lock held.
+func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+	cfg := s.config()
+	limit, evict := int64(-1), false // the most memory holds; -1: no limit
+	if s.durable != nil {
+		limit = payloadMemoryMax
+	}
+	if cfg.MaxMemory > 0 && cfg.MaxMemoryPolicy == eviction.EvictSnapshots {
+		if room := max(cfg.MaxMemory-s.memoryReport().Counted, 0); limit < 0 || room < limit {
+			limit, evict = room, true
+		}
+	}
+	if limit < 0 {
+		s.hist.payloadArriving(sn, nil)
+		return nil, nil
+	}
+	if size > limit {
+		free, err := freeSpace(cfg.Dir)
+		if err == nil && size > free {
+			return nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
+		}
+	}
+	f := &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
+		evict: evict, log: s.log}
+	s.hist.payloadArriving(sn, f)
+	return f, nil
+}
+
+// freeSpace is what an unprivileged writer may still write to dir's file
+// system.
+func freeSpace(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// payloadFile is the upstream.PayloadSink of a payload that goes to dir once
+// it passes limit bytes. It is owned by the upstream link's goroutine, which
+// calls Write, Commit or Abort, and then Install (install reads it under
+// h.mu).
+type payloadFile struct {
+	dir      string
+	random   io.Reader // names the temporary file (nil: crypto/rand)
+	withMeta bool      // write the metadata a restart adopts (stream log on)
+	sn       *replbuf.Snapshot
+	limit    int64 // the most memory holds of it
+	evict    bool  // limit is maxmemory's: going to dir is an eviction
+	log      hclog.Logger
+
+	w     *spillWriter // the file, once the payload went to dir
+	stuck bool         // the file could not be created: memory only
+	file  os.FileInfo  // the file as committed; nil before
+}
+
+// Write takes p, the payload's newest bytes, already in sn: once the payload
+// passes limit it goes to dir, the bytes held so far first.
+func (p *payloadFile) Write(b []byte) error {
+	if p.w != nil {
+		return p.w.write(b)
+	}
+	if p.stuck || p.sn.Size() <= p.limit {
+		return nil
+	}
+	w, err := newSpillWriter(p.dir, p.random, p.withMeta)
+	if err != nil {
+		p.stuck = true
+		p.log.Warn("full sync payload kept in memory: cannot write it to dir", "dir", p.dir, "error", err)
+		return nil
+	}
+	if err := p.writeHeld(w); err != nil {
+		w.abort()
+		return err
+	}
+	p.sn.Window(payloadWindow)
+	p.w = w
+	p.log.Info("full sync payload going to dir as it arrives", "dir", p.dir, "received", p.sn.Size(), "maxmemory", p.evict)
+	return nil
+}
+
+// writeHeld writes every byte sn holds so far, all in memory (it is not yet
+// windowed), to w.
+func (p *payloadFile) writeHeld(w *spillWriter) error {
+	rd, err := p.sn.NewReader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for left := p.sn.Size(); left > 0; {
+		bufs, err := rd.Pending()
+		if err != nil {
+			return err
+		}
+		n := int64(0)
+		for _, b := range *bufs {
+			b = b[:min(int64(len(b)), left-n)]
+			if err := w.write(b); err != nil {
+				return err
+			}
+			if n += int64(len(b)); n == left {
+				break
+			}
+		}
+		if n == 0 {
+			return errors.New("snapshot bytes held but not readable") // a broken invariant: published is held
+		}
+		if err := rd.Advance(n); err != nil {
+			return err
+		}
+		left -= n
+	}
+	return nil
+}
+
+func (p *payloadFile) Commit() error {
+	if p.w == nil {
+		return nil // held in memory
+	}
+	fi, err := p.w.commit(snapshotMeta{ReplID: p.sn.ReplID(), Offset: p.sn.Offset(), Created: p.sn.Created().UnixNano()})
+	if err != nil {
+		return err
+	}
+	p.file = fi
+	return nil
+}
+
+func (p *payloadFile) Abort() {
+	if p.w != nil {
+		p.w.abort()
+	}
+}
+
+// spilled is the record of the committed file, or nil for a payload held
+// in memory.
+func (p *payloadFile) spilled() *spilledSnapshot {
+	if p.file == nil {
+		return nil
+	}
+	return &spilledSnapshot{dir: p.dir, file: p.file, replID: p.sn.ReplID(), offset: p.sn.Offset(),
+		size: p.file.Size(), created: p.sn.Created()}
+}

@@ -810,9 +810,11 @@ func TestIndexBounded(t *testing.T) {
 	}
 	appended := heapInUse() - before
 	// Two records hold at least mergeBelow bytes; 12 bytes each, with the
-	// slices' spare capacity (at most as much again).
+	// slices' spare capacity (at most as much again). The heap's own noise
+	// between two collections (tens of KiB) is allowed on top: before, the
+	// index grew it by 1.4 MB here.
 	limit := int64(len(data)) / (mergeBelow / 2) * 12 * 2
-	if appended > limit+64<<10 {
+	if appended > limit+256<<10 {
 		t.Errorf("appending %d chunks of %d bytes grew the heap by %d bytes (%.1f per chunk), want at most %d",
 			chunks, size, appended, float64(appended)/chunks, limit)
 	}
@@ -830,7 +832,7 @@ func TestIndexBounded(t *testing.T) {
 	if rec.Verified != int64(len(data)) || rec.Problem != "" {
 		t.Fatalf("recovery %+v", rec)
 	}
-	if recovered > limit+64<<10 {
+	if recovered > limit+256<<10 {
 		t.Errorf("recovering %d chunks of %d bytes grew the heap by %d bytes (%.1f per chunk), want at most %d",
 			chunks, size, recovered, float64(recovered)/chunks, limit)
 	}

@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./streamlog/
+	$(GO) test -run '^$$' -fuzz '^FuzzRecoverMeta$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotMeta$$' -fuzztime $(FUZZTIME) ./proxy/
 
 # demo starts a real primary, replproxy and three real replicas of the proxy on

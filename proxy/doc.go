@@ -50,7 +50,10 @@
 //     the stream kept in dir/replproxy-log, recovered at New (the history
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
 //     read by partial resyncs older than the memory backlog and by replicas
-//     out of the memory window; dir locked while it is open.
+//     out of the memory window.
+//   - dir's lock (dirlock.go): replproxy.lock, taken by New before any file
+//     in dir is touched, whatever repl-log-size, held until Run's end or
+//     Close, moved by CONFIG SET dir.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
@@ -127,7 +130,8 @@
 //     single thread does (the backlog size is set after, under
 //     history.mu). The TLS files are read under it too (files, no socket),
 //     so that the material is published with the configuration naming it;
-//     only writers wait for that.
+//     only writers wait for that. So is a new dir's lock taken (one open
+//     and flock, CONFIG SET dir), so that it is published with the dir.
 //   - ln (listenerSet) is a leaf: it guards the listener list and Run's
 //     serve hook; the accept loops serve starts take no proxy lock, and
 //     old listeners are closed after it is released.

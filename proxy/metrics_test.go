@@ -386,6 +386,12 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 	if mismatch != "" {
 		t.Fatal(mismatch)
 	}
+	// The log's index is counted (issue 18 item 7): INFO and /metrics read
+	// the same figure (again if the primary's PING moved it in between).
+	redistest.WaitFor(t, 10*time.Second, "mem_repl_log_index > 0 and equal in /metrics", func() bool {
+		idx := xc.InfoInt(t, "memory", "mem_repl_log_index")
+		return idx > 0 && scrape(t, p)[`replproxy_memory_bytes{category="repl_log_index"}`] == float64(idx)
+	})
 }
 
 // openFDs counts the test process's open descriptors.

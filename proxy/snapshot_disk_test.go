@@ -250,6 +250,12 @@ func FuzzSnapshotMeta(f *testing.F) {
 	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":-1,"size":1,"crc64":0}`))
 	f.Add([]byte(`{"size":9223372036854775807}`))
 	f.Add([]byte(`[1,2,3]`))
+	// Out of range (issue 18 item 5): past replid.MaxOffset, a size past
+	// it, a creation time before 1970.
+	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":4611686018427387905,"size":1,"crc64":0}`))
+	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":9223372036854775807,"size":1,"crc64":0}`))
+	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":100,"size":9223372036854775807,"crc64":0}`))
+	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":100,"size":28,"crc64":0,"created":-1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
 		write(t, dir, data)
@@ -258,7 +264,8 @@ func FuzzSnapshotMeta(f *testing.F) {
 			return
 		}
 		var m snapshotMeta
-		if json.Unmarshal(data, &m) != nil || !replid.Valid(sp.replID) || sp.size != int64(len(rdb)) || m.CRC64 != crc || sp.offset < 0 {
+		if json.Unmarshal(data, &m) != nil || !replid.Valid(sp.replID) || sp.size != int64(len(rdb)) || m.CRC64 != crc ||
+			sp.offset < 0 || sp.offset > replid.MaxOffset || sp.created.Before(time.Unix(0, 0)) {
 			t.Fatalf("adopted %+v from metadata %q", sp, data)
 		}
 	})

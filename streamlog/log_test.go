@@ -513,8 +513,13 @@ func FuzzRecover(f *testing.F) {
 		l, _ := openDir(t, dir, opts)
 		l.Reset(testID, 0)
 		data := stream(400<<10, 13)
-		for i := 0; i < len(data); i += 10 << 10 {
-			l.Append(data[i:min(i+10<<10, len(data))], true)
+		// Chunks of several sizes, some not at a command boundary, so that
+		// the index merges chunks and recovery cuts inside a record.
+		sizes := []int{10 << 10, 700, 3000, 150}
+		for i, k := 0, 0; i < len(data); k++ {
+			n := min(sizes[k%len(sizes)], len(data)-i)
+			l.Append(data[i:i+n], k%3 != 1 || i+n == len(data))
+			i += n
 		}
 		l.Close()
 		names := []string{metaName}
@@ -805,9 +810,11 @@ func TestIndexBounded(t *testing.T) {
 	}
 	appended := heapInUse() - before
 	// Two records hold at least mergeBelow bytes; 12 bytes each, with the
-	// slices' spare capacity (at most as much again).
+	// slices' spare capacity (at most as much again). The heap's own noise
+	// between two collections (tens of KiB) is allowed on top: before, the
+	// index grew it by 1.4 MB here.
 	limit := int64(len(data)) / (mergeBelow / 2) * 12 * 2
-	if appended > limit+64<<10 {
+	if appended > limit+256<<10 {
 		t.Errorf("appending %d chunks of %d bytes grew the heap by %d bytes (%.1f per chunk), want at most %d",
 			chunks, size, appended, float64(appended)/chunks, limit)
 	}
@@ -825,7 +832,7 @@ func TestIndexBounded(t *testing.T) {
 	if rec.Verified != int64(len(data)) || rec.Problem != "" {
 		t.Fatalf("recovery %+v", rec)
 	}
-	if recovered > limit+64<<10 {
+	if recovered > limit+256<<10 {
 		t.Errorf("recovering %d chunks of %d bytes grew the heap by %d bytes (%.1f per chunk), want at most %d",
 			chunks, size, recovered, float64(recovered)/chunks, limit)
 	}
@@ -882,5 +889,112 @@ func TestRecoveryHostileCRC(t *testing.T) {
 	}
 	if got := readAll(t, l, 1); !bytes.Equal(got, data) {
 		t.Fatal("the log does not read back as written")
+	}
+}
+
+// FuzzRecoverMeta (issue 18 item 5): whatever meta.json holds, over a sound
+// log of four segments, Open never panics, never reports an offset out of
+// [0, replid.MaxOffset] or bounds out of order, and what it keeps reads
+// back as exactly the bytes appended at those offsets.
+func FuzzRecoverMeta(f *testing.F) {
+	tmpl := f.TempDir()
+	root, err := os.OpenRoot(tmpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	l, _, err := Open(Options{FS: RootFS{root}, MaxBytes: 1 << 30, SegmentBytes: 64 << 10})
+	if err != nil {
+		f.Fatal(err)
+	}
+	l.Reset(testID, 0)
+	data := stream(200<<10, 17)
+	for i := 0; i < len(data); i += 3000 {
+		l.Append(data[i:min(i+3000, len(data))], true)
+	}
+	l.Close()
+	root.Close()
+	good, err := os.ReadFile(filepath.Join(tmpl, metaName))
+	if err != nil {
+		f.Fatal(err)
+	}
+	id := `"replid":"` + testID.ReplID + `"`
+	f.Add(good)
+	f.Add([]byte(`{"version":1,` + id + `,"replid2":"0000000000000000000000000000000000000000","second_offset":-1,"start":0,"segments":[9223372036854770000]}`))
+	f.Add([]byte(`{"version":1,` + id + `,"replid2":"0000000000000000000000000000000000000000","second_offset":-1,"start":0,"segments":[65537,1]}`))
+	f.Add([]byte(`{"version":1,` + id + `,"replid2":"0000000000000000000000000000000000000000","second_offset":-1,"start":65536,"segments":[65537,131073]}`))
+	f.Add([]byte(`{"version":1,` + id + `,"replid2":"` + testID.ReplID + `","second_offset":-1,"start":0,"segments":[1]}`))
+	f.Add([]byte(`{"version":1,` + id + `,"replid2":"0000000000000000000000000000000000000000","second_offset":-1,"start":4611686018427387904,"segments":[]}`))
+	f.Fuzz(func(t *testing.T, m []byte) {
+		dir := t.TempDir()
+		copyDir(t, tmpl, dir)
+		if err := os.WriteFile(filepath.Join(dir, metaName), m, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		l, _, err := Open(Options{FS: RootFS{root}, MaxBytes: 1 << 30, SegmentBytes: 64 << 10})
+		if err != nil {
+			return // an error is an answer; a panic is not
+		}
+		defer l.Close()
+		first, last := l.Bounds()
+		st := l.Stats()
+		id := l.Identity()
+		if first < 1 || last < 0 || last > replid.MaxOffset || first > last+1 || st.Synced != last ||
+			id.SecondOffset < -1 || id.SecondOffset > replid.MaxOffset {
+			t.Fatalf("recovered bounds [%d, %d], synced %d, identity %+v from meta.json %q", first, last, st.Synced, id, m)
+		}
+		if last < first {
+			return
+		}
+		if last > int64(len(data)) {
+			t.Fatalf("recovered [%d, %d] of a log of %d bytes", first, last, len(data))
+		}
+		if got := readAll(t, l, first); !bytes.Equal(got, data[first-1:last]) {
+			t.Fatalf("recovered %d bytes that differ from what was appended at [%d, %d]", len(got), first, last)
+		}
+	})
+}
+
+// TestRecoveryCutsInsideRecord: chunks merged into one record of the index
+// are cut at the last command boundary among them, and the CRC file at the
+// matching entry, so that appends continue from there and a second
+// recovery finds the same log.
+func TestRecoveryCutsInsideRecord(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 1 << 30}
+	l, _ := openDir(t, dir, opts)
+	l.Reset(testID, 0)
+	data := stream(1000, 14)
+	l.Append(data[:100], true)
+	l.Append(data[100:300], true)
+	l.Append(data[300:1000], false) // one record with the two before it
+	if n := len(l.segs[0].ends); n != 1 {
+		t.Fatalf("%d records in the index for three small chunks, want 1", n)
+	}
+	l.Close()
+	l2, rec := openDir(t, dir, opts)
+	if _, last := l2.Bounds(); last != 300 || rec.Unfinished != 700 || rec.Problem != "" {
+		t.Fatalf("end %d, recovery %+v; want 300 and 700 unfinished", last, rec)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, segName(1, crcExt))); err != nil || fi.Size() != int64(len(crcMagic))+2*entrySize {
+		t.Fatalf("CRC file after the cut: %v, %v; want two entries", fi.Size(), err)
+	}
+	more := stream(500, 15)
+	l2.Append(more, true)
+	want := append(slices.Clone(data[:300]), more...)
+	if got := readAll(t, l2, 1); !bytes.Equal(got, want) {
+		t.Fatal("bytes after the cut and an append differ")
+	}
+	l2.Close()
+	l3, rec := openDir(t, dir, opts)
+	if _, last := l3.Bounds(); last != 800 || rec.Problem != "" || rec.Unfinished != 0 {
+		t.Fatalf("second recovery: end %d, %+v", last, rec)
+	}
+	if got := readAll(t, l3, 1); !bytes.Equal(got, want) {
+		t.Fatal("the second recovery reads back differently")
 	}
 }

@@ -204,9 +204,10 @@ type Config struct {
 	// 10000, range 1..4294967295.
 	MaxClients int
 
-	// Dir is `dir`, the working directory for files replproxy writes.
-	// Default "."; must not be empty. Unlike redis-server, setting it does not
-	// chdir (no process-wide state), and [Config.Get] returns it as written.
+	// Dir is `dir`, the working directory for files replproxy writes,
+	// locked (replproxy.lock) while the server runs. Default "."; must not
+	// be empty. Unlike redis-server, setting it does not chdir (no
+	// process-wide state), and [Config.Get] returns it as written.
 	Dir string
 
 	// LogLevel is `loglevel`: debug, verbose, notice (default), warning or

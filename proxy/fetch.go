@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -51,6 +52,9 @@ func (r fetchReason) String() string {
 	}
 	return "unknown"
 }
+
+// fetchCounts counts completed fetches per reason.
+type fetchCounts [numFetchReasons]atomic.Int64
 
 // goBackground runs f on the server's background group, with the server's
 // lifetime. It reports false when the server is not running.

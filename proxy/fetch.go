@@ -18,9 +18,10 @@ import (
 // no held snapshot is servable. Every replica waiting meanwhile shares it,
 // and runFetch tries again while one waits.
 type fetch struct {
-	ready  chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
-	sn     *replbuf.Snapshot
-	err    error
+	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
+	sn    *replbuf.Snapshot
+	err   error
+
 	reason fetchReason // why it was started; set at creation
 
 	// waiters counts the replicas whose plan joined this fetch and that are

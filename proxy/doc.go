@@ -138,9 +138,12 @@
 //   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
 //     taken under it but a load of the configuration.
 //   - history.mu is held while calling into the stream log (planPartial,
-//     planFull: the log's identity, bounds and a new reader): history.mu,
-//     then streamlog's lock. The follower calls the log with no proxy lock
-//     held; streamlog calls nothing back.
+//     planFull, attachFetched: the log's identity, bounds and a new reader):
+//     history.mu, then streamlog's lock. The follower calls the log with no
+//     proxy lock held, and records under history.mu alone which stream
+//     generation the log follows (logFollows), so that a plan from the log
+//     is made only for the generation the log holds; streamlog calls nothing
+//     back.
 //   - life (Run and Close) and bgMu are never held while waiting.
 //   - A scrape takes no lock of its own: it reads atomics and takes
 //     history.mu and registry.mu each alone, as INFO does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -17,9 +18,10 @@ import (
 // no held snapshot is servable. Every replica waiting meanwhile shares it,
 // and runFetch tries again while one waits.
 type fetch struct {
-	ready  chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
-	sn     *replbuf.Snapshot
-	err    error
+	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
+	sn    *replbuf.Snapshot
+	err   error
+
 	reason fetchReason // why it was started; set at creation
 
 	// waiters counts the replicas whose plan joined this fetch and that are
@@ -51,6 +53,9 @@ func (r fetchReason) String() string {
 	}
 	return "unknown"
 }
+
+// fetchCounts counts completed fetches per reason.
+type fetchCounts [numFetchReasons]atomic.Int64
 
 // goBackground runs f on the server's background group, with the server's
 // lifetime. It reports false when the server is not running.

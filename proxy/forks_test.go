@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"testing"
@@ -14,10 +15,10 @@ import (
 // attached to it directly would: these tests count the primary's
 // total_forks.
 
-// startLoad runs redis-benchmark args against addr in the background and
-// returns a function that waits for it to end (at most a minute) and fails
-// the test if it failed.
-func startLoad(t *testing.T, addr string, args ...string) (wait func()) {
+// startLoad runs redis-benchmark args against addr in the background (for
+// at most a minute) and returns the function that stops it: the load ends
+// there, killed if it still runs; any other failure of it fails the test.
+func startLoad(t *testing.T, addr string, args ...string) (stop func()) {
 	t.Helper()
 	bin := redistest.RequireTool(t, "redis-benchmark")
 	host, port, err := net.SplitHostPort(addr)
@@ -34,21 +35,21 @@ func startLoad(t *testing.T, addr string, args ...string) (wait func()) {
 		out, err = cmd.CombinedOutput()
 		done <- err
 	}()
-	var waited bool
-	wait = func() {
+	var stopped bool
+	stop = func() {
 		t.Helper()
-		if waited {
+		if stopped {
 			return
 		}
-		waited = true
-		err := <-done
+		stopped = true
+		killed := context.Cause(ctx) == nil // not timed out: stopped by us
 		cancel()
-		if err != nil {
+		if err := <-done; err != nil && !(killed && errors.Is(ctx.Err(), context.Canceled)) {
 			t.Fatalf("redis-benchmark %q: %v\n%s", args, err, out)
 		}
 	}
-	t.Cleanup(func() { cancel(); wait() })
-	return wait
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestFetchLogCoversSnapshot: three replicas pointed at a fresh proxy while
@@ -61,7 +62,7 @@ func TestFetchLogCoversSnapshot(t *testing.T) {
 	primary, pc := startPrimary(t, "--repl-diskless-sync", "no")
 	pc.MustDo(t, "DEBUG", "POPULATE", "200000", "key", "64")
 	forks := pc.InfoInt(t, "stats", "total_forks")
-	wait := startLoad(t, primary.Addr(), "-t", "set", "-d", "1000", "-P", "16", "-c", "4", "-n", "150000", "-r", "100000")
+	stopLoad := startLoad(t, primary.Addr(), "-t", "set", "-d", "1000", "-P", "4", "-c", "2", "-n", "150000", "-r", "100000")
 	// The load is on (a primary with no replica keeps no offset: count its
 	// commands): more than the 1 MB memory backlog goes by while the
 	// snapshot is taken and sent.
@@ -79,7 +80,7 @@ func TestFetchLogCoversSnapshot(t *testing.T) {
 		}
 		return true
 	})
-	wait()
+	stopLoad() // the syncs are done: the rest of the load proves nothing more
 	redistest.WaitSynced(t, pc, rcs...)
 
 	info := xc.Info(t, "everything")
@@ -111,6 +112,54 @@ func noFetchStarted(t *testing.T, p *testProxy, xc *redistest.Client) {
 	if n := xc.InfoInt(t, "proxy", "snapshot_fetches"); inFlight || n != 0 {
 		t.Fatalf("a snapshot fetch with no replica needing one: in flight %v, completed %d (log: fetching a fresh snapshot %v)",
 			inFlight, n, p.Log.Contains("fetching a fresh snapshot"))
+	}
+}
+
+// TestFetchedSnapshotLogCovers: a snapshot fetched through the side link
+// for replicas that need one, while writes outrun the memory backlog (16 KiB
+// here) during the fetch: the replicas joining it as it arrives are served
+// the stream after it from the stream log, so the three cost the primary
+// one fork, that fetch, with no failed full sync.
+func TestFetchedSnapshotLogCovers(t *testing.T) {
+	primary, pc := startPrimary(t, "--repl-diskless-sync", "no")
+	pc.MustDo(t, "DEBUG", "POPULATE", "200000", "key", "64")
+	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb", "--repl-log-size", "4mb")
+	waitSnapshotOnDisk(t, xc)
+	snapshotOff := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	// Past the log: the proxy's own snapshot can no longer be served.
+	writeValues(t, pc, "old", 80, 100<<10)
+	waitLogged(t, pc, xc)
+	if first := xc.InfoInt(t, "persistence", "repl_log_first_offset"); first <= snapshotOff+1 {
+		t.Fatalf("the log still covers the snapshot at %d (it starts at %d)", snapshotOff, first)
+	}
+	forks := forksOf(t, pc)
+	// A light load (about 100 bytes a command), which the 4 MB log holds
+	// for the duration of a fetch, and the 16 KiB backlog does not.
+	stopLoad := startLoad(t, primary.Addr(), "-t", "set", "-d", "100", "-c", "1", "-n", "10000", "-r", "100000")
+	start := pc.InfoInt(t, "stats", "total_commands_processed")
+	redistest.WaitFor(t, 10*time.Second, "the load under way", func() bool {
+		return pc.InfoInt(t, "stats", "total_commands_processed") > start+1000
+	})
+	_, rcs := redistest.StartReplicas(t, 3, xc.Addr())
+	redistest.WaitFor(t, 60*time.Second, "three replicas online under the load", func() bool {
+		for _, rc := range rcs {
+			if rc.Info(t, "replication")["master_link_status"] != "up" {
+				return false
+			}
+		}
+		return true
+	})
+	stopLoad() // the syncs are done: the rest of the load proves nothing more
+	redistest.WaitSynced(t, pc, rcs...)
+
+	info := xc.Info(t, "everything")
+	t.Logf("primary total_forks +%d; proxy sync_full %s, snapshot_fetches %s, replicas_closed_full_sync_failed %s",
+		forksOf(t, pc)-forks, info["sync_full"], info["snapshot_fetches"], info["replicas_closed_full_sync_failed"])
+	if got := forksOf(t, pc); got != forks+1 {
+		t.Errorf("primary total_forks %d→%d, want one fork (the one fetch)", forks, got)
+	}
+	if info["replicas_closed_full_sync_failed"] != "0" {
+		t.Errorf("replicas_closed_full_sync_failed %s, want 0", info["replicas_closed_full_sync_failed"])
 	}
 }
 

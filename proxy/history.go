@@ -32,8 +32,9 @@ import (
 //
 // Callers: the client goroutines (planPartial, planFull, attachFetched,
 // leaveFetch), the upstream link's run goroutine (install, continueAs,
-// identity, payloadArriving, payloadEnded), the fetch goroutine
-// (fetchStarted, fetchEnded, fetchGaveUp, fetchWaiters), a spill goroutine (spillDone), the monitor (the eviction
+// identity, payloadArriving, payloadEnded), the fetch goroutine (fetchStarted,
+// fetchEnded, fetchGaveUp, fetchWaiters), the log follower (logFollows), a
+// spill goroutine (spillDone), the monitor (the eviction
 // methods, releaseRetired, and with the stream log persistNewest and
 // refetchSpilled: snapshot_disk.go), New before Run (recoverFrom,
 // adoptSpilled), INFO, ROLE and MEMORY (identity, newest, snapshotBytes,

@@ -237,6 +237,8 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{`replproxy_syncs_total{result="partial_err"}`, "sync_partial_err"},
 		{`replproxy_full_syncs_total{reason="requested"}`, "sync_full_requested"},
 		{`replproxy_full_syncs_total{reason="replid_mismatch"}`, "sync_full_replid_mismatch"},
+		{`replproxy_snapshot_fetches_by_reason_total{reason="replica_needed"}`, "snapshot_fetches_replica_needed"},
+		{`replproxy_snapshot_fetches_by_reason_total{reason="refresh"}`, "snapshot_fetches_refresh"},
 		{`replproxy_upstream_syncs_total{type="full"}`, "upstream_full_syncs"},
 		{`replproxy_upstream_syncs_total{type="partial"}`, "upstream_partial_syncs"},
 		{"replproxy_upstream_connects_total", "upstream_connects"},

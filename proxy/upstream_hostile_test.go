@@ -151,7 +151,9 @@ func TestFetchRetried(t *testing.T) {
 				}
 				return hc.goodFetch()
 			})
-			p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
+			// No stream log: with it, the proxy's own snapshot stays
+			// servable from disk and no fetch is needed.
+			p := startHostileProxy(t, h, "--repl-log-size", "0")
 			waitSnapshotUnservable(t, p)
 			r := dialRawReplica(t, p, false)
 			start := time.Now()
@@ -195,7 +197,9 @@ func TestFetchKeepalivesRenewTimeout(t *testing.T) {
 		hc.awaitHangup()
 		return nil
 	})
-	p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
+	// No stream log: with it, the proxy's own snapshot stays servable from
+	// the log and no fetch is needed.
+	p := startHostileProxy(t, h, "--repl-log-size", "0")
 	waitSnapshotUnservable(t, p)
 	r := dialRawReplica(t, p, true)
 	if err := r.fullSync(h, "?", "-1"); err != nil {
@@ -281,7 +285,9 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 		}
 		return nil
 	})
-	p := startHostileProxy(t, h, "--repl-log-size", "0") // with the log, the snapshot on disk would serve: no fetch
+	// No stream log: with it, the proxy's own snapshot stays servable from
+	// the log and no fetch is needed.
+	p := startHostileProxy(t, h, "--repl-log-size", "0")
 	waitSnapshotUnservable(t, p)
 	r := dialRawReplica(t, p, false)
 	line, err := r.psync("?", "-1")

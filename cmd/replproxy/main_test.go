@@ -78,6 +78,7 @@ func TestSignalStopsCleanly(t *testing.T) {
 			ln.Close()
 			cmd := exec.Command(os.Args[0], conf, "--port", itoa(port), "--logfile", logfile)
 			cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+			cmd.Dir = dir // dir "." is where the proxy locks and logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -161,6 +162,7 @@ func TestLowFileLimit(t *testing.T) {
 	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" "$@"`, os.Args[0],
 		"--port", itoa(port), "--logfile", logfile, "--maxclients", "10000")
 	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+	cmd.Dir = dir // dir "." is where the proxy locks and logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +232,7 @@ func TestLowFileLimit(t *testing.T) {
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Port = 0
+	cfg.Dir = t.TempDir()
 	srv, err := proxy.New(cfg, proxy.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -93,8 +93,17 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 			// A direct replica gives the primary a backlog, so that its
 			// offset, and the proxy's snapshot's, are past 0.
 			_, direct := redistest.StartReplicas(t, 1, primary.Addr())
+			// Written once the replica is attached, or the primary, having
+			// no backlog yet, leaves its offset at 0 and the stale case's
+			// edited offset is refused as out of range instead.
+			redistest.WaitFor(t, 15*time.Second, "the direct replica attached", func() bool {
+				return pc.InfoInt(t, "replication", "connected_slaves") == 1
+			})
 			writeValues(t, pc, "before", 10, 100)
 			redistest.WaitSynced(t, pc, direct...)
+			if off := pc.InfoInt(t, "replication", "master_repl_offset"); off <= 10 {
+				t.Fatalf("primary master_repl_offset %d after the writes: want past 10", off)
+			}
 			p := newTestProxy(t, proxySetup{args: append(replicaOf(primary), "--dir", dir)})
 			xc := redistest.Dial(t, p.AddrString())
 			waitLinkUp(t, xc)

@@ -86,8 +86,8 @@ func plainBinary(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // TestConnectCyclesReturnToBaseline is issue 18's "also verify": 10,000
-// connect/disconnect cycles of each kind of connection (3,000 TLS ones under
-// -race) against the real binary, built without the race detector (a RESP
+// connect/disconnect cycles of each kind of connection against the real
+// binary, built without the race detector (a RESP
 // client's PING; a replica's handshake and PSYNC, answered
 // +CONTINUE from the backlog; a TLS client's handshake and PING; a
 // monitoring GET /healthz), then its goroutines, descriptors and RSS come
@@ -102,8 +102,6 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 		workers      = 8
 		slack        = 4
 		rssTolerance = 16 << 20
-		// tlsCyclesRace is the TLS kind's count under -race (see below).
-		tlsCyclesRace = 3000
 	)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -261,11 +259,6 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 	t.Logf("baseline: %d goroutines, %d descriptors, RSS %d MiB", g0, fd0, rss0>>20)
 	for _, k := range kinds {
 		n := cycles
-		if k.name == "tls" && raceEnabled {
-			// The handshakes' cost on the test's side under the race
-			// detector: 10,000 took 32s on two loaded cores, 18s without it.
-			n = tlsCyclesRace
-		}
 		start := time.Now()
 		run(k.name, n, k.cycle)
 		took := time.Since(start)

@@ -63,6 +63,23 @@ var errPayloadTooLarge = errors.New("full sync payload larger than the free spac
 // arriving payload and decides when it goes to dir (see the top of the
 // file). From the upstream link's goroutine, no lock held.
 func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+	f, err := s.payloadSink(sn, size, "main")
+	if err != nil {
+		return nil, err
+	}
+	s.hist.payloadArriving(sn, f)
+	if f == nil {
+		return nil, nil // memory only (no typed nil in the interface)
+	}
+	return f, nil
+}
+
+// payloadSink is the one rule, for a main link's payload and a fetched one
+// alike, of whether a payload of the declared size (-1: EOF-marked) may go
+// to dir as it arrives: the file it would go to (nil: it stays in memory),
+// or errPayloadTooLarge when dir cannot hold the declared size. link names
+// the link in logs. No lock held.
+func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, error) {
 	cfg := s.config()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
 	if s.durable != nil {
@@ -73,9 +90,8 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 			limit, evict = room, true
 		}
 	}
-	if limit < 0 {
-		s.hist.payloadArriving(sn, nil)
-		return nil, nil
+	if limit < 0 || size >= 0 && size <= limit {
+		return nil, nil // never past the limit: memory holds it
 	}
 	if size > limit {
 		free, err := freeSpace(cfg.Dir)
@@ -83,10 +99,8 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 			return nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
 		}
 	}
-	f := &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
-		evict: evict, log: s.log}
-	s.hist.payloadArriving(sn, f)
-	return f, nil
+	return &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
+		evict: evict, log: s.log.With("link", link)}, nil
 }
 
 // freeSpace is what an unprivileged writer may still write to dir's file

@@ -251,4 +251,3 @@ func TestFetchDeclaredLargerThanDisk(t *testing.T) {
 		t.Errorf("no log line says why the fetch was refused")
 	}
 }
-

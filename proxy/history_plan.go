@@ -240,6 +240,10 @@ func (h *history) fetchedPayload(f *fetch, plan *syncPlan) error {
 		plan.spilled, plan.file = sp, file
 		return nil
 	}
+	// The reader under h.mu, as attachSnapshotLocked's: a snapshot replaced
+	// meanwhile is released only once unread.
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	rd, err := f.sn.NewReader()
 	if err != nil {
 		return fmt.Errorf("fetched snapshot: %w", err)

@@ -280,3 +280,37 @@ func TestFetchDeclaredLargerThanDisk(t *testing.T) {
 		t.Errorf("no log line says why the fetch was refused")
 	}
 }
+
+// TestFetchedEOFPayloadToDiskRedis: with real Redis 7.0 and its default
+// diskless sync, a snapshot fetched for two replicas (an EOF-marked RDB of
+// megabytes, past the 1 MiB a payload keeps in memory with the stream log
+// on) goes to dir as it arrives; the replicas, sent it from there, end with
+// the primary's data (WaitSynced compares DEBUG DIGEST), for one fork.
+func TestFetchedEOFPayloadToDiskRedis(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", "100000", "key", "64")
+	p, xc := startProxyOf(t, primary, "--repl-log-size", "4mb")
+	waitSnapshotOnDisk(t, xc)
+	snapshotOff := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	// Past the log: the proxy's own snapshot can no longer be served.
+	writeValues(t, pc, "old", 80, 100<<10)
+	waitLogged(t, pc, xc)
+	if first := xc.InfoInt(t, "persistence", "repl_log_first_offset"); first <= snapshotOff+1 {
+		t.Fatalf("the log still covers the snapshot at %d (it starts at %d)", snapshotOff, first)
+	}
+	forks := forksOf(t, pc)
+	_, rcs := redistest.StartReplicas(t, 2, xc.Addr())
+	redistest.WaitSynced(t, pc, rcs...)
+	info := xc.Info(t, "everything")
+	t.Logf("primary total_forks +%d; proxy snapshot_fetches %s, snapshot_fetch_bytes %s", forksOf(t, pc)-forks,
+		info["snapshot_fetches"], info["snapshot_fetch_bytes"])
+	if got := forksOf(t, pc); got != forks+1 {
+		t.Errorf("primary total_forks %d→%d, want one fork (the one fetch)", forks, got)
+	}
+	if !p.Log.Contains("going to dir as it arrives: link=fetch") {
+		t.Errorf("the fetched payload did not go to dir as it arrived")
+	}
+	if n := p.Log.Count("from-disk=true"); n != 2 {
+		t.Errorf("%d replicas sent the snapshot from dir, want 2", n)
+	}
+}

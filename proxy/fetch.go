@@ -40,6 +40,11 @@ type fetch struct {
 	// arriving: with file, the payload is still arriving, counted in
 	// mem_snapshots (history.snapshotBytes); guarded by history.mu.
 	arriving bool
+	// gen: with file, the stream's generation at fetchStarted; a payload
+	// that ends in another one (an upstream full sync meanwhile, which may
+	// keep the replid) does not displace that sync's snapshot. Set under
+	// history.mu.
+	gen uint64
 
 	reason fetchReason // why it was started; set at creation
 

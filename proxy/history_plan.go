@@ -285,7 +285,7 @@ func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot, pf *payloadFile) 
 		return err
 	}
 	if pf != nil {
-		f.sn, f.file, f.done, f.arriving = sn, pf, make(chan struct{}), true
+		f.sn, f.file, f.done, f.arriving, f.gen = sn, pf, make(chan struct{}), true, h.st.Generation()
 		close(f.ready)
 		h.mu.Unlock()
 		return nil
@@ -333,7 +333,7 @@ func (h *history) fetchGaveUp(f *fetch, err error) {
 }
 
 // errFetchedStale refuses a fetched payload that ended after the stream
-// moved to another replid (an upstream full sync meanwhile).
+// moved to another generation or replid (an upstream full sync meanwhile).
 var errFetchedStale = errors.New("fetched snapshot no longer matches the stream")
 
 // fetchedEnded is fetchEnded for a payload that may have gone to dir
@@ -346,7 +346,7 @@ func (h *history) fetchedEnded(f *fetch, err error) {
 		h.mu.fetch = nil
 	}
 	f.arriving = false
-	if err == nil && !h.matchesLocked(sn.ReplID(), sn.Offset()+1) {
+	if err == nil && (h.st.Generation() != f.gen || !h.matchesLocked(sn.ReplID(), sn.Offset()+1)) {
 		err = errFetchedStale
 	}
 	var old *spilledSnapshot

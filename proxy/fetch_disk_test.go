@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/big"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -312,5 +314,46 @@ func TestFetchedEOFPayloadToDiskRedis(t *testing.T) {
 	}
 	if n := p.Log.Count("from-disk=true"); n != 2 {
 		t.Errorf("%d replicas sent the snapshot from dir, want 2", n)
+	}
+}
+
+// TestFetchedPayloadAfterUpstreamSync: a fetched payload that may go to dir
+// becomes the newest snapshot only when it ends; if an upstream full sync
+// started a new generation meanwhile, under the same replid at a later
+// offset, the fetch's waiters are refused and the upstream sync's snapshot
+// stays the newest.
+func TestFetchedPayloadAfterUpstreamSync(t *testing.T) {
+	a := replid.New()
+	h := newTestHistory(t, a, 100)
+	f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
+	h.mu.Lock()
+	h.mu.fetch = f
+	h.mu.Unlock()
+	fetched := replbuf.NewSnapshot(a, 100, h.pool, time.Now())
+	pf := &payloadFile{sn: fetched, limit: 1 << 20, stuck: true} // kept in memory: no dir
+	if err := h.fetchStarted(f, fetched, pf); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetched.Append(linkRDB(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fetched.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	later := replbuf.NewSnapshot(a, 5000, h.pool, time.Now())
+	if err := later.Append(linkRDB(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := later.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	h.install(later)
+	h.fetchEnded(f, nil)
+	<-f.done
+	if !errors.Is(f.doneErr, errFetchedStale) {
+		t.Errorf("the fetch's waiters told %v, want %v", f.doneErr, errFetchedStale)
+	}
+	if got := h.newest(); got != later {
+		t.Errorf("newest snapshot at offset %d, want the upstream sync's at 5000", got.Offset())
 	}
 }

@@ -22,7 +22,8 @@
 //     configuration and the history, and ackpolicy.go (what is acknowledged
 //     upstream under ack-policy) on the registry's replicas; fetch.go runs
 //     the shared fetches; payload_disk.go decides where a full sync's
-//     payload goes while it arrives (memory, or dir past a small window).
+//     payload, or a fetch's, goes while it arrives (memory, or dir past a
+//     small window).
 //   - replid (package replid): the replid and offset rules both sides check
 //     what they read from the network with.
 //   - registry (registry.go): the connected clients and, among them, the

@@ -22,6 +22,30 @@ type fetch struct {
 	sn    *replbuf.Snapshot
 	err   error
 
+	// A fetch whose payload may go to dir as it arrives (payloadSink: the
+	// stream log is on, or maxmemory under evict-snapshots, and its size is
+	// not known to fit) is not followed in memory while it arrives: memory
+	// keeps only a window of it, which no reader could follow. Its waiters
+	// take the stream from just after it at once (the stream is pinned from
+	// there while it arrives, invariant 7), send +FULLRESYNC and then
+	// keepalive newlines until done, and then the payload: from the file in
+	// dir (sendfile, as any snapshot on disk), or from memory when it stayed
+	// there (small, or dir could not take it). All of them set by
+	// fetchStarted under history.mu before ready is closed, and spilled and
+	// doneErr by fetchEnded before done is closed; read after the channel.
+	file    *payloadFile     // where the payload goes; nil: followed in memory as it arrives
+	done    chan struct{}    // with file: closed once the payload ended
+	spilled *spilledSnapshot // with file, once done: the payload on disk; nil when it stayed in memory
+	doneErr error            // with file, once done: why the payload failed, or nil
+	// arriving: with file, the payload is still arriving, counted in
+	// mem_snapshots (history.snapshotBytes); guarded by history.mu.
+	arriving bool
+	// gen: with file, the stream's generation at fetchStarted; a payload
+	// that ends in another one (an upstream full sync meanwhile, which may
+	// keep the replid) does not displace that sync's snapshot. Set under
+	// history.mu.
+	gen uint64
+
 	reason fetchReason // why it was started; set at creation
 
 	// waiters counts the replicas whose plan joined this fetch and that are
@@ -160,12 +184,21 @@ func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) 
 // handed out (f.ready closed); a failure before that leaves f open for
 // another attempt.
 func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
-	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot) error {
-		if err := s.hist.fetchStarted(f, sn); err != nil {
-			return err
+	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+		// The same rule as the main link's payload: a declared size dir
+		// cannot hold is refused here, unread.
+		pf, err := s.payloadSink(sn, size, "fetch")
+		if err != nil {
+			return nil, err
+		}
+		if err := s.hist.fetchStarted(f, sn, pf); err != nil {
+			return nil, err
 		}
 		started = true
-		return nil
+		if pf == nil {
+			return nil, nil // followed in memory (no typed nil in the interface)
+		}
+		return pf, nil
 	})
 	if err != nil && !started {
 		return false, err
@@ -183,7 +216,8 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 
 // awaitFetch waits for plan's shared fetch to start, sending keepalive
 // newlines (allowed before +FULLRESYNC), then completes plan with a reader
-// of the fetched snapshot and the stream from just after its offset
+// of the fetched snapshot (none yet for a payload that may go to dir: see
+// fetch.file) and the stream from just after its offset
 // (history.attachFetched).
 func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
 	f := plan.fetch
@@ -196,6 +230,32 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPla
 				return fmt.Errorf("snapshot fetch: %w", f.err)
 			}
 			return s.hist.attachFetched(f, plan)
+		case <-t.C:
+			if err := w.write([]byte("\n")); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// awaitFetched waits, for a replica told +FULLRESYNC of fetch f whose
+// payload may go to dir (f.file), until the payload has ended, sending
+// keepalive newlines meanwhile (a replica takes them between +FULLRESYNC and
+// the payload, and they renew its repl-timeout, as a primary's while its
+// BGSAVE runs). It then completes plan with what to send: the file in dir,
+// or a reader of the snapshot when it stayed in memory (history.fetchedPayload).
+func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *fetch, plan *syncPlan) error {
+	t := time.NewTicker(keepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			if f.doneErr != nil {
+				return fmt.Errorf("snapshot fetch: %w", f.doneErr)
+			}
+			return s.hist.fetchedPayload(f, plan)
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
 				return err

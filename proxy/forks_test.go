@@ -119,11 +119,12 @@ func noFetchStarted(t *testing.T, p *testProxy, xc *redistest.Client) {
 // for replicas that need one, while writes outrun the memory backlog (16 KiB
 // here) during the fetch: the replicas joining it as it arrives are served
 // the stream after it from the stream log, so the three cost the primary
-// one fork, that fetch, with no failed full sync.
+// one fork, that fetch, with no failed full sync. The fetched RDB goes to
+// dir as it arrives, and the replicas end with the primary's data.
 func TestFetchedSnapshotLogCovers(t *testing.T) {
 	primary, pc := startPrimary(t, "--repl-diskless-sync", "no")
 	pc.MustDo(t, "DEBUG", "POPULATE", "200000", "key", "64")
-	_, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb", "--repl-log-size", "4mb")
+	p, xc := startProxyOf(t, primary, "--repl-backlog-size", "16kb", "--repl-log-size", "4mb")
 	waitSnapshotOnDisk(t, xc)
 	snapshotOff := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
 	// Past the log: the proxy's own snapshot can no longer be served.
@@ -160,6 +161,15 @@ func TestFetchedSnapshotLogCovers(t *testing.T) {
 	}
 	if info["replicas_closed_full_sync_failed"] != "0" {
 		t.Errorf("replicas_closed_full_sync_failed %s, want 0", info["replicas_closed_full_sync_failed"])
+	}
+	// The fetched RDB (megabytes, past the 1 MiB a payload keeps in memory
+	// with the log on) went to dir as it arrived, and the replicas, whose
+	// data WaitSynced compared by DEBUG DIGEST, were sent it from there.
+	if !p.Log.Contains("going to dir as it arrives: link=fetch") {
+		t.Errorf("the fetched payload did not go to dir as it arrived")
+	}
+	if n := p.Log.Count("replica online"); n != 3 || p.Log.Count("from-disk=true") != 3 {
+		t.Errorf("%d replicas online, %d of them sent from dir; want 3 of 3", n, p.Log.Count("from-disk=true"))
 	}
 }
 

@@ -31,7 +31,7 @@ import (
 //     candidates, evict, spillDone and releaseRetired free memory.
 //
 // Callers: the client goroutines (planPartial, planFull, attachFetched,
-// leaveFetch), the upstream link's run goroutine (install, continueAs,
+// fetchedPayload, leaveFetch), the upstream link's run goroutine (install, continueAs,
 // identity, payloadArriving, payloadEnded), the fetch goroutine (fetchStarted,
 // fetchEnded, fetchGaveUp, fetchWaiters), the log follower (logFollows), a
 // spill goroutine (spillDone), the monitor (the eviction

@@ -32,6 +32,9 @@ func (h *history) snapshotBytes() (inMemory, onDisk int64) {
 	if sn := h.mu.arriving; sn != nil {
 		inMemory += sn.Usage().Allocated()
 	}
+	if f := h.mu.fetch; f != nil && f.arriving {
+		inMemory += f.sn.Usage().Allocated() // a fetched payload not yet the newest (fetch.file)
+	}
 	if sp := h.mu.spilled; sp != nil {
 		onDisk = sp.size
 	}

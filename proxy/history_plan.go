@@ -164,12 +164,21 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 
 // attachFetched completes plan, which joined fetch f, once f has started:
 // a reader of its snapshot and the stream from just after its offset (see
-// attachSnapshotLocked), if the snapshot still matches the stream.
+// attachSnapshotLocked), if the snapshot still matches the stream. For a
+// payload that may go to dir (f.file), only the stream: the payload comes
+// once it has ended (fetchedPayload).
 func (h *history) attachFetched(f *fetch, plan *syncPlan) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.servableLocked(f.sn) {
 		return errors.New("fetched snapshot no longer matches the stream")
+	}
+	if f.file != nil {
+		plan.offset = f.sn.Offset()
+		if err := h.attachStreamLocked(plan, f.sn.ReplID(), f.sn.Offset()+1); err != nil {
+			return fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
+		}
+		return nil
 	}
 	plan.snapshot, plan.offset = f.sn, f.sn.Offset()
 	if err := h.attachSnapshotLocked(plan); err != nil {
@@ -193,18 +202,54 @@ func (h *history) attachSnapshotLocked(plan *syncPlan) error {
 	if err != nil {
 		return err
 	}
+	if err := h.attachStreamLocked(plan, sn.ReplID(), sn.Offset()+1); err != nil {
+		rd.Close()
+		return err
+	}
+	plan.reader = rd
+	return nil
+}
+
+// attachStreamLocked pins, for plan, the stream from next on under replID:
+// a cursor when memory still holds next, else a reader of the stream log.
+// REQUIRES: h.mu held.
+func (h *history) attachStreamLocked(plan *syncPlan, replID string, next int64) error {
 	plan.gen = h.st.Generation()
-	cur, err := h.st.Attach(sn.Offset() + 1)
+	cur, err := h.st.Attach(next)
 	if err == nil {
-		plan.reader, plan.cursor = rd, cur
+		plan.cursor = cur
 		return nil
 	}
-	if lr := h.logReaderLocked(sn.ReplID(), sn.Offset()+1); lr != nil {
-		plan.reader, plan.fromLog = rd, lr
+	if lr := h.logReaderLocked(replID, next); lr != nil {
+		plan.fromLog = lr
 		return nil
 	}
-	rd.Close()
 	return err
+}
+
+// fetchedPayload completes plan, whose stream attachFetched pinned, with
+// the payload of f, a fetch that may have gone to dir, once it ended: the
+// file (opened now, so that it cannot be removed meanwhile) or a reader of
+// the snapshot, complete in memory.
+func (h *history) fetchedPayload(f *fetch, plan *syncPlan) error {
+	if sp := f.spilled; sp != nil {
+		file, err := sp.open() // a file operation, outside h.mu
+		if err != nil {
+			return fmt.Errorf("fetched snapshot on disk: %w", err)
+		}
+		plan.spilled, plan.file = sp, file
+		return nil
+	}
+	// The reader under h.mu, as attachSnapshotLocked's: a snapshot replaced
+	// meanwhile is released only once unread.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rd, err := f.sn.NewReader()
+	if err != nil {
+		return fmt.Errorf("fetched snapshot: %w", err)
+	}
+	plan.snapshot, plan.reader = f.sn, rd
+	return nil
 }
 
 // leaveFetch uncounts a replica whose plan joined f, once it has ended.
@@ -226,8 +271,10 @@ func (h *history) fetchWaiters(f *fetch) int {
 
 // fetchStarted makes sn, the snapshot f's +FULLRESYNC announced, the newest
 // and hands it to f's waiters, if the primary answered with the replid the
-// stream has.
-func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot) error {
+// stream has. A payload that may go to dir (pf not nil) becomes the newest
+// only once it has ended (fetchEnded); until then it is counted as arriving,
+// and the waiters only pin the stream after it.
+func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot, pf *payloadFile) error {
 	h.mu.Lock()
 	// Equality, not matchesLocked: the primary's answer is its current
 	// replid, which must be the stream's current one for the snapshot to
@@ -236,6 +283,12 @@ func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot) error {
 		err := fmt.Errorf("primary answered with replid %s, the stream has %s", sn.ReplID(), h.mu.replID)
 		h.mu.Unlock()
 		return err
+	}
+	if pf != nil {
+		f.sn, f.file, f.done, f.arriving, f.gen = sn, pf, make(chan struct{}), true, h.st.Generation()
+		close(f.ready)
+		h.mu.Unlock()
+		return nil
 	}
 	h.retireLocked(h.mu.snapshot)
 	h.mu.snapshot = sn
@@ -249,7 +302,14 @@ func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot) error {
 
 // fetchEnded ends a fetch that started: f is no longer the one in flight,
 // and its snapshot, should it have failed (err), is no longer the newest.
+// A payload that may have gone to dir becomes the newest snapshot now, on
+// disk or in memory, as the main link's install does, and its waiters are
+// told (f.done).
 func (h *history) fetchEnded(f *fetch, err error) {
+	if f.file != nil {
+		h.fetchedEnded(f, err)
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.fetch == f {
@@ -270,4 +330,48 @@ func (h *history) fetchGaveUp(f *fetch, err error) {
 	}
 	f.err = err
 	close(f.ready)
+}
+
+// errFetchedStale refuses a fetched payload that ended after the stream
+// moved to another generation or replid (an upstream full sync meanwhile).
+var errFetchedStale = errors.New("fetched snapshot no longer matches the stream")
+
+// fetchedEnded is fetchEnded for a payload that may have gone to dir
+// (f.file): it is the newest snapshot from now on, if it arrived whole and
+// still matches the stream; its waiters then get it (fetchedPayload).
+func (h *history) fetchedEnded(f *fetch, err error) {
+	sn, sp := f.sn, f.file.spilled()
+	h.mu.Lock()
+	if h.mu.fetch == f {
+		h.mu.fetch = nil
+	}
+	f.arriving = false
+	if err == nil && (h.st.Generation() != f.gen || !h.matchesLocked(sn.ReplID(), sn.Offset()+1)) {
+		err = errFetchedStale
+	}
+	var old *spilledSnapshot
+	switch {
+	case err != nil:
+		h.retireLocked(sn)
+		// A file committed for a payload nobody will be served: removed,
+		// if the name still holds it.
+		old, sp = sp, nil
+	case sp != nil:
+		if f.file.evict { // maxmemory sent it to dir: a spill, as evict's
+			h.stats.evictedSnapshots.Add(1)
+			h.stats.evictedBytes.Add(sn.Size())
+		}
+		h.retireLocked(h.mu.snapshot)
+		h.mu.snapshot = nil
+		h.retireLocked(sn) // released once unread: a windowed snapshot has no readers
+		old = h.replaceSpilledLocked(sp)
+	default: // whole in memory
+		h.retireLocked(h.mu.snapshot)
+		h.mu.snapshot = sn
+		old = h.replaceSpilledLocked(nil)
+	}
+	f.spilled, f.doneErr = sp, err
+	close(f.done)
+	h.mu.Unlock()
+	h.removeSpilled(old)
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/replproxy/replproxy/replbuf"
 )
 
-// A full sync's payload as it arrives from the primary (the main link).
+// A sync payload as it arrives from the primary: the main link's full sync,
+// or a snapshot fetched over a side link (fetch.go). One rule for both
+// (payloadSink):
 //
 //   - Counted: from its header on, the payload is the history's arriving
-//     snapshot, in mem_snapshots and so in used_memory and what maxmemory
+//     snapshot (or the fetch's), in mem_snapshots and so in used_memory and what maxmemory
 //     judges, until it is installed or fails.
 //   - To dir as it arrives: with the stream log on, once the payload passes
 //     payloadMemoryMax; with maxmemory-policy evict-snapshots, once it would
@@ -31,21 +33,39 @@ import (
 //     checked (invariant 7), the file is fsynced and renamed into place,
 //     with its metadata when the stream log is on, and install makes it the
 //     snapshot on disk, served with sendfile; nothing is served from it
-//     before. A payload sent to disk by maxmemory counts as an evicted
+//     before (for a fetch, fetchEnded does what install does). A payload sent to disk by maxmemory counts as an evicted
 //     snapshot, as a spill does. A smaller payload stays in memory, as
 //     before: with the stream log on, the monitor writes it to dir once
 //     whole (persistNewest).
 //   - Refused: a declared size larger than dir's free space (statfs), for a
 //     payload that would go to dir, is refused before any of it is read;
-//     the link fails, logs why and retries with backoff. An EOF-marked
+//     the link fails, logs why and retries with backoff (a fetch, while a
+//     replica waits for it). An EOF-marked
 //     payload (size unknown) that outgrows the disk fails at the write that
 //     finds it full: the temporary file is removed, the sync fails, is
 //     logged and retried, and nothing of it is served.
 //   - A dir that cannot take the file (read-only, missing) does not stop
 //     replication: the payload stays in memory, as before, with a warning.
 //
-// Nobody reads the payload while it arrives (replicas wait for install), so
-// nothing pins what the window lets go.
+// Nobody reads the payload while it arrives, so nothing pins what the
+// window lets go: replicas wait for install on the main link. A fetch's
+// waiters used to follow it in memory from its first byte (an EOF-marked
+// payload to replicas with capa eof); a payload that may go to dir (one
+// whose declared size does not fit under the limit, or any EOF-marked one)
+// is no longer followed: its waiters pin the stream after it at
+// +FULLRESYNC (invariant 7: the bytes after the snapshot stay in memory, or
+// in the stream log, for them), send keepalive newlines, which renew a
+// replica's repl-timeout as a primary's do during its BGSAVE, and get the
+// file with sendfile once it is whole and checked, as any snapshot on disk
+// (or the snapshot from memory, when it stayed there). Following a windowed
+// payload would need every follower's cursor to pin the blocks it has not
+// sent, which brings memory back to the slowest follower's lag; serving
+// from the file keeps memory at the window whatever the followers do, for
+// the price of no streaming while it arrives, as with a disk-based sync.
+// Every waiter still shares the one fetch (one fork on the primary), and
+// the stream after the snapshot may come from the stream log (planFull).
+// Without the log and under maxmemory, or with a declared size within the
+// limit, a fetch is followed in memory as it arrives, as before.
 
 const (
 	// payloadMemoryMax is the most of a payload memory holds, with the
@@ -63,6 +83,23 @@ var errPayloadTooLarge = errors.New("full sync payload larger than the free spac
 // arriving payload and decides when it goes to dir (see the top of the
 // file). From the upstream link's goroutine, no lock held.
 func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+	f, err := s.payloadSink(sn, size, "main")
+	if err != nil {
+		return nil, err
+	}
+	s.hist.payloadArriving(sn, f)
+	if f == nil {
+		return nil, nil // memory only (no typed nil in the interface)
+	}
+	return f, nil
+}
+
+// payloadSink is the one rule, for a main link's payload and a fetched one
+// alike, of whether a payload of the declared size (-1: EOF-marked) may go
+// to dir as it arrives: the file it would go to (nil: it stays in memory),
+// or errPayloadTooLarge when dir cannot hold the declared size. link names
+// the link in logs. No lock held.
+func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, error) {
 	cfg := s.config()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
 	if s.durable != nil {
@@ -73,9 +110,8 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 			limit, evict = room, true
 		}
 	}
-	if limit < 0 {
-		s.hist.payloadArriving(sn, nil)
-		return nil, nil
+	if limit < 0 || size >= 0 && size <= limit {
+		return nil, nil // never past the limit: memory holds it
 	}
 	if size > limit {
 		free, err := freeSpace(cfg.Dir)
@@ -83,10 +119,8 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 			return nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
 		}
 	}
-	f := &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
-		evict: evict, log: s.log}
-	s.hist.payloadArriving(sn, f)
-	return f, nil
+	return &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
+		evict: evict, log: s.log.With("link", link)}, nil
 }
 
 // freeSpace is what an unprivileged writer may still write to dir's file

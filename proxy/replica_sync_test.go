@@ -85,7 +85,9 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 			// PING every 100 ms, within any repl-timeout.
 			release := make(chan struct{})
 			h := startHostilePrimary(t, hostileGoodMain(0), heldEOFFetch(release))
-			p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "1")...)
+			// No stream log: with it, a fetched EOF-marked payload may go
+			// to dir and is sent only once whole, never as "$EOF:".
+			p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "1", "--repl-log-size", "0")...)
 			xc := redistest.Dial(t, p.AddrString())
 			waitLinkUp(t, xc)
 			// No servable snapshot: the replica's full sync fetches one,

@@ -73,6 +73,14 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	}
 	r.state.Store(int32(replicaSendBulk))
 	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
+	if f := plan.fetch; f != nil && f.file != nil && sn == nil {
+		// A fetched payload that may go to dir: sent once it has ended,
+		// from the file or from memory (fetch.file).
+		if err := s.awaitFetched(ctx, w, f, &plan); err != nil {
+			return fullSyncError{err}
+		}
+		sn, rd, file = plan.snapshot, plan.reader, plan.file
+	}
 	var eof bool
 	var size int64
 	if file != nil {

@@ -84,8 +84,8 @@ type Host interface {
 	PayloadFailed(sn *replbuf.Snapshot)
 }
 
-// A PayloadSink receives a main link's full-sync payload as it arrives (the
-// host's file). Write is called with every payload byte, in order, from the
+// A PayloadSink receives a sync payload as it arrives (the host's file): a
+// main link's full sync, or a snapshot fetched over a side link. Write is called with every payload byte, in order, from the
 // link's goroutine; p is valid only during the call. Then exactly one of
 // Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
 // Abort (it failed, or Write or Commit did) is called. An error from Write

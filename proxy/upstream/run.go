@@ -184,10 +184,12 @@ func (l *Link) endStream() {
 
 // FetchSnapshot opens a side link to the configured primary and asks for an
 // RDB only (REPLCONF rdb-only 1, PSYNC ? -1). started is called with the new
-// snapshot when +FULLRESYNC arrives, before its first byte; the payload then
-// streams into it, and an error from started abandons it. A side link
-// touches neither the stream nor the main link's state.
-func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot) error) (*replbuf.Snapshot, error) {
+// snapshot and the payload's declared size (-1: EOF-marked) once the
+// payload's header arrived, before its first byte; the payload then streams
+// into it, and into the sink started returns (nil: memory only), as a main
+// link's does (PayloadSink); an error from started refuses it unread. A side
+// link touches neither the stream nor the main link's state.
+func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
 	t := l.host.Target()
 	if t.Addr == "" {
 		return nil, errors.New("no primary configured")
@@ -221,8 +223,6 @@ func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot
 	}
 	// readPayload renews the read deadline itself: no read of the side link
 	// goes without one, or a silent primary would stall every waiting replica.
-	sn, _, err := c.readPayload(replID, offset, func(sn *replbuf.Snapshot, _ int64) (PayloadSink, error) {
-		return nil, started(sn) // a fetch is followed in memory while it arrives
-	})
+	sn, _, err := c.readPayload(replID, offset, started)
 	return sn, err
 }

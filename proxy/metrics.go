@@ -112,13 +112,12 @@ func (s *Server) serveMetrics() (stop func()) {
 	if s.metricsLn == nil {
 		return func() {}
 	}
-	idle := cmp.Or(s.metricsIdle, metricsIdleTimeout)
 	srv := &http.Server{
 		Handler:           s.metricsHandler(),
-		ReadHeaderTimeout: min(metricsReadHeaderTimeout, idle),
-		ReadTimeout:       min(metricsReadTimeout, idle),
-		WriteTimeout:      min(metricsWriteTimeout, idle),
-		IdleTimeout:       idle,
+		ReadHeaderTimeout: metricsReadHeaderTimeout,
+		ReadTimeout:       metricsReadTimeout,
+		WriteTimeout:      cmp.Or(s.metricsWrite, metricsWriteTimeout),
+		IdleTimeout:       cmp.Or(s.metricsIdle, metricsIdleTimeout),
 		MaxHeaderBytes:    metricsMaxHeaderBytes,
 		ErrorLog:          s.log.StandardLogger(nil),
 	}

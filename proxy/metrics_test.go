@@ -472,7 +472,7 @@ func TestMetricsConnectionsBounded(t *testing.T) {
 func TestMetricsWriteTimeout(t *testing.T) {
 	port := redistest.FreePort(t)
 	p := newTestProxy(t, proxySetup{
-		opts: Options{metricsIdle: 500 * time.Millisecond},
+		opts: Options{metricsWrite: 500 * time.Millisecond},
 		args: []string{"--metrics-port", strconv.Itoa(port)},
 	})
 	c, err := net.Dial("tcp", p.MetricsAddr().String())

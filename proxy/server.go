@@ -68,9 +68,9 @@ type Server struct {
 	// Close.
 	ln        listenerSet
 	metricsLn *limitListener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
-	// metricsIdle replaces metricsIdleTimeout when set (a test's); it also
-	// caps the monitoring server's other timeouts. Set by New, read-only.
-	metricsIdle time.Duration
+	// metricsIdle and metricsWrite replace metricsIdleTimeout and
+	// metricsWriteTimeout when set (a test's). Set by New, read-only.
+	metricsIdle, metricsWrite time.Duration
 
 	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
 	// listeners (tls.go), which takes the material in force at each one.
@@ -124,9 +124,11 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
-	// metricsIdle, when set, replaces metricsIdleTimeout and caps the
-	// monitoring server's other timeouts (tests).
-	metricsIdle time.Duration
+	// metricsIdle and metricsWrite, when set, replace metricsIdleTimeout
+	// and metricsWriteTimeout (tests). Each alone: a short read or write
+	// timeout would close a slow-scheduled connection before its reply
+	// under load, which is not what a test of idle connections measures.
+	metricsIdle, metricsWrite time.Duration
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -180,7 +182,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
 	s.fileLimit = opts.FileLimit
-	s.metricsIdle = opts.metricsIdle
+	s.metricsIdle, s.metricsWrite = opts.metricsIdle, opts.metricsWrite
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // TestQuorumOffset: the n-th highest ACK, capped at what was applied; -1 with

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // TestCloseReasonNames: every reason has its own name, fit for an INFO key,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // freePort returns a TCP port nothing listens on right now.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
 // TestDirLockedWithoutLog (issue 18 item 6): a second proxy on the dir of a

@@ -12,10 +12,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // replicaState is a downstream replica's state, named as INFO names it.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // Integration tests of the downstream side (DESIGN §5): real redis-server

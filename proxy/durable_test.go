@@ -16,8 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
 	"github.com/replproxy/replproxy/streamlog"
 )
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // A fetched snapshot that may pass the memory limit goes to dir as it

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // The proxy never makes the primary fork more often than the same replicas

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
 // testLogger sends a server's logs to t.Log, so they show up for failing tests

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
 

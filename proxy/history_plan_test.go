@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
 

@@ -15,11 +15,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // The unit tests in this file drive (*upstream).serve directly on one end of a

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // runtimeRetained is what the Go runtime holds from the OS: everything it

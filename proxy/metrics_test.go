@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // httpGet fetches path from the proxy's monitoring server and returns the

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
 )
 

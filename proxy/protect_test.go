@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
 // infoField returns one field of the proxy's INFO.

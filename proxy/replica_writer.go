@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
 

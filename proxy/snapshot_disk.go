@@ -13,9 +13,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // The snapshot on disk (stream log on: repl-log-size > 0).

@@ -9,9 +9,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // waitSnapshotOnDisk waits until the proxy's newest snapshot is on disk and

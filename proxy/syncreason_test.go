@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // TestFullSyncReasons: each full sync is counted under why the replica could

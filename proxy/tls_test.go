@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
 )
 
 // tlsArgs are the proxy arguments for a TLS listener on a free port with

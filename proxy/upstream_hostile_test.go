@@ -10,9 +10,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/upstream"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // TestLinkRefusesHostileReplies: a main link whose primary answers what

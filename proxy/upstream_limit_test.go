@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/internal/redistest"
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // TestUnpublishedTailBounded: a primary that opens a MULTI and never sends

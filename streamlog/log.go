@@ -18,7 +18,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replid"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/replproxy/replproxy/proxy/replid"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // testID is an identity for tests.

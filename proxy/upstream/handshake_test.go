@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replproxy/replproxy/proxy/replid"
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // Replies as a primary sends them (the proxy package's link tests use the same).

@@ -22,8 +22,8 @@ import (
 // TLS (tls-replication yes); its plain port stays open for the harness's own
 // INFO and DEBUG commands, so only the replication links change.
 //
-// NB: proxy/internal/redistest has a PKI of its own for tests; it needs a
-// testing.TB and is internal to proxy/, hence this small copy.
+// NB: internal/redistest has a PKI of its own for tests; it needs a
+// testing.TB, hence this small copy.
 func (c *Cluster) EnableTLS() error {
 	dir := filepath.Join(c.dir, "tls")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -1,0 +1,21 @@
+// Package layering holds no code: its test keeps replproxy's package
+// layering true, as the Go standard library's go/build deps_test.go keeps
+// its own. The test reads the imports of every package in the module (with
+// go/build, the files this platform builds) and fails on an import the
+// table in layering_test.go does not allow, and on a package the table
+// does not name, so that a new package or a new edge is a decision written
+// down, not an accident.
+//
+// The rules, lowest layer first:
+//
+//   - replid and replbuf import nothing of the module; eviction only
+//     replbuf; streamlog only replid.
+//   - proxy/wire imports nothing of the module; proxy/config only eviction
+//     and proxy/wire; proxy/upstream only replbuf, proxy/wire and replid.
+//   - proxy, the assembly, imports the packages above; cmd/replproxy only
+//     proxy and proxy/config.
+//   - internal/redistest (the tests' real Redis servers) imports nothing of
+//     the module, and nothing but tests imports it.
+//   - nothing outside cmd/ imports cmd/, and nothing outside bench/ imports
+//     bench/, tests included.
+package layering

@@ -1,0 +1,150 @@
+package layering
+
+import (
+	"go/build"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the module path every package of replproxy starts with.
+const module = "github.com/replproxy/replproxy"
+
+// allowed lists, for each package of the module (by its path within the
+// module), the packages of the module its non-test files may import. An
+// entry ending in "/..." allows that folder and everything below it.
+var allowed = map[string][]string{
+	"replid":    {},
+	"replbuf":   {},
+	"eviction":  {"replbuf"},
+	"streamlog": {"replid"},
+
+	"proxy/wire":     {},
+	"proxy/config":   {"eviction", "proxy/wire"},
+	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
+	"proxy": {
+		"eviction", "proxy/config", "proxy/upstream", "proxy/wire",
+		"replbuf", "replid", "streamlog",
+	},
+	"cmd/replproxy": {"proxy", "proxy/config"},
+
+	"internal/layering":  {},
+	"internal/redistest": {},
+
+	"bench":                   {"bench/..."},
+	"bench/internal/cluster":  {"bench/..."},
+	"bench/internal/gobench":  {"bench/..."},
+	"bench/internal/load":     {"bench/..."},
+	"bench/internal/procstat": {"bench/..."},
+	"bench/internal/sample":   {"bench/..."},
+}
+
+// allows reports whether rule allows an import of pkg.
+func allows(rule []string, pkg string) bool {
+	for _, a := range rule {
+		if a == pkg {
+			return true
+		}
+		if dir, ok := strings.CutSuffix(a, "/..."); ok && (pkg == dir || strings.HasPrefix(pkg, dir+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// top returns a package's first path element: "cmd" for cmd/replproxy.
+func top(pkg string) string { first, _, _ := strings.Cut(pkg, "/"); return first }
+
+// modulePackages reads every package of the module below root: its path
+// within the module, its non-test imports and its tests' imports, each
+// limited to the module's own packages.
+func modulePackages(t *testing.T, root string) map[string][2][]string {
+	t.Helper()
+	pkgs := map[string][2][]string{}
+	err := filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); dir != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		p, err := build.Default.ImportDir(dir, 0)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			return err
+		}
+		own := func(imports ...[]string) []string {
+			var out []string
+			for _, imp := range slices.Concat(imports...) {
+				if pkg, ok := strings.CutPrefix(imp, module+"/"); ok && !slices.Contains(out, pkg) {
+					out = append(out, pkg)
+				}
+			}
+			return out
+		}
+		pkgs[filepath.ToSlash(rel)] = [2][]string{own(p.Imports), own(p.TestImports, p.XTestImports)}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+// TestLayering fails on an import the table does not allow.
+func TestLayering(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the module's root is not two folders up: %v", err)
+	}
+	pkgs := modulePackages(t, root)
+	for _, want := range []string{"replbuf", "proxy", "cmd/replproxy"} {
+		if _, ok := pkgs[want]; !ok {
+			t.Fatalf("package %s not found below %s: the walk found %d packages", want, root, len(pkgs))
+		}
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		imports, testImports := pkgs[pkg][0], pkgs[pkg][1]
+		rule, ok := allowed[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layering table: add it to allowed, with what it may import", pkg)
+			continue
+		}
+		for _, imp := range imports {
+			if !allows(rule, imp) {
+				t.Errorf("%s imports %s, which the layering does not allow", pkg, imp)
+			}
+		}
+		// Tests may use any lower package, but never cmd/ or bench/ from
+		// outside them, and redistest only from tests.
+		for _, imp := range slices.Concat(imports, testImports) {
+			if (top(imp) == "cmd" || top(imp) == "bench") && top(imp) != top(pkg) {
+				t.Errorf("%s imports %s: nothing outside %s/ may", pkg, imp, top(imp))
+			}
+		}
+		if slices.Contains(imports, "internal/redistest") {
+			t.Errorf("%s imports internal/redistest outside its tests", pkg)
+		}
+	}
+	for pkg := range allowed {
+		if _, ok := pkgs[pkg]; !ok {
+			t.Errorf("the layering table names %s, which is no package: remove it", pkg)
+		}
+	}
+}

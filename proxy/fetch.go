@@ -221,23 +221,13 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 // (history.attachFetched).
 func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
 	f := plan.fetch
-	t := time.NewTicker(keepaliveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.ready:
-			if f.err != nil {
-				return fmt.Errorf("snapshot fetch: %w", f.err)
-			}
-			return s.hist.attachFetched(f, plan)
-		case <-t.C:
-			if err := w.write([]byte("\n")); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := w.keepaliveUntil(ctx, f.ready); err != nil {
+		return err
 	}
+	if f.err != nil {
+		return fmt.Errorf("snapshot fetch: %w", f.err)
+	}
+	return s.hist.attachFetched(f, plan)
 }
 
 // awaitFetched waits, for a replica told +FULLRESYNC of fetch f whose
@@ -247,15 +237,24 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPla
 // BGSAVE runs). It then completes plan with what to send: the file in dir,
 // or a reader of the snapshot when it stayed in memory (history.fetchedPayload).
 func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *fetch, plan *syncPlan) error {
+	if err := w.keepaliveUntil(ctx, f.done); err != nil {
+		return err
+	}
+	if f.doneErr != nil {
+		return fmt.Errorf("snapshot fetch: %w", f.doneErr)
+	}
+	return s.hist.fetchedPayload(f, plan)
+}
+
+// keepaliveUntil sends a keepalive newline every keepaliveInterval until
+// done is closed (nil), a write fails or ctx ends (their error).
+func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
 	t := time.NewTicker(keepaliveInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-f.done:
-			if f.doneErr != nil {
-				return fmt.Errorf("snapshot fetch: %w", f.doneErr)
-			}
-			return s.hist.fetchedPayload(f, plan)
+		case <-done:
+			return nil
 		case <-t.C:
 			if err := w.write([]byte("\n")); err != nil {
 				return err

@@ -72,14 +72,7 @@ func TestFetchLogCoversSnapshot(t *testing.T) {
 	})
 	_, xc := startProxyOf(t, primary)
 	_, rcs := redistest.StartReplicas(t, 3, xc.Addr())
-	redistest.WaitFor(t, 60*time.Second, "three replicas online under the load", func() bool {
-		for _, rc := range rcs {
-			if rc.Info(t, "replication")["master_link_status"] != "up" {
-				return false
-			}
-		}
-		return true
-	})
+	waitLinksUp(t, rcs, "three replicas online under the load")
 	stopLoad() // the syncs are done: the rest of the load proves nothing more
 	redistest.WaitSynced(t, pc, rcs...)
 
@@ -142,14 +135,7 @@ func TestFetchedSnapshotLogCovers(t *testing.T) {
 		return pc.InfoInt(t, "stats", "total_commands_processed") > start+1000
 	})
 	_, rcs := redistest.StartReplicas(t, 3, xc.Addr())
-	redistest.WaitFor(t, 60*time.Second, "three replicas online under the load", func() bool {
-		for _, rc := range rcs {
-			if rc.Info(t, "replication")["master_link_status"] != "up" {
-				return false
-			}
-		}
-		return true
-	})
+	waitLinksUp(t, rcs, "three replicas online under the load")
 	stopLoad() // the syncs are done: the rest of the load proves nothing more
 	redistest.WaitSynced(t, pc, rcs...)
 
@@ -316,4 +302,18 @@ func TestContinueOnlyWhatIsSent(t *testing.T) {
 	if got := forksOf(t, pc); got != forks+1 {
 		t.Fatalf("primary total_forks %d→%d, want +1 (the resync it forced on the proxy)", forks, got)
 	}
+}
+
+// waitLinksUp waits until every replica in rcs has its link up, for up to a
+// minute (a full sync under load on two shared cores).
+func waitLinksUp(t testing.TB, rcs []*redistest.Client, what string) {
+	t.Helper()
+	redistest.WaitFor(t, 60*time.Second, what, func() bool {
+		for _, rc := range rcs {
+			if rc.Info(t, "replication")["master_link_status"] != "up" {
+				return false
+			}
+		}
+		return true
+	})
 }

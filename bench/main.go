@@ -1,9 +1,13 @@
 // Command bench is the benchmark harness of issue 12: the evidence that
 // fan-out is cheaper through replproxy, written to bench/RESULTS.md with
-// charts next to it. Run it from the module root:
+// charts next to it. It is a module of its own (bench/go.mod), so that the
+// product's go.mod does not carry the plotting library; it imports nothing of
+// replproxy's packages, but builds cmd/replproxy and runs replbuf's
+// benchmarks from the product's root (-root, by default the parent folder).
+// Run it in bench/:
 //
-//	make bench           # the full run (go run ./bench)
-//	make bench QUICK=1   # a few minutes on 2 cores (go run ./bench -quick)
+//	make bench           # the full run (go run . in bench/)
+//	make bench QUICK=1   # a few minutes on 2 cores (go run . -quick in bench/)
 //
 // It measures four things, each in its own file:
 //
@@ -38,6 +42,7 @@ import (
 type options struct {
 	quick      bool
 	out        string // directory of RESULTS.md and the charts
+	root       string // the replproxy module's root: where cmd/replproxy is built and replbuf benchmarked
 	goCmd      string
 	sections   map[string]bool
 	reps       int
@@ -67,7 +72,8 @@ func parseOptions(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	o := &options{}
 	fs.BoolVar(&o.quick, "quick", false, "a short run: fewer points, less data (a few minutes on 2 cores)")
-	fs.StringVar(&o.out, "out", "bench", "directory for RESULTS.md and the charts")
+	fs.StringVar(&o.out, "out", ".", "directory for RESULTS.md and the charts")
+	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
 	sections := fs.String("sections", "engine,streaming,fullsync,restart", "which measurements to run")
@@ -191,7 +197,7 @@ func parseInts(s string) ([]int, error) {
 
 // command is how RESULTS.md says the run can be repeated.
 func (o *options) command() string {
-	return strings.Join(append([]string{"go run ./bench"}, o.args...), " ")
+	return strings.Join(append([]string{"go run ."}, o.args...), " ")
 }
 
 // makeCommand is the make command line that runs command.
@@ -233,8 +239,8 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
-	if _, err := os.Stat(filepath.Join("cmd", "replproxy")); err != nil {
-		return errors.New("run from the module root (make bench does)")
+	if _, err := os.Stat(filepath.Join(o.root, "cmd", "replproxy")); err != nil {
+		return fmt.Errorf("-root %s is not replproxy's module root: run in bench/ (make bench does) or name the root", o.root)
 	}
 	for _, tool := range []string{"redis-server", o.goCmd} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -249,6 +255,7 @@ func run(ctx context.Context, o *options) error {
 	proxyBin := filepath.Join(tmp, "replproxy")
 	logf("building replproxy")
 	build := exec.CommandContext(ctx, o.goCmd, "build", "-o", proxyBin, "./cmd/replproxy")
+	build.Dir = o.root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build ./cmd/replproxy: %w", err)

@@ -70,9 +70,3 @@ fuzz:
 # 127.0.0.1, writes data to the primary and checks that every replica matches it.
 demo: redis
 	GO=$(GO) bash scripts/demo.sh
-
-# bench-e2e compares primary -> N replicas with primary -> replproxy -> N replicas
-# (replication throughput, primary CPU, proxy CPU per GB). Settings, e.g.:
-#   make bench-e2e E2E_REPLICAS=8 E2E_REPS=5 E2E_REQUESTS=400000 E2E_SIZE=4096
-bench-e2e: redis
-	GO=$(GO) bash scripts/bench-e2e.sh

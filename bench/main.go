@@ -62,6 +62,7 @@ type options struct {
 	logOff     []int    // streaming: replica counts measured with the proxy's log off too; nil: not measured
 	tlsN       int      // streaming: replicas of the TLS row; 0: no TLS row
 	tlsSize    int      // streaming: value size of the TLS row
+	proxyArgs  []string // -proxy-args: more replproxy arguments for every proxy a run starts
 	profile    bool     // perf-record the proxy at profilePoints
 	dryRun     bool     // list the points and exit
 	note       string   // free text for RESULTS.md
@@ -92,6 +93,7 @@ func parseOptions(args []string) (*options, error) {
 	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
 	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
 	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
+	proxyArgs := fs.String("proxy-args", "", "more replproxy arguments for every proxy a run starts, before the variant's own (e.g. \"--repl-backlog-size 64mb\")")
 	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per variant (proxied, log on; and TLS with the TLS row; at the TLS row's N and size) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
@@ -104,9 +106,13 @@ func parseOptions(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch {
-		case f.Name == "note" || f.Name == "go" || f.Name == "out" || f.Name == "dry-run":
+		case f.Name == "note" || f.Name == "go" || f.Name == "out" || f.Name == "root" || f.Name == "dry-run":
 		case f.Value.String() == "true":
 			o.args = append(o.args, "-"+f.Name)
+		case strings.ContainsAny(f.Value.String(), " '\"\\"):
+			// Quoted so that the recorded command runs again as it ran
+			// (in a shell, and inside make's BENCH_ARGS='...').
+			o.args = append(o.args, "-"+f.Name+"="+strconv.Quote(f.Value.String()))
 		default:
 			o.args = append(o.args, "-"+f.Name+"="+f.Value.String())
 		}
@@ -127,6 +133,7 @@ func parseOptions(args []string) (*options, error) {
 	o.restartRep = pick(*restartRep, 5, 2)
 	o.benchCount = pick(*benchCount, 10, 3)
 	o.benchTime = *benchTime
+	o.proxyArgs = strings.Fields(*proxyArgs)
 	if o.benchTime == "" {
 		o.benchTime = map[bool]string{false: "1s", true: "0.3s"}[o.quick]
 	}
@@ -305,6 +312,9 @@ func (o *options) plan() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("command: %s", o.command())
+	if len(o.proxyArgs) > 0 {
+		p("every proxy also gets: %s", strings.Join(o.proxyArgs, " "))
+	}
 	if o.sections["engine"] {
 		p("engine: replbuf benchmarks, -count %d -benchtime %s", o.benchCount, o.benchTime)
 	}

@@ -1,0 +1,283 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/upstream"
+	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
+)
+
+// A report is the server's figures at one moment, read once from their
+// sources (the configuration, the upstream link, the history, the registry,
+// the stats, the stream log, the memory report) and rendered twice: as
+// INFO's text (info.go) and as the monitoring server's metrics.Figures
+// (figures, below). A figure either shows that is derived from others (the
+// backlog zeroed without a history, a replica's lag, the log's fsync lag,
+// input bytes with replication's) is derived here, once, so the two never
+// disagree on how.
+//
+// A report is a plain value owned by the goroutine that read it (an admin
+// client's, or a scrape's); reading one takes each source's own lock in
+// turn, never two at once.
+type report struct {
+	now   time.Time
+	cfg   *config.Config
+	up    upstream.Status
+	id    replIdentity
+	stats counters
+
+	// The stream.
+	offset       int64  // master_repl_offset
+	filled       int64  // slave_read_repl_offset: a cut command or an open MULTI included
+	backlogFirst int64  // repl_backlog_first_byte_offset; 0 without a history, as INFO shows it
+	backlogLen   int64  // repl_backlog_histlen; 0 without a history
+	generation   uint64 // stream_generation
+
+	replicas []replicaFigures // in the order they connected
+	clients  int              // connected_clients, replicas included
+
+	snapshot *snapshotFigures // the newest snapshot in memory; nil when none
+	pool     replbuf.PoolStats
+
+	// Read only with reportDisk.
+	log    logReport
+	onDisk *diskSnapshotFigures // the snapshot on disk; nil when none
+
+	// Read only with reportMemory.
+	mem           eviction.Report
+	peakMemory    int64
+	overMaxMemory bool
+}
+
+// reportParts names the parts of a report that cost more than loads of
+// atomics and a lock or two, so that an INFO section that does not show
+// them does not read them.
+type reportParts uint8
+
+const (
+	reportMemory reportParts = 1 << iota // the memory report (walks the replicas and snapshots)
+	reportDisk                           // the stream log's figures and the snapshot on disk
+
+	reportAll = reportMemory | reportDisk
+)
+
+// A replicaFigures is one replica as INFO's slaveN line and the
+// replproxy_replica_ series show it.
+type replicaFigures struct {
+	id       int64  // client id
+	ip       string // ip-address, else the peer's address
+	port     int    // listening-port
+	state    replicaState
+	offset   int64 // highest offset ACKed
+	lag      int64 // seconds since its last ACK; 0 until it is online
+	lagBytes int64 // master_repl_offset minus offset, at least 0
+}
+
+// A snapshotFigures is the newest snapshot in memory.
+type snapshotFigures struct {
+	replID string
+	offset int64
+	size   int64
+	state  string
+	age    int64 // seconds since it was taken
+	memory int64 // its blocks' usage
+}
+
+// A diskSnapshotFigures is the snapshot on disk (spilled, or written for
+// the stream log).
+type diskSnapshotFigures struct {
+	replID string
+	offset int64
+	size   int64
+	age    int64 // seconds since it was taken
+}
+
+// logReport is the stream log's state.
+type logReport struct {
+	enabled bool   // repl-log-size > 0
+	open    bool   // the log was opened; the fields below are read only then
+	openErr string // why it could not be opened at start, when enabled and not open
+	live    bool   // following the stream (status ok), not down
+	size    int64  // repl-log-size
+	fsync   string // repl-log-fsync
+	replID  string
+	stats   streamlog.Stats
+	syncAge int64 // seconds since the last fsync; -1 before the first
+	errors  int64
+	lastErr string
+
+	partialSyncs, movedToDisk int64 // from the server's stats
+	recovered, cut            int64 // what recovery verified and cut at start
+}
+
+// fsyncLag is the bytes written to the log and not yet fsynced.
+func (r logReport) fsyncLag() int64 { return max(r.stats.Last-r.stats.Synced, 0) }
+
+// counters is the stats read at one moment, one plain value per counter.
+type counters struct {
+	connectionsReceived, commandsProcessed, rejectedConnections int64
+	netInputBytes, netOutputBytes                               int64 // replication's included, as INFO shows them
+	replInputBytes, replOutputBytes                             int64
+	syncFull, syncPartialOK, syncPartialErr                     int64
+	fullSyncs                                                   [numFullSyncReasons]int64
+	logPartialSyncs, replicasToDisk                             int64
+
+	upstreamConnects, upstreamFullSyncs, upstreamPartialSyncs, upstreamLinkFailures    int64
+	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
+
+	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
+	snapshotFetchReasons                                       [numFetchReasons]int64
+	replicasDropped                                            int64
+	replicaCloses, clientCloses                                [numCloseReasons]int64
+	evictedSnapshots, evictedBytes                             int64
+
+	aclDeniedAuth, queryLimitDisconnects, outputLimitDisconnects int64
+	tlsConnectionsReceived, tlsHandshakeFailures                 int64
+}
+
+// read loads every counter.
+func (st *stats) read() counters {
+	c := counters{
+		connectionsReceived: st.connectionsReceived.Load(),
+		commandsProcessed:   st.commandsProcessed.Load(),
+		rejectedConnections: st.rejectedConnections.Load(),
+		replInputBytes:      st.replInputBytes.Load(),
+		replOutputBytes:     st.replOutputBytes.Load(),
+		syncFull:            st.syncFull.Load(),
+		syncPartialOK:       st.syncPartialOK.Load(),
+		syncPartialErr:      st.syncPartialErr.Load(),
+		logPartialSyncs:     st.logPartialSyncs.Load(),
+		replicasToDisk:      st.replicasToDisk.Load(),
+
+		upstreamConnects:      st.upstreamConnects.Load(),
+		upstreamFullSyncs:     st.upstreamFullSyncs.Load(),
+		upstreamPartialSyncs:  st.upstreamPartialSyncs.Load(),
+		upstreamLinkFailures:  st.upstreamLinkFailures.Load(),
+		upstreamRDBBytes:      st.upstreamRDBBytes.Load(),
+		upstreamChecksumFails: st.upstreamChecksumFails.Load(),
+		upstreamStreamErrors:  st.upstreamStreamErrors.Load(),
+		upstreamQueryLimits:   st.upstreamQueryLimits.Load(),
+
+		snapshotFetches:       st.snapshotFetches.Load(),
+		snapshotFetchFailures: st.snapshotFetchFailures.Load(),
+		snapshotFetchBytes:    st.snapshotFetchBytes.Load(),
+		replicasDropped:       st.replicasDropped.Load(),
+		evictedSnapshots:      st.evictedSnapshots.Load(),
+		evictedBytes:          st.evictedBytes.Load(),
+
+		aclDeniedAuth:          st.aclDeniedAuth.Load(),
+		queryLimitDisconnects:  st.queryLimitDisconnects.Load(),
+		outputLimitDisconnects: st.outputLimitDisconnects.Load(),
+		tlsConnectionsReceived: st.tlsConnectionsReceived.Load(),
+		tlsHandshakeFailures:   st.tlsHandshakeFailures.Load(),
+	}
+	c.netInputBytes = st.netInputBytes.Load() + c.replInputBytes
+	c.netOutputBytes = st.netOutputBytes.Load() + c.replOutputBytes
+	for i := range st.fullSyncs {
+		c.fullSyncs[i] = st.fullSyncs[i].Load()
+	}
+	for i := range st.snapshotFetchReasons {
+		c.snapshotFetchReasons[i] = st.snapshotFetchReasons[i].Load()
+	}
+	for i := range st.replicaCloses {
+		c.replicaCloses[i] = st.replicaCloses[i].Load()
+		c.clientCloses[i] = st.clientCloses[i].Load()
+	}
+	return c
+}
+
+// report reads the server's figures: every part but the costly ones not in
+// parts.
+func (s *Server) report(parts reportParts) *report {
+	now := time.Now()
+	r := &report{now: now, cfg: s.config(), up: s.up.Status(), id: s.identity(), stats: s.stats.read()}
+
+	stream := s.hist.stream()
+	r.offset, r.filled, r.generation = stream.Offset(), stream.Filled(), stream.Generation()
+	if r.id.history {
+		r.backlogFirst, r.backlogLen = stream.Backlog()
+	}
+
+	for _, rp := range s.clients.replicaList() {
+		f := replicaFigures{id: rp.c.id, ip: rp.ip, port: rp.hs.port, state: rp.State(), offset: rp.ackOff.Load()}
+		if f.state == replicaOnline {
+			f.lag = int64(now.Sub(time.Unix(0, rp.ackTime.Load())) / time.Second)
+		}
+		f.lagBytes = max(r.offset-f.offset, 0)
+		r.replicas = append(r.replicas, f)
+	}
+	r.clients = s.clients.count()
+
+	if sn := s.Snapshot(); sn != nil {
+		r.snapshot = &snapshotFigures{
+			replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), state: sn.State().String(),
+			age: int64(now.Sub(sn.Created()) / time.Second), memory: sn.Usage().Total,
+		}
+	}
+	r.pool = s.pool.Stats()
+
+	if parts&reportDisk != 0 {
+		r.log = s.logReport(now)
+		if sp := s.hist.spilledSnapshot(); sp != nil {
+			r.onDisk = &diskSnapshotFigures{
+				replID: sp.replID, offset: sp.offset, size: sp.size,
+				age: int64(now.Sub(sp.created) / time.Second),
+			}
+		}
+	}
+	if parts&reportMemory != 0 {
+		r.mem = s.memoryReport() // raises the peak first
+		r.peakMemory = s.peakMemory.Load()
+		r.overMaxMemory = s.overMaxMemory.Load()
+	}
+	return r
+}
+
+// logReport reads the stream log's state.
+func (s *Server) logReport(now time.Time) logReport {
+	d := s.durable
+	cfg := s.config()
+	r := logReport{enabled: cfg.ReplLogSize > 0, openErr: s.logOpenErr}
+	if d == nil {
+		return r
+	}
+	r.open, r.live = true, !d.down.Load()
+	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
+	r.replID = d.log.Identity().ReplID
+	r.stats = d.log.Stats()
+	r.syncAge = -1
+	if !r.stats.LastSync.IsZero() {
+		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
+	}
+	r.errors = d.errors.Load()
+	if p := d.lastErr.Load(); p != nil {
+		r.lastErr = *p
+	}
+	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
+	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
+	return r
+}
+
+// upstreamLastIO is master_last_io_seconds_ago: seconds since the last byte
+// from the primary, known (ok) only while the link is connected or syncing.
+func (r *report) upstreamLastIO() (secs int64, ok bool) {
+	if st := r.up.State; st != upstream.StateConnected && st != upstream.StateSync {
+		return -1, false
+	}
+	return int64(r.now.Sub(time.Unix(0, r.up.LastIO)) / time.Second), true
+}
+
+// upstreamDown is master_link_down_since_seconds: seconds the link has been
+// down; ok while it is not up (the figure is -1 if it never was).
+func (r *report) upstreamDown() (secs int64, ok bool) {
+	if r.up.State == upstream.StateConnected {
+		return 0, false
+	}
+	if r.up.DownSince == 0 {
+		return -1, true
+	}
+	return int64(r.now.Sub(time.Unix(0, r.up.DownSince)) / time.Second), true
+}

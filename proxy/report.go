@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/streamlog"
@@ -259,6 +262,127 @@ func (s *Server) logReport(now time.Time) logReport {
 	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
 	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
 	return r
+}
+
+// figures is the report as the monitoring server renders it.
+func (r *report) figures() metrics.Figures {
+	st := &r.stats
+	u := r.up
+	f := metrics.Figures{
+		UpstreamLinkUp:    u.State == upstream.StateConnected,
+		UpstreamLinkState: u.State.String(),
+
+		UpstreamConnects:              st.upstreamConnects,
+		UpstreamFullSyncs:             st.upstreamFullSyncs,
+		UpstreamPartialSyncs:          st.upstreamPartialSyncs,
+		UpstreamLinkFailures:          st.upstreamLinkFailures,
+		UpstreamRDBBytes:              st.upstreamRDBBytes,
+		UpstreamChecksumFailures:      st.upstreamChecksumFails,
+		UpstreamStreamErrors:          st.upstreamStreamErrors,
+		UpstreamQueryBufferLimitDrops: st.upstreamQueryLimits,
+
+		MasterReplOffset:       r.offset,
+		SlaveReplOffset:        u.Applied,
+		SlaveReadReplOffset:    r.filled,
+		BacklogFirstByteOffset: r.backlogFirst,
+		BacklogHistlen:         r.backlogLen,
+		StreamGeneration:       int64(r.generation),
+
+		ReplicasDropped: st.replicasDropped,
+
+		SyncFull:                        st.syncFull,
+		SyncPartialOK:                   st.syncPartialOK,
+		SyncPartialErr:                  st.syncPartialErr,
+		ReplInputBytes:                  st.replInputBytes,
+		ReplOutputBytes:                 st.replOutputBytes,
+		NetInputBytes:                   st.netInputBytes,
+		NetOutputBytes:                  st.netOutputBytes,
+		ConnectionsReceived:             st.connectionsReceived,
+		RejectedConnections:             st.rejectedConnections,
+		CommandsProcessed:               st.commandsProcessed,
+		ConnectedClients:                int64(r.clients),
+		ACLAccessDeniedAuth:             st.aclDeniedAuth,
+		TLSConnectionsReceived:          st.tlsConnectionsReceived,
+		TLSHandshakeFailures:            st.tlsHandshakeFailures,
+		QueryBufferLimitDisconnections:  st.queryLimitDisconnects,
+		OutputBufferLimitDisconnections: st.outputLimitDisconnects,
+
+		SnapshotFetches:       st.snapshotFetches,
+		SnapshotFetchFailures: st.snapshotFetchFailures,
+		SnapshotFetchBytes:    st.snapshotFetchBytes,
+		EvictedSnapshots:      st.evictedSnapshots,
+		EvictedBytes:          st.evictedBytes,
+
+		LogEnabled: r.log.enabled,
+		LogUp:      r.log.open && r.log.live,
+
+		UsedMemory:     r.mem.UsedMemory,
+		UsedMemoryPeak: r.peakMemory,
+		MaxMemory:      r.cfg.MaxMemory,
+		OverMaxMemory:  r.overMaxMemory,
+	}
+	for state := upstream.StateNone; state <= upstream.StateConnected; state++ {
+		f.UpstreamLinkStates = append(f.UpstreamLinkStates, state.String())
+	}
+	if lastIO, ok := r.upstreamLastIO(); ok {
+		f.UpstreamLastIOSeconds, f.HasUpstreamLastIO = lastIO, true
+	}
+	if down, ok := r.upstreamDown(); ok && u.DownSince != 0 {
+		f.UpstreamLinkDownSeconds, f.HasUpstreamLinkDown = down, true
+	}
+	for _, rp := range r.replicas {
+		f.Replicas = append(f.Replicas, metrics.Replica{
+			ID:   strconv.FormatInt(rp.id, 10),
+			Addr: net.JoinHostPort(rp.ip, strconv.Itoa(rp.port)),
+
+			Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
+		})
+	}
+	for cr := closeNone; cr < numCloseReasons; cr++ {
+		if cr.appliesToReplicas() {
+			f.ReplicasClosed = append(f.ReplicasClosed, metrics.Count{Label: cr.String(), Value: st.replicaCloses[cr]})
+		}
+		if cr.appliesToClients() {
+			f.ClientsClosed = append(f.ClientsClosed, metrics.Count{Label: cr.String(), Value: st.clientCloses[cr]})
+		}
+	}
+	for fr := partialAccepted + 1; fr < numFullSyncReasons; fr++ {
+		f.FullSyncs = append(f.FullSyncs, metrics.Count{Label: fr.String(), Value: st.fullSyncs[fr]})
+	}
+	for fr := fetchReason(0); fr < numFetchReasons; fr++ {
+		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.snapshotFetchReasons[fr]})
+	}
+	if sn := r.snapshot; sn != nil {
+		f.Snapshot = &metrics.Snapshot{Size: sn.size, AgeSeconds: sn.age, Offset: sn.offset}
+	}
+	if l := r.log; l.open {
+		f.Log = &metrics.Log{
+			First: l.stats.First, Last: l.stats.Last, Bytes: l.stats.Bytes, Segments: int64(l.stats.Segments),
+			Synced: l.stats.Synced, FsyncLagBytes: l.fsyncLag(), LastFsyncAgeSeconds: l.syncAge,
+			Errors: l.errors, PartialSyncs: l.partialSyncs, ReplicasMovedToDisk: l.movedToDisk,
+			RecoveredBytes: l.recovered, RecoveryCutBytes: l.cut,
+		}
+	}
+	if sp := r.onDisk; sp != nil {
+		f.SnapshotOnDisk = &metrics.DiskSnapshot{Size: sp.size, Offset: sp.offset, AgeSeconds: sp.age}
+	}
+	m := r.mem
+	for _, c := range []metrics.Count{
+		{Label: "replication_backlog", Value: m.ReplicationBacklog},
+		{Label: "clients_slaves", Value: m.ClientsSlaves},
+		{Label: "clients_normal", Value: m.ClientsNormal},
+		{Label: "total_replication_buffers", Value: m.TotalReplicationBuffers},
+		{Label: "snapshots", Value: m.Snapshots},
+		{Label: "snapshots_on_disk", Value: m.SnapshotsOnDisk},
+		{Label: "free_blocks", Value: m.FreeBlocks},
+		{Label: "runtime", Value: m.Runtime},
+		{Label: "repl_log_index", Value: m.LogIndex},
+		{Label: "not_counted_for_evict", Value: m.NotCountedForEvict},
+		{Label: "counted_for_evict", Value: m.Counted},
+	} {
+		f.Memory = append(f.Memory, c)
+	}
+	return f
 }
 
 // upstreamLastIO is master_last_io_seconds_ago: seconds since the last byte

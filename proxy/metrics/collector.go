@@ -2,6 +2,135 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// Figures is every replproxy_ figure /metrics shows, as its owner read them
+// for one scrape. The collector renders it and derives nothing: each value
+// is what INFO shows for the same figure (the help of each metric names the
+// INFO field), computed once by whoever fills it in.
+type Figures struct {
+	// The upstream link (INFO replication and proxy).
+	UpstreamLinkUp     bool     // master_link_status:up
+	UpstreamLinkState  string   // upstream_link_state
+	UpstreamLinkStates []string // every state upstream_link_state can name, for its 0 series
+	// UpstreamLastIOSeconds is master_last_io_seconds_ago, shown only
+	// when HasUpstreamLastIO (the link connected or syncing).
+	UpstreamLastIOSeconds int64
+	HasUpstreamLastIO     bool
+	// UpstreamLinkDownSeconds is master_link_down_since_seconds, shown
+	// only when HasUpstreamLinkDown (the link not up, and down once).
+	UpstreamLinkDownSeconds int64
+	HasUpstreamLinkDown     bool
+
+	UpstreamConnects              int64
+	UpstreamFullSyncs             int64
+	UpstreamPartialSyncs          int64
+	UpstreamLinkFailures          int64
+	UpstreamRDBBytes              int64
+	UpstreamChecksumFailures      int64
+	UpstreamStreamErrors          int64
+	UpstreamQueryBufferLimitDrops int64
+
+	// Offsets and the backlog (INFO replication).
+	MasterReplOffset       int64
+	SlaveReplOffset        int64
+	SlaveReadReplOffset    int64
+	BacklogFirstByteOffset int64
+	BacklogHistlen         int64
+	StreamGeneration       int64
+
+	// Replicas (INFO replication's slaveN lines), and closes by reason.
+	Replicas        []Replica
+	ReplicasDropped int64
+	ReplicasClosed  []Count // by close reason
+	ClientsClosed   []Count // by close reason
+
+	// Downstream syncs and traffic (INFO stats).
+	SyncFull                        int64
+	SyncPartialOK                   int64
+	SyncPartialErr                  int64
+	FullSyncs                       []Count // by full-sync reason
+	ReplInputBytes                  int64
+	ReplOutputBytes                 int64
+	NetInputBytes                   int64
+	NetOutputBytes                  int64
+	ConnectionsReceived             int64
+	RejectedConnections             int64
+	CommandsProcessed               int64
+	ConnectedClients                int64
+	ACLAccessDeniedAuth             int64
+	TLSConnectionsReceived          int64
+	TLSHandshakeFailures            int64
+	QueryBufferLimitDisconnections  int64
+	OutputBufferLimitDisconnections int64
+
+	// Snapshots (INFO proxy and stats).
+	Snapshot                *Snapshot // the newest in memory; nil when there is none
+	SnapshotFetches         int64
+	SnapshotFetchFailures   int64
+	SnapshotFetchesByReason []Count // by fetch reason
+	SnapshotFetchBytes      int64
+	EvictedSnapshots        int64
+	EvictedBytes            int64
+
+	// The stream log and the snapshot on disk (INFO persistence).
+	LogEnabled     bool          // repl_log_enabled
+	LogUp          bool          // open and repl_log_status:ok
+	Log            *Log          // nil when the log is not open
+	SnapshotOnDisk *DiskSnapshot // nil when there is none
+
+	// Memory (INFO memory).
+	UsedMemory     int64
+	UsedMemoryPeak int64
+	MaxMemory      int64
+	OverMaxMemory  bool
+	Memory         []Count // INFO memory's mem_<category>, by category
+}
+
+// A Count is one series of a labelled family: its label value and figure.
+type Count struct {
+	Label string
+	Value int64
+}
+
+// A Replica is one slaveN line of INFO replication.
+type Replica struct {
+	ID         string // its client id, as CLIENT LIST shows it
+	Addr       string // ip:port it announced
+	Offset     int64  // highest offset acknowledged
+	LagSeconds int64  // since its last ACK; 0 until it is online
+	LagBytes   int64  // MasterReplOffset minus Offset, at least 0
+}
+
+// A Snapshot is the newest snapshot in memory.
+type Snapshot struct {
+	Size       int64
+	AgeSeconds int64
+	Offset     int64
+}
+
+// A Log is the stream log's figures, while it is open.
+type Log struct {
+	First               int64
+	Last                int64
+	Bytes               int64
+	Segments            int64
+	Synced              int64
+	FsyncLagBytes       int64
+	LastFsyncAgeSeconds int64 // -1 before the first fsync: not shown
+	Errors              int64
+	PartialSyncs        int64
+	ReplicasMovedToDisk int64
+	RecoveredBytes      int64
+	RecoveryCutBytes    int64
+}
+
+// A DiskSnapshot is the snapshot on disk (spilled, or written for the
+// stream log).
+type DiskSnapshot struct {
+	Size       int64
+	Offset     int64
+	AgeSeconds int64
+}
+
 // metricSpec is one replproxy_ metric: its name after the prefix, type,
 // help (naming the INFO field it mirrors) and label names.
 type metricSpec struct {

@@ -27,10 +27,10 @@
 //
 // # Locks
 //
-// None of its own beyond the listener's slot channel and its sync.Once (no
-// mutex). A scrape holds no lock while it calls Figures, so the locks
-// Figures takes (the proxy's, each alone) come first and last; nothing is
-// called back under any lock here.
+// No mutex: the listener's slots are a channel, its close a sync.Once. A
+// scrape holds nothing while it calls Figures or Ready, so the locks those
+// take (the proxy's, each alone) have no place in an order with this
+// package; nothing is called back under a lock here.
 //
 // # Example
 //

@@ -59,15 +59,18 @@
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
-//     them (stats.go, closereason.go).
-//   - the monitoring server (metrics.go, metrics_collector.go,
-//     limitlistener.go): metrics-port's HTTP server, /metrics from a
-//     registry of the server's own whose collector reads INFO's sources at
-//     scrape time (no counters of its own), /healthz, and /readyz's rule
-//     (readiness, history.servable). It holds a bounded number of
-//     connections, each for a bounded time, inside the descriptor budget
-//     (fdbudget.go: maxclients + ReservedFDs is what the process asks of
-//     the open file limit).
+//     them (stats.go, closereason.go). INFO is written in info.go alone,
+//     from one report (report.go): the figures read once from their
+//     sources, with every derived one (lag, the backlog zeroed without a
+//     history, the log's fsync lag) derived there; /metrics renders the same
+//     report, so the two never compute a figure twice.
+//   - the monitoring server (package metrics; metrics.go here):
+//     metrics-port's HTTP server, /metrics rendering the metrics.Figures
+//     that report.figures makes of a report at each scrape (no counters of
+//     its own), /healthz, and /readyz's rule (readiness, history.servable).
+//     It holds a bounded number of connections, each for a bounded time,
+//     inside the descriptor budget (fdbudget.go: maxclients + ReservedFDs
+//     is what the process asks of the open file limit).
 //
 // # Goroutines
 //
@@ -146,8 +149,9 @@
 //     is made only for the generation the log holds; streamlog calls nothing
 //     back.
 //   - life (Run and Close) and bgMu are never held while waiting.
-//   - A scrape takes no lock of its own: it reads atomics and takes
-//     history.mu and registry.mu each alone, as INFO does.
+//   - A report (an INFO, a scrape) takes no lock of its own: it reads
+//     atomics and takes the history's, the registry's, the pool's and the
+//     stream log's locks each alone.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
 //     answers to GETACK and the periodic ACKs on the main link, and guards
 //     the highest offset the session acknowledged and when it last sent an

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -66,11 +67,10 @@ type Server struct {
 	// ln holds the client listeners (listeners.go): opened by New,
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
-	ln        listenerSet
-	metricsLn *limitListener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
-	// metricsIdle and metricsWrite replace metricsIdleTimeout and
-	// metricsWriteTimeout when set (a test's). Set by New, read-only.
-	metricsIdle, metricsWrite time.Duration
+	ln listenerSet
+	// monitoring is metrics-port's server (metrics.go); nil when off. Set
+	// by New, served by Run, closed at its end or by Close.
+	monitoring *metrics.Server
 
 	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
 	// listeners (tls.go), which takes the material in force at each one.
@@ -124,11 +124,6 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
-	// metricsIdle and metricsWrite, when set, replace metricsIdleTimeout
-	// and metricsWriteTimeout (tests). Each alone: a short read or write
-	// timeout would close a slow-scheduled connection before its reply
-	// under load, which is not what a test of idle connections measures.
-	metricsIdle, metricsWrite time.Duration
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -182,7 +177,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
 	s.fileLimit = opts.FileLimit
-	s.metricsIdle, s.metricsWrite = opts.metricsIdle, opts.metricsWrite
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()

@@ -281,17 +281,3 @@ func (h *history) adoptSpilled(sp *spilledSnapshot, logFirst, logLast int64) err
 	h.mu.spilled = sp
 	return nil
 }
-
-// writeInfoSnapshotOnDisk writes INFO persistence's fields of the snapshot on
-// disk (a spilled one, or one written for the stream log).
-func (s *Server) writeInfoSnapshotOnDisk(w infoWriter, now time.Time) {
-	sp := s.hist.spilledSnapshot()
-	w.kv("repl_snapshot_on_disk", b2i(sp != nil))
-	if sp == nil {
-		return
-	}
-	w.kv("repl_snapshot_replid", sp.replID)
-	w.kv("repl_snapshot_offset", sp.offset)
-	w.kv("repl_snapshot_size", sp.size)
-	w.kv("repl_snapshot_age_seconds", int64(now.Sub(sp.created)/time.Second))
-}

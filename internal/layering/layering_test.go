@@ -26,8 +26,9 @@ var allowed = map[string][]string{
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
+	"proxy/metrics":  {},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/upstream", "proxy/wire",
+		"eviction", "proxy/config", "proxy/metrics", "proxy/upstream", "proxy/wire",
 		"replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

@@ -13,6 +13,7 @@
 //	<first offset, 20 digits>.seg   raw stream bytes, from that offset on
 //	<first offset, 20 digits>.crc   a header, then one entry per record
 //	spare.seg                       a dropped segment's file, for the next segment to overwrite
+//	meta.json.<16 hex digits>.tmp   a replacement of meta.json being written
 //
 // A chunk is up to RecordMax bytes of the stream as appended; its entry is
 // 8 bytes: the length (its top bit the boundary mark below) and the CRC-32C
@@ -47,8 +48,10 @@
 //     it and everything after it is cut (files truncated, later segments
 //     removed) and never served. Bytes after the last entry (written, entry
 //     not yet) are cut too. Unlisted files are removed.
-//   - Metadata is written to a temporary file, synced, renamed over
-//     meta.json, and the directory synced. A new segment's files are created
+//   - Metadata is written to a new temporary file (O_EXCL, a random
+//     name), synced, renamed over meta.json, and the directory synced:
+//     internal/safefile's WriteFile, the one way replproxy replaces a file.
+//     A failure before the rename leaves nothing of the replacement. A new segment's files are created
 //     and synced before meta.json lists them; a dropped segment is unlisted
 //     before its files are removed.
 //   - Serving verifies again: a reader reads each record of the index

@@ -30,9 +30,14 @@ const (
 	// overwrite: writing over a file's allocated blocks costs the kernel a
 	// fraction of extending a new one (block allocation on every page).
 	spareName = "spare.seg"
-	// metaName and metaTemp are the metadata file and its replacement.
-	metaName = "meta.json"
-	metaTemp = "meta.json.tmp"
+	// metaName is the metadata file. Its replacement is written under
+	// metaTempPrefix + 16 random hex digits + metaTempSuffix
+	// (internal/safefile), and earlier versions wrote it to metaTemp:
+	// recovery removes any of them, a replacement that never happened.
+	metaName       = "meta.json"
+	metaTempPrefix = "meta.json."
+	metaTempSuffix = ".tmp"
+	metaTemp       = "meta.json.tmp"
 	// segExt and crcExt name a segment's two files.
 	segExt = ".seg"
 	crcExt = ".crc"

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/replproxy/replproxy/internal/safefile"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -71,31 +72,13 @@ func (l *Log) metaLocked() meta {
 	return m
 }
 
-// writeMeta replaces meta.json atomically and durably.
+// writeMeta replaces meta.json atomically and durably: a new file under a
+// fresh temporary name, synced, renamed over it, the directory synced
+// (safefile.WriteFile).
 func (l *Log) writeMeta(m meta) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	f, err := l.fsys.OpenFile(metaTemp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", metaTemp, err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", metaTemp, err)
-	}
-	if err := l.fsys.Rename(metaTemp, metaName); err != nil {
-		return fmt.Errorf("replace %s: %w", metaName, err)
-	}
-	if err := l.fsys.SyncDir(); err != nil {
-		return fmt.Errorf("sync the log directory: %w", err)
-	}
-	return nil
+	return safefile.WriteFile(safeFS{l.fsys}, metaName, metaTempPrefix, metaTempSuffix, append(b, '\n'), nil)
 }

@@ -2,8 +2,12 @@ package streamlog
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/replproxy/replproxy/replid"
@@ -74,4 +78,66 @@ func FuzzRecoverMeta(f *testing.F) {
 			t.Fatalf("recovered %d bytes that differ from what was appended at [%d, %d]", len(got), first, last)
 		}
 	})
+}
+
+// syncFailFS fails the fsync of a file whose name starts with prefix.
+type syncFailFS struct {
+	FS
+	prefix string
+}
+
+func (f syncFailFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasPrefix(name, f.prefix) {
+		return file, err
+	}
+	return syncFailFile{file}, nil
+}
+
+type syncFailFile struct{ File }
+
+func (syncFailFile) Sync() error { return errors.New("injected: input/output error") }
+
+// TestMetaReplacement: meta.json is replaced through a temporary file that
+// a failed fsync leaves nothing of, keeping the meta.json before it; a
+// replacement a crash left behind, under this version's name or an earlier
+// one's, is removed by the next Open.
+func TestMetaReplacement(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	first, _ := openDir(t, dir, Options{MaxBytes: 1 << 20})
+	if err := first.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	l, _ := openDir(t, dir, Options{FS: syncFailFS{RootFS{root}, metaTempPrefix}, MaxBytes: 1 << 20})
+	other := Identity{ReplID: strings.Repeat("b", 40), ReplID2: replid.None, SecondOffset: -1}
+	if err := l.Reset(other, 0); err == nil {
+		t.Fatal("Reset with meta.json's fsync failing succeeded")
+	}
+	l.Close()
+	names, err := RootFS{root}.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{metaName}) {
+		t.Fatalf("after a failed replacement the directory holds %v, want only %s", names, metaName)
+	}
+	if m, err := os.ReadFile(filepath.Join(dir, metaName)); err != nil || !bytes.Contains(m, []byte(testID.ReplID)) {
+		t.Fatalf("meta.json after a failed replacement: %q, %v; want the one before it", m, err)
+	}
+
+	for _, name := range []string{metaTemp, metaTempPrefix + "0123456789abcdef" + metaTempSuffix} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openDir(t, dir, Options{MaxBytes: 1 << 20})
+	if names, _ := (RootFS{root}).Names(); !slices.Equal(names, []string{metaName}) {
+		t.Fatalf("after Open the directory holds %v, want only %s", names, metaName)
+	}
 }

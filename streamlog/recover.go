@@ -234,7 +234,7 @@ func (l *Log) removeUnlisted(segs []*segment) error {
 		keep[segName(s.first, crcExt)] = true
 	}
 	for _, name := range names {
-		ours := name == metaTemp || name == spareName || isSegFile(name)
+		ours := isMetaTemp(name) || name == spareName || isSegFile(name)
 		if ours && !keep[name] {
 			if err := removeIfExists(l.fsys, name); err != nil {
 				return fmt.Errorf("remove %s: %w", name, err)
@@ -242,6 +242,12 @@ func (l *Log) removeUnlisted(segs []*segment) error {
 		}
 	}
 	return nil
+}
+
+// isMetaTemp reports whether name is a replacement of meta.json being
+// written, by this version or an earlier one.
+func isMetaTemp(name string) bool {
+	return name == metaTemp || strings.HasPrefix(name, metaTempPrefix) && strings.HasSuffix(name, metaTempSuffix)
 }
 
 func isSegFile(name string) bool {

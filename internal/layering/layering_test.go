@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"replid":    {},
 	"replbuf":   {},
 	"eviction":  {"replbuf"},
-	"streamlog": {"replid"},
+	"streamlog": {"internal/safefile", "replid"},
 
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},

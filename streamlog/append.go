@@ -35,13 +35,22 @@ func (l *Log) openForAppend(s *segment) error {
 	return nil
 }
 
-// fail records err as the sticky error and returns it.
-// REQUIRES: wmu held.
+// fail records err as the sticky error and returns it (the first one,
+// when there was one already). REQUIRES: wmu held.
 func (l *Log) fail(err error) error {
-	if l.err == nil {
-		l.err = err
+	l.status.Lock()
+	defer l.status.Unlock()
+	if l.status.err == nil {
+		l.status.err = err
 	}
-	return l.err
+	return l.status.err
+}
+
+// stickyErr is the sticky error, or nil.
+func (l *Log) stickyErr() error {
+	l.status.Lock()
+	defer l.status.Unlock()
+	return l.status.err
 }
 
 // Append adds p to the stream, as the bytes after the last one held.
@@ -89,8 +98,8 @@ func (l *Log) usableLocked() error {
 	if l.closed {
 		return ErrClosed
 	}
-	if l.err != nil {
-		return l.err
+	if err := l.stickyErr(); err != nil {
+		return err
 	}
 	if l.id.ReplID == "" {
 		return errors.New("streamlog: append before Reset gave the stream an identity")
@@ -167,7 +176,12 @@ func (l *Log) syncFiles() error {
 	return nil
 }
 
-// Sync makes everything appended so far durable.
+// Sync makes everything appended so far durable. It may be called from
+// another goroutine than the one appending (a syncer once a second): wmu
+// serialises it with the writer's operations, so it syncs the files the
+// last Append wrote, and an Append waits for it. A failed sync is sticky,
+// as a failed write is: the log accepts nothing more until Reset, and
+// Stats.Err and Err report it.
 func (l *Log) Sync() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -180,9 +194,11 @@ func (l *Log) Sync() error {
 		}
 	}
 	l.mu.RLock()
-	l.synced = l.endLocked()
+	end := l.endLocked()
 	l.mu.RUnlock()
-	l.lastSync = time.Now()
+	l.status.Lock()
+	l.status.synced, l.status.lastSync = end, time.Now()
+	l.status.Unlock()
 	return nil
 }
 
@@ -202,8 +218,9 @@ func (l *Log) Reset(id Identity, start int64) error {
 	l.gen++
 	m := l.metaLocked()
 	l.mu.Unlock()
-	l.err = nil
-	l.synced = start
+	l.status.Lock()
+	l.status.err, l.status.synced = nil, start
+	l.status.Unlock()
 	if err := l.writeMeta(m); err != nil {
 		return l.fail(err)
 	}

@@ -94,17 +94,28 @@ type Log struct {
 	maxBytes int64
 	segBytes int64
 
-	// wmu serialises the writer's operations and guards seg, crc, err,
-	// synced, lastSync and closed. mu is taken under it.
+	// wmu serialises the operations that touch the files (Append, Sync,
+	// Reset, SetIdentity, Close), from whichever goroutine, and guards
+	// seg, crc, closed and the fields below them. It is held across writes
+	// and fsyncs, so nothing that reports (Stats, Err) takes it. mu and
+	// status are taken under it.
 	wmu      sync.Mutex
 	seg, crc File // the newest segment's files, open for appending
-	err      error
-	synced   int64 // the last offset a Sync made durable
-	lastSync time.Time
 	closed   bool
 	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
 	spare    bool            // spareName holds a retired segment file
 	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
+
+	// status is the writer's figures: written under wmu once the I/O they
+	// report is done, read by Stats and Err without wmu, so that INFO and
+	// /metrics never wait behind a write or an fsync. The last lock
+	// taken: nothing is taken under it, and no I/O is done holding it.
+	status struct {
+		sync.Mutex
+		err      error     // the sticky error
+		synced   int64     // the last offset a Sync made durable
+		lastSync time.Time // when; zero before the first
+	}
 
 	// mu guards the index; readers take it shared.
 	mu    sync.RWMutex
@@ -133,7 +144,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 		l.closeFiles()
 		return nil, rec, err
 	}
-	l.synced = l.endLocked()
+	l.status.synced = l.endLocked() // recovery verified what it kept; not shared yet
 	return l, rec, nil
 }
 
@@ -189,7 +200,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	var err error
-	if l.seg != nil && l.err == nil {
+	if l.seg != nil && l.stickyErr() == nil {
 		err = l.seal()
 	}
 	l.closeFiles()

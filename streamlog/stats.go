@@ -16,11 +16,14 @@ type Stats struct {
 	Err         error     // the sticky error, if any
 }
 
-// Stats returns the log's figures.
+// Stats returns the log's figures. It waits for no write or fsync in
+// progress (only for the index's lock and status, neither held across I/O),
+// so that INFO and /metrics never stall behind the disk; Synced and Err are
+// those of the last operation that finished.
 func (l *Log) Stats() Stats {
-	l.wmu.Lock()
-	st := Stats{Synced: l.synced, LastSync: l.lastSync, Err: l.err}
-	l.wmu.Unlock()
+	l.status.Lock()
+	st := Stats{Synced: l.status.synced, LastSync: l.status.lastSync, Err: l.status.err}
+	l.status.Unlock()
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	st.First, st.Last, st.Bytes, st.Segments = l.firstLocked(), l.endLocked(), l.total, len(l.segs)
@@ -45,9 +48,6 @@ func (l *Log) indexBytesLocked() int64 {
 	return n
 }
 
-// Err returns the sticky error, or nil.
-func (l *Log) Err() error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return l.err
-}
+// Err returns the sticky error, or nil: the first failed write or sync
+// since Open or the last Reset. Like Stats, it waits for no I/O.
+func (l *Log) Err() error { return l.stickyErr() }

@@ -73,12 +73,32 @@
 //
 // # Concurrency
 //
-// One goroutine writes (Append, Sync, Reset, SetIdentity, Close); any number
-// of Readers read at the same time. mu guards the segment index and the
-// files' handles; the writer holds it while writing, so a reader sees whole
-// records only. Readers open their own file handles: retention may remove a
-// segment a reader has open, which on Linux keeps reading the unlinked file.
-// It never recycles one: readers count their open files (acquire, under
-// mu, only while the segment is listed), so what a reader verified is what
-// sendfile sends.
+// One goroutine writes (Append, Reset, SetIdentity, Close: the proxy's log
+// follower). Sync may be called from another (the proxy's syncer, once a
+// second under repl-log-fsync everysec): wmu serialises every operation
+// that touches the files, so a Sync syncs what the last Append wrote, and
+// the writer waits for it. A failed Sync is sticky, as a failed Append:
+// the writer's next call returns it, and Stats.Err and Err report it.
+// Any number of Readers read at the same time, and anyone may ask for
+// the figures (Stats, Err, IndexBytes, Bounds, Identity).
+//
+// Locks, in the order they are taken: wmu (held across the writer's
+// writes and fsyncs, so nothing that only reads takes it), then mu (the
+// segment index and the readers' counts; the writer takes it briefly,
+// after its I/O, to publish what it wrote, so a reader sees whole records
+// only), then status (the sticky error and the last sync, written after
+// the I/O they report). Neither mu nor status is held across I/O, so the
+// figures never wait behind the disk. Readers open their own file
+// handles: retention may remove a segment a reader has open, which on
+// Linux keeps reading the unlinked file. It never recycles one: readers
+// count their open files (acquire, under mu, only while the segment is
+// listed), so what a reader verified is what sendfile sends.
+//
+// # Files
+//
+// log.go holds the Log, Open, Close and what readers ask of the index;
+// segment.go the in-memory index; meta.go meta.json; recover.go what Open
+// verifies and cuts; append.go Append, Sync, Reset and SetIdentity;
+// retention.go the dropping and recycling of segments; stats.go the
+// figures; reader.go the Reader; fs.go the file layer.
 package streamlog

@@ -13,7 +13,7 @@ type Stats struct {
 	IndexBytes  int64     // the memory the in-memory index holds
 	Synced      int64     // the last offset made durable by Sync
 	LastSync    time.Time // when; zero before the first
-	Err         error     // the sticky error, if any
+	Err         error     // the sticky error, if any: a failed write or Sync, until Reset
 }
 
 // Stats returns the log's figures. It waits for no write or fsync in

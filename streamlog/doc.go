@@ -6,8 +6,11 @@
 //
 // # Layout
 //
-// Everything lives in one directory, opened through an FS (an os.Root in
-// production, so no name leaves it; a fault-injecting layer in tests):
+// Everything of the log lives in one directory, opened through an FS (an
+// os.Root in production, so no name leaves it; a fault-injecting layer in
+// tests). The directory that holds it, the proxy's dir, is locked first
+// (LockDir: LockName, flock'ed for as long as the proxy serves from it),
+// so that no second proxy touches either:
 //
 //	meta.json                       identity and segment list, replaced atomically
 //	<first offset, 20 digits>.seg   raw stream bytes, from that offset on
@@ -100,5 +103,6 @@
 // segment.go the in-memory index; meta.go meta.json; recover.go what Open
 // verifies and cuts; append.go Append, Sync, Reset and SetIdentity;
 // retention.go the dropping and recycling of segments; stats.go the
-// figures; reader.go the Reader; fs.go the file layer.
+// figures; reader.go the Reader; dirlock.go the lock on the directory
+// the log's directory lives in; fs.go the file layer.
 package streamlog

@@ -52,9 +52,9 @@
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
 //     read by partial resyncs older than the memory backlog and by replicas
 //     out of the memory window.
-//   - dir's lock (dirlock.go): replproxy.lock, taken by New before any file
-//     in dir is touched, whatever repl-log-size, held until Run's end or
-//     Close, moved by CONFIG SET dir.
+//   - dir's lock (dirlock.go, on streamlog.LockDir): replproxy.lock, taken
+//     by New before any file in dir is touched, whatever repl-log-size,
+//     held until Run's end or Close, moved by CONFIG SET dir.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.

@@ -41,14 +41,14 @@ import (
 //     holds a history, starts the stream at its end under its identity, so
 //     that replicas continue from the log at once and the link asks the
 //     primary for PSYNC <replid> <end+1>.
-//   - dir is locked (replproxy.lock, dirlock.go) before the log opens, and
+//   - dir is locked (replproxy.lock, streamlog.LockDir) before the log opens, and
 //     stays locked while the server lives: a second proxy on the same dir
 //     refuses to start.
 const (
 	// logDirName is the log's directory inside dir.
 	logDirName = "replproxy-log"
 	// lockFileName is dir's lock file.
-	lockFileName = "replproxy.lock"
+	lockFileName = streamlog.LockName
 	// logRetryInterval is how long the log stays down after a failure
 	// before the follower starts it again.
 	logRetryInterval = 5 * time.Second

@@ -57,7 +57,7 @@ type Server struct {
 	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
 	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
 	// nil when dir could not be locked (a missing or read-only dir).
-	dirLock *os.File
+	dirLock *streamlog.DirLock
 	// logOpenErr is why the stream log could not be opened at start, when
 	// it was configured; set by New.
 	logOpenErr string
@@ -200,9 +200,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	// Before anything touches dir, whatever the log's setting: the lock
 	// refuses a second proxy on it, before it removes the files the first
 	// serves from (dirlock.go).
-	lock, err := lockDir(cfg.Dir)
+	lock, err := streamlog.LockDir(cfg.Dir)
 	switch {
-	case errors.Is(err, errDirLocked):
+	case errors.Is(err, streamlog.ErrDirLocked):
 		s.closeListeners()
 		s.closeMetricsListener()
 		return nil, err

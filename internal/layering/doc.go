@@ -9,13 +9,16 @@
 // The rules, lowest layer first:
 //
 //   - replid and replbuf import nothing of the module; eviction only
-//     replbuf; streamlog only replid.
+//     replbuf; streamlog only replid and internal/safefile.
 //   - proxy/wire imports nothing of the module; proxy/config only eviction
 //     and proxy/wire; proxy/upstream only replbuf, proxy/wire and replid.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of
 //     the module, and nothing but tests imports it.
+//   - internal/safefile (the file mechanisms: open a regular file as seen,
+//     write a new file under a temporary name and rename it into place)
+//     imports nothing of the module.
 //   - nothing outside cmd/ imports cmd/, and nothing outside bench/ imports
 //     bench/, tests included.
 package layering

@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"replid":    {},
 	"replbuf":   {},
 	"eviction":  {"replbuf"},
-	"streamlog": {"replid"},
+	"streamlog": {"internal/safefile", "replid"},
 
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 
 	"internal/layering":  {},
 	"internal/redistest": {},
+	"internal/safefile":  {},
 
 	// bench/ is a module of its own (bench/go.mod), walked here all the
 	// same: it imports nothing of the product's packages (it builds

@@ -44,9 +44,18 @@
 //     ones), tls-port (the TLS ones) or bind (both kinds): new ones
 //     opened before the old ones close, connections already accepted stay.
 //     Closed for good by Run's end, a drain or Close.
-//   - clients and replicas (client.go, commands.go, commands_connect.go,
-//     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
-//     one connection each; a client turns into a replica on PSYNC or SYNC.
+//   - clients (client.go, commands.go, commands_connect.go,
+//     commands_sentinel.go, protect.go): one connection each; a client
+//     turns into a replica on PSYNC or SYNC.
+//   - replicas (downstream.go, replica_writer.go, replica_limits.go): a
+//     replica owns its connection from PSYNC on: its handshake state, its
+//     sync path (choosePath: partial from memory or from the log, full from
+//     a snapshot in memory or a file, awaiting a fetch, a fetched payload),
+//     its ACK reader, its limits (overLimit) and its close reason. It sees
+//     the server only through replicaHost, which it declares and
+//     replica_host.go implements, and the history; it adds to counters
+//     handed over at PSYNC (replicaCounters). This is the part that becomes
+//     package downstream.
 //   - the stream log (durable.go; package streamlog): with repl-log-size,
 //     the stream kept in dir/replproxy-log, recovered at New (the history
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
@@ -90,10 +99,13 @@
 // The connection counts against maxclients (and in connected_clients) from
 // accept on, as Redis creates its client before the handshake: past the
 // limit it is closed at once.
-// When a client becomes a replica that goroutine reads its ACKs
-// (runReplica), and a second one (writeReplica) sends: the payload, then the
-// stream from the replica's cursor with writev. Whichever ends first closes
-// the connection, which ends the other.
+// When a client becomes a replica that goroutine is the replica's read loop
+// (replica.run, readLoop: its ACKs and newlines), and a second one its
+// write loop (writeLoop): the payload, then the stream from the replica's
+// cursor with writev. Whichever ends first records its cause, closes the
+// connection and ends the other's context (replica.exit, as yamux's
+// stream), so the close reason reported is the first cause; run returns
+// once both have ended.
 //
 // The upstream link's run goroutine owns the main link's connection and is
 // the stream's one producer: it fills, scans and publishes (replbuf's
@@ -108,11 +120,13 @@
 // closes the log) and a syncer (repl-log-fsync everysec), on a context of
 // their own. A replica's writer sends from the log (sendLog) while the
 // replica is out of the memory window or resumes from an offset only the
-// log holds, then moves back to a cursor. The monitoring server, when
-// metrics-port is set, is
-// served from New's listener by net/http's goroutines from the start of Run
-// to its very end (after the clients and the background group, before the
-// history closes), so that it answers through a graceful stop.
+// log holds, then moves back to a cursor; the position that moves carries
+// the stream generation (cursor, log reader, cursor), and at the log's end
+// the writer waits for the follower's next append (durable.appended). The
+// monitoring server, when metrics-port is set, is served from New's
+// listener by net/http's goroutines from the start of Run to its very end
+// (after the clients and the background group, before the history
+// closes), so that it answers through a graceful stop.
 //
 // # Locks
 //
@@ -149,6 +163,8 @@
 //     is made only for the generation the log holds; streamlog calls nothing
 //     back.
 //   - life (Run and Close) and bgMu are never held while waiting.
+//   - durable.appended's mu (logSignal) is a leaf, held to hand out or
+//     close one channel.
 //   - A report (an INFO, a scrape) takes no lock of its own: it reads
 //     atomics and takes the history's, the registry's, the pool's and the
 //     stream log's locks each alone.

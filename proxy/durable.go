@@ -71,6 +71,38 @@ type durable struct {
 	down    atomic.Bool // the log is not following the stream
 	errors  atomic.Int64
 	lastErr atomic.Pointer[string]
+
+	// appended wakes the replicas sending from the log's end (sendLog)
+	// when the follower has appended, or the log stopped following.
+	appended logSignal
+}
+
+// A logSignal is a broadcast: wait returns a channel that the next notify
+// closes. Any goroutine; mu is a leaf.
+type logSignal struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu; nil until someone waits
+}
+
+// wait returns a channel closed by the next notify. Take it before looking
+// at the log, so that an append in between is not missed.
+func (s *logSignal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// notify wakes every waiter; it costs a lock when nobody waits.
+func (s *logSignal) notify() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
 }
 
 // openDurable opens (recovering) the log in dir, which the caller has
@@ -151,6 +183,7 @@ func (s *Server) runLogFollower(ctx context.Context) {
 		// Whatever ended it, the log no longer follows the stream: no plan
 		// may read it until the next round has reset or reattached it.
 		s.hist.logFollows(0)
+		d.appended.notify() // readers at its end look again
 		if ctx.Err() != nil {
 			return
 		}
@@ -240,6 +273,7 @@ func (s *Server) followLog(ctx context.Context) error {
 				return err
 			}
 		}
+		d.appended.notify()
 		if err := cur.Advance(n); err != nil {
 			return err
 		}

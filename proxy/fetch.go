@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -212,55 +211,4 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
 		"reason", f.reason.String())
 	return true, nil
-}
-
-// awaitFetch waits for plan's shared fetch to start, sending keepalive
-// newlines (allowed before +FULLRESYNC), then completes plan with a reader
-// of the fetched snapshot (none yet for a payload that may go to dir: see
-// fetch.file) and the stream from just after its offset
-// (history.attachFetched).
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
-	f := plan.fetch
-	if err := w.keepaliveUntil(ctx, f.ready); err != nil {
-		return err
-	}
-	if f.err != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.err)
-	}
-	return s.hist.attachFetched(f, plan)
-}
-
-// awaitFetched waits, for a replica told +FULLRESYNC of fetch f whose
-// payload may go to dir (f.file), until the payload has ended, sending
-// keepalive newlines meanwhile (a replica takes them between +FULLRESYNC and
-// the payload, and they renew its repl-timeout, as a primary's while its
-// BGSAVE runs). It then completes plan with what to send: the file in dir,
-// or a reader of the snapshot when it stayed in memory (history.fetchedPayload).
-func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *fetch, plan *syncPlan) error {
-	if err := w.keepaliveUntil(ctx, f.done); err != nil {
-		return err
-	}
-	if f.doneErr != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.doneErr)
-	}
-	return s.hist.fetchedPayload(f, plan)
-}
-
-// keepaliveUntil sends a keepalive newline every keepaliveInterval until
-// done is closed (nil), a write fails or ctx ends (their error).
-func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
-	t := time.NewTicker(keepaliveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-t.C:
-			if err := w.write([]byte("\n")); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }

@@ -92,3 +92,57 @@ func TestPlanPartialLogOfOldGeneration(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestLogReaderAtCarriesGeneration: a replica whose cursor is of a stream
+// generation the stream has left (an upstream full sync that kept the
+// replid, before the disconnection reaches the replica) is never moved to
+// the stream log, even once the log follows the new generation over the
+// same offsets: those are other bytes under the same name. The log serves
+// the position of a cursor of the generation it follows.
+func TestLogReaderAtCarriesGeneration(t *testing.T) {
+	a := replid.New()
+	dir := t.TempDir()
+	writeTestLog(t, dir, a, 100, 1000) // offsets 101..1100
+	s := newTestProxy(t, proxySetup{idle: true, args: []string{"--dir", dir}}).Server
+	h := s.hist
+	old := h.stream().Generation()
+	if rd := h.logReaderAt(old, 500); rd == nil {
+		t.Fatal("the log of the stream's own generation refused offset 500")
+	} else {
+		rd.Close()
+	}
+
+	// The primary forced a full sync at 4000 and kept its replid; the
+	// follower has reset the log for the new generation and appended to it.
+	sn := replbuf.NewSnapshot(a, 4000, h.pool, time.Now())
+	if err := sn.Append(linkRDB(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	h.install(sn)
+	gen := h.stream().Generation()
+	if err := h.disk.Reset(streamlog.Identity{ReplID: a, ReplID2: replid.None, SecondOffset: -1}, 4000); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.disk.Append(make([]byte, 2000), true); err != nil { // 4001..6000
+		t.Fatal(err)
+	}
+	if !h.logFollows(gen) {
+		t.Fatal("logFollows refused the stream's generation")
+	}
+
+	// A cursor of the old generation at 5000: its replica got the old
+	// generation's bytes up to 4999 and must not get the new one's from
+	// 5000 on.
+	if rd := h.logReaderAt(old, 5000); rd != nil {
+		rd.Close()
+		t.Fatal("a cursor of the generation the stream left was handed the new generation's log")
+	}
+	if rd := h.logReaderAt(gen, 5000); rd == nil {
+		t.Fatal("a cursor of the log's own generation was refused")
+	} else {
+		rd.Close()
+	}
+}

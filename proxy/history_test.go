@@ -99,7 +99,7 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 	s := linkNewServer(t, hclog.Off)
 	register := func(epoch uint64) *replica {
 		conn, _ := linkPipe(t)
-		r := &replica{c: &client{conn: conn, srv: s}, epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
+		r := &replica{c: &client{conn: conn, srv: s}, count: s.replicaCounters(), epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
 		s.clients.addReplica(r)
 		return r
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,9 +207,19 @@ func TestAckPolicyMinReplicasToWrite(t *testing.T) {
 	})
 
 	reps[0].Pause()
-	// Longer than min-replicas-max-lag plus the primary's once-a-second
-	// count: had the proxy gone quiet, the primary would refuse by now.
-	time.Sleep(4 * time.Second)
+	// Until the proxy has not heard from the frozen replica for longer than
+	// min-replicas-max-lag plus the primary's once-a-second count: had the
+	// proxy gone quiet with it, the primary would refuse by now.
+	frozen := "port=" + strconv.Itoa(reps[0].Port()) + ","
+	redistest.WaitFor(t, 15*time.Second, "the proxy to see the frozen replica silent 4 s", func() bool {
+		for k, v := range xc.Info(t, "replication") {
+			if strings.HasPrefix(k, "slave") && strings.Contains(v, frozen) {
+				lag, _ := strconv.Atoi(v[strings.LastIndex(v, "lag=")+len("lag="):])
+				return lag >= 4
+			}
+		}
+		return false
+	})
 	if err := set(); err != nil {
 		t.Fatalf("SET under ack-policy received, a replica frozen 4 s: %v, want OK", err)
 	}

@@ -21,7 +21,7 @@ const (
 )
 
 // FuzzDispatch sends arbitrary client input to a running proxy, a fresh one
-// per input, whose link to a fake primary (hostilePrimary) is up: it holds a
+// per input, whose link to a fake primary (fakePrimary) is up: it holds a
 // snapshot and a backlog, and the fake serves snapshot fetches. So PSYNC and
 // SYNC in the input register real replicas (a full sync from the snapshot, a
 // partial resync when the input names the fake's replid and an offset in the
@@ -48,7 +48,7 @@ func FuzzDispatch(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
-		h := startHostilePrimary(t, hostileGoodMain(0), (*hostileConn).goodFetch)
+		h := startFakePrimary(t, fakeGoodMain(0), (*fakeLink).goodFetch)
 		p := newTestProxy(t, proxySetup{quiet: true,
 			args: append(h.replicaOf(), "--repl-timeout", "1", "--dir", t.TempDir())})
 		redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {

@@ -53,10 +53,16 @@ func TestShutdownDrainsReplicas(t *testing.T) {
 		}
 		return err != nil
 	})
+	// A negative check: nothing happens when the drain decides to wait, so
+	// the test gives it 30 of its polls (drainPoll) to return too early,
+	// once the upstream link is gone and only the frozen replica holds it.
+	redistest.WaitFor(t, 10*time.Second, "the upstream link ended", func() bool {
+		return p.up.Status().DownSince != 0 // it was up until the stop
+	})
 	select {
 	case <-done:
 		t.Fatal("Run returned while the replica was behind")
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(30 * drainPoll):
 	}
 	rep.Resume()
 	select {
@@ -96,7 +102,9 @@ func TestShutdownTimeout(t *testing.T) {
 	t.Run("second signal", func(t *testing.T) {
 		p, _, _, _ := drainSetup(t, "60")
 		p.Shutdown()
-		time.Sleep(200 * time.Millisecond)
+		redistest.WaitFor(t, 10*time.Second, "the drain started", func() bool {
+			return p.Log.Contains("shutting down: no new clients")
+		})
 		start := time.Now()
 		if err := p.stop(); err != nil {
 			t.Fatal(err)

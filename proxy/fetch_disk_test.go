@@ -26,7 +26,7 @@ import (
 // would grow the heap a test measures) with the stream log off and maxmemory under evict-snapshots: its own snapshot
 // soon leaves the 16 KiB backlog, so a full sync needs a fetch, and a
 // fetched payload past maxmemory goes to dir.
-func startFetchDiskProxy(t *testing.T, h *hostilePrimary, quiet bool) *testProxy {
+func startFetchDiskProxy(t *testing.T, h *fakePrimary, quiet bool) *testProxy {
 	t.Helper()
 	p := newTestProxy(t, proxySetup{quiet: quiet, args: append(h.replicaOf(), "--repl-timeout", "1", "--repl-backlog-size", "16kb",
 		"--repl-log-size", "0", "--maxmemory", "4mb", "--maxmemory-policy", "evict-snapshots")})
@@ -39,7 +39,7 @@ func startFetchDiskProxy(t *testing.T, h *hostilePrimary, quiet bool) *testProxy
 // default), whose own snapshot, on disk once persisted, is then forgotten:
 // the log would go on serving it, and the test needs a full sync that
 // fetches.
-func startFetchDiskLogProxy(t *testing.T, h *hostilePrimary) *testProxy {
+func startFetchDiskLogProxy(t *testing.T, h *fakePrimary) *testProxy {
 	t.Helper()
 	p := newTestProxy(t, proxySetup{quiet: true, args: append(h.replicaOf(), "--repl-timeout", "1", "--repl-backlog-size", "16kb")})
 	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool { return p.up.State() == upstream.StateConnected })
@@ -73,7 +73,7 @@ func (r *rawReplica) payloadCRC() (size int64, crc uint64, err error) {
 	if mark == nil {
 		var sum crc64Writer
 		for size < n {
-			r.conn.SetReadDeadline(time.Now().Add(hostileIOTimeout))
+			r.conn.SetReadDeadline(time.Now().Add(fakeIOTimeout))
 			k, err := r.br.Read(buf[:min(int64(len(buf)), n-size)])
 			sum.Write(buf[:k])
 			size += int64(k)
@@ -87,7 +87,7 @@ func (r *rawReplica) payloadCRC() (size int64, crc uint64, err error) {
 	// come, and must be the mark at the end.
 	held := 0
 	for {
-		r.conn.SetReadDeadline(time.Now().Add(hostileIOTimeout))
+		r.conn.SetReadDeadline(time.Now().Add(fakeIOTimeout))
 		k, err := r.br.Read(buf[held:])
 		held += k
 		if held >= len(mark) && bytes.Equal(buf[held-len(mark):held], mark) {
@@ -115,17 +115,17 @@ func (r *rawReplica) payloadCRC() (size int64, crc uint64, err error) {
 func TestFetchedPayloadToDisk(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		start   func(t *testing.T, h *hostilePrimary) *testProxy
+		start   func(t *testing.T, h *fakePrimary) *testProxy
 		maxSnap int64 // the most mem_snapshots may reach
 	}{
-		{"maxmemory", func(t *testing.T, h *hostilePrimary) *testProxy { return startFetchDiskProxy(t, h, true) }, 4 << 20},
+		{"maxmemory", func(t *testing.T, h *fakePrimary) *testProxy { return startFetchDiskProxy(t, h, true) }, 4 << 20},
 		{"stream log", startFetchDiskLogProxy, 2 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testFetchedPayloadToDisk(t, tc.start, tc.maxSnap) })
 	}
 }
 
-func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *hostilePrimary) *testProxy, maxSnap int64) {
+func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *fakePrimary) *testProxy, maxSnap int64) {
 	const size = 64 << 20
 	const bound = 16 << 20 // the heap may grow by this much at most: a quarter of the payload
 	chunk := payloadChunk(t, 64<<10)
@@ -147,10 +147,10 @@ func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *hostileP
 		peakSnap = max(peakSnap, snap)
 		mu.Unlock()
 	}
-	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+	h := startFakePrimary(t, fakeGoodMain(hostileBurst), func(hc *fakeLink) error {
 		select {
 		case <-send:
-		case <-hc.h.done:
+		case <-hc.primary.done:
 			return nil
 		}
 		if err := hc.write(hc.fullResync() + "$EOF:" + string(mark) + "\r\n"); err != nil {
@@ -240,7 +240,7 @@ func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *hostileP
 func TestFetchDeclaredLargerThanDisk(t *testing.T) {
 	var p *testProxy
 	chunk := payloadChunk(t, 64<<10)
-	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+	h := startFakePrimary(t, fakeGoodMain(hostileBurst), func(hc *fakeLink) error {
 		if hc.n > 1 {
 			return hc.goodFetch()
 		}

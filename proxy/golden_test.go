@@ -46,7 +46,7 @@ func TestGoldenAdminOutput(t *testing.T) {
 	t.Run("replica", func(t *testing.T) {
 		// The fake primary syncs the proxy and sends nothing after, so the
 		// offsets stay put; the default repl-timeout keeps the link up.
-		h := startHostilePrimary(t, (*hostileConn).goodFetch, (*hostileConn).goodFetch)
+		h := startFakePrimary(t, (*fakeLink).goodFetch, (*fakeLink).goodFetch)
 		p := startProxy(t, h.replicaOf()...)
 		redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
 			return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"

@@ -10,19 +10,19 @@ import (
 )
 
 // The tests in this file run a whole proxy (its reconnecting upstream loop
-// included) against a hostilePrimary whose main links are handed to the test
-// (hostileHandOver), which writes the stream bytes by hand: whole commands,
+// included) against a fakePrimary whose main links are handed to the test
+// (fakeHandOver), which writes the stream bytes by hand: whole commands,
 // commands cut across reads, and garbage the proxy's scanner must refuse.
 
 // streamGarbage is what a broken primary sends in the middle of its stream.
 const streamGarbage = "GARBAGE-FROM-PRIMARY\r\n"
 
-// startStreamProxy runs a proxy replicating from a hostilePrimary whose main
+// startStreamProxy runs a proxy replicating from a fakePrimary whose main
 // links are handed to the test, and returns them, a client of the proxy, and
 // the proxy's first link, up to its PSYNC.
-func startStreamProxy(t testing.TB) (*hostilePrimary, *testProxy, *redistest.Client, *hostileConn) {
+func startStreamProxy(t testing.TB) (*fakePrimary, *testProxy, *redistest.Client, *fakeLink) {
 	t.Helper()
-	prim := startHostilePrimary(t, hostileHandOver, nil)
+	prim := startFakePrimary(t, fakeHandOver, nil)
 	p := startProxy(t, prim.replicaOf()...)
 	xc := redistest.Dial(t, p.AddrString())
 	return prim, p, xc, prim.next(t)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,16 +22,12 @@ import (
 )
 
 // The unit tests in this file drive (*upstream).serve directly on one end of a
-// connection, with a scripted fake primary on the other end that answers as a
-// Redis 7.0.15 primary does, byte for byte (PROTOCOL §1.1, §2.1, §3).
+// connection, with the fake primary (newFakeLink) on the other end, scripted
+// to answer as a Redis 7.0.15 primary does, byte for byte (PROTOCOL §1.1,
+// §2.1, §3).
 
-const (
-	linkReplID    = "3e6f7fa1b2ac2025fc6edcca60effe8ade398925"
-	linkReplIDNew = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
-	linkEOFMark   = "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c" // 40 random hex characters
-	linkOffset    = 1000                                       // X of +FULLRESYNC <replid> X
-	linkTimeout   = 2 * time.Second                            // repl-timeout given to serve
-)
+// linkTimeout is the repl-timeout given to serve.
+const linkTimeout = 2 * time.Second
 
 // linkRESP encodes a command as a primary propagates it: a multibulk of bulks.
 func linkRESP(args ...string) string {
@@ -60,17 +55,6 @@ func linkStream() (stream string, beforeGetAck int) {
 		linkRESP("exec") +
 		"*1\r\n$4\r\nping\r\n"
 	return head + linkGetAck + linkRESP("set", "baz", "qux"), len(head)
-}
-
-// linkRDB returns the bytes of testdata/rdb/small.rdb, a Redis 7.0 RDB with a
-// valid CRC64 trailer.
-func linkRDB(t testing.TB) []byte {
-	t.Helper()
-	b, err := os.ReadFile("../testdata/rdb/small.rdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // linkNewServer builds a proxy with no replicaof whose upstream the test drives
@@ -126,84 +110,6 @@ var linkTransports = []struct {
 	pair linkPair
 }{{"pipe", linkPipe}, {"tcp", linkTCP}}
 
-// linkFakePrimary is the primary's end of a session. Its readLoop reads the
-// proxy's commands as a primary does; the script goroutine writes replies and
-// takes the commands it waits for from cmds.
-type linkFakePrimary struct {
-	conn net.Conn
-	cmds chan string   // commands from the proxy, arguments joined by spaces; closed by readLoop
-	done chan struct{} // closed when readLoop has returned
-	got  []string      // commands taken from cmds; owned by the script, then by the test
-}
-
-func linkNewFakePrimary(conn net.Conn) *linkFakePrimary {
-	f := &linkFakePrimary{conn: conn, cmds: make(chan string, 1024), done: make(chan struct{})}
-	go f.readLoop()
-	return f
-}
-
-// readLoop reads commands until the connection ends.
-func (f *linkFakePrimary) readLoop() {
-	defer close(f.done)
-	defer close(f.cmds)
-	rd := wire.NewCommandReader(f.conn, wire.Limits{})
-	for {
-		args, err := linkReadArgs(rd)
-		if err != nil {
-			return
-		}
-		select {
-		case f.cmds <- strings.Join(args, " "):
-		default:
-			return // a proxy flooding the primary: the test fails on what is missing
-		}
-	}
-}
-
-// linkReadArgs reads the next command that has arguments, as a primary
-// reads its replica's, and returns them as strings.
-func linkReadArgs(rd *wire.CommandReader) ([]string, error) {
-	for {
-		cmd, err := rd.ReadCommand()
-		if err != nil {
-			return nil, err
-		}
-		if len(cmd.Args) == 0 {
-			continue
-		}
-		args := make([]string, len(cmd.Args))
-		for i, a := range cmd.Args {
-			args[i] = string(a)
-		}
-		return args, nil
-	}
-}
-
-func (f *linkFakePrimary) write(p string) error {
-	_, err := io.WriteString(f.conn, p)
-	return err
-}
-
-// await takes commands until want arrives.
-func (f *linkFakePrimary) await(want string) error {
-	timer := time.NewTimer(linkTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case c, ok := <-f.cmds:
-			if !ok {
-				return fmt.Errorf("connection closed before %q; got %q", want, f.got)
-			}
-			f.got = append(f.got, c)
-			if c == want {
-				return nil
-			}
-		case <-timer.C:
-			return fmt.Errorf("no %q within %v; got %q", want, linkTimeout, f.got)
-		}
-	}
-}
-
 // linkResult is what one session left.
 type linkResult struct {
 	wasUp     bool
@@ -215,10 +121,10 @@ type linkResult struct {
 // linkSession runs serve on a fresh connection while script plays the primary,
 // and returns once both have finished. The primary hangs up when the script
 // returns, which ends a session that got as far as streaming.
-func linkSession(t testing.TB, srv *Server, pair linkPair, user, pass string, timeout time.Duration, script func(*linkFakePrimary) error) linkResult {
+func linkSession(t testing.TB, srv *Server, pair linkPair, user, pass string, timeout time.Duration, script func(*fakeLink) error) linkResult {
 	t.Helper()
 	proxySide, primarySide := pair(t)
-	f := linkNewFakePrimary(primarySide)
+	f := newFakeLink(primarySide)
 	scriptDone := make(chan error, 1)
 	go func() {
 		err := script(f)
@@ -232,7 +138,7 @@ func linkSession(t testing.TB, srv *Server, pair linkPair, user, pass string, ti
 	scriptErr := <-scriptDone
 	<-f.done
 	for c := range f.cmds {
-		f.got = append(f.got, c)
+		f.got = append(f.got, strings.Join(c, " "))
 	}
 	return linkResult{wasUp: wasUp, err: err, scriptErr: scriptErr, cmds: f.got}
 }
@@ -247,7 +153,7 @@ type linkScenario struct {
 
 // play writes replies+stream, cut at the given positions into separate writes,
 // waiting for waitAck after replies, then waits for the GETACK answer.
-func (sc linkScenario) play(f *linkFakePrimary, cuts []int) error {
+func (sc linkScenario) play(f *fakeLink, cuts []int) error {
 	out := sc.replies + sc.stream
 	bounds := append(slices.Clone(cuts), len(out))
 	if sc.waitAck != "" {
@@ -492,7 +398,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 					if tr.name == "tcp" && len(cuts[i]) == 1 {
 						continue // TCP may merge writes; the pipe keeps the split exact
 					}
-					res := linkSession(t, srv, tr.pair, "", "", linkTimeout, func(f *linkFakePrimary) error {
+					res := linkSession(t, srv, tr.pair, "", "", linkTimeout, func(f *fakeLink) error {
 						return tc.sc.play(f, cuts[i])
 					})
 					if err := linkVerify(srv, res, want); err != nil {
@@ -519,7 +425,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := linkNewServer(t, hclog.Warn)
 			base := linkFullSized(rdb)
-			res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *linkFakePrimary) error { return base.play(f, nil) })
+			res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *fakeLink) error { return base.play(f, nil) })
 			if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", rdb: rdb, snapOffset: linkOffset, replID: linkReplID,
 				replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 				t.Fatalf("first full sync: %v", err)
@@ -546,7 +452,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 						replID, replID2, second = next, replID, from
 					}
 					sc := linkContinue(reply, from-1)
-					res := linkSession(t, srv, tr.pair, "", "", linkTimeout, func(f *linkFakePrimary) error { return sc.play(f, cuts[i]) })
+					res := linkSession(t, srv, tr.pair, "", "", linkTimeout, func(f *fakeLink) error { return sc.play(f, cuts[i]) })
 					want := linkWant{psync: psync, rdb: rdb, snapOffset: linkOffset, replID: replID, replID2: replID2,
 						secondOffset: second, from: from, stream: stream}
 					if err := linkVerify(srv, res, want); err != nil {
@@ -582,7 +488,7 @@ func TestLinkAuth(t *testing.T) {
 			if tc.wantAuth != "" {
 				sc.replies = tc.ping + "\r\n+OK\r\n" + strings.TrimPrefix(sc.replies, tc.ping+"\r\n")
 			}
-			res := linkSession(t, srv, linkPipe, tc.user, tc.pass, linkTimeout, func(f *linkFakePrimary) error { return sc.play(f, nil) })
+			res := linkSession(t, srv, linkPipe, tc.user, tc.pass, linkTimeout, func(f *fakeLink) error { return sc.play(f, nil) })
 			if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", auth: tc.wantAuth, rdb: rdb, snapOffset: linkOffset,
 				replID: linkReplID, replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
 				t.Fatal(err)
@@ -594,8 +500,8 @@ func TestLinkAuth(t *testing.T) {
 // linkReplies returns a script that writes each piece and then waits for the
 // proxy to hang up, as a primary whose replies the proxy refuses. A failed
 // write means the proxy already hung up, which is what the case is about.
-func linkReplies(pieces ...string) func(*linkFakePrimary) error {
-	return func(f *linkFakePrimary) error {
+func linkReplies(pieces ...string) func(*fakeLink) error {
+	return func(f *fakeLink) error {
 		for _, p := range pieces {
 			if err := f.write(p); err != nil {
 				return nil
@@ -610,8 +516,8 @@ func linkReplies(pieces ...string) func(*linkFakePrimary) error {
 
 // linkThenClose returns a script that answers the handshake, waits for the
 // PSYNC, writes each piece and hangs up, as a primary that dies.
-func linkThenClose(pieces ...string) func(*linkFakePrimary) error {
-	return func(f *linkFakePrimary) error {
+func linkThenClose(pieces ...string) func(*fakeLink) error {
+	return func(f *fakeLink) error {
 		if err := f.write(linkHandshakeReplies(false)); err != nil {
 			return err
 		}
@@ -644,7 +550,7 @@ func TestLinkErrors(t *testing.T) {
 		name       string
 		pass       string
 		timeout    time.Duration
-		script     func(*linkFakePrimary) error
+		script     func(*fakeLink) error
 		is         error // the error must wrap this, if set
 		notIs      error // and must not wrap this, if set
 		contains   string
@@ -674,7 +580,7 @@ func TestLinkErrors(t *testing.T) {
 		{name: "checksum mismatch sized", script: linkReplies(hs + full + sized + string(bad) + stream), is: replbuf.ErrChecksum, checksumOK: true},
 		{name: "checksum mismatch eof-mark", script: linkReplies(hs + full + eof + string(bad) + linkEOFMark), is: replbuf.ErrChecksum, checksumOK: true},
 		{name: "payload too short for an RDB", script: linkReplies(hs + full + "$4\r\nREDI" + stream), is: replbuf.ErrChecksum, checksumOK: true},
-		{name: "primary silent after PSYNC", timeout: 200 * time.Millisecond, script: func(f *linkFakePrimary) error {
+		{name: "primary silent after PSYNC", timeout: 200 * time.Millisecond, script: func(f *fakeLink) error {
 			if err := f.write(hs); err != nil {
 				return err
 			}
@@ -710,7 +616,7 @@ func TestLinkErrors(t *testing.T) {
 
 				// The same Server then syncs from a good primary.
 				sc := linkFullEOF(rdb)
-				res = linkSession(t, srv, tr.pair, "", tc.pass, linkTimeout, func(f *linkFakePrimary) error {
+				res = linkSession(t, srv, tr.pair, "", tc.pass, linkTimeout, func(f *fakeLink) error {
 					if tc.pass != "" {
 						sc.replies = "+PONG\r\n+OK\r\n" + strings.TrimPrefix(sc.replies, "+PONG\r\n")
 					}
@@ -739,7 +645,7 @@ func TestLinkEOFPayloadSlowerThanTimeout(t *testing.T) {
 	sc := linkFullEOF(rdb)
 	head := strings.TrimSuffix(sc.replies, string(rdb)+linkEOFMark)
 	srv := linkNewServer(t, hclog.Info)
-	res := linkSession(t, srv, linkPipe, "", "", timeout, func(f *linkFakePrimary) error {
+	res := linkSession(t, srv, linkPipe, "", "", timeout, func(f *fakeLink) error {
 		if err := f.write(head); err != nil {
 			return err
 		}

@@ -29,19 +29,12 @@ func payloadChunk(t testing.TB, n int) []byte {
 	return b
 }
 
-// writeRaw writes p to the proxy as the primary, with the harness's deadline.
-func (hc *hostileConn) writeRaw(p []byte) error {
-	hc.conn.SetWriteDeadline(time.Now().Add(hostileIOTimeout))
-	_, err := hc.conn.Write(p)
-	return err
-}
-
 // startPayloadProxy runs a proxy whose main link the test plays by hand
-// (hostileHandOver), and returns it with the link, past its PSYNC. quiet
+// (fakeHandOver), and returns it with the link, past its PSYNC. quiet
 // keeps no log, whose buffers would grow the heap a test measures.
-func startPayloadProxy(t *testing.T, quiet bool, args ...string) (*testProxy, *hostilePrimary, *hostileConn) {
+func startPayloadProxy(t *testing.T, quiet bool, args ...string) (*testProxy, *fakePrimary, *fakeLink) {
 	t.Helper()
-	h := startHostilePrimary(t, hostileHandOver, nil)
+	h := startFakePrimary(t, fakeHandOver, nil)
 	p := newTestProxy(t, proxySetup{quiet: quiet, args: append(append(h.replicaOf(), "--repl-timeout", "10"), args...)})
 	return p, h, h.next(t)
 }

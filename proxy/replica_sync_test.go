@@ -46,15 +46,15 @@ func TestFullSyncReleasesSnapshot(t *testing.T) {
 // heldEOFFetch is a side link script: +FULLRESYNC at linkOffset and an
 // EOF-marked payload whose first bytes come at once and the rest, with the
 // mark, only once release is closed.
-func heldEOFFetch(release <-chan struct{}) func(hc *hostileConn) error {
-	return func(hc *hostileConn) error {
-		rdb := hc.h.rdb
+func heldEOFFetch(release <-chan struct{}) func(hc *fakeLink) error {
+	return func(hc *fakeLink) error {
+		rdb := hc.primary.rdb
 		if err := hc.write("+FULLRESYNC " + linkReplID + " " + strconv.Itoa(linkOffset) + "\r\n$EOF:" + linkEOFMark + "\r\n" + string(rdb[:20])); err != nil {
 			return err
 		}
 		select {
 		case <-release:
-		case <-hc.h.done:
+		case <-hc.primary.done:
 			return nil
 		}
 		if err := hc.write(string(rdb[20:]) + linkEOFMark); err != nil {
@@ -84,7 +84,7 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 			// The main link gets a sized full sync at linkOffset and then a
 			// PING every 100 ms, within any repl-timeout.
 			release := make(chan struct{})
-			h := startHostilePrimary(t, hostileGoodMain(0), heldEOFFetch(release))
+			h := startFakePrimary(t, fakeGoodMain(0), heldEOFFetch(release))
 			// No stream log: with it, a fetched EOF-marked payload may go
 			// to dir and is sent only once whole, never as "$EOF:".
 			p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "1", "--repl-log-size", "0")...)

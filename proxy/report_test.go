@@ -45,7 +45,7 @@ func renderReport(t testing.TB, s *Server, r *report) (info map[string]string, s
 // here. The proxy is linked to the fake primary, which sends nothing after
 // the sync, with one replica; the log is on (the default).
 func TestReportInfoAndMetricsAgree(t *testing.T) {
-	h := startHostilePrimary(t, (*hostileConn).goodFetch, (*hostileConn).goodFetch)
+	h := startFakePrimary(t, (*fakeLink).goodFetch, (*fakeLink).goodFetch)
 	p := startProxy(t, h.replicaOf()...)
 	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
 		return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"

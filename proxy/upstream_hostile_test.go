@@ -42,18 +42,18 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 		{"payload length past 2^50", hs + full(linkReplID, good) + "$1125899906842625\r\n" + string(rdb), false},
 		{"EOF mark of 39 bytes", hs + full(linkReplID, good) + "$EOF:" + linkEOFMark[:39] + "\r\n" + string(rdb) + linkEOFMark[:39], false},
 		{"EOF mark of 41 bytes", hs + full(linkReplID, good) + "$EOF:" + linkEOFMark + "x\r\n" + string(rdb) + linkEOFMark + "x", false},
-		{"CONTINUE to PSYNC ? -1", hs + "+CONTINUE\r\n" + hostilePing, false},
-		{"CONTINUE with replid to PSYNC ? -1", hs + "+CONTINUE " + linkReplID + "\r\n" + hostilePing, false},
-		{"CONTINUE replid with ../", hs + "+CONTINUE " + hostileDotsReplID + "\r\n" + hostilePing, true},
-		{"CONTINUE replid uppercase", hs + "+CONTINUE " + strings.ToUpper(linkReplIDNew) + "\r\n" + hostilePing, true},
-		{"CONTINUE replid of 39 characters", hs + "+CONTINUE " + linkReplIDNew[:39] + "\r\n" + hostilePing, true},
+		{"CONTINUE to PSYNC ? -1", hs + "+CONTINUE\r\n" + fakePing, false},
+		{"CONTINUE with replid to PSYNC ? -1", hs + "+CONTINUE " + linkReplID + "\r\n" + fakePing, false},
+		{"CONTINUE replid with ../", hs + "+CONTINUE " + hostileDotsReplID + "\r\n" + fakePing, true},
+		{"CONTINUE replid uppercase", hs + "+CONTINUE " + strings.ToUpper(linkReplIDNew) + "\r\n" + fakePing, true},
+		{"CONTINUE replid of 39 characters", hs + "+CONTINUE " + linkReplIDNew[:39] + "\r\n" + fakePing, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := linkNewServer(t, hclog.Info)
 			wantID := srv.identity().replID
 			if tc.after {
 				base := linkFullSized(rdb)
-				res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *linkFakePrimary) error { return base.play(f, nil) })
+				res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *fakeLink) error { return base.play(f, nil) })
 				if res.scriptErr != nil || !res.wasUp {
 					t.Fatalf("first session: %v %v", res.err, res.scriptErr)
 				}
@@ -82,9 +82,9 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 func TestUpstreamRefusesBadReplID(t *testing.T) {
 	bad := []string{hostileDotsReplID, strings.ToUpper(linkReplID), "3e6f7fa1b2ac2025fc6edcca60effe8ade39892Z"}
 	accepted := make(chan string, len(bad))
-	h := startHostilePrimary(t, func(hc *hostileConn) error {
+	h := startFakePrimary(t, func(hc *fakeLink) error {
 		if hc.n > len(bad) {
-			return hostileGoodMain(0)(hc)
+			return fakeGoodMain(0)(hc)
 		}
 		id := bad[hc.n-1]
 		if err := hc.write("+FULLRESYNC " + id + " " + strconv.Itoa(linkOffset) + "\r\n" + hc.payload()); err != nil {
@@ -126,24 +126,24 @@ const hostileBurst = 64 << 10
 func TestFetchRetried(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		bad  func(hc *hostileConn) error
+		bad  func(hc *fakeLink) error
 	}{
-		{"silent after FULLRESYNC", func(hc *hostileConn) error {
+		{"silent after FULLRESYNC", func(hc *fakeLink) error {
 			if err := hc.write(hc.fullResync()); err != nil {
 				return err
 			}
 			hc.awaitHangup() // the proxy must give up first: repl-timeout is 1 s, the harness waits 10
 			return nil
 		}},
-		{"replid with ../", func(hc *hostileConn) error {
+		{"replid with ../", func(hc *fakeLink) error {
 			return hc.write("+FULLRESYNC " + hostileDotsReplID + " " + strconv.Itoa(linkOffset) + "\r\n" + hc.payload())
 		}},
-		{"offset MaxInt64", func(hc *hostileConn) error {
-			return hc.write("+FULLRESYNC " + hc.h.replID + " " + strconv.FormatInt(math.MaxInt64, 10) + "\r\n" + hc.payload())
+		{"offset MaxInt64", func(hc *fakeLink) error {
+			return hc.write("+FULLRESYNC " + hc.primary.replID + " " + strconv.FormatInt(math.MaxInt64, 10) + "\r\n" + hc.payload())
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+			h := startFakePrimary(t, fakeGoodMain(hostileBurst), func(hc *fakeLink) error {
 				if hc.n == 1 {
 					err := tc.bad(hc)
 					hc.awaitHangup()
@@ -181,7 +181,7 @@ func TestFetchRetried(t *testing.T) {
 // payload (a disk-based sync writing its RDB) keep the side link alive for
 // longer than repl-timeout.
 func TestFetchKeepalivesRenewTimeout(t *testing.T) {
-	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+	h := startFakePrimary(t, fakeGoodMain(hostileBurst), func(hc *fakeLink) error {
 		if err := hc.write(hc.fullResync()); err != nil {
 			return err
 		}
@@ -215,9 +215,9 @@ func TestFetchKeepalivesRenewTimeout(t *testing.T) {
 // them, once no replica waits for it, when replicaof changes, and when the
 // server stops.
 func TestFetchRetryEnds(t *testing.T) {
-	refuse := func(hc *hostileConn) error { return hc.write("-ERR BGSAVE failed\r\n") }
-	setup := func(t *testing.T) (*hostilePrimary, *testProxy, *rawReplica) {
-		h := startHostilePrimary(t, hostileGoodMain(hostileBurst), refuse)
+	refuse := func(hc *fakeLink) error { return hc.write("-ERR BGSAVE failed\r\n") }
+	setup := func(t *testing.T) (*fakePrimary, *testProxy, *rawReplica) {
+		h := startFakePrimary(t, fakeGoodMain(hostileBurst), refuse)
 		// No stream log: with it, the proxy's own snapshot stays servable
 		// from disk and no fetch is needed.
 		p := startHostileProxy(t, h, "--repl-log-size", "0")
@@ -240,7 +240,7 @@ func TestFetchRetryEnds(t *testing.T) {
 	})
 	t.Run("replicaof changes", func(t *testing.T) {
 		_, p, r := setup(t)
-		other := startHostilePrimary(t, func(hc *hostileConn) error { hc.awaitHangup(); return nil }, refuse)
+		other := startFakePrimary(t, func(hc *fakeLink) error { hc.awaitHangup(); return nil }, refuse)
 		admin := redistest.Dial(t, p.AddrString())
 		admin.MustDo(t, append([]any{"REPLICAOF"}, other.replicaOf()[1], other.replicaOf()[2])...)
 		redistest.WaitFor(t, 10*time.Second, "the fetch to end", func() bool { return !fetchInFlight(p) })
@@ -272,7 +272,7 @@ func TestFetchRetryEnds(t *testing.T) {
 func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 	rdb := linkRDB(t)
 	fullresyncSeen := make(chan struct{})
-	h := startHostilePrimary(t, hostileGoodMain(hostileBurst), func(hc *hostileConn) error {
+	h := startFakePrimary(t, fakeGoodMain(hostileBurst), func(hc *fakeLink) error {
 		if hc.n > 1 {
 			return hc.goodFetch()
 		}
@@ -281,7 +281,7 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 		}
 		select { // the replica follows the snapshot; now it fails
 		case <-fullresyncSeen:
-		case <-time.After(hostileIOTimeout):
+		case <-time.After(fakeIOTimeout):
 		}
 		return nil
 	})
@@ -318,7 +318,7 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 // sync, never +CONTINUE nor an error; REPLCONF ACK with an offset out of
 // bounds is ignored.
 func TestDownstreamPSyncHostileArgs(t *testing.T) {
-	h := startHostilePrimary(t, hostileGoodMain(0), nil)
+	h := startFakePrimary(t, fakeGoodMain(0), nil)
 	p := startHostileProxy(t, h)
 	next := strconv.FormatInt(p.hist.stream().Offset()+1, 10)
 

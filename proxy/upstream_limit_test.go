@@ -16,7 +16,7 @@ import (
 // bytes go, and the link resumes by PSYNC from the last whole command.
 func TestUnpublishedTailBounded(t *testing.T) {
 	const limit = 4 << 20
-	h := startHostilePrimary(t, hostileHandOver, nil)
+	h := startFakePrimary(t, fakeHandOver, nil)
 	p := startProxy(t, append(h.replicaOf(), "--repl-timeout", "10", "--master-query-buffer-limit", strconv.Itoa(limit))...)
 	xc := redistest.Dial(t, p.AddrString())
 	hc := h.next(t)

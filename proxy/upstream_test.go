@@ -378,8 +378,12 @@ func TestUpstreamReplTimeout(t *testing.T) {
 	primary, pc := startPrimary(t, "--repl-ping-replica-period", "1")
 	p, xc := startProxyOf(t, primary, "--repl-timeout", "2")
 	// Time passing with pings flowing, longer than repl-timeout, is what is
-	// tested: nothing must happen.
-	time.Sleep(3 * time.Second)
+	// tested: nothing must happen. Four PINGs (14 bytes each, nothing else
+	// written) are more than 3 s of a live primary.
+	from := xc.InfoInt(t, "replication", "master_repl_offset")
+	redistest.WaitFor(t, 15*time.Second, "four PINGs from the primary", func() bool {
+		return xc.InfoInt(t, "replication", "master_repl_offset") >= from+4*14
+	})
 	if p.Log.Contains("repl-timeout") {
 		t.Fatal("link timed out while the primary was alive")
 	}

@@ -58,6 +58,10 @@
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
+//   - the snapshot files in dir (package snapfile): written through a sink
+//     (one rename into place), their metadata, verified at restart, opened
+//     only if unchanged; spill.go, snapshot_disk.go and payload_disk.go
+//     decide when one is written, snapfile how.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
 //     them (stats.go, closereason.go).
 //   - the monitoring server (metrics.go, metrics_collector.go,

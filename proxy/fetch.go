@@ -9,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -33,10 +34,10 @@ type fetch struct {
 	// there (small, or dir could not take it). All of them set by
 	// fetchStarted under history.mu before ready is closed, and spilled and
 	// doneErr by fetchEnded before done is closed; read after the channel.
-	file    *payloadFile     // where the payload goes; nil: followed in memory as it arrives
-	done    chan struct{}    // with file: closed once the payload ended
-	spilled *spilledSnapshot // with file, once done: the payload on disk; nil when it stayed in memory
-	doneErr error            // with file, once done: why the payload failed, or nil
+	file    *payloadFile   // where the payload goes; nil: followed in memory as it arrives
+	done    chan struct{}  // with file: closed once the payload ended
+	spilled *snapfile.File // with file, once done: the payload on disk; nil when it stayed in memory
+	doneErr error          // with file, once done: why the payload failed, or nil
 	// arriving: with file, the payload is still arriving, counted in
 	// mem_snapshots (history.snapshotBytes); guarded by history.mu.
 	arriving bool

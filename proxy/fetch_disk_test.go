@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -244,7 +245,7 @@ func TestFetchDeclaredLargerThanDisk(t *testing.T) {
 		if hc.n > 1 {
 			return hc.goodFetch()
 		}
-		free, err := freeSpace(p.config().Dir)
+		free, err := snapfile.FreeSpace(p.config().Dir)
 		if err != nil {
 			return err
 		}

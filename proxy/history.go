@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -90,7 +91,7 @@ type history struct {
 
 		snapshot *replbuf.Snapshot   // the newest complete or arriving snapshot, if any
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
-		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
+		spilled  *snapfile.File      // the newest snapshot, when it lives on disk
 		spilling *replbuf.Snapshot   // the snapshot being written to disk
 		// unpersisted is the newest snapshot when writing it to disk for
 		// the stream log failed: it stays in memory, not tried again.
@@ -231,7 +232,7 @@ func (h *history) newest() *replbuf.Snapshot {
 // the snapshot on disk instead: memory held only a window of it.
 func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Lock()
-	var sp *spilledSnapshot
+	var sp *snapfile.File
 	if f := h.mu.arrivingFile; h.mu.arriving == sn && f != nil {
 		if sp = f.spilled(); sp != nil && f.evict {
 			// maxmemory sent it to dir: a spill, as evict's
@@ -327,8 +328,8 @@ func (h *history) retireLocked(sn *replbuf.Snapshot) {
 // previous record when its file is to be removed (by removeSpilled, after
 // h.mu is released; a replica still sending it keeps its open descriptor).
 // REQUIRES: h.mu held.
-func (h *history) replaceSpilledLocked(sp *spilledSnapshot) (old *spilledSnapshot) {
-	if prev := h.mu.spilled; prev != nil && (sp == nil || !os.SameFile(prev.file, sp.file)) {
+func (h *history) replaceSpilledLocked(sp *snapfile.File) (old *snapfile.File) {
+	if prev := h.mu.spilled; prev != nil && (sp == nil || !os.SameFile(prev.Info, sp.Info)) {
 		old = prev
 	}
 	h.mu.spilled = sp
@@ -338,12 +339,12 @@ func (h *history) replaceSpilledLocked(sp *spilledSnapshot) (old *spilledSnapsho
 // removeSpilled removes a replaced spilled file, if the name still refers
 // to it (a spill that renamed a newer file into place meanwhile keeps it).
 // REQUIRES: h.mu not held (file I/O and logging).
-func (h *history) removeSpilled(old *spilledSnapshot) {
+func (h *history) removeSpilled(old *snapfile.File) {
 	if old == nil {
 		return
 	}
-	if err := old.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		h.log.Warn("cannot remove the spilled snapshot", "path", old.path(), "error", err)
+	if err := old.Remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.log.Warn("cannot remove the spilled snapshot", "path", old.Path(), "error", err)
 	}
 }
 

@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"os"
 	"strconv"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -36,7 +36,7 @@ func (h *history) snapshotBytes() (inMemory, onDisk int64) {
 		inMemory += f.sn.Usage().Allocated() // a fetched payload not yet the newest (fetch.file)
 	}
 	if sp := h.mu.spilled; sp != nil {
-		onDisk = sp.size
+		onDisk = sp.Size
 	}
 	return inMemory, onDisk
 }
@@ -101,14 +101,14 @@ func (h *history) countEviction(sn *replbuf.Snapshot) {
 // from the file from now on. Only maxmemory's spills count as evictions. A
 // spill that failed drops the snapshot; a persist that failed keeps it in
 // memory, as without the stream log, and is not tried again for it.
-func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, err error, evicted bool) {
+func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file *snapfile.File, err error, evicted bool) {
 	h.mu.Lock()
 	h.mu.spilling = nil
 	if h.mu.snapshot != sn {
 		h.mu.Unlock()
 		if err == nil {
 			// Replaced meanwhile: the file serves nobody.
-			(&spilledSnapshot{dir: dir, file: file}).remove()
+			file.Remove()
 		}
 		return
 	}
@@ -128,7 +128,7 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, 
 		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
 		return
 	}
-	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), created: sn.Created()}
+	sp := file
 	old := h.replaceSpilledLocked(sp)
 	h.mu.Unlock()
 	h.removeSpilled(old)
@@ -136,7 +136,7 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, 
 	if evicted {
 		msg = "snapshot spilled to disk"
 	}
-	h.log.Info(msg, "path", sp.path(), "replid", sp.replID, "offset", sp.offset, "size", humanize.IBytes(uint64(sn.Size())))
+	h.log.Info(msg, "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset, "size", humanize.IBytes(uint64(sn.Size())))
 }
 
 // persistNewest hands the newest snapshot to write, once it is complete,
@@ -160,7 +160,7 @@ func (h *history) persistNewest(write func(*replbuf.Snapshot) bool) {
 
 // spilledSnapshot returns the record of the snapshot on disk, or nil. The
 // record is never changed once made: its fields may be read without h.mu.
-func (h *history) spilledSnapshot() *spilledSnapshot {
+func (h *history) spilledSnapshot() *snapfile.File {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.spilled

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -17,7 +18,7 @@ type syncPlan struct {
 	offset   int64             // the +FULLRESYNC offset (full syncs)
 	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
 	reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
-	spilled  *spilledSnapshot  // full: the snapshot file to send instead
+	spilled  *snapfile.File    // full: the snapshot file to send instead
 	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
 	fetch    *fetch            // full: the fetch to wait for
 	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
@@ -124,17 +125,17 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 			return plan, nil, nil
 		}
 	}
-	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.ReplID, sp.Offset+1) {
 		// The stream after the file: from memory, else from the stream log
 		// (a snapshot on disk outlives the memory backlog, and a restart).
-		plan := syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, epoch: h.mu.epoch, gen: h.st.Generation()}
-		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
+		plan := syncPlan{replID: h.mu.replID, offset: sp.Offset, spilled: sp, epoch: h.mu.epoch, gen: h.st.Generation()}
+		if cur, err := h.st.Attach(sp.Offset + 1); err == nil {
 			plan.cursor = cur
 		} else {
-			plan.fromLog = h.logReaderLocked(sp.replID, sp.offset+1)
+			plan.fromLog = h.logReaderLocked(sp.ReplID, sp.Offset+1)
 		}
 		if plan.cursor != nil || plan.fromLog != nil {
-			f, err := sp.open()
+			f, err := sp.Open()
 			if err == nil {
 				plan.file = f
 				return plan, nil, nil
@@ -233,7 +234,7 @@ func (h *history) attachStreamLocked(plan *syncPlan, replID string, next int64) 
 // the snapshot, complete in memory.
 func (h *history) fetchedPayload(f *fetch, plan *syncPlan) error {
 	if sp := f.spilled; sp != nil {
-		file, err := sp.open() // a file operation, outside h.mu
+		file, err := sp.Open() // a file operation, outside h.mu
 		if err != nil {
 			return fmt.Errorf("fetched snapshot on disk: %w", err)
 		}
@@ -349,7 +350,7 @@ func (h *history) fetchedEnded(f *fetch, err error) {
 	if err == nil && (h.st.Generation() != f.gen || !h.matchesLocked(sn.ReplID(), sn.Offset()+1)) {
 		err = errFetchedStale
 	}
-	var old *spilledSnapshot
+	var old *snapfile.File
 	switch {
 	case err != nil:
 		h.retireLocked(sn)

@@ -255,9 +255,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	sp := s.hist.spilledSnapshot()
 	emit("snapshot_on_disk", int64(b2i(sp != nil)))
 	if sp != nil {
-		emit("snapshot_on_disk_size_bytes", sp.size)
-		emit("snapshot_on_disk_offset", sp.offset)
-		emit("snapshot_on_disk_age_seconds", int64(now.Sub(sp.created)/time.Second))
+		emit("snapshot_on_disk_size_bytes", sp.Size)
+		emit("snapshot_on_disk_offset", sp.Offset)
+		emit("snapshot_on_disk_age_seconds", int64(now.Sub(sp.Created)/time.Second))
 	}
 
 	rep := s.memoryReport()

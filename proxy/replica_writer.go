@@ -84,7 +84,7 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	var eof bool
 	var size int64
 	if file != nil {
-		size = plan.spilled.size
+		size = plan.spilled.Size
 		err = w.sendFile(ctx, file, size)
 	} else {
 		size = sn.Size()

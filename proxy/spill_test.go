@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -74,13 +75,13 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if got := spillDirNames(t, base); !slices.Equal(got, []string{"dir"}) {
 				t.Fatalf("spill wrote beside dir: %q", got)
 			}
-			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapshotMetaName, spillFileName, lockFileName}) {
-				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, spillFileName)
+			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapfile.MetaName, snapfile.FileName, lockFileName}) {
+				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, snapfile.FileName)
 			}
 			p.hist.mu.Lock()
 			sp := p.hist.mu.spilled
 			p.hist.mu.Unlock()
-			if sp == nil || sp.replID != replID || sp.offset != 7 {
+			if sp == nil || sp.ReplID != replID || sp.Offset != 7 {
 				t.Fatalf("spilled record %+v: the replid and offset stay in memory", sp)
 			}
 		})
@@ -106,7 +107,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	planted := "replproxy-snapshot-0101010101010101.tmp"
 	p.spillRand = bytes.NewReader(slices.Concat(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), bytes.Repeat([]byte{3}, 8)))
 	names := []string{
-		spillFileName,
+		snapfile.FileName,
 		planted,
 		"replproxy-" + replID + "-1000.rdb",
 		"replproxy-" + replID + "-1000.rdb.tmp",
@@ -130,11 +131,11 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 			t.Fatalf("symlink target %s: %q %v; the spill followed a link", target, b, err)
 		}
 	}
-	fi, err := os.Lstat(filepath.Join(dir, spillFileName))
+	fi, err := os.Lstat(filepath.Join(dir, snapfile.FileName))
 	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("%s: %v %v, want the spilled regular file in place of the link", spillFileName, fi, err)
+		t.Fatalf("%s: %v %v, want the spilled regular file in place of the link", snapfile.FileName, fi, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, spillFileName)); !bytes.Equal(b, linkRDB(t)) {
+	if b, _ := os.ReadFile(filepath.Join(dir, snapfile.FileName)); !bytes.Equal(b, linkRDB(t)) {
 		t.Fatal("spilled file does not hold the snapshot")
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, planted)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -149,7 +150,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 func TestSpillLeftoversRemovedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	leftovers := []string{
-		spillFileName,
+		snapfile.FileName,
 		"replproxy-snapshot-0123456789abcdef.tmp",
 		"replproxy-snapshot-.tmp",
 		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb",
@@ -227,7 +228,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if sp == nil {
 				t.Fatal("nothing spilled")
 			}
-			tc.replace(t, filepath.Join(dir, spillFileName))
+			tc.replace(t, filepath.Join(dir, snapfile.FileName))
 
 			type result struct {
 				plan syncPlan

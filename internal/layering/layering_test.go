@@ -26,8 +26,9 @@ var allowed = map[string][]string{
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
+	"proxy/snapfile": {"replbuf", "replid"},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/upstream", "proxy/wire",
+		"eviction", "proxy/config", "proxy/snapfile", "proxy/upstream", "proxy/wire",
 		"replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

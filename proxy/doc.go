@@ -118,13 +118,15 @@
 // # Locks
 //
 // Each part has its own lock, and none is held while taking another proxy
-// lock but the pair history.mu → bgMu:
+// lock:
 //
 //   - history.mu guards the history. It is the only proxy lock ever held
 //     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
-//     Pool.mu). Under it only bgMu may be taken, by planFull, evict and the
-//     monitor's persistNewest and refetchSpilled (snapshot_disk.go) to start
-//     the fetch or spill they record.
+//     Pool.mu) and the stream log. It takes no other proxy lock: planFull,
+//     evict and the monitor's persistNewest and refetchSpilled
+//     (snapshot_disk.go) return the fetch or write they record, and the
+//     caller starts it on the background group (bgMu) after the history's
+//     lock is released.
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers

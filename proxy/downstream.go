@@ -261,11 +261,17 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 }
 
 // planFull plans a full sync: from the newest servable snapshot, else
-// from the one snapshot fetch, started on the background group if need be.
+// from the one snapshot fetch, started on the background group (after the
+// history's lock is released) if the plan recorded a new one. A fetch that
+// cannot start, the server stopping, is undone and the sync refused.
 func (s *Server) planFull() (syncPlan, error) {
-	return s.hist.planFull(func(f *fetch) bool {
-		return s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) })
-	})
+	plan, start := s.hist.planFull()
+	if start != nil && !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, start) }) {
+		s.hist.fetchNotStarted(start)
+		s.hist.leaveFetch(start)
+		return syncPlan{}, errShuttingDown
+	}
+	return plan, nil
 }
 
 // runReplica serves a client that became a replica: its writer goroutine

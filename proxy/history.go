@@ -43,9 +43,12 @@ import (
 //
 // Lock: mu guards every field under it. It is the only proxy lock ever held
 // while calling into replbuf (lock order: history.mu, then replbuf's
-// Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
-// Server.bgMu (planFull, evict, persistNewest and refetchSpilled start
-// background work: mu, then bgMu). It
+// Stream.mu, then Pool.mu), and no other proxy lock is taken under it: a
+// method that decides to start background work (planFull and refetchSpilled
+// a fetch, evict and persistNewest a write to dir) records it and returns
+// it, and the caller starts it once mu is released, or undoes the record
+// (fetchNotStarted, spillNotStarted) when the server no longer starts
+// background work. It
 // is never held together with the client registry's lock (registry.mu): install
 // and continueAs return the new epoch, and the caller disconnects the
 // replicas planned before it after the change, with neither lock held.

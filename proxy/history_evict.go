@@ -62,11 +62,10 @@ func snapshotID(sn *replbuf.Snapshot) string {
 }
 
 // evict evicts the snapshot with that id: a retired one nobody reads is
-// released; the newest is handed to spill, which writes it to disk in the
-// background and ends with spillDone; it reports false when the server no
-// longer starts background work. spill is called under h.mu (lock order:
-// h.mu, then Server.bgMu).
-func (h *history) evict(id string, spill func(*replbuf.Snapshot) bool) {
+// released; the newest is returned as spill, recorded as being written, for
+// the caller to write to disk in the background once h.mu is released
+// (ending with spillDone), or to hand back with spillNotStarted.
+func (h *history) evict(id string) (spill *replbuf.Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, sn := range h.mu.retired {
@@ -75,15 +74,23 @@ func (h *history) evict(id string, spill func(*replbuf.Snapshot) bool) {
 			h.countEviction(sn)
 			sn.Release()
 			h.pool.DropFree()
-			return
+			return nil
 		}
 	}
 	sn := h.mu.snapshot
 	if sn == nil || snapshotID(sn) != id || h.mu.spilling != nil {
-		return
+		return nil
 	}
 	h.mu.spilling = sn
-	if !spill(sn) {
+	return sn
+}
+
+// spillNotStarted undoes the record of a write to disk that evict or
+// persistNewest returned and the caller could not start.
+func (h *history) spillNotStarted(sn *replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.spilling == sn {
 		h.mu.spilling = nil
 	}
 }
@@ -139,23 +146,20 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file *snapfile.Fil
 	h.log.Info(msg, "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset, "size", humanize.IBytes(uint64(sn.Size())))
 }
 
-// persistNewest hands the newest snapshot to write, once it is complete,
-// when no other write to dir runs (spills are serialised by h.mu.spilling)
-// and no earlier write of it failed. write starts the write in the
-// background, to end with spillDone(..., false), and reports false when the
-// server no longer starts background work; it is called under h.mu (lock
-// order: h.mu, then Server.bgMu).
-func (h *history) persistNewest(write func(*replbuf.Snapshot) bool) {
+// persistNewest returns the newest snapshot, recorded as being written,
+// once it is complete, when no other write to dir runs (spills are
+// serialised by h.mu.spilling) and no earlier write of it failed. The caller
+// writes it in the background once h.mu is released, to end with
+// spillDone(..., false), or hands it back with spillNotStarted.
+func (h *history) persistNewest() *replbuf.Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sn := h.mu.snapshot
 	if sn == nil || sn.State() != replbuf.SnapshotComplete || h.mu.spilling != nil || sn == h.mu.unpersisted {
-		return
+		return nil
 	}
 	h.mu.spilling = sn
-	if !write(sn) {
-		h.mu.spilling = nil
-	}
+	return sn
 }
 
 // spilledSnapshot returns the record of the snapshot on disk, or nil. The

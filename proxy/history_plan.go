@@ -102,21 +102,21 @@ func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
 
 // planFull picks the newest servable snapshot and pins the stream from just
 // after it (for a snapshot on disk, from the stream log when memory no longer
-// holds it); without one, it joins (or starts) the one snapshot fetch. start
-// runs a new fetch in the background and reports false when the server no
-// longer starts background work; it is called under h.mu (lock order: h.mu,
-// then Server.bgMu).
-func (h *history) planFull(start func(*fetch) bool) (syncPlan, error) {
-	plan, unservable, err := h.planFullLocked(start)
+// holds it); without one, it joins the one snapshot fetch, recording a new
+// one if none is in flight. start is that new fetch, for the caller to run
+// once h.mu is released (history.mu is a leaf: nothing is started under
+// it); a caller that cannot start it calls fetchNotStarted.
+func (h *history) planFull() (plan syncPlan, start *fetch) {
+	plan, start, unservable := h.planFullLocked()
 	if unservable != nil {
 		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
 	}
-	return plan, err
+	return plan, start
 }
 
 // planFullLocked is planFull under h.mu. unservable is why a spilled file
 // was refused (and forgotten), for the caller to log.
-func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unservable, err error) {
+func (h *history) planFullLocked() (plan syncPlan, start *fetch, unservable error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sn := h.mu.snapshot; h.servableLocked(sn) {
@@ -152,16 +152,18 @@ func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unserv
 		}
 	}
 	if h.mu.fetch == nil {
-		f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
-		h.mu.fetch = f
-		if !start(f) {
-			h.mu.fetch = nil
-			return syncPlan{}, unservable, errShuttingDown
-		}
+		start = &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
+		h.mu.fetch = start
 	}
 	h.mu.fetch.waiters++ // until leaveFetch
-	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, unservable, nil
+	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, start, unservable
 }
+
+// fetchNotStarted undoes a fetch that planFull or refetchSpilled recorded
+// and the caller could not start (the server no longer starts background
+// work): it is no longer the one in flight, and every replica that joined it
+// meanwhile fails with errShuttingDown, as the one that recorded it does.
+func (h *history) fetchNotStarted(f *fetch) { h.fetchGaveUp(f, errShuttingDown) }
 
 // attachFetched completes plan, which joined fetch f, once f has started:
 // a reader of its snapshot and the stream from just after its offset (see

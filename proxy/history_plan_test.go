@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -92,3 +95,65 @@ func TestPlanPartialLogOfOldGeneration(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestPlanFullReturnsTheFetch: with nothing servable, planFull records the
+// one fetch and returns it to be started, with no lock of the history held;
+// a second plan joins it without starting another. A fetch the caller
+// cannot start is undone: no longer in flight, and a replica that joined it
+// meanwhile fails with errShuttingDown instead of waiting for ever; the
+// next plan records a new one.
+func TestPlanFullReturnsTheFetch(t *testing.T) {
+	h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
+	t.Cleanup(h.close)
+	h.mu.synced = true
+	plan, start := h.planFull()
+	if start == nil || plan.fetch != start {
+		t.Fatalf("plan joined %p, start %p: want a new fetch to start", plan.fetch, start)
+	}
+	joined, again := h.planFull()
+	if again != nil || joined.fetch != start {
+		t.Fatalf("second plan: start %p, joined %p; want it to join the first", again, joined.fetch)
+	}
+	if n := h.fetchWaiters(start); n != 2 {
+		t.Fatalf("%d waiters, want 2", n)
+	}
+	h.fetchNotStarted(start)
+	h.leaveFetch(start)
+	select {
+	case <-start.ready:
+	default:
+		t.Fatal("a fetch that never started leaves its waiters waiting")
+	}
+	if !errors.Is(start.err, errShuttingDown) {
+		t.Fatalf("waiters fail with %v, want errShuttingDown", start.err)
+	}
+	if _, next := h.planFull(); next == nil || next == start {
+		t.Fatal("the undone fetch is still the one in flight")
+	}
+}
+
+// TestEvictReturnsTheSpill: evict and persistNewest return the newest
+// snapshot to write, recorded as being written (one write at a time);
+// spillNotStarted hands it back.
+func TestEvictReturnsTheSpill(t *testing.T) {
+	h := newTestHistory(t, replid.New(), 100)
+	sn := h.newest()
+	id := snapshotID(sn)
+	if got := h.evict(id); got != sn {
+		t.Fatalf("evict returned %p, want the newest %p", got, sn)
+	}
+	if h.evict(id) != nil || h.persistNewest() != nil {
+		t.Fatal("a second write started while one is recorded")
+	}
+	h.spillNotStarted(sn)
+	if got := h.persistNewest(); got != sn {
+		t.Fatalf("persistNewest returned %p after the spill was handed back, want %p", got, sn)
+	}
+	h.spillNotStarted(sn)
+	h.mu.Lock()
+	spilling := h.mu.spilling
+	h.mu.Unlock()
+	if spilling != nil {
+		t.Fatal("the write handed back is still recorded")
+	}
+}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/wire"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // clientBufferBytes is what each connection's reader holds at least: its
@@ -92,9 +91,9 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 // evictSnapshot evicts one snapshot: a retired one is released; the newest is
 // spilled to dir in the background (dropped if dir cannot be written).
 func (s *Server) evictSnapshot(id, dir string) {
-	s.hist.evict(id, func(sn *replbuf.Snapshot) bool {
-		return s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) })
-	})
+	if sn := s.hist.evict(id); sn != nil && !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
+		s.hist.spillNotStarted(sn)
+	}
 }
 
 // rssBytes reads the resident set size from /proc (0 where there is none).

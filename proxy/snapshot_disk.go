@@ -11,7 +11,6 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // The snapshot on disk (stream log on: repl-log-size > 0).
@@ -60,9 +59,10 @@ func (s *Server) persistSnapshot() {
 		return
 	}
 	dir := s.config().Dir
-	s.hist.persistNewest(func(sn *replbuf.Snapshot) bool {
-		return s.goBackground(func(ctx context.Context) { s.writeSnapshot(ctx, sn, dir, false) })
-	})
+	if sn := s.hist.persistNewest(); sn != nil &&
+		!s.goBackground(func(ctx context.Context) { s.writeSnapshot(ctx, sn, dir, false) }) {
+		s.hist.spillNotStarted(sn)
+	}
 }
 
 // refetchBeforeStale starts a background fetch, under repl-snapshot-refresh
@@ -76,37 +76,38 @@ func (s *Server) refetchBeforeStale(now time.Time) {
 	}
 	first, last := d.log.Bounds()
 	limit := s.config().ReplLogSize / refetchDenominator * refetchNumerator
-	started := s.hist.refetchSpilled(first, last, limit, func(f *fetch) bool {
-		return s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) })
-	})
-	if started != nil {
-		s.refetchAfter = now.Add(every)
-		s.log.Info("fetching a fresh snapshot: the stream log will soon no longer cover the one on disk",
-			"snapshot-offset", started.Offset, "log-first-offset", first, "log-last-offset", last)
+	f, replaces := s.hist.refetchSpilled(first, last, limit)
+	if f == nil {
+		return
 	}
+	if !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) }) {
+		s.hist.fetchNotStarted(f)
+		return
+	}
+	s.refetchAfter = now.Add(every)
+	s.log.Info("fetching a fresh snapshot: the stream log will soon no longer cover the one on disk",
+		"snapshot-offset", replaces.Offset, "log-first-offset", first, "log-last-offset", last)
 }
 
-// refetchSpilled starts a fetch (start, as planFull's) when the snapshot on
-// disk is the newest, no fetch runs, and either the stream written since it
-// (to logLast) reaches limit or the log (from logFirst) or the replid no
-// longer continues it. It returns the snapshot it replaces, or nil.
-func (h *history) refetchSpilled(logFirst, logLast, limit int64, start func(*fetch) bool) *snapfile.File {
+// refetchSpilled records a background fetch when the snapshot on disk is
+// the newest, no fetch runs, and either the stream written since it (to
+// logLast) reaches limit or the log (from logFirst) or the replid no longer
+// continues it. It returns that fetch, for the caller to start once h.mu is
+// released (or to undo with fetchNotStarted), and the snapshot it replaces;
+// nil, nil when none is due.
+func (h *history) refetchSpilled(logFirst, logLast, limit int64) (start *fetch, replaces *snapfile.File) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sp := h.mu.spilled
 	if sp == nil || h.mu.snapshot != nil || h.mu.fetch != nil || h.mu.spilling != nil || !h.mu.synced {
-		return nil
+		return nil, nil
 	}
 	if logLast-sp.Offset < limit && logFirst <= sp.Offset+1 && h.matchesLocked(sp.ReplID, sp.Offset+1) {
-		return nil
+		return nil, nil
 	}
-	f := &fetch{ready: make(chan struct{}), reason: fetchRefresh}
-	h.mu.fetch = f
-	if !start(f) {
-		h.mu.fetch = nil
-		return nil
-	}
-	return sp
+	start = &fetch{ready: make(chan struct{}), reason: fetchRefresh}
+	h.mu.fetch = start
+	return start, sp
 }
 
 // adoptSnapshot makes the snapshot a previous run left in dir the spilled

@@ -225,12 +225,11 @@ func TestRefetchRule(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(h)
 			}
-			starts := 0
-			got := h.refetchSpilled(tc.first, tc.last, limit, func(*fetch) bool { starts++; return true })
-			if (got != nil) != tc.started || starts != b2i(tc.started) {
-				t.Fatalf("started %v (%d starts), want %v", got != nil, starts, tc.started)
+			f, got := h.refetchSpilled(tc.first, tc.last, limit)
+			if (got != nil) != tc.started || (f != nil) != tc.started {
+				t.Fatalf("started %v (fetch %v), want %v", got != nil, f != nil, tc.started)
 			}
-			if tc.started && h.mu.fetch == nil {
+			if tc.started && h.mu.fetch != f {
 				t.Fatal("a started fetch is not the one in flight")
 			}
 		})

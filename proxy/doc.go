@@ -9,12 +9,12 @@
 // until its context ends or Close is called (Close is idempotent). It is
 // made of parts with one owner each:
 //
-//   - history (history*.go): the replication identity (replid, replid2,
-//     second_repl_offset), the stream (*replbuf.Stream), the snapshots
-//     (newest, retired, spilled, being spilled, arriving from the main
-//     link), the one snapshot fetch in
-//     flight, the sync plans (planPartial, planFull) and eviction. Nothing
-//     outside these files touches its fields.
+//   - history (package history): the replication identity, the stream, the
+//     snapshots, the one fetch in flight, the sync plans and eviction
+//     candidates. It returns the work it decides on (a fetch to run, a
+//     snapshot to write to dir), which the server starts (downstream.go's
+//     planFull, memory.go, snapshot_disk.go); its package doc gives its
+//     callers and its lock.
 //   - upstream (package upstream; upstream.go here): the main link to the
 //     primary (handshake, payload, stream loop, ACKs) and the side links
 //     that fetch a snapshot for replicas needing a full sync. It sees the
@@ -68,7 +68,7 @@
 //     limitlistener.go): metrics-port's HTTP server, /metrics from a
 //     registry of the server's own whose collector reads INFO's sources at
 //     scrape time (no counters of its own), /healthz, and /readyz's rule
-//     (readiness, history.servable). It holds a bounded number of
+//     (readiness, History.Servable). It holds a bounded number of
 //     connections, each for a bounded time, inside the descriptor budget
 //     (fdbudget.go: maxclients + ReservedFDs is what the process asks of
 //     the open file limit).
@@ -120,13 +120,10 @@
 // Each part has its own lock, and none is held while taking another proxy
 // lock:
 //
-//   - history.mu guards the history. It is the only proxy lock ever held
-//     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
-//     Pool.mu) and the stream log. It takes no other proxy lock: planFull,
-//     evict and the monitor's persistNewest and refetchSpilled
-//     (snapshot_disk.go) return the fetch or write they record, and the
-//     caller starts it on the background group (bgMu) after the history's
-//     lock is released.
+//   - history.History.mu guards the history (package history). It is a
+//     leaf but for replbuf and the stream log, and takes no proxy lock: the
+//     fetch or write it records is started by the caller, on the
+//     background group (bgMu), after the history's lock is released.
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
@@ -144,8 +141,8 @@
 //     old listeners are closed after it is released.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
 //     taken under it but a load of the configuration.
-//   - history.mu is held while calling into the stream log (planPartial,
-//     planFull, attachFetched: the log's identity, bounds and a new reader):
+//   - history.mu is held while calling into the stream log (PlanPartial,
+//     PlanFull, AttachFetched: the log's identity, bounds and a new reader):
 //     history.mu, then streamlog's lock. The follower calls the log with no
 //     proxy lock held, and records under history.mu alone which stream
 //     generation the log follows (logFollows), so that a plan from the log

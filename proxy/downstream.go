@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
@@ -65,10 +66,10 @@ type replicaHandshake struct {
 type replica struct {
 	c      *client
 	hs     replicaHandshake
-	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
-	fetch  *fetch // the snapshot fetch its plan joined, if any: counted in its waiters
-	epoch  uint64 // the history's epoch its plan was made in
-	ip     string // for INFO: ip-address, else the peer's address
+	legacy bool           // SYNC: no +FULLRESYNC line, no ACK timeout
+	fetch  *history.Fetch // the snapshot fetch its plan joined, if any: counted in its waiters
+	epoch  uint64         // the history's epoch its plan was made in
+	ip     string         // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 
 	state   atomic.Int32                   // a replicaState
@@ -214,8 +215,8 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
-	plan, refused := s.hist.planPartial(replID, off, legacy)
-	if refused != partialAccepted {
+	plan, refused := s.hist.PlanPartial(replID, off, legacy)
+	if refused != history.PartialAccepted {
 		if s.up.State() != upstream.StateConnected {
 			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
 			return
@@ -233,18 +234,18 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		}
 	} else {
 		s.stats.syncPartialOK.Add(1)
-		if plan.fromLog != nil {
+		if plan.FromLog != nil {
 			s.stats.logPartialSyncs.Add(1)
 		}
 	}
-	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.fetch, epoch: plan.epoch, firstAck: make(chan struct{})}
+	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.Fetch, epoch: plan.Epoch, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)
 	}
 	r.log = c.log.With("replica-port", c.hs.port)
 	r.ackTime.Store(time.Now().UnixNano())
-	if plan.partial {
+	if plan.Partial {
 		r.state.Store(int32(replicaOnline))
 	} else {
 		r.state.Store(int32(replicaWaitBgsave))
@@ -252,11 +253,11 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	c.plan = plan
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
-	if plan.partial {
-		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.hist.stream().Offset()+1-off, "from-log", plan.fromLog != nil)
+	if plan.Partial {
+		r.log.Info("partial resync accepted", "replid", plan.ReplID, "offset", off,
+			"backlog-bytes", s.hist.Stream().Offset()+1-off, "from-log", plan.FromLog != nil)
 	} else {
-		r.log.Info("full sync", "reason", refused, "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
+		r.log.Info("full sync", "reason", refused, "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
 	}
 }
 
@@ -264,12 +265,12 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 // from the one snapshot fetch, started on the background group (after the
 // history's lock is released) if the plan recorded a new one. A fetch that
 // cannot start, the server stopping, is undone and the sync refused.
-func (s *Server) planFull() (syncPlan, error) {
-	plan, start := s.hist.planFull()
+func (s *Server) planFull() (history.Plan, error) {
+	plan, start := s.hist.PlanFull()
 	if start != nil && !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, start) }) {
-		s.hist.fetchNotStarted(start)
-		s.hist.leaveFetch(start)
-		return syncPlan{}, errShuttingDown
+		s.hist.FetchNotStarted(start)
+		s.hist.LeaveFetch(start)
+		return history.Plan{}, history.ErrShuttingDown
 	}
 	return plan, nil
 }
@@ -292,7 +293,7 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 	// The registry first, then the fetch's waiters in the history: one lock
 	// at a time.
 	s.clients.removeReplica(r)
-	s.hist.leaveFetch(r.fetch)
+	s.hist.LeaveFetch(r.fetch)
 	switch {
 	case r.closed():
 	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):

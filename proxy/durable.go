@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/streamlog"
 )
@@ -122,9 +123,9 @@ func (s *Server) recovered(d *durable) {
 		d.lg.Info("stream log: empty")
 		return
 	}
-	s.hist.recoverFrom(id, last)
-	d.gen = s.hist.stream().Generation()
-	s.hist.logFollows(d.gen)
+	s.hist.RecoverFrom(id, last)
+	d.gen = s.hist.Stream().Generation()
+	s.hist.LogFollows(d.gen)
 	s.up.ResumeFrom(last)
 	d.lg.Info("stream log: history recovered", "replid", id.ReplID, "first-offset", first, "last-offset", last,
 		"verified-bytes", rec.Verified, "unfinished-bytes", rec.Unfinished)
@@ -150,7 +151,7 @@ func (s *Server) runLogFollower(ctx context.Context) {
 		err := s.followLog(ctx)
 		// Whatever ended it, the log no longer follows the stream: no plan
 		// may read it until the next round has reset or reattached it.
-		s.hist.logFollows(0)
+		s.hist.LogFollows(0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -176,8 +177,8 @@ var errGenerationMoved = errors.New("the stream started a new generation")
 // generation.
 func (s *Server) followLog(ctx context.Context) error {
 	d := s.durable
-	st := s.hist.stream()
-	id, ok := s.hist.awaitHistory(ctx)
+	st := s.hist.Stream()
+	id, ok := s.hist.AwaitHistory(ctx)
 	if !ok {
 		return ctx.Err()
 	}
@@ -200,18 +201,18 @@ func (s *Server) followLog(ctx context.Context) error {
 		cur, d.gen = c, gen
 	}
 	defer cur.Close()
-	if !s.hist.logFollows(gen) {
+	if !s.hist.LogFollows(gen) {
 		return errGenerationMoved
 	}
 	if d.down.Swap(false) {
 		d.lg.Info("stream log resumed", "offset", cur.Offset())
 	}
-	epoch := s.hist.epoch()
+	epoch := s.hist.Epoch()
 	for {
-		if e := s.hist.epoch(); e != epoch {
+		if e := s.hist.Epoch(); e != epoch {
 			// A new replid at the same generation (+CONTINUE <new id>).
 			epoch = e
-			if err := d.log.SetIdentity(logIdentity(s.hist.identity())); err != nil {
+			if err := d.log.SetIdentity(logIdentity(s.hist.Identity())); err != nil {
 				return err
 			}
 		}
@@ -274,8 +275,8 @@ func (s *Server) runLogSyncer(ctx context.Context) {
 }
 
 // logIdentity converts the history's identity for the log.
-func logIdentity(id replIdentity) streamlog.Identity {
-	return streamlog.Identity{ReplID: id.replID, ReplID2: id.replID2, SecondOffset: id.secondOffset}
+func logIdentity(id history.Identity) streamlog.Identity {
+	return streamlog.Identity{ReplID: id.ReplID, ReplID2: id.ReplID2, SecondOffset: id.SecondOffset}
 }
 
 // minMemoryWindow is the least memoryWindow is.

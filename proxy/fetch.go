@@ -4,83 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/replproxy/replproxy/proxy/snapfile"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
-
-// A fetch is one snapshot taken from the primary over a side link
-// (REPLCONF rdb-only 1, PSYNC ? -1) for replicas that need a full sync when
-// no held snapshot is servable. Every replica waiting meanwhile shares it,
-// and runFetch tries again while one waits.
-type fetch struct {
-	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
-	sn    *replbuf.Snapshot
-	err   error
-
-	// A fetch whose payload may go to dir as it arrives (payloadSink: the
-	// stream log is on, or maxmemory under evict-snapshots, and its size is
-	// not known to fit) is not followed in memory while it arrives: memory
-	// keeps only a window of it, which no reader could follow. Its waiters
-	// take the stream from just after it at once (the stream is pinned from
-	// there while it arrives, invariant 7), send +FULLRESYNC and then
-	// keepalive newlines until done, and then the payload: from the file in
-	// dir (sendfile, as any snapshot on disk), or from memory when it stayed
-	// there (small, or dir could not take it). All of them set by
-	// fetchStarted under history.mu before ready is closed, and spilled and
-	// doneErr by fetchEnded before done is closed; read after the channel.
-	file    *payloadFile   // where the payload goes; nil: followed in memory as it arrives
-	done    chan struct{}  // with file: closed once the payload ended
-	spilled *snapfile.File // with file, once done: the payload on disk; nil when it stayed in memory
-	doneErr error          // with file, once done: why the payload failed, or nil
-	// arriving: with file, the payload is still arriving, counted in
-	// mem_snapshots (history.snapshotBytes); guarded by history.mu.
-	arriving bool
-	// gen: with file, the stream's generation at fetchStarted; a payload
-	// that ends in another one (an upstream full sync meanwhile, which may
-	// keep the replid) does not displace that sync's snapshot. Set under
-	// history.mu.
-	gen uint64
-
-	reason fetchReason // why it was started; set at creation
-
-	// waiters counts the replicas whose plan joined this fetch and that are
-	// still connected; guarded by history.mu. planFull counts a replica before
-	// it is registered, so a fetch that fails at once still sees it.
-	waiters int
-}
-
-// A fetchReason says why a snapshot fetch (a fork on the primary) was
-// started. Each completed fetch is counted per reason in INFO's proxy
-// section (snapshot_fetches_<reason>) and in
-// replproxy_snapshot_fetches_by_reason_total{reason}; together they add up to
-// snapshot_fetches.
-type fetchReason int32
-
-const (
-	fetchReplicaNeeded fetchReason = iota // a replica needed a snapshot the proxy could not serve
-	fetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
-	numFetchReasons
-)
-
-// String returns the reason as INFO and the metrics name it.
-func (r fetchReason) String() string {
-	switch r {
-	case fetchReplicaNeeded:
-		return "replica_needed"
-	case fetchRefresh:
-		return "refresh"
-	}
-	return "unknown"
-}
-
-// fetchCounts counts completed fetches per reason.
-type fetchCounts [numFetchReasons]atomic.Int64
 
 // goBackground runs f on the server's background group, with the server's
 // lifetime. It reports false when the server is not running.
@@ -98,14 +29,14 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 // runFetch fetches one snapshot for f on the background group: it runs
 // fetchLoop and is the one place that turns the loop's end into the fetch's
 // end, logging it once.
-func (s *Server) runFetch(ctx context.Context, f *fetch) {
+func (s *Server) runFetch(ctx context.Context, f *history.Fetch) {
 	err := s.fetchLoop(ctx, f)
 	var stop *fetchStopError
 	switch {
 	case err == nil:
 	case errors.As(err, &stop):
 		s.log.Warn("snapshot fetch failed, not retrying", "error", stop.err, "reason", stop.reason)
-		s.hist.fetchGaveUp(f, stop.err)
+		s.hist.FetchGaveUp(f, stop.err)
 	default:
 		s.log.Warn("snapshot fetch failed", "error", err)
 	}
@@ -133,7 +64,7 @@ func (e *fetchStopError) Unwrap() error { return e.err }
 // *fetchStopError. A failure after the snapshot was handed out is not
 // retried here: the replicas following it fail with it and come back for a
 // new one.
-func (s *Server) fetchLoop(ctx context.Context, f *fetch) error {
+func (s *Server) fetchLoop(ctx context.Context, f *history.Fetch) error {
 	primary := s.fetchPrimary()
 	backoff := upstream.BackoffMin
 	for {
@@ -168,23 +99,23 @@ func (s *Server) fetchPrimary() string { return s.upstreamTarget().Addr }
 // fetchStopReason says why a failed fetch must not be tried again, or ""
 // when it should be: the server stops, replicaof changed since the fetch
 // began, or no replica waits for it any more.
-func (s *Server) fetchStopReason(ctx context.Context, f *fetch, primary string) string {
+func (s *Server) fetchStopReason(ctx context.Context, f *history.Fetch, primary string) string {
 	if ctx.Err() != nil {
 		return "server stopping"
 	}
 	if p := s.fetchPrimary(); p != primary || p == "" {
 		return "replicaof changed"
 	}
-	if s.hist.fetchWaiters(f) == 0 {
+	if s.hist.FetchWaiters(f) == 0 {
 		return "no replica waits"
 	}
 	return ""
 }
 
 // fetchOnce makes one attempt at f. started reports whether the snapshot was
-// handed out (f.ready closed); a failure before that leaves f open for
+// handed out (f.Ready() closed); a failure before that leaves f open for
 // another attempt.
-func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err error) {
+func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool, err error) {
 	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 		// The same rule as the main link's payload: a declared size dir
 		// cannot hold is refused here, unread.
@@ -192,7 +123,11 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 		if err != nil {
 			return nil, err
 		}
-		if err := s.hist.fetchStarted(f, sn, pf); err != nil {
+		var to history.Payload // nil, not a typed nil, for memory
+		if pf != nil {
+			to = pf
+		}
+		if err := s.hist.FetchStarted(f, sn, to); err != nil {
 			return nil, err
 		}
 		started = true
@@ -204,14 +139,14 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 	if err != nil && !started {
 		return false, err
 	}
-	s.hist.fetchEnded(f, err)
+	s.hist.FetchEnded(f, err)
 	if err != nil {
 		return true, err
 	}
 	s.stats.snapshotFetches.Add(1)
-	s.stats.snapshotFetchReasons[f.reason].Add(1)
+	s.stats.snapshotFetchReasons[f.Reason()].Add(1)
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
-		"reason", f.reason.String())
+		"reason", f.Reason().String())
 	return true, nil
 }
 
@@ -220,15 +155,15 @@ func (s *Server) fetchOnce(ctx context.Context, f *fetch) (started bool, err err
 // of the fetched snapshot (none yet for a payload that may go to dir: see
 // fetch.file) and the stream from just after its offset
 // (history.attachFetched).
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPlan) error {
-	f := plan.fetch
-	if err := w.keepaliveUntil(ctx, f.ready); err != nil {
+func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *history.Plan) error {
+	f := plan.Fetch
+	if err := w.keepaliveUntil(ctx, f.Ready()); err != nil {
 		return err
 	}
-	if f.err != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.err)
+	if f.Err() != nil {
+		return fmt.Errorf("snapshot fetch: %w", f.Err())
 	}
-	return s.hist.attachFetched(f, plan)
+	return s.hist.AttachFetched(f, plan)
 }
 
 // awaitFetched waits, for a replica told +FULLRESYNC of fetch f whose
@@ -237,14 +172,14 @@ func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *syncPla
 // the payload, and they renew its repl-timeout, as a primary's while its
 // BGSAVE runs). It then completes plan with what to send: the file in dir,
 // or a reader of the snapshot when it stayed in memory (history.fetchedPayload).
-func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *fetch, plan *syncPlan) error {
-	if err := w.keepaliveUntil(ctx, f.done); err != nil {
+func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *history.Fetch, plan *history.Plan) error {
+	if err := w.keepaliveUntil(ctx, f.Done()); err != nil {
 		return err
 	}
-	if f.doneErr != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.doneErr)
+	if f.DoneErr() != nil {
+		return fmt.Errorf("snapshot fetch: %w", f.DoneErr())
 	}
-	return s.hist.fetchedPayload(f, plan)
+	return s.hist.FetchedPayload(f, plan)
 }
 
 // keepaliveUntil sends a keepalive newline every keepaliveInterval until

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -190,7 +191,7 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		w.kv("master_last_io_seconds_ago", lastIO)
 		inSync := st == upstream.StateSync
 		w.kv("master_sync_in_progress", b2i(inSync))
-		w.kv("slave_read_repl_offset", s.hist.stream().Filled()) // read_reploff: a cut command or an open MULTI included
+		w.kv("slave_read_repl_offset", s.hist.Stream().Filled()) // read_reploff: a cut command or an open MULTI included
 		w.kv("slave_repl_offset", u.Applied)
 		if inSync {
 			total, read := u.SyncTotal, u.SyncRead
@@ -227,15 +228,15 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 			r.ip, r.hs.port, r.State(), r.ackOff.Load(), lag))
 	}
 	w.kv("master_failover_state", "no-failover")
-	w.kv("master_replid", id.replID)
-	w.kv("master_replid2", id.replID2)
-	w.kv("master_repl_offset", s.hist.stream().Offset())
-	w.kv("second_repl_offset", id.secondOffset)
-	first, hist := s.hist.stream().Backlog()
-	if !id.history {
+	w.kv("master_replid", id.ReplID)
+	w.kv("master_replid2", id.ReplID2)
+	w.kv("master_repl_offset", s.hist.Stream().Offset())
+	w.kv("second_repl_offset", id.SecondOffset)
+	first, hist := s.hist.Stream().Backlog()
+	if !id.History {
 		first, hist = 0, 0
 	}
-	w.kv("repl_backlog_active", b2i(id.history))
+	w.kv("repl_backlog_active", b2i(id.History))
 	w.kv("repl_backlog_size", cfg.ReplBacklogSize)
 	w.kv("repl_backlog_first_byte_offset", first)
 	w.kv("repl_backlog_histlen", hist)
@@ -253,14 +254,14 @@ func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
 	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
 	w.kv("upstream_stream_errors", st.upstreamStreamErrors.Load())
 	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits.Load())
-	w.kv("stream_generation", s.hist.stream().Generation())
+	w.kv("stream_generation", s.hist.Stream().Generation())
 	w.kv("snapshot_fetches", st.snapshotFetches.Load())
-	for r := fetchReason(0); r < numFetchReasons; r++ {
+	for r := history.FetchReason(0); r < history.NumFetchReasons; r++ {
 		w.kv("snapshot_fetches_"+r.String(), st.snapshotFetchReasons[r].Load())
 	}
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
-	for r := partialAccepted + 1; r < numFullSyncReasons; r++ {
+	for r := history.PartialAccepted + 1; r < history.NumFullSyncReasons; r++ {
 		w.kv("sync_full_"+r.String(), st.fullSyncs[r].Load())
 	}
 	w.kv("replicas_dropped", st.replicasDropped.Load())

@@ -189,7 +189,7 @@ func (s *Server) readiness() (ok bool, why string) {
 	if st == upstream.StateNone {
 		link = "no upstream (replicaof no one)"
 	}
-	ok, why = s.hist.servable()
+	ok, why = s.hist.Servable()
 	if ok {
 		return true, link + "; serving from history: " + why
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -163,13 +164,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("upstream_stream_errors_total", st.upstreamStreamErrors.Load())
 	emit("upstream_query_buffer_limit_drops_total", st.upstreamQueryLimits.Load())
 
-	stream := s.hist.stream()
+	stream := s.hist.Stream()
 	offset := stream.Offset()
 	emit("master_repl_offset", offset)
 	emit("slave_repl_offset", u.Applied)
 	emit("slave_read_repl_offset", stream.Filled())
 	first, histlen := stream.Backlog()
-	if !s.identity().history {
+	if !s.identity().History {
 		first, histlen = 0, 0 // as INFO shows them
 	}
 	emit("repl_backlog_first_byte_offset", first)
@@ -202,7 +203,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("syncs_total", st.syncFull.Load(), "full")
 	emit("syncs_total", st.syncPartialOK.Load(), "partial_ok")
 	emit("syncs_total", st.syncPartialErr.Load(), "partial_err")
-	for r := partialAccepted + 1; r < numFullSyncReasons; r++ {
+	for r := history.PartialAccepted + 1; r < history.NumFullSyncReasons; r++ {
 		emit("full_syncs_total", st.fullSyncs[r].Load(), r.String())
 	}
 	emit("repl_input_bytes_total", st.replInputBytes.Load())
@@ -226,7 +227,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	emit("snapshot_fetches_total", st.snapshotFetches.Load(), "ok")
 	emit("snapshot_fetches_total", st.snapshotFetchFailures.Load(), "failed")
-	for r := fetchReason(0); r < numFetchReasons; r++ {
+	for r := history.FetchReason(0); r < history.NumFetchReasons; r++ {
 		emit("snapshot_fetches_by_reason_total", st.snapshotFetchReasons[r].Load(), r.String())
 	}
 	emit("snapshot_fetch_bytes_total", st.snapshotFetchBytes.Load())
@@ -252,7 +253,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit("repl_log_recovered_bytes", lr.recovered)
 		emit("repl_log_recovery_cut_bytes", lr.cut)
 	}
-	sp := s.hist.spilledSnapshot()
+	sp := s.hist.SpilledSnapshot()
 	emit("snapshot_on_disk", int64(b2i(sp != nil)))
 	if sp != nil {
 		emit("snapshot_on_disk_size_bytes", sp.Size)

@@ -51,7 +51,7 @@ func (s *Server) checkReplicas(now time.Time) {
 	timeout := cfg.ReplTimeout
 	replicas := s.clients.replicaList()
 	hard := replicaHardLimit(cfg)
-	live, end := s.logLive(), s.hist.stream().Offset()
+	live, end := s.logLive(), s.hist.Stream().Offset()
 	for _, r := range replicas {
 		if r.closed() {
 			continue
@@ -113,7 +113,7 @@ func replicaHardLimit(cfg *config.Config) int64 {
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
 func (s *Server) releaseRetired() {
 	// Under maxmemory, memory given up is given back, not kept as free blocks.
-	s.hist.releaseRetired(s.config().MaxMemory > 0)
+	s.hist.ReleaseRetired(s.config().MaxMemory > 0)
 }
 
 // disconnectReplicas closes every replica planned before epoch, after a

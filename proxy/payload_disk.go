@@ -86,10 +86,11 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 	if err != nil {
 		return nil, err
 	}
-	s.hist.payloadArriving(sn, f)
 	if f == nil {
+		s.hist.PayloadArriving(sn, nil)
 		return nil, nil // memory only (no typed nil in the interface)
 	}
+	s.hist.PayloadArriving(sn, f)
 	return f, nil
 }
 
@@ -218,6 +219,9 @@ func (p *payloadFile) Abort() {
 	}
 }
 
-// spilled is the record of the committed file, or nil for a payload held
-// in memory.
-func (p *payloadFile) spilled() *snapfile.File { return p.file }
+// Spilled is history.Payload's: the record of the committed file, or nil
+// for a payload held in memory.
+func (p *payloadFile) Spilled() *snapfile.File { return p.file }
+
+// Evicted is history.Payload's: maxmemory sent the payload to dir.
+func (p *payloadFile) Evicted() bool { return p.evict }

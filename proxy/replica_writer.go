@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -22,10 +23,10 @@ import (
 
 // writeReplica sends a replica its +CONTINUE or +FULLRESYNC, the payload, and
 // then the stream until the connection or the stream ends.
-func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (err error) {
+func (s *Server) writeReplica(ctx context.Context, r *replica, plan history.Plan) (err error) {
 	// The cursors and the file are owned by this goroutine; r.cursor only
 	// lets others read the stream cursor's figures.
-	cur, rd := plan.cursor, plan.reader
+	cur, rd := plan.Cursor, plan.Reader
 	defer func() {
 		r.cursor.Store(nil)
 		if cur != nil {
@@ -34,57 +35,57 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		if rd != nil {
 			rd.Close()
 		}
-		if plan.file != nil {
-			plan.file.Close()
+		if plan.File != nil {
+			plan.File.Close()
 		}
-		if plan.fromLog != nil {
-			plan.fromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
+		if plan.FromLog != nil {
+			plan.FromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
 		}
 	}()
 	timeout := s.config().ReplTimeout
 	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
-	if plan.partial {
+	if plan.Partial {
 		line := "+CONTINUE\r\n"
 		if r.hs.capaPSync2 {
-			line = "+CONTINUE " + plan.replID + "\r\n"
+			line = "+CONTINUE " + plan.ReplID + "\r\n"
 		}
 		if err := w.write([]byte(line)); err != nil {
 			return err
 		}
-		if plan.fromLog != nil {
-			if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
+		if plan.FromLog != nil {
+			if cur, err = w.sendLog(ctx, r, plan.FromLog, plan.Gen, -1); err != nil {
 				return err
 			}
 		}
-		return w.stream(ctx, r, cur, plan.gen)
+		return w.stream(ctx, r, cur, plan.Gen)
 	}
-	file := plan.file
-	sn := plan.snapshot
+	file := plan.File
+	sn := plan.Snapshot
 	if sn == nil && file == nil {
 		if err := s.awaitFetch(ctx, w, &plan); err != nil {
 			return fullSyncError{err}
 		}
-		sn, rd, cur = plan.snapshot, plan.reader, plan.cursor
+		sn, rd, cur = plan.Snapshot, plan.Reader, plan.Cursor
 	}
 	if !r.legacy {
-		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
+		if err := w.write([]byte("+FULLRESYNC " + plan.ReplID + " " + strconv.FormatInt(plan.Offset, 10) + "\r\n")); err != nil {
 			return err
 		}
 	}
 	r.state.Store(int32(replicaSendBulk))
 	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
-	if f := plan.fetch; f != nil && f.file != nil && sn == nil {
+	if f := plan.Fetch; f != nil && f.ToDisk() && sn == nil {
 		// A fetched payload that may go to dir: sent once it has ended,
-		// from the file or from memory (fetch.file).
+		// from the file or from memory (history.Fetch.ToDisk).
 		if err := s.awaitFetched(ctx, w, f, &plan); err != nil {
 			return fullSyncError{err}
 		}
-		sn, rd, file = plan.snapshot, plan.reader, plan.file
+		sn, rd, file = plan.Snapshot, plan.Reader, plan.File
 	}
 	var eof bool
 	var size int64
 	if file != nil {
-		size = plan.spilled.Size
+		size = plan.Spilled.Size
 		err = w.sendFile(ctx, file, size)
 	} else {
 		size = sn.Size()
@@ -99,9 +100,9 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 		rd.Close()
 		rd = nil
 	}
-	if plan.file != nil {
-		plan.file.Close()
-		plan.file = nil
+	if plan.File != nil {
+		plan.File.Close()
+		plan.File = nil
 	}
 	if r.hs.rdbOnly {
 		r.close(closeSnapshotSent, nil)
@@ -116,15 +117,15 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan syncPlan) (e
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
-	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", file != nil)
-	gen := plan.gen
+	r.log.Info("replica online", "offset", plan.Offset, "snapshot-bytes", size, "from-disk", file != nil)
+	gen := plan.Gen
 	if gen == 0 { // a fetched snapshot's plan: the generation now, which its cursor is of
-		gen = w.s.hist.stream().Generation()
+		gen = w.s.hist.Stream().Generation()
 	}
-	if plan.fromLog != nil {
+	if plan.FromLog != nil {
 		// A snapshot whose stream memory no longer holds: the stream log
 		// up to memory first (planFullLocked, attachSnapshotLocked).
-		if cur, err = w.sendLog(ctx, r, plan.fromLog, plan.gen, -1); err != nil {
+		if cur, err = w.sendLog(ctx, r, plan.FromLog, plan.Gen, -1); err != nil {
 			return err
 		}
 	}
@@ -204,7 +205,7 @@ var errLogGap = errors.New("the stream log ends before the memory stream begins"
 // whose bytes stop before it.
 func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
 	defer rd.Close()
-	st := w.s.hist.stream()
+	st := w.s.hist.Stream()
 	r.diskOff.Store(rd.Offset())
 	r.onDisk.Store(true)
 	defer r.onDisk.Store(false)
@@ -297,7 +298,7 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 		r.cursor.Store(cur)
 		live := w.s.logLive()
 		if window := w.s.memoryWindow(); live && cur.Lag() > window {
-			if rd := w.s.hist.logReaderAt(cur.Offset()); rd != nil {
+			if rd := w.s.hist.LogReaderAt(cur.Offset()); rd != nil {
 				off := cur.Offset()
 				r.cursor.Store(nil)
 				cur.Close() // the blocks it pinned may go now

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -35,7 +36,7 @@ const redisCompatVersion = "7.0.15"
 type Server struct {
 	log        hclog.Logger
 	pool       *replbuf.Pool
-	hist       *history // replication identity, stream, snapshots, fetch, sync plans (history.go)
+	hist       *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
 	runID      string
 	started    time.Time
 	configFile string
@@ -180,7 +181,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
 	}
-	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
+	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
+		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.metricsIdle, s.metricsWrite = opts.metricsIdle, opts.metricsWrite
 	s.commands = commandTable()
@@ -233,7 +235,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		} else {
 			d.retry = cmp.Or(opts.logRetry, logRetryInterval)
 			s.durable = d
-			s.hist.disk = d.log
+			s.hist.SetLog(d.log)
 			s.recovered(d)
 			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
 		}
@@ -329,7 +331,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopLog()
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
-	s.hist.close()
+	s.hist.Close()
 	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
@@ -458,7 +460,7 @@ func (s *Server) closeClients() {
 }
 
 // identity returns the replication identity the proxy presents now.
-func (s *Server) identity() replIdentity { return s.hist.identity() }
+func (s *Server) identity() history.Identity { return s.hist.Identity() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
-func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.newest() }
+func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }

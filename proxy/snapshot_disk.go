@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"time"
 
@@ -59,9 +58,9 @@ func (s *Server) persistSnapshot() {
 		return
 	}
 	dir := s.config().Dir
-	if sn := s.hist.persistNewest(); sn != nil &&
+	if sn := s.hist.PersistNewest(); sn != nil &&
 		!s.goBackground(func(ctx context.Context) { s.writeSnapshot(ctx, sn, dir, false) }) {
-		s.hist.spillNotStarted(sn)
+		s.hist.SpillNotStarted(sn)
 	}
 }
 
@@ -76,38 +75,17 @@ func (s *Server) refetchBeforeStale(now time.Time) {
 	}
 	first, last := d.log.Bounds()
 	limit := s.config().ReplLogSize / refetchDenominator * refetchNumerator
-	f, replaces := s.hist.refetchSpilled(first, last, limit)
+	f, replaces := s.hist.RefetchSpilled(first, last, limit)
 	if f == nil {
 		return
 	}
 	if !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) }) {
-		s.hist.fetchNotStarted(f)
+		s.hist.FetchNotStarted(f)
 		return
 	}
 	s.refetchAfter = now.Add(every)
 	s.log.Info("fetching a fresh snapshot: the stream log will soon no longer cover the one on disk",
 		"snapshot-offset", replaces.Offset, "log-first-offset", first, "log-last-offset", last)
-}
-
-// refetchSpilled records a background fetch when the snapshot on disk is
-// the newest, no fetch runs, and either the stream written since it (to
-// logLast) reaches limit or the log (from logFirst) or the replid no longer
-// continues it. It returns that fetch, for the caller to start once h.mu is
-// released (or to undo with fetchNotStarted), and the snapshot it replaces;
-// nil, nil when none is due.
-func (h *history) refetchSpilled(logFirst, logLast, limit int64) (start *fetch, replaces *snapfile.File) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	sp := h.mu.spilled
-	if sp == nil || h.mu.snapshot != nil || h.mu.fetch != nil || h.mu.spilling != nil || !h.mu.synced {
-		return nil, nil
-	}
-	if logLast-sp.Offset < limit && logFirst <= sp.Offset+1 && h.matchesLocked(sp.ReplID, sp.Offset+1) {
-		return nil, nil
-	}
-	start = &fetch{ready: make(chan struct{}), reason: fetchRefresh}
-	h.mu.fetch = start
-	return start, sp
 }
 
 // adoptSnapshot makes the snapshot a previous run left in dir the spilled
@@ -121,7 +99,7 @@ func (s *Server) adoptSnapshot(dir string) {
 	}
 	if err == nil {
 		first, last := s.durable.log.Bounds()
-		err = s.hist.adoptSpilled(sp, first, last)
+		err = s.hist.AdoptSpilled(sp, first, last)
 	}
 	if err != nil {
 		s.log.Warn("snapshot on disk not adopted: removing it", "dir", dir, "error", err)
@@ -131,28 +109,10 @@ func (s *Server) adoptSnapshot(dir string) {
 		"size", humanize.IBytes(uint64(sp.Size)))
 }
 
-// adoptSpilled makes sp the spilled snapshot if the recovered stream, whose
-// log holds logFirst to logLast, continues it: its replid matches at
-// offset+1 and the log holds offset+1 (or ends at offset). Before Run only.
-func (h *history) adoptSpilled(sp *snapfile.File, logFirst, logLast int64) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case !h.mu.synced:
-		return errors.New("the stream log holds no history")
-	case !h.matchesLocked(sp.ReplID, sp.Offset+1):
-		return fmt.Errorf("replid %s at offset %d is not the stream log's (%s)", sp.ReplID, sp.Offset, h.mu.replID)
-	case sp.Offset+1 < logFirst || sp.Offset > logLast:
-		return fmt.Errorf("the stream log holds offsets %d to %d, not the stream after offset %d", logFirst, logLast, sp.Offset)
-	}
-	h.mu.spilled = sp
-	return nil
-}
-
 // writeInfoSnapshotOnDisk writes INFO persistence's fields of the snapshot on
 // disk (a spilled one, or one written for the stream log).
 func (s *Server) writeInfoSnapshotOnDisk(w infoWriter, now time.Time) {
-	sp := s.hist.spilledSnapshot()
+	sp := s.hist.SpilledSnapshot()
 	w.kv("repl_snapshot_on_disk", b2i(sp != nil))
 	if sp == nil {
 		return

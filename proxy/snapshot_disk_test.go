@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/snapfile"
-	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -193,45 +190,5 @@ func TestSnapshotRefetchBeforeStale(t *testing.T) {
 	}
 	if got := xc.InfoInt(t, "proxy", "snapshot_fetches_refresh"); got != 1 {
 		t.Fatalf("snapshot_fetches_refresh %d, want 1", got)
-	}
-}
-
-// TestRefetchRule: the background fetch starts only for a snapshot on disk
-// that is the newest, with no fetch in flight, once the stream since it
-// reaches the limit or the log or the replid no longer continue it.
-func TestRefetchRule(t *testing.T) {
-	const off, limit = 1000, 3 << 18
-	cases := []struct {
-		name        string
-		setup       func(h *history)
-		first, last int64
-		started     bool
-	}{
-		{"young", nil, 1, off + limit - 1, false},
-		{"at the limit", nil, 1, off + limit, true},
-		{"log no longer covers it", nil, off + 2, off + 10, true},
-		{"replid moved on", func(h *history) { h.mu.replID = replid.New() }, 1, off + 10, true},
-		{"fetch in flight", func(h *history) { h.mu.fetch = &fetch{} }, 1, off + limit, false},
-		{"newer snapshot in memory", func(h *history) {
-			h.mu.snapshot = replbuf.NewSnapshot(h.mu.replID, off+5, h.pool, time.Now())
-		}, 1, off + limit, false},
-		{"nothing on disk", func(h *history) { h.mu.spilled = nil }, 1, off + limit, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
-			h.mu.synced = true
-			h.mu.spilled = &snapfile.File{ReplID: h.mu.replID, Offset: off}
-			if tc.setup != nil {
-				tc.setup(h)
-			}
-			f, got := h.refetchSpilled(tc.first, tc.last, limit)
-			if (got != nil) != tc.started || (f != nil) != tc.started {
-				t.Fatalf("started %v (fetch %v), want %v", got != nil, f != nil, tc.started)
-			}
-			if tc.started && h.mu.fetch != f {
-				t.Fatal("a started fetch is not the one in flight")
-			}
-		})
 	}
 }

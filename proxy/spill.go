@@ -26,7 +26,7 @@ func (s *Server) spill(ctx context.Context, sn *replbuf.Snapshot, dir string) {
 // whether maxmemory asked for it (spill) or the stream log did (persist).
 func (s *Server) writeSnapshot(ctx context.Context, sn *replbuf.Snapshot, dir string, evicted bool) {
 	file, err := writeSpillFile(ctx, sn, dir, s.spillRand, s.durable != nil)
-	s.hist.spillDone(sn, dir, file, err, evicted)
+	s.hist.SpillDone(sn, dir, file, err, evicted)
 }
 
 // writeSpillFile writes a complete snapshot to dir through a snapfile.Sink
@@ -59,7 +59,7 @@ func writeSpillFile(ctx context.Context, sn *replbuf.Snapshot, dir string, rando
 func (s *Server) removeSpillLeftovers(dir string) {
 	// With the stream log on, New adopted a snapshot it can serve (if any)
 	// before this runs: its two files stay.
-	done, err := snapfile.RemoveLeftovers(dir, s.hist.spilledSnapshot() != nil)
+	done, err := snapfile.RemoveLeftovers(dir, s.hist.SpilledSnapshot() != nil)
 	switch {
 	case errors.Is(err, snapfile.ErrDirUnreadable):
 		s.log.Debug("dir not readable: no spill leftovers removed", "dir", dir, "error", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -33,10 +34,10 @@ func spillSnapshot(t testing.TB, p *testProxy, replID string, offset int64) *rep
 // evict-snapshots does, waiting for the spill to finish.
 func spillNow(t testing.TB, p *testProxy, sn *replbuf.Snapshot, dir string) {
 	t.Helper()
-	p.hist.mu.Lock()
-	p.hist.mu.snapshot = sn
-	p.hist.mu.spilling = sn
-	p.hist.mu.Unlock()
+	p.hist.SetNewest(sn)
+	if p.hist.Evict(history.SnapshotID(sn)) != sn {
+		t.Fatal("the newest snapshot was not handed out to spill")
+	}
 	p.spill(context.Background(), sn, dir)
 }
 
@@ -78,9 +79,7 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapfile.MetaName, snapfile.FileName, lockFileName}) {
 				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, snapfile.FileName)
 			}
-			p.hist.mu.Lock()
-			sp := p.hist.mu.spilled
-			p.hist.mu.Unlock()
+			sp := p.hist.SpilledSnapshot()
 			if sp == nil || sp.ReplID != replID || sp.Offset != 7 {
 				t.Fatalf("spilled record %+v: the replid and offset stay in memory", sp)
 			}
@@ -218,20 +217,16 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := startProxy(t, "--dir", dir)
-			p.hist.mu.Lock()
-			replID := p.hist.mu.replID
-			p.hist.mu.Unlock()
-			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.stream().Offset()), dir)
-			p.hist.mu.Lock()
-			sp := p.hist.mu.spilled
-			p.hist.mu.Unlock()
+			replID := p.hist.Identity().ReplID
+			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.Stream().Offset()), dir)
+			sp := p.hist.SpilledSnapshot()
 			if sp == nil {
 				t.Fatal("nothing spilled")
 			}
 			tc.replace(t, filepath.Join(dir, snapfile.FileName))
 
 			type result struct {
-				plan syncPlan
+				plan history.Plan
 				err  error
 			}
 			done := make(chan result, 1)
@@ -248,21 +243,19 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
-			if res.plan.cursor != nil {
-				res.plan.cursor.Close()
+			if res.plan.Cursor != nil {
+				res.plan.Cursor.Close()
 			}
-			if res.plan.file != nil {
-				res.plan.file.Close()
+			if res.plan.File != nil {
+				res.plan.File.Close()
 			}
-			if served := res.plan.file != nil; served != tc.served {
+			if served := res.plan.File != nil; served != tc.served {
 				t.Fatalf("served from the spilled file: %v, want %v", served, tc.served)
 			}
-			if !tc.served && res.plan.fetch == nil {
+			if !tc.served && res.plan.Fetch == nil {
 				t.Fatal("refused file, but no fetch planned")
 			}
-			p.hist.mu.Lock()
-			forgotten := p.hist.mu.spilled == nil
-			p.hist.mu.Unlock()
+			forgotten := p.hist.SpilledSnapshot() == nil
 			if forgotten == tc.served {
 				t.Fatalf("spilled record forgotten: %v; want it forgotten only once refused", forgotten)
 			}

@@ -27,8 +27,9 @@ var allowed = map[string][]string{
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
 	"proxy/snapfile": {"replbuf", "replid"},
+	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/snapfile", "proxy/upstream", "proxy/wire",
+		"eviction", "proxy/config", "proxy/history", "proxy/snapfile", "proxy/upstream", "proxy/wire",
 		"replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

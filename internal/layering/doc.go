@@ -16,6 +16,9 @@
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of
 //     the module, and nothing but tests imports it.
+//   - internal/safefile (the file mechanisms: open a regular file as seen,
+//     write a new file under a temporary name and rename it into place)
+//     imports nothing of the module.
 //   - nothing outside cmd/ imports cmd/, and nothing outside bench/ imports
 //     bench/, tests included.
 package layering

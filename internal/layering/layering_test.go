@@ -36,6 +36,7 @@ var allowed = map[string][]string{
 
 	"internal/layering":  {},
 	"internal/redistest": {},
+	"internal/safefile":  {},
 
 	"bench":                   {"bench/..."},
 	"bench/internal/cluster":  {"bench/..."},

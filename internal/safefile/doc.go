@@ -22,8 +22,10 @@
 //
 // # Concurrency
 //
-// safefile holds no state and no lock. A [Pending] is owned by the one
-// goroutine that created it, until Commit or Cancel; the functions may be
-// called from any goroutine. Callers must not hold a lock across them: each
-// does file I/O, fsync included.
+// safefile owns no state and has no lock, so it takes no place in any lock
+// order. A [Pending] is owned by the goroutine that created it, until
+// Commit or Cancel; the functions may be called from any goroutine. Each
+// does file I/O, fsync included: a caller that holds a lock across one
+// (streamlog's writer lock, which is held across all of the log's writes)
+// makes whoever waits for that lock wait for the disk, and says so.
 package safefile

@@ -47,7 +47,8 @@
 //   - clients and replicas (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
 //     one connection each; a client turns into a replica on PSYNC or SYNC.
-//   - the stream log (durable.go; package streamlog): with repl-log-size,
+//   - the stream log (durable.go; package streamlog, its follower in package
+//     history): with repl-log-size,
 //     the stream kept in dir/replproxy-log, recovered at New (the history
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
 //     read by partial resyncs older than the memory backlog and by replicas
@@ -104,10 +105,11 @@
 // connection. Snapshot fetches, spills and memory returns run on the background
 // group (goBackground), which has Run's lifetime: a fetch goroutine owns its
 // side-link connection. With the stream log, Run also starts its follower
-// (a cursor on the stream that appends every published byte to the log; it
-// is the last of the stream's readers to stop, after the clients, and
-// closes the log) and a syncer (repl-log-fsync everysec), on a context of
-// their own. A replica's writer sends from the log (sendLog) while the
+// (history.Follower: a cursor on the stream that appends every published
+// byte to the log; it is the last of the stream's readers to stop, after
+// the clients), which runs the syncer (repl-log-fsync everysec) beside it
+// and joins it, on a context of their own; Run waits for both, then closes
+// the log. A replica's writer sends from the log (sendLog) while the
 // replica is out of the memory window or resumes from an offset only the
 // log holds, then moves back to a cursor. The monitoring server, when
 // metrics-port is set, is

@@ -233,7 +233,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
-			d.retry = cmp.Or(opts.logRetry, logRetryInterval)
+			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
 			s.recovered(d)
@@ -298,16 +298,17 @@ func (s *Server) Run(ctx context.Context) error {
 		s.up.Run(linkCtx)
 	})
 
-	// The stream log's goroutines have their own context too: the follower
-	// ends last among the stream's readers, appending what was published.
+	// The stream log's follower (and its syncer) have their own context
+	// too: the follower ends last among the stream's readers, appending what
+	// was published, and the log is closed once both have stopped.
 	logCtx, stopLog := context.WithCancel(context.Background())
 	defer stopLog()
 	logDone := make(chan struct{})
-	if s.durable != nil {
-		go s.runLogSyncer(logCtx)
+	if d := s.durable; d != nil {
 		go func() {
 			defer close(logDone)
-			s.runLogFollower(logCtx)
+			defer d.close()
+			d.follow.Run(logCtx)
 		}()
 	} else {
 		close(logDone)

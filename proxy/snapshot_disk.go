@@ -70,7 +70,7 @@ func (s *Server) persistSnapshot() {
 func (s *Server) refetchBeforeStale(now time.Time) {
 	d := s.durable
 	every := s.config().ReplSnapshotRefresh
-	if d == nil || every <= 0 || now.Before(s.refetchAfter) || s.up.State() != upstream.StateConnected || d.down.Load() {
+	if d == nil || every <= 0 || now.Before(s.refetchAfter) || s.up.State() != upstream.StateConnected || d.follow.Down() {
 		return
 	}
 	first, last := d.log.Bounds()

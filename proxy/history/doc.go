@@ -17,7 +17,10 @@
 //     and why a replica gets a full sync (FullSyncReason);
 //   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
-//     AdoptSpilled.
+//     AdoptSpilled;
+//   - the stream log's follower and its syncer (Follower, follower.go):
+//     what the log holds of the stream, whether it is down and why; the
+//     configuration it reads comes in as FollowerConfig's functions.
 //
 // It decides; it does not start. A method that decides that background work
 // is due records it and returns it, as eviction.Plan returns actions and
@@ -44,7 +47,8 @@
 // ReleaseRetired, PersistNewest, RefetchSpilled); New, before Run, recovers
 // (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
 // (Identity, Newest, SnapshotBytes, SpilledSnapshot, Servable, the stream's
-// figures). The package starts no goroutine of its own.
+// figures). A Follower's Run is the follower's goroutine, and starts and
+// joins the syncer's; the package starts no other goroutine.
 //
 // # Lock
 //
@@ -58,4 +62,9 @@
 // for a full sync's plan (snapfile.File.Open, which does not block), so that
 // the file the plan serves is the one recorded. A snapfile.File and a
 // Fetch's channels and results, once closed, are read without it.
+//
+// A Follower calls the stream log with no lock of its own held, and records
+// under History.mu alone which generation the log follows (LogFollows); its
+// round lock (Follower.round) is a leaf that guards only how to end the
+// current round, taken by the syncer and the follower, never across I/O.
 package history

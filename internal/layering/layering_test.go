@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
-	"proxy/snapfile": {"replbuf", "replid"},
+	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	"proxy": {
 		"eviction", "proxy/config", "proxy/history", "proxy/snapfile", "proxy/upstream", "proxy/wire",

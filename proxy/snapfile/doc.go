@@ -26,7 +26,10 @@
 //
 // Every name is chosen here, never taken from the network, and every file
 // operation goes through an os.Root opened on dir, so that no name reaches
-// outside it, whether by ".." or by a symlink.
+// outside it, whether by ".." or by a symlink. The two mechanisms, opening
+// a name only while it is the regular file seen and writing a new file
+// under a temporary name renamed into place, are internal/safefile's, the
+// one copy of each that the stream log uses too.
 //
 // # Goroutines and locks
 //

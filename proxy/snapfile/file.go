@@ -1,12 +1,12 @@
 package snapfile
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/replproxy/replproxy/internal/safefile"
 )
 
 // Names in dir. As with Redis's dbfilename, two instances must not share a
@@ -23,8 +23,6 @@ const (
 	// tempPrefix + 16 random hex digits + tempSuffix.
 	tempPrefix = "replproxy-snapshot-"
 	tempSuffix = ".tmp"
-	// tempTries bounds the names tried when some already exist.
-	tempTries = 100
 )
 
 // A File is a snapshot written to FileName in Dir, from which full syncs
@@ -51,11 +49,11 @@ func (sp *File) Open() (*os.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	f, fi, err := openRegular(root, FileName)
+	f, fi, err := openRegular(root, FileName, sp.Info)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sp.Path(), err)
 	}
-	if !os.SameFile(sp.Info, fi) || fi.Size() != sp.Size {
+	if fi.Size() != sp.Size {
 		f.Close()
 		return nil, fmt.Errorf("%s was replaced since it was written", sp.Path())
 	}
@@ -78,30 +76,8 @@ func (sp *File) Remove() error {
 }
 
 // openRegular opens name in root for reading if it is a regular file, and
-// returns it with what Fstat says of it: Lstat first (a link or a FIFO is
-// refused), then an O_NONBLOCK open (should a FIFO appear between the two,
-// the open returns instead of waiting for a writer), then Fstat, which must
-// be the file the Lstat saw.
-func openRegular(root *os.Root, name string) (*os.File, os.FileInfo, error) {
-	before, err := root.Lstat(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !before.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("not a regular file (%s)", before.Mode().Type())
-	}
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !os.SameFile(before, fi) {
-		f.Close()
-		return nil, nil, errors.New("replaced while it was opened")
-	}
-	return f, fi, nil
+// the file the Lstat saw (safefile.OpenRegular: Lstat, O_NONBLOCK open,
+// Fstat); want, when not nil, is the file as written.
+func openRegular(root *os.Root, name string, want os.FileInfo) (*os.File, os.FileInfo, error) {
+	return safefile.OpenRegular(root, name, want)
 }

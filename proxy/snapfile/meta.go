@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/safefile"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
@@ -27,42 +28,16 @@ type Meta struct {
 // ErrMetaInvalid is metadata that does not describe a snapshot.
 var ErrMetaInvalid = errors.New("snapshot metadata invalid")
 
-// writeMeta replaces MetaName in root with m, atomically: a new temporary
-// file (O_EXCL, as a snapshot file's), fsynced, renamed over the name, and
-// dir fsynced so that the rename survives a power loss.
+// writeMeta replaces MetaName in root with m, atomically and durably
+// (safefile.WriteFile: a new temporary file, O_EXCL as a snapshot file's,
+// fsynced, renamed over the name, and dir fsynced so that the rename
+// survives a power loss).
 func writeMeta(root *os.Root, m Meta, random io.Reader) error {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	f, tmp, err := createTemp(root, random)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		root.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		root.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		root.Remove(tmp)
-		return err
-	}
-	if err := root.Rename(tmp, MetaName); err != nil {
-		root.Remove(tmp)
-		return err
-	}
-	d, err := root.Open(".")
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return safefile.WriteFile(safefile.RootFS{Root: root}, MetaName, tempPrefix, tempSuffix, append(data, '\n'), random)
 }
 
 // Load reads MetaName in dir and verifies the file it describes: a regular
@@ -80,7 +55,7 @@ func Load(dir string) (*File, error) {
 		return nil, err
 	}
 	sp := &File{Dir: dir, ReplID: m.ReplID, Offset: m.Offset, Size: m.Size, Created: time.Unix(0, m.Created)}
-	f, fi, err := openRegular(root, FileName)
+	f, fi, err := openRegular(root, FileName, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", FileName, err)
 	}

@@ -2,8 +2,6 @@ package snapfile
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/safefile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -32,8 +31,7 @@ type Options struct {
 // or Cancel it is done with.
 type Sink struct {
 	root *os.Root
-	f    *os.File
-	tmp  string // the temporary file's name in root
+	p    *safefile.Pending // the temporary file
 	dir  string
 	opt  Options
 	meta Meta   // the snapshot's identity; Size and CRC64 are completed by Close
@@ -47,12 +45,12 @@ func Create(dir, replID string, offset int64, created time.Time, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
-	f, tmp, err := createTemp(root, opt.Random)
+	p, err := safefile.Create(safefile.RootFS{Root: root}, tempPrefix, tempSuffix, opt.Random)
 	if err != nil {
 		root.Close()
 		return nil, err
 	}
-	return &Sink{root: root, f: f, tmp: tmp, dir: dir, opt: opt,
+	return &Sink{root: root, p: p, dir: dir, opt: opt,
 		meta: Meta{ReplID: replID, Offset: offset, Created: created.UnixNano()}}, nil
 }
 
@@ -61,7 +59,7 @@ func (w *Sink) Write(p []byte) (int, error) {
 	if w.opt.WithMeta {
 		w.crc = replbuf.CRC64(w.crc, p)
 	}
-	return w.f.Write(p)
+	return w.p.Write(p)
 }
 
 // CopyFrom writes what rd reads, a reader of a complete snapshot, until its
@@ -89,7 +87,7 @@ func (w *Sink) CopyFrom(ctx context.Context, rd *replbuf.Cursor) error {
 				w.crc = replbuf.CRC64(w.crc, b)
 			}
 		}
-		n, err := bufs.WriteTo(w.f)
+		n, err := bufs.WriteTo(w.p)
 		if err != nil {
 			return err
 		}
@@ -101,8 +99,7 @@ func (w *Sink) CopyFrom(ctx context.Context, rd *replbuf.Cursor) error {
 
 // Cancel removes the temporary file.
 func (w *Sink) Cancel() {
-	w.f.Close()
-	w.root.Remove(w.tmp)
+	w.p.Cancel()
 	w.root.Close()
 }
 
@@ -113,36 +110,30 @@ func (w *Sink) Cancel() {
 func (w *Sink) Close() (*File, error) {
 	root := w.root
 	defer root.Close()
-	if err := w.f.Sync(); err != nil {
-		w.f.Close()
-		root.Remove(w.tmp)
-		return nil, err
-	}
-	fi, err := w.f.Stat()
-	if err != nil {
-		w.f.Close()
-		root.Remove(w.tmp)
-		return nil, err
-	}
-	if err := w.f.Close(); err != nil {
-		root.Remove(w.tmp)
-		return nil, err
-	}
 	if w.opt.WithMeta {
-		// The old metadata goes first: a crash before the new one is in
-		// place leaves a file without metadata, which is not adopted, never
-		// metadata describing another file.
+		// The file's bytes are on disk before the old metadata goes, and the
+		// old metadata goes before the rename: a crash in between leaves a
+		// file without metadata, which is not adopted, never metadata
+		// describing another file.
+		if err := w.p.File().Sync(); err != nil {
+			w.p.Cancel()
+			return nil, err
+		}
 		if err := root.Remove(MetaName); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			root.Remove(w.tmp)
+			w.p.Cancel()
 			return nil, err
 		}
 	}
-	// A rename replaces whatever holds the name, a planted link included,
+	// One rename into place (safefile: fsync, close, rename, fsync of dir);
+	// a rename replaces whatever holds the name, a planted link included,
 	// without following it.
-	if err := root.Rename(w.tmp, FileName); err != nil {
-		root.Remove(w.tmp)
+	fi, err := w.p.Commit(FileName)
+	if fi == nil {
 		return nil, err
 	}
+	// err, with fi, is only dir's fsync after the rename: the file is in
+	// place and served as before; with metadata, its write syncs dir again
+	// and reports a failure then.
 	if w.opt.WithMeta {
 		m := w.meta
 		m.Size, m.CRC64 = fi.Size(), w.crc
@@ -153,26 +144,4 @@ func (w *Sink) Close() (*File, error) {
 	}
 	return &File{Dir: w.dir, Info: fi, ReplID: w.meta.ReplID, Offset: w.meta.Offset, Size: fi.Size(),
 		Created: time.Unix(0, w.meta.Created)}, nil
-}
-
-// createTemp creates a new temporary file in root with O_EXCL: a name that
-// exists already (a file, or a link planted there) is never opened; another
-// name is tried instead.
-func createTemp(root *os.Root, random io.Reader) (*os.File, string, error) {
-	if random == nil {
-		random = rand.Reader
-	}
-	var b [8]byte
-	for range tempTries {
-		if _, err := io.ReadFull(random, b[:]); err != nil {
-			return nil, "", fmt.Errorf("temporary file name: %w", err)
-		}
-		name := tempPrefix + hex.EncodeToString(b[:]) + tempSuffix
-		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		return f, name, err
-	}
-	return nil, "", fmt.Errorf("no free temporary file name after %d tries", tempTries)
 }

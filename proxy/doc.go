@@ -21,7 +21,8 @@
 //     server only through upstream.Host, which upstream.go implements on the
 //     configuration and the history, and ackpolicy.go (what is acknowledged
 //     upstream under ack-policy) on the registry's replicas; fetch.go runs
-//     the shared fetches; payload_disk.go decides where a full sync's
+//     the shared fetches, whose retries are the link's (FetchLoop, one
+//     backoff rule with its reconnects); payload_disk.go decides where a full sync's
 //     payload, or a fetch's, goes while it arrives (memory, or dir past a
 //     small window).
 //   - replid (package replid): the replid and offset rules both sides check

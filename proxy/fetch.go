@@ -26,90 +26,25 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 	return true
 }
 
-// runFetch fetches one snapshot for f on the background group: it runs
-// fetchLoop and is the one place that turns the loop's end into the fetch's
-// end, logging it once.
+// runFetch fetches one snapshot for f on the background group: the link's
+// fetch loop retries its attempts (fetchOnce) with the link's backoff while
+// a replica waits for it, and this is the one place that turns the loop's
+// end into the fetch's end, logging it once.
 func (s *Server) runFetch(ctx context.Context, f *history.Fetch) {
-	err := s.fetchLoop(ctx, f)
-	var stop *fetchStopError
+	err := s.up.FetchLoop(ctx, upstream.FetchJob{
+		Attempt: func(ctx context.Context) (bool, error) { return s.fetchOnce(ctx, f) },
+		Wanted:  func() bool { return s.hist.FetchWaiters(f) > 0 },
+		Failed:  func() { s.stats.snapshotFetchFailures.Add(1) },
+	})
+	var stop *upstream.FetchStopError
 	switch {
 	case err == nil:
 	case errors.As(err, &stop):
-		s.log.Warn("snapshot fetch failed, not retrying", "error", stop.err, "reason", stop.reason)
-		s.hist.FetchGaveUp(f, stop.err)
+		s.log.Warn("snapshot fetch failed, not retrying", "error", stop.Err, "reason", stop.Reason)
+		s.hist.FetchGaveUp(f, stop.Err)
 	default:
 		s.log.Warn("snapshot fetch failed", "error", err)
 	}
-}
-
-// fetchStopError ends a fetch given up before the primary answered: its
-// waiters fail with err.
-type fetchStopError struct {
-	reason string // why it is not retried
-	err    error  // the last attempt's failure
-}
-
-func (e *fetchStopError) Error() string { return e.err.Error() + " (not retried: " + e.reason + ")" }
-func (e *fetchStopError) Unwrap() error { return e.err }
-
-// fetchLoop makes attempts at f until one starts. As soon as the primary
-// answers with +FULLRESYNC, the snapshot becomes the server's newest and
-// waiting replicas start following it while it arrives; fetchLoop returns
-// nil once it has arrived, or the error that ended it.
-//
-// An attempt that fails before that (the primary refused, went silent, or
-// answered what Redis never sends) is counted and retried with backoff, as
-// long as a replica still waits for this fetch, the server runs and
-// replicaof names the same primary; otherwise the loop returns a
-// *fetchStopError. A failure after the snapshot was handed out is not
-// retried here: the replicas following it fail with it and come back for a
-// new one.
-func (s *Server) fetchLoop(ctx context.Context, f *history.Fetch) error {
-	primary := s.fetchPrimary()
-	backoff := upstream.BackoffMin
-	for {
-		started, err := s.fetchOnce(ctx, f)
-		if err == nil {
-			return nil
-		}
-		s.stats.snapshotFetchFailures.Add(1)
-		if started {
-			return err
-		}
-		why := s.fetchStopReason(ctx, f, primary)
-		if why == "" {
-			s.log.Warn("snapshot fetch failed", "error", err, "retry-in", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, upstream.BackoffMax)
-			// The wait may have changed everything: look again.
-			why = s.fetchStopReason(ctx, f, primary)
-		}
-		if why != "" {
-			return &fetchStopError{reason: why, err: err}
-		}
-	}
-}
-
-// fetchPrimary returns host:port of the configured primary, "" for none.
-func (s *Server) fetchPrimary() string { return s.upstreamTarget().Addr }
-
-// fetchStopReason says why a failed fetch must not be tried again, or ""
-// when it should be: the server stops, replicaof changed since the fetch
-// began, or no replica waits for it any more.
-func (s *Server) fetchStopReason(ctx context.Context, f *history.Fetch, primary string) string {
-	if ctx.Err() != nil {
-		return "server stopping"
-	}
-	if p := s.fetchPrimary(); p != primary || p == "" {
-		return "replicaof changed"
-	}
-	if s.hist.FetchWaiters(f) == 0 {
-		return "no replica waits"
-	}
-	return ""
 }
 
 // fetchOnce makes one attempt at f. started reports whether the snapshot was

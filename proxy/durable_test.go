@@ -270,8 +270,11 @@ func TestLogDiskFailure(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "repl_log_status:down", func() bool {
 		return xc.Info(t, "persistence")["repl_log_status"] == "down"
 	})
-	time.Sleep(500 * time.Millisecond) // several retries fail meanwhile
-	if info := xc.Info(t, "persistence"); info["repl_log_errors"] < "2" || !strings.Contains(info["repl_log_last_error"], "injected") {
+	// Retries fail meanwhile (every 100ms), each counted.
+	redistest.WaitFor(t, 10*time.Second, "a failed retry counted", func() bool {
+		return xc.InfoInt(t, "persistence", "repl_log_errors") >= 2
+	})
+	if info := xc.Info(t, "persistence"); !strings.Contains(info["repl_log_last_error"], "injected") {
 		t.Fatalf("INFO persistence while the disk fails: %v", info)
 	}
 	if n := p.Log.Count("stream log stopped"); n != 1 {

@@ -7,13 +7,17 @@
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GO ?= go
 
-.PHONY: test vet unit redis bench bench-engine fuzz demo bench-e2e
+.PHONY: test vet unit redis bench bench-engine fuzz demo
 
+# bench/ is a module of its own (so that the product's go.mod does not carry
+# the plotting library), which ./... does not enter: each target names it too.
 test: redis vet
 	$(GO) test -race -timeout 12m ./...
+	$(GO) -C bench test -race ./...
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C bench vet ./...
 
 # unit runs every test that needs no Redis: REDISTEST=skip makes each test that
 # needs a redis-server or redis-cli skip, even under CI=true. (Without it the
@@ -21,6 +25,7 @@ vet:
 # fail: `make test` never skips.)
 unit: vet
 	REDISTEST=skip $(GO) test -race ./...
+	REDISTEST=skip $(GO) -C bench test -race ./...
 
 redis:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
@@ -34,12 +39,14 @@ redis:
 # bench measures the engine, streaming (direct, chained through a redis-server,
 # through replproxy), full syncs and a proxy restart against real Redis, and
 # writes bench/RESULTS.md with charts beside it. QUICK=1 is a run of a few
-# minutes; BENCH_ARGS passes more flags (go run ./bench -h lists them), e.g.
+# minutes; BENCH_ARGS passes more flags (go run . -h in bench/ lists them), e.g.
 #   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
 #   make bench BENCH_ARGS=-dry-run    # list the points a run measures
 #   make bench BENCH_ARGS=-profile    # add a perf profile of the proxy (needs perf)
+#   make bench BENCH_ARGS='-sections streaming -proxy-args "--repl-backlog-size 64mb"'
+# It runs in bench/ (its own module); it builds replproxy from this folder.
 bench: redis
-	GO=$(GO) $(GO) run ./bench $(if $(QUICK),-quick) $(BENCH_ARGS)
+	GO=$(GO) $(GO) -C bench run . $(if $(QUICK),-quick) $(BENCH_ARGS)
 
 # bench-engine is the replbuf benchmarks alone (the engine vs. raw writev).
 bench-engine:
@@ -63,9 +70,3 @@ fuzz:
 # 127.0.0.1, writes data to the primary and checks that every replica matches it.
 demo: redis
 	GO=$(GO) bash scripts/demo.sh
-
-# bench-e2e compares primary -> N replicas with primary -> replproxy -> N replicas
-# (replication throughput, primary CPU, proxy CPU per GB). Settings, e.g.:
-#   make bench-e2e E2E_REPLICAS=8 E2E_REPS=5 E2E_REQUESTS=400000 E2E_SIZE=4096
-bench-e2e: redis
-	GO=$(GO) bash scripts/bench-e2e.sh

@@ -41,6 +41,7 @@ func runEngine(ctx context.Context, o *options) (*engineResult, error) {
 	args := engineArgs(o)
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, o.goCmd, args...)
+	cmd.Dir = o.root // ./replbuf/ is the product's, not this module's
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w\n%s", o.goCmd, strings.Join(args, " "), err, out.String())

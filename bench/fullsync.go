@@ -94,7 +94,7 @@ func runFullSync(ctx context.Context, o *options, proxyBin string) (*fullSyncRes
 }
 
 func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint) (run syncRun, err error) {
-	c, err := newCluster(proxyBin, logOn)
+	c, err := newCluster(o, proxyBin, logOn)
 	if err != nil {
 		return run, err
 	}

@@ -1,9 +1,13 @@
 // Command bench is the benchmark harness of issue 12: the evidence that
 // fan-out is cheaper through replproxy, written to bench/RESULTS.md with
-// charts next to it. Run it from the module root:
+// charts next to it. It is a module of its own (bench/go.mod), so that the
+// product's go.mod does not carry the plotting library; it imports nothing of
+// replproxy's packages, but builds cmd/replproxy and runs replbuf's
+// benchmarks from the product's root (-root, by default the parent folder).
+// Run it in bench/:
 //
-//	make bench           # the full run (go run ./bench)
-//	make bench QUICK=1   # a few minutes on 2 cores (go run ./bench -quick)
+//	make bench           # the full run (go run . in bench/)
+//	make bench QUICK=1   # a few minutes on 2 cores (go run . -quick in bench/)
 //
 // It measures four things, each in its own file:
 //
@@ -38,6 +42,7 @@ import (
 type options struct {
 	quick      bool
 	out        string // directory of RESULTS.md and the charts
+	root       string // the replproxy module's root: where cmd/replproxy is built and replbuf benchmarked
 	goCmd      string
 	sections   map[string]bool
 	reps       int
@@ -57,6 +62,7 @@ type options struct {
 	logOff     []int    // streaming: replica counts measured with the proxy's log off too; nil: not measured
 	tlsN       int      // streaming: replicas of the TLS row; 0: no TLS row
 	tlsSize    int      // streaming: value size of the TLS row
+	proxyArgs  []string // -proxy-args: more replproxy arguments for every proxy a run starts
 	profile    bool     // perf-record the proxy at profilePoints
 	dryRun     bool     // list the points and exit
 	note       string   // free text for RESULTS.md
@@ -67,7 +73,8 @@ func parseOptions(args []string) (*options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	o := &options{}
 	fs.BoolVar(&o.quick, "quick", false, "a short run: fewer points, less data (a few minutes on 2 cores)")
-	fs.StringVar(&o.out, "out", "bench", "directory for RESULTS.md and the charts")
+	fs.StringVar(&o.out, "out", ".", "directory for RESULTS.md and the charts")
+	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
 	sections := fs.String("sections", "engine,streaming,fullsync,restart", "which measurements to run")
@@ -86,6 +93,7 @@ func parseOptions(args []string) (*options, error) {
 	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
 	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
 	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
+	proxyArgs := fs.String("proxy-args", "", "more replproxy arguments for every proxy a run starts, before the variant's own (e.g. \"--repl-backlog-size 64mb\")")
 	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per variant (proxied, log on; and TLS with the TLS row; at the TLS row's N and size) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
@@ -98,9 +106,13 @@ func parseOptions(args []string) (*options, error) {
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch {
-		case f.Name == "note" || f.Name == "go" || f.Name == "out" || f.Name == "dry-run":
+		case f.Name == "note" || f.Name == "go" || f.Name == "out" || f.Name == "root" || f.Name == "dry-run":
 		case f.Value.String() == "true":
 			o.args = append(o.args, "-"+f.Name)
+		case strings.ContainsAny(f.Value.String(), " '\"\\"):
+			// Quoted so that the recorded command runs again as it ran
+			// (in a shell, and inside make's BENCH_ARGS='...').
+			o.args = append(o.args, "-"+f.Name+"="+strconv.Quote(f.Value.String()))
 		default:
 			o.args = append(o.args, "-"+f.Name+"="+f.Value.String())
 		}
@@ -121,6 +133,7 @@ func parseOptions(args []string) (*options, error) {
 	o.restartRep = pick(*restartRep, 5, 2)
 	o.benchCount = pick(*benchCount, 10, 3)
 	o.benchTime = *benchTime
+	o.proxyArgs = strings.Fields(*proxyArgs)
 	if o.benchTime == "" {
 		o.benchTime = map[bool]string{false: "1s", true: "0.3s"}[o.quick]
 	}
@@ -191,7 +204,7 @@ func parseInts(s string) ([]int, error) {
 
 // command is how RESULTS.md says the run can be repeated.
 func (o *options) command() string {
-	return strings.Join(append([]string{"go run ./bench"}, o.args...), " ")
+	return strings.Join(append([]string{"go run ."}, o.args...), " ")
 }
 
 // makeCommand is the make command line that runs command.
@@ -233,8 +246,8 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
-	if _, err := os.Stat(filepath.Join("cmd", "replproxy")); err != nil {
-		return errors.New("run from the module root (make bench does)")
+	if _, err := os.Stat(filepath.Join(o.root, "cmd", "replproxy")); err != nil {
+		return fmt.Errorf("-root %s is not replproxy's module root: run in bench/ (make bench does) or name the root", o.root)
 	}
 	for _, tool := range []string{"redis-server", o.goCmd} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -249,6 +262,7 @@ func run(ctx context.Context, o *options) error {
 	proxyBin := filepath.Join(tmp, "replproxy")
 	logf("building replproxy")
 	build := exec.CommandContext(ctx, o.goCmd, "build", "-o", proxyBin, "./cmd/replproxy")
+	build.Dir = o.root
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build ./cmd/replproxy: %w", err)
@@ -298,6 +312,9 @@ func (o *options) plan() string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("command: %s", o.command())
+	if len(o.proxyArgs) > 0 {
+		p("every proxy also gets: %s", strings.Join(o.proxyArgs, " "))
+	}
 	if o.sections["engine"] {
 		p("engine: replbuf benchmarks, -count %d -benchtime %s", o.benchCount, o.benchTime)
 	}

@@ -84,7 +84,7 @@ func runProfile(ctx context.Context, o *options, proxyBin, data string, pt strea
 		}
 	}
 	logf("profile: proxied (%s) N=%d %s under perf record", pt.variant, pt.replicas, sizeName(pt.valueSize))
-	res.run, err = streamOnce(ctx, proxyBin, pt, int64(o.streamMB)<<20, watch)
+	res.run, err = streamOnce(ctx, o, proxyBin, pt, int64(o.streamMB)<<20, watch)
 	if err == nil && recErr != nil {
 		err = fmt.Errorf("perf record: %w: %s", recErr, strings.TrimSpace(recOut.String()))
 	}

@@ -72,7 +72,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	p("# replproxy benchmark results")
 	p("")
-	p("Produced by `%s` (`%s` from the module root) on %s, in %s.",
+	p("Produced by `%s` (`%s` in bench/) on %s, in %s.",
 		o.makeCommand(), o.command(), r.started.Format("2006-01-02 15:04 MST"), r.finished.Sub(r.started).Round(time.Second))
 	if o.quick {
 		p("This is a **quick** run: fewer points and less data than `make bench`, so the")

@@ -60,6 +60,16 @@ func TestParseOptions(t *testing.T) {
 	if got := o.makeCommand(); !strings.HasPrefix(got, "make bench BENCH_ARGS='") {
 		t.Errorf("makeCommand = %q", got)
 	}
+	o, err = parseOptions([]string{"-quick", "-proxy-args", " --repl-backlog-size  64mb "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.proxyArgs, []string{"--repl-backlog-size", "64mb"}) {
+		t.Errorf("-proxy-args: proxyArgs = %q", o.proxyArgs)
+	}
+	if got, want := o.makeCommand(), `make bench QUICK=1 BENCH_ARGS='-proxy-args=" --repl-backlog-size  64mb "'`; got != want {
+		t.Errorf("makeCommand = %q, want %q", got, want)
+	}
 	for _, bad := range [][]string{{"-replicas", "0"}, {"-sections", "nope"}, {"extra"}} {
 		if _, err := parseOptions(bad); err == nil {
 			t.Errorf("parseOptions(%q): no error", bad)

@@ -82,7 +82,7 @@ func runRestart(ctx context.Context, o *options, proxyBin string, v variant) (*r
 // measures until every replica's link is up and its offset has passed the
 // primary's offset at the restart: the replicas stream again.
 func restartOnce(ctx context.Context, o *options, proxyBin string, v variant) (run restartRun, err error) {
-	c, err := newCluster(proxyBin, v)
+	c, err := newCluster(o, proxyBin, v)
 	if err != nil {
 		return run, err
 	}

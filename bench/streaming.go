@@ -124,7 +124,7 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 	// spreads over all points instead of skewing one.
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, p := range order {
-			r, err := streamOnce(ctx, proxyBin, p, total, nil)
+			r, err := streamOnce(ctx, o, proxyBin, p, total, nil)
 			if err != nil {
 				return nil, fmt.Errorf("streaming %s (%s), %d replicas, %d B values, run %d: %w",
 					p.topology, p.variant, p.replicas, p.valueSize, rep, err)
@@ -150,9 +150,9 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 // primary and measures until every replica has the whole stream. When
 // watch is not nil it is called with the relay as the load starts, and the
 // function it returns once every replica has the stream (the profiler).
-func streamOnce(ctx context.Context, proxyBin string, p streamPoint, total int64, watch func(relay *cluster.Process) func()) (run streamRun, err error) {
+func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint, total int64, watch func(relay *cluster.Process) func()) (run streamRun, err error) {
 	v := variantNamed(p.variant)
-	c, err := newCluster(proxyBin, v)
+	c, err := newCluster(o, proxyBin, v)
 	if err != nil {
 		return run, err
 	}

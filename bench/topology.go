@@ -62,9 +62,10 @@ func (v variant) peer() variant {
 	return plain
 }
 
-// newCluster is a cluster for one run under v.
-func newCluster(proxyBin string, v variant) (*cluster.Cluster, error) {
-	c, err := cluster.New(proxyBin)
+// newCluster is a cluster for one run under v, whose proxies also get
+// o's -proxy-args.
+func newCluster(o *options, proxyBin string, v variant) (*cluster.Cluster, error) {
+	c, err := cluster.New(proxyBin, o.proxyArgs...)
 	if err != nil || !v.tls {
 		return c, err
 	}

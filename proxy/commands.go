@@ -16,6 +16,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // A command is one entry of the command table.
@@ -335,8 +336,8 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			if sameDir(prev.Dir, next.Dir) {
 				return s.changeListeners(prev, next)
 			}
-			lock, err := lockDir(next.Dir)
-			if errors.Is(err, errDirLocked) {
+			lock, err := streamlog.LockDir(next.Dir)
+			if errors.Is(err, streamlog.ErrDirLocked) {
 				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %w", err)
 			}
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/snapfile"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // TestDirLockedWithoutLog (issue 18 item 6): a second proxy on the dir of a
@@ -38,11 +39,11 @@ func TestDirLockedWithoutLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()}); !errors.Is(err, errDirLocked) {
+	if srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()}); !errors.Is(err, streamlog.ErrDirLocked) {
 		if srv != nil {
 			srv.Close()
 		}
-		t.Errorf("second proxy (repl-log-size 0) on the same dir: %v, want errDirLocked", err)
+		t.Errorf("second proxy (repl-log-size 0) on the same dir: %v, want streamlog.ErrDirLocked", err)
 	}
 	for _, name := range files {
 		fi, err := os.Stat(filepath.Join(dir, name))
@@ -63,12 +64,12 @@ func TestDirLockedWithoutLog(t *testing.T) {
 	// refused.
 	other := startProxy(t, "--repl-log-size", "0")
 	oc := redistest.Dial(t, other.AddrString())
-	if _, err := oc.Do("CONFIG", "SET", "dir", dir); err == nil || !strings.Contains(err.Error(), errDirLocked.Error()) {
-		t.Errorf("CONFIG SET dir to a held dir: %v, want %q", err, errDirLocked)
+	if _, err := oc.Do("CONFIG", "SET", "dir", dir); err == nil || !strings.Contains(err.Error(), streamlog.ErrDirLocked.Error()) {
+		t.Errorf("CONFIG SET dir to a held dir: %v, want %q", err, streamlog.ErrDirLocked)
 	}
 	free := t.TempDir()
 	oc.MustDo(t, "CONFIG", "SET", "dir", free)
-	if _, err := lockDir(free); !errors.Is(err, errDirLocked) {
+	if _, err := streamlog.LockDir(free); !errors.Is(err, streamlog.ErrDirLocked) {
 		t.Errorf("after CONFIG SET dir, the new dir's lock: %v, want held", err)
 	}
 }

@@ -45,18 +45,27 @@
 //     ones), tls-port (the TLS ones) or bind (both kinds): new ones
 //     opened before the old ones close, connections already accepted stay.
 //     Closed for good by Run's end, a drain or Close.
-//   - clients and replicas (client.go, commands.go, commands_connect.go,
-//     commands_sentinel.go, downstream.go, replica_writer.go, protect.go):
-//     one connection each; a client turns into a replica on PSYNC or SYNC.
+//   - clients (client.go, commands.go, commands_connect.go,
+//     commands_sentinel.go, protect.go): one connection each; a client
+//     turns into a replica on PSYNC or SYNC.
+//   - replicas (downstream.go, replica_writer.go, replica_limits.go): a
+//     replica owns its connection from PSYNC on: its handshake state, its
+//     sync path (choosePath: partial from memory or from the log, full from
+//     a snapshot in memory or a file, awaiting a fetch, a fetched payload),
+//     its ACK reader, its limits (overLimit) and its close reason. It sees
+//     the server only through replicaHost, which it declares and
+//     replica_host.go implements, and the history; it adds to counters
+//     handed over at PSYNC (replicaCounters). This is the part that becomes
+//     package downstream.
 //   - the stream log (durable.go; package streamlog, its follower in package
 //     history): with repl-log-size,
 //     the stream kept in dir/replproxy-log, recovered at New (the history
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
 //     read by partial resyncs older than the memory backlog and by replicas
 //     out of the memory window.
-//   - dir's lock (dirlock.go): replproxy.lock, taken by New before any file
-//     in dir is touched, whatever repl-log-size, held until Run's end or
-//     Close, moved by CONFIG SET dir.
+//   - dir's lock (dirlock.go, on streamlog.LockDir): replproxy.lock, taken
+//     by New before any file in dir is touched, whatever repl-log-size,
+//     held until Run's end or Close, moved by CONFIG SET dir.
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
@@ -65,15 +74,18 @@
 //     only if unchanged; spill.go, snapshot_disk.go and payload_disk.go
 //     decide when one is written, snapfile how.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
-//     them (stats.go, closereason.go).
-//   - the monitoring server (metrics.go, metrics_collector.go,
-//     limitlistener.go): metrics-port's HTTP server, /metrics from a
-//     registry of the server's own whose collector reads INFO's sources at
-//     scrape time (no counters of its own), /healthz, and /readyz's rule
-//     (readiness, History.Servable). It holds a bounded number of
-//     connections, each for a bounded time, inside the descriptor budget
-//     (fdbudget.go: maxclients + ReservedFDs is what the process asks of
-//     the open file limit).
+//     them (stats.go, closereason.go). INFO is written in info.go alone,
+//     from one report (report.go): the figures read once from their
+//     sources, with every derived one (lag, the backlog zeroed without a
+//     history, the log's fsync lag) derived there; /metrics renders the same
+//     report, so the two never compute a figure twice.
+//   - the monitoring server (package metrics; metrics.go here):
+//     metrics-port's HTTP server, /metrics rendering the metrics.Figures
+//     that report.figures makes of a report at each scrape (no counters of
+//     its own), /healthz, and /readyz's rule (readiness, History.Servable).
+//     It holds a bounded number of connections, each for a bounded time,
+//     inside the descriptor budget (fdbudget.go: maxclients + ReservedFDs
+//     is what the process asks of the open file limit).
 //
 // # Goroutines
 //
@@ -93,10 +105,13 @@
 // The connection counts against maxclients (and in connected_clients) from
 // accept on, as Redis creates its client before the handshake: past the
 // limit it is closed at once.
-// When a client becomes a replica that goroutine reads its ACKs
-// (runReplica), and a second one (writeReplica) sends: the payload, then the
-// stream from the replica's cursor with writev. Whichever ends first closes
-// the connection, which ends the other.
+// When a client becomes a replica that goroutine is the replica's read loop
+// (replica.run, readLoop: its ACKs and newlines), and a second one its
+// write loop (writeLoop): the payload, then the stream from the replica's
+// cursor with writev. Whichever ends first records its cause, closes the
+// connection and ends the other's context (replica.exit, as yamux's
+// stream), so the close reason reported is the first cause; run returns
+// once both have ended.
 //
 // The upstream link's run goroutine owns the main link's connection and is
 // the stream's one producer: it fills, scans and publishes (replbuf's
@@ -112,11 +127,13 @@
 // and joins it, on a context of their own; Run waits for both, then closes
 // the log. A replica's writer sends from the log (sendLog) while the
 // replica is out of the memory window or resumes from an offset only the
-// log holds, then moves back to a cursor. The monitoring server, when
-// metrics-port is set, is
-// served from New's listener by net/http's goroutines from the start of Run
-// to its very end (after the clients and the background group, before the
-// history closes), so that it answers through a graceful stop.
+// log holds, then moves back to a cursor; the position that moves carries
+// the stream generation (cursor, log reader, cursor), and at the log's end
+// the writer waits for the follower's next append (durable.appended). The
+// monitoring server, when metrics-port is set, is served from New's
+// listener by net/http's goroutines from the start of Run to its very end
+// (after the clients and the background group, before the history
+// closes), so that it answers through a graceful stop.
 //
 // # Locks
 //
@@ -135,7 +152,7 @@
 //     only proxy lock taken is ln (the listener set), by a change of port
 //     or bind, which also opens its sockets under writeMu, as Redis's
 //     single thread does (the backlog size is set after, under
-//     history.mu). The TLS files are read under it too (files, no socket),
+//     History.mu). The TLS files are read under it too (files, no socket),
 //     so that the material is published with the configuration naming it;
 //     only writers wait for that. So is a new dir's lock taken (one open
 //     and flock, CONFIG SET dir), so that it is published with the dir.
@@ -144,26 +161,29 @@
 //     old listeners are closed after it is released.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
 //     taken under it but a load of the configuration.
-//   - history.mu is held while calling into the stream log (PlanPartial,
+//   - History.mu is held while calling into the stream log (PlanPartial,
 //     PlanFull, AttachFetched: the log's identity, bounds and a new reader):
-//     history.mu, then streamlog's lock. The follower calls the log with no
-//     proxy lock held, and records under history.mu alone which stream
+//     History.mu, then streamlog's lock. The follower calls the log with no
+//     proxy lock held, and records under History.mu alone which stream
 //     generation the log follows (logFollows), so that a plan from the log
 //     is made only for the generation the log holds; streamlog calls nothing
 //     back.
 //   - life (Run and Close) and bgMu are never held while waiting.
-//   - A scrape takes no lock of its own: it reads atomics and takes
-//     history.mu and registry.mu each alone, as INFO does.
+//   - durable.appended's mu (logSignal) is a leaf, held to hand out or
+//     close one channel.
+//   - A report (an INFO, a scrape) takes no lock of its own: it reads
+//     atomics and takes the history's, the registry's, the pool's and the
+//     stream log's locks each alone.
 //   - In package upstream, a session's writeMu is a leaf that serialises the
 //     answers to GETACK and the periodic ACKs on the main link, and guards
 //     the highest offset the session acknowledged and when it last sent an
 //     ACK (for the quiet rule of ackpolicy.go). Host.AckOffset is called
-//     before it is taken: it reads the configuration, then history.mu (the
+//     before it is taken: it reads the configuration, then History.mu (the
 //     epoch), then registry.mu, one at a time.
 //
 // No lock is held across network I/O but that last one, for one write
 // bounded by the write deadline. A change of identity (an upstream full
-// resync or a new replid) is made under history.mu and returns an epoch; the
+// resync or a new replid) is made under History.mu and returns an epoch; the
 // caller then closes, from the registry and with no lock held, the replicas
 // planned before that epoch.
 //

@@ -60,17 +60,26 @@ type replicaHandshake struct {
 	rdbOnly    bool
 }
 
-// A replica is a client that sent PSYNC or SYNC. Its client goroutine reads
-// its ACKs; its writer goroutine sends the payload and the stream. The
-// monitor and INFO read the atomics.
+// A replica is a client that sent PSYNC or SYNC. From then on it owns the
+// connection: its read loop (readLoop) reads its ACKs and newlines, its
+// write loop (writeLoop, replica_writer.go) sends the payload and the
+// stream, and whichever ends first records the cause, closes the connection
+// and so ends the other (exit, as yamux's stream). It sees the server only
+// through host and hist; the monitor and INFO read the atomics.
 type replica struct {
 	c      *client
+	host   replicaHost
+	hist   *history.History
+	count  replicaCounters
 	hs     replicaHandshake
 	legacy bool           // SYNC: no +FULLRESYNC line, no ACK timeout
 	fetch  *history.Fetch // the snapshot fetch its plan joined, if any: counted in its waiters
 	epoch  uint64         // the history's epoch its plan was made in
 	ip     string         // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
+	// replconf is the command table's name of REPLCONF, which CLIENT LIST
+	// shows as a replica's last command; set at creation.
+	replconf *string
 
 	state   atomic.Int32                   // a replicaState
 	ackOff  atomic.Int64                   // highest offset ACKed
@@ -84,8 +93,47 @@ type replica struct {
 	reason   atomic.Int32  // a closeReason: why it was closed, first cause only
 	firstAck chan struct{} // closed at the first ACK
 	ackOnce  sync.Once
+	// cancel ends the write loop's context (a wait on the stream does not
+	// end with the connection); owned by run, which sets it before either
+	// loop starts, and called by exit.
+	cancel context.CancelFunc
 
 	softSince time.Time // owned by the monitor: since when over the soft limit
+}
+
+// A replicaHost is what a replica needs of the server beyond the history:
+// the configuration in force, the stream log's state, the ack policy, the
+// admin commands and the registry. *Server implements it (replica_host.go).
+// Both of a replica's loops call it, at the same time.
+type replicaHost interface {
+	// replTimeout is repl-timeout in force.
+	replTimeout() time.Duration
+	// memoryWindow is how far behind the stream's end a replica may be and
+	// still be sent from memory while the stream log runs.
+	memoryWindow() int64
+	// logLive reports whether the stream log follows the stream now.
+	logLive() bool
+	// logAppended returns a channel closed when the stream log next grows
+	// or stops following the stream. Only with the stream log open.
+	logAppended() <-chan struct{}
+	// logCorrupt reports a record of the stream log that failed its check.
+	logCorrupt(err error)
+	// replicaAcked is told that an ACK raised a replica's offset.
+	replicaAcked()
+	// replicaCommand runs a command other than REPLCONF that a replica
+	// sent, as the client it was; its reply is never sent.
+	replicaCommand(c *client, args [][]byte)
+	// replicaEnded is told once both loops of r have ended.
+	replicaEnded(r *replica)
+}
+
+// replicaCounters are the server's counters a replica adds to (INFO's),
+// handed over at PSYNC; each is atomic.
+type replicaCounters struct {
+	outputBytes *atomic.Int64 // total_net_repl_output_bytes
+	closes      *closeCounts  // replicas_closed_<reason>
+	dropped     *atomic.Int64 // replicas dropped by a limit or timeout
+	toDisk      *atomic.Int64 // replicas moved from memory to the stream log
 }
 
 func (r *replica) State() replicaState { return replicaState(r.state.Load()) }
@@ -108,10 +156,13 @@ func (r *replica) ack(off int64) (raised bool) {
 }
 
 // close disconnects the replica. The first reason is kept, logged (with err,
-// which may be nil) and counted; later ones are dropped.
+// which may be nil) and counted; later ones are dropped. Any goroutine: the
+// monitor, CLIENT KILL and a change of identity close replicas so, and the
+// replica's own loops through exit. Closing the connection ends both loops:
+// the read loop's read fails, and so the write loop's context ends too.
 func (r *replica) close(reason closeReason, err error) {
 	if firstReason(&r.reason, reason) {
-		r.c.srv.stats.replicaCloses.add(reason)
+		r.count.closes.add(reason)
 		if err != nil {
 			r.log.Info("replica disconnected", "reason", reason.String(), "error", err)
 		} else {
@@ -123,6 +174,21 @@ func (r *replica) close(reason closeReason, err error) {
 
 // closed reports whether the replica was closed for a reason.
 func (r *replica) closed() bool { return closeReason(r.reason.Load()) != closeNone }
+
+// exit ends the replica for the error that ended one of its loops: the
+// first loop to end is the cause, recorded (reason) before the connection is
+// closed, so that the other loop, ended by that close, finds a reason
+// recorded and adds none. An error that is only the consequence of a close
+// (net.ErrClosed, the context's end, or none) records nothing when a reason
+// is already there; with none, the connection was closed under the replica
+// by the server stopping, since every other closer records first.
+func (r *replica) exit(reason closeReason, err error) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
+		reason, err = closeServerShutdown, nil
+	}
+	r.close(reason, err)
+	r.cancel()
+}
 
 func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	if len(args)%2 == 0 {
@@ -158,12 +224,8 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 				c.hs.capaPSync2 = true
 			}
 		case "ack":
-			// No reply, ever; ignored unless the client is a replica.
-			if r := c.asReplica.Load(); r != nil {
-				if off, ok := replid.ParseOffset(val); ok && r.ack(off) {
-					s.replicaAcked()
-				}
-			}
+			// No reply, ever; from a client that is not a replica, ignored
+			// (a replica's are read by its own loop: replica.replconf).
 			return false
 		case "getack":
 			return false // we are no replica of our replicas
@@ -238,7 +300,8 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			s.stats.logPartialSyncs.Add(1)
 		}
 	}
-	r := &replica{c: c, hs: c.hs, legacy: legacy, fetch: plan.Fetch, epoch: plan.Epoch, firstAck: make(chan struct{})}
+	r := &replica{c: c, host: s, hist: s.hist, count: s.replicaCounters(), hs: c.hs, legacy: legacy,
+		fetch: plan.Fetch, epoch: plan.Epoch, replconf: s.commands["replconf"].name, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)
@@ -275,42 +338,35 @@ func (s *Server) planFull() (history.Plan, error) {
 	return plan, nil
 }
 
-// runReplica serves a client that became a replica: its writer goroutine
-// sends, this goroutine reads ACKs, and whichever ends first ends both.
+// runReplica serves a client that became a replica, on the client's
+// goroutine, until the replica ends (replica.run).
 func (s *Server) runReplica(ctx context.Context, c *client) {
-	r := c.asReplica.Load()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		err := s.writeReplica(ctx, r, c.plan)
-		c.conn.Close()
-		done <- err
-	}()
-	readErr := s.readReplica(r)
-	cancel()
-	c.conn.Close()
-	werr := <-done
-	// The registry first, then the fetch's waiters in the history: one lock
-	// at a time.
-	s.clients.removeReplica(r)
-	s.hist.LeaveFetch(r.fetch)
-	switch {
-	case r.closed():
-	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, net.ErrClosed):
-		r.close(writeCloseReason(werr), werr)
-	case readErr != nil && !errors.Is(readErr, net.ErrClosed):
-		r.close(readCloseReason(readErr), readErr)
-	default:
-		// Neither side failed on its own: the connection was closed under
-		// them, and every other closer records its reason first.
-		r.close(closeServerShutdown, nil)
-	}
+	c.asReplica.Load().run(ctx, c.plan)
 }
 
-// readReplica reads what a replica sends (REPLCONF ACK, newlines) until the
-// connection fails. Replies to a replica are never written: its connection
-// carries only the stream.
-func (s *Server) readReplica(r *replica) error {
+// run serves the replica: its write loop on a goroutine of its own, its
+// read loop on this one; whichever ends first ends both (exit), and run
+// returns once both have, the host told.
+func (r *replica) run(ctx context.Context, plan history.Plan) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := r.writeLoop(ctx, plan)
+		r.exit(writeCloseReason(err), err)
+	}()
+	err := r.readLoop()
+	r.exit(readCloseReason(err), err)
+	<-done
+	r.host.replicaEnded(r)
+}
+
+// readLoop reads what a replica sends until the connection fails: newlines
+// while it loads a payload, REPLCONF ACK (replconf), and anything else,
+// which the host runs as an admin command would be. Nothing is replied: the
+// connection carries only the stream.
+func (r *replica) readLoop() error {
 	c := r.c
 	for {
 		cmd, err := c.rd.ReadCommand()
@@ -321,7 +377,42 @@ func (s *Server) readReplica(r *replica) error {
 			r.ackTime.Store(time.Now().UnixNano()) // a loading replica's newline
 			continue
 		}
-		s.dispatch(c, cmd.Args)
-		c.out = c.out[:0]
+		if !strings.EqualFold(string(cmd.Args[0]), "replconf") {
+			r.host.replicaCommand(c, cmd.Args)
+			continue
+		}
+		c.lastCmd.Store(r.replconf)
+		if off, ok := replconfAck(cmd.Args); ok && r.ack(off) {
+			r.host.replicaAcked()
+		}
 	}
+}
+
+// replconfAck returns the offset of a REPLCONF ACK among args (REPLCONF and
+// its option pairs), read as cmdReplconf reads options: in order, up to the
+// first that ends the command (ACK, GETACK, or one refused), so that what
+// counts as an ACK is what it was when ACKs went through the command table.
+func replconfAck(args [][]byte) (off int64, ok bool) {
+	if len(args)%2 == 0 {
+		return 0, false
+	}
+	for i := 1; i < len(args); i += 2 {
+		val := string(args[i+1])
+		switch strings.ToLower(string(args[i])) {
+		case "ack":
+			return replid.ParseOffset(val)
+		case "listening-port":
+			if n, err := strconv.Atoi(val); err != nil || n < 0 || n > 65535 {
+				return 0, false
+			}
+		case "ip-address":
+			if len(val) >= 256 || !validReplicaIP(val) {
+				return 0, false
+			}
+		case "capa", "rdb-only", "version":
+		default: // getack, rdb-filter-only, unknown options
+			return 0, false
+		}
+	}
+	return 0, false
 }

@@ -24,21 +24,21 @@ import (
 //     appended, and a log that fails or falls behind stops ("down") and is
 //     started again, the relay never waiting for it.
 //   - Reading: planPartial serves an offset older than the memory backlog
-//     from the log (history.mu, then the log's lock); the replica's writer
+//     from the log (History.mu, then the log's lock); the replica's writer
 //     sends the log from there, verifying each record, and moves to the
 //     shared blocks once its offset is in memory (replica_writer.go).
 //   - Restart: New recovers the log (verifying every record) and, when it
 //     holds a history, starts the stream at its end under its identity, so
 //     that replicas continue from the log at once and the link asks the
 //     primary for PSYNC <replid> <end+1>.
-//   - dir is locked (replproxy.lock, dirlock.go) before the log opens, and
+//   - dir is locked (replproxy.lock, streamlog.LockDir) before the log opens, and
 //     stays locked while the server lives: a second proxy on the same dir
 //     refuses to start.
 const (
 	// logDirName is the log's directory inside dir.
 	logDirName = "replproxy-log"
 	// lockFileName is dir's lock file.
-	lockFileName = "replproxy.lock"
+	lockFileName = streamlog.LockName
 	// logRetryInterval is how long the log stays down after a failure
 	// before the follower starts it again.
 	logRetryInterval = 5 * time.Second
@@ -52,6 +52,38 @@ type durable struct {
 	follow *history.Follower // appends the stream to log; its state is INFO's
 
 	closeOnce sync.Once
+
+	// appended wakes the replicas sending from the log's end (sendLog)
+	// when the follower has appended, or the log stopped following.
+	appended logSignal
+}
+
+// A logSignal is a broadcast: wait returns a channel that the next notify
+// closes. Any goroutine; mu is a leaf.
+type logSignal struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu; nil until someone waits
+}
+
+// wait returns a channel closed by the next notify. Take it before looking
+// at the log, so that an append in between is not missed.
+func (s *logSignal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// notify wakes every waiter; it costs a lock when nobody waits.
+func (s *logSignal) notify() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
 }
 
 // openDurable opens (recovering) the log in dir, which the caller has
@@ -114,9 +146,9 @@ func (s *Server) recovered(d *durable) {
 // attached (the history's rule, for the replica's move to memory).
 var errGenerationMoved = history.ErrGenerationMoved
 
-// followerConfig is what the log's follower reads of the configuration in
-// force.
-func (s *Server) followerConfig(retry time.Duration) history.FollowerConfig {
+// followerConfig is what d's follower reads of the configuration in force,
+// and how it wakes the replicas waiting at the log's end.
+func (s *Server) followerConfig(d *durable, retry time.Duration) history.FollowerConfig {
 	return history.FollowerConfig{
 		Fsync: func() history.Fsync {
 			switch s.config().ReplLogFsync {
@@ -130,6 +162,7 @@ func (s *Server) followerConfig(retry time.Duration) history.FollowerConfig {
 		BehindLimit: func() int64 { return replicaHardLimit(s.config()) },
 		Retry:       retry,
 		SyncEvery:   time.Second,
+		Appended:    d.appended.notify,
 	}
 }
 
@@ -147,83 +180,4 @@ func (s *Server) memoryWindow() int64 {
 // logLive reports whether the stream log follows the stream now.
 func (s *Server) logLive() bool {
 	return s.durable != nil && !s.durable.follow.Down()
-}
-
-// logReport is the stream log's state as INFO persistence and /metrics
-// show it, read once so that both say the same.
-type logReport struct {
-	enabled bool   // repl-log-size > 0
-	open    bool   // the log was opened; the fields below are read only then
-	openErr string // why it could not be opened at start, when enabled and not open
-	live    bool   // following the stream (status ok), not down
-	size    int64  // repl-log-size
-	fsync   string // repl-log-fsync
-	replID  string
-	stats   streamlog.Stats
-	syncAge int64 // seconds since the last fsync; -1 before the first
-	errors  int64
-	lastErr string
-
-	partialSyncs, movedToDisk int64 // from the server's stats
-	recovered, cut            int64 // what recovery verified and cut at start
-}
-
-// fsyncLag is the bytes written to the log and not yet fsynced.
-func (r logReport) fsyncLag() int64 { return max(r.stats.Last-r.stats.Synced, 0) }
-
-// logReport reads the stream log's state.
-func (s *Server) logReport(now time.Time) logReport {
-	d := s.durable
-	cfg := s.config()
-	r := logReport{enabled: cfg.ReplLogSize > 0, openErr: s.logOpenErr}
-	if d == nil {
-		return r
-	}
-	r.open, r.live = true, !d.follow.Down()
-	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
-	r.replID = d.log.Identity().ReplID
-	r.stats = d.log.Stats()
-	r.syncAge = -1
-	if !r.stats.LastSync.IsZero() {
-		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
-	}
-	r.errors, r.lastErr = d.follow.Errors(), d.follow.LastError()
-	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
-	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
-	return r
-}
-
-// writeInfoLog writes the stream log's fields of INFO persistence.
-func (s *Server) writeInfoLog(w infoWriter, now time.Time) {
-	r := s.logReport(now)
-	w.kv("repl_log_enabled", b2i(r.enabled))
-	if !r.open {
-		if r.openErr != "" {
-			w.kv("repl_log_status", "failed")
-			w.kv("repl_log_last_error", r.openErr)
-		}
-		return
-	}
-	status := "ok"
-	if !r.live {
-		status = "down"
-	}
-	st := r.stats
-	w.kv("repl_log_status", status)
-	w.kv("repl_log_size", r.size)
-	w.kv("repl_log_fsync", r.fsync)
-	w.kv("repl_log_replid", r.replID)
-	w.kv("repl_log_first_offset", st.First)
-	w.kv("repl_log_last_offset", st.Last)
-	w.kv("repl_log_bytes", st.Bytes)
-	w.kv("repl_log_segments", st.Segments)
-	w.kv("repl_log_synced_offset", st.Synced)
-	w.kv("repl_log_fsync_lag_bytes", r.fsyncLag())
-	w.kv("repl_log_last_fsync_age", r.syncAge)
-	w.kv("repl_log_errors", r.errors)
-	w.kv("repl_log_last_error", r.lastErr)
-	w.kv("repl_log_partial_syncs", r.partialSyncs)
-	w.kv("repl_log_replicas_moved_to_disk", r.movedToDisk)
-	w.kv("repl_log_recovered_bytes", r.recovered)
-	w.kv("repl_log_recovery_cut_bytes", r.cut)
 }

@@ -183,11 +183,11 @@ func TestLogDirLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()}); !errors.Is(err, errDirLocked) {
+	if srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()}); !errors.Is(err, streamlog.ErrDirLocked) {
 		if srv != nil {
 			srv.Close()
 		}
-		t.Fatalf("second proxy on the same dir: %v, want errDirLocked", err)
+		t.Fatalf("second proxy on the same dir: %v, want streamlog.ErrDirLocked", err)
 	}
 }
 

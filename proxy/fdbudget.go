@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/replproxy/replproxy/proxy/metrics"
+
 // ReservedFDs is how many descriptors the process needs beside one per
 // client: what it asks of the open file limit (RLIMIT_NOFILE, ulimit -n)
 // is maxclients + ReservedFDs, and where the limit cannot be raised that
@@ -12,9 +14,9 @@ package proxy
 //     connection on tls-port still in its TLS handshake (registry.reserve:
 //     Redis counts a client from accept), one descriptor each. Past the
 //     limit a connection is refused at once.
-//   - monitoring: metricsMaxConns connections, each with at most one more
+//   - monitoring: metrics.MaxConns connections, each with at most one more
 //     file open while a scrape runs (the process collector reads /proc):
-//     2 * metricsMaxConns. Connections past the cap wait in the kernel's
+//     2 * metrics.MaxConns. Connections past the cap wait in the kernel's
 //     accept queue and cost the process nothing.
 //   - Redis's 32 for the rest, which a proxy bounds itself: standard
 //     input, output and error, the log file; the runtime's poller (2); the
@@ -34,7 +36,7 @@ package proxy
 // avoid. Should the process still run out, a failed open costs that replica
 // its connection (it comes back with PSYNC), and the stream log, whose
 // writer keeps its files open, retries after a failure.
-const ReservedFDs = redisReservedFDs + 2*metricsMaxConns
+const ReservedFDs = redisReservedFDs + 2*metrics.MaxConns
 
 // redisReservedFDs is Redis's CONFIG_MIN_RESERVED_FDS.
 const redisReservedFDs = 32

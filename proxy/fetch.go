@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -83,55 +81,4 @@ func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool,
 	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
 		"reason", f.Reason().String())
 	return true, nil
-}
-
-// awaitFetch waits for plan's shared fetch to start, sending keepalive
-// newlines (allowed before +FULLRESYNC), then completes plan with a reader
-// of the fetched snapshot (none yet for a payload that may go to dir: see
-// fetch.file) and the stream from just after its offset
-// (history.attachFetched).
-func (s *Server) awaitFetch(ctx context.Context, w *replicaWriter, plan *history.Plan) error {
-	f := plan.Fetch
-	if err := w.keepaliveUntil(ctx, f.Ready()); err != nil {
-		return err
-	}
-	if f.Err() != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.Err())
-	}
-	return s.hist.AttachFetched(f, plan)
-}
-
-// awaitFetched waits, for a replica told +FULLRESYNC of fetch f whose
-// payload may go to dir (f.file), until the payload has ended, sending
-// keepalive newlines meanwhile (a replica takes them between +FULLRESYNC and
-// the payload, and they renew its repl-timeout, as a primary's while its
-// BGSAVE runs). It then completes plan with what to send: the file in dir,
-// or a reader of the snapshot when it stayed in memory (history.fetchedPayload).
-func (s *Server) awaitFetched(ctx context.Context, w *replicaWriter, f *history.Fetch, plan *history.Plan) error {
-	if err := w.keepaliveUntil(ctx, f.Done()); err != nil {
-		return err
-	}
-	if f.DoneErr() != nil {
-		return fmt.Errorf("snapshot fetch: %w", f.DoneErr())
-	}
-	return s.hist.FetchedPayload(f, plan)
-}
-
-// keepaliveUntil sends a keepalive newline every keepaliveInterval until
-// done is closed (nil), a write fails or ctx ends (their error).
-func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
-	t := time.NewTicker(keepaliveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-t.C:
-			if err := w.write([]byte("\n")); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }

@@ -37,6 +37,17 @@ func (s *Server) Info(sections ...string) string {
 		want[strings.ToLower(sec)] = true
 	}
 	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	// One report for every section asked for, so that the sections agree
+	// with each other as /metrics does with them; the costly parts only for
+	// the sections that show them.
+	var parts reportParts
+	if all || want["memory"] {
+		parts |= reportMemory
+	}
+	if all || want["persistence"] {
+		parts |= reportDisk
+	}
+	r := s.report(parts)
 	var b strings.Builder
 	for _, sec := range infoSections {
 		if !all && !want[sec] {
@@ -45,7 +56,7 @@ func (s *Server) Info(sections ...string) string {
 		if b.Len() > 0 {
 			b.WriteString("\r\n")
 		}
-		s.writeInfoSection(&b, sec)
+		s.writeInfoSection(&b, sec, r)
 	}
 	return b.String()
 }
@@ -57,9 +68,12 @@ func (w infoWriter) kv(key string, value any) {
 	fmt.Fprintf(w.b, "%s:%v\r\n", key, value)
 }
 
-func (s *Server) writeInfoSection(b *strings.Builder, section string) {
+// writeInfoSection writes one section from r. What only INFO shows and
+// costs a system call (the process's memory and CPU, its executable) is read
+// here, for the section that shows it.
+func (s *Server) writeInfoSection(b *strings.Builder, section string, r *report) {
 	w := infoWriter{b}
-	now := time.Now()
+	now := r.now
 	switch section {
 	case "server":
 		b.WriteString("# Server\r\n")
@@ -80,42 +94,42 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("executable", exe)
 		w.kv("config_file", s.configFile)
 	case "clients":
-		n, maxc := s.clients.count(), s.config().MaxClients
+		n, maxc := r.clients, r.cfg.MaxClients
 		b.WriteString("# Clients\r\n")
 		w.kv("connected_clients", n)
 		w.kv("maxclients", maxc)
 		w.kv("blocked_clients", 0)
 	case "memory":
-		s.writeInfoMemory(w)
+		s.writeInfoMemory(w, r)
 	case "persistence":
 		b.WriteString("# Persistence\r\n")
 		w.kv("loading", 0)
 		w.kv("async_loading", 0)
 		w.kv("rdb_bgsave_in_progress", 0)
 		w.kv("aof_enabled", 0)
-		s.writeInfoLog(w, now)
-		s.writeInfoSnapshotOnDisk(w, now)
+		writeInfoLog(w, r.log)
+		writeInfoSnapshotOnDisk(w, r.onDisk)
 	case "stats":
-		st := &s.stats
+		st := &r.stats
 		b.WriteString("# Stats\r\n")
-		w.kv("total_connections_received", st.connectionsReceived.Load())
-		w.kv("total_commands_processed", st.commandsProcessed.Load())
-		w.kv("total_net_input_bytes", st.netInputBytes.Load()+st.replInputBytes.Load())
-		w.kv("total_net_output_bytes", st.netOutputBytes.Load()+st.replOutputBytes.Load())
-		w.kv("total_net_repl_input_bytes", st.replInputBytes.Load())
-		w.kv("total_net_repl_output_bytes", st.replOutputBytes.Load())
-		w.kv("rejected_connections", st.rejectedConnections.Load())
-		w.kv("sync_full", st.syncFull.Load())
-		w.kv("sync_partial_ok", st.syncPartialOK.Load())
-		w.kv("sync_partial_err", st.syncPartialErr.Load())
+		w.kv("total_connections_received", st.connectionsReceived)
+		w.kv("total_commands_processed", st.commandsProcessed)
+		w.kv("total_net_input_bytes", st.netInputBytes)
+		w.kv("total_net_output_bytes", st.netOutputBytes)
+		w.kv("total_net_repl_input_bytes", st.replInputBytes)
+		w.kv("total_net_repl_output_bytes", st.replOutputBytes)
+		w.kv("rejected_connections", st.rejectedConnections)
+		w.kv("sync_full", st.syncFull)
+		w.kv("sync_partial_ok", st.syncPartialOK)
+		w.kv("sync_partial_err", st.syncPartialErr)
 		w.kv("evicted_keys", 0)
-		w.kv("evicted_snapshots", st.evictedSnapshots.Load())
-		w.kv("evicted_bytes", st.evictedBytes.Load())
-		w.kv("client_query_buffer_limit_disconnections", st.queryLimitDisconnects.Load())
-		w.kv("client_output_buffer_limit_disconnections", st.outputLimitDisconnects.Load())
-		w.kv("acl_access_denied_auth", st.aclDeniedAuth.Load())
+		w.kv("evicted_snapshots", st.evictedSnapshots)
+		w.kv("evicted_bytes", st.evictedBytes)
+		w.kv("client_query_buffer_limit_disconnections", st.queryLimitDisconnects)
+		w.kv("client_output_buffer_limit_disconnections", st.outputLimitDisconnects)
+		w.kv("acl_access_denied_auth", st.aclDeniedAuth)
 	case "replication":
-		s.writeInfoReplication(w, now)
+		writeInfoReplication(w, r)
 	case "cpu":
 		var ru syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -123,26 +137,26 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string) {
 		w.kv("used_cpu_sys", fmt.Sprintf("%.6f", time.Duration(ru.Stime.Nano()).Seconds()))
 		w.kv("used_cpu_user", fmt.Sprintf("%.6f", time.Duration(ru.Utime.Nano()).Seconds()))
 	case "proxy":
-		s.writeInfoProxy(w, now)
+		writeInfoProxy(w, r)
 	case "keyspace":
 		b.WriteString("# Keyspace\r\n")
 	}
 }
 
-func (s *Server) writeInfoMemory(w infoWriter) {
-	rep := s.memoryReport()
-	cfg := s.config()
+func (s *Server) writeInfoMemory(w infoWriter, r *report) {
+	rep := r.mem
+	cfg := r.cfg
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	ps := s.pool.Stats()
+	ps := r.pool
 	w.b.WriteString("# Memory\r\n")
 	w.kv("used_memory", rep.UsedMemory)
 	w.kv("used_memory_human", humanize.IBytes(uint64(rep.UsedMemory)))
 	rss := rssBytes()
 	w.kv("used_memory_rss", rss)
 	w.kv("used_memory_rss_human", humanize.IBytes(uint64(rss)))
-	w.kv("used_memory_peak", s.peakMemory.Load())
-	w.kv("used_memory_peak_human", humanize.IBytes(uint64(s.peakMemory.Load())))
+	w.kv("used_memory_peak", r.peakMemory)
+	w.kv("used_memory_peak_human", humanize.IBytes(uint64(r.peakMemory)))
 	w.kv("maxmemory", cfg.MaxMemory)
 	w.kv("maxmemory_human", humanize.IBytes(uint64(cfg.MaxMemory)))
 	w.kv("maxmemory_policy", cfg.MaxMemoryPolicy)
@@ -150,7 +164,7 @@ func (s *Server) writeInfoMemory(w infoWriter) {
 	w.kv("mem_fragmentation_bytes", rss-rep.UsedMemory)
 	w.kv("mem_not_counted_for_evict", rep.NotCountedForEvict)
 	w.kv("mem_counted_for_evict", rep.Counted)
-	w.kv("mem_over_maxmemory", b2i(s.overMaxMemory.Load()))
+	w.kv("mem_over_maxmemory", b2i(r.overMaxMemory))
 	w.kv("mem_replication_backlog", rep.ReplicationBacklog)
 	w.kv("mem_clients_slaves", rep.ClientsSlaves)
 	w.kv("mem_clients_normal", rep.ClientsNormal)
@@ -167,10 +181,57 @@ func (s *Server) writeInfoMemory(w infoWriter) {
 	w.kv("go_memory_limit", debug.SetMemoryLimit(-1))
 }
 
-func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
-	cfg := s.config()
-	id := s.identity()
-	u := s.up.Status()
+// writeInfoLog writes the stream log's fields of INFO persistence.
+func writeInfoLog(w infoWriter, r logReport) {
+	w.kv("repl_log_enabled", b2i(r.enabled))
+	if !r.open {
+		if r.openErr != "" {
+			w.kv("repl_log_status", "failed")
+			w.kv("repl_log_last_error", r.openErr)
+		}
+		return
+	}
+	status := "ok"
+	if !r.live {
+		status = "down"
+	}
+	st := r.stats
+	w.kv("repl_log_status", status)
+	w.kv("repl_log_size", r.size)
+	w.kv("repl_log_fsync", r.fsync)
+	w.kv("repl_log_replid", r.replID)
+	w.kv("repl_log_first_offset", st.First)
+	w.kv("repl_log_last_offset", st.Last)
+	w.kv("repl_log_bytes", st.Bytes)
+	w.kv("repl_log_segments", st.Segments)
+	w.kv("repl_log_synced_offset", st.Synced)
+	w.kv("repl_log_fsync_lag_bytes", r.fsyncLag())
+	w.kv("repl_log_last_fsync_age", r.syncAge)
+	w.kv("repl_log_errors", r.errors)
+	w.kv("repl_log_last_error", r.lastErr)
+	w.kv("repl_log_partial_syncs", r.partialSyncs)
+	w.kv("repl_log_replicas_moved_to_disk", r.movedToDisk)
+	w.kv("repl_log_recovered_bytes", r.recovered)
+	w.kv("repl_log_recovery_cut_bytes", r.cut)
+}
+
+// writeInfoSnapshotOnDisk writes INFO persistence's fields of the snapshot on
+// disk (a spilled one, or one written for the stream log).
+func writeInfoSnapshotOnDisk(w infoWriter, sp *diskSnapshotFigures) {
+	w.kv("repl_snapshot_on_disk", b2i(sp != nil))
+	if sp == nil {
+		return
+	}
+	w.kv("repl_snapshot_replid", sp.replID)
+	w.kv("repl_snapshot_offset", sp.offset)
+	w.kv("repl_snapshot_size", sp.size)
+	w.kv("repl_snapshot_age_seconds", sp.age)
+}
+
+func writeInfoReplication(w infoWriter, r *report) {
+	cfg := r.cfg
+	id := r.id
+	u := r.up
 	w.b.WriteString("# Replication\r\n")
 	if cfg.MasterHost == "" {
 		w.kv("role", "master")
@@ -184,14 +245,11 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 		} else {
 			w.kv("master_link_status", "down")
 		}
-		lastIO := int64(-1)
-		if st == upstream.StateConnected || st == upstream.StateSync {
-			lastIO = int64(now.Sub(time.Unix(0, u.LastIO)) / time.Second)
-		}
+		lastIO, _ := r.upstreamLastIO()
 		w.kv("master_last_io_seconds_ago", lastIO)
 		inSync := st == upstream.StateSync
 		w.kv("master_sync_in_progress", b2i(inSync))
-		w.kv("slave_read_repl_offset", s.hist.Stream().Filled()) // read_reploff: a cut command or an open MULTI included
+		w.kv("slave_read_repl_offset", r.filled)
 		w.kv("slave_repl_offset", u.Applied)
 		if inSync {
 			total, read := u.SyncTotal, u.SyncRead
@@ -204,93 +262,79 @@ func (s *Server) writeInfoReplication(w infoWriter, now time.Time) {
 			}
 			w.kv("master_sync_left_bytes", left)
 			w.kv("master_sync_perc", fmt.Sprintf("%.2f", perc))
-			w.kv("master_sync_last_io_seconds_ago", int64(now.Sub(time.Unix(0, u.LastIO))/time.Second))
+			w.kv("master_sync_last_io_seconds_ago", lastIO)
 		}
-		if st != upstream.StateConnected {
-			down := int64(-1)
-			if d := u.DownSince; d != 0 {
-				down = int64(now.Sub(time.Unix(0, d)) / time.Second)
-			}
+		if down, ok := r.upstreamDown(); ok {
 			w.kv("master_link_down_since_seconds", down)
 		}
 		w.kv("slave_priority", 0) // never to be promoted by Sentinel
 		w.kv("slave_read_only", 1)
 		w.kv("replica_announced", 1)
 	}
-	replicas := s.clients.replicaList()
-	w.kv("connected_slaves", len(replicas))
-	for i, r := range replicas {
-		lag := int64(0)
-		if r.State() == replicaOnline {
-			lag = int64(now.Sub(time.Unix(0, r.ackTime.Load())) / time.Second)
-		}
+	w.kv("connected_slaves", len(r.replicas))
+	for i, rp := range r.replicas {
 		w.kv(fmt.Sprintf("slave%d", i), fmt.Sprintf("ip=%s,port=%d,state=%s,offset=%d,lag=%d",
-			r.ip, r.hs.port, r.State(), r.ackOff.Load(), lag))
+			rp.ip, rp.port, rp.state, rp.offset, rp.lag))
 	}
 	w.kv("master_failover_state", "no-failover")
 	w.kv("master_replid", id.ReplID)
 	w.kv("master_replid2", id.ReplID2)
-	w.kv("master_repl_offset", s.hist.Stream().Offset())
+	w.kv("master_repl_offset", r.offset)
 	w.kv("second_repl_offset", id.SecondOffset)
-	first, hist := s.hist.Stream().Backlog()
-	if !id.History {
-		first, hist = 0, 0
-	}
 	w.kv("repl_backlog_active", b2i(id.History))
 	w.kv("repl_backlog_size", cfg.ReplBacklogSize)
-	w.kv("repl_backlog_first_byte_offset", first)
-	w.kv("repl_backlog_histlen", hist)
+	w.kv("repl_backlog_first_byte_offset", r.backlogFirst)
+	w.kv("repl_backlog_histlen", r.backlogLen)
 }
 
-func (s *Server) writeInfoProxy(w infoWriter, now time.Time) {
-	st := &s.stats
+func writeInfoProxy(w infoWriter, r *report) {
+	st := &r.stats
 	w.b.WriteString("# Proxy\r\n")
-	w.kv("upstream_link_state", s.up.State().String())
-	w.kv("upstream_connects", st.upstreamConnects.Load())
-	w.kv("upstream_full_syncs", st.upstreamFullSyncs.Load())
-	w.kv("upstream_partial_syncs", st.upstreamPartialSyncs.Load())
-	w.kv("upstream_link_failures", st.upstreamLinkFailures.Load())
-	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes.Load())
-	w.kv("upstream_checksum_failures", st.upstreamChecksumFails.Load())
-	w.kv("upstream_stream_errors", st.upstreamStreamErrors.Load())
-	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits.Load())
-	w.kv("stream_generation", s.hist.Stream().Generation())
-	w.kv("snapshot_fetches", st.snapshotFetches.Load())
-	for r := history.FetchReason(0); r < history.NumFetchReasons; r++ {
-		w.kv("snapshot_fetches_"+r.String(), st.snapshotFetchReasons[r].Load())
+	w.kv("upstream_link_state", r.up.State.String())
+	w.kv("upstream_connects", st.upstreamConnects)
+	w.kv("upstream_full_syncs", st.upstreamFullSyncs)
+	w.kv("upstream_partial_syncs", st.upstreamPartialSyncs)
+	w.kv("upstream_link_failures", st.upstreamLinkFailures)
+	w.kv("upstream_rdb_bytes", st.upstreamRDBBytes)
+	w.kv("upstream_checksum_failures", st.upstreamChecksumFails)
+	w.kv("upstream_stream_errors", st.upstreamStreamErrors)
+	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits)
+	w.kv("stream_generation", r.generation)
+	w.kv("snapshot_fetches", st.snapshotFetches)
+	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
+		w.kv("snapshot_fetches_"+fr.String(), st.snapshotFetchReasons[fr])
 	}
-	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures.Load())
-	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes.Load())
-	for r := history.PartialAccepted + 1; r < history.NumFullSyncReasons; r++ {
-		w.kv("sync_full_"+r.String(), st.fullSyncs[r].Load())
+	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures)
+	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes)
+	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
+		w.kv("sync_full_"+fr.String(), st.fullSyncs[fr])
 	}
-	w.kv("replicas_dropped", st.replicasDropped.Load())
-	for r := closeNone; r < numCloseReasons; r++ {
-		if r.appliesToReplicas() {
-			w.kv("replicas_closed_"+r.String(), st.replicaCloses[r].Load())
+	w.kv("replicas_dropped", st.replicasDropped)
+	for cr := closeNone; cr < numCloseReasons; cr++ {
+		if cr.appliesToReplicas() {
+			w.kv("replicas_closed_"+cr.String(), st.replicaCloses[cr])
 		}
 	}
-	for r := closeNone; r < numCloseReasons; r++ {
-		if r.appliesToClients() {
-			w.kv("clients_closed_"+r.String(), st.clientCloses[r].Load())
+	for cr := closeNone; cr < numCloseReasons; cr++ {
+		if cr.appliesToClients() {
+			w.kv("clients_closed_"+cr.String(), st.clientCloses[cr])
 		}
 	}
-	w.kv("repl_output_bytes", st.replOutputBytes.Load())
-	w.kv("tls_connections_received", st.tlsConnectionsReceived.Load())
-	w.kv("tls_handshake_failures", st.tlsHandshakeFailures.Load())
-	if sn := s.Snapshot(); sn != nil {
-		w.kv("snapshot_replid", sn.ReplID())
-		w.kv("snapshot_offset", sn.Offset())
-		w.kv("snapshot_size", sn.Size())
-		w.kv("snapshot_state", sn.State().String())
-		w.kv("snapshot_age_seconds", int64(now.Sub(sn.Created())/time.Second))
-		w.kv("snapshot_memory", sn.Usage().Total)
+	w.kv("repl_output_bytes", st.replOutputBytes)
+	w.kv("tls_connections_received", st.tlsConnectionsReceived)
+	w.kv("tls_handshake_failures", st.tlsHandshakeFailures)
+	if sn := r.snapshot; sn != nil {
+		w.kv("snapshot_replid", sn.replID)
+		w.kv("snapshot_offset", sn.offset)
+		w.kv("snapshot_size", sn.size)
+		w.kv("snapshot_state", sn.state)
+		w.kv("snapshot_age_seconds", sn.age)
+		w.kv("snapshot_memory", sn.memory)
 	} else {
 		w.kv("snapshot_state", "none")
 	}
-	ps := s.pool.Stats()
-	w.kv("free_blocks", ps.FreeBlocks)
-	w.kv("free_blocks_bytes", ps.FreeBytes)
+	w.kv("free_blocks", r.pool.FreeBlocks)
+	w.kv("free_blocks_bytes", r.pool.FreeBytes)
 }
 
 func b2i(b bool) int {

@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +37,12 @@ func scrape(t testing.TB, p *testProxy) map[string]float64 {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
+	return parseMetrics(t, body)
+}
+
+// parseMetrics reads Prometheus's text format as scrape does.
+func parseMetrics(t testing.TB, body string) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
 	for _, line := range strings.Split(body, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -394,126 +398,4 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		idx := xc.InfoInt(t, "memory", "mem_repl_log_index")
 		return idx > 0 && scrape(t, p)[`replproxy_memory_bytes{category="repl_log_index"}`] == float64(idx)
 	})
-}
-
-// openFDs counts the test process's open descriptors.
-func openFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("count descriptors: %v", err)
-	}
-	return len(ents)
-}
-
-// TestMetricsConnectionsBounded is issue 18's item 1: 300 clients each GET
-// /healthz over one keep-alive connection and then stay, idle. Every one is
-// answered, in turns of the cap; the server never holds more than
-// metricsMaxConns of them (the rest wait in the kernel's accept queue, with
-// no descriptor of the process), and it closes the idle ones, so its
-// descriptors come back to what they were while the clients are still
-// there. The descriptors are the process's: the clients' own 300 are
-// subtracted.
-func TestMetricsConnectionsBounded(t *testing.T) {
-	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skip("no /proc/self/fd to count descriptors with")
-	}
-	port := redistest.FreePort(t)
-	p := newTestProxy(t, proxySetup{
-		opts: Options{metricsIdle: 100 * time.Millisecond},
-		args: []string{"--metrics-port", strconv.Itoa(port)},
-	})
-	addr := p.MetricsAddr().String()
-	base := openFDs(t)
-	const n = 300
-	conns := make([]net.Conn, n)
-	for i := range conns {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: replproxy\r\n\r\n")); err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		conns[i] = c
-	}
-	held := 0 // the most descriptors the server held beside the clients'
-	for i, c := range conns {
-		c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("client %d: no answer: %v (server holding %d)", i, err, openFDs(t)-base-n)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("client %d: %d", i, resp.StatusCode)
-		}
-		held = max(held, openFDs(t)-base-n)
-	}
-	// A few descriptors come and go meanwhile (the stream log's, files
-	// the monitor reads).
-	const slack = 8
-	if held > metricsMaxConns+slack {
-		t.Errorf("the monitoring server held %d descriptors for idle clients, cap %d", held, metricsMaxConns)
-	}
-	now := 0
-	if !pollUntil(10*time.Second, func() bool { now = openFDs(t) - base - n; return now <= slack }) {
-		t.Errorf("%d descriptors still held by the monitoring server for %d idle clients after 10s", now, n)
-	}
-	t.Logf("300 idle monitoring clients: at most %d descriptors held by the server, %d after the idle timeout", held, now)
-}
-
-// TestMetricsWriteTimeout is issue 18's item 7 (the monitoring part): a
-// client that pipelines scrapes of /metrics and never reads the replies
-// fills the socket buffers both ways; the server's write timeout then
-// closes the connection, which the client's blocked write sees as an error
-// (the server closed with requests unread: a reset).
-func TestMetricsWriteTimeout(t *testing.T) {
-	port := redistest.FreePort(t)
-	p := newTestProxy(t, proxySetup{
-		opts: Options{metricsWrite: 500 * time.Millisecond},
-		args: []string{"--metrics-port", strconv.Itoa(port)},
-	})
-	c, err := net.Dial("tcp", p.MetricsAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.(*net.TCPConn).SetReadBuffer(4096) // so that the replies fill it soon
-	req := []byte("GET /metrics HTTP/1.1\r\nHost: replproxy\r\n\r\n")
-	writeErr := make(chan error, 1)
-	go func() {
-		// The server reads a request only once it has written the previous
-		// reply, so these writes block too once the server's do.
-		for {
-			if _, err := c.Write(req); err != nil {
-				writeErr <- err
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-writeErr:
-		t.Logf("the server closed the connection of a client that reads nothing: %v", err)
-	case <-time.After(20 * time.Second):
-		c.Close()
-		<-writeErr
-		t.Fatal("a client that reads no reply still holds its monitoring connection after 20s")
-	}
-	redistest.WaitFor(t, 5*time.Second, "the closed connection's slot given back", func() bool {
-		return p.metricsLn.inUse() <= 1 // the next Accept's slot only
-	})
-}
-
-// pollUntil calls cond until it holds or d passes, and says whether it held.
-func pollUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }

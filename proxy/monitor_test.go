@@ -8,29 +8,6 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
-// TestJudgedOutput: a replica reading the stream log is held to the limits
-// by its lag whether or not the log still runs. Judging it by memory while
-// the log was down let a stalled replica outlive any limit (it holds none).
-func TestJudgedOutput(t *testing.T) {
-	const end = 10_000
-	for _, tc := range []struct {
-		name    string
-		live    bool
-		onDisk  bool
-		diskOff int64
-		want    int64
-	}{
-		{"on disk, log live", true, true, 1001, 9000},
-		{"on disk, log down", false, true, 1001, 9000},
-		{"on disk, ahead of the end", false, true, end + 5, 0},
-		{"neither cursor nor disk (syncing)", true, false, 0, 0},
-	} {
-		if got := judgedOutput(nil, tc.live, tc.onDisk, tc.diskOff, end); got != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestReplicaHardLimit: the hard limit applies raised to the backlog, as in
 // Redis, for replicas and the log's follower alike; 0 stays no limit.
 func TestReplicaHardLimit(t *testing.T) {
@@ -52,7 +29,7 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 	s := linkNewServer(t, hclog.Off)
 	register := func(epoch uint64) *replica {
 		conn, _ := linkPipe(t)
-		r := &replica{c: &client{conn: conn, srv: s}, epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
+		r := &replica{c: &client{conn: conn, srv: s}, count: s.replicaCounters(), epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
 		s.clients.addReplica(r)
 		return r
 	}

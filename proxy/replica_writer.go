@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
@@ -17,88 +18,242 @@ import (
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// The writer half of a downstream replica (runReplica starts it): it sends
-// the sync reply and the payload, then the stream from the replica's cursor
-// with writev, until the connection or the stream ends.
+// The write loop of a downstream replica (replica.run starts it): it sends
+// the sync reply and the payload by the plan's sync path, then the stream
+// from the replica's cursor with writev, until the connection or the
+// stream ends.
 
-// writeReplica sends a replica its +CONTINUE or +FULLRESYNC, the payload, and
-// then the stream until the connection or the stream ends.
-func (s *Server) writeReplica(ctx context.Context, r *replica, plan history.Plan) (err error) {
-	// The cursors and the file are owned by this goroutine; r.cursor only
-	// lets others read the stream cursor's figures.
-	cur, rd := plan.Cursor, plan.Reader
-	defer func() {
-		r.cursor.Store(nil)
-		if cur != nil {
-			cur.Close()
-		}
-		if rd != nil {
-			rd.Close()
-		}
-		if plan.File != nil {
-			plan.File.Close()
-		}
-		if plan.FromLog != nil {
-			plan.FromLog.Close() // sendLog's, when it was not reached (Close is idempotent)
-		}
-	}()
-	timeout := s.config().ReplTimeout
-	w := &replicaWriter{s: s, conn: r.c.conn, timeout: timeout}
-	if plan.Partial {
-		line := "+CONTINUE\r\n"
-		if r.hs.capaPSync2 {
-			line = "+CONTINUE " + plan.ReplID + "\r\n"
-		}
-		if err := w.write([]byte(line)); err != nil {
-			return err
-		}
-		if plan.FromLog != nil {
-			if cur, err = w.sendLog(ctx, r, plan.FromLog, plan.Gen, -1); err != nil {
-				return err
-			}
-		}
-		return w.stream(ctx, r, cur, plan.Gen)
+// writeLoop serves plan on its sync path: the reply (+CONTINUE or
+// +FULLRESYNC), the payload, and then the stream until the connection or the
+// stream ends.
+func (r *replica) writeLoop(ctx context.Context, plan history.Plan) error {
+	w := &replicaWriter{r: r, conn: r.c.conn, timeout: r.host.replTimeout(), out: r.count.outputBytes}
+	defer w.release(&plan)
+	return w.serve(ctx, &plan)
+}
+
+// A syncPath is one way a replica is served, chosen from its plan
+// (choosePath); each has one function of replicaWriter.
+type syncPath int
+
+const (
+	pathPartialMemory  syncPath = iota // +CONTINUE, then the stream from memory
+	pathPartialLog                     // +CONTINUE, then the stream log up to memory
+	pathFullMemory                     // +FULLRESYNC, a snapshot in memory, the stream
+	pathFullFile                       // +FULLRESYNC, a snapshot file in dir (sendfile), the stream
+	pathAwaitFetch                     // keepalives until the shared fetch starts, then its path
+	pathFetchedPayload                 // +FULLRESYNC, keepalives until a fetched payload that may go to dir ends, then its path
+)
+
+func (p syncPath) String() string {
+	switch p {
+	case pathPartialMemory:
+		return "partial_memory"
+	case pathPartialLog:
+		return "partial_log"
+	case pathFullMemory:
+		return "full_memory"
+	case pathFullFile:
+		return "full_file"
+	case pathAwaitFetch:
+		return "await_fetch"
+	case pathFetchedPayload:
+		return "fetched_payload"
 	}
-	file := plan.File
-	sn := plan.Snapshot
-	if sn == nil && file == nil {
-		if err := s.awaitFetch(ctx, w, &plan); err != nil {
-			return fullSyncError{err}
-		}
-		sn, rd, cur = plan.Snapshot, plan.Reader, plan.Cursor
+	return "unknown"
+}
+
+// choosePath says how plan is to be served now. A fetch's plan changes as
+// the fetch goes (awaitFetch, fetchedPayload complete it), and is chosen
+// again each time.
+func choosePath(plan *history.Plan) syncPath {
+	switch {
+	case plan.Partial && plan.FromLog != nil:
+		return pathPartialLog
+	case plan.Partial:
+		return pathPartialMemory
+	case plan.File != nil:
+		return pathFullFile
+	case plan.Snapshot != nil:
+		return pathFullMemory
+	case plan.Cursor != nil || plan.FromLog != nil:
+		// The fetch started and its stream is pinned, but its payload may
+		// go to dir: it is sent once it has ended (history.Fetch.ToDisk).
+		return pathFetchedPayload
 	}
+	return pathAwaitFetch
+}
+
+// serve runs plan's sync path: the one dispatch.
+func (w *replicaWriter) serve(ctx context.Context, plan *history.Plan) error {
+	switch choosePath(plan) {
+	case pathPartialMemory:
+		return w.partialFromMemory(ctx, plan)
+	case pathPartialLog:
+		return w.partialFromLog(ctx, plan)
+	case pathFullMemory:
+		return w.fullFromMemory(ctx, plan)
+	case pathFullFile:
+		return w.fullFromFile(ctx, plan)
+	case pathFetchedPayload:
+		return w.fetchedPayload(ctx, plan)
+	}
+	return w.awaitFetch(ctx, plan)
+}
+
+// replicaWriter is the write loop's state: it writes to one replica with a
+// deadline per write. Owned by the write loop.
+type replicaWriter struct {
+	r         *replica
+	conn      net.Conn
+	timeout   time.Duration // repl-timeout when the loop started
+	out       *atomic.Int64 // total_net_repl_output_bytes
+	announced bool          // +FULLRESYNC sent (or not due: SYNC)
+}
+
+// release closes what plan still holds open: the write loop owns the
+// cursors, readers and file of its plan, which each path leaves in plan
+// while it uses them; r.cursor only lets others read the stream cursor's
+// figures.
+func (w *replicaWriter) release(plan *history.Plan) {
+	w.r.cursor.Store(nil)
+	if plan.Cursor != nil {
+		plan.Cursor.Close()
+	}
+	if plan.Reader != nil {
+		plan.Reader.Close()
+	}
+	if plan.File != nil {
+		plan.File.Close()
+	}
+	if plan.FromLog != nil {
+		plan.FromLog.Close() // Close is idempotent
+	}
+}
+
+// partialFromMemory: +CONTINUE, then the stream from the plan's cursor.
+func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *history.Plan) error {
+	if err := w.sendContinue(plan); err != nil {
+		return err
+	}
+	return w.stream(ctx, plan)
+}
+
+// partialFromLog: +CONTINUE, then the stream log from the replica's offset
+// (older than memory holds) up to memory, then the stream.
+func (w *replicaWriter) partialFromLog(ctx context.Context, plan *history.Plan) error {
+	if err := w.sendContinue(plan); err != nil {
+		return err
+	}
+	return w.tail(ctx, plan)
+}
+
+// sendContinue writes +CONTINUE, with the replid to a psync2 replica.
+func (w *replicaWriter) sendContinue(plan *history.Plan) error {
+	line := "+CONTINUE\r\n"
+	if w.r.hs.capaPSync2 {
+		line = "+CONTINUE " + plan.ReplID + "\r\n"
+	}
+	return w.write([]byte(line))
+}
+
+// fullFromMemory: +FULLRESYNC, a snapshot in memory ("$<len>", or
+// "$EOF:<mark>" while it still arrives), then the stream.
+func (w *replicaWriter) fullFromMemory(ctx context.Context, plan *history.Plan) error {
+	if err := w.announce(plan); err != nil {
+		return err
+	}
+	eof, err := w.sendSnapshot(ctx, plan.Snapshot, plan.Reader)
+	if err != nil {
+		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
+	}
+	return w.online(ctx, plan, eof, plan.Snapshot.Size(), false)
+}
+
+// fullFromFile: +FULLRESYNC, a snapshot file in dir (sendfile), then the
+// stream.
+func (w *replicaWriter) fullFromFile(ctx context.Context, plan *history.Plan) error {
+	if err := w.announce(plan); err != nil {
+		return err
+	}
+	if err := w.sendFile(ctx, plan.File, plan.Spilled.Size); err != nil {
+		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
+	}
+	return w.online(ctx, plan, false, plan.Spilled.Size, true)
+}
+
+// awaitFetch waits for plan's shared fetch to start, sending keepalive
+// newlines (allowed before +FULLRESYNC), then completes plan with a reader
+// of the fetched snapshot (none yet for a payload that may go to dir: see
+// fetch.file) and the stream from just after its offset
+// (History.AttachFetched), and serves it on the path that makes.
+func (w *replicaWriter) awaitFetch(ctx context.Context, plan *history.Plan) error {
+	f := plan.Fetch
+	if err := w.keepaliveUntil(ctx, f.Ready()); err != nil {
+		return fullSyncError{err}
+	}
+	if f.Err() != nil {
+		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.Err())}
+	}
+	if err := w.r.hist.AttachFetched(f, plan); err != nil {
+		return fullSyncError{err}
+	}
+	return w.serve(ctx, plan)
+}
+
+// fetchedPayload serves a replica of fetch f whose payload may go to dir
+// (Fetch.ToDisk): +FULLRESYNC at once, then keepalive newlines until the payload
+// has ended (a replica takes them between +FULLRESYNC and the payload, and
+// they renew its repl-timeout, as a primary's while its BGSAVE runs). plan
+// is then completed with what to send: the file in dir, or a reader of the
+// snapshot when it stayed in memory (History.FetchedPayload), and served on
+// that path.
+func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *history.Plan) error {
+	if err := w.announce(plan); err != nil {
+		return err
+	}
+	f := plan.Fetch
+	if err := w.keepaliveUntil(ctx, f.Done()); err != nil {
+		return fullSyncError{err}
+	}
+	if f.DoneErr() != nil {
+		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.DoneErr())}
+	}
+	if err := w.r.hist.FetchedPayload(f, plan); err != nil {
+		return fullSyncError{err}
+	}
+	return w.serve(ctx, plan)
+}
+
+// announce writes +FULLRESYNC (not to a SYNC replica), once: the replica is
+// then receiving its payload, and the stream its plan pins counts as its
+// output buffer.
+func (w *replicaWriter) announce(plan *history.Plan) error {
+	if w.announced {
+		return nil
+	}
+	w.announced = true
+	r := w.r
 	if !r.legacy {
 		if err := w.write([]byte("+FULLRESYNC " + plan.ReplID + " " + strconv.FormatInt(plan.Offset, 10) + "\r\n")); err != nil {
 			return err
 		}
 	}
 	r.state.Store(int32(replicaSendBulk))
-	r.cursor.Store(cur) // from now on its pinned stream counts as its output buffer
-	if f := plan.Fetch; f != nil && f.ToDisk() && sn == nil {
-		// A fetched payload that may go to dir: sent once it has ended,
-		// from the file or from memory (history.Fetch.ToDisk).
-		if err := s.awaitFetched(ctx, w, f, &plan); err != nil {
-			return fullSyncError{err}
-		}
-		sn, rd, file = plan.Snapshot, plan.Reader, plan.File
-	}
-	var eof bool
-	var size int64
-	if file != nil {
-		size = plan.Spilled.Size
-		err = w.sendFile(ctx, file, size)
-	} else {
-		size = sn.Size()
-		eof, err = w.sendSnapshot(ctx, r, sn, rd)
-	}
-	if err != nil {
-		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
-	}
-	// The payload is sent: let the snapshot (or its file) go now, not when
-	// the replica disconnects, so that eviction may take it.
-	if rd != nil {
-		rd.Close()
-		rd = nil
+	r.cursor.Store(plan.Cursor)
+	return nil
+}
+
+// online follows a sent payload: the snapshot (or its file) is let go now,
+// not when the replica disconnects, so that eviction may take it; an
+// rdb-only replica is done; after an EOF-marked payload the stream waits for
+// the replica's first ACK (PROTOCOL §2.1). The replica is then online, and
+// gets the stream.
+func (w *replicaWriter) online(ctx context.Context, plan *history.Plan, eof bool, size int64, fromDisk bool) error {
+	r := w.r
+	if plan.Reader != nil {
+		plan.Reader.Close()
+		plan.Reader = nil
 	}
 	if plan.File != nil {
 		plan.File.Close()
@@ -109,38 +264,41 @@ func (s *Server) writeReplica(ctx context.Context, r *replica, plan history.Plan
 		return nil
 	}
 	if eof {
-		// After an EOF-marked payload the replica loads it and ACKs; the
-		// stream must wait for that first ACK (PROTOCOL §2.1).
-		if err := s.awaitFirstAck(ctx, r, timeout); err != nil {
+		if err := w.awaitFirstAck(ctx); err != nil {
 			return err
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
-	r.log.Info("replica online", "offset", plan.Offset, "snapshot-bytes", size, "from-disk", file != nil)
-	gen := plan.Gen
-	if gen == 0 { // a fetched snapshot's plan: the generation now, which its cursor is of
-		gen = w.s.hist.Stream().Generation()
-	}
-	if plan.FromLog != nil {
-		// A snapshot whose stream memory no longer holds: the stream log
-		// up to memory first (planFullLocked, attachSnapshotLocked).
-		if cur, err = w.sendLog(ctx, r, plan.FromLog, plan.Gen, -1); err != nil {
+	r.log.Info("replica online", "offset", plan.Offset, "snapshot-bytes", size, "from-disk", fromDisk)
+	return w.tail(ctx, plan)
+}
+
+// tail sends the stream after the payload or +CONTINUE: first the stream
+// log up to memory when plan starts where only the log holds the stream
+// (planPartial, planFullLocked, attachSnapshotLocked), then the stream.
+func (w *replicaWriter) tail(ctx context.Context, plan *history.Plan) error {
+	if rd := plan.FromLog; rd != nil {
+		plan.FromLog = nil // sendLog closes it
+		cur, err := w.sendLog(ctx, rd, plan.Gen, -1)
+		if err != nil {
 			return err
 		}
+		plan.Cursor = cur
 	}
-	return w.stream(ctx, r, cur, gen)
+	return w.stream(ctx, plan)
 }
 
 // errNoFirstAck ends a replica that never acknowledged its EOF-marked payload.
 var errNoFirstAck = errors.New("timeout: no REPLCONF ACK after the payload for longer than repl-timeout")
 
 // awaitFirstAck waits for the replica's first REPLCONF ACK after an
-// EOF-marked payload, as long as it is not silent for longer than timeout:
-// the newlines a replica sends while it loads the payload renew it, as in
-// Redis (whose replicationCron applies repl-timeout to such a replica). On
-// expiry the replica is dropped and counted.
-func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Duration) error {
+// EOF-marked payload, as long as it is not silent for longer than
+// repl-timeout: the newlines a replica sends while it loads the payload
+// renew it, as in Redis (whose replicationCron applies repl-timeout to such
+// a replica). On expiry the replica is dropped and counted.
+func (w *replicaWriter) awaitFirstAck(ctx context.Context) error {
+	r, timeout := w.r, w.timeout
 	r.ackTime.Store(time.Now().UnixNano()) // the silence starts with the payload's end
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -156,9 +314,28 @@ func (s *Server) awaitFirstAck(ctx context.Context, r *replica, timeout time.Dur
 				t.Reset(timeout - idle)
 				continue
 			}
-			s.stats.replicasDropped.Add(1)
+			r.count.dropped.Add(1)
 			r.close(closeReplicaTimeout, errNoFirstAck)
 			return errNoFirstAck
+		}
+	}
+}
+
+// keepaliveUntil sends a keepalive newline every keepaliveInterval until
+// done is closed (nil), a write fails or ctx ends (their error).
+func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
+	t := time.NewTicker(keepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+			if err := w.write([]byte("\n")); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -178,7 +355,7 @@ func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) er
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, size-n)))
 		n += k
-		w.s.stats.replOutputBytes.Add(k)
+		w.out.Add(k)
 		if err != nil {
 			return err
 		}
@@ -197,30 +374,41 @@ const logGapWait = 2 * time.Second
 // errLogGap ends a replica the stream log cannot take to the memory stream.
 var errLogGap = errors.New("the stream log ends before the memory stream begins")
 
-// sendLog sends the stream log from rd's offset, one verified record at a
-// time (sendfile to a plain TCP connection), until the offset is in memory
+// sendLog sends the stream log from rd's offset, in verified records
+// (sendfile to a plain TCP connection), until the offset is in memory
 // again, within within bytes of the end (-1: anywhere), and returns a cursor
 // there: a replica behind the memory backlog pins nothing while it reads
-// from disk. A record that no longer matches its checksum ends the replica,
-// whose bytes stop before it.
-func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
+// from disk. gen is the stream generation rd's bytes are of (the log
+// followed it when rd was made, and rd fails once the log resets); the
+// cursor must be of the same one, or the replica has nothing to continue
+// into. At the log's end it waits for the follower's next append (or the
+// log's stop), never polling, up to logGapWait. A record that no longer
+// matches its checksum ends the replica, whose bytes stop before it.
+func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
 	defer rd.Close()
-	st := w.s.hist.Stream()
+	r := w.r
+	st := r.hist.Stream()
 	r.diskOff.Store(rd.Offset())
 	r.onDisk.Store(true)
 	defer r.onDisk.Store(false)
-	var atEnd time.Time // when the reader first found the log's end
-	for i := 0; ; i++ {
+	var gap *time.Timer // while the reader waits at the log's end
+	defer func() {
+		if gap != nil {
+			gap.Stop()
+		}
+	}()
+	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		// Look at memory every 64 records and at the log's end, not at every
-		// record: Backlog takes the stream's lock.
-		near := within < 0 || st.Offset()+1-rd.Offset() <= within
-		if near && (i%64 == 0 || !atEnd.IsZero()) {
+		// Taken before the log is looked at: an append in between closes it.
+		appended := r.host.logAppended()
+		// Memory is looked at once per call of up to a MiB: Backlog takes
+		// the stream's lock.
+		if within < 0 || st.Offset()+1-rd.Offset() <= within {
 			if first, _ := st.Backlog(); rd.Offset() >= first {
 				if cur, err := st.Attach(rd.Offset()); err == nil {
-					if st.Generation() != gen {
+					if cur.Generation() != gen {
 						cur.Close()
 						return nil, errGenerationMoved
 					}
@@ -230,20 +418,27 @@ func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.R
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 		n, err := rd.WriteTo(w.conn, 1<<20)
-		w.s.stats.replOutputBytes.Add(n)
+		w.out.Add(n)
 		r.diskOff.Store(rd.Offset())
 		switch {
 		case err == nil:
-			atEnd = time.Time{}
-		case errors.Is(err, io.EOF):
-			if atEnd.IsZero() {
-				atEnd = time.Now()
-			} else if time.Since(atEnd) > logGapWait {
-				return nil, errLogGap
+			if gap != nil {
+				gap.Stop()
+				gap = nil
 			}
-			time.Sleep(time.Millisecond)
+		case errors.Is(err, io.EOF):
+			if gap == nil {
+				gap = time.NewTimer(logGapWait)
+			}
+			select {
+			case <-appended:
+			case <-gap.C:
+				return nil, errLogGap
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		case errors.Is(err, streamlog.ErrCorrupt):
-			w.s.durable.lg.Error("stream log: corrupt record, not sent", "error", err)
+			r.host.logCorrupt(err)
 			return nil, err
 		default:
 			return nil, fmt.Errorf("send from the stream log: %w", err)
@@ -251,17 +446,10 @@ func (w *replicaWriter) sendLog(ctx context.Context, r *replica, rd *streamlog.R
 	}
 }
 
-// replicaWriter writes to one replica with a deadline per write.
-type replicaWriter struct {
-	s       *Server
-	conn    net.Conn
-	timeout time.Duration
-}
-
 func (w *replicaWriter) write(p []byte) error {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.conn.Write(p)
-	w.s.stats.replOutputBytes.Add(int64(n))
+	w.out.Add(int64(n))
 	return err
 }
 
@@ -269,7 +457,7 @@ func (w *replicaWriter) write(p []byte) error {
 func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := c.Send(w.conn)
-	w.s.stats.replOutputBytes.Add(n)
+	w.out.Add(n)
 	return n, err
 }
 
@@ -279,37 +467,36 @@ func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
 // in one slice.
 const writeSlice = 20 * time.Millisecond
 
-// stream sends the stream from cur until an error: the connection, a new
-// generation (ErrReset), or the server stopping. While the stream log runs,
-// a replica further behind than the memory window (durable.go) is sent from
-// the log instead, if the log holds its offset, until it is back within half
-// the window: writes then last at most writeSlice each, and only
-// repl-timeout without progress ends the replica, as one long write would.
-func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cursor, gen uint64) error {
-	first := cur // the caller's, which it closes
-	defer func() {
-		r.cursor.Store(nil)
-		if cur != first {
-			cur.Close()
-		}
-	}()
+// stream sends the stream from plan's cursor until an error: the
+// connection, a new generation (ErrReset), or the server stopping. While the
+// stream log runs, a replica further behind than the memory window
+// (durable.go) is sent from the log instead, if the log holds its position
+// (its cursor's generation and offset), until it is back within half the
+// window: writes then last at most writeSlice each, and only repl-timeout
+// without progress ends the replica, as one long write would. plan.Cursor is
+// the cursor in use (nil while on the log), for release to close.
+func (w *replicaWriter) stream(ctx context.Context, plan *history.Plan) error {
+	r := w.r
+	defer r.cursor.Store(nil)
 	var stalled time.Time // since when writes have made no progress
 	for {
+		cur := plan.Cursor
 		r.cursor.Store(cur)
-		live := w.s.logLive()
-		if window := w.s.memoryWindow(); live && cur.Lag() > window {
-			if rd := w.s.hist.LogReaderAt(cur.Offset()); rd != nil {
-				off := cur.Offset()
+		live := r.host.logLive()
+		if window := r.host.memoryWindow(); live && cur.Lag() > window {
+			gen, off := cur.Generation(), cur.Offset()
+			if rd := r.hist.LogReaderAt(gen, off); rd != nil {
 				r.cursor.Store(nil)
 				cur.Close() // the blocks it pinned may go now
-				w.s.stats.replicasToDisk.Add(1)
+				plan.Cursor = nil
+				r.count.toDisk.Add(1)
 				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
-				next, err := w.sendLog(ctx, r, rd, gen, window/2)
+				next, err := w.sendLog(ctx, rd, gen, window/2)
 				if err != nil {
 					return err
 				}
-				cur, stalled = next, time.Time{}
-				r.log.Debug("replica back in the memory window", "offset", cur.Offset())
+				plan.Cursor, stalled = next, time.Time{}
+				r.log.Debug("replica back in the memory window", "offset", next.Offset())
 				continue
 			}
 		}
@@ -324,7 +511,7 @@ func (w *replicaWriter) stream(ctx context.Context, r *replica, cur *replbuf.Cur
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(timeout))
 		n, err := cur.Send(w.conn)
-		w.s.stats.replOutputBytes.Add(n)
+		w.out.Add(n)
 		if n > 0 {
 			stalled = time.Time{}
 		}
@@ -359,8 +546,9 @@ func isTimeout(err error) bool {
 // complete; "$EOF:<mark>", the bytes as they arrive and the mark when it is
 // still arriving and the replica takes EOF marks; otherwise it waits for the
 // end, sending keepalive newlines. It reports whether the EOF form was used.
-func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
-	if sn.State() == replbuf.SnapshotBuilding && !r.hs.capaEOF {
+func (w *replicaWriter) sendSnapshot(ctx context.Context, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
+	capaEOF := w.r.hs.capaEOF
+	if sn.State() == replbuf.SnapshotBuilding && !capaEOF {
 		t := time.NewTicker(keepaliveInterval)
 		defer t.Stop()
 		for sn.State() == replbuf.SnapshotBuilding {
@@ -378,7 +566,7 @@ func (w *replicaWriter) sendSnapshot(ctx context.Context, r *replica, sn *replbu
 	switch st := sn.State(); {
 	case st == replbuf.SnapshotComplete:
 		err = w.write([]byte("$" + strconv.FormatInt(sn.Size(), 10) + "\r\n"))
-	case st == replbuf.SnapshotFailed || !r.hs.capaEOF:
+	case st == replbuf.SnapshotFailed || !capaEOF:
 		// A replica without capa eof cannot parse "$EOF:": it gets no
 		// payload header at all and is dropped, to sync again.
 		return false, errSnapshotFailed

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -57,7 +58,7 @@ type Server struct {
 	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
 	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
 	// nil when dir could not be locked (a missing or read-only dir).
-	dirLock *os.File
+	dirLock *streamlog.DirLock
 	// logOpenErr is why the stream log could not be opened at start, when
 	// it was configured; set by New.
 	logOpenErr string
@@ -67,11 +68,10 @@ type Server struct {
 	// ln holds the client listeners (listeners.go): opened by New,
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
-	ln        listenerSet
-	metricsLn *limitListener // metrics-port's (metrics.go); nil when off. Served by Run, closed at its end or by Close
-	// metricsIdle and metricsWrite replace metricsIdleTimeout and
-	// metricsWriteTimeout when set (a test's). Set by New, read-only.
-	metricsIdle, metricsWrite time.Duration
+	ln listenerSet
+	// monitoring is metrics-port's server (metrics.go); nil when off. Set
+	// by New, served by Run, closed at its end or by Close.
+	monitoring *metrics.Server
 
 	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
 	// listeners (tls.go), which takes the material in force at each one.
@@ -125,11 +125,6 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
-	// metricsIdle and metricsWrite, when set, replace metricsIdleTimeout
-	// and metricsWriteTimeout (tests). Each alone: a short read or write
-	// timeout would close a slow-scheduled connection before its reply
-	// under load, which is not what a test of idle connections measures.
-	metricsIdle, metricsWrite time.Duration
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -184,7 +179,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
-	s.metricsIdle, s.metricsWrite = opts.metricsIdle, opts.metricsWrite
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
@@ -208,9 +202,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	// Before anything touches dir, whatever the log's setting: the lock
 	// refuses a second proxy on it, before it removes the files the first
 	// serves from (dirlock.go).
-	lock, err := lockDir(cfg.Dir)
+	lock, err := streamlog.LockDir(cfg.Dir)
 	switch {
-	case errors.Is(err, errDirLocked):
+	case errors.Is(err, streamlog.ErrDirLocked):
 		s.closeListeners()
 		s.closeMetricsListener()
 		return nil, err
@@ -233,7 +227,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
-			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(cmp.Or(opts.logRetry, logRetryInterval)))
+			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
 			s.recovered(d)

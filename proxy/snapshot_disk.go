@@ -39,7 +39,7 @@ import (
 //     repl-log-size (or the log or the replid no longer continue it), the
 //     monitor starts one side-link fetch in the background, with no replica
 //     waiting, so that the next full sync finds a fresh snapshot instead of
-//     waiting for a fork. At most one fetch runs (history.mu.fetch), a
+//     waiting for a fork. At most one fetch runs (History.mu.fetch), a
 //     background one is tried once (fetchLoop does not retry a fetch no
 //     replica waits for), and at most once per repl-snapshot-refresh, so a
 //     primary that is down costs one attempt per interval, not a storm.
@@ -107,18 +107,4 @@ func (s *Server) adoptSnapshot(dir string) {
 	}
 	s.log.Info("snapshot on disk adopted", "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset,
 		"size", humanize.IBytes(uint64(sp.Size)))
-}
-
-// writeInfoSnapshotOnDisk writes INFO persistence's fields of the snapshot on
-// disk (a spilled one, or one written for the stream log).
-func (s *Server) writeInfoSnapshotOnDisk(w infoWriter, now time.Time) {
-	sp := s.hist.SpilledSnapshot()
-	w.kv("repl_snapshot_on_disk", b2i(sp != nil))
-	if sp == nil {
-		return
-	}
-	w.kv("repl_snapshot_replid", sp.ReplID)
-	w.kv("repl_snapshot_offset", sp.Offset)
-	w.kv("repl_snapshot_size", sp.Size)
-	w.kv("repl_snapshot_age_seconds", int64(now.Sub(sp.Created)/time.Second))
 }

@@ -5,7 +5,10 @@ import "github.com/replproxy/replproxy/proxy/history"
 import "sync/atomic"
 
 // stats are the server's counters, shown by INFO stats and reset by CONFIG
-// RESETSTAT. Every field is atomic: any goroutine may add to them.
+// RESETSTAT. Every field is atomic: any goroutine may add to them. A counter
+// added here is loaded by read (below) into the report INFO is written from
+// (report.go, info.go), and so reaches /metrics with one line in
+// report.figures.
 type stats struct {
 	connectionsReceived atomic.Int64           // total_connections_received
 	commandsProcessed   atomic.Int64           // total_commands_processed
@@ -68,4 +71,78 @@ func (s *stats) reset() {
 	for i := range s.fullSyncs {
 		s.fullSyncs[i].Store(0)
 	}
+}
+
+// counters is the stats read at one moment, one plain value per counter: a
+// report's (report.go).
+type counters struct {
+	connectionsReceived, commandsProcessed, rejectedConnections int64
+	netInputBytes, netOutputBytes                               int64 // replication's included, as INFO shows them
+	replInputBytes, replOutputBytes                             int64
+	syncFull, syncPartialOK, syncPartialErr                     int64
+	fullSyncs                                                   [history.NumFullSyncReasons]int64
+	logPartialSyncs, replicasToDisk                             int64
+
+	upstreamConnects, upstreamFullSyncs, upstreamPartialSyncs, upstreamLinkFailures    int64
+	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
+
+	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
+	snapshotFetchReasons                                       [history.NumFetchReasons]int64
+	replicasDropped                                            int64
+	replicaCloses, clientCloses                                [numCloseReasons]int64
+	evictedSnapshots, evictedBytes                             int64
+
+	aclDeniedAuth, queryLimitDisconnects, outputLimitDisconnects int64
+	tlsConnectionsReceived, tlsHandshakeFailures                 int64
+}
+
+// read loads every counter.
+func (st *stats) read() counters {
+	c := counters{
+		connectionsReceived: st.connectionsReceived.Load(),
+		commandsProcessed:   st.commandsProcessed.Load(),
+		rejectedConnections: st.rejectedConnections.Load(),
+		replInputBytes:      st.replInputBytes.Load(),
+		replOutputBytes:     st.replOutputBytes.Load(),
+		syncFull:            st.syncFull.Load(),
+		syncPartialOK:       st.syncPartialOK.Load(),
+		syncPartialErr:      st.syncPartialErr.Load(),
+		logPartialSyncs:     st.logPartialSyncs.Load(),
+		replicasToDisk:      st.replicasToDisk.Load(),
+
+		upstreamConnects:      st.upstreamConnects.Load(),
+		upstreamFullSyncs:     st.upstreamFullSyncs.Load(),
+		upstreamPartialSyncs:  st.upstreamPartialSyncs.Load(),
+		upstreamLinkFailures:  st.upstreamLinkFailures.Load(),
+		upstreamRDBBytes:      st.upstreamRDBBytes.Load(),
+		upstreamChecksumFails: st.upstreamChecksumFails.Load(),
+		upstreamStreamErrors:  st.upstreamStreamErrors.Load(),
+		upstreamQueryLimits:   st.upstreamQueryLimits.Load(),
+
+		snapshotFetches:       st.snapshotFetches.Load(),
+		snapshotFetchFailures: st.snapshotFetchFailures.Load(),
+		snapshotFetchBytes:    st.snapshotFetchBytes.Load(),
+		replicasDropped:       st.replicasDropped.Load(),
+		evictedSnapshots:      st.evictedSnapshots.Load(),
+		evictedBytes:          st.evictedBytes.Load(),
+
+		aclDeniedAuth:          st.aclDeniedAuth.Load(),
+		queryLimitDisconnects:  st.queryLimitDisconnects.Load(),
+		outputLimitDisconnects: st.outputLimitDisconnects.Load(),
+		tlsConnectionsReceived: st.tlsConnectionsReceived.Load(),
+		tlsHandshakeFailures:   st.tlsHandshakeFailures.Load(),
+	}
+	c.netInputBytes = st.netInputBytes.Load() + c.replInputBytes
+	c.netOutputBytes = st.netOutputBytes.Load() + c.replOutputBytes
+	for i := range st.fullSyncs {
+		c.fullSyncs[i] = st.fullSyncs[i].Load()
+	}
+	for i := range st.snapshotFetchReasons {
+		c.snapshotFetchReasons[i] = st.snapshotFetchReasons[i].Load()
+	}
+	for i := range st.replicaCloses {
+		c.replicaCloses[i] = st.replicaCloses[i].Load()
+		c.clientCloses[i] = st.clientCloses[i].Load()
+	}
+	return c
 }

@@ -76,6 +76,10 @@ func (s *Stream) Attach(offset int64) (*Cursor, error) {
 // Offset returns the offset of the next byte the cursor will hand out.
 func (c *Cursor) Offset() int64 { return c.off.Load() }
 
+// Generation returns the stream generation the cursor reads (the stream's at
+// Attach): once the stream's is another, the cursor fails with ErrReset.
+func (c *Cursor) Generation() uint64 { return c.gen }
+
 // Lag returns how many published bytes the cursor has not yet advanced over.
 func (c *Cursor) Lag() int64 {
 	return max(0, c.s.end.Load()+1-c.off.Load())

@@ -1,12 +1,12 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/demo.sh and scripts/bench-e2e.sh. Source it; do not run it.
+# Helpers of scripts/demo.sh. Source it; do not run it.
 #
 # Every server is started in the background by rp_start_* and its PID kept in RP_PIDS;
 # rp_init installs traps so that, however the script ends (success, failure, Ctrl-C,
 # SIGTERM), rp_cleanup stops exactly those processes and removes the temp dir.
 # Set RP_KEEP=1 to keep the temp dir (logs, RDB files) for inspection.
 
-export LC_ALL=C # decimal points in $EPOCHREALTIME and awk
+export LC_ALL=C # byte-wise tr and sed, whatever the locale
 
 RP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RP_TMP=""
@@ -14,8 +14,6 @@ RP_PIDS=()
 RP_USED_PORTS=" "
 RP_PORT=""
 RP_TIMEOUT=${RP_TIMEOUT:-30} # seconds to wait for a link or for offsets to settle
-RP_TLS=()                    # set by rp_tls_init: the TLS arguments of every server started
-RP_CLI_TLS=()                # set by rp_tls_init: redis-cli's TLS arguments
 
 rp_log() { printf '==> %s\n' "$*" >&2; }
 
@@ -120,48 +118,12 @@ rp_free_port() {
 rp_cli() {
 	local port=$1
 	shift
-	timeout 10 redis-cli "${RP_CLI_TLS[@]}" -h 127.0.0.1 -p "$port" "$@"
-}
-
-# rp_tls_init makes a CA and one certificate for 127.0.0.1 (server and client use)
-# with openssl in $RP_TMP/tls. Every server and proxy started after it serves TLS
-# only on its port, dials its primary over TLS, and rp_cli speaks TLS.
-rp_tls_init() {
-	local d=$RP_TMP/tls
-	mkdir -p "$d"
-	{
-		openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-			-keyout "$d/ca.key" -out "$d/ca.crt" -days 1 -subj /CN=replproxy-script-ca &&
-			openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-				-keyout "$d/tls.key" -out "$d/tls.csr" -subj /CN=127.0.0.1 &&
-			printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=digitalSignature\n' >"$d/ext" &&
-			openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-				-out "$d/tls.crt" -days 1 -extfile "$d/ext"
-	} >"$d/openssl.log" 2>&1 || rp_fail "openssl: $(tail -n 5 "$d/openssl.log")"
-	RP_TLS=(--tls-cert-file "$d/tls.crt" --tls-key-file "$d/tls.key" --tls-ca-cert-file "$d/ca.crt" --tls-replication yes)
-	RP_CLI_TLS=(--tls --cacert "$d/ca.crt" --cert "$d/tls.crt" --key "$d/tls.key")
-}
-
-# rp_port_args PORT sets RP_PORT_ARGS to the listening arguments for PORT: plain, or
-# TLS only after rp_tls_init.
-rp_port_args() {
-	if [ "${#RP_TLS[@]}" -eq 0 ]; then
-		RP_PORT_ARGS=(--port "$1")
-	else
-		RP_PORT_ARGS=(--port 0 --tls-port "$1" "${RP_TLS[@]}")
-	fi
+	timeout 10 redis-cli -h 127.0.0.1 -p "$port" "$@"
 }
 
 # rp_info PORT SECTION FIELD prints one INFO field (empty when absent).
 rp_info() {
 	rp_cli "$1" INFO "$2" 2>/dev/null | tr -d '\r' | sed -n "s/^$3://p"
-}
-
-# rp_cpu PORT prints used_cpu_sys + used_cpu_user in seconds.
-rp_cpu() {
-	rp_cli "$1" INFO cpu 2>/dev/null | tr -d '\r' |
-		awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { s += $2; n++ }
-			END { if (n == 2) printf "%.6f\n", s }'
 }
 
 # rp_start_redis NAME PORT [redis-server args...]: starts redis-server in the background
@@ -170,8 +132,7 @@ rp_start_redis() {
 	local name=$1 port=$2
 	shift 2
 	mkdir -p "$RP_TMP/$name"
-	rp_port_args "$port"
-	redis-server "${RP_PORT_ARGS[@]}" --bind 127.0.0.1 --save "" --appendonly no \
+	redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
 		--enable-debug-command yes --daemonize no \
 		--dir "$RP_TMP/$name" --logfile "$RP_TMP/$name/$name.log" "$@" \
 		</dev/null >>"$RP_TMP/$name/$name.stdout.log" 2>&1 &
@@ -184,8 +145,7 @@ rp_start_proxy() {
 	local name=$1 port=$2 up=$3
 	shift 3
 	mkdir -p "$RP_TMP/$name"
-	rp_port_args "$port"
-	"$RP_TMP/replproxy" "${RP_PORT_ARGS[@]}" --bind 127.0.0.1 --replicaof 127.0.0.1 "$up" \
+	"$RP_TMP/replproxy" --port "$port" --bind 127.0.0.1 --replicaof 127.0.0.1 "$up" \
 		--dir "$RP_TMP/$name" --logfile "$RP_TMP/$name/$name.log" "$@" \
 		</dev/null >>"$RP_TMP/$name/$name.stderr.log" 2>&1 &
 	RP_PIDS+=("$!")

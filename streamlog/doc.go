@@ -6,13 +6,17 @@
 //
 // # Layout
 //
-// Everything lives in one directory, opened through an FS (an os.Root in
-// production, so no name leaves it; a fault-injecting layer in tests):
+// Everything of the log lives in one directory, opened through an FS (an
+// os.Root in production, so no name leaves it; a fault-injecting layer in
+// tests). The directory that holds it, the proxy's dir, is locked first
+// (LockDir: LockName, flock'ed for as long as the proxy serves from it),
+// so that no second proxy touches either:
 //
 //	meta.json                       identity and segment list, replaced atomically
 //	<first offset, 20 digits>.seg   raw stream bytes, from that offset on
 //	<first offset, 20 digits>.crc   a header, then one entry per record
 //	spare.seg                       a dropped segment's file, for the next segment to overwrite
+//	meta.json.<16 hex digits>.tmp   a replacement of meta.json being written
 //
 // A chunk is up to RecordMax bytes of the stream as appended; its entry is
 // 8 bytes: the length (its top bit the boundary mark below) and the CRC-32C
@@ -47,8 +51,10 @@
 //     it and everything after it is cut (files truncated, later segments
 //     removed) and never served. Bytes after the last entry (written, entry
 //     not yet) are cut too. Unlisted files are removed.
-//   - Metadata is written to a temporary file, synced, renamed over
-//     meta.json, and the directory synced. A new segment's files are created
+//   - Metadata is written to a new temporary file (O_EXCL, a random
+//     name), synced, renamed over meta.json, and the directory synced:
+//     internal/safefile's WriteFile, the one way replproxy replaces a file.
+//     A failure before the rename leaves nothing of the replacement. A new segment's files are created
 //     and synced before meta.json lists them; a dropped segment is unlisted
 //     before its files are removed.
 //   - Serving verifies again: a reader reads each record of the index
@@ -70,12 +76,33 @@
 //
 // # Concurrency
 //
-// One goroutine writes (Append, Sync, Reset, SetIdentity, Close); any number
-// of Readers read at the same time. mu guards the segment index and the
-// files' handles; the writer holds it while writing, so a reader sees whole
-// records only. Readers open their own file handles: retention may remove a
-// segment a reader has open, which on Linux keeps reading the unlinked file.
-// It never recycles one: readers count their open files (acquire, under
-// mu, only while the segment is listed), so what a reader verified is what
-// sendfile sends.
+// One goroutine writes (Append, Reset, SetIdentity, Close: the proxy's log
+// follower). Sync may be called from another (the proxy's syncer, once a
+// second under repl-log-fsync everysec): wmu serialises every operation
+// that touches the files, so a Sync syncs what the last Append wrote, and
+// the writer waits for it. A failed Sync is sticky, as a failed Append:
+// the writer's next call returns it, and Stats.Err and Err report it.
+// Any number of Readers read at the same time, and anyone may ask for
+// the figures (Stats, Err, IndexBytes, Bounds, Identity).
+//
+// Locks, in the order they are taken: wmu (held across the writer's
+// writes and fsyncs, so nothing that only reads takes it), then mu (the
+// segment index and the readers' counts; the writer takes it briefly,
+// after its I/O, to publish what it wrote, so a reader sees whole records
+// only), then status (the sticky error and the last sync, written after
+// the I/O they report). Neither mu nor status is held across I/O, so the
+// figures never wait behind the disk. Readers open their own file
+// handles: retention may remove a segment a reader has open, which on
+// Linux keeps reading the unlinked file. It never recycles one: readers
+// count their open files (acquire, under mu, only while the segment is
+// listed), so what a reader verified is what sendfile sends.
+//
+// # Files
+//
+// log.go holds the Log, Open, Close and what readers ask of the index;
+// segment.go the in-memory index; meta.go meta.json; recover.go what Open
+// verifies and cuts; append.go Append, Sync, Reset and SetIdentity;
+// retention.go the dropping and recycling of segments; stats.go the
+// figures; reader.go the Reader; dirlock.go the lock on the directory
+// the log's directory lives in; fs.go the file layer.
 package streamlog

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+
+	"github.com/replproxy/replproxy/internal/safefile"
 )
 
 // FS is the file layer the log works through. RootFS is the real one; tests
@@ -78,4 +80,15 @@ func removeIfExists(fsys FS, name string) error {
 		return err
 	}
 	return nil
+}
+
+// safeFS is an FS as internal/safefile's, whose File is a subset of ours.
+type safeFS struct{ FS }
+
+func (s safeFS) OpenFile(name string, flag int, perm fs.FileMode) (safefile.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // no typed nil in the interface
+	}
+	return f, nil
 }

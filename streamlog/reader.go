@@ -1,13 +1,14 @@
 package streamlog
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 )
 
-// A Reader sends the log from an offset on, one verified record at a time.
+// A Reader sends the log from an offset on, in verified records.
 // It is used by one goroutine; any number may read the log at once.
 type Reader struct {
 	l     *Log
@@ -15,7 +16,9 @@ type Reader struct {
 	off   int64  // the next offset to send
 	f     File   // the open segment, or nil
 	first int64  // its first offset
-	buf   []byte
+	buf   []byte // the record last checked, from recStart in the open segment
+	// recStart is where, in the open segment, the record in buf starts.
+	recStart int64
 }
 
 // NewReader returns a reader whose first byte is off, which the log must
@@ -42,65 +45,153 @@ func (r *Reader) Close() {
 	}
 }
 
-// WriteTo sends w at most max bytes from the reader's offset: the rest of the
-// record holding it, read whole and checked against its CRC first. It
-// returns io.EOF when the reader is at the log's end, ErrNotHeld when
-// retention (or a Reset) removed its offset, ErrCorrupt when the record no
-// longer matches its checksum: those bytes are never sent.
+// WriteTo sends w at most max bytes from the reader's offset: the records
+// holding them, in order, each read whole and checked against its CRC before
+// any of its bytes are sent, so that one call sends as many records as max
+// allows (the caller's one write deadline covers them all). It stops early
+// at the log's end or a segment's when sending by sendfile. The first record
+// decides the error: io.EOF when the reader is at the log's end, ErrNotHeld
+// when retention (or a Reset) removed its offset, ErrCorrupt when it no
+// longer matches its checksum: those bytes are never sent. Such a condition
+// met at a later record ends the call with what was sent and a nil error;
+// the next call, whose first record it is, reports it.
 //
 // When w is an io.ReaderFrom (a *net.TCPConn) and the segment an *os.File,
-// the bytes go by sendfile, from the page cache the check just filled;
-// otherwise they are written from the checked buffer.
+// the verified records of one segment go by one sendfile, from the page
+// cache the check just filled; otherwise each record is written from the
+// checked buffer.
 func (r *Reader) WriteTo(w io.Writer, max int64) (int64, error) {
-	gen, first, last := r.l.bounds()
-	switch {
-	case gen != r.gen:
-		return 0, fmt.Errorf("%w: the log started a new generation", ErrNotHeld)
-	case r.off == last+1:
-		return 0, io.EOF
-	case r.off < first:
-		return 0, fmt.Errorf("%w: %d was removed (the log starts at %d)", ErrNotHeld, r.off, first)
-	}
-	segFirst, start, end, sum, err := r.l.locate(r.gen, r.off)
-	if err != nil {
-		return 0, err
-	}
-	if r.f == nil || r.first != segFirst {
-		r.Close()
-		if !r.l.acquire(r.gen, segFirst) {
-			return 0, fmt.Errorf("%w: segment %s was removed", ErrNotHeld, segName(segFirst, segExt))
-		}
-		f, err := r.l.fsys.OpenFile(segName(segFirst, segExt), os.O_RDONLY, 0)
+	var sent int64
+	for sent < max {
+		n, err := r.writeRun(w, max-sent)
+		sent += n
 		if err != nil {
-			r.l.release(segFirst)
-			return 0, fmt.Errorf("%w: open %s: %v", ErrNotHeld, segName(segFirst, segExt), err)
+			var pe *positionError
+			if errors.As(err, &pe) {
+				if sent > 0 {
+					return sent, nil // the next call's first record: it reports it
+				}
+				return 0, pe.err
+			}
+			return sent, err
 		}
-		r.f, r.first = f, segFirst
 	}
-	if r.buf == nil {
-		r.buf = make([]byte, RecordMax)
-	}
-	rec := r.buf[:end-start]
-	if n, err := r.f.ReadAt(rec, start); n != len(rec) {
-		return 0, fmt.Errorf("%w: record at %d is short (%d of %d bytes): %v", ErrCorrupt, segFirst+start, n, len(rec), err)
-	}
-	if crc32.Checksum(rec, castagnoli) != sum {
-		return 0, fmt.Errorf("%w: record at %d", ErrCorrupt, segFirst+start)
+	return sent, nil
+}
+
+// positionError is a condition found before a run's first byte was sent (the
+// log's end, an offset no longer held, a corrupt record): WriteTo reports it
+// only when it is the call's first record.
+type positionError struct{ err error }
+
+func (e *positionError) Error() string { return e.err.Error() }
+
+// writeRun verifies the records from the reader's offset on, up to max bytes
+// and within one segment (one record, for a writer without ReadFrom, whose
+// bytes come from the checked buffer), and sends them: the run of the
+// stream that one write covers. A condition met before its first record is
+// verified comes back as a *positionError; a record found bad after that
+// ends the run before it, unsent.
+func (r *Reader) writeRun(w io.Writer, max int64) (int64, error) {
+	segFirst, runEnd, err := r.verify(max, w)
+	if err != nil {
+		return 0, &positionError{err}
 	}
 	from := r.off - segFirst
-	n := min(end-from, max)
-	var sent int64
+	n := runEnd - from
 	if rf, ok := w.(io.ReaderFrom); ok {
 		if _, isFile := r.f.(*os.File); isFile {
 			if _, err := r.f.Seek(from, io.SeekStart); err != nil {
 				return 0, err
 			}
-			sent, err = rf.ReadFrom(io.LimitReader(r.f, n))
+			sent, err := rf.ReadFrom(io.LimitReader(r.f, n))
 			r.off += sent
 			return sent, err
 		}
 	}
-	k, err := w.Write(rec[from-start : from-start+n])
+	// One record, verified in r.buf, which starts at recStart.
+	k, err := w.Write(r.buf[from-r.recStart : from-r.recStart+n])
 	r.off += int64(k)
 	return int64(k), err
+}
+
+// verify checks the records from the reader's offset on, up to max bytes,
+// against their CRCs, opening their segment first if need be. It returns the
+// segment's first offset and where, in the segment, the verified run ends
+// (past the last byte max allows); the run is one record unless w takes
+// sendfile. Only the first record's failure is an error: a later one ends
+// the run before it, for the next run to report.
+func (r *Reader) verify(max int64, w io.Writer) (segFirst, runEnd int64, err error) {
+	_, viaFile := w.(io.ReaderFrom)
+	off := r.off
+	for {
+		gen, first, last := r.l.bounds()
+		var werr error
+		switch {
+		case gen != r.gen:
+			werr = fmt.Errorf("%w: the log started a new generation", ErrNotHeld)
+		case off == last+1:
+			werr = io.EOF
+		case off < first:
+			werr = fmt.Errorf("%w: %d was removed (the log starts at %d)", ErrNotHeld, off, first)
+		}
+		var sf, start, end int64
+		var sum uint32
+		if werr == nil {
+			sf, start, end, sum, werr = r.l.locate(r.gen, off)
+		}
+		if werr == nil && off != r.off && sf != segFirst {
+			return segFirst, runEnd, nil // the next segment: the next run's
+		}
+		if werr == nil && (r.f == nil || r.first != sf) {
+			werr = r.open(sf)
+		}
+		if werr == nil {
+			werr = r.check(sf, start, end, sum)
+		}
+		if werr != nil {
+			if off == r.off {
+				return 0, 0, werr
+			}
+			return segFirst, runEnd, nil
+		}
+		segFirst, runEnd = sf, min(end, r.off-sf+max)
+		off = sf + runEnd
+		_, isFile := r.f.(*os.File)
+		if !viaFile || !isFile || runEnd < end {
+			return segFirst, runEnd, nil
+		}
+	}
+}
+
+// open makes the segment starting at first the reader's open file.
+func (r *Reader) open(first int64) error {
+	r.Close()
+	if !r.l.acquire(r.gen, first) {
+		return fmt.Errorf("%w: segment %s was removed", ErrNotHeld, segName(first, segExt))
+	}
+	f, err := r.l.fsys.OpenFile(segName(first, segExt), os.O_RDONLY, 0)
+	if err != nil {
+		r.l.release(first)
+		return fmt.Errorf("%w: open %s: %v", ErrNotHeld, segName(first, segExt), err)
+	}
+	r.f, r.first = f, first
+	return nil
+}
+
+// check reads the record [start, end) of the open segment (first) whole into
+// r.buf and checks it against sum.
+func (r *Reader) check(first, start, end int64, sum uint32) error {
+	if r.buf == nil {
+		r.buf = make([]byte, RecordMax)
+	}
+	rec := r.buf[:end-start]
+	r.recStart = start
+	if n, err := r.f.ReadAt(rec, start); n != len(rec) {
+		return fmt.Errorf("%w: record at %d is short (%d of %d bytes): %v", ErrCorrupt, first+start, n, len(rec), err)
+	}
+	if crc32.Checksum(rec, castagnoli) != sum {
+		return fmt.Errorf("%w: record at %d", ErrCorrupt, first+start)
+	}
+	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // procRSS returns process pid's resident set size in bytes.
@@ -96,7 +98,7 @@ func plainBinary(t *testing.T, args ...string) *exec.Cmd {
 // the runtime's), RSS within rssTolerance (what the Go runtime keeps of its
 // heap).
 func TestConnectCyclesReturnToBaseline(t *testing.T) {
-	redisBin := needRedis(t)
+	redistest.Require(t)
 	const (
 		cycles       = 10000
 		workers      = 8
@@ -105,15 +107,15 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 	)
 	ctx := context.Background()
 	dir := t.TempDir()
-	redisArgs := redisArgsIn(dir)
-	pPort, xPort, tPort, mPort := freePort(t), freePort(t), freePort(t), freePort(t)
-	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
+	xPort, tPort, mPort := redistest.FreePort(t), redistest.FreePort(t), redistest.FreePort(t)
+	pPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0").Port()
 	pc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(pPort)), Protocol: 2})
 	defer pc.Close()
-	waitUntil(t, 10*time.Second, "the primary up", func() bool { return pc.Ping(ctx).Err() == nil })
+	redistest.WaitFor(t, 10*time.Second, "the primary up", func() bool { return pc.Ping(ctx).Err() == nil })
 	pc.Do(ctx, "DEBUG", "POPULATE", 1000, "key", 100)
 
-	cert, key := selfSignedTLS(t, dir)
+	pki := redistest.NewPKI(t)
+	cert, key := pki.Cert, pki.Key
 	proxyDir := filepath.Join(dir, "proxy")
 	os.MkdirAll(proxyDir, 0o755)
 	logfile := filepath.Join(dir, "replproxy.log")
@@ -122,7 +124,7 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 		"--metrics-port", itoa(mPort), "--tls-port", itoa(tPort),
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no",
 		"--dir", proxyDir, "--logfile", logfile)
-	startProcess(t, cmd)
+	redistest.StartProcess(t, cmd)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logfile)
@@ -134,9 +136,9 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 	mAddr := net.JoinHostPort("127.0.0.1", itoa(mPort))
 	xc := redis.NewClient(&redis.Options{Addr: xAddr, Protocol: 2, PoolSize: 1})
 	defer xc.Close()
-	waitUntil(t, 30*time.Second, "the proxy's link up", func() bool { return infoField(xc, "master_link_status") == "up" })
+	redistest.WaitFor(t, 30*time.Second, "the proxy's link up", func() bool { return infoField(xc, "master_link_status") == "up" })
 	pc.Set(ctx, "cycles", "x", 0) // stream in the backlog for the replicas' PSYNC
-	waitUntil(t, 10*time.Second, "the proxy at the primary's offset", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "the proxy at the primary's offset", func() bool {
 		return infoField(xc, "master_repl_offset") == infoField(pc, "master_repl_offset")
 	})
 	replID, offset := infoField(xc, "master_replid"), infoInt(t, xc, "master_repl_offset")
@@ -249,7 +251,7 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 	// on the proxy's side, and returns its figures then.
 	settled := func(what string) (g, fds int) {
 		t.Helper()
-		waitUntil(t, 30*time.Second, what, func() bool {
+		redistest.WaitFor(t, 30*time.Second, what, func() bool {
 			return infoField(xc, "connected_clients") == "1" && infoField(xc, "connected_slaves") == "0"
 		})
 		return goroutinesOf(t, mAddr), procFDs(t, pid)
@@ -263,7 +265,7 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 		run(k.name, n, k.cycle)
 		took := time.Since(start)
 		var g, fds int
-		waitUntil(t, 30*time.Second, k.name+": goroutines and descriptors back to the baseline", func() bool {
+		redistest.WaitFor(t, 30*time.Second, k.name+": goroutines and descriptors back to the baseline", func() bool {
 			g, fds = settled(k.name + ": connections gone")
 			return g <= g0+slack && fds <= fd0+slack
 		})

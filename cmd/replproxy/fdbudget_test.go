@@ -3,13 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -20,44 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// selfSignedTLS writes a self-signed certificate for 127.0.0.1 and its key
-// under dir and returns the two paths.
-func selfSignedTLS(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "replproxy test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
+	"github.com/replproxy/replproxy/internal/redistest"
+)
 
 // raiseOwnFileLimit raises the test process's soft open file limit to n (or
 // its hard limit), for the connections a test opens itself; it is restored
@@ -104,24 +62,24 @@ func procFDs(t *testing.T, pid int) int {
 // full-syncs (in the slots the TLS handshakes give back at their timeout)
 // to the primary's digest.
 func TestFDBudgetUnderSiege(t *testing.T) {
-	redisBin := needRedis(t)
+	redistest.Require(t)
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Fatal("no sh to set the limit with")
 	}
 	raiseOwnFileLimit(t, 4096)
 	ctx := context.Background()
 	dir := t.TempDir()
-	redisArgs := redisArgsIn(dir)
-	pPort, xPort, tPort, mPort, rPort := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
-	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
+	xPort, tPort, mPort := redistest.FreePort(t), redistest.FreePort(t), redistest.FreePort(t)
+	pPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0").Port()
 	pc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(pPort)), Protocol: 2})
 	defer pc.Close()
-	waitUntil(t, 10*time.Second, "the primary up", func() bool { return pc.Ping(ctx).Err() == nil })
+	redistest.WaitFor(t, 10*time.Second, "the primary up", func() bool { return pc.Ping(ctx).Err() == nil })
 	if err := pc.Do(ctx, "DEBUG", "POPULATE", 20000, "key", 100).Err(); err != nil {
 		t.Fatal(err)
 	}
 
-	cert, key := selfSignedTLS(t, dir)
+	pki := redistest.NewPKI(t)
+	cert, key := pki.Cert, pki.Key
 	proxyDir := filepath.Join(dir, "proxy")
 	os.MkdirAll(proxyDir, 0o755)
 	logfile := filepath.Join(dir, "replproxy.log")
@@ -131,7 +89,7 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no",
 		"--dir", proxyDir, "--logfile", logfile)
 	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
-	startProcess(t, cmd)
+	redistest.StartProcess(t, cmd)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logfile)
@@ -142,7 +100,7 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 	// One connection, kept: the client the siege must not silence.
 	xc := redis.NewClient(&redis.Options{Addr: xAddr, Protocol: 2, PoolSize: 1, MaxRetries: -1})
 	defer xc.Close()
-	waitUntil(t, 30*time.Second, "the proxy's link up", func() bool { return infoField(xc, "master_link_status") == "up" })
+	redistest.WaitFor(t, 30*time.Second, "the proxy's link up", func() bool { return infoField(xc, "master_link_status") == "up" })
 	if got := infoField(xc, "maxclients"); got != "200" {
 		t.Fatalf("maxclients %s under ulimit -n 256, want 200 (200 + the reserve fit)", got)
 	}
@@ -191,10 +149,17 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 	// The accept loops take the connections in their own time: the TLS
 	// handshakes hold the remaining 49 slots once they are all taken.
 	clients := ""
-	if !pollFor(10*time.Second, func() bool { clients = infoField(xc, "connected_clients"); return clients == "200" }) {
-		t.Fatalf("connected_clients %s with 150 clients and 300 TLS handshakes, want 200; the proxy holds %d descriptors",
-			clients, procFDs(t, pid))
-	}
+	func() {
+		defer func() {
+			if t.Failed() {
+				t.Logf("connected_clients %s, want 200; the proxy holds %d descriptors", clients, procFDs(t, pid))
+			}
+		}()
+		redistest.WaitFor(t, 10*time.Second, "connected_clients 200 with 150 clients and 300 TLS handshakes", func() bool {
+			clients = infoField(xc, "connected_clients")
+			return clients == "200"
+		})
+	}()
 	refused := 0
 	for i := range 150 {
 		switch got := ping(dial(xPort)); got {
@@ -227,7 +192,7 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 		}
 	}
 	want := infoInt(t, pc, "master_repl_offset")
-	waitUntil(t, 10*time.Second, "the stream log synced to the primary's offset", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "the stream log synced to the primary's offset", func() bool {
 		return infoInt(t, xc, "repl_log_synced_offset") >= want
 	})
 	if got := infoInt(t, xc, "repl_log_errors"); got != 0 || infoField(xc, "repl_log_status") != "ok" {
@@ -239,10 +204,10 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 
 	// A new replica, while the siege holds: it gets a slot when the silent
 	// TLS handshakes time out, and full-syncs.
-	startProcess(t, exec.Command(redisBin, redisArgs(rPort, "replica", "--replicaof", "127.0.0.1", itoa(xPort))...))
+	rPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", itoa(xPort)).Port()
 	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(rPort)), Protocol: 2})
 	defer rc.Close()
-	waitUntil(t, 60*time.Second, "the new replica in sync", func() bool {
+	redistest.WaitFor(t, 60*time.Second, "the new replica in sync", func() bool {
 		// The primary's own PINGs move its offset on: compare with it now.
 		return replInfo(rc, "master_link_status") == "up" && replInfo(rc, "master_repl_offset") == replInfo(pc, "master_repl_offset")
 	})
@@ -261,14 +226,4 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 		t.Errorf("proxy sync_full %d, want 1 (the new replica)", got)
 	}
 	t.Logf("the new replica full-synced under siege; the proxy holds %d descriptors", procFDs(t, pid))
-}
-
-// pollFor polls cond every 20 ms for up to d and says whether it held.
-func pollFor(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			return false
-		}
-	}
-	return true
 }

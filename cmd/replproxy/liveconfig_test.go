@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// infoField returns one field of INFO (all sections), "" on error.
+// infoField returns one field of INFO (all sections), "" on error: the
+// waits below poll it while the proxy restarts.
 func infoField(c *redis.Client, field string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -24,12 +27,7 @@ func infoField(c *redis.Client, field string) string {
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return v
-		}
-	}
-	return ""
+	return redistest.ParseInfo(info)[field]
 }
 
 func infoInt(t *testing.T, c *redis.Client, field string) int64 {
@@ -48,12 +46,11 @@ func infoInt(t *testing.T, c *redis.Client, field string) int64 {
 // overrides and tls-* values) from which the restarted binary has the same
 // CONFIG GET *.
 func TestLiveConfig(t *testing.T) {
-	redisBin := needRedis(t)
+	redistest.Require(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	redisArgs := redisArgsIn(dir)
-	pPort, xPort, rPort := freePort(t), freePort(t), freePort(t)
-	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
+	xPort := redistest.FreePort(t)
+	pPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0").Port()
 
 	conf := filepath.Join(dir, "replproxy.conf")
 	logfile := filepath.Join(dir, "replproxy.log")
@@ -65,11 +62,12 @@ func TestLiveConfig(t *testing.T) {
 	startProxy := func(args ...string) (*exec.Cmd, <-chan error) {
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
-		return cmd, startProcess(t, cmd)
+		return cmd, redistest.StartProcess(t, cmd)
 	}
 	proxyCmd, exited := startProxy(conf, "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
 		"--logfile", logfile, "--dir", dir)
-	startProcess(t, exec.Command(redisBin, redisArgs(rPort, "replica", "--replicaof", "127.0.0.1", itoa(xPort))...))
+	replica := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", itoa(xPort))
+	rPort := replica.Port()
 
 	pc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(pPort)), Protocol: 2})
 	rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(rPort)), Protocol: 2})
@@ -81,7 +79,7 @@ func TestLiveConfig(t *testing.T) {
 		return replInfo(rc, "master_link_status") == "up" &&
 			replInfo(rc, "master_repl_offset") == replInfo(pc, "master_repl_offset")
 	}
-	waitUntil(t, 20*time.Second, "the replica in sync through the proxy", inSync)
+	redistest.WaitFor(t, 20*time.Second, "the replica in sync through the proxy", inSync)
 	configSet := func(name, value string) {
 		t.Helper()
 		if err := xc.ConfigSet(ctx, name, value).Err(); err != nil {
@@ -97,10 +95,10 @@ func TestLiveConfig(t *testing.T) {
 
 	// repl-backlog-size: the history a partial resync can cover follows it.
 	write("a", 256<<10)
-	waitUntil(t, 10*time.Second, "the write through", inSync)
+	redistest.WaitFor(t, 10*time.Second, "the write through", inSync)
 	// The stream log's follower pins what it has not yet written, as a
 	// replica does: the backlog is trimmed once it has.
-	waitUntil(t, 10*time.Second, "repl_backlog_histlen within a 16kb backlog", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "repl_backlog_histlen within a 16kb backlog", func() bool {
 		return infoInt(t, xc, "repl_backlog_histlen") <= 64<<10
 	})
 	configSet("repl-backlog-size", "8mb")
@@ -110,7 +108,7 @@ func TestLiveConfig(t *testing.T) {
 	for i := range 4 {
 		write("b"+itoa(i), 1<<20)
 	}
-	waitUntil(t, 10*time.Second, "the writes through", inSync)
+	redistest.WaitFor(t, 10*time.Second, "the writes through", inSync)
 	if got := infoInt(t, xc, "repl_backlog_histlen"); got < 4<<20 {
 		t.Fatalf("repl_backlog_histlen %d after 4 MiB with an 8mb backlog", got)
 	}
@@ -121,13 +119,12 @@ func TestLiveConfig(t *testing.T) {
 	// can take in for a stopped replica: with tcp_rmem's maximum at 32 MiB
 	// (as on some kernels) its receive buffer grows that far, and 32 MiB
 	// then left nothing pending in the proxy to be judged by.
-	replicaPid := pidOf(t, rc)
-	syscall.Kill(replicaPid, syscall.SIGSTOP)
+	replica.Pause()
 	for i := range 16 {
 		write("c"+itoa(i), 4<<20)
 	}
 	want := replInfo(pc, "master_repl_offset")
-	waitUntil(t, 10*time.Second, "the proxy at the primary's offset", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "the proxy at the primary's offset", func() bool {
 		return replInfo(xc, "master_repl_offset") == want
 	})
 	if got := infoInt(t, xc, "replicas_closed_output_hard_limit"); got != 0 {
@@ -140,18 +137,18 @@ func TestLiveConfig(t *testing.T) {
 			t.Log(info)
 		}
 	}()
-	waitUntil(t, 10*time.Second, "the stalled replica disconnected by the lowered limit", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "the stalled replica disconnected by the lowered limit", func() bool {
 		return infoField(xc, "replicas_closed_output_hard_limit") == "1" && infoField(xc, "connected_slaves") == "0"
 	})
 	configSet("client-output-buffer-limit", "replica 512mb 128mb 60")
-	syscall.Kill(replicaPid, syscall.SIGCONT)
-	waitUntil(t, 20*time.Second, "the replica back in sync", inSync)
+	replica.Resume()
+	redistest.WaitFor(t, 20*time.Second, "the replica back in sync", inSync)
 
 	// maxmemory below what the proxy holds: over the limit at once; back.
 	configSet("maxmemory", "1")
-	waitUntil(t, 5*time.Second, "mem_over_maxmemory 1", func() bool { return infoField(xc, "mem_over_maxmemory") == "1" })
+	redistest.WaitFor(t, 5*time.Second, "mem_over_maxmemory 1", func() bool { return infoField(xc, "mem_over_maxmemory") == "1" })
 	configSet("maxmemory", "1gb")
-	waitUntil(t, 5*time.Second, "mem_over_maxmemory 0", func() bool { return infoField(xc, "mem_over_maxmemory") == "0" })
+	redistest.WaitFor(t, 5*time.Second, "mem_over_maxmemory 0", func() bool { return infoField(xc, "mem_over_maxmemory") == "0" })
 
 	// loglevel: a client's close is a debug line; a rewrite's success is a
 	// notice line.
@@ -166,13 +163,13 @@ func TestLiveConfig(t *testing.T) {
 	}
 	clients := infoField(xc, "connected_clients")
 	pingClose()
-	waitUntil(t, 5*time.Second, "the client's close seen by the proxy", func() bool { return infoField(xc, "connected_clients") == clients })
+	redistest.WaitFor(t, 5*time.Second, "the client's close seen by the proxy", func() bool { return infoField(xc, "connected_clients") == clients })
 	if n := logCount("client closed"); n != 0 {
 		t.Fatalf("%d debug lines at loglevel notice", n)
 	}
 	configSet("loglevel", "debug")
 	pingClose()
-	waitUntil(t, 5*time.Second, "a debug line at loglevel debug", func() bool { return logCount("client closed") > 0 })
+	redistest.WaitFor(t, 5*time.Second, "a debug line at loglevel debug", func() bool { return logCount("client closed") > 0 })
 	configSet("loglevel", "warning")
 	if err := xc.ConfigRewrite(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -228,7 +225,7 @@ func TestLiveConfig(t *testing.T) {
 		t.Fatal("the proxy did not stop")
 	}
 	startProxy(conf)
-	waitUntil(t, 10*time.Second, "the restarted proxy", func() bool { return xc.Ping(ctx).Err() == nil })
+	redistest.WaitFor(t, 10*time.Second, "the restarted proxy", func() bool { return xc.Ping(ctx).Err() == nil })
 	after, err := xc.ConfigGet(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -236,15 +233,5 @@ func TestLiveConfig(t *testing.T) {
 	if !maps.Equal(before2, after) {
 		t.Fatalf("CONFIG GET * after the restart:\n got %v\nwant %v", after, before2)
 	}
-	waitUntil(t, 20*time.Second, "the replica in sync through the restarted proxy", inSync)
-}
-
-// pidOf returns the process id a Redis server reports.
-func pidOf(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	pid, err := strconv.Atoi(infoField(c, "process_id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
+	redistest.WaitFor(t, 20*time.Second, "the replica in sync through the restarted proxy", inSync)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy"
 	"github.com/replproxy/replproxy/proxy/config"
 )
@@ -70,31 +71,17 @@ func TestSignalStopsCleanly(t *testing.T) {
 			conf := filepath.Join(dir, "replproxy.conf")
 			logfile := filepath.Join(dir, "replproxy.log")
 			os.WriteFile(conf, []byte("bind 127.0.0.1\nport 6399\nloglevel verbose\n"), 0o644)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
+			port := redistest.FreePort(t)
 			cmd := exec.Command(os.Args[0], conf, "--port", itoa(port), "--logfile", logfile)
 			cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
 			cmd.Dir = dir // dir "." is where the proxy locks and logs
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			done := redistest.StartProcess(t, cmd)
 			var conn net.Conn
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			redistest.WaitFor(t, 10*time.Second, "replproxy listening", func() bool {
+				var err error
 				conn, err = net.Dial("tcp", net.JoinHostPort("127.0.0.1", itoa(port)))
-				if err == nil || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatalf("replproxy did not listen: %v", err)
-			}
+				return err == nil
+			})
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			conn.Write([]byte("PING\r\n"))
 			line, _ := bufio.NewReader(conn).ReadString('\n')
@@ -103,8 +90,6 @@ func TestSignalStopsCleanly(t *testing.T) {
 				t.Fatalf("PING answered %q", line)
 			}
 			cmd.Process.Signal(sig)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
 			select {
 			case err := <-done:
 				if err != nil {
@@ -153,20 +138,12 @@ func TestLowFileLimit(t *testing.T) {
 	}
 	dir := t.TempDir()
 	logfile := filepath.Join(dir, "replproxy.log")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := redistest.FreePort(t)
 	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" "$@"`, os.Args[0],
 		"--port", itoa(port), "--logfile", logfile, "--maxclients", "10000")
 	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
 	cmd.Dir = dir // dir "." is where the proxy locks and logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	redistest.StartProcess(t, cmd)
 	addr := net.JoinHostPort("127.0.0.1", itoa(port))
 	ping := func() string {
 		conn, err := net.Dial("tcp", addr)
@@ -179,14 +156,15 @@ func TestLowFileLimit(t *testing.T) {
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		return line
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ping() != "+PONG\r\n" {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logfile)
-			t.Fatalf("replproxy does not answer PING under ulimit -n 64:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	func() {
+		defer func() {
+			if t.Failed() {
+				log, _ := os.ReadFile(logfile)
+				t.Logf("replproxy's log:\n%s", log)
+			}
+		}()
+		redistest.WaitFor(t, 10*time.Second, "replproxy answering PING under ulimit -n 64", func() bool { return ping() == "+PONG\r\n" })
+	}()
 	log, _ := os.ReadFile(logfile)
 	if !strings.Contains(string(log), "maxclients=10000") || !strings.Contains(string(log), "effective-maxclients="+itoa(64-reservedFDs)) {
 		t.Fatalf("no warning naming maxclients 10000 and %d:\n%s", 64-reservedFDs, log)
@@ -218,13 +196,7 @@ func TestLowFileLimit(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for got := ping(); got != "+PONG\r\n"; got = ping() {
-		if time.Now().After(deadline) {
-			t.Fatalf("PING after the crowd left: %q", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redistest.WaitFor(t, 10*time.Second, "PONG after the crowd left", func() bool { return ping() == "+PONG\r\n" })
 }
 
 // TestSecondSignalStopsAtOnce: the first signal asks for the graceful stop
@@ -244,13 +216,9 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	stopped := make(chan struct{})
 	go stopOnSignals(ctx, sigs, srv, func() { close(stopped) }, hclog.NewNullLogger())
 	sigs <- syscall.SIGTERM
-	select {
-	case <-stopped:
-		t.Fatal("the first signal stopped at once")
-	case <-time.After(100 * time.Millisecond):
-	}
 	// The graceful stop was asked for: Run, with no replica to wait for,
-	// returns by itself.
+	// returns by itself, and only once stopOnSignals has acted on the
+	// first signal, which must not have stopped at once.
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()
 	select {
@@ -260,6 +228,11 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop gracefully after the first signal")
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the first signal stopped at once")
+	default:
 	}
 	sigs <- syscall.SIGTERM
 	select {

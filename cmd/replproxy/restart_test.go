@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // TestSIGKILLRestartNoFullSync is issue 10's first must-show: primary →
@@ -22,20 +24,19 @@ import (
 // by partial resync (the primary's sync_full and total_forks do not move),
 // it serves no full sync, and the replicas end with the primary's data.
 func TestSIGKILLRestartNoFullSync(t *testing.T) {
-	redisBin := needRedis(t)
+	redistest.Require(t)
 	dir := t.TempDir()
-	redisArgs := redisArgsIn(dir)
-	pPort, xPort := freePort(t), freePort(t)
+	xPort := redistest.FreePort(t)
 	// The primary's backlog must cover the proxy's absence, as for any
 	// replica that reconnects: what it no longer holds needs a full sync.
-	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary", "--repl-backlog-size", "512mb")...))
+	pPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--repl-backlog-size", "512mb").Port()
 	proxyDir := filepath.Join(dir, "proxy")
 	os.MkdirAll(proxyDir, 0o755)
 	startProxy := func(n int) (*exec.Cmd, <-chan error) {
 		cmd := exec.Command(os.Args[0], "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
 			"--dir", proxyDir, "--logfile", filepath.Join(dir, "replproxy-"+itoa(n)+".log"))
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
-		return cmd, startProcess(t, cmd)
+		return cmd, redistest.StartProcess(t, cmd)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -47,9 +48,8 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 	})
 	proxy1, exited1 := startProxy(1)
 	var rcs []*redis.Client
-	for i := range 3 {
-		port := freePort(t)
-		startProcess(t, exec.Command(redisBin, redisArgs(port, "replica"+itoa(i), "--replicaof", "127.0.0.1", itoa(xPort))...))
+	for range 3 {
+		port := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", itoa(xPort)).Port()
 		rc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(port)), Protocol: 2})
 		defer rc.Close()
 		rcs = append(rcs, rc)
@@ -66,7 +66,7 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 		}
 		return true
 	}
-	waitUntil(t, 30*time.Second, "three replicas in sync through the proxy", allInSync)
+	redistest.WaitFor(t, 30*time.Second, "three replicas in sync through the proxy", allInSync)
 	statsOf := func(field string) int64 {
 		t.Helper()
 		return infoInt(t, pc, field)
@@ -94,16 +94,36 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(time.Second)
+	// Each phase lasts until the primary's stream has grown by 4 MB (some
+	// 8,000 SETs), so that the kill falls amid writes the proxy relays,
+	// writes go on with the proxy down, and again once it is back.
+	offset := func() int64 {
+		n, err := strconv.ParseInt(replInfo(pc, "master_repl_offset"), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	grown := func(what string) {
+		t.Helper()
+		from := offset()
+		redistest.WaitFor(t, 30*time.Second, what, func() bool { return offset() >= from+4<<20 })
+	}
+	grown("writes flowing through the first proxy")
 	syscall.Kill(-proxy1.Process.Pid, syscall.SIGKILL)
 	<-exited1
-	time.Sleep(500 * time.Millisecond) // writes go on with the proxy down
+	grown("writes with the proxy down")
 	_, _ = startProxy(2)
-	time.Sleep(1500 * time.Millisecond)
+	xc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(xPort)), Protocol: 2})
+	defer xc.Close()
+	redistest.WaitFor(t, 30*time.Second, "the restarted proxy's link up", func() bool {
+		return replInfo(xc, "master_link_status") == "up"
+	})
+	grown("writes through the restarted proxy")
 	close(stop)
 	wg.Wait()
 
-	waitUntil(t, 60*time.Second, "the replicas in sync after the restart", allInSync)
+	redistest.WaitFor(t, 60*time.Second, "the replicas in sync after the restart", allInSync)
 	digest := func(c *redis.Client) string {
 		s, err := c.Do(ctx, "DEBUG", "DIGEST").Text()
 		if err != nil {
@@ -123,8 +143,6 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 	if got := statsOf("total_forks"); got != forksBefore {
 		t.Errorf("primary total_forks %d after the restart, want %d", got, forksBefore)
 	}
-	xc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(xPort)), Protocol: 2})
-	defer xc.Close()
 	if got := infoInt(t, xc, "sync_full"); got != 0 {
 		t.Errorf("restarted proxy sync_full %d, want 0", got)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // TestStandbyTakeover is the high-availability story: two proxies (the real
@@ -21,19 +23,17 @@ import (
 // the standby's history (same replid, same offsets: the primary's), so the
 // primary forks nothing and the standby serves no full sync.
 func TestStandbyTakeover(t *testing.T) {
-	redisBin := needRedis(t)
+	redistest.Require(t)
 	dir := t.TempDir()
-	redisArgs := redisArgsIn(dir)
-	pPort := freePort(t)
-	startProcess(t, exec.Command(redisBin, redisArgs(pPort, "primary")...))
+	pPort := redistest.StartServer(t, "--repl-diskless-sync-delay", "0").Port()
 	startProxy := func(name string) (port int, cmd *exec.Cmd, exited <-chan error) {
-		port = freePort(t)
+		port = redistest.FreePort(t)
 		proxyDir := filepath.Join(dir, name)
 		os.MkdirAll(proxyDir, 0o755)
 		cmd = exec.Command(os.Args[0], "--port", itoa(port), "--replicaof", "127.0.0.1", itoa(pPort),
 			"--dir", proxyDir, "--logfile", filepath.Join(dir, name+".log"))
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
-		return port, cmd, startProcess(t, cmd)
+		return port, cmd, redistest.StartProcess(t, cmd)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -52,9 +52,8 @@ func TestStandbyTakeover(t *testing.T) {
 	}
 	pc, sc := client(pPort), client(sPort)
 	var rcs []*redis.Client
-	for i := range 3 {
-		port := freePort(t)
-		startProcess(t, exec.Command(redisBin, redisArgs(port, "replica"+itoa(i), "--replicaof", "127.0.0.1", itoa(aPort))...))
+	for range 3 {
+		port := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", itoa(aPort)).Port()
 		rcs = append(rcs, client(port))
 	}
 	ctx := context.Background()
@@ -81,7 +80,7 @@ func TestStandbyTakeover(t *testing.T) {
 		}
 	}
 	write("before", 2000)
-	waitUntil(t, 30*time.Second, "three replicas and the standby in sync", inSync(append(rcs, sc)...))
+	redistest.WaitFor(t, 30*time.Second, "three replicas and the standby in sync", inSync(append(rcs, sc)...))
 	fullBefore, forksBefore := infoInt(t, pc, "sync_full"), infoInt(t, pc, "total_forks")
 
 	syscall.Kill(-active.Process.Pid, syscall.SIGKILL)
@@ -93,7 +92,7 @@ func TestStandbyTakeover(t *testing.T) {
 		}
 	}
 	write("after", 2000)
-	waitUntil(t, 30*time.Second, "the replicas in sync through the standby", inSync(rcs...))
+	redistest.WaitFor(t, 30*time.Second, "the replicas in sync through the standby", inSync(rcs...))
 
 	digest := func(c *redis.Client) string {
 		s, err := c.Do(ctx, "DEBUG", "DIGEST").Text()

@@ -9,7 +9,7 @@
 // The rules, lowest layer first:
 //
 //   - replid and replbuf import nothing of the module; eviction only
-//     replbuf; streamlog only replid.
+//     replbuf; streamlog only replid and internal/safefile.
 //   - proxy/wire imports nothing of the module; proxy/config only eviction
 //     and proxy/wire; proxy/upstream only replbuf, proxy/wire and replid.
 //   - proxy/snapfile (the snapshot files in dir) only replbuf, replid and

@@ -12,6 +12,8 @@
 //   - When redis-server or redis-cli is missing, [Require] skips the test, except under
 //     CI (env CI=true), where it fails it: CI must never silently skip integration tests.
 //     REDISTEST=skip ([SkipEnv]) skips them all on purpose; `make unit` sets it.
+//   - A process of the test's own that is not redis-server (the proxy's real binary)
+//     gets the same guarantees through [StartProcess].
 //   - Harness log lines go to t.Log. There is no package-level mutable state.
 //
 // Every function takes a testing.TB and calls t.Helper(). [Server] and [Client] are not

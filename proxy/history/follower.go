@@ -55,6 +55,10 @@ type FollowerConfig struct {
 	Retry time.Duration
 	// SyncEvery is the syncer's period under FsyncEverySec.
 	SyncEvery time.Duration
+	// Appended, when set, is called after every batch appended and when a
+	// round ends (the log no longer follows), so that readers waiting at
+	// the log's end look again; it must not block.
+	Appended func()
 }
 
 // errLogBehind stops the log when the disk cannot keep up with the stream.
@@ -146,6 +150,7 @@ func (f *Follower) Run(ctx context.Context) {
 		// Whatever ended it, the log no longer follows the stream: no plan
 		// may read it until the next round has reset or reattached it.
 		f.hist.LogFollows(0)
+		f.appended() // readers at its end look again
 		if ctx.Err() != nil {
 			return
 		}
@@ -161,6 +166,13 @@ func (f *Follower) Run(ctx context.Context) {
 			return
 		case <-time.After(f.cfg.Retry):
 		}
+	}
+}
+
+// appended tells the readers at the log's end (FollowerConfig.Appended).
+func (f *Follower) appended() {
+	if f.cfg.Appended != nil {
+		f.cfg.Appended()
 	}
 }
 
@@ -249,6 +261,7 @@ func (f *Follower) follow(ctx context.Context) error {
 				return err
 			}
 		}
+		f.appended()
 		if err := cur.Advance(n); err != nil {
 			return err
 		}

@@ -71,11 +71,18 @@ func (h *History) PlanPartial(replID string, off int64, legacy bool) (plan Plan,
 // crash and the log had not kept. Further ahead is not a loss of the log's.
 const maxAhead = 64 << 20
 
-// LogReaderAt returns a reader of the stream log from off under the
-// current replid, or nil when the log does not hold it.
-func (h *History) LogReaderAt(off int64) *streamlog.Reader {
+// LogReaderAt returns a reader of the stream log from the position (gen,
+// off) of a replica's cursor, or nil when the log does not hold it: the log
+// must follow that very generation of the stream, which must still be the
+// stream's (an upstream full sync may have started another, even under the
+// same replid and over the same offsets, before its replicas are
+// disconnected). Within the generation the current replid names its bytes.
+func (h *History) LogReaderAt(gen uint64, off int64) *streamlog.Reader {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if gen != h.st.Generation() {
+		return nil
+	}
 	return h.logReaderLocked(h.mu.replID, off)
 }
 

@@ -138,3 +138,54 @@ func TestPlanFullReturnsTheFetch(t *testing.T) {
 		t.Fatal("the undone fetch is still the one in flight")
 	}
 }
+
+// TestLogReaderAtCarriesGeneration: a replica whose cursor is of a stream
+// generation the stream has left (an upstream full sync that kept the
+// replid, before the disconnection reaches the replica) is never moved to
+// the stream log, even once the log follows the new generation over the
+// same offsets: those are other bytes under the same name. The log serves
+// the position of a cursor of the generation it follows.
+func TestLogReaderAtCarriesGeneration(t *testing.T) {
+	a := replid.New()
+	h := recoveredHistory(t, openTestLog(t, t.TempDir(), a, 100, 1000)) // offsets 101..1100
+	old := h.Stream().Generation()
+	if rd := h.LogReaderAt(old, 500); rd == nil {
+		t.Fatal("the log of the stream's own generation refused offset 500")
+	} else {
+		rd.Close()
+	}
+
+	// The primary forced a full sync at 4000 and kept its replid; the
+	// follower has reset the log for the new generation and appended to it.
+	sn := replbuf.NewSnapshot(a, 4000, h.pool, time.Now())
+	if err := sn.Append(testRDB(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	h.Install(sn)
+	gen := h.Stream().Generation()
+	if err := h.disk.Reset(streamlog.Identity{ReplID: a, ReplID2: replid.None, SecondOffset: -1}, 4000); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.disk.Append(make([]byte, 2000), true); err != nil { // 4001..6000
+		t.Fatal(err)
+	}
+	if !h.LogFollows(gen) {
+		t.Fatal("logFollows refused the stream's generation")
+	}
+
+	// A cursor of the old generation at 5000: its replica got the old
+	// generation's bytes up to 4999 and must not get the new one's from
+	// 5000 on.
+	if rd := h.LogReaderAt(old, 5000); rd != nil {
+		rd.Close()
+		t.Fatal("a cursor of the generation the stream left was handed the new generation's log")
+	}
+	if rd := h.LogReaderAt(gen, 5000); rd == nil {
+		t.Fatal("a cursor of the log's own generation was refused")
+	} else {
+		rd.Close()
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,21 +27,22 @@ const (
 
 // Cluster owns the processes of one run and their temp dir.
 type Cluster struct {
-	dir      string // temp root; each process gets dir/<name>
-	proxyBin string // replproxy binary
-	procs    []*Process
-	used     map[int]bool // ports handed out
-	tlsArgs  []string     // set by EnableTLS: every process's TLS arguments
+	dir       string   // temp root; each process gets dir/<name>
+	proxyBin  string   // replproxy binary
+	proxyArgs []string // given to every proxy before StartProxy's own args
+	procs     []*Process
+	used      map[int]bool // ports handed out
+	tlsArgs   []string     // set by EnableTLS: every process's TLS arguments
 }
 
 // New creates a cluster in a new temp dir. proxyBin is the replproxy binary
-// StartProxy runs.
-func New(proxyBin string) (*Cluster, error) {
+// StartProxy runs, and proxyArgs arguments every proxy gets before its own.
+func New(proxyBin string, proxyArgs ...string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "replproxy-bench-")
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{dir: dir, proxyBin: proxyBin, used: map[int]bool{}}, nil
+	return &Cluster{dir: dir, proxyBin: proxyBin, proxyArgs: proxyArgs, used: map[int]bool{}}, nil
 }
 
 // Close stops every process still running and removes the temp dir. It
@@ -81,7 +83,7 @@ func (c *Cluster) StartProxy(ctx context.Context, name string, upstream *Process
 			"--replicaof", "127.0.0.1", strconv.Itoa(upstream.ReplPort()), "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return exec.Command(c.proxyBin, append(append(a, p.tlsArgs()...), args...)...)
+		return exec.Command(c.proxyBin, slices.Concat(a, p.tlsArgs(), c.proxyArgs, args)...)
 	})
 }
 

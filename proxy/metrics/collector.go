@@ -1,15 +1,135 @@
-package proxy
+package metrics
 
-import (
-	"net"
-	"strconv"
-	"time"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/prometheus/client_golang/prometheus"
+// Figures is every replproxy_ figure /metrics shows, as its owner read them
+// for one scrape. The collector renders it and derives nothing: each value
+// is what INFO shows for the same figure (the help of each metric names the
+// INFO field), computed once by whoever fills it in.
+type Figures struct {
+	// The upstream link (INFO replication and proxy).
+	UpstreamLinkUp     bool     // master_link_status:up
+	UpstreamLinkState  string   // upstream_link_state
+	UpstreamLinkStates []string // every state upstream_link_state can name, for its 0 series
+	// UpstreamLastIOSeconds is master_last_io_seconds_ago, shown only
+	// when HasUpstreamLastIO (the link connected or syncing).
+	UpstreamLastIOSeconds int64
+	HasUpstreamLastIO     bool
+	// UpstreamLinkDownSeconds is master_link_down_since_seconds, shown
+	// only when HasUpstreamLinkDown (the link not up, and down once).
+	UpstreamLinkDownSeconds int64
+	HasUpstreamLinkDown     bool
 
-	"github.com/replproxy/replproxy/proxy/history"
-	"github.com/replproxy/replproxy/proxy/upstream"
-)
+	UpstreamConnects              int64
+	UpstreamFullSyncs             int64
+	UpstreamPartialSyncs          int64
+	UpstreamLinkFailures          int64
+	UpstreamRDBBytes              int64
+	UpstreamChecksumFailures      int64
+	UpstreamStreamErrors          int64
+	UpstreamQueryBufferLimitDrops int64
+
+	// Offsets and the backlog (INFO replication).
+	MasterReplOffset       int64
+	SlaveReplOffset        int64
+	SlaveReadReplOffset    int64
+	BacklogFirstByteOffset int64
+	BacklogHistlen         int64
+	StreamGeneration       int64
+
+	// Replicas (INFO replication's slaveN lines), and closes by reason.
+	Replicas        []Replica
+	ReplicasDropped int64
+	ReplicasClosed  []Count // by close reason
+	ClientsClosed   []Count // by close reason
+
+	// Downstream syncs and traffic (INFO stats).
+	SyncFull                        int64
+	SyncPartialOK                   int64
+	SyncPartialErr                  int64
+	FullSyncs                       []Count // by full-sync reason
+	ReplInputBytes                  int64
+	ReplOutputBytes                 int64
+	NetInputBytes                   int64
+	NetOutputBytes                  int64
+	ConnectionsReceived             int64
+	RejectedConnections             int64
+	CommandsProcessed               int64
+	ConnectedClients                int64
+	ACLAccessDeniedAuth             int64
+	TLSConnectionsReceived          int64
+	TLSHandshakeFailures            int64
+	QueryBufferLimitDisconnections  int64
+	OutputBufferLimitDisconnections int64
+
+	// Snapshots (INFO proxy and stats).
+	Snapshot                *Snapshot // the newest in memory; nil when there is none
+	SnapshotFetches         int64
+	SnapshotFetchFailures   int64
+	SnapshotFetchesByReason []Count // by fetch reason
+	SnapshotFetchBytes      int64
+	EvictedSnapshots        int64
+	EvictedBytes            int64
+
+	// The stream log and the snapshot on disk (INFO persistence).
+	LogEnabled     bool          // repl_log_enabled
+	LogUp          bool          // open and repl_log_status:ok
+	Log            *Log          // nil when the log is not open
+	SnapshotOnDisk *DiskSnapshot // nil when there is none
+
+	// Memory (INFO memory).
+	UsedMemory     int64
+	UsedMemoryPeak int64
+	MaxMemory      int64
+	OverMaxMemory  bool
+	Memory         []Count // INFO memory's mem_<category>, by category
+}
+
+// A Count is one series of a labelled family: its label value and figure.
+type Count struct {
+	Label string
+	Value int64
+}
+
+// A Replica is one slaveN line of INFO replication.
+type Replica struct {
+	ID         string // its client id, as CLIENT LIST shows it
+	Addr       string // ip:port it announced
+	Offset     int64  // highest offset acknowledged
+	LagSeconds int64  // since its last ACK; 0 until it is online
+	LagBytes   int64  // MasterReplOffset minus Offset, at least 0
+}
+
+// A Snapshot is the newest snapshot in memory.
+type Snapshot struct {
+	Size       int64
+	AgeSeconds int64
+	Offset     int64
+}
+
+// A Log is the stream log's figures, while it is open.
+type Log struct {
+	First               int64
+	Last                int64
+	Bytes               int64
+	Segments            int64
+	Synced              int64
+	FsyncLagBytes       int64
+	LastFsyncAgeSeconds int64 // -1 before the first fsync: not shown
+	Errors              int64
+	PartialSyncs        int64
+	ReplicasMovedToDisk int64
+	RecoveredBytes      int64
+	RecoveryCutBytes    int64
+}
+
+// A DiskSnapshot is the snapshot on disk (spilled, or written for the
+// stream log).
+type DiskSnapshot struct {
+	Size       int64
+	Offset     int64
+	AgeSeconds int64
+}
 
 // metricSpec is one replproxy_ metric: its name after the prefix, type,
 // help (naming the INFO field it mirrors) and label names.
@@ -111,16 +231,16 @@ var metricSpecs = []metricSpec{
 	{"memory_bytes", gauge, "INFO memory's mem_<category> figures; categories overlap (total_replication_buffers holds replication_backlog and clients_slaves).", []string{"category"}},
 }
 
-// A collector reads the server's figures at scrape time; it holds no value
-// of its own.
+// A collector renders the Figures its owner reads at scrape time; it holds
+// no value of its own.
 type collector struct {
-	s     *Server
-	descs map[string]*prometheus.Desc
-	kinds map[string]prometheus.ValueType
+	figures func() Figures
+	descs   map[string]*prometheus.Desc
+	kinds   map[string]prometheus.ValueType
 }
 
-func newCollector(s *Server) *collector {
-	c := &collector{s: s, descs: map[string]*prometheus.Desc{}, kinds: map[string]prometheus.ValueType{}}
+func newCollector(figures func() Figures) *collector {
+	c := &collector{figures: figures, descs: map[string]*prometheus.Desc{}, kinds: map[string]prometheus.ValueType{}}
 	for _, m := range metricSpecs {
 		c.descs[m.name] = prometheus.NewDesc("replproxy_"+m.name, m.help, m.labels, nil)
 		c.kinds[m.name] = m.kind
@@ -135,153 +255,120 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector, reading what INFO reads.
+// Collect implements prometheus.Collector: one call of the figures function,
+// rendered.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
+	f := c.figures()
 	emit := func(name string, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(c.descs[name], c.kinds[name], float64(v), labels...)
 	}
-	now := time.Now()
-	st := &s.stats
-
-	u := s.up.Status()
-	emit("upstream_link_up", int64(b2i(u.State == upstream.StateConnected)))
-	for state := upstream.StateNone; state <= upstream.StateConnected; state++ {
-		emit("upstream_link_state", int64(b2i(u.State == state)), state.String())
-	}
-	if u.State == upstream.StateConnected || u.State == upstream.StateSync {
-		emit("upstream_last_io_seconds", int64(now.Sub(time.Unix(0, u.LastIO))/time.Second))
-	}
-	if u.State != upstream.StateConnected && u.DownSince != 0 {
-		emit("upstream_link_down_seconds", int64(now.Sub(time.Unix(0, u.DownSince))/time.Second))
-	}
-	emit("upstream_connects_total", st.upstreamConnects.Load())
-	emit("upstream_syncs_total", st.upstreamFullSyncs.Load(), "full")
-	emit("upstream_syncs_total", st.upstreamPartialSyncs.Load(), "partial")
-	emit("upstream_link_failures_total", st.upstreamLinkFailures.Load())
-	emit("upstream_rdb_bytes_total", st.upstreamRDBBytes.Load())
-	emit("upstream_checksum_failures_total", st.upstreamChecksumFails.Load())
-	emit("upstream_stream_errors_total", st.upstreamStreamErrors.Load())
-	emit("upstream_query_buffer_limit_drops_total", st.upstreamQueryLimits.Load())
-
-	stream := s.hist.Stream()
-	offset := stream.Offset()
-	emit("master_repl_offset", offset)
-	emit("slave_repl_offset", u.Applied)
-	emit("slave_read_repl_offset", stream.Filled())
-	first, histlen := stream.Backlog()
-	if !s.identity().History {
-		first, histlen = 0, 0 // as INFO shows them
-	}
-	emit("repl_backlog_first_byte_offset", first)
-	emit("repl_backlog_histlen", histlen)
-	emit("stream_generation", int64(stream.Generation()))
-
-	replicas := s.clients.replicaList()
-	emit("connected_replicas", int64(len(replicas)))
-	for _, r := range replicas {
-		id, addr := strconv.FormatInt(r.c.id, 10), net.JoinHostPort(r.ip, strconv.Itoa(r.hs.port))
-		ack := r.ackOff.Load()
-		lag := int64(0)
-		if r.State() == replicaOnline {
-			lag = int64(now.Sub(time.Unix(0, r.ackTime.Load())) / time.Second)
-		}
-		emit("replica_offset", ack, id, addr)
-		emit("replica_lag_seconds", lag, id, addr)
-		emit("replica_lag_bytes", max(offset-ack, 0), id, addr)
-	}
-	emit("replicas_dropped_total", st.replicasDropped.Load())
-	for r := closeNone; r < numCloseReasons; r++ {
-		if r.appliesToReplicas() {
-			emit("replicas_closed_total", st.replicaCloses[r].Load(), r.String())
-		}
-		if r.appliesToClients() {
-			emit("clients_closed_total", st.clientCloses[r].Load(), r.String())
+	counts := func(name string, cs []Count) {
+		for _, x := range cs {
+			emit(name, x.Value, x.Label)
 		}
 	}
 
-	emit("syncs_total", st.syncFull.Load(), "full")
-	emit("syncs_total", st.syncPartialOK.Load(), "partial_ok")
-	emit("syncs_total", st.syncPartialErr.Load(), "partial_err")
-	for r := history.PartialAccepted + 1; r < history.NumFullSyncReasons; r++ {
-		emit("full_syncs_total", st.fullSyncs[r].Load(), r.String())
+	emit("upstream_link_up", b2i(f.UpstreamLinkUp))
+	for _, state := range f.UpstreamLinkStates {
+		emit("upstream_link_state", b2i(state == f.UpstreamLinkState), state)
 	}
-	emit("repl_input_bytes_total", st.replInputBytes.Load())
-	emit("repl_output_bytes_total", st.replOutputBytes.Load())
-	emit("net_input_bytes_total", st.netInputBytes.Load()+st.replInputBytes.Load())
-	emit("net_output_bytes_total", st.netOutputBytes.Load()+st.replOutputBytes.Load())
-	emit("connections_received_total", st.connectionsReceived.Load())
-	emit("rejected_connections_total", st.rejectedConnections.Load())
-	emit("commands_processed_total", st.commandsProcessed.Load())
-	emit("connected_clients", int64(s.clients.count()))
-	emit("acl_access_denied_auth_total", st.aclDeniedAuth.Load())
-	emit("tls_connections_received_total", st.tlsConnectionsReceived.Load())
-	emit("tls_handshake_failures_total", st.tlsHandshakeFailures.Load())
-	emit("client_buffer_limit_disconnections_total", st.queryLimitDisconnects.Load(), "query")
-	emit("client_buffer_limit_disconnections_total", st.outputLimitDisconnects.Load(), "output")
+	if f.HasUpstreamLastIO {
+		emit("upstream_last_io_seconds", f.UpstreamLastIOSeconds)
+	}
+	if f.HasUpstreamLinkDown {
+		emit("upstream_link_down_seconds", f.UpstreamLinkDownSeconds)
+	}
+	emit("upstream_connects_total", f.UpstreamConnects)
+	emit("upstream_syncs_total", f.UpstreamFullSyncs, "full")
+	emit("upstream_syncs_total", f.UpstreamPartialSyncs, "partial")
+	emit("upstream_link_failures_total", f.UpstreamLinkFailures)
+	emit("upstream_rdb_bytes_total", f.UpstreamRDBBytes)
+	emit("upstream_checksum_failures_total", f.UpstreamChecksumFailures)
+	emit("upstream_stream_errors_total", f.UpstreamStreamErrors)
+	emit("upstream_query_buffer_limit_drops_total", f.UpstreamQueryBufferLimitDrops)
 
-	if sn := s.Snapshot(); sn != nil {
-		emit("snapshot_size_bytes", sn.Size())
-		emit("snapshot_age_seconds", int64(now.Sub(sn.Created())/time.Second))
-		emit("snapshot_offset", sn.Offset())
-	}
-	emit("snapshot_fetches_total", st.snapshotFetches.Load(), "ok")
-	emit("snapshot_fetches_total", st.snapshotFetchFailures.Load(), "failed")
-	for r := history.FetchReason(0); r < history.NumFetchReasons; r++ {
-		emit("snapshot_fetches_by_reason_total", st.snapshotFetchReasons[r].Load(), r.String())
-	}
-	emit("snapshot_fetch_bytes_total", st.snapshotFetchBytes.Load())
-	emit("evicted_snapshots_total", st.evictedSnapshots.Load())
-	emit("evicted_bytes_total", st.evictedBytes.Load())
+	emit("master_repl_offset", f.MasterReplOffset)
+	emit("slave_repl_offset", f.SlaveReplOffset)
+	emit("slave_read_repl_offset", f.SlaveReadReplOffset)
+	emit("repl_backlog_first_byte_offset", f.BacklogFirstByteOffset)
+	emit("repl_backlog_histlen", f.BacklogHistlen)
+	emit("stream_generation", f.StreamGeneration)
 
-	lr := s.logReport(now)
-	emit("repl_log_enabled", int64(b2i(lr.enabled)))
-	emit("repl_log_up", int64(b2i(lr.open && lr.live)))
-	if lr.open {
-		emit("repl_log_first_offset", lr.stats.First)
-		emit("repl_log_last_offset", lr.stats.Last)
-		emit("repl_log_bytes", lr.stats.Bytes)
-		emit("repl_log_segments", int64(lr.stats.Segments))
-		emit("repl_log_synced_offset", lr.stats.Synced)
-		emit("repl_log_fsync_lag_bytes", lr.fsyncLag())
-		if lr.syncAge >= 0 {
-			emit("repl_log_last_fsync_age_seconds", lr.syncAge)
+	emit("connected_replicas", int64(len(f.Replicas)))
+	for _, r := range f.Replicas {
+		emit("replica_offset", r.Offset, r.ID, r.Addr)
+		emit("replica_lag_seconds", r.LagSeconds, r.ID, r.Addr)
+		emit("replica_lag_bytes", r.LagBytes, r.ID, r.Addr)
+	}
+	emit("replicas_dropped_total", f.ReplicasDropped)
+	counts("replicas_closed_total", f.ReplicasClosed)
+	counts("clients_closed_total", f.ClientsClosed)
+
+	emit("syncs_total", f.SyncFull, "full")
+	emit("syncs_total", f.SyncPartialOK, "partial_ok")
+	emit("syncs_total", f.SyncPartialErr, "partial_err")
+	counts("full_syncs_total", f.FullSyncs)
+	emit("repl_input_bytes_total", f.ReplInputBytes)
+	emit("repl_output_bytes_total", f.ReplOutputBytes)
+	emit("net_input_bytes_total", f.NetInputBytes)
+	emit("net_output_bytes_total", f.NetOutputBytes)
+	emit("connections_received_total", f.ConnectionsReceived)
+	emit("rejected_connections_total", f.RejectedConnections)
+	emit("commands_processed_total", f.CommandsProcessed)
+	emit("connected_clients", f.ConnectedClients)
+	emit("acl_access_denied_auth_total", f.ACLAccessDeniedAuth)
+	emit("tls_connections_received_total", f.TLSConnectionsReceived)
+	emit("tls_handshake_failures_total", f.TLSHandshakeFailures)
+	emit("client_buffer_limit_disconnections_total", f.QueryBufferLimitDisconnections, "query")
+	emit("client_buffer_limit_disconnections_total", f.OutputBufferLimitDisconnections, "output")
+
+	if sn := f.Snapshot; sn != nil {
+		emit("snapshot_size_bytes", sn.Size)
+		emit("snapshot_age_seconds", sn.AgeSeconds)
+		emit("snapshot_offset", sn.Offset)
+	}
+	emit("snapshot_fetches_total", f.SnapshotFetches, "ok")
+	emit("snapshot_fetches_total", f.SnapshotFetchFailures, "failed")
+	counts("snapshot_fetches_by_reason_total", f.SnapshotFetchesByReason)
+	emit("snapshot_fetch_bytes_total", f.SnapshotFetchBytes)
+	emit("evicted_snapshots_total", f.EvictedSnapshots)
+	emit("evicted_bytes_total", f.EvictedBytes)
+
+	emit("repl_log_enabled", b2i(f.LogEnabled))
+	emit("repl_log_up", b2i(f.LogUp))
+	if l := f.Log; l != nil {
+		emit("repl_log_first_offset", l.First)
+		emit("repl_log_last_offset", l.Last)
+		emit("repl_log_bytes", l.Bytes)
+		emit("repl_log_segments", l.Segments)
+		emit("repl_log_synced_offset", l.Synced)
+		emit("repl_log_fsync_lag_bytes", l.FsyncLagBytes)
+		if l.LastFsyncAgeSeconds >= 0 {
+			emit("repl_log_last_fsync_age_seconds", l.LastFsyncAgeSeconds)
 		}
-		emit("repl_log_errors_total", lr.errors)
-		emit("repl_log_partial_syncs_total", lr.partialSyncs)
-		emit("repl_log_replicas_moved_to_disk_total", lr.movedToDisk)
-		emit("repl_log_recovered_bytes", lr.recovered)
-		emit("repl_log_recovery_cut_bytes", lr.cut)
+		emit("repl_log_errors_total", l.Errors)
+		emit("repl_log_partial_syncs_total", l.PartialSyncs)
+		emit("repl_log_replicas_moved_to_disk_total", l.ReplicasMovedToDisk)
+		emit("repl_log_recovered_bytes", l.RecoveredBytes)
+		emit("repl_log_recovery_cut_bytes", l.RecoveryCutBytes)
 	}
-	sp := s.hist.SpilledSnapshot()
-	emit("snapshot_on_disk", int64(b2i(sp != nil)))
-	if sp != nil {
+	emit("snapshot_on_disk", b2i(f.SnapshotOnDisk != nil))
+	if sp := f.SnapshotOnDisk; sp != nil {
 		emit("snapshot_on_disk_size_bytes", sp.Size)
 		emit("snapshot_on_disk_offset", sp.Offset)
-		emit("snapshot_on_disk_age_seconds", int64(now.Sub(sp.Created)/time.Second))
+		emit("snapshot_on_disk_age_seconds", sp.AgeSeconds)
 	}
 
-	rep := s.memoryReport()
-	emit("used_memory_bytes", rep.UsedMemory)
-	emit("used_memory_peak_bytes", s.peakMemory.Load())
-	emit("maxmemory_bytes", s.config().MaxMemory)
-	emit("memory_over_maxmemory", int64(b2i(s.overMaxMemory.Load())))
-	for _, m := range []struct {
-		category string
-		v        int64
-	}{
-		{"replication_backlog", rep.ReplicationBacklog},
-		{"clients_slaves", rep.ClientsSlaves},
-		{"clients_normal", rep.ClientsNormal},
-		{"total_replication_buffers", rep.TotalReplicationBuffers},
-		{"snapshots", rep.Snapshots},
-		{"snapshots_on_disk", rep.SnapshotsOnDisk},
-		{"free_blocks", rep.FreeBlocks},
-		{"runtime", rep.Runtime},
-		{"repl_log_index", rep.LogIndex},
-		{"not_counted_for_evict", rep.NotCountedForEvict},
-		{"counted_for_evict", rep.Counted},
-	} {
-		emit("memory_bytes", m.v, m.category)
+	emit("used_memory_bytes", f.UsedMemory)
+	emit("used_memory_peak_bytes", f.UsedMemoryPeak)
+	emit("maxmemory_bytes", f.MaxMemory)
+	emit("memory_over_maxmemory", b2i(f.OverMaxMemory))
+	counts("memory_bytes", f.Memory)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
 	}
+	return 0
 }

@@ -1,0 +1,133 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// series parses Prometheus's text format into a map from series ("name" or
+// `name{a="x",b="y"}`) to value.
+func series(t testing.TB, body string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// scrapeFigures renders f as /metrics does.
+func scrapeFigures(t testing.TB, f Figures) map[string]float64 {
+	t.Helper()
+	h := (&Server{Figures: func() Figures { return f }, Ready: func() (bool, string) { return true, "" }}).Handler()
+	code, body := get(t, h, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	return series(t, body)
+}
+
+// TestCollectorRendersFigures: each figure lands in its series under its
+// labels, with no arithmetic of the collector's own.
+func TestCollectorRendersFigures(t *testing.T) {
+	f := Figures{
+		UpstreamLinkUp:        true,
+		UpstreamLinkState:     "connected",
+		UpstreamLinkStates:    []string{"none", "connecting", "connected"},
+		UpstreamLastIOSeconds: 3, HasUpstreamLastIO: true,
+		UpstreamFullSyncs: 2,
+		MasterReplOffset:  1000,
+		BacklogHistlen:    400,
+		Replicas:          []Replica{{ID: "7", Addr: "127.0.0.1:6380", Offset: 990, LagSeconds: 1, LagBytes: 10}},
+		ReplicasClosed:    []Count{{Label: "killed", Value: 4}},
+		FullSyncs:         []Count{{Label: "requested", Value: 5}},
+		NetInputBytes:     123,
+		Snapshot:          &Snapshot{Size: 50, AgeSeconds: 6, Offset: 600},
+		LogEnabled:        true,
+		LogUp:             true,
+		Log:               &Log{Last: 999, Synced: 990, FsyncLagBytes: 9, LastFsyncAgeSeconds: -1},
+		UsedMemory:        1 << 20,
+		OverMaxMemory:     true,
+		Memory:            []Count{{Label: "runtime", Value: 77}},
+	}
+	m := scrapeFigures(t, f)
+	for s, want := range map[string]float64{
+		"replproxy_upstream_link_up":                                  1,
+		`replproxy_upstream_link_state{state="connected"}`:            1,
+		`replproxy_upstream_link_state{state="connecting"}`:           0,
+		"replproxy_upstream_last_io_seconds":                          3,
+		`replproxy_upstream_syncs_total{type="full"}`:                 2,
+		"replproxy_master_repl_offset":                                1000,
+		"replproxy_repl_backlog_histlen":                              400,
+		"replproxy_connected_replicas":                                1,
+		`replproxy_replica_offset{addr="127.0.0.1:6380",id="7"}`:      990,
+		`replproxy_replica_lag_seconds{addr="127.0.0.1:6380",id="7"}`: 1,
+		`replproxy_replica_lag_bytes{addr="127.0.0.1:6380",id="7"}`:   10,
+		`replproxy_replicas_closed_total{reason="killed"}`:            4,
+		`replproxy_full_syncs_total{reason="requested"}`:              5,
+		"replproxy_net_input_bytes_total":                             123,
+		"replproxy_snapshot_size_bytes":                               50,
+		"replproxy_snapshot_age_seconds":                              6,
+		"replproxy_repl_log_up":                                       1,
+		"replproxy_repl_log_fsync_lag_bytes":                          9,
+		"replproxy_snapshot_on_disk":                                  0,
+		"replproxy_used_memory_bytes":                                 1 << 20,
+		"replproxy_memory_over_maxmemory":                             1,
+		`replproxy_memory_bytes{category="runtime"}`:                  77,
+	} {
+		if got, ok := m[s]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", s, got, ok, want)
+		}
+	}
+	// Figures marked unknown have no series at all.
+	for _, s := range []string{
+		"replproxy_upstream_link_down_seconds",
+		"replproxy_repl_log_last_fsync_age_seconds",
+		"replproxy_snapshot_on_disk_size_bytes",
+	} {
+		if _, ok := m[s]; ok {
+			t.Errorf("%s present, want absent", s)
+		}
+	}
+}
+
+// TestCollectorAbsentGroups: with no snapshot, no log and no snapshot on
+// disk, their series are absent; the counters are there, at 0.
+func TestCollectorAbsentGroups(t *testing.T) {
+	m := scrapeFigures(t, Figures{})
+	for _, s := range []string{"replproxy_snapshot_size_bytes", "replproxy_repl_log_bytes", "replproxy_snapshot_on_disk_offset", "replproxy_upstream_last_io_seconds"} {
+		if _, ok := m[s]; ok {
+			t.Errorf("%s present with nothing to show", s)
+		}
+	}
+	for _, s := range []string{"replproxy_repl_log_enabled", "replproxy_snapshot_on_disk", "replproxy_connected_replicas", `replproxy_syncs_total{result="full"}`} {
+		if got, ok := m[s]; !ok || got != 0 {
+			t.Errorf("%s = %v (present %v), want 0", s, got, ok)
+		}
+	}
+	if _, ok := m["go_goroutines"]; !ok {
+		t.Error("no Go runtime metrics")
+	}
+}
+
+// TestMetricSpecsUnique: every metric is named once, so that no two
+// figures share a series.
+func TestMetricSpecsUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range metricSpecs {
+		if seen[m.name] {
+			t.Errorf("metric %s listed twice", m.name)
+		}
+		seen[m.name] = true
+	}
+}

@@ -1,0 +1,42 @@
+// Package metrics is replproxy's monitoring HTTP server (metrics-port,
+// metrics-bind): /metrics in Prometheus's text format, /healthz and /readyz.
+//
+// # What it owns
+//
+// The listener, bounded to MaxConns connections at a time (limitListener:
+// connections past the cap wait in the kernel's accept queue, holding no
+// descriptor of the process), the http.Server with its timeouts, and the
+// list of replproxy_ metrics with their names, help and labels
+// (metricSpecs). It owns no figure: at each scrape it calls its owner's
+// Figures function once and renders the Figures value it returns, deriving
+// nothing, so that each series is what INFO shows for the same figure
+// (proxy builds both from one report). Besides its own, /metrics carries
+// the Go runtime's and the process's collectors, from a registry of the
+// server's own (no global registry). /readyz answers with its owner's
+// Ready function.
+//
+// It imports nothing of replproxy's: a figure it should show is a field of
+// Figures and a line of metricSpecs.
+//
+// # Goroutines
+//
+// Serve runs on its caller's goroutine (the proxy's Run starts one) until
+// Shutdown; net/http serves each connection on a goroutine of its own, and
+// each scrape calls Figures and Ready there, concurrently with others.
+// Shutdown waits up to ShutdownWait for scrapes in progress.
+//
+// # Locks
+//
+// No mutex: the listener's slots are a channel, its close a sync.Once. A
+// scrape holds nothing while it calls Figures or Ready, so the locks those
+// take (the proxy's, each alone) have no place in an order with this
+// package; nothing is called back under a lock here.
+//
+// # Example
+//
+//	m := &metrics.Server{Figures: figures, Ready: ready}
+//	if err := m.Listen("127.0.0.1", 9121); err != nil { ... }
+//	go m.Serve()
+//	...
+//	m.Shutdown()
+package metrics

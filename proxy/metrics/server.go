@@ -1,0 +1,158 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ShutdownWait bounds how long Shutdown waits for scrapes in progress.
+const ShutdownWait = 5 * time.Second
+
+// The monitoring port is reachable by whoever can reach the host (the
+// Kubernetes example binds it to 0.0.0.0), so what a stranger can make it
+// hold is bounded, in time and in descriptors:
+//
+//   - MaxConns connections are served at once. The listener stops
+//     accepting at the cap (limitListener): connections past it wait in the
+//     kernel's accept queue, where they hold no descriptor of the process,
+//     until a slot frees. A scraper and two probes need three; the cap is
+//     counted in the proxy's descriptor budget (proxy.ReservedFDs), so
+//     however many connections arrive the RESP port, the stream log and the
+//     snapshot files keep theirs. Refusing at the cap instead (accept, then
+//     close) would cost a descriptor and a goroutine per attempt and tell a
+//     prober nothing it could retry on.
+//   - a slot is held for a bounded time: the request's headers within
+//     readHeaderTimeout, the whole request within readTimeout, the reply
+//     within writeTimeout (a client that does not read /metrics no longer
+//     pins its slot), and an idle keep-alive connection is closed after
+//     idleTimeout. A scraper that reuses its connection less often than
+//     that just connects again.
+//   - headers are bounded by maxHeaderBytes: the three paths take no
+//     parameters.
+const (
+	// MaxConns is how many monitoring connections are served at once.
+	MaxConns = 8
+
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 10 * time.Second
+	maxHeaderBytes    = 16 << 10
+)
+
+// A Server is the monitoring HTTP server. Set its exported fields, then
+// Listen; Serve serves until Shutdown, Close closes the listener of a server
+// that will not serve.
+type Server struct {
+	// Figures returns every figure /metrics shows; it is called once per
+	// scrape, on the scrape's goroutine, and must not block on I/O.
+	Figures func() Figures
+	// Ready is /readyz's rule: ok, and a one-line reason either way.
+	Ready func() (ok bool, why string)
+	// ErrorLog receives net/http's own errors (a failed accept, a bad
+	// request); nil means the standard logger.
+	ErrorLog *log.Logger
+
+	// idle and write, when set, replace idleTimeout and writeTimeout
+	// (tests). Each alone: a short read or write timeout would close a
+	// slow-scheduled connection before its reply under load, which is not
+	// what a test of idle connections measures.
+	idle, write time.Duration
+
+	ln  *limitListener // set by Listen, read-only after
+	srv *http.Server   // set by Listen, read-only after
+}
+
+// Listen opens the monitoring listener on bind (metrics-bind: "*" for every
+// IPv4 address, "::*" for every IPv6 one, else a host) and port. The error
+// is net.Listen's.
+func (m *Server) Listen(bind string, port int) error {
+	network, host := "tcp", bind
+	switch host {
+	case "*":
+		network, host = "tcp4", ""
+	case "::*":
+		network, host = "tcp6", "::"
+	}
+	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	m.ln = newLimitListener(ln, MaxConns)
+	m.srv = &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      cmp.Or(m.write, writeTimeout),
+		IdleTimeout:       cmp.Or(m.idle, idleTimeout),
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          m.ErrorLog,
+	}
+	return nil
+}
+
+// Addr returns the listener's address.
+func (m *Server) Addr() net.Addr { return m.ln.Addr() }
+
+// Serve serves the listener until Shutdown; it then returns nil, else the
+// error that ended it. It runs on its caller's goroutine, and net/http
+// serves each connection on one of its own.
+func (m *Server) Serve() error {
+	if err := m.srv.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops Serve: it closes the listener, waits up to ShutdownWait for
+// the scrapes in progress, then closes what is left. It does not wait for
+// Serve to return; its caller does.
+func (m *Server) Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownWait)
+	defer cancel()
+	if m.srv.Shutdown(ctx) != nil {
+		m.srv.Close()
+	}
+}
+
+// Close closes the listener of a server that will not serve (its owner
+// failed to start, or stopped before serving). It may be called more than
+// once.
+func (m *Server) Close() error { return m.ln.Close() }
+
+// Handler serves /metrics (Prometheus's text format, from a registry of the
+// server's own: no global registry), /healthz (200 while the process serves
+// HTTP) and /readyz (200 when Ready says so, else 503; the body is its one
+// line).
+func (m *Server) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		newCollector(m.Figures),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := m.Ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, why)
+	})
+	return mux
+}

@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/metrics"
+	"github.com/replproxy/replproxy/proxy/upstream"
+	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/streamlog"
+)
+
+// A report is the server's figures at one moment, read once from their
+// sources (the configuration, the upstream link, the history, the registry,
+// the stats, the stream log, the memory report) and rendered twice: as
+// INFO's text (info.go) and as the monitoring server's metrics.Figures
+// (figures, below). A figure either shows that is derived from others (the
+// backlog zeroed without a history, a replica's lag, the log's fsync lag,
+// input bytes with replication's) is derived here, once, so the two never
+// disagree on how.
+//
+// A report is a plain value owned by the goroutine that read it (an admin
+// client's, or a scrape's); reading one takes each source's own lock in
+// turn, never two at once.
+type report struct {
+	now   time.Time
+	cfg   *config.Config
+	up    upstream.Status
+	id    history.Identity
+	stats counters
+
+	// The stream.
+	offset       int64  // master_repl_offset
+	filled       int64  // slave_read_repl_offset: a cut command or an open MULTI included
+	backlogFirst int64  // repl_backlog_first_byte_offset; 0 without a history, as INFO shows it
+	backlogLen   int64  // repl_backlog_histlen; 0 without a history
+	generation   uint64 // stream_generation
+
+	replicas []replicaFigures // in the order they connected
+	clients  int              // connected_clients, replicas included
+
+	snapshot *snapshotFigures // the newest snapshot in memory; nil when none
+	pool     replbuf.PoolStats
+
+	// Read only with reportDisk.
+	log    logReport
+	onDisk *diskSnapshotFigures // the snapshot on disk; nil when none
+
+	// Read only with reportMemory.
+	mem           eviction.Report
+	peakMemory    int64
+	overMaxMemory bool
+}
+
+// reportParts names the parts of a report that cost more than loads of
+// atomics and a lock or two, so that an INFO section that does not show
+// them does not read them.
+type reportParts uint8
+
+const (
+	reportMemory reportParts = 1 << iota // the memory report (walks the replicas and snapshots)
+	reportDisk                           // the stream log's figures and the snapshot on disk
+
+	reportAll = reportMemory | reportDisk
+)
+
+// A replicaFigures is one replica as INFO's slaveN line and the
+// replproxy_replica_ series show it.
+type replicaFigures struct {
+	id       int64  // client id
+	ip       string // ip-address, else the peer's address
+	port     int    // listening-port
+	state    replicaState
+	offset   int64 // highest offset ACKed
+	lag      int64 // seconds since its last ACK; 0 until it is online
+	lagBytes int64 // master_repl_offset minus offset, at least 0
+}
+
+// A snapshotFigures is the newest snapshot in memory.
+type snapshotFigures struct {
+	replID string
+	offset int64
+	size   int64
+	state  string
+	age    int64 // seconds since it was taken
+	memory int64 // its blocks' usage
+}
+
+// A diskSnapshotFigures is the snapshot on disk (spilled, or written for
+// the stream log).
+type diskSnapshotFigures struct {
+	replID string
+	offset int64
+	size   int64
+	age    int64 // seconds since it was taken
+}
+
+// logReport is the stream log's state.
+type logReport struct {
+	enabled bool   // repl-log-size > 0
+	open    bool   // the log was opened; the fields below are read only then
+	openErr string // why it could not be opened at start, when enabled and not open
+	live    bool   // following the stream (status ok), not down
+	size    int64  // repl-log-size
+	fsync   string // repl-log-fsync
+	replID  string
+	stats   streamlog.Stats
+	syncAge int64 // seconds since the last fsync; -1 before the first
+	errors  int64
+	lastErr string
+
+	partialSyncs, movedToDisk int64 // from the server's stats
+	recovered, cut            int64 // what recovery verified and cut at start
+}
+
+// fsyncLag is the bytes written to the log and not yet fsynced.
+func (r logReport) fsyncLag() int64 { return max(r.stats.Last-r.stats.Synced, 0) }
+
+// report reads the server's figures: every part but the costly ones not in
+// parts.
+func (s *Server) report(parts reportParts) *report {
+	now := time.Now()
+	r := &report{now: now, cfg: s.config(), up: s.up.Status(), id: s.identity(), stats: s.stats.read()}
+
+	stream := s.hist.Stream()
+	r.offset, r.filled, r.generation = stream.Offset(), stream.Filled(), stream.Generation()
+	if r.id.History {
+		r.backlogFirst, r.backlogLen = stream.Backlog()
+	}
+
+	for _, rp := range s.clients.replicaList() {
+		f := replicaFigures{id: rp.c.id, ip: rp.ip, port: rp.hs.port, state: rp.State(), offset: rp.ackOff.Load()}
+		if f.state == replicaOnline {
+			f.lag = int64(now.Sub(time.Unix(0, rp.ackTime.Load())) / time.Second)
+		}
+		f.lagBytes = max(r.offset-f.offset, 0)
+		r.replicas = append(r.replicas, f)
+	}
+	r.clients = s.clients.count()
+
+	if sn := s.Snapshot(); sn != nil {
+		r.snapshot = &snapshotFigures{
+			replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), state: sn.State().String(),
+			age: int64(now.Sub(sn.Created()) / time.Second), memory: sn.Usage().Total,
+		}
+	}
+	r.pool = s.pool.Stats()
+
+	if parts&reportDisk != 0 {
+		r.log = s.logReport(now)
+		if sp := s.hist.SpilledSnapshot(); sp != nil {
+			r.onDisk = &diskSnapshotFigures{
+				replID: sp.ReplID, offset: sp.Offset, size: sp.Size,
+				age: int64(now.Sub(sp.Created) / time.Second),
+			}
+		}
+	}
+	if parts&reportMemory != 0 {
+		r.mem = s.memoryReport() // raises the peak first
+		r.peakMemory = s.peakMemory.Load()
+		r.overMaxMemory = s.overMaxMemory.Load()
+	}
+	return r
+}
+
+// logReport reads the stream log's state.
+func (s *Server) logReport(now time.Time) logReport {
+	d := s.durable
+	cfg := s.config()
+	r := logReport{enabled: cfg.ReplLogSize > 0, openErr: s.logOpenErr}
+	if d == nil {
+		return r
+	}
+	r.open, r.live = true, !d.follow.Down()
+	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
+	r.replID = d.log.Identity().ReplID
+	r.stats = d.log.Stats()
+	r.syncAge = -1
+	if !r.stats.LastSync.IsZero() {
+		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
+	}
+	r.errors, r.lastErr = d.follow.Errors(), d.follow.LastError()
+	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
+	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
+	return r
+}
+
+// figures is the report as the monitoring server renders it.
+func (r *report) figures() metrics.Figures {
+	st := &r.stats
+	u := r.up
+	f := metrics.Figures{
+		UpstreamLinkUp:    u.State == upstream.StateConnected,
+		UpstreamLinkState: u.State.String(),
+
+		UpstreamConnects:              st.upstreamConnects,
+		UpstreamFullSyncs:             st.upstreamFullSyncs,
+		UpstreamPartialSyncs:          st.upstreamPartialSyncs,
+		UpstreamLinkFailures:          st.upstreamLinkFailures,
+		UpstreamRDBBytes:              st.upstreamRDBBytes,
+		UpstreamChecksumFailures:      st.upstreamChecksumFails,
+		UpstreamStreamErrors:          st.upstreamStreamErrors,
+		UpstreamQueryBufferLimitDrops: st.upstreamQueryLimits,
+
+		MasterReplOffset:       r.offset,
+		SlaveReplOffset:        u.Applied,
+		SlaveReadReplOffset:    r.filled,
+		BacklogFirstByteOffset: r.backlogFirst,
+		BacklogHistlen:         r.backlogLen,
+		StreamGeneration:       int64(r.generation),
+
+		ReplicasDropped: st.replicasDropped,
+
+		SyncFull:                        st.syncFull,
+		SyncPartialOK:                   st.syncPartialOK,
+		SyncPartialErr:                  st.syncPartialErr,
+		ReplInputBytes:                  st.replInputBytes,
+		ReplOutputBytes:                 st.replOutputBytes,
+		NetInputBytes:                   st.netInputBytes,
+		NetOutputBytes:                  st.netOutputBytes,
+		ConnectionsReceived:             st.connectionsReceived,
+		RejectedConnections:             st.rejectedConnections,
+		CommandsProcessed:               st.commandsProcessed,
+		ConnectedClients:                int64(r.clients),
+		ACLAccessDeniedAuth:             st.aclDeniedAuth,
+		TLSConnectionsReceived:          st.tlsConnectionsReceived,
+		TLSHandshakeFailures:            st.tlsHandshakeFailures,
+		QueryBufferLimitDisconnections:  st.queryLimitDisconnects,
+		OutputBufferLimitDisconnections: st.outputLimitDisconnects,
+
+		SnapshotFetches:       st.snapshotFetches,
+		SnapshotFetchFailures: st.snapshotFetchFailures,
+		SnapshotFetchBytes:    st.snapshotFetchBytes,
+		EvictedSnapshots:      st.evictedSnapshots,
+		EvictedBytes:          st.evictedBytes,
+
+		LogEnabled: r.log.enabled,
+		LogUp:      r.log.open && r.log.live,
+
+		UsedMemory:     r.mem.UsedMemory,
+		UsedMemoryPeak: r.peakMemory,
+		MaxMemory:      r.cfg.MaxMemory,
+		OverMaxMemory:  r.overMaxMemory,
+	}
+	for state := upstream.StateNone; state <= upstream.StateConnected; state++ {
+		f.UpstreamLinkStates = append(f.UpstreamLinkStates, state.String())
+	}
+	if lastIO, ok := r.upstreamLastIO(); ok {
+		f.UpstreamLastIOSeconds, f.HasUpstreamLastIO = lastIO, true
+	}
+	if down, ok := r.upstreamDown(); ok && u.DownSince != 0 {
+		f.UpstreamLinkDownSeconds, f.HasUpstreamLinkDown = down, true
+	}
+	for _, rp := range r.replicas {
+		f.Replicas = append(f.Replicas, metrics.Replica{
+			ID:   strconv.FormatInt(rp.id, 10),
+			Addr: net.JoinHostPort(rp.ip, strconv.Itoa(rp.port)),
+
+			Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
+		})
+	}
+	for cr := closeNone; cr < numCloseReasons; cr++ {
+		if cr.appliesToReplicas() {
+			f.ReplicasClosed = append(f.ReplicasClosed, metrics.Count{Label: cr.String(), Value: st.replicaCloses[cr]})
+		}
+		if cr.appliesToClients() {
+			f.ClientsClosed = append(f.ClientsClosed, metrics.Count{Label: cr.String(), Value: st.clientCloses[cr]})
+		}
+	}
+	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
+		f.FullSyncs = append(f.FullSyncs, metrics.Count{Label: fr.String(), Value: st.fullSyncs[fr]})
+	}
+	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
+		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.snapshotFetchReasons[fr]})
+	}
+	if sn := r.snapshot; sn != nil {
+		f.Snapshot = &metrics.Snapshot{Size: sn.size, AgeSeconds: sn.age, Offset: sn.offset}
+	}
+	if l := r.log; l.open {
+		f.Log = &metrics.Log{
+			First: l.stats.First, Last: l.stats.Last, Bytes: l.stats.Bytes, Segments: int64(l.stats.Segments),
+			Synced: l.stats.Synced, FsyncLagBytes: l.fsyncLag(), LastFsyncAgeSeconds: l.syncAge,
+			Errors: l.errors, PartialSyncs: l.partialSyncs, ReplicasMovedToDisk: l.movedToDisk,
+			RecoveredBytes: l.recovered, RecoveryCutBytes: l.cut,
+		}
+	}
+	if sp := r.onDisk; sp != nil {
+		f.SnapshotOnDisk = &metrics.DiskSnapshot{Size: sp.size, Offset: sp.offset, AgeSeconds: sp.age}
+	}
+	m := r.mem
+	for _, c := range []metrics.Count{
+		{Label: "replication_backlog", Value: m.ReplicationBacklog},
+		{Label: "clients_slaves", Value: m.ClientsSlaves},
+		{Label: "clients_normal", Value: m.ClientsNormal},
+		{Label: "total_replication_buffers", Value: m.TotalReplicationBuffers},
+		{Label: "snapshots", Value: m.Snapshots},
+		{Label: "snapshots_on_disk", Value: m.SnapshotsOnDisk},
+		{Label: "free_blocks", Value: m.FreeBlocks},
+		{Label: "runtime", Value: m.Runtime},
+		{Label: "repl_log_index", Value: m.LogIndex},
+		{Label: "not_counted_for_evict", Value: m.NotCountedForEvict},
+		{Label: "counted_for_evict", Value: m.Counted},
+	} {
+		f.Memory = append(f.Memory, c)
+	}
+	return f
+}
+
+// upstreamLastIO is master_last_io_seconds_ago: seconds since the last byte
+// from the primary, known (ok) only while the link is connected or syncing.
+func (r *report) upstreamLastIO() (secs int64, ok bool) {
+	if st := r.up.State; st != upstream.StateConnected && st != upstream.StateSync {
+		return -1, false
+	}
+	return int64(r.now.Sub(time.Unix(0, r.up.LastIO)) / time.Second), true
+}
+
+// upstreamDown is master_link_down_since_seconds: seconds the link has been
+// down; ok while it is not up (the figure is -1 if it never was).
+func (r *report) upstreamDown() (secs int64, ok bool) {
+	if r.up.State == upstream.StateConnected {
+		return 0, false
+	}
+	if r.up.DownSince == 0 {
+		return -1, true
+	}
+	return int64(r.now.Sub(time.Unix(0, r.up.DownSince)) / time.Second), true
+}

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/metrics"
+)
+
+// renderReport renders one report both ways: INFO everything's fields, and
+// the /metrics series the monitoring server makes of its figures.
+func renderReport(t testing.TB, s *Server, r *report) (info map[string]string, series map[string]float64) {
+	t.Helper()
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		s.writeInfoSection(&b, sec, r)
+	}
+	h := (&metrics.Server{
+		Figures: func() metrics.Figures { return r.figures() },
+		Ready:   func() (bool, string) { return true, "" },
+	}).Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body, err := io.ReadAll(rec.Result().Body)
+	if err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", rec.Code, err)
+	}
+	return redistest.ParseInfo(b.String()), parseMetrics(t, string(body))
+}
+
+// TestReportInfoAndMetricsAgree: INFO and /metrics rendered from one
+// report show the same value for every figure they share, so a figure
+// derived differently on one side (the backlog zeroed without a history, a
+// replica's lag, the log's fsync lag, input bytes with replication's) fails
+// here. The proxy is linked to the fake primary, which sends nothing after
+// the sync, with one replica; the log is on (the default).
+func TestReportInfoAndMetricsAgree(t *testing.T) {
+	h := startHostilePrimary(t, (*hostileConn).goodFetch, (*hostileConn).goodFetch)
+	p := startProxy(t, h.replicaOf()...)
+	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
+		return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"
+	})
+	attachRawReplica(t, p, linkOffset+1)
+
+	r := p.report(reportAll)
+	if len(r.replicas) != 1 {
+		t.Fatalf("%d replicas in the report, want 1", len(r.replicas))
+	}
+	info, m := renderReport(t, p.Server, r)
+	slave := map[string]string{}
+	for _, kv := range strings.Split(info["slave0"], ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		slave[k] = v
+	}
+	// The replica's series are under the address of its slaveN line and
+	// its client id.
+	replica := `{addr="` + net.JoinHostPort(slave["ip"], slave["port"]) + `",id="` + itoa(r.replicas[0].id) + `"}`
+	pairs := []struct {
+		series string
+		value  string // INFO's
+	}{
+		{"replproxy_upstream_last_io_seconds", info["master_last_io_seconds_ago"]},
+		{"replproxy_upstream_connects_total", info["upstream_connects"]},
+		{`replproxy_upstream_syncs_total{type="full"}`, info["upstream_full_syncs"]},
+		{"replproxy_master_repl_offset", info["master_repl_offset"]},
+		{"replproxy_slave_repl_offset", info["slave_repl_offset"]},
+		{"replproxy_slave_read_repl_offset", info["slave_read_repl_offset"]},
+		{"replproxy_repl_backlog_first_byte_offset", info["repl_backlog_first_byte_offset"]},
+		{"replproxy_repl_backlog_histlen", info["repl_backlog_histlen"]},
+		{"replproxy_stream_generation", info["stream_generation"]},
+		{"replproxy_connected_replicas", info["connected_slaves"]},
+		{"replproxy_replica_offset" + replica, slave["offset"]},
+		{"replproxy_replica_lag_seconds" + replica, slave["lag"]},
+		{"replproxy_connected_clients", info["connected_clients"]},
+		{`replproxy_syncs_total{result="partial_ok"}`, info["sync_partial_ok"]},
+		{"replproxy_net_input_bytes_total", info["total_net_input_bytes"]},
+		{"replproxy_net_output_bytes_total", info["total_net_output_bytes"]},
+		{"replproxy_connections_received_total", info["total_connections_received"]},
+		{"replproxy_repl_log_enabled", info["repl_log_enabled"]},
+		{"replproxy_repl_log_last_offset", info["repl_log_last_offset"]},
+		{"replproxy_repl_log_synced_offset", info["repl_log_synced_offset"]},
+		{"replproxy_repl_log_fsync_lag_bytes", info["repl_log_fsync_lag_bytes"]},
+		{"replproxy_snapshot_on_disk", info["repl_snapshot_on_disk"]},
+		{"replproxy_used_memory_bytes", info["used_memory"]},
+		{"replproxy_used_memory_peak_bytes", info["used_memory_peak"]},
+		{"replproxy_memory_over_maxmemory", info["mem_over_maxmemory"]},
+		{`replproxy_memory_bytes{category="replication_backlog"}`, info["mem_replication_backlog"]},
+		{`replproxy_memory_bytes{category="clients_slaves"}`, info["mem_clients_slaves"]},
+	}
+	for _, pr := range pairs {
+		got, ok := m[pr.series]
+		if !ok || pr.value == "" || strconv.FormatFloat(got, 'f', -1, 64) != pr.value {
+			t.Errorf("%s = %v (present %v), INFO %q", pr.series, got, ok, pr.value)
+		}
+	}
+	// The figures are the linked proxy's, not zeros that agree by chance.
+	if info["master_repl_offset"] != itoa(linkOffset) || info["connected_slaves"] != "1" || info["upstream_full_syncs"] != "1" {
+		t.Errorf("master_repl_offset %s, connected_slaves %s, upstream_full_syncs %s: not the linked proxy's",
+			info["master_repl_offset"], info["connected_slaves"], info["upstream_full_syncs"])
+	}
+	if up := m["replproxy_upstream_link_up"]; up != 1 || info["master_link_status"] != "up" {
+		t.Errorf("link up %v in /metrics, master_link_status %s", up, info["master_link_status"])
+	}
+}

@@ -1,0 +1,253 @@
+package streamlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+)
+
+// openForAppend opens s's files for appending.
+func (l *Log) openForAppend(s *segment) error {
+	seg, err := l.fsys.OpenFile(segName(s.first, segExt), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", segName(s.first, segExt), err)
+	}
+	crc, err := l.fsys.OpenFile(segName(s.first, crcExt), os.O_RDWR, 0)
+	if err != nil {
+		seg.Close()
+		return fmt.Errorf("open %s: %w", segName(s.first, crcExt), err)
+	}
+	if _, err := seg.Seek(s.size(), io.SeekStart); err != nil {
+		seg.Close()
+		crc.Close()
+		return err
+	}
+	if _, err := crc.Seek(int64(len(crcMagic))+s.entries*entrySize, io.SeekStart); err != nil {
+		seg.Close()
+		crc.Close()
+		return err
+	}
+	l.seg, l.crc = seg, crc
+	return nil
+}
+
+// fail records err as the sticky error and returns it (the first one,
+// when there was one already). REQUIRES: wmu held.
+func (l *Log) fail(err error) error {
+	l.status.Lock()
+	defer l.status.Unlock()
+	if l.status.err == nil {
+		l.status.err = err
+	}
+	return l.status.err
+}
+
+// stickyErr is the sticky error, or nil.
+func (l *Log) stickyErr() error {
+	l.status.Lock()
+	defer l.status.Unlock()
+	return l.status.err
+}
+
+// Append adds p to the stream, as the bytes after the last one held.
+// boundary says that p ends where a command ends (see Recovery.Unfinished).
+func (l *Log) Append(p []byte, boundary bool) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	for len(p) > 0 {
+		if l.seg == nil || l.curSize() >= l.segBytes {
+			if err := l.roll(); err != nil {
+				return l.fail(err)
+			}
+		}
+		// A record never crosses the segment size, so segments are at most
+		// SegmentBytes and retention keeps what it promises.
+		n := min(len(p), RecordMax, int(l.segBytes-l.curSize()))
+		if _, err := l.seg.Write(p[:n]); err != nil {
+			return l.fail(fmt.Errorf("write the stream log: %w", err))
+		}
+		sum := crc32.Checksum(p[:n], castagnoli)
+		mark := boundary && n == len(p)
+		field := uint32(n)
+		if mark {
+			field |= boundaryFlag
+		}
+		e := l.entry[:]
+		binary.LittleEndian.PutUint32(e, field)
+		binary.LittleEndian.PutUint32(e[4:], sum)
+		if _, err := l.crc.Write(e); err != nil {
+			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
+		}
+		l.mu.Lock()
+		l.segs[len(l.segs)-1].add(p[:n], sum, mark)
+		l.total += int64(n)
+		l.mu.Unlock()
+		p = p[n:]
+	}
+	return nil
+}
+
+func (l *Log) usableLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	if err := l.stickyErr(); err != nil {
+		return err
+	}
+	if l.id.ReplID == "" {
+		return errors.New("streamlog: append before Reset gave the stream an identity")
+	}
+	return nil
+}
+
+// curSize is the newest segment's size. REQUIRES: wmu held (the writer is
+// the only one changing it).
+func (l *Log) curSize() int64 { return l.segs[len(l.segs)-1].size() }
+
+// roll seals the newest segment and starts one at the next offset, then
+// drops the oldest segments over MaxBytes. REQUIRES: wmu held.
+func (l *Log) roll() error {
+	if l.seg != nil {
+		if err := l.seal(); err != nil {
+			return err
+		}
+		l.closeFiles()
+	}
+	first := l.endLocked() + 1
+	seg, reused, err := l.createSegment(segName(first, segExt))
+	if err != nil {
+		return err
+	}
+	crc, err := l.fsys.OpenFile(segName(first, crcExt), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		seg.Close()
+		return fmt.Errorf("create %s: %w", segName(first, crcExt), err)
+	}
+	l.seg, l.crc, l.reused = seg, crc, reused
+	magic := crcMagic
+	if reused {
+		magic = crcMagicReused
+	}
+	if _, err := crc.Write([]byte(magic)); err != nil {
+		return fmt.Errorf("write %s: %w", segName(first, crcExt), err)
+	}
+	if err := l.syncFiles(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs, &segment{first: first})
+	m := l.metaLocked()
+	l.mu.Unlock()
+	if err := l.writeMeta(m); err != nil {
+		return err
+	}
+	return l.retain()
+}
+
+// seal makes the newest segment's files durable before a new one starts
+// or the log closes, first cutting a recycled file to what was written.
+// REQUIRES: wmu held.
+func (l *Log) seal() error {
+	if l.reused {
+		if err := l.seg.Truncate(l.curSize()); err != nil {
+			return fmt.Errorf("cut the recycled segment to size: %w", err)
+		}
+		l.reused = false
+	}
+	return l.syncFiles()
+}
+
+// syncFiles syncs the newest segment's bytes, then its checksums.
+// REQUIRES: wmu held.
+func (l *Log) syncFiles() error {
+	if err := l.seg.Sync(); err != nil {
+		return fmt.Errorf("sync the stream log: %w", err)
+	}
+	if err := l.crc.Sync(); err != nil {
+		return fmt.Errorf("sync the stream log's checksums: %w", err)
+	}
+	return nil
+}
+
+// Sync makes everything appended so far durable. It may be called from
+// another goroutine than the one appending (a syncer once a second): wmu
+// serialises it with the writer's operations, so it syncs the files the
+// last Append wrote, and an Append waits for it. A failed sync is sticky,
+// as a failed write is: the log accepts nothing more until Reset, and
+// Stats.Err and Err report it.
+func (l *Log) Sync() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	if l.seg != nil {
+		if err := l.syncFiles(); err != nil {
+			return l.fail(err)
+		}
+	}
+	l.mu.RLock()
+	end := l.endLocked()
+	l.mu.RUnlock()
+	l.status.Lock()
+	l.status.synced, l.status.lastSync = end, time.Now()
+	l.status.Unlock()
+	return nil
+}
+
+// Reset starts a new generation: the stream from start+1 on, under id.
+// Everything held before is dropped, and a sticky error is cleared: Reset
+// is how the writer tries again after a failure.
+func (l *Log) Reset(id Identity, start int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.closeFiles()
+	l.mu.Lock()
+	old := l.segs
+	l.id, l.start, l.segs, l.total = id, start, nil, 0
+	l.gen++
+	m := l.metaLocked()
+	l.mu.Unlock()
+	l.status.Lock()
+	l.status.err, l.status.synced = nil, start
+	l.status.Unlock()
+	if err := l.writeMeta(m); err != nil {
+		return l.fail(err)
+	}
+	for _, s := range old {
+		for _, ext := range []string{segExt, crcExt} {
+			if err := removeIfExists(l.fsys, segName(s.first, ext)); err != nil {
+				return l.fail(fmt.Errorf("remove %s: %w", segName(s.first, ext), err))
+			}
+		}
+	}
+	return nil
+}
+
+// SetIdentity records a change of replid at the stream's current end (an
+// upstream +CONTINUE with a new replid).
+func (l *Log) SetIdentity(id Identity) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.id = id
+	m := l.metaLocked()
+	l.mu.Unlock()
+	if err := l.writeMeta(m); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package streamlog
+
+import (
+	"fmt"
+	"os"
+)
+
+// createSegment opens a new segment file under name: the spare, renamed,
+// when there is one, else a new file. REQUIRES: wmu held.
+func (l *Log) createSegment(name string) (f File, reused bool, err error) {
+	if l.spare {
+		l.spare = false
+		if err := l.fsys.Rename(spareName, name); err == nil {
+			if f, err := l.fsys.OpenFile(name, os.O_RDWR, 0); err == nil {
+				return f, true, nil
+			}
+		}
+		// The spare is gone or unusable: a new file, as without one.
+	}
+	f, err = l.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("create %s: %w", name, err)
+	}
+	return f, false, nil
+}
+
+// retain drops the oldest segments while the others hold MaxBytes. The
+// first one dropped that no reader has open becomes the spare.
+// REQUIRES: wmu held.
+func (l *Log) retain() error {
+	for {
+		l.mu.Lock()
+		if len(l.segs) < 2 || l.total-l.segs[0].size() < l.maxBytes {
+			l.mu.Unlock()
+			return nil
+		}
+		old := l.segs[0]
+		l.segs = l.segs[1:]
+		l.total -= old.size()
+		m := l.metaLocked()
+		// Decided under mu: a reader opens a file only while its segment
+		// is listed, so none can open this one from here on.
+		recycle := !l.spare && l.readers[old.first] == 0
+		l.mu.Unlock()
+		// Unlisted first: a crash in between leaves files recovery removes.
+		if err := l.writeMeta(m); err != nil {
+			return err
+		}
+		if recycle && l.fsys.Rename(segName(old.first, segExt), spareName) == nil {
+			l.spare = true
+		}
+		for _, ext := range []string{segExt, crcExt} {
+			if err := removeIfExists(l.fsys, segName(old.first, ext)); err != nil {
+				return fmt.Errorf("remove %s: %w", segName(old.first, ext), err)
+			}
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package streamlog
+
+import (
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// blockFS holds the next fsync of a file, once armed, until release is
+// closed: a disk that takes its time.
+type blockFS struct {
+	FS
+	armed   atomic.Bool
+	entered chan struct{} // closed when the held fsync starts
+	release chan struct{}
+}
+
+func (b *blockFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := b.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return blockFile{f, b}, nil
+}
+
+type blockFile struct {
+	File
+	fs *blockFS
+}
+
+func (f blockFile) Sync() error {
+	if f.fs.armed.CompareAndSwap(true, false) {
+		close(f.fs.entered)
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+// stuckAfter is how long a call may take before the test calls it stuck:
+// a deadline for a wait, not a performance goal.
+const stuckAfter = 10 * time.Second
+
+// TestStatsDuringSync: the figures INFO and /metrics read (Stats, Err,
+// IndexBytes) come back while an fsync is in progress, instead of waiting
+// behind it; they show the bytes appended, and Synced moves once the fsync
+// is done.
+func TestStatsDuringSync(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	bfs := &blockFS{FS: RootFS{root}, entered: make(chan struct{}), release: make(chan struct{})}
+	l, _ := openDir(t, dir, Options{FS: bfs, MaxBytes: 1 << 30})
+	if err := l.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	data := stream(100<<10, 7)
+	if err := l.Append(data, true); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(bfs.release)
+		}
+	}
+	defer release() // before openDir's Close, which waits for the Sync
+
+	bfs.armed.Store(true)
+	synced := make(chan error, 1)
+	go func() { synced <- l.Sync() }()
+	select {
+	case <-bfs.entered:
+	case <-time.After(stuckAfter):
+		t.Fatal("the Sync never reached the disk")
+	}
+
+	read := make(chan Stats, 1)
+	go func() {
+		st := l.Stats()
+		l.Err()
+		l.IndexBytes()
+		read <- st
+	}()
+	select {
+	case st := <-read:
+		if st.Last != int64(len(data)) || st.Bytes != int64(len(data)) || st.Synced != 0 || st.Err != nil {
+			t.Errorf("Stats during the fsync: %+v, want the %d bytes appended, none synced yet", st, len(data))
+		}
+	case <-time.After(stuckAfter):
+		t.Fatalf("Stats did not return within %v while an fsync was held: it waits behind the disk", stuckAfter)
+	}
+
+	release()
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Synced != int64(len(data)) || st.LastSync.IsZero() {
+		t.Errorf("Stats after the fsync: %+v, want synced to %d", st, len(data))
+	}
+}

@@ -64,7 +64,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecoverMeta$$' -fuzztime $(FUZZTIME) ./streamlog/
-	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotMeta$$' -fuzztime $(FUZZTIME) ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzMeta$$' -fuzztime $(FUZZTIME) ./proxy/snapfile/
 
 # demo starts a real primary, replproxy and three real replicas of the proxy on
 # 127.0.0.1, writes data to the primary and checks that every replica matches it.

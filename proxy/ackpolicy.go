@@ -65,7 +65,7 @@ func (s *Server) ackOffset(applied int64) upstream.Ack {
 	if n == 0 {
 		return upstream.Ack{Off: applied}
 	}
-	offs, times := s.clients.ackOffsets(s.hist.epoch())
+	offs, times := s.clients.ackOffsets(s.hist.Epoch())
 	heard := nthLatest(times, n)
 	return upstream.Ack{
 		Off:   quorumOffset(offs, n, applied),

@@ -101,7 +101,7 @@ func TestAdminCommands(t *testing.T) {
 			t.Errorf("%v answered %q, want %q...", tc.args, got, tc.want)
 		}
 	}
-	if got := p.hist.stream().BacklogSize(); got != 2<<20 {
+	if got := p.hist.Stream().BacklogSize(); got != 2<<20 {
 		t.Errorf("CONFIG SET repl-backlog-size did not reach the stream: %d", got)
 	}
 	// PSYNC without an upstream link: refused as Redis refuses it.

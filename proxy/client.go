@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -51,7 +52,7 @@ type client struct {
 	helloSubscribed bool
 
 	hs   replicaHandshake // what REPLCONF said
-	plan syncPlan         // how the replica is to be served
+	plan history.Plan     // how the replica is to be served
 
 	asReplica atomic.Pointer[replica] // set by PSYNC/SYNC: the client is a replica from then on; any goroutine may read it
 	outCap    atomic.Int64            // cap of out after the last flush, for memory accounting

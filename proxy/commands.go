@@ -186,7 +186,7 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 	if cfg.MasterHost == "" {
 		c.out = wire.AppendArrayHeader(c.out, 3)
 		c.out = wire.AppendBulkString(c.out, "master")
-		c.out = wire.AppendInt(c.out, s.hist.stream().Offset())
+		c.out = wire.AppendInt(c.out, s.hist.Stream().Offset())
 		c.out = s.appendRoleReplicas(c.out)
 		return false
 	}

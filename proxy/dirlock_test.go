@@ -11,6 +11,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
@@ -24,7 +25,7 @@ func TestDirLockedWithoutLog(t *testing.T) {
 	dir := t.TempDir()
 	_, xc := startProxyOf(t, primary, "--dir", dir)
 	waitSnapshotOnDisk(t, xc)
-	files := []string{spillFileName, snapshotMetaName}
+	files := []string{snapfile.FileName, snapfile.MetaName}
 	before := map[string]os.FileInfo{}
 	for _, name := range files {
 		fi, err := os.Stat(filepath.Join(dir, name))

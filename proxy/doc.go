@@ -9,19 +9,20 @@
 // until its context ends or Close is called (Close is idempotent). It is
 // made of parts with one owner each:
 //
-//   - history (history*.go): the replication identity (replid, replid2,
-//     second_repl_offset), the stream (*replbuf.Stream), the snapshots
-//     (newest, retired, spilled, being spilled, arriving from the main
-//     link), the one snapshot fetch in
-//     flight, the sync plans (planPartial, planFull) and eviction. Nothing
-//     outside these files touches its fields.
+//   - history (package history): the replication identity, the stream, the
+//     snapshots, the one fetch in flight, the sync plans and eviction
+//     candidates. It returns the work it decides on (a fetch to run, a
+//     snapshot to write to dir), which the server starts (downstream.go's
+//     planFull, memory.go, snapshot_disk.go); its package doc gives its
+//     callers and its lock.
 //   - upstream (package upstream; upstream.go here): the main link to the
 //     primary (handshake, payload, stream loop, ACKs) and the side links
 //     that fetch a snapshot for replicas needing a full sync. It sees the
 //     server only through upstream.Host, which upstream.go implements on the
 //     configuration and the history, and ackpolicy.go (what is acknowledged
 //     upstream under ack-policy) on the registry's replicas; fetch.go runs
-//     the shared fetches; payload_disk.go decides where a full sync's
+//     the shared fetches, whose retries are the link's (FetchLoop, one
+//     backoff rule with its reconnects); payload_disk.go decides where a full sync's
 //     payload, or a fetch's, goes while it arrives (memory, or dir past a
 //     small window).
 //   - replid (package replid): the replid and offset rules both sides check
@@ -56,7 +57,8 @@
 //     replica_host.go implements, and the history; it adds to counters
 //     handed over at PSYNC (replicaCounters). This is the part that becomes
 //     package downstream.
-//   - the stream log (durable.go; package streamlog): with repl-log-size,
+//   - the stream log (durable.go; package streamlog, its follower in package
+//     history): with repl-log-size,
 //     the stream kept in dir/replproxy-log, recovered at New (the history
 //     then starts at its end, and the link asks for PSYNC <replid> <end+1>),
 //     read by partial resyncs older than the memory backlog and by replicas
@@ -67,6 +69,10 @@
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output-buffer limits, maxmemory and eviction, memory given
 //     back to the OS, snapshots spilled to dir.
+//   - the snapshot files in dir (package snapfile): written through a sink
+//     (one rename into place), their metadata, verified at restart, opened
+//     only if unchanged; spill.go, snapshot_disk.go and payload_disk.go
+//     decide when one is written, snapfile how.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
 //     them (stats.go, closereason.go). INFO is written in info.go alone,
 //     from one report (report.go): the figures read once from their
@@ -76,7 +82,7 @@
 //   - the monitoring server (package metrics; metrics.go here):
 //     metrics-port's HTTP server, /metrics rendering the metrics.Figures
 //     that report.figures makes of a report at each scrape (no counters of
-//     its own), /healthz, and /readyz's rule (readiness, history.servable).
+//     its own), /healthz, and /readyz's rule (readiness, History.Servable).
 //     It holds a bounded number of connections, each for a bounded time,
 //     inside the descriptor budget (fdbudget.go: maxclients + ReservedFDs
 //     is what the process asks of the open file limit).
@@ -115,10 +121,11 @@
 // connection. Snapshot fetches, spills and memory returns run on the background
 // group (goBackground), which has Run's lifetime: a fetch goroutine owns its
 // side-link connection. With the stream log, Run also starts its follower
-// (a cursor on the stream that appends every published byte to the log; it
-// is the last of the stream's readers to stop, after the clients, and
-// closes the log) and a syncer (repl-log-fsync everysec), on a context of
-// their own. A replica's writer sends from the log (sendLog) while the
+// (history.Follower: a cursor on the stream that appends every published
+// byte to the log; it is the last of the stream's readers to stop, after
+// the clients), which runs the syncer (repl-log-fsync everysec) beside it
+// and joins it, on a context of their own; Run waits for both, then closes
+// the log. A replica's writer sends from the log (sendLog) while the
 // replica is out of the memory window or resumes from an offset only the
 // log holds, then moves back to a cursor; the position that moves carries
 // the stream generation (cursor, log reader, cursor), and at the log's end
@@ -131,13 +138,12 @@
 // # Locks
 //
 // Each part has its own lock, and none is held while taking another proxy
-// lock but the pair history.mu → bgMu:
+// lock:
 //
-//   - history.mu guards the history. It is the only proxy lock ever held
-//     while calling into replbuf (history.mu, then replbuf's Stream.mu, then
-//     Pool.mu). Under it only bgMu may be taken, by planFull, evict and the
-//     monitor's persistNewest and refetchSpilled (snapshot_disk.go) to start
-//     the fetch or spill they record.
+//   - history.History.mu guards the history (package history). It is a
+//     leaf but for replbuf and the stream log, and takes no proxy lock: the
+//     fetch or write it records is started by the caller, on the
+//     background group (bgMu), after the history's lock is released.
 //   - registry.mu is a leaf: taken alone, and nothing under it blocks, logs
 //     or touches a socket; callers take a list and act on it after.
 //   - The configuration has no reader lock (an atomic.Pointer); its writers
@@ -146,7 +152,7 @@
 //     only proxy lock taken is ln (the listener set), by a change of port
 //     or bind, which also opens its sockets under writeMu, as Redis's
 //     single thread does (the backlog size is set after, under
-//     history.mu). The TLS files are read under it too (files, no socket),
+//     History.mu). The TLS files are read under it too (files, no socket),
 //     so that the material is published with the configuration naming it;
 //     only writers wait for that. So is a new dir's lock taken (one open
 //     and flock, CONFIG SET dir), so that it is published with the dir.
@@ -155,10 +161,10 @@
 //     old listeners are closed after it is released.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O, and nothing is
 //     taken under it but a load of the configuration.
-//   - history.mu is held while calling into the stream log (planPartial,
-//     planFull, attachFetched: the log's identity, bounds and a new reader):
-//     history.mu, then streamlog's lock. The follower calls the log with no
-//     proxy lock held, and records under history.mu alone which stream
+//   - History.mu is held while calling into the stream log (PlanPartial,
+//     PlanFull, AttachFetched: the log's identity, bounds and a new reader):
+//     History.mu, then streamlog's lock. The follower calls the log with no
+//     proxy lock held, and records under History.mu alone which stream
 //     generation the log follows (logFollows), so that a plan from the log
 //     is made only for the generation the log holds; streamlog calls nothing
 //     back.
@@ -172,12 +178,12 @@
 //     answers to GETACK and the periodic ACKs on the main link, and guards
 //     the highest offset the session acknowledged and when it last sent an
 //     ACK (for the quiet rule of ackpolicy.go). Host.AckOffset is called
-//     before it is taken: it reads the configuration, then history.mu (the
+//     before it is taken: it reads the configuration, then History.mu (the
 //     epoch), then registry.mu, one at a time.
 //
 // No lock is held across network I/O but that last one, for one write
 // bounded by the write deadline. A change of identity (an upstream full
-// resync or a new replid) is made under history.mu and returns an epoch; the
+// resync or a new replid) is made under History.mu and returns an epoch; the
 // caller then closes, from the registry and with no lock held, the replicas
 // planned before that epoch.
 //

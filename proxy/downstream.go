@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
@@ -68,13 +69,13 @@ type replicaHandshake struct {
 type replica struct {
 	c      *client
 	host   replicaHost
-	hist   *history
+	hist   *history.History
 	count  replicaCounters
 	hs     replicaHandshake
-	legacy bool   // SYNC: no +FULLRESYNC line, no ACK timeout
-	fetch  *fetch // the snapshot fetch its plan joined, if any: counted in its waiters
-	epoch  uint64 // the history's epoch its plan was made in
-	ip     string // for INFO: ip-address, else the peer's address
+	legacy bool           // SYNC: no +FULLRESYNC line, no ACK timeout
+	fetch  *history.Fetch // the snapshot fetch its plan joined, if any: counted in its waiters
+	epoch  uint64         // the history's epoch its plan was made in
+	ip     string         // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 	// replconf is the command table's name of REPLCONF, which CLIENT LIST
 	// shows as a replica's last command; set at creation.
@@ -276,8 +277,8 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
-	plan, refused := s.hist.planPartial(replID, off, legacy)
-	if refused != partialAccepted {
+	plan, refused := s.hist.PlanPartial(replID, off, legacy)
+	if refused != history.PartialAccepted {
 		if s.up.State() != upstream.StateConnected {
 			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
 			return
@@ -295,19 +296,19 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		}
 	} else {
 		s.stats.syncPartialOK.Add(1)
-		if plan.fromLog != nil {
+		if plan.FromLog != nil {
 			s.stats.logPartialSyncs.Add(1)
 		}
 	}
 	r := &replica{c: c, host: s, hist: s.hist, count: s.replicaCounters(), hs: c.hs, legacy: legacy,
-		fetch: plan.fetch, epoch: plan.epoch, replconf: s.commands["replconf"].name, firstAck: make(chan struct{})}
+		fetch: plan.Fetch, epoch: plan.Epoch, replconf: s.commands["replconf"].name, firstAck: make(chan struct{})}
 	r.ip = c.hs.ip
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(c.addr)
 	}
 	r.log = c.log.With("replica-port", c.hs.port)
 	r.ackTime.Store(time.Now().UnixNano())
-	if plan.partial {
+	if plan.Partial {
 		r.state.Store(int32(replicaOnline))
 	} else {
 		r.state.Store(int32(replicaWaitBgsave))
@@ -315,20 +316,26 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	c.plan = plan
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
-	if plan.partial {
-		r.log.Info("partial resync accepted", "replid", plan.replID, "offset", off,
-			"backlog-bytes", s.hist.stream().Offset()+1-off, "from-log", plan.fromLog != nil)
+	if plan.Partial {
+		r.log.Info("partial resync accepted", "replid", plan.ReplID, "offset", off,
+			"backlog-bytes", s.hist.Stream().Offset()+1-off, "from-log", plan.FromLog != nil)
 	} else {
-		r.log.Info("full sync", "reason", refused, "replid", plan.replID, "offset", plan.offset, "fetching", plan.fetch != nil, "asked-replid", replID)
+		r.log.Info("full sync", "reason", refused, "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
 	}
 }
 
 // planFull plans a full sync: from the newest servable snapshot, else
-// from the one snapshot fetch, started on the background group if need be.
-func (s *Server) planFull() (syncPlan, error) {
-	return s.hist.planFull(func(f *fetch) bool {
-		return s.goBackground(func(ctx context.Context) { s.runFetch(ctx, f) })
-	})
+// from the one snapshot fetch, started on the background group (after the
+// history's lock is released) if the plan recorded a new one. A fetch that
+// cannot start, the server stopping, is undone and the sync refused.
+func (s *Server) planFull() (history.Plan, error) {
+	plan, start := s.hist.PlanFull()
+	if start != nil && !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, start) }) {
+		s.hist.FetchNotStarted(start)
+		s.hist.LeaveFetch(start)
+		return history.Plan{}, history.ErrShuttingDown
+	}
+	return plan, nil
 }
 
 // runReplica serves a client that became a replica, on the client's
@@ -340,7 +347,7 @@ func (s *Server) runReplica(ctx context.Context, c *client) {
 // run serves the replica: its write loop on a goroutine of its own, its
 // read loop on this one; whichever ends first ends both (exit), and run
 // returns once both have, the host told.
-func (r *replica) run(ctx context.Context, plan syncPlan) {
+func (r *replica) run(ctx context.Context, plan history.Plan) {
 	ctx, r.cancel = context.WithCancel(ctx)
 	defer r.cancel()
 	done := make(chan struct{})

@@ -48,7 +48,7 @@ func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan str
 		}
 		behind := s.replicasBehind()
 		if linkDown && behind == 0 {
-			s.log.Info("every replica has the whole stream", "offset", s.hist.stream().Offset())
+			s.log.Info("every replica has the whole stream", "offset", s.hist.Stream().Offset())
 			return
 		}
 		select {
@@ -56,7 +56,7 @@ func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan str
 			return
 		case <-deadline.C:
 			s.log.Warn("shutdown-timeout reached: closing replicas that are behind",
-				"replicas-behind", behind, "offset", s.hist.stream().Offset())
+				"replicas-behind", behind, "offset", s.hist.Stream().Offset())
 			return
 		case <-linkDone:
 		case <-tick.C:
@@ -71,7 +71,7 @@ func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan str
 // the kernel's buffer, which a close could cut short (unread ACKs turn a
 // close into a reset).
 func (s *Server) replicasBehind() int {
-	end := s.hist.stream().Offset()
+	end := s.hist.Stream().Offset()
 	n := 0
 	for _, r := range s.clients.replicaList() {
 		cur := r.cursor.Load()

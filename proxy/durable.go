@@ -1,19 +1,17 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
@@ -21,20 +19,12 @@ import (
 // streamlog, so that partial resyncs reach further back than the memory
 // backlog and survive a restart.
 //
-//   - Writing: one goroutine, the follower, reads the stream like a replica,
-//     through its own cursor, and appends every published byte to the log,
-//     marking the batches that end at the published end (whole commands).
-//     It never slows the relay: if the disk falls behind by more than the
-//     replica output limit, or fails, the follower lets go of its cursor,
-//     the log stops ("down", counted, one WARN per outage) and the proxy
-//     serves from memory as without a log; every logRetryInterval it starts
-//     the log again, as a new generation from the memory backlog's first
-//     byte. A new stream generation (an upstream full sync) starts a new
-//     log generation too; a new replid is recorded as it happens.
-//   - fsync: a second goroutine syncs once a second under `repl-log-fsync
-//     everysec`; under `always` the follower syncs after every batch.
+//   - Writing and fsync: the follower and its syncer (history.Follower),
+//     started by Run and joined at its end: every published byte is
+//     appended, and a log that fails or falls behind stops ("down") and is
+//     started again, the relay never waiting for it.
 //   - Reading: planPartial serves an offset older than the memory backlog
-//     from the log (history.mu, then the log's lock); the replica's writer
+//     from the log (History.mu, then the log's lock); the replica's writer
 //     sends the log from there, verifying each record, and moves to the
 //     shared blocks once its offset is in memory (replica_writer.go).
 //   - Restart: New recovers the log (verifying every record) and, when it
@@ -54,23 +44,14 @@ const (
 	logRetryInterval = 5 * time.Second
 )
 
-// errLogBehind stops the log when the disk cannot keep up with the stream.
-var errLogBehind = errors.New("the stream log fell behind the stream by more than the replica output buffer limit")
-
-// durable is the stream log and its state. The follower goroutine owns gen
-// and down's transitions; the atomics are read by INFO.
+// durable is the stream log and its follower. Set by New, read-only after.
 type durable struct {
-	log *streamlog.Log
-	rec streamlog.Recovery
-	lg  hclog.Logger
+	log    *streamlog.Log
+	rec    streamlog.Recovery
+	lg     hclog.Logger
+	follow *history.Follower // appends the stream to log; its state is INFO's
 
 	closeOnce sync.Once
-	retry     time.Duration // logRetryInterval, or a test's
-
-	gen     uint64      // the stream generation the log continues; follower-owned after Run starts
-	down    atomic.Bool // the log is not following the stream
-	errors  atomic.Int64
-	lastErr atomic.Pointer[string]
 
 	// appended wakes the replicas sending from the log's end (sendLog)
 	// when the follower has appended, or the log stopped following.
@@ -154,162 +135,35 @@ func (s *Server) recovered(d *durable) {
 		d.lg.Info("stream log: empty")
 		return
 	}
-	s.hist.recoverFrom(id, last)
-	d.gen = s.hist.stream().Generation()
-	s.hist.logFollows(d.gen)
+	s.hist.RecoverFrom(id, last)
+	d.follow.Recovered()
 	s.up.ResumeFrom(last)
 	d.lg.Info("stream log: history recovered", "replid", id.ReplID, "first-offset", first, "last-offset", last,
 		"verified-bytes", rec.Verified, "unfinished-bytes", rec.Unfinished)
 }
 
-// fault records why the log went down, and warns once per outage.
-func (d *durable) fault(err error) {
-	d.errors.Add(1)
-	msg := err.Error()
-	d.lastErr.Store(&msg)
-	if !d.down.Swap(true) {
-		d.lg.Warn("stream log stopped: serving from memory only until it can resume",
-			"error", err, "retry-in", d.retry)
-	}
-}
+// errGenerationMoved is a stream generation that changed while a reader
+// attached (the history's rule, for the replica's move to memory).
+var errGenerationMoved = history.ErrGenerationMoved
 
-// runLogFollower appends the stream to the log until ctx ends, then appends
-// what is left and closes the log. See the comment at the top of the file.
-func (s *Server) runLogFollower(ctx context.Context) {
-	d := s.durable
-	defer d.close()
-	for {
-		err := s.followLog(ctx)
-		// Whatever ended it, the log no longer follows the stream: no plan
-		// may read it until the next round has reset or reattached it.
-		s.hist.logFollows(0)
-		d.appended.notify() // readers at its end look again
-		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, replbuf.ErrReset) || errors.Is(err, errGenerationMoved) {
-			continue // a new generation: the next round resets the log
-		}
-		d.fault(err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d.retry):
-		}
-	}
-}
-
-// errGenerationMoved is a stream generation that changed while the follower
-// attached.
-var errGenerationMoved = errors.New("the stream started a new generation")
-
-// followLog attaches the follower's cursor where the log continues the
-// stream, or resets the log to the memory backlog when it cannot, and then
-// appends until an error, ctx's end (after a last drain) or a new
-// generation.
-func (s *Server) followLog(ctx context.Context) error {
-	d := s.durable
-	st := s.hist.stream()
-	id, ok := s.hist.awaitHistory(ctx)
-	if !ok {
-		return ctx.Err()
-	}
-	gen := st.Generation()
-	var cur *replbuf.Cursor
-	if gen == d.gen && !d.down.Load() && d.log.Err() == nil && d.log.Identity().ReplID != "" {
-		_, last := d.log.Bounds()
-		cur, _ = st.Attach(last + 1) // nil when the memory no longer holds it
-	}
-	if cur == nil {
-		memFirst, _ := st.Backlog()
-		c, err := st.Attach(memFirst)
-		if err != nil {
-			return fmt.Errorf("attach to the stream: %w", err)
-		}
-		if err := d.log.Reset(logIdentity(id), memFirst-1); err != nil {
-			c.Close()
-			return err
-		}
-		cur, d.gen = c, gen
-	}
-	defer cur.Close()
-	if !s.hist.logFollows(gen) {
-		return errGenerationMoved
-	}
-	if d.down.Swap(false) {
-		d.lg.Info("stream log resumed", "offset", cur.Offset())
-	}
-	epoch := s.hist.epoch()
-	for {
-		if e := s.hist.epoch(); e != epoch {
-			// A new replid at the same generation (+CONTINUE <new id>).
-			epoch = e
-			if err := d.log.SetIdentity(logIdentity(s.hist.identity())); err != nil {
-				return err
+// followerConfig is what d's follower reads of the configuration in force,
+// and how it wakes the replicas waiting at the log's end.
+func (s *Server) followerConfig(d *durable, retry time.Duration) history.FollowerConfig {
+	return history.FollowerConfig{
+		Fsync: func() history.Fsync {
+			switch s.config().ReplLogFsync {
+			case config.FsyncAlways:
+				return history.FsyncAlways
+			case config.FsyncEverySec:
+				return history.FsyncEverySec
 			}
-		}
-		bufs, err := cur.Pending()
-		if err != nil {
-			return err
-		}
-		if len(*bufs) == 0 {
-			if ctx.Err() != nil {
-				return ctx.Err() // drained: everything published is in the log
-			}
-			if err := cur.Wait(ctx); err != nil && ctx.Err() == nil {
-				return err
-			}
-			continue
-		}
-		var n int64
-		for _, b := range *bufs {
-			n += int64(len(b))
-		}
-		// The published end is always a command's end; a batch that
-		// reaches it ends one.
-		boundary := cur.Offset()+n-1 == st.Offset()
-		for i, b := range *bufs {
-			if err := d.log.Append(b, boundary && i == len(*bufs)-1); err != nil {
-				return err
-			}
-		}
-		d.appended.notify()
-		if err := cur.Advance(n); err != nil {
-			return err
-		}
-		if s.config().ReplLogFsync == config.FsyncAlways {
-			if err := d.log.Sync(); err != nil {
-				return err
-			}
-		}
-		if limit := replicaHardLimit(s.config()); limit > 0 && cur.Lag() > limit {
-			return errLogBehind
-		}
+			return history.FsyncNo
+		},
+		BehindLimit: func() int64 { return replicaHardLimit(s.config()) },
+		Retry:       retry,
+		SyncEvery:   time.Second,
+		Appended:    d.appended.notify,
 	}
-}
-
-// runLogSyncer syncs the log once a second under repl-log-fsync everysec.
-// A failed sync makes the log's error sticky; the follower then stops it.
-func (s *Server) runLogSyncer(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if s.config().ReplLogFsync == config.FsyncEverySec && !s.durable.down.Load() {
-				if err := s.durable.log.Sync(); err != nil && s.durable.log.Identity().ReplID != "" {
-					s.durable.lg.Debug("stream log: sync failed", "error", err)
-				}
-			}
-		}
-	}
-}
-
-// logIdentity converts the history's identity for the log.
-func logIdentity(id replIdentity) streamlog.Identity {
-	return streamlog.Identity{ReplID: id.replID, ReplID2: id.replID2, SecondOffset: id.secondOffset}
 }
 
 // minMemoryWindow is the least memoryWindow is.
@@ -325,5 +179,5 @@ func (s *Server) memoryWindow() int64 {
 
 // logLive reports whether the stream log follows the stream now.
 func (s *Server) logLive() bool {
-	return s.durable != nil && !s.durable.down.Load()
+	return s.durable != nil && !s.durable.follow.Down()
 }

@@ -192,16 +192,25 @@ func TestLogDirLocked(t *testing.T) {
 }
 
 // faultFS makes every write and sync of the stream log fail while failing
-// is set.
+// is set, and every sync alone while syncFailing is.
 type faultFS struct {
 	streamlog.FS
-	mu      sync.Mutex
-	failing bool
+	mu          sync.Mutex
+	failing     bool
+	syncFailing bool
 }
 
 func (f *faultFS) set(on bool) { f.mu.Lock(); f.failing = on; f.mu.Unlock() }
 
+func (f *faultFS) setSync(on bool) { f.mu.Lock(); f.syncFailing = on; f.mu.Unlock() }
+
 func (f *faultFS) broken() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.failing }
+
+func (f *faultFS) syncBroken() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failing || f.syncFailing
+}
 
 var errInjected = errors.New("injected: no space left on device")
 
@@ -229,7 +238,7 @@ func (f faultFile) Write(p []byte) (int, error) {
 }
 
 func (f faultFile) Sync() error {
-	if f.fs.broken() {
+	if f.fs.syncBroken() {
 		return errInjected
 	}
 	return f.File.Sync()
@@ -281,6 +290,46 @@ func TestLogDiskFailure(t *testing.T) {
 	waitLogged(t, pc, xc)
 	if !p.Log.Contains("stream log resumed") {
 		t.Fatal("no log line for the resumed log")
+	}
+}
+
+// TestLogSyncFailureShows: a failed fsync (repl-log-fsync everysec, the
+// disk otherwise fine, nothing appended after it) is a fault of the log like
+// a failed write: the log stops at once, INFO persistence says
+// repl_log_status:down with the sync's error, and one WARN says why. The
+// syncer used to log it at Debug while INFO kept saying ok until the next
+// append failed on the log's sticky error.
+func TestLogSyncFailureShows(t *testing.T) {
+	ffs := &faultFS{}
+	primary, pc := startPrimary(t)
+	// No PING from the primary meanwhile: nothing is appended after the
+	// failure, so only the syncer can tell.
+	pc.MustDo(t, "CONFIG", "SET", "repl-ping-replica-period", "3600")
+	p := newTestProxy(t, proxySetup{
+		args: replicaOf(primary),
+		opts: Options{
+			logFS:    func(inner streamlog.FS) streamlog.FS { ffs.FS = inner; return ffs },
+			logRetry: time.Hour, // one outage, no retry within the test
+		},
+	})
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	writeValues(t, pc, "k", 10, 100)
+	waitLogged(t, pc, xc)
+
+	ffs.setSync(true)
+	redistest.WaitFor(t, 10*time.Second, "repl_log_status:down after a failed sync", func() bool {
+		return xc.Info(t, "persistence")["repl_log_status"] == "down"
+	})
+	info := xc.Info(t, "persistence")
+	if !strings.Contains(info["repl_log_last_error"], "sync") || !strings.Contains(info["repl_log_last_error"], "injected") {
+		t.Fatalf("repl_log_last_error %q, want the failed sync's", info["repl_log_last_error"])
+	}
+	if n := xc.InfoInt(t, "persistence", "repl_log_errors"); n != 1 {
+		t.Fatalf("repl_log_errors %d, want 1", n)
+	}
+	if n := p.Log.Count("stream log stopped"); n != 1 {
+		t.Fatalf("%d WARN lines for the failed sync, want 1", n)
 	}
 }
 

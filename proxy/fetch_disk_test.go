@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/big"
 	"runtime"
@@ -14,9 +13,9 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
-	"github.com/replproxy/replproxy/replid"
 )
 
 // A fetched snapshot that may pass the memory limit goes to dir as it
@@ -44,18 +43,14 @@ func startFetchDiskLogProxy(t *testing.T, h *fakePrimary) *testProxy {
 	p := newTestProxy(t, proxySetup{quiet: true, args: append(h.replicaOf(), "--repl-timeout", "1", "--repl-backlog-size", "16kb")})
 	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool { return p.up.State() == upstream.StateConnected })
 	waitSnapshotOnDisk(t, redistest.Dial(t, p.AddrString()))
-	p.hist.mu.Lock()
-	p.hist.retireLocked(p.hist.mu.snapshot)
-	p.hist.mu.snapshot, p.hist.mu.spilled = nil, nil
-	p.hist.mu.Unlock()
+	p.hist.Retire(p.hist.Newest(), true)
 	return p
 }
 
 // fetchWaiting reports whether p's fetch in flight has n waiting replicas.
 func fetchWaiting(p *testProxy, n int) bool {
-	p.hist.mu.Lock()
-	defer p.hist.mu.Unlock()
-	return p.hist.mu.fetch != nil && p.hist.mu.fetch.waiters == n
+	f, waiters := p.hist.InFlight()
+	return f != nil && waiters == n
 }
 
 // payloadCRC reads a sync payload, either form, after the keepalive
@@ -141,7 +136,7 @@ func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *fakePrim
 	sample := func() {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		snap, _ := p.hist.snapshotBytes()
+		snap, _ := p.hist.SnapshotBytes()
 		mu.Lock()
 		peakHeap = max(peakHeap, int64(ms.HeapInuse)-base)
 		peakSnap = max(peakSnap, snap)
@@ -244,7 +239,7 @@ func TestFetchDeclaredLargerThanDisk(t *testing.T) {
 		if hc.n > 1 {
 			return hc.goodFetch()
 		}
-		free, err := freeSpace(p.config().Dir)
+		free, err := snapfile.FreeSpace(p.config().Dir)
 		if err != nil {
 			return err
 		}
@@ -314,46 +309,5 @@ func TestFetchedEOFPayloadToDiskRedis(t *testing.T) {
 	}
 	if n := p.Log.Count("from-disk=true"); n != 2 {
 		t.Errorf("%d replicas sent the snapshot from dir, want 2", n)
-	}
-}
-
-// TestFetchedPayloadAfterUpstreamSync: a fetched payload that may go to dir
-// becomes the newest snapshot only when it ends; if an upstream full sync
-// started a new generation meanwhile, under the same replid at a later
-// offset, the fetch's waiters are refused and the upstream sync's snapshot
-// stays the newest.
-func TestFetchedPayloadAfterUpstreamSync(t *testing.T) {
-	a := replid.New()
-	h := newTestHistory(t, a, 100)
-	f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
-	h.mu.Lock()
-	h.mu.fetch = f
-	h.mu.Unlock()
-	fetched := replbuf.NewSnapshot(a, 100, h.pool, time.Now())
-	pf := &payloadFile{sn: fetched, limit: 1 << 20, stuck: true} // kept in memory: no dir
-	if err := h.fetchStarted(f, fetched, pf); err != nil {
-		t.Fatal(err)
-	}
-	if err := fetched.Append(linkRDB(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := fetched.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	later := replbuf.NewSnapshot(a, 5000, h.pool, time.Now())
-	if err := later.Append(linkRDB(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := later.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	h.install(later)
-	h.fetchEnded(f, nil)
-	<-f.done
-	if !errors.Is(f.doneErr, errFetchedStale) {
-		t.Errorf("the fetch's waiters told %v, want %v", f.doneErr, errFetchedStale)
-	}
-	if got := h.newest(); got != later {
-		t.Errorf("newest snapshot at offset %d, want the upstream sync's at 5000", got.Offset())
 	}
 }

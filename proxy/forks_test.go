@@ -99,9 +99,8 @@ func waitMonitorRounds(t *testing.T, p *testProxy, n int64) {
 // completed one.
 func noFetchStarted(t *testing.T, p *testProxy, xc *redistest.Client) {
 	t.Helper()
-	p.hist.mu.Lock()
-	inFlight := p.hist.mu.fetch != nil
-	p.hist.mu.Unlock()
+	f, _ := p.hist.InFlight()
+	inFlight := f != nil
 	if n := xc.InfoInt(t, "proxy", "snapshot_fetches"); inFlight || n != 0 {
 		t.Fatalf("a snapshot fetch with no replica needing one: in flight %v, completed %d (log: fetching a fresh snapshot %v)",
 			inFlight, n, p.Log.Contains("fetching a fresh snapshot"))

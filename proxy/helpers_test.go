@@ -15,6 +15,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 // testLogger sends a server's logs to t.Log, so they show up for failing tests
@@ -208,3 +209,12 @@ func waitOffsetsEqual(t testing.TB, primary, proxy *redistest.Client) int64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// crc64Writer sums what is written to it with replbuf.CRC64, for tests that
+// compare a payload with the file it went to.
+type crc64Writer struct{ crc uint64 }
+
+func (w *crc64Writer) Write(p []byte) (int, error) {
+	w.crc = replbuf.CRC64(w.crc, p)
+	return len(p), nil
+}

@@ -37,13 +37,11 @@ func startHostileProxy(t testing.TB, h *fakePrimary, args ...string) *testProxy 
 func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 	t.Helper()
 	redistest.WaitFor(t, 10*time.Second, "snapshot out of the backlog", func() bool {
-		p.hist.mu.Lock()
-		defer p.hist.mu.Unlock()
-		sn := p.hist.mu.snapshot
+		sn := p.hist.Newest()
 		if sn == nil {
 			return true
 		}
-		c, err := p.hist.stream().Attach(sn.Offset() + 1)
+		c, err := p.hist.Stream().Attach(sn.Offset() + 1)
 		if err != nil {
 			return true
 		}
@@ -54,9 +52,8 @@ func waitSnapshotUnservable(t testing.TB, p *testProxy) {
 
 // fetchInFlight reports whether the proxy has a snapshot fetch in flight.
 func fetchInFlight(p *testProxy) bool {
-	p.hist.mu.Lock()
-	defer p.hist.mu.Unlock()
-	return p.hist.mu.fetch != nil
+	f, _ := p.hist.InFlight()
+	return f != nil
 }
 
 // rawReplica is a replica of the proxy spoken byte for byte.

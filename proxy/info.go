@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -276,11 +277,11 @@ func writeInfoReplication(w infoWriter, r *report) {
 			rp.ip, rp.port, rp.state, rp.offset, rp.lag))
 	}
 	w.kv("master_failover_state", "no-failover")
-	w.kv("master_replid", id.replID)
-	w.kv("master_replid2", id.replID2)
+	w.kv("master_replid", id.ReplID)
+	w.kv("master_replid2", id.ReplID2)
 	w.kv("master_repl_offset", r.offset)
-	w.kv("second_repl_offset", id.secondOffset)
-	w.kv("repl_backlog_active", b2i(id.history))
+	w.kv("second_repl_offset", id.SecondOffset)
+	w.kv("repl_backlog_active", b2i(id.History))
 	w.kv("repl_backlog_size", cfg.ReplBacklogSize)
 	w.kv("repl_backlog_first_byte_offset", r.backlogFirst)
 	w.kv("repl_backlog_histlen", r.backlogLen)
@@ -300,12 +301,12 @@ func writeInfoProxy(w infoWriter, r *report) {
 	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits)
 	w.kv("stream_generation", r.generation)
 	w.kv("snapshot_fetches", st.snapshotFetches)
-	for fr := fetchReason(0); fr < numFetchReasons; fr++ {
+	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
 		w.kv("snapshot_fetches_"+fr.String(), st.snapshotFetchReasons[fr])
 	}
 	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures)
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes)
-	for fr := partialAccepted + 1; fr < numFullSyncReasons; fr++ {
+	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
 		w.kv("sync_full_"+fr.String(), st.fullSyncs[fr])
 	}
 	w.kv("replicas_dropped", st.replicasDropped)

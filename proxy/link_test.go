@@ -273,7 +273,7 @@ func linkVerify(srv *Server, res linkResult, w linkWant) error {
 	}
 
 	end := w.from - 1 + int64(len(w.stream))
-	if off := srv.hist.stream().Offset(); off != end {
+	if off := srv.hist.Stream().Offset(); off != end {
 		return fmt.Errorf("stream offset %d, want %d", off, end)
 	}
 	if a := srv.up.Applied(); a != end {
@@ -333,7 +333,7 @@ func linkSnapshotBytes(sn *replbuf.Snapshot) ([]byte, error) {
 
 // linkStreamBytes reads the stream from offset from up to its end.
 func linkStreamBytes(srv *Server, from int64) ([]byte, error) {
-	c, err := srv.hist.stream().Attach(from)
+	c, err := srv.hist.Stream().Attach(from)
 	if err != nil {
 		return nil, fmt.Errorf("attach at %d: %w", from, err)
 	}
@@ -439,7 +439,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 					if tr.name == "tcp" && len(cuts[i]) == 1 {
 						continue
 					}
-					from := srv.hist.stream().Offset() + 1
+					from := srv.hist.Stream().Offset() + 1
 					psync := "PSYNC " + replID + " " + strconv.FormatInt(from, 10)
 					reply := tc.reply
 					if tc.newID {

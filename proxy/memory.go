@@ -13,7 +13,6 @@ import (
 
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/wire"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // clientBufferBytes is what each connection's reader holds at least: its
@@ -37,11 +36,11 @@ func measureRuntimeBaseline() int64 {
 // memoryFigures gathers every category, at usable sizes.
 func (s *Server) memoryFigures() eviction.Figures {
 	f := eviction.Figures{
-		Stream:     s.hist.stream().Usage(),
+		Stream:     s.hist.Stream().Usage(),
 		FreeBlocks: s.pool.Stats().FreeBytes,
 		Runtime:    s.runtimeBaseline,
 	}
-	f.Snapshots, f.SnapshotsOnDisk = s.hist.snapshotBytes()
+	f.Snapshots, f.SnapshotsOnDisk = s.hist.SnapshotBytes()
 	f.NormalClients, f.ReplicaClients, f.Replicas = s.clients.bufferBytes()
 	if s.durable != nil {
 		f.LogIndex = s.durable.log.IndexBytes()
@@ -70,7 +69,7 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 		return
 	}
 	rep := s.memoryReport()
-	cands := s.hist.evictionCandidates()
+	cands := s.hist.EvictionCandidates()
 	actions, over := eviction.Plan(rep, limit, policy, cands)
 	s.overMaxMemory.Store(over) // still over once the planned evictions are done
 	if over && policy == eviction.NoEviction {
@@ -92,9 +91,9 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 // evictSnapshot evicts one snapshot: a retired one is released; the newest is
 // spilled to dir in the background (dropped if dir cannot be written).
 func (s *Server) evictSnapshot(id, dir string) {
-	s.hist.evict(id, func(sn *replbuf.Snapshot) bool {
-		return s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) })
-	})
+	if sn := s.hist.Evict(id); sn != nil && !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
+		s.hist.SpillNotStarted(sn)
+	}
 }
 
 // rssBytes reads the resident set size from /proc (0 where there is none).

@@ -178,7 +178,7 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 	// connection of its own, so that no buffer of the test outlives it.
 	memWriteBig(t, primary.Addr(), 280, 1<<20)
 	waitOffsetsEqual(t, pc, xc)
-	if u := p.hist.stream().Usage(); u.Total < 256<<20 {
+	if u := p.hist.Stream().Usage(); u.Total < 256<<20 {
 		t.Fatalf("only %d bytes of stream retained", u.Total)
 	}
 
@@ -202,7 +202,7 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 
 	xc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
 	redistest.WaitFor(t, 5*time.Second, "backlog trimmed", func() bool {
-		return p.hist.stream().Usage().Total < 4<<20
+		return p.hist.Stream().Usage().Total < 4<<20
 	})
 	check("released", 0)
 }

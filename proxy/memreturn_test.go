@@ -36,9 +36,7 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.hist.mu.Lock()
-	p.hist.retireLocked(sn)
-	p.hist.mu.Unlock()
+	p.hist.Retire(sn, false)
 	redistest.WaitFor(t, 10*time.Second, "the monitor to see the snapshot", func() bool {
 		return p.memReturn.high.Load() >= held
 	})

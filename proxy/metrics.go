@@ -88,7 +88,7 @@ func (s *Server) serveMetrics() (stop func()) {
 //   - the upstream link is up (state connected: streaming from the
 //     primary), or
 //   - it is not, but the history can serve replicas that return
-//     (history.servable): a sync with the primary has completed and the
+//     (History.Servable): a sync with the primary has completed and the
 //     backlog holds at least one byte, so a replica whose offset lies in it
 //     continues by partial resync. The stream does not advance until the link
 //     is back, and a new replica's full sync waits for it (-NOMASTERLINK).
@@ -110,7 +110,7 @@ func (s *Server) readiness() (ok bool, why string) {
 	if st == upstream.StateNone {
 		link = "no upstream (replicaof no one)"
 	}
-	ok, why = s.hist.servable()
+	ok, why = s.hist.Servable()
 	if ok {
 		return true, link + "; serving from history: " + why
 	}

@@ -44,7 +44,7 @@ func (s *Server) checkReplicas(now time.Time) {
 		softPeriod: cfg.ClientOutputBufferLimit.Replica.SoftPeriod,
 		timeout:    cfg.ReplTimeout,
 		live:       s.logLive(),
-		end:        s.hist.stream().Offset(),
+		end:        s.hist.Stream().Offset(),
 	}
 	for _, r := range s.clients.replicaList() {
 		if r.closed() {
@@ -70,7 +70,7 @@ func replicaHardLimit(cfg *config.Config) int64 {
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
 func (s *Server) releaseRetired() {
 	// Under maxmemory, memory given up is given back, not kept as free blocks.
-	s.hist.releaseRetired(s.config().MaxMemory > 0)
+	s.hist.ReleaseRetired(s.config().MaxMemory > 0)
 }
 
 // disconnectReplicas closes every replica planned before epoch, after a

@@ -3,6 +3,8 @@ package proxy
 import (
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
@@ -16,5 +18,27 @@ func TestReplicaHardLimit(t *testing.T) {
 		if got := replicaHardLimit(cfg); got != tc.want {
 			t.Errorf("hard %d with an 8mb backlog: %d, want %d", tc.hard, got, tc.want)
 		}
+	}
+}
+
+// TestDisconnectReplicasByEpoch: after an identity change, the replicas
+// planned before it are disconnected and one planned since (between the
+// change and the disconnection, which no longer share a lock) keeps its
+// connection.
+func TestDisconnectReplicasByEpoch(t *testing.T) {
+	s := linkNewServer(t, hclog.Off)
+	register := func(epoch uint64) *replica {
+		conn, _ := linkPipe(t)
+		r := &replica{c: &client{conn: conn, srv: s}, count: s.replicaCounters(), epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
+		s.clients.addReplica(r)
+		return r
+	}
+	before, since := register(1), register(2)
+	s.disconnectReplicas(closeReplIDChanged, 2)
+	if !before.closed() {
+		t.Error("a replica planned before the change kept its connection")
+	}
+	if since.closed() {
+		t.Error("a replica planned since the change was disconnected")
 	}
 }

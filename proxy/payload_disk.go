@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -25,7 +24,7 @@ import (
 //     payloadMemoryMax; with maxmemory-policy evict-snapshots, once it would
 //     take memory past maxmemory (the room left when its header arrived).
 //     From then on the link writes every byte to a new snapshot file in dir
-//     as it reads it (a spillWriter, as a spill's; the bytes already held
+//     as it reads it (a snapfile.Sink, as a spill's; the bytes already held
 //     are written first) and memory keeps only a window of payloadWindow
 //     bytes (replbuf.Snapshot.Window): the proxy's memory does not grow with
 //     the RDB, as a Redis replica with repl-diskless-load disabled writes
@@ -87,10 +86,11 @@ func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.Payl
 	if err != nil {
 		return nil, err
 	}
-	s.hist.payloadArriving(sn, f)
 	if f == nil {
+		s.hist.PayloadArriving(sn, nil)
 		return nil, nil // memory only (no typed nil in the interface)
 	}
+	s.hist.PayloadArriving(sn, f)
 	return f, nil
 }
 
@@ -114,23 +114,13 @@ func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*pa
 		return nil, nil // never past the limit: memory holds it
 	}
 	if size > limit {
-		free, err := freeSpace(cfg.Dir)
+		free, err := snapfile.FreeSpace(cfg.Dir)
 		if err == nil && size > free {
 			return nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
 		}
 	}
 	return &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
 		evict: evict, log: s.log.With("link", link)}, nil
-}
-
-// freeSpace is what an unprivileged writer may still write to dir's file
-// system.
-func freeSpace(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // payloadFile is the upstream.PayloadSink of a payload that goes to dir once
@@ -146,28 +136,29 @@ type payloadFile struct {
 	evict    bool  // limit is maxmemory's: going to dir is an eviction
 	log      hclog.Logger
 
-	w     *spillWriter // the file, once the payload went to dir
-	stuck bool         // the file could not be created: memory only
-	file  os.FileInfo  // the file as committed; nil before
+	w     *snapfile.Sink // the file, once the payload went to dir
+	stuck bool           // the file could not be created: memory only
+	file  *snapfile.File // the file as committed; nil before
 }
 
 // Write takes p, the payload's newest bytes, already in sn: once the payload
 // passes limit it goes to dir, the bytes held so far first.
 func (p *payloadFile) Write(b []byte) error {
 	if p.w != nil {
-		return p.w.write(b)
+		_, err := p.w.Write(b)
+		return err
 	}
 	if p.stuck || p.sn.Size() <= p.limit {
 		return nil
 	}
-	w, err := newSpillWriter(p.dir, p.random, p.withMeta)
+	w, err := snapfile.Create(p.dir, p.sn.ReplID(), p.sn.Offset(), p.sn.Created(), snapfile.Options{Random: p.random, WithMeta: p.withMeta})
 	if err != nil {
 		p.stuck = true
 		p.log.Warn("full sync payload kept in memory: cannot write it to dir", "dir", p.dir, "error", err)
 		return nil
 	}
 	if err := p.writeHeld(w); err != nil {
-		w.abort()
+		w.Cancel()
 		return err
 	}
 	p.sn.Window(payloadWindow)
@@ -178,7 +169,7 @@ func (p *payloadFile) Write(b []byte) error {
 
 // writeHeld writes every byte sn holds so far, all in memory (it is not yet
 // windowed), to w.
-func (p *payloadFile) writeHeld(w *spillWriter) error {
+func (p *payloadFile) writeHeld(w *snapfile.Sink) error {
 	rd, err := p.sn.NewReader()
 	if err != nil {
 		return err
@@ -192,7 +183,7 @@ func (p *payloadFile) writeHeld(w *spillWriter) error {
 		n := int64(0)
 		for _, b := range *bufs {
 			b = b[:min(int64(len(b)), left-n)]
-			if err := w.write(b); err != nil {
+			if _, err := w.Write(b); err != nil {
 				return err
 			}
 			if n += int64(len(b)); n == left {
@@ -214,26 +205,23 @@ func (p *payloadFile) Commit() error {
 	if p.w == nil {
 		return nil // held in memory
 	}
-	fi, err := p.w.commit(snapshotMeta{ReplID: p.sn.ReplID(), Offset: p.sn.Offset(), Created: p.sn.Created().UnixNano()})
+	file, err := p.w.Close()
 	if err != nil {
 		return err
 	}
-	p.file = fi
+	p.file = file
 	return nil
 }
 
 func (p *payloadFile) Abort() {
 	if p.w != nil {
-		p.w.abort()
+		p.w.Cancel()
 	}
 }
 
-// spilled is the record of the committed file, or nil for a payload held
-// in memory.
-func (p *payloadFile) spilled() *spilledSnapshot {
-	if p.file == nil {
-		return nil
-	}
-	return &spilledSnapshot{dir: p.dir, file: p.file, replID: p.sn.ReplID(), offset: p.sn.Offset(),
-		size: p.file.Size(), created: p.sn.Created()}
-}
+// Spilled is history.Payload's: the record of the committed file, or nil
+// for a payload held in memory.
+func (p *payloadFile) Spilled() *snapfile.File { return p.file }
+
+// Evicted is history.Payload's: maxmemory sent the payload to dir.
+func (p *payloadFile) Evicted() bool { return p.evict }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -144,14 +145,14 @@ func TestArrivingPayloadToDisk(t *testing.T) {
 		t.Errorf("repl_snapshot_size %d, want %d", got, size)
 	}
 	dir := p.config().Dir
-	sp, err := loadSnapshot(dir) // what a restart adopts: metadata, size and CRC64
+	sp, err := snapfile.Load(dir) // what a restart adopts: metadata, size and CRC64
 	if err != nil {
 		t.Fatalf("snapshot on disk not adoptable: %v", err)
 	}
-	if sp.size != size || sp.replID != linkReplID || sp.offset != linkOffset {
-		t.Errorf("snapshot on disk: %d bytes at %s:%d, want %d at %s:%d", sp.size, sp.replID, sp.offset, size, linkReplID, linkOffset)
+	if sp.Size != size || sp.ReplID != linkReplID || sp.Offset != linkOffset {
+		t.Errorf("snapshot on disk: %d bytes at %s:%d, want %d at %s:%d", sp.Size, sp.ReplID, sp.Offset, size, linkReplID, linkOffset)
 	}
-	f, err := os.Open(filepath.Join(dir, spillFileName))
+	f, err := os.Open(filepath.Join(dir, snapfile.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestArrivingPayloadToDisk(t *testing.T) {
 // retries (with the stream log on, the payload would go to dir).
 func TestDeclaredPayloadLargerThanDisk(t *testing.T) {
 	p, h, hc := startPayloadProxy(t, false)
-	free, err := freeSpace(p.config().Dir)
+	free, err := snapfile.FreeSpace(p.config().Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 // A registry is the set of connected clients and, among them, the replicas.
 //
 // Its lock is a leaf: it is never held while another proxy lock is taken, and
-// never taken while one (history.mu in particular) is held. Where a change
+// never taken while one (History.mu in particular) is held. Where a change
 // touches both the registry and the replication history, the two are done one
 // after the other, each under its own lock. Nothing under it blocks, logs or
 // touches a socket: callers take a list and act on it after.

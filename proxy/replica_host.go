@@ -27,7 +27,7 @@ func (s *Server) replicaCommand(c *client, args [][]byte) {
 // in the history: one lock at a time.
 func (s *Server) replicaEnded(r *replica) {
 	s.clients.removeReplica(r)
-	s.hist.leaveFetch(r.fetch)
+	s.hist.LeaveFetch(r.fetch)
 }
 
 // replicaCounters hands a new replica the counters it adds to.

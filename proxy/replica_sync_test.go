@@ -92,10 +92,7 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 			waitLinkUp(t, xc)
 			// No servable snapshot: the replica's full sync fetches one,
 			// which the fake primary sends EOF-marked and holds.
-			p.hist.mu.Lock()
-			p.hist.retireLocked(p.hist.mu.snapshot)
-			p.hist.mu.snapshot = nil
-			p.hist.mu.Unlock()
+			p.hist.Retire(p.hist.Newest(), false)
 
 			conn, err := net.Dial("tcp", p.AddrString())
 			if err != nil {

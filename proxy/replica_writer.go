@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -25,7 +26,7 @@ import (
 // writeLoop serves plan on its sync path: the reply (+CONTINUE or
 // +FULLRESYNC), the payload, and then the stream until the connection or the
 // stream ends.
-func (r *replica) writeLoop(ctx context.Context, plan syncPlan) error {
+func (r *replica) writeLoop(ctx context.Context, plan history.Plan) error {
 	w := &replicaWriter{r: r, conn: r.c.conn, timeout: r.host.replTimeout(), out: r.count.outputBytes}
 	defer w.release(&plan)
 	return w.serve(ctx, &plan)
@@ -65,26 +66,26 @@ func (p syncPath) String() string {
 // choosePath says how plan is to be served now. A fetch's plan changes as
 // the fetch goes (awaitFetch, fetchedPayload complete it), and is chosen
 // again each time.
-func choosePath(plan *syncPlan) syncPath {
+func choosePath(plan *history.Plan) syncPath {
 	switch {
-	case plan.partial && plan.fromLog != nil:
+	case plan.Partial && plan.FromLog != nil:
 		return pathPartialLog
-	case plan.partial:
+	case plan.Partial:
 		return pathPartialMemory
-	case plan.file != nil:
+	case plan.File != nil:
 		return pathFullFile
-	case plan.snapshot != nil:
+	case plan.Snapshot != nil:
 		return pathFullMemory
-	case plan.cursor != nil || plan.fromLog != nil:
+	case plan.Cursor != nil || plan.FromLog != nil:
 		// The fetch started and its stream is pinned, but its payload may
-		// go to dir: it is sent once it has ended (fetch.file).
+		// go to dir: it is sent once it has ended (history.Fetch.ToDisk).
 		return pathFetchedPayload
 	}
 	return pathAwaitFetch
 }
 
 // serve runs plan's sync path: the one dispatch.
-func (w *replicaWriter) serve(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) serve(ctx context.Context, plan *history.Plan) error {
 	switch choosePath(plan) {
 	case pathPartialMemory:
 		return w.partialFromMemory(ctx, plan)
@@ -114,24 +115,24 @@ type replicaWriter struct {
 // cursors, readers and file of its plan, which each path leaves in plan
 // while it uses them; r.cursor only lets others read the stream cursor's
 // figures.
-func (w *replicaWriter) release(plan *syncPlan) {
+func (w *replicaWriter) release(plan *history.Plan) {
 	w.r.cursor.Store(nil)
-	if plan.cursor != nil {
-		plan.cursor.Close()
+	if plan.Cursor != nil {
+		plan.Cursor.Close()
 	}
-	if plan.reader != nil {
-		plan.reader.Close()
+	if plan.Reader != nil {
+		plan.Reader.Close()
 	}
-	if plan.file != nil {
-		plan.file.Close()
+	if plan.File != nil {
+		plan.File.Close()
 	}
-	if plan.fromLog != nil {
-		plan.fromLog.Close() // Close is idempotent
+	if plan.FromLog != nil {
+		plan.FromLog.Close() // Close is idempotent
 	}
 }
 
 // partialFromMemory: +CONTINUE, then the stream from the plan's cursor.
-func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *history.Plan) error {
 	if err := w.sendContinue(plan); err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *syncPlan) e
 
 // partialFromLog: +CONTINUE, then the stream log from the replica's offset
 // (older than memory holds) up to memory, then the stream.
-func (w *replicaWriter) partialFromLog(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) partialFromLog(ctx context.Context, plan *history.Plan) error {
 	if err := w.sendContinue(plan); err != nil {
 		return err
 	}
@@ -148,77 +149,77 @@ func (w *replicaWriter) partialFromLog(ctx context.Context, plan *syncPlan) erro
 }
 
 // sendContinue writes +CONTINUE, with the replid to a psync2 replica.
-func (w *replicaWriter) sendContinue(plan *syncPlan) error {
+func (w *replicaWriter) sendContinue(plan *history.Plan) error {
 	line := "+CONTINUE\r\n"
 	if w.r.hs.capaPSync2 {
-		line = "+CONTINUE " + plan.replID + "\r\n"
+		line = "+CONTINUE " + plan.ReplID + "\r\n"
 	}
 	return w.write([]byte(line))
 }
 
 // fullFromMemory: +FULLRESYNC, a snapshot in memory ("$<len>", or
 // "$EOF:<mark>" while it still arrives), then the stream.
-func (w *replicaWriter) fullFromMemory(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) fullFromMemory(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
-	eof, err := w.sendSnapshot(ctx, plan.snapshot, plan.reader)
+	eof, err := w.sendSnapshot(ctx, plan.Snapshot, plan.Reader)
 	if err != nil {
 		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
 	}
-	return w.online(ctx, plan, eof, plan.snapshot.Size(), false)
+	return w.online(ctx, plan, eof, plan.Snapshot.Size(), false)
 }
 
 // fullFromFile: +FULLRESYNC, a snapshot file in dir (sendfile), then the
 // stream.
-func (w *replicaWriter) fullFromFile(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) fullFromFile(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
-	if err := w.sendFile(ctx, plan.file, plan.spilled.size); err != nil {
+	if err := w.sendFile(ctx, plan.File, plan.Spilled.Size); err != nil {
 		return fullSyncError{fmt.Errorf("sending snapshot: %w", err)}
 	}
-	return w.online(ctx, plan, false, plan.spilled.size, true)
+	return w.online(ctx, plan, false, plan.Spilled.Size, true)
 }
 
 // awaitFetch waits for plan's shared fetch to start, sending keepalive
 // newlines (allowed before +FULLRESYNC), then completes plan with a reader
 // of the fetched snapshot (none yet for a payload that may go to dir: see
 // fetch.file) and the stream from just after its offset
-// (history.attachFetched), and serves it on the path that makes.
-func (w *replicaWriter) awaitFetch(ctx context.Context, plan *syncPlan) error {
-	f := plan.fetch
-	if err := w.keepaliveUntil(ctx, f.ready); err != nil {
+// (History.AttachFetched), and serves it on the path that makes.
+func (w *replicaWriter) awaitFetch(ctx context.Context, plan *history.Plan) error {
+	f := plan.Fetch
+	if err := w.keepaliveUntil(ctx, f.Ready()); err != nil {
 		return fullSyncError{err}
 	}
-	if f.err != nil {
-		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.err)}
+	if f.Err() != nil {
+		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.Err())}
 	}
-	if err := w.r.hist.attachFetched(f, plan); err != nil {
+	if err := w.r.hist.AttachFetched(f, plan); err != nil {
 		return fullSyncError{err}
 	}
 	return w.serve(ctx, plan)
 }
 
 // fetchedPayload serves a replica of fetch f whose payload may go to dir
-// (f.file): +FULLRESYNC at once, then keepalive newlines until the payload
+// (Fetch.ToDisk): +FULLRESYNC at once, then keepalive newlines until the payload
 // has ended (a replica takes them between +FULLRESYNC and the payload, and
 // they renew its repl-timeout, as a primary's while its BGSAVE runs). plan
 // is then completed with what to send: the file in dir, or a reader of the
-// snapshot when it stayed in memory (history.fetchedPayload), and served on
+// snapshot when it stayed in memory (History.FetchedPayload), and served on
 // that path.
-func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
-	f := plan.fetch
-	if err := w.keepaliveUntil(ctx, f.done); err != nil {
+	f := plan.Fetch
+	if err := w.keepaliveUntil(ctx, f.Done()); err != nil {
 		return fullSyncError{err}
 	}
-	if f.doneErr != nil {
-		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.doneErr)}
+	if f.DoneErr() != nil {
+		return fullSyncError{fmt.Errorf("snapshot fetch: %w", f.DoneErr())}
 	}
-	if err := w.r.hist.fetchedPayload(f, plan); err != nil {
+	if err := w.r.hist.FetchedPayload(f, plan); err != nil {
 		return fullSyncError{err}
 	}
 	return w.serve(ctx, plan)
@@ -227,19 +228,19 @@ func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *syncPlan) erro
 // announce writes +FULLRESYNC (not to a SYNC replica), once: the replica is
 // then receiving its payload, and the stream its plan pins counts as its
 // output buffer.
-func (w *replicaWriter) announce(plan *syncPlan) error {
+func (w *replicaWriter) announce(plan *history.Plan) error {
 	if w.announced {
 		return nil
 	}
 	w.announced = true
 	r := w.r
 	if !r.legacy {
-		if err := w.write([]byte("+FULLRESYNC " + plan.replID + " " + strconv.FormatInt(plan.offset, 10) + "\r\n")); err != nil {
+		if err := w.write([]byte("+FULLRESYNC " + plan.ReplID + " " + strconv.FormatInt(plan.Offset, 10) + "\r\n")); err != nil {
 			return err
 		}
 	}
 	r.state.Store(int32(replicaSendBulk))
-	r.cursor.Store(plan.cursor)
+	r.cursor.Store(plan.Cursor)
 	return nil
 }
 
@@ -248,15 +249,15 @@ func (w *replicaWriter) announce(plan *syncPlan) error {
 // rdb-only replica is done; after an EOF-marked payload the stream waits for
 // the replica's first ACK (PROTOCOL §2.1). The replica is then online, and
 // gets the stream.
-func (w *replicaWriter) online(ctx context.Context, plan *syncPlan, eof bool, size int64, fromDisk bool) error {
+func (w *replicaWriter) online(ctx context.Context, plan *history.Plan, eof bool, size int64, fromDisk bool) error {
 	r := w.r
-	if plan.reader != nil {
-		plan.reader.Close()
-		plan.reader = nil
+	if plan.Reader != nil {
+		plan.Reader.Close()
+		plan.Reader = nil
 	}
-	if plan.file != nil {
-		plan.file.Close()
-		plan.file = nil
+	if plan.File != nil {
+		plan.File.Close()
+		plan.File = nil
 	}
 	if r.hs.rdbOnly {
 		r.close(closeSnapshotSent, nil)
@@ -269,21 +270,21 @@ func (w *replicaWriter) online(ctx context.Context, plan *syncPlan, eof bool, si
 	}
 	r.ackTime.Store(time.Now().UnixNano())
 	r.state.Store(int32(replicaOnline))
-	r.log.Info("replica online", "offset", plan.offset, "snapshot-bytes", size, "from-disk", fromDisk)
+	r.log.Info("replica online", "offset", plan.Offset, "snapshot-bytes", size, "from-disk", fromDisk)
 	return w.tail(ctx, plan)
 }
 
 // tail sends the stream after the payload or +CONTINUE: first the stream
 // log up to memory when plan starts where only the log holds the stream
 // (planPartial, planFullLocked, attachSnapshotLocked), then the stream.
-func (w *replicaWriter) tail(ctx context.Context, plan *syncPlan) error {
-	if rd := plan.fromLog; rd != nil {
-		plan.fromLog = nil // sendLog closes it
-		cur, err := w.sendLog(ctx, rd, plan.gen, -1)
+func (w *replicaWriter) tail(ctx context.Context, plan *history.Plan) error {
+	if rd := plan.FromLog; rd != nil {
+		plan.FromLog = nil // sendLog closes it
+		cur, err := w.sendLog(ctx, rd, plan.Gen, -1)
 		if err != nil {
 			return err
 		}
-		plan.cursor = cur
+		plan.Cursor = cur
 	}
 	return w.stream(ctx, plan)
 }
@@ -386,7 +387,7 @@ var errLogGap = errors.New("the stream log ends before the memory stream begins"
 func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
 	defer rd.Close()
 	r := w.r
-	st := r.hist.stream()
+	st := r.hist.Stream()
 	r.diskOff.Store(rd.Offset())
 	r.onDisk.Store(true)
 	defer r.onDisk.Store(false)
@@ -472,29 +473,29 @@ const writeSlice = 20 * time.Millisecond
 // (durable.go) is sent from the log instead, if the log holds its position
 // (its cursor's generation and offset), until it is back within half the
 // window: writes then last at most writeSlice each, and only repl-timeout
-// without progress ends the replica, as one long write would. plan.cursor is
+// without progress ends the replica, as one long write would. plan.Cursor is
 // the cursor in use (nil while on the log), for release to close.
-func (w *replicaWriter) stream(ctx context.Context, plan *syncPlan) error {
+func (w *replicaWriter) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)
 	var stalled time.Time // since when writes have made no progress
 	for {
-		cur := plan.cursor
+		cur := plan.Cursor
 		r.cursor.Store(cur)
 		live := r.host.logLive()
 		if window := r.host.memoryWindow(); live && cur.Lag() > window {
 			gen, off := cur.Generation(), cur.Offset()
-			if rd := r.hist.logReaderAt(gen, off); rd != nil {
+			if rd := r.hist.LogReaderAt(gen, off); rd != nil {
 				r.cursor.Store(nil)
 				cur.Close() // the blocks it pinned may go now
-				plan.cursor = nil
+				plan.Cursor = nil
 				r.count.toDisk.Add(1)
 				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
 				next, err := w.sendLog(ctx, rd, gen, window/2)
 				if err != nil {
 					return err
 				}
-				plan.cursor, stalled = next, time.Time{}
+				plan.Cursor, stalled = next, time.Time{}
 				r.log.Debug("replica back in the memory window", "offset", next.Offset())
 				continue
 			}

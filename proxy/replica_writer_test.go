@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -29,19 +30,19 @@ func TestChoosePath(t *testing.T) {
 	cur, rd, sn, file := &replbuf.Cursor{}, &streamlog.Reader{}, &replbuf.Snapshot{}, &os.File{}
 	for _, tc := range []struct {
 		name string
-		plan syncPlan
+		plan history.Plan
 		want syncPath
 	}{
-		{"partial from memory", syncPlan{partial: true, cursor: cur}, pathPartialMemory},
-		{"partial from the log", syncPlan{partial: true, fromLog: rd}, pathPartialLog},
-		{"full from memory", syncPlan{snapshot: sn, cursor: cur}, pathFullMemory},
-		{"full from memory, then the log", syncPlan{snapshot: sn, fromLog: rd}, pathFullMemory},
-		{"full from a file", syncPlan{file: file, cursor: cur}, pathFullFile},
-		{"awaiting a fetch", syncPlan{fetch: &fetch{}}, pathAwaitFetch},
-		{"a fetched payload that may go to dir", syncPlan{fetch: &fetch{}, cursor: cur}, pathFetchedPayload},
-		{"a fetched payload from the log", syncPlan{fetch: &fetch{}, fromLog: rd}, pathFetchedPayload},
-		{"a fetched payload, ended in memory", syncPlan{fetch: &fetch{}, cursor: cur, snapshot: sn}, pathFullMemory},
-		{"a fetched payload, ended in dir", syncPlan{fetch: &fetch{}, cursor: cur, file: file}, pathFullFile},
+		{"partial from memory", history.Plan{Partial: true, Cursor: cur}, pathPartialMemory},
+		{"partial from the log", history.Plan{Partial: true, FromLog: rd}, pathPartialLog},
+		{"full from memory", history.Plan{Snapshot: sn, Cursor: cur}, pathFullMemory},
+		{"full from memory, then the log", history.Plan{Snapshot: sn, FromLog: rd}, pathFullMemory},
+		{"full from a file", history.Plan{File: file, Cursor: cur}, pathFullFile},
+		{"awaiting a fetch", history.Plan{Fetch: &history.Fetch{}}, pathAwaitFetch},
+		{"a fetched payload that may go to dir", history.Plan{Fetch: &history.Fetch{}, Cursor: cur}, pathFetchedPayload},
+		{"a fetched payload from the log", history.Plan{Fetch: &history.Fetch{}, FromLog: rd}, pathFetchedPayload},
+		{"a fetched payload, ended in memory", history.Plan{Fetch: &history.Fetch{}, Cursor: cur, Snapshot: sn}, pathFullMemory},
+		{"a fetched payload, ended in dir", history.Plan{Fetch: &history.Fetch{}, Cursor: cur, File: file}, pathFullFile},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := choosePath(&tc.plan); got != tc.want {
@@ -114,8 +115,8 @@ func newTestReplica(t *testing.T, hs replicaHandshake) (*replica, *fakeHost, *re
 	conn, peer := net.Pipe()
 	t.Cleanup(func() { conn.Close(); peer.Close() })
 	host := &fakeHost{timeout: 5 * time.Second, window: 1 << 20, ended: make(chan *replica, 1)}
-	hist := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
-	t.Cleanup(hist.close)
+	hist := history.New(replbuf.NewPool(0), 1<<20, history.Counters{EvictedSnapshots: new(atomic.Int64), EvictedBytes: new(atomic.Int64)}, hclog.NewNullLogger())
+	t.Cleanup(hist.Close)
 	n := &replicaCounts{}
 	name := "replconf"
 	c := &client{conn: conn, rd: wire.NewCommandReader(conn, wire.Limits{}), log: hclog.NewNullLogger()}
@@ -141,14 +142,14 @@ func readN(t *testing.T, br *bufio.Reader, peer net.Conn, n int) []byte {
 // own read loop, and CLIENT LIST's last command is REPLCONF.
 func TestReplicaPartialFromMemory(t *testing.T) {
 	r, host, n, peer := newTestReplica(t, replicaHandshake{capaPSync2: true})
-	st := r.hist.stream()
+	st := r.hist.Stream()
 	st.Append([]byte("hello"))
 	cur, err := st.Attach(1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := replid.New()
-	go r.run(context.Background(), syncPlan{partial: true, replID: id, cursor: cur})
+	go r.run(context.Background(), history.Plan{Partial: true, ReplID: id, Cursor: cur})
 
 	br := bufio.NewReader(peer)
 	want := "+CONTINUE " + id + "\r\nhello"
@@ -179,10 +180,10 @@ func TestReplicaPartialFromMemory(t *testing.T) {
 // in memory, then the stream after it; the replica is online.
 func TestReplicaFullFromMemory(t *testing.T) {
 	r, host, _, peer := newTestReplica(t, replicaHandshake{capaEOF: true, capaPSync2: true})
-	st := r.hist.stream()
+	st := r.hist.Stream()
 	st.Append([]byte("0123456789"))
 	id := replid.New()
-	sn := replbuf.NewSnapshot(id, 10, r.hist.pool, time.Now())
+	sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
 	rdb := linkRDB(t)
 	sn.Append(rdb)
 	if err := sn.Complete(); err != nil {
@@ -196,7 +197,7 @@ func TestReplicaFullFromMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go r.run(context.Background(), syncPlan{replID: id, offset: 10, snapshot: sn, reader: rd, cursor: cur})
+	go r.run(context.Background(), history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
 	br := bufio.NewReader(peer)
 	want := "+FULLRESYNC " + id + " 10\r\n$" + strconv.Itoa(len(rdb)) + "\r\n" + string(rdb)
 	if got := readN(t, br, peer, len(want)); string(got) != want {
@@ -217,10 +218,9 @@ func TestReplicaFullFromMemory(t *testing.T) {
 func TestReplicaAwaitFetchFails(t *testing.T) {
 	r, host, n, peer := newTestReplica(t, replicaHandshake{capaEOF: true})
 	go io.Copy(io.Discard, peer)
-	f := &fetch{ready: make(chan struct{})}
-	go r.run(context.Background(), syncPlan{replID: replid.New(), fetch: f})
-	f.err = errors.New("primary refused")
-	close(f.ready)
+	plan, f := r.hist.PlanFull() // nothing servable: it records a fetch
+	go r.run(context.Background(), plan)
+	r.hist.FetchGaveUp(f, errors.New("primary refused"))
 	<-host.ended
 	if reason := closeReason(r.reason.Load()); reason != closeFullSyncFailed {
 		t.Fatalf("closed for %s, want %s", reason, closeFullSyncFailed)
@@ -240,11 +240,11 @@ func TestReplicaAwaitFetchFails(t *testing.T) {
 func TestReplicaClosedFromOutside(t *testing.T) {
 	r, host, n, peer := newTestReplica(t, replicaHandshake{})
 	go io.Copy(io.Discard, peer)
-	cur, err := r.hist.stream().Attach(1)
+	cur, err := r.hist.Stream().Attach(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go r.run(context.Background(), syncPlan{partial: true, replID: replid.New(), cursor: cur})
+	go r.run(context.Background(), history.Plan{Partial: true, ReplID: replid.New(), Cursor: cur})
 	redistest.WaitFor(t, 10*time.Second, "streaming", func() bool { return r.cursor.Load() != nil })
 	r.close(closeKilled, nil)
 	<-host.ended
@@ -275,7 +275,7 @@ func TestSendLogWaitsForAppend(t *testing.T) {
 	l.Reset(streamlog.Identity{ReplID: id, ReplID2: replid.None, SecondOffset: -1}, 0)
 	data := bytes.Repeat([]byte("x"), 3000)
 	l.Append(data[:1000], true) // offsets 1..1000; memory starts at 2001
-	st := r.hist.stream()
+	st := r.hist.Stream()
 	st.Reset(2000)
 	st.Append(data[2000:])
 	rd, err := l.NewReader(1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -29,7 +30,7 @@ type report struct {
 	now   time.Time
 	cfg   *config.Config
 	up    upstream.Status
-	id    replIdentity
+	id    history.Identity
 	stats counters
 
 	// The stream.
@@ -125,9 +126,9 @@ func (s *Server) report(parts reportParts) *report {
 	now := time.Now()
 	r := &report{now: now, cfg: s.config(), up: s.up.Status(), id: s.identity(), stats: s.stats.read()}
 
-	stream := s.hist.stream()
+	stream := s.hist.Stream()
 	r.offset, r.filled, r.generation = stream.Offset(), stream.Filled(), stream.Generation()
-	if r.id.history {
+	if r.id.History {
 		r.backlogFirst, r.backlogLen = stream.Backlog()
 	}
 
@@ -151,10 +152,10 @@ func (s *Server) report(parts reportParts) *report {
 
 	if parts&reportDisk != 0 {
 		r.log = s.logReport(now)
-		if sp := s.hist.spilledSnapshot(); sp != nil {
+		if sp := s.hist.SpilledSnapshot(); sp != nil {
 			r.onDisk = &diskSnapshotFigures{
-				replID: sp.replID, offset: sp.offset, size: sp.size,
-				age: int64(now.Sub(sp.created) / time.Second),
+				replID: sp.ReplID, offset: sp.Offset, size: sp.Size,
+				age: int64(now.Sub(sp.Created) / time.Second),
 			}
 		}
 	}
@@ -174,7 +175,7 @@ func (s *Server) logReport(now time.Time) logReport {
 	if d == nil {
 		return r
 	}
-	r.open, r.live = true, !d.down.Load()
+	r.open, r.live = true, !d.follow.Down()
 	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
 	r.replID = d.log.Identity().ReplID
 	r.stats = d.log.Stats()
@@ -182,10 +183,7 @@ func (s *Server) logReport(now time.Time) logReport {
 	if !r.stats.LastSync.IsZero() {
 		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
 	}
-	r.errors = d.errors.Load()
-	if p := d.lastErr.Load(); p != nil {
-		r.lastErr = *p
-	}
+	r.errors, r.lastErr = d.follow.Errors(), d.follow.LastError()
 	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
 	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
 	return r
@@ -273,10 +271,10 @@ func (r *report) figures() metrics.Figures {
 			f.ClientsClosed = append(f.ClientsClosed, metrics.Count{Label: cr.String(), Value: st.clientCloses[cr]})
 		}
 	}
-	for fr := partialAccepted + 1; fr < numFullSyncReasons; fr++ {
+	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
 		f.FullSyncs = append(f.FullSyncs, metrics.Count{Label: fr.String(), Value: st.fullSyncs[fr]})
 	}
-	for fr := fetchReason(0); fr < numFetchReasons; fr++ {
+	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
 		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.snapshotFetchReasons[fr]})
 	}
 	if sn := r.snapshot; sn != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -36,7 +37,7 @@ const redisCompatVersion = "7.0.15"
 type Server struct {
 	log        hclog.Logger
 	pool       *replbuf.Pool
-	hist       *history // replication identity, stream, snapshots, fetch, sync plans (history.go)
+	hist       *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
 	runID      string
 	started    time.Time
 	configFile string
@@ -175,7 +176,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
 	}
-	s.hist = newHistory(pool, cfg.ReplBacklogSize, &s.stats, log)
+	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
+		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
@@ -225,9 +227,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
-			d.retry = cmp.Or(opts.logRetry, logRetryInterval)
+			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
-			s.hist.disk = d.log
+			s.hist.SetLog(d.log)
 			s.recovered(d)
 			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
 		}
@@ -290,16 +292,17 @@ func (s *Server) Run(ctx context.Context) error {
 		s.up.Run(linkCtx)
 	})
 
-	// The stream log's goroutines have their own context too: the follower
-	// ends last among the stream's readers, appending what was published.
+	// The stream log's follower (and its syncer) have their own context
+	// too: the follower ends last among the stream's readers, appending what
+	// was published, and the log is closed once both have stopped.
 	logCtx, stopLog := context.WithCancel(context.Background())
 	defer stopLog()
 	logDone := make(chan struct{})
-	if s.durable != nil {
-		go s.runLogSyncer(logCtx)
+	if d := s.durable; d != nil {
 		go func() {
 			defer close(logDone)
-			s.runLogFollower(logCtx)
+			defer d.close()
+			d.follow.Run(logCtx)
 		}()
 	} else {
 		close(logDone)
@@ -323,7 +326,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopLog()
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
-	s.hist.close()
+	s.hist.Close()
 	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
@@ -452,7 +455,7 @@ func (s *Server) closeClients() {
 }
 
 // identity returns the replication identity the proxy presents now.
-func (s *Server) identity() replIdentity { return s.hist.identity() }
+func (s *Server) identity() history.Identity { return s.hist.Identity() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
-func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.newest() }
+func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }

@@ -103,7 +103,7 @@ func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.
 		// Under the history's lock, the only proxy lock held while calling
 		// into replbuf. It applies the size published last, not next's: of
 		// two writers racing here, the later one then sets the newer value.
-		s.hist.setBacklogSize(func() int64 { return s.config().ReplBacklogSize })
+		s.hist.SetBacklogSize(func() int64 { return s.config().ReplBacklogSize })
 	}
 	return nil
 }

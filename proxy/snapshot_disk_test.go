@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/internal/redistest"
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -27,14 +25,14 @@ func waitSnapshotOnDisk(t testing.TB, xc *redistest.Client) {
 }
 
 // editSnapshotMeta rewrites the snapshot's metadata in dir with edit.
-func editSnapshotMeta(t testing.TB, dir string, edit func(*snapshotMeta)) {
+func editSnapshotMeta(t testing.TB, dir string, edit func(*snapfile.Meta)) {
 	t.Helper()
-	path := filepath.Join(dir, snapshotMetaName)
+	path := filepath.Join(dir, snapfile.MetaName)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m snapshotMeta
+	var m snapfile.Meta
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +61,7 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 	}{
 		{"clean", func(*testing.T, string) {}, true, ""},
 		{"flipped byte", func(t *testing.T, dir string) {
-			path := filepath.Join(dir, spillFileName)
+			path := filepath.Join(dir, snapfile.FileName)
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -74,13 +72,13 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 			}
 		}, false, "CRC64"},
 		{"stale: the log does not continue it", func(t *testing.T, dir string) {
-			editSnapshotMeta(t, dir, func(m *snapshotMeta) { m.Offset -= 10 })
+			editSnapshotMeta(t, dir, func(m *snapfile.Meta) { m.Offset -= 10 })
 		}, false, "not the stream after offset"},
 		{"another replid", func(t *testing.T, dir string) {
-			editSnapshotMeta(t, dir, func(m *snapshotMeta) { m.ReplID = replid.New() })
+			editSnapshotMeta(t, dir, func(m *snapfile.Meta) { m.ReplID = replid.New() })
 		}, false, "is not the stream log's"},
 		{"metadata gone", func(t *testing.T, dir string) {
-			if err := os.Remove(filepath.Join(dir, snapshotMetaName)); err != nil {
+			if err := os.Remove(filepath.Join(dir, snapfile.MetaName)); err != nil {
 				t.Fatal(err)
 			}
 		}, false, ""},
@@ -128,7 +126,7 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 				t.Fatalf("the refusal was not logged with %q", tc.why)
 			}
 			if !tc.adopted {
-				if _, err := os.Lstat(filepath.Join(dir, spillFileName)); err == nil {
+				if _, err := os.Lstat(filepath.Join(dir, snapfile.FileName)); err == nil {
 					t.Fatal("a snapshot that was not adopted is still in dir")
 				}
 			}
@@ -193,89 +191,4 @@ func TestSnapshotRefetchBeforeStale(t *testing.T) {
 	if got := xc.InfoInt(t, "proxy", "snapshot_fetches_refresh"); got != 1 {
 		t.Fatalf("snapshot_fetches_refresh %d, want 1", got)
 	}
-}
-
-// TestRefetchRule: the background fetch starts only for a snapshot on disk
-// that is the newest, with no fetch in flight, once the stream since it
-// reaches the limit or the log or the replid no longer continue it.
-func TestRefetchRule(t *testing.T) {
-	const off, limit = 1000, 3 << 18
-	cases := []struct {
-		name        string
-		setup       func(h *history)
-		first, last int64
-		started     bool
-	}{
-		{"young", nil, 1, off + limit - 1, false},
-		{"at the limit", nil, 1, off + limit, true},
-		{"log no longer covers it", nil, off + 2, off + 10, true},
-		{"replid moved on", func(h *history) { h.mu.replID = replid.New() }, 1, off + 10, true},
-		{"fetch in flight", func(h *history) { h.mu.fetch = &fetch{} }, 1, off + limit, false},
-		{"newer snapshot in memory", func(h *history) {
-			h.mu.snapshot = replbuf.NewSnapshot(h.mu.replID, off+5, h.pool, time.Now())
-		}, 1, off + limit, false},
-		{"nothing on disk", func(h *history) { h.mu.spilled = nil }, 1, off + limit, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHistory(replbuf.NewPool(0), 1<<20, &stats{}, hclog.NewNullLogger())
-			h.mu.synced = true
-			h.mu.spilled = &spilledSnapshot{replID: h.mu.replID, offset: off}
-			if tc.setup != nil {
-				tc.setup(h)
-			}
-			starts := 0
-			got := h.refetchSpilled(tc.first, tc.last, limit, func(*fetch) bool { starts++; return true })
-			if (got != nil) != tc.started || starts != b2i(tc.started) {
-				t.Fatalf("started %v (%d starts), want %v", got != nil, starts, tc.started)
-			}
-			if tc.started && h.mu.fetch == nil {
-				t.Fatal("a started fetch is not the one in flight")
-			}
-		})
-	}
-}
-
-// FuzzSnapshotMeta: whatever the snapshot's metadata file holds, loading it
-// never panics, and a snapshot is adopted only when the metadata is valid
-// and names the file on disk by its exact size and CRC64.
-func FuzzSnapshotMeta(f *testing.F) {
-	rdb := []byte("REDIS0010 a snapshot's bytes")
-	crc := replbuf.CRC64(0, rdb)
-	good, _ := json.Marshal(snapshotMeta{ReplID: replid.New(), Offset: 100, Size: int64(len(rdb)), CRC64: crc, Created: 1})
-	write := func(tb testing.TB, dir string, meta []byte) {
-		for name, b := range map[string][]byte{spillFileName: rdb, snapshotMetaName: meta} {
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	dir := f.TempDir()
-	write(f, dir, good)
-	if _, err := loadSnapshot(dir); err != nil {
-		f.Fatalf("valid metadata refused: %v", err)
-	}
-	f.Add(good)
-	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":-1,"size":1,"crc64":0}`))
-	f.Add([]byte(`{"size":9223372036854775807}`))
-	f.Add([]byte(`[1,2,3]`))
-	// Out of range (issue 18 item 5): past replid.MaxOffset, a size past
-	// it, a creation time before 1970.
-	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":4611686018427387905,"size":1,"crc64":0}`))
-	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":9223372036854775807,"size":1,"crc64":0}`))
-	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":100,"size":9223372036854775807,"crc64":0}`))
-	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":100,"size":28,"crc64":0,"created":-1}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		write(t, dir, data)
-		sp, err := loadSnapshot(dir)
-		if err != nil {
-			return
-		}
-		var m snapshotMeta
-		if json.Unmarshal(data, &m) != nil || !replid.Valid(sp.replID) || sp.size != int64(len(rdb)) || m.CRC64 != crc ||
-			sp.offset < 0 || sp.offset > replid.MaxOffset || sp.created.Before(time.Unix(0, 0)) {
-			t.Fatalf("adopted %+v from metadata %q", sp, data)
-		}
-	})
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -32,10 +34,10 @@ func spillSnapshot(t testing.TB, p *testProxy, replID string, offset int64) *rep
 // evict-snapshots does, waiting for the spill to finish.
 func spillNow(t testing.TB, p *testProxy, sn *replbuf.Snapshot, dir string) {
 	t.Helper()
-	p.hist.mu.Lock()
-	p.hist.mu.snapshot = sn
-	p.hist.mu.spilling = sn
-	p.hist.mu.Unlock()
+	p.hist.SetNewest(sn)
+	if p.hist.Evict(history.SnapshotID(sn)) != sn {
+		t.Fatal("the newest snapshot was not handed out to spill")
+	}
 	p.spill(context.Background(), sn, dir)
 }
 
@@ -74,13 +76,11 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if got := spillDirNames(t, base); !slices.Equal(got, []string{"dir"}) {
 				t.Fatalf("spill wrote beside dir: %q", got)
 			}
-			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapshotMetaName, spillFileName, lockFileName}) {
-				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, spillFileName)
+			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapfile.MetaName, snapfile.FileName, lockFileName}) {
+				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, snapfile.FileName)
 			}
-			p.hist.mu.Lock()
-			sp := p.hist.mu.spilled
-			p.hist.mu.Unlock()
-			if sp == nil || sp.replID != replID || sp.offset != 7 {
+			sp := p.hist.SpilledSnapshot()
+			if sp == nil || sp.ReplID != replID || sp.Offset != 7 {
 				t.Fatalf("spilled record %+v: the replid and offset stay in memory", sp)
 			}
 		})
@@ -106,7 +106,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	planted := "replproxy-snapshot-0101010101010101.tmp"
 	p.spillRand = bytes.NewReader(slices.Concat(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), bytes.Repeat([]byte{3}, 8)))
 	names := []string{
-		spillFileName,
+		snapfile.FileName,
 		planted,
 		"replproxy-" + replID + "-1000.rdb",
 		"replproxy-" + replID + "-1000.rdb.tmp",
@@ -130,11 +130,11 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 			t.Fatalf("symlink target %s: %q %v; the spill followed a link", target, b, err)
 		}
 	}
-	fi, err := os.Lstat(filepath.Join(dir, spillFileName))
+	fi, err := os.Lstat(filepath.Join(dir, snapfile.FileName))
 	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("%s: %v %v, want the spilled regular file in place of the link", spillFileName, fi, err)
+		t.Fatalf("%s: %v %v, want the spilled regular file in place of the link", snapfile.FileName, fi, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, spillFileName)); !bytes.Equal(b, linkRDB(t)) {
+	if b, _ := os.ReadFile(filepath.Join(dir, snapfile.FileName)); !bytes.Equal(b, linkRDB(t)) {
 		t.Fatal("spilled file does not hold the snapshot")
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, planted)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -149,7 +149,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 func TestSpillLeftoversRemovedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	leftovers := []string{
-		spillFileName,
+		snapfile.FileName,
 		"replproxy-snapshot-0123456789abcdef.tmp",
 		"replproxy-snapshot-.tmp",
 		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb",
@@ -217,20 +217,16 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := startProxy(t, "--dir", dir)
-			p.hist.mu.Lock()
-			replID := p.hist.mu.replID
-			p.hist.mu.Unlock()
-			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.stream().Offset()), dir)
-			p.hist.mu.Lock()
-			sp := p.hist.mu.spilled
-			p.hist.mu.Unlock()
+			replID := p.hist.Identity().ReplID
+			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.Stream().Offset()), dir)
+			sp := p.hist.SpilledSnapshot()
 			if sp == nil {
 				t.Fatal("nothing spilled")
 			}
-			tc.replace(t, filepath.Join(dir, spillFileName))
+			tc.replace(t, filepath.Join(dir, snapfile.FileName))
 
 			type result struct {
-				plan syncPlan
+				plan history.Plan
 				err  error
 			}
 			done := make(chan result, 1)
@@ -247,21 +243,19 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
-			if res.plan.cursor != nil {
-				res.plan.cursor.Close()
+			if res.plan.Cursor != nil {
+				res.plan.Cursor.Close()
 			}
-			if res.plan.file != nil {
-				res.plan.file.Close()
+			if res.plan.File != nil {
+				res.plan.File.Close()
 			}
-			if served := res.plan.file != nil; served != tc.served {
+			if served := res.plan.File != nil; served != tc.served {
 				t.Fatalf("served from the spilled file: %v, want %v", served, tc.served)
 			}
-			if !tc.served && res.plan.fetch == nil {
+			if !tc.served && res.plan.Fetch == nil {
 				t.Fatal("refused file, but no fetch planned")
 			}
-			p.hist.mu.Lock()
-			forgotten := p.hist.mu.spilled == nil
-			p.hist.mu.Unlock()
+			forgotten := p.hist.SpilledSnapshot() == nil
 			if forgotten == tc.served {
 				t.Fatalf("spilled record forgotten: %v; want it forgotten only once refused", forgotten)
 			}

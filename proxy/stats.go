@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/replproxy/replproxy/proxy/history"
+
 import "sync/atomic"
 
 // stats are the server's counters, shown by INFO stats and reset by CONFIG
@@ -8,38 +10,38 @@ import "sync/atomic"
 // (report.go, info.go), and so reaches /metrics with one line in
 // report.figures.
 type stats struct {
-	connectionsReceived atomic.Int64   // total_connections_received
-	commandsProcessed   atomic.Int64   // total_commands_processed
-	rejectedConnections atomic.Int64   // rejected_connections
-	netInputBytes       atomic.Int64   // total_net_input_bytes (clients and replicas)
-	netOutputBytes      atomic.Int64   // total_net_output_bytes (clients and replicas)
-	replInputBytes      atomic.Int64   // total_net_repl_input_bytes (from the primary)
-	replOutputBytes     atomic.Int64   // total_net_repl_output_bytes (to replicas)
-	syncFull            atomic.Int64   // sync_full
-	syncPartialOK       atomic.Int64   // sync_partial_ok
-	syncPartialErr      atomic.Int64   // sync_partial_err
-	fullSyncs           fullSyncCounts // sync_full by reason (proxy section)
-	logPartialSyncs     atomic.Int64   // partial resyncs that started from the stream log
-	replicasToDisk      atomic.Int64   // replicas moved from memory to the stream log
+	connectionsReceived atomic.Int64           // total_connections_received
+	commandsProcessed   atomic.Int64           // total_commands_processed
+	rejectedConnections atomic.Int64           // rejected_connections
+	netInputBytes       atomic.Int64           // total_net_input_bytes (clients and replicas)
+	netOutputBytes      atomic.Int64           // total_net_output_bytes (clients and replicas)
+	replInputBytes      atomic.Int64           // total_net_repl_input_bytes (from the primary)
+	replOutputBytes     atomic.Int64           // total_net_repl_output_bytes (to replicas)
+	syncFull            atomic.Int64           // sync_full
+	syncPartialOK       atomic.Int64           // sync_partial_ok
+	syncPartialErr      atomic.Int64           // sync_partial_err
+	fullSyncs           history.FullSyncCounts // sync_full by reason (proxy section)
+	logPartialSyncs     atomic.Int64           // partial resyncs that started from the stream log
+	replicasToDisk      atomic.Int64           // replicas moved from memory to the stream log
 
 	// The upstream link (proxy section).
-	upstreamConnects      atomic.Int64 // connections made to the primary
-	upstreamFullSyncs     atomic.Int64 // +FULLRESYNC received and completed
-	upstreamPartialSyncs  atomic.Int64 // +CONTINUE received
-	upstreamLinkFailures  atomic.Int64 // link attempts or links that ended with an error
-	upstreamRDBBytes      atomic.Int64 // RDB payload bytes received
-	upstreamChecksumFails atomic.Int64 // snapshots whose CRC64 did not match
-	upstreamStreamErrors  atomic.Int64 // links dropped for stream bytes the scanner refused
-	upstreamQueryLimits   atomic.Int64 // links dropped for unpublished bytes over master-query-buffer-limit
-	snapshotFetches       atomic.Int64 // side-link snapshot fetches completed
-	snapshotFetchReasons  fetchCounts  // of those, per fetchReason
-	snapshotFetchFailures atomic.Int64 // side-link snapshot fetches that failed
-	snapshotFetchBytes    atomic.Int64 // payload bytes received by fetches
-	replicasDropped       atomic.Int64 // replicas disconnected by a limit or timeout
-	replicaCloses         closeCounts  // replicas closed, per reason
-	clientCloses          closeCounts  // other clients closed, per reason
-	evictedSnapshots      atomic.Int64 // evicted_snapshots: spilled to disk or dropped
-	evictedBytes          atomic.Int64 // evicted_bytes: their memory
+	upstreamConnects      atomic.Int64        // connections made to the primary
+	upstreamFullSyncs     atomic.Int64        // +FULLRESYNC received and completed
+	upstreamPartialSyncs  atomic.Int64        // +CONTINUE received
+	upstreamLinkFailures  atomic.Int64        // link attempts or links that ended with an error
+	upstreamRDBBytes      atomic.Int64        // RDB payload bytes received
+	upstreamChecksumFails atomic.Int64        // snapshots whose CRC64 did not match
+	upstreamStreamErrors  atomic.Int64        // links dropped for stream bytes the scanner refused
+	upstreamQueryLimits   atomic.Int64        // links dropped for unpublished bytes over master-query-buffer-limit
+	snapshotFetches       atomic.Int64        // side-link snapshot fetches completed
+	snapshotFetchReasons  history.FetchCounts // of those, per history.FetchReason
+	snapshotFetchFailures atomic.Int64        // side-link snapshot fetches that failed
+	snapshotFetchBytes    atomic.Int64        // payload bytes received by fetches
+	replicasDropped       atomic.Int64        // replicas disconnected by a limit or timeout
+	replicaCloses         closeCounts         // replicas closed, per reason
+	clientCloses          closeCounts         // other clients closed, per reason
+	evictedSnapshots      atomic.Int64        // evicted_snapshots: spilled to disk or dropped
+	evictedBytes          atomic.Int64        // evicted_bytes: their memory
 
 	// Clients the proxy refused or closed (Redis 7's names).
 	aclDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
@@ -78,14 +80,14 @@ type counters struct {
 	netInputBytes, netOutputBytes                               int64 // replication's included, as INFO shows them
 	replInputBytes, replOutputBytes                             int64
 	syncFull, syncPartialOK, syncPartialErr                     int64
-	fullSyncs                                                   [numFullSyncReasons]int64
+	fullSyncs                                                   [history.NumFullSyncReasons]int64
 	logPartialSyncs, replicasToDisk                             int64
 
 	upstreamConnects, upstreamFullSyncs, upstreamPartialSyncs, upstreamLinkFailures    int64
 	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
 
 	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
-	snapshotFetchReasons                                       [numFetchReasons]int64
+	snapshotFetchReasons                                       [history.NumFetchReasons]int64
 	replicasDropped                                            int64
 	replicaCloses, clientCloses                                [numCloseReasons]int64
 	evictedSnapshots, evictedBytes                             int64

@@ -46,11 +46,11 @@ func (h upstreamHost) ListeningPort() int {
 	return h.s.Port()
 }
 
-func (h upstreamHost) Stream() *replbuf.Stream { return h.s.hist.stream() }
+func (h upstreamHost) Stream() *replbuf.Stream { return h.s.hist.Stream() }
 
 func (h upstreamHost) ResumeID() (string, bool) {
 	id := h.s.identity()
-	return id.replID, id.history
+	return id.ReplID, id.History
 }
 
 func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.installSnapshot(sn) }
@@ -59,7 +59,7 @@ func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.installSnapshot(sn) }
 // of the old one are disconnected, to continue through replid2 after they
 // reconnect (PROTOCOL §5).
 func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64, changed bool) {
-	oldID, secondOffset, epoch, changed := h.s.hist.continueAs(newID)
+	oldID, secondOffset, epoch, changed := h.s.hist.ContinueAs(newID)
 	if changed {
 		h.s.disconnectReplicas(closeReplIDChanged, epoch)
 	}
@@ -77,7 +77,7 @@ func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream
 	return h.s.payloadStarted(sn, size)
 }
 
-func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.hist.payloadEnded(sn) }
+func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.hist.PayloadEnded(sn) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
@@ -96,6 +96,6 @@ func (s *Server) upstreamTarget() upstream.Target {
 // the stream at its offset: the primary's bytes from offset+1 on. The
 // replicas of the old generation are disconnected after the change.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
-	epoch := s.hist.install(sn)
+	epoch := s.hist.Install(sn)
 	s.disconnectReplicas(closeGenerationChanged, epoch)
 }

@@ -50,7 +50,7 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := linkNewServer(t, hclog.Info)
-			wantID := srv.identity().replID
+			wantID := srv.identity().ReplID
 			if tc.after {
 				base := linkFullSized(rdb)
 				res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *fakeLink) error { return base.play(f, nil) })
@@ -68,7 +68,7 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 			if sn := srv.Snapshot(); sn != before {
 				t.Errorf("the refused session installed snapshot %s/%d", sn.ReplID(), sn.Offset())
 			}
-			if id := srv.identity().replID; id != wantID {
+			if id := srv.identity().ReplID; id != wantID {
 				t.Errorf("replid %q after the refused session, want %q", id, wantID)
 			}
 		})
@@ -103,7 +103,7 @@ func TestUpstreamRefusesBadReplID(t *testing.T) {
 	for id := range accepted {
 		t.Errorf("the proxy acknowledged a sync with replid %q", id)
 	}
-	if id := p.identity().replID; id != linkReplID {
+	if id := p.identity().ReplID; id != linkReplID {
 		t.Errorf("replid %q, want the good primary's %q", id, linkReplID)
 	}
 	if got := p.stats.upstreamLinkFailures.Load(); got < int64(len(bad)) {
@@ -320,7 +320,7 @@ func TestFailedSnapshotNeverSendsEOFToPlainReplica(t *testing.T) {
 func TestDownstreamPSyncHostileArgs(t *testing.T) {
 	h := startFakePrimary(t, fakeGoodMain(0), nil)
 	p := startHostileProxy(t, h)
-	next := strconv.FormatInt(p.hist.stream().Offset()+1, 10)
+	next := strconv.FormatInt(p.hist.Stream().Offset()+1, 10)
 
 	r := dialRawReplica(t, p, true)
 	if line, err := r.psync(linkReplID, next); err != nil || line != "+CONTINUE "+linkReplID {

@@ -322,7 +322,7 @@ func checkRDBTrailer(t testing.TB, rdb []byte) {
 // readStream returns the proxy's stream bytes from offset from to end.
 func readStream(t testing.TB, s *Server, from, end int64) []byte {
 	t.Helper()
-	c, err := s.hist.stream().Attach(from)
+	c, err := s.hist.Stream().Attach(from)
 	if err != nil {
 		t.Fatal(err)
 	}

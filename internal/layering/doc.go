@@ -12,6 +12,10 @@
 //     replbuf; streamlog only replid and internal/safefile.
 //   - proxy/wire imports nothing of the module; proxy/config only eviction
 //     and proxy/wire; proxy/upstream only replbuf, proxy/wire and replid.
+//   - proxy/snapfile (the snapshot files in dir) only replbuf, replid and
+//     internal/safefile; proxy/history (the replication history) only
+//     replbuf, eviction, streamlog, proxy/snapfile and replid: none of
+//     proxy, the replicas, upstream, metrics, config or wire.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of

@@ -27,8 +27,10 @@ var allowed = map[string][]string{
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
 	"proxy/metrics":  {},
+	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
+	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/metrics", "proxy/upstream", "proxy/wire",
+		"eviction", "proxy/config", "proxy/history", "proxy/metrics", "proxy/snapfile", "proxy/upstream", "proxy/wire",
 		"replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

@@ -14,7 +14,8 @@ import (
 const (
 	// BackoffMin and BackoffMax bound the wait before reconnecting after
 	// failed attempts; the first retry after a link that was up is
-	// immediate, as in Redis. Snapshot fetches back off the same way.
+	// immediate, as in Redis. Snapshot fetches back off the same way
+	// (FetchLoop: nextBackoff, one rule for both).
 	BackoffMin = 250 * time.Millisecond
 	BackoffMax = 5 * time.Second
 )

@@ -1,18 +1,18 @@
-package proxy
+package history
 
 import (
-	"os"
 	"strconv"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
 // heldSnapshotsLocked lists the snapshots in memory, newest first.
 // REQUIRES: h.mu held.
-func (h *history) heldSnapshotsLocked() []*replbuf.Snapshot {
+func (h *History) heldSnapshotsLocked() []*replbuf.Snapshot {
 	var list []*replbuf.Snapshot
 	if h.mu.snapshot != nil {
 		list = append(list, h.mu.snapshot)
@@ -21,9 +21,9 @@ func (h *history) heldSnapshotsLocked() []*replbuf.Snapshot {
 	return list
 }
 
-// snapshotBytes is what the snapshots take: in memory, at usable sizes, and
+// SnapshotBytes is what the snapshots take: in memory, at usable sizes, and
 // on disk (the spilled one).
-func (h *history) snapshotBytes() (inMemory, onDisk int64) {
+func (h *History) SnapshotBytes() (inMemory, onDisk int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, sn := range h.heldSnapshotsLocked() {
@@ -36,19 +36,19 @@ func (h *history) snapshotBytes() (inMemory, onDisk int64) {
 		inMemory += f.sn.Usage().Allocated() // a fetched payload not yet the newest (fetch.file)
 	}
 	if sp := h.mu.spilled; sp != nil {
-		onDisk = sp.size
+		onDisk = sp.Size
 	}
 	return inMemory, onDisk
 }
 
-// evictionCandidates describes the snapshots held in memory.
-func (h *history) evictionCandidates() []eviction.Candidate {
+// EvictionCandidates describes the snapshots held in memory.
+func (h *History) EvictionCandidates() []eviction.Candidate {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var cands []eviction.Candidate
 	for _, sn := range h.heldSnapshotsLocked() {
 		cands = append(cands, eviction.Candidate{
-			ID:     snapshotID(sn),
+			ID:     SnapshotID(sn),
 			Bytes:  sn.Usage().Allocated(),
 			Busy:   sn.State() == replbuf.SnapshotBuilding || sn.Readers() > 0 || sn == h.mu.spilling,
 			Newest: sn == h.mu.snapshot,
@@ -57,58 +57,67 @@ func (h *history) evictionCandidates() []eviction.Candidate {
 	return cands
 }
 
-func snapshotID(sn *replbuf.Snapshot) string {
+// SnapshotID names a snapshot for eviction.Candidate and Evict: its
+// replid, offset and creation time.
+func SnapshotID(sn *replbuf.Snapshot) string {
 	return sn.ReplID() + ":" + strconv.FormatInt(sn.Offset(), 10) + ":" + strconv.FormatInt(sn.Created().UnixNano(), 10)
 }
 
-// evict evicts the snapshot with that id: a retired one nobody reads is
-// released; the newest is handed to spill, which writes it to disk in the
-// background and ends with spillDone; it reports false when the server no
-// longer starts background work. spill is called under h.mu (lock order:
-// h.mu, then Server.bgMu).
-func (h *history) evict(id string, spill func(*replbuf.Snapshot) bool) {
+// Evict evicts the snapshot with that id: a retired one nobody reads is
+// released; the newest is returned as spill, recorded as being written, for
+// the caller to write to disk in the background once h.mu is released
+// (ending with SpillDone), or to hand back with SpillNotStarted.
+func (h *History) Evict(id string) (spill *replbuf.Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, sn := range h.mu.retired {
-		if snapshotID(sn) == id && sn.Readers() == 0 {
+		if SnapshotID(sn) == id && sn.Readers() == 0 {
 			h.mu.retired = append(h.mu.retired[:i], h.mu.retired[i+1:]...)
 			h.countEviction(sn)
 			sn.Release()
 			h.pool.DropFree()
-			return
+			return nil
 		}
 	}
 	sn := h.mu.snapshot
-	if sn == nil || snapshotID(sn) != id || h.mu.spilling != nil {
-		return
+	if sn == nil || SnapshotID(sn) != id || h.mu.spilling != nil {
+		return nil
 	}
 	h.mu.spilling = sn
-	if !spill(sn) {
+	return sn
+}
+
+// SpillNotStarted undoes the record of a write to disk that evict or
+// PersistNewest returned and the caller could not start.
+func (h *History) SpillNotStarted(sn *replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.spilling == sn {
 		h.mu.spilling = nil
 	}
 }
 
 // countEviction counts an evicted snapshot (atomics only).
-func (h *history) countEviction(sn *replbuf.Snapshot) {
-	h.stats.evictedSnapshots.Add(1)
-	h.stats.evictedBytes.Add(sn.Usage().Allocated())
+func (h *History) countEviction(sn *replbuf.Snapshot) {
+	h.counters.EvictedSnapshots.Add(1)
+	h.counters.EvictedBytes.Add(sn.Usage().Allocated())
 }
 
-// spillDone ends the write of sn to dir that evict (evicted) or
-// persistNewest (not evicted) started: file is the file written, or err why
+// SpillDone ends the write of sn to dir that evict (evicted) or
+// PersistNewest (not evicted) started: file is the file written, or err why
 // it could not be. Unless sn was replaced meanwhile, it leaves memory
 // (retired: released once no replica reads it) and, when written, is served
 // from the file from now on. Only maxmemory's spills count as evictions. A
 // spill that failed drops the snapshot; a persist that failed keeps it in
 // memory, as without the stream log, and is not tried again for it.
-func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, err error, evicted bool) {
+func (h *History) SpillDone(sn *replbuf.Snapshot, dir string, file *snapfile.File, err error, evicted bool) {
 	h.mu.Lock()
 	h.mu.spilling = nil
 	if h.mu.snapshot != sn {
 		h.mu.Unlock()
 		if err == nil {
 			// Replaced meanwhile: the file serves nobody.
-			(&spilledSnapshot{dir: dir, file: file}).remove()
+			file.Remove()
 		}
 		return
 	}
@@ -128,7 +137,7 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, 
 		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
 		return
 	}
-	sp := &spilledSnapshot{dir: dir, file: file, replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), created: sn.Created()}
+	sp := file
 	old := h.replaceSpilledLocked(sp)
 	h.mu.Unlock()
 	h.removeSpilled(old)
@@ -136,39 +145,36 @@ func (h *history) spillDone(sn *replbuf.Snapshot, dir string, file os.FileInfo, 
 	if evicted {
 		msg = "snapshot spilled to disk"
 	}
-	h.log.Info(msg, "path", sp.path(), "replid", sp.replID, "offset", sp.offset, "size", humanize.IBytes(uint64(sn.Size())))
+	h.log.Info(msg, "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset, "size", humanize.IBytes(uint64(sn.Size())))
 }
 
-// persistNewest hands the newest snapshot to write, once it is complete,
-// when no other write to dir runs (spills are serialised by h.mu.spilling)
-// and no earlier write of it failed. write starts the write in the
-// background, to end with spillDone(..., false), and reports false when the
-// server no longer starts background work; it is called under h.mu (lock
-// order: h.mu, then Server.bgMu).
-func (h *history) persistNewest(write func(*replbuf.Snapshot) bool) {
+// PersistNewest returns the newest snapshot, recorded as being written,
+// once it is complete, when no other write to dir runs (spills are
+// serialised by h.mu.spilling) and no earlier write of it failed. The caller
+// writes it in the background once h.mu is released, to end with
+// SpillDone(..., false), or hands it back with SpillNotStarted.
+func (h *History) PersistNewest() *replbuf.Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sn := h.mu.snapshot
 	if sn == nil || sn.State() != replbuf.SnapshotComplete || h.mu.spilling != nil || sn == h.mu.unpersisted {
-		return
+		return nil
 	}
 	h.mu.spilling = sn
-	if !write(sn) {
-		h.mu.spilling = nil
-	}
+	return sn
 }
 
-// spilledSnapshot returns the record of the snapshot on disk, or nil. The
+// SpilledSnapshot returns the record of the snapshot on disk, or nil. The
 // record is never changed once made: its fields may be read without h.mu.
-func (h *history) spilledSnapshot() *spilledSnapshot {
+func (h *History) SpilledSnapshot() *snapfile.File {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.spilled
 }
 
-// releaseRetired gives back the blocks of replaced snapshots nobody reads,
+// ReleaseRetired gives back the blocks of replaced snapshots nobody reads,
 // and with dropFree (under maxmemory) the pool's free blocks with them.
-func (h *history) releaseRetired(dropFree bool) {
+func (h *History) ReleaseRetired(dropFree bool) {
 	h.mu.Lock()
 	var free []*replbuf.Snapshot
 	kept := h.mu.retired[:0]

@@ -1,4 +1,4 @@
-package proxy
+package history
 
 import (
 	"context"
@@ -7,65 +7,28 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// A history is what the proxy holds of the primary's replication history,
-// and the one owner of its lifecycle:
-//
-//   - the replication identity the proxy presents (replid, replid2,
-//     second_repl_offset) and whether the stream holds the primary's bytes;
-//   - the stream, created here and never replaced (Reset starts a new
-//     generation of it);
-//   - the snapshots: the newest (current), the replaced ones not yet
-//     released (retired), the newest when evicted to disk (spilled) and the
-//     one being written there (spilling);
-//   - the one snapshot fetch in flight;
-//   - the sync plans: planPartial and planFull attach a replica's cursors;
-//     install and continueAs take what the upstream link learnt; eviction
-//     candidates, evict, spillDone and releaseRetired free memory.
-//
-// Callers: the client goroutines (planPartial, planFull, attachFetched,
-// fetchedPayload, leaveFetch), the upstream link's run goroutine (install, continueAs,
-// identity, payloadArriving, payloadEnded), the fetch goroutine (fetchStarted,
-// fetchEnded, fetchGaveUp, fetchWaiters), the log follower (logFollows), a
-// spill goroutine (spillDone), the monitor (the eviction
-// methods, releaseRetired, and with the stream log persistNewest and
-// refetchSpilled: snapshot_disk.go), New before Run (recoverFrom,
-// adoptSpilled), INFO, ROLE and MEMORY (identity, newest, snapshotBytes,
-// spilledSnapshot, stream figures).
-//
-// Lock: mu guards every field under it. It is the only proxy lock ever held
-// while calling into replbuf (lock order: history.mu, then replbuf's
-// Stream.mu, then Pool.mu), and no other proxy lock is taken under it but
-// Server.bgMu (planFull, evict, persistNewest and refetchSpilled start
-// background work: mu, then bgMu). It
-// is never held together with the client registry's lock (registry.mu): install
-// and continueAs return the new epoch, and the caller disconnects the
-// replicas planned before it after the change, with neither lock held.
-// Nothing logs under mu; the one file operation left under it is opening the
-// spilled snapshot in planFull, so that the file the plan serves is the one
-// recorded (the open does not block: O_NONBLOCK, and a non-regular file is
-// refused).
-//
-// The stream is created by newHistory and never replaced; stream returns it.
-// The upstream link, its one producer, fills, publishes and discards without
-// mu, CONFIG SET sets its backlog size (setBacklogSize, under mu), and
-// anyone may read its figures
-// (Offset, Usage, Backlog); Attach, Reset and Close are the history's alone.
-type history struct {
-	st    *replbuf.Stream // set once; see the type's comment
-	pool  *replbuf.Pool
-	log   hclog.Logger
-	stats *stats // atomics: eviction counters
-	// disk is the stream log (durable.go), or nil with repl-log-size 0. Set
-	// before Run; planPartial serves offsets memory no longer holds from it
-	// (lock order: history.mu, then the log's).
+// A History is the proxy's replication history: see the package doc for
+// what it owns, who calls it and its lock.
+type History struct {
+	st   *replbuf.Stream // set once; see the type's comment
+	pool *replbuf.Pool
+	log  hclog.Logger
+	// counters are the proxy's atomics the history bumps (evictions);
+	// set once by New.
+	counters Counters
+	// disk is the stream log, or nil with repl-log-size 0. Set by SetLog
+	// before Run; PlanPartial serves offsets memory no longer holds from it
+	// (lock order: History.mu, then the log's).
 	disk *streamlog.Log
 
 	mu struct {
@@ -78,26 +41,26 @@ type history struct {
 		synced       bool  // the stream holds the primary's bytes (a sync completed)
 		// recovered: this generation of the stream was recovered from the
 		// stream log at start; a replica ahead of it may wait for the
-		// stream (see planPartial). Cleared by install.
+		// stream (see PlanPartial). Cleared by install.
 		recovered bool
 		// changed is closed and replaced at every change of epoch, for
-		// awaitHistory.
+		// AwaitHistory.
 		changed chan struct{}
-		// epoch counts the changes of identity (install, continueAs). A plan
+		// epoch counts the changes of identity (install, ContinueAs). A plan
 		// carries the epoch it was made in, so that the caller of a change
 		// disconnects exactly the replicas planned before it.
 		epoch uint64
 
 		snapshot *replbuf.Snapshot   // the newest complete or arriving snapshot, if any
 		retired  []*replbuf.Snapshot // replaced snapshots, released once unread
-		spilled  *spilledSnapshot    // the newest snapshot, when it lives on disk
+		spilled  *snapfile.File      // the newest snapshot, when it lives on disk
 		spilling *replbuf.Snapshot   // the snapshot being written to disk
 		// unpersisted is the newest snapshot when writing it to disk for
 		// the stream log failed: it stays in memory, not tried again.
 		unpersisted *replbuf.Snapshot
-		fetch       *fetch // the snapshot fetch in flight, if any
+		fetch       *Fetch // the snapshot fetch in flight, if any
 		// logGen is the stream generation the stream log continues, set by
-		// the log follower (logFollows) once the log holds that generation's
+		// the log follower (LogFollows) once the log holds that generation's
 		// bytes and cleared (0) whenever it stops following: the log serves
 		// a plan only while logGen is the stream's generation, so that a
 		// plan from the log and the generation it is made for are one
@@ -105,21 +68,27 @@ type history struct {
 		logGen uint64
 		// arriving is the payload of the main link's full sync while it
 		// arrives, counted as snapshot memory until install or
-		// payloadEnded; arrivingFile is the file in dir it is written to
+		// PayloadEnded; arrivingFile is the file in dir it is written to
 		// as it arrives, or nil (payload_disk.go).
 		arriving     *replbuf.Snapshot
-		arrivingFile *payloadFile
+		arrivingFile Payload
 	}
 }
 
-// newHistory returns an empty history: a fresh replid, no snapshot, and a
-// stream at offset 0 keeping backlogSize bytes.
-func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logger) *history {
-	h := &history{
-		st:    replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
-		pool:  pool,
-		log:   log,
-		stats: st,
+// Counters are the atomics the history bumps, owned by the proxy's
+// statistics: every field is set.
+type Counters struct {
+	EvictedSnapshots, EvictedBytes *atomic.Int64
+}
+
+// New returns an empty history: a fresh replid, no snapshot, and a
+// Stream at offset 0 keeping backlogSize bytes.
+func New(pool *replbuf.Pool, backlogSize int64, counters Counters, log hclog.Logger) *History {
+	h := &History{
+		st:       replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
+		pool:     pool,
+		log:      log,
+		counters: counters,
 	}
 	h.mu.replID = replid.New()
 	h.mu.replID2 = replid.None
@@ -128,22 +97,22 @@ func newHistory(pool *replbuf.Pool, backlogSize int64, st *stats, log hclog.Logg
 	return h
 }
 
-// changedLocked tells awaitHistory's callers of a new epoch.
+// changedLocked tells AwaitHistory's callers of a new epoch.
 // REQUIRES: h.mu held.
-func (h *history) changedLocked() {
+func (h *History) changedLocked() {
 	close(h.mu.changed)
 	h.mu.changed = make(chan struct{})
 }
 
-// awaitHistory waits until the stream holds the primary's bytes and returns
+// AwaitHistory waits until the stream holds the primary's bytes and returns
 // the identity then, or false when ctx ends first.
-func (h *history) awaitHistory(ctx context.Context) (replIdentity, bool) {
+func (h *History) AwaitHistory(ctx context.Context) (Identity, bool) {
 	for {
 		h.mu.Lock()
-		id := replIdentity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
+		id := Identity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
 		ch := h.mu.changed
 		h.mu.Unlock()
-		if id.history {
+		if id.History {
 			return id, true
 		}
 		select {
@@ -154,10 +123,10 @@ func (h *history) awaitHistory(ctx context.Context) (replIdentity, bool) {
 	}
 }
 
-// recoverFrom starts the stream at last, under id, with what the stream log
+// RecoverFrom starts the stream at last, under id, with what the stream log
 // recovered at start: replicas continue from the log, and the upstream link
 // asks for the bytes after last. Before Run only.
-func (h *history) recoverFrom(id streamlog.Identity, last int64) {
+func (h *History) RecoverFrom(id streamlog.Identity, last int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.replID, h.mu.replID2, h.mu.secondOffset = id.ReplID, id.ReplID2, id.SecondOffset
@@ -168,11 +137,11 @@ func (h *history) recoverFrom(id streamlog.Identity, last int64) {
 	h.st.Reset(last)
 }
 
-// logFollows records that the stream log holds the stream of generation gen
+// LogFollows records that the stream log holds the stream of generation gen
 // and follows it (gen 0: it no longer does). It reports false, recording
 // nothing, when the stream has moved to another generation meanwhile.
 // The log follower's, and recovered's before Run.
-func (h *history) logFollows(gen uint64) bool {
+func (h *History) LogFollows(gen uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if gen != 0 && gen != h.st.Generation() {
@@ -183,60 +152,65 @@ func (h *history) logFollows(gen uint64) bool {
 	return true
 }
 
-// stream returns the stream, for its producer and its figures (see history).
-func (h *history) stream() *replbuf.Stream { return h.st }
+// SetLog makes l, the stream log recovered at start, the log the plans
+// serve from when memory no longer holds an offset. Before Run only.
+func (h *History) SetLog(l *streamlog.Log) { h.disk = l }
 
-// setBacklogSize sets the stream's backlog size to what latest returns,
+// Stream returns the stream, for its producer and its figures (see history).
+func (h *History) Stream() *replbuf.Stream { return h.st }
+
+// SetBacklogSize sets the stream's backlog size to what latest returns,
 // read under mu, so that of several callers the last to get mu sets the
 // value published last (CONFIG SET repl-backlog-size).
-func (h *history) setBacklogSize(latest func() int64) {
+func (h *History) SetBacklogSize(latest func() int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.st.SetBacklogSize(latest())
 }
 
-// replIdentity is the replication identity at one moment.
-type replIdentity struct {
-	replID, replID2 string
-	secondOffset    int64
-	history         bool
+// Identity is the replication identity at one moment.
+type Identity struct {
+	ReplID, ReplID2 string
+	SecondOffset    int64 // second_repl_offset; -1 when ReplID2 is cleared
+	History         bool  // the stream holds the primary's bytes (a sync completed)
 }
 
-func (h *history) identity() replIdentity {
+// Identity returns the replication identity now.
+func (h *History) Identity() Identity {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return replIdentity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
+	return Identity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
 }
 
-// epoch returns the current epoch: replicas planned in it share the
+// Epoch returns the current epoch: replicas planned in it share the
 // history's offsets.
-func (h *history) epoch() uint64 {
+func (h *History) Epoch() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.epoch
 }
 
-// newest returns the newest snapshot in memory, or nil.
-func (h *history) newest() *replbuf.Snapshot {
+// Newest returns the newest snapshot in memory, or nil.
+func (h *History) Newest() *replbuf.Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.snapshot
 }
 
-// install makes sn, the payload of an upstream full sync, the newest snapshot
+// Install makes sn, the payload of an upstream full sync, the newest snapshot
 // and starts a new generation of the stream at its offset: the primary's
 // bytes from offset+1 on, under sn's replid. Every open cursor fails with
 // replbuf.ErrReset; the caller then disconnects the replicas planned before
-// epoch. A payload written to dir as it arrived (payload_disk.go) becomes
+// Epoch. A payload written to dir as it arrived (payload_disk.go) becomes
 // the snapshot on disk instead: memory held only a window of it.
-func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
+func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Lock()
-	var sp *spilledSnapshot
+	var sp *snapfile.File
 	if f := h.mu.arrivingFile; h.mu.arriving == sn && f != nil {
-		if sp = f.spilled(); sp != nil && f.evict {
+		if sp = f.Spilled(); sp != nil && f.Evicted() {
 			// maxmemory sent it to dir: a spill, as evict's
-			h.stats.evictedSnapshots.Add(1)
-			h.stats.evictedBytes.Add(sn.Size())
+			h.counters.EvictedSnapshots.Add(1)
+			h.counters.EvictedBytes.Add(sn.Size())
 		}
 	}
 	h.mu.arriving, h.mu.arrivingFile = nil, nil
@@ -261,16 +235,16 @@ func (h *history) install(sn *replbuf.Snapshot) (epoch uint64) {
 	return epoch
 }
 
-// payloadArriving records sn, a main link's payload from its header on, and
-// the file it goes to (nil: memory only), so that snapshotBytes counts it.
-func (h *history) payloadArriving(sn *replbuf.Snapshot, f *payloadFile) {
+// PayloadArriving records sn, a main link's payload from its header on, and
+// the file it goes to (nil: memory only), so that SnapshotBytes counts it.
+func (h *History) PayloadArriving(sn *replbuf.Snapshot, f Payload) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.arriving, h.mu.arrivingFile = sn, f
 }
 
-// payloadEnded forgets sn, a payload that failed; the link releases it.
-func (h *history) payloadEnded(sn *replbuf.Snapshot) {
+// PayloadEnded forgets sn, a payload that failed; the link releases it.
+func (h *History) PayloadEnded(sn *replbuf.Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.arriving == sn {
@@ -278,12 +252,12 @@ func (h *history) payloadEnded(sn *replbuf.Snapshot) {
 	}
 }
 
-// continueAs takes the replid of an upstream +CONTINUE <replid>: when it is
+// ContinueAs takes the replid of an upstream +CONTINUE <replid>: when it is
 // new, the old one moves to replid2, valid up to the next byte of the stream
 // (PROTOCOL §5). changed reports that; the caller then disconnects the
 // replicas planned before epoch, which reconnect and continue through
 // replid2.
-func (h *history) continueAs(newID string) (oldID string, secondOffset int64, epoch uint64, changed bool) {
+func (h *History) ContinueAs(newID string) (oldID string, secondOffset int64, epoch uint64, changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if newID == "" || newID == h.mu.replID {
@@ -302,22 +276,22 @@ func (h *history) continueAs(newID string) (oldID string, secondOffset int64, ep
 // §4.2), for a replica asking for the bytes from next on and for a snapshot
 // (next = its offset+1): replID is ours, or our replid2 up to
 // second_repl_offset. REQUIRES: h.mu held.
-func (h *history) matchesLocked(replID string, next int64) bool {
+func (h *History) matchesLocked(replID string, next int64) bool {
 	return replID == h.mu.replID || (replID == h.mu.replID2 && next <= h.mu.secondOffset)
 }
 
 // servableLocked reports whether sn can start a full sync now.
 // REQUIRES: h.mu held.
-func (h *history) servableLocked(sn *replbuf.Snapshot) bool {
+func (h *History) servableLocked(sn *replbuf.Snapshot) bool {
 	if sn == nil || sn.State() == replbuf.SnapshotFailed {
 		return false
 	}
 	return h.matchesLocked(sn.ReplID(), sn.Offset()+1)
 }
 
-// retireLocked puts a replaced snapshot aside; releaseRetired releases it
+// retireLocked puts a replaced snapshot aside; ReleaseRetired releases it
 // once no replica reads it any more. REQUIRES: h.mu held.
-func (h *history) retireLocked(sn *replbuf.Snapshot) {
+func (h *History) retireLocked(sn *replbuf.Snapshot) {
 	if sn != nil {
 		h.mu.retired = append(h.mu.retired, sn)
 	}
@@ -327,8 +301,8 @@ func (h *history) retireLocked(sn *replbuf.Snapshot) {
 // previous record when its file is to be removed (by removeSpilled, after
 // h.mu is released; a replica still sending it keeps its open descriptor).
 // REQUIRES: h.mu held.
-func (h *history) replaceSpilledLocked(sp *spilledSnapshot) (old *spilledSnapshot) {
-	if prev := h.mu.spilled; prev != nil && (sp == nil || !os.SameFile(prev.file, sp.file)) {
+func (h *History) replaceSpilledLocked(sp *snapfile.File) (old *snapfile.File) {
+	if prev := h.mu.spilled; prev != nil && (sp == nil || !os.SameFile(prev.Info, sp.Info)) {
 		old = prev
 	}
 	h.mu.spilled = sp
@@ -338,28 +312,28 @@ func (h *history) replaceSpilledLocked(sp *spilledSnapshot) (old *spilledSnapsho
 // removeSpilled removes a replaced spilled file, if the name still refers
 // to it (a spill that renamed a newer file into place meanwhile keeps it).
 // REQUIRES: h.mu not held (file I/O and logging).
-func (h *history) removeSpilled(old *spilledSnapshot) {
+func (h *History) removeSpilled(old *snapfile.File) {
 	if old == nil {
 		return
 	}
-	if err := old.remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		h.log.Warn("cannot remove the spilled snapshot", "path", old.path(), "error", err)
+	if err := old.Remove(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.log.Warn("cannot remove the spilled snapshot", "path", old.Path(), "error", err)
 	}
 }
 
-// close ends the stream: its cursors fail. Run calls it once every
+// Close ends the stream: its cursors fail. Run calls it once every
 // goroutine that used the history has stopped.
-func (h *history) close() { h.st.Close(nil) }
+func (h *History) Close() { h.st.Close(nil) }
 
-// servable reports whether the history alone can serve replicas, with no
+// Servable reports whether the history alone can serve replicas, with no
 // primary: a sync with the primary has completed (the stream holds its bytes
 // under its replid) and the backlog holds at least one byte. A returning
 // replica whose offset lies in the backlog then continues by partial resync
-// (planPartial serves it with the link down); a new replica still needs the
+// (PlanPartial serves it with the link down); a new replica still needs the
 // link for its full sync (beginSync refuses it with -NOMASTERLINK). why says
 // what is there, or what is missing. /readyz asks it when the upstream link
 // is not up.
-func (h *history) servable() (ok bool, why string) {
+func (h *History) Servable() (ok bool, why string) {
 	h.mu.Lock()
 	synced := h.mu.synced
 	h.mu.Unlock()
@@ -376,4 +350,41 @@ func (h *history) servable() (ok bool, why string) {
 		return false, "the backlog is empty"
 	}
 	return true, "partial resyncs from offset " + strconv.FormatInt(first, 10) + " to " + strconv.FormatInt(first+histlen, 10)
+}
+
+// InFlight returns the snapshot fetch in flight, if any, and how many
+// replicas wait for it.
+func (h *History) InFlight() (f *Fetch, waiters int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.fetch == nil {
+		return nil, 0
+	}
+	return h.mu.fetch, h.mu.fetch.waiters
+}
+
+// Retire puts sn aside as replaced (released once no replica reads it),
+// and forgets it as the newest if it was: the next full sync then needs
+// another snapshot. With forgetDisk the snapshot on disk is forgotten too
+// (its file stays). For tests that need a full sync to fetch.
+func (h *History) Retire(sn *replbuf.Snapshot, forgetDisk bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.retireLocked(sn)
+	if h.mu.snapshot == sn {
+		h.mu.snapshot = nil
+	}
+	if forgetDisk {
+		h.mu.spilled = nil
+	}
+}
+
+// SetNewest makes sn, a complete snapshot of the stream's replid, the
+// Newest, retiring the one before, as a fetch's start does. For tests that
+// need a given snapshot in place.
+func (h *History) SetNewest(sn *replbuf.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.retireLocked(h.mu.snapshot)
+	h.mu.snapshot = sn
 }

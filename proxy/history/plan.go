@@ -1,66 +1,69 @@
-package proxy
+package history
 
 import (
 	"errors"
 	"fmt"
 	"os"
 
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// syncPlan is how a replica will be served, decided under the history's lock.
-type syncPlan struct {
-	partial  bool
-	replID   string
-	offset   int64             // the +FULLRESYNC offset (full syncs)
-	snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
-	reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
-	spilled  *spilledSnapshot  // full: the snapshot file to send instead
-	file     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
-	fetch    *fetch            // full: the fetch to wait for
-	cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
-	fromLog  *streamlog.Reader // the stream log from that byte, when memory no longer holds it (cursor nil)
-	gen      uint64            // the stream's generation when planned (for fromLog's move to memory); 0 for a plan still waiting for its fetch
-	epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
+// A Plan is how a replica will be served, decided under the history's lock.
+// The replica's connection owns what it holds (Reader, File, Cursor,
+// FromLog): it closes them, and leaves Fetch (LeaveFetch) once it ends.
+type Plan struct {
+	Partial  bool
+	ReplID   string
+	Offset   int64             // the +FULLRESYNC offset (full syncs)
+	Snapshot *replbuf.Snapshot // full: the snapshot to send, or nil when fetching
+	Reader   *replbuf.Cursor   // full: its reader, taken with the plan so it cannot be released meanwhile
+	Spilled  *snapfile.File    // full: the snapshot file to send instead
+	File     *os.File          // full: that file, opened with the plan so it cannot be removed meanwhile
+	Fetch    *Fetch            // full: the fetch to wait for
+	Cursor   *replbuf.Cursor   // the stream from the first byte the replica needs
+	FromLog  *streamlog.Reader // the stream log from that byte, when memory no longer holds it (Cursor nil)
+	Gen      uint64            // the stream's generation when planned (for FromLog's move to memory); 0 for a plan still waiting for its fetch
+	Epoch    uint64            // the history's epoch when planned (see history.mu.epoch)
 }
 
-// errShuttingDown refuses a full sync that would need a fetch once the
+// ErrShuttingDown refuses a full sync that would need a fetch once the
 // server has stopped starting background work.
-var errShuttingDown = errors.New("replproxy is shutting down")
+var ErrShuttingDown = errors.New("replproxy is shutting down")
 
-// planPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
+// PlanPartial checks PROTOCOL §4.2: the replid is ours (or our replid2 up to
 // second_repl_offset) and the offset lies in the backlog. It attaches the
 // cursor under the lock, so no reset or trim can come in between. refused
-// is partialAccepted, or why the replica needs a full sync.
-func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncPlan, refused fullSyncReason) {
+// is PartialAccepted, or why the replica needs a full sync.
+func (h *History) PlanPartial(replID string, off int64, legacy bool) (plan Plan, refused FullSyncReason) {
 	// Anything but a replid as Redis makes them, or an offset out of
 	// bounds, is a request for a full sync, as "?" is: never an error, which
 	// would stop a replica for good.
 	if legacy || !replid.Valid(replID) || off < 0 || off > replid.MaxOffset {
-		return syncPlan{}, fullSyncRequested
+		return Plan{}, FullSyncRequested
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case !h.mu.synced:
-		return syncPlan{}, fullSyncNoHistory
+		return Plan{}, FullSyncNoHistory
 	case !h.matchesLocked(replID, off):
-		return syncPlan{}, fullSyncReplIDMismatch
+		return Plan{}, FullSyncReplIDMismatch
 	case off > h.st.Offset()+1 && !(h.mu.recovered && off <= h.st.Offset()+1+maxAhead):
-		return syncPlan{}, fullSyncOffsetOutOfRange
+		return Plan{}, FullSyncOffsetOutOfRange
 	}
-	plan = syncPlan{partial: true, replID: h.mu.replID, epoch: h.mu.epoch, gen: h.st.Generation()}
+	plan = Plan{Partial: true, ReplID: h.mu.replID, Epoch: h.mu.epoch, Gen: h.st.Generation()}
 	cur, err := h.st.Attach(off)
 	if err == nil {
-		plan.cursor = cur
-		return plan, partialAccepted
+		plan.Cursor = cur
+		return plan, PartialAccepted
 	}
-	if plan.fromLog = h.logReaderLocked(replID, off); plan.fromLog != nil {
-		return plan, partialAccepted
+	if plan.FromLog = h.logReaderLocked(replID, off); plan.FromLog != nil {
+		return plan, PartialAccepted
 	}
-	return syncPlan{}, fullSyncOffsetOutOfRange
+	return Plan{}, FullSyncOffsetOutOfRange
 }
 
 // maxAhead is how far ahead of a recovered stream's end a replica may be and
@@ -68,13 +71,13 @@ func (h *history) planPartial(replID string, off int64, legacy bool) (plan syncP
 // crash and the log had not kept. Further ahead is not a loss of the log's.
 const maxAhead = 64 << 20
 
-// logReaderAt returns a reader of the stream log from the position (gen,
+// LogReaderAt returns a reader of the stream log from the position (gen,
 // off) of a replica's cursor, or nil when the log does not hold it: the log
 // must follow that very generation of the stream, which must still be the
 // stream's (an upstream full sync may have started another, even under the
 // same replid and over the same offsets, before its replicas are
 // disconnected). Within the generation the current replid names its bytes.
-func (h *history) logReaderAt(gen uint64, off int64) *streamlog.Reader {
+func (h *History) LogReaderAt(gen uint64, off int64) *streamlog.Reader {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if gen != h.st.Generation() {
@@ -91,7 +94,7 @@ func (h *history) logReaderAt(gen uint64, off int64) *streamlog.Reader {
 // and a replica told +CONTINUE from them would be dropped at that reset
 // with nothing to continue into.
 // REQUIRES: h.mu held.
-func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
+func (h *History) logReaderLocked(replID string, off int64) *streamlog.Reader {
 	if h.disk == nil || h.mu.logGen == 0 || h.mu.logGen != h.st.Generation() {
 		return nil
 	}
@@ -106,96 +109,98 @@ func (h *history) logReaderLocked(replID string, off int64) *streamlog.Reader {
 	return rd
 }
 
-// planFull picks the newest servable snapshot and pins the stream from just
+// PlanFull picks the newest servable snapshot and pins the stream from just
 // after it (for a snapshot on disk, from the stream log when memory no longer
-// holds it); without one, it joins (or starts) the one snapshot fetch. start
-// runs a new fetch in the background and reports false when the server no
-// longer starts background work; it is called under h.mu (lock order: h.mu,
-// then Server.bgMu).
-func (h *history) planFull(start func(*fetch) bool) (syncPlan, error) {
-	plan, unservable, err := h.planFullLocked(start)
+// holds it); without one, it joins the one snapshot fetch, recording a new
+// one if none is in flight. start is that new fetch, for the caller to run
+// once h.mu is released (History.mu is a leaf: nothing is started under
+// it); a caller that cannot start it calls FetchNotStarted.
+func (h *History) PlanFull() (plan Plan, start *Fetch) {
+	plan, start, unservable := h.planFullLocked()
 	if unservable != nil {
 		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
 	}
-	return plan, err
+	return plan, start
 }
 
-// planFullLocked is planFull under h.mu. unservable is why a spilled file
+// planFullLocked is PlanFull under h.mu. unservable is why a spilled file
 // was refused (and forgotten), for the caller to log.
-func (h *history) planFullLocked(start func(*fetch) bool) (plan syncPlan, unservable, err error) {
+func (h *History) planFullLocked() (plan Plan, start *Fetch, unservable error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if sn := h.mu.snapshot; h.servableLocked(sn) {
-		plan := syncPlan{replID: h.mu.replID, offset: sn.Offset(), snapshot: sn, epoch: h.mu.epoch}
+		plan := Plan{ReplID: h.mu.replID, Offset: sn.Offset(), Snapshot: sn, Epoch: h.mu.epoch}
 		if err := h.attachSnapshotLocked(&plan); err == nil {
 			return plan, nil, nil
 		}
 	}
-	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.replID, sp.offset+1) {
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.ReplID, sp.Offset+1) {
 		// The stream after the file: from memory, else from the stream log
 		// (a snapshot on disk outlives the memory backlog, and a restart).
-		plan := syncPlan{replID: h.mu.replID, offset: sp.offset, spilled: sp, epoch: h.mu.epoch, gen: h.st.Generation()}
-		if cur, err := h.st.Attach(sp.offset + 1); err == nil {
-			plan.cursor = cur
+		plan := Plan{ReplID: h.mu.replID, Offset: sp.Offset, Spilled: sp, Epoch: h.mu.epoch, Gen: h.st.Generation()}
+		if cur, err := h.st.Attach(sp.Offset + 1); err == nil {
+			plan.Cursor = cur
 		} else {
-			plan.fromLog = h.logReaderLocked(sp.replID, sp.offset+1)
+			plan.FromLog = h.logReaderLocked(sp.ReplID, sp.Offset+1)
 		}
-		if plan.cursor != nil || plan.fromLog != nil {
-			f, err := sp.open()
+		if plan.Cursor != nil || plan.FromLog != nil {
+			f, err := sp.Open()
 			if err == nil {
-				plan.file = f
+				plan.File = f
 				return plan, nil, nil
 			}
 			// Forgotten, not removed: the name may hold someone else's file.
 			unservable = err
 			h.mu.spilled = nil
-			if plan.cursor != nil {
-				plan.cursor.Close()
+			if plan.Cursor != nil {
+				plan.Cursor.Close()
 			}
-			if plan.fromLog != nil {
-				plan.fromLog.Close()
+			if plan.FromLog != nil {
+				plan.FromLog.Close()
 			}
 		}
 	}
 	if h.mu.fetch == nil {
-		f := &fetch{ready: make(chan struct{}), reason: fetchReplicaNeeded}
-		h.mu.fetch = f
-		if !start(f) {
-			h.mu.fetch = nil
-			return syncPlan{}, unservable, errShuttingDown
-		}
+		start = &Fetch{ready: make(chan struct{}), reason: FetchReplicaNeeded}
+		h.mu.fetch = start
 	}
 	h.mu.fetch.waiters++ // until leaveFetch
-	return syncPlan{replID: h.mu.replID, fetch: h.mu.fetch, epoch: h.mu.epoch}, unservable, nil
+	return Plan{ReplID: h.mu.replID, Fetch: h.mu.fetch, Epoch: h.mu.epoch}, start, unservable
 }
 
-// attachFetched completes plan, which joined fetch f, once f has started:
+// FetchNotStarted undoes a fetch that PlanFull or RefetchSpilled recorded
+// and the caller could not start (the server no longer starts background
+// work): it is no longer the one in flight, and every replica that joined it
+// meanwhile fails with ErrShuttingDown, as the one that recorded it does.
+func (h *History) FetchNotStarted(f *Fetch) { h.FetchGaveUp(f, ErrShuttingDown) }
+
+// AttachFetched completes plan, which joined fetch f, once f has started:
 // a reader of its snapshot and the stream from just after its offset (see
 // attachSnapshotLocked), if the snapshot still matches the stream. For a
 // payload that may go to dir (f.file), only the stream: the payload comes
-// once it has ended (fetchedPayload).
-func (h *history) attachFetched(f *fetch, plan *syncPlan) error {
+// once it has ended (FetchedPayload).
+func (h *History) AttachFetched(f *Fetch, plan *Plan) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.servableLocked(f.sn) {
 		return errors.New("fetched snapshot no longer matches the stream")
 	}
 	if f.file != nil {
-		plan.offset = f.sn.Offset()
+		plan.Offset = f.sn.Offset()
 		if err := h.attachStreamLocked(plan, f.sn.ReplID(), f.sn.Offset()+1); err != nil {
 			return fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
 		}
 		return nil
 	}
-	plan.snapshot, plan.offset = f.sn, f.sn.Offset()
+	plan.Snapshot, plan.Offset = f.sn, f.sn.Offset()
 	if err := h.attachSnapshotLocked(plan); err != nil {
-		plan.snapshot = nil
+		plan.Snapshot = nil
 		return fmt.Errorf("fetched snapshot at offset %d: %w", f.sn.Offset(), err)
 	}
 	return nil
 }
 
-// attachSnapshotLocked takes a reader of plan.snapshot, a snapshot in
+// attachSnapshotLocked takes a reader of plan.Snapshot, a snapshot in
 // memory, and the stream after it: a cursor when memory still holds its
 // offset+1, else a reader of the stream log from there. The log holds what
 // memory no longer does: a snapshot that took longer to arrive than the
@@ -203,8 +208,8 @@ func (h *history) attachFetched(f *fetch, plan *syncPlan) error {
 // direct replica's output buffer would hold those bytes, instead of costing
 // the primary another fork.
 // REQUIRES: h.mu held.
-func (h *history) attachSnapshotLocked(plan *syncPlan) error {
-	sn := plan.snapshot
+func (h *History) attachSnapshotLocked(plan *Plan) error {
+	sn := plan.Snapshot
 	rd, err := sn.NewReader()
 	if err != nil {
 		return err
@@ -213,38 +218,38 @@ func (h *history) attachSnapshotLocked(plan *syncPlan) error {
 		rd.Close()
 		return err
 	}
-	plan.reader = rd
+	plan.Reader = rd
 	return nil
 }
 
 // attachStreamLocked pins, for plan, the stream from next on under replID:
 // a cursor when memory still holds next, else a reader of the stream log.
 // REQUIRES: h.mu held.
-func (h *history) attachStreamLocked(plan *syncPlan, replID string, next int64) error {
-	plan.gen = h.st.Generation()
+func (h *History) attachStreamLocked(plan *Plan, replID string, next int64) error {
+	plan.Gen = h.st.Generation()
 	cur, err := h.st.Attach(next)
 	if err == nil {
-		plan.cursor = cur
+		plan.Cursor = cur
 		return nil
 	}
 	if lr := h.logReaderLocked(replID, next); lr != nil {
-		plan.fromLog = lr
+		plan.FromLog = lr
 		return nil
 	}
 	return err
 }
 
-// fetchedPayload completes plan, whose stream attachFetched pinned, with
+// FetchedPayload completes plan, whose stream AttachFetched pinned, with
 // the payload of f, a fetch that may have gone to dir, once it ended: the
 // file (opened now, so that it cannot be removed meanwhile) or a reader of
 // the snapshot, complete in memory.
-func (h *history) fetchedPayload(f *fetch, plan *syncPlan) error {
+func (h *History) FetchedPayload(f *Fetch, plan *Plan) error {
 	if sp := f.spilled; sp != nil {
-		file, err := sp.open() // a file operation, outside h.mu
+		file, err := sp.Open() // a file operation, outside h.mu
 		if err != nil {
 			return fmt.Errorf("fetched snapshot on disk: %w", err)
 		}
-		plan.spilled, plan.file = sp, file
+		plan.Spilled, plan.File = sp, file
 		return nil
 	}
 	// The reader under h.mu, as attachSnapshotLocked's: a snapshot replaced
@@ -255,12 +260,12 @@ func (h *history) fetchedPayload(f *fetch, plan *syncPlan) error {
 	if err != nil {
 		return fmt.Errorf("fetched snapshot: %w", err)
 	}
-	plan.snapshot, plan.reader = f.sn, rd
+	plan.Snapshot, plan.Reader = f.sn, rd
 	return nil
 }
 
-// leaveFetch uncounts a replica whose plan joined f, once it has ended.
-func (h *history) leaveFetch(f *fetch) {
+// LeaveFetch uncounts a replica whose plan joined f, once it has ended.
+func (h *History) LeaveFetch(f *Fetch) {
 	if f == nil {
 		return
 	}
@@ -269,19 +274,19 @@ func (h *history) leaveFetch(f *fetch) {
 	h.mu.Unlock()
 }
 
-// fetchWaiters is how many replicas still wait for f.
-func (h *history) fetchWaiters(f *fetch) int {
+// FetchWaiters is how many replicas still wait for f.
+func (h *History) FetchWaiters(f *Fetch) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return f.waiters
 }
 
-// fetchStarted makes sn, the snapshot f's +FULLRESYNC announced, the newest
+// FetchStarted makes sn, the snapshot f's +FULLRESYNC announced, the newest
 // and hands it to f's waiters, if the primary answered with the replid the
-// stream has. A payload that may go to dir (pf not nil) becomes the newest
-// only once it has ended (fetchEnded); until then it is counted as arriving,
+// Stream has. A payload that may go to dir (pf not nil) becomes the newest
+// only once it has ended (FetchEnded); until then it is counted as arriving,
 // and the waiters only pin the stream after it.
-func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot, pf *payloadFile) error {
+func (h *History) FetchStarted(f *Fetch, sn *replbuf.Snapshot, pf Payload) error {
 	h.mu.Lock()
 	// Equality, not matchesLocked: the primary's answer is its current
 	// replid, which must be the stream's current one for the snapshot to
@@ -307,12 +312,12 @@ func (h *history) fetchStarted(f *fetch, sn *replbuf.Snapshot, pf *payloadFile) 
 	return nil
 }
 
-// fetchEnded ends a fetch that started: f is no longer the one in flight,
+// FetchEnded ends a fetch that started: f is no longer the one in flight,
 // and its snapshot, should it have failed (err), is no longer the newest.
 // A payload that may have gone to dir becomes the newest snapshot now, on
 // disk or in memory, as the main link's install does, and its waiters are
 // told (f.done).
-func (h *history) fetchEnded(f *fetch, err error) {
+func (h *History) FetchEnded(f *Fetch, err error) {
 	if f.file != nil {
 		h.fetchedEnded(f, err)
 		return
@@ -328,8 +333,8 @@ func (h *history) fetchEnded(f *fetch, err error) {
 	}
 }
 
-// fetchGaveUp ends a fetch that never started: its waiters fail with err.
-func (h *history) fetchGaveUp(f *fetch, err error) {
+// FetchGaveUp ends a fetch that never started: its waiters fail with err.
+func (h *History) FetchGaveUp(f *Fetch, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.fetch == f {
@@ -343,11 +348,11 @@ func (h *history) fetchGaveUp(f *fetch, err error) {
 // moved to another generation or replid (an upstream full sync meanwhile).
 var errFetchedStale = errors.New("fetched snapshot no longer matches the stream")
 
-// fetchedEnded is fetchEnded for a payload that may have gone to dir
+// fetchedEnded is FetchEnded for a payload that may have gone to dir
 // (f.file): it is the newest snapshot from now on, if it arrived whole and
-// still matches the stream; its waiters then get it (fetchedPayload).
-func (h *history) fetchedEnded(f *fetch, err error) {
-	sn, sp := f.sn, f.file.spilled()
+// still matches the stream; its waiters then get it (FetchedPayload).
+func (h *History) fetchedEnded(f *Fetch, err error) {
+	sn, sp := f.sn, f.file.Spilled()
 	h.mu.Lock()
 	if h.mu.fetch == f {
 		h.mu.fetch = nil
@@ -356,7 +361,7 @@ func (h *history) fetchedEnded(f *fetch, err error) {
 	if err == nil && (h.st.Generation() != f.gen || !h.matchesLocked(sn.ReplID(), sn.Offset()+1)) {
 		err = errFetchedStale
 	}
-	var old *spilledSnapshot
+	var old *snapfile.File
 	switch {
 	case err != nil:
 		h.retireLocked(sn)
@@ -364,9 +369,9 @@ func (h *history) fetchedEnded(f *fetch, err error) {
 		// if the name still holds it.
 		old, sp = sp, nil
 	case sp != nil:
-		if f.file.evict { // maxmemory sent it to dir: a spill, as evict's
-			h.stats.evictedSnapshots.Add(1)
-			h.stats.evictedBytes.Add(sn.Size())
+		if f.file.Evicted() { // maxmemory sent it to dir: a spill, as evict's
+			h.counters.EvictedSnapshots.Add(1)
+			h.counters.EvictedBytes.Add(sn.Size())
 		}
 		h.retireLocked(h.mu.snapshot)
 		h.mu.snapshot = nil

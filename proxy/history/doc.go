@@ -1,0 +1,70 @@
+// Package history owns what replproxy holds of its primary's replication
+// history, and the lifecycle of all of it:
+//
+//   - the replication identity the proxy presents (replid, replid2,
+//     second_repl_offset) and whether the stream holds the primary's bytes,
+//     with the epoch that counts its changes;
+//   - the stream (*replbuf.Stream), created by New and never replaced (Reset
+//     starts a new generation of it), and the stream log it serves from when
+//     memory no longer holds an offset (SetLog), with the generation the log
+//     follows (LogFollows);
+//   - the snapshots: the newest, the replaced ones not yet released
+//     (retired), the newest when it lives on disk (a snapfile.File) and the
+//     one being written there, and a main link's payload while it arrives;
+//   - the one snapshot fetch in flight (a Fetch: who waits for it, where its
+//     payload goes, how it ended) and why it was started (FetchReason);
+//   - the sync plans (PlanPartial, PlanFull, AttachFetched, FetchedPayload)
+//     and why a replica gets a full sync (FullSyncReason);
+//   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
+//     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
+//     AdoptSpilled;
+//   - the stream log's follower and its syncer (Follower, follower.go):
+//     what the log holds of the stream, whether it is down and why; the
+//     configuration it reads comes in as FollowerConfig's functions.
+//
+// It decides; it does not start. A method that decides that background work
+// is due records it and returns it, as eviction.Plan returns actions and
+// etcd's raft returns Ready: PlanFull and RefetchSpilled return the Fetch to
+// run, Evict and PersistNewest the snapshot to write to dir. The caller
+// starts it after the history's lock is released, and hands it back
+// (FetchNotStarted, SpillNotStarted) when it cannot, so that a record never
+// outlives work that will not run. Install and ContinueAs return the new
+// epoch, and the caller disconnects the replicas planned before it. The
+// proxy's decisions about files (where an arriving payload goes) and its
+// configuration stay out: a payload's destination comes in as a Payload,
+// the counters it bumps as Counters.
+//
+// # Goroutines
+//
+// The client goroutines plan (PlanPartial, PlanFull, AttachFetched,
+// FetchedPayload, LeaveFetch); the upstream link's run goroutine installs
+// what it learnt (Install, ContinueAs, PayloadArriving, PayloadEnded) and
+// fills, publishes and discards the stream without the lock (its one
+// producer); a fetch goroutine reports its fetch (FetchStarted, FetchEnded,
+// FetchGaveUp, FetchWaiters); the stream log's follower records what it
+// follows (LogFollows, AwaitHistory); a spill goroutine ends its write
+// (SpillDone); the monitor evicts and persists (EvictionCandidates, Evict,
+// ReleaseRetired, PersistNewest, RefetchSpilled); New, before Run, recovers
+// (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
+// (Identity, Newest, SnapshotBytes, SpilledSnapshot, Servable, the stream's
+// figures). A Follower's Run is the follower's goroutine, and starts and
+// joins the syncer's; the package starts no other goroutine.
+//
+// # Lock
+//
+// One mutex, History.mu, guards every field under it. It is a leaf but for
+// replbuf and the stream log: the only lock held while calling into replbuf
+// (History.mu, then replbuf's Stream.mu, then Pool.mu) and into streamlog
+// (History.mu, then the log's lock: the log's identity, bounds and a new
+// reader, for a plan), and no lock of the proxy's is taken under it. It is
+// never held together with the proxy's client registry lock. Nothing logs
+// under it; the one file operation under it is opening the snapshot on disk
+// for a full sync's plan (snapfile.File.Open, which does not block), so that
+// the file the plan serves is the one recorded. A snapfile.File and a
+// Fetch's channels and results, once closed, are read without it.
+//
+// A Follower calls the stream log with no lock of its own held, and records
+// under History.mu alone which generation the log follows (LogFollows); its
+// round lock (Follower.round) is a leaf that guards only how to end the
+// current round, taken by the syncer and the follower, never across I/O.
+package history

@@ -12,7 +12,8 @@
 //     offset, size, the CRC64 of the whole file computed while writing,
 //     itself replaced atomically: temporary file, fsync, rename, fsync of
 //     dir); Cancel removes it. CopyFrom writes a complete snapshot from a
-//     replbuf cursor with writev.
+//     replbuf cursor, straight from its blocks (one write each: writev is
+//     for sockets).
 //   - A File is the record of a written file. Open opens it for sending only
 //     if dir still holds the very file written (Lstat, O_NONBLOCK open,
 //     Fstat, same file and size), and Remove removes it only if the name

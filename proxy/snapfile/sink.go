@@ -63,7 +63,7 @@ func (w *Sink) Write(p []byte) (int, error) {
 }
 
 // CopyFrom writes what rd reads, a reader of a complete snapshot, until its
-// end (writev from the snapshot's blocks), or until ctx ends.
+// end, straight from the snapshot's blocks, or until ctx ends.
 func (w *Sink) CopyFrom(ctx context.Context, rd *replbuf.Cursor) error {
 	for {
 		if ctx.Err() != nil {

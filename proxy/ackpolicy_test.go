@@ -140,33 +140,6 @@ func TestAckPolicyReceivedWait(t *testing.T) {
 	})
 }
 
-// TestAckOffsetsCountOnly: ack-policy replicas counts online replicas of the
-// current epoch, not those in a full sync, rdb-only ones, closed ones or
-// those planned before an upstream full resync or a new replid.
-func TestAckOffsetsCountOnly(t *testing.T) {
-	g := newRegistry()
-	add := func(epoch uint64, st replicaState, rdbOnly bool, ack int64) *replica {
-		r := &replica{epoch: epoch, hs: replicaHandshake{rdbOnly: rdbOnly}, firstAck: make(chan struct{})}
-		r.state.Store(int32(st))
-		r.ackOff.Store(ack)
-		g.addReplica(r)
-		return r
-	}
-	add(2, replicaOnline, false, 100)
-	add(2, replicaOnline, false, 90)
-	add(1, replicaOnline, false, 500)   // an older epoch: other offsets
-	add(2, replicaSendBulk, false, 0)   // in a full sync
-	add(2, replicaWaitBgsave, false, 0) // waiting for its snapshot
-	add(2, replicaOnline, true, 300)    // rdb-only
-	closed := add(2, replicaOnline, false, 400)
-	closed.reason.Store(int32(closeReplicaTimeout))
-	got, _ := g.ackOffsets(2)
-	slices.Sort(got)
-	if !slices.Equal(got, []int64{90, 100}) {
-		t.Fatalf("ackOffsets(2) = %v, want [90 100]", got)
-	}
-}
-
 // TestNthLatest: the n-th latest ACK time; -1 with fewer than n.
 func TestNthLatest(t *testing.T) {
 	for _, tc := range []struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -51,15 +51,14 @@ type client struct {
 	// helloSubscribed: SUBSCRIBE __sentinel__:hello, the one channel served.
 	helloSubscribed bool
 
-	hs   replicaHandshake // what REPLCONF said
-	plan history.Plan     // how the replica is to be served
+	hs downstream.Handshake // what REPLCONF said
 
-	asReplica atomic.Pointer[replica] // set by PSYNC/SYNC: the client is a replica from then on; any goroutine may read it
-	outCap    atomic.Int64            // cap of out after the last flush, for memory accounting
-	name      atomic.Pointer[string]  // CLIENT SETNAME; read by CLIENT LIST
-	lastCmd   atomic.Pointer[string]  // for CLIENT LIST
-	lastUse   atomic.Int64            // unix nanos of the last command
-	reason    atomic.Int32            // a closeReason, recorded by whoever closes the connection first
+	asReplica atomic.Pointer[downstream.Replica] // set by PSYNC/SYNC: the client is a replica from then on; any goroutine may read it
+	outCap    atomic.Int64                       // cap of out after the last flush, for memory accounting
+	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
+	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
+	lastUse   atomic.Int64                       // unix nanos of the last command
+	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
 }
 
 func newClient(s *Server, id int64, conn net.Conn) *client {
@@ -87,8 +86,8 @@ func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
 // closeFor closes the connection for reason, unless another was recorded
 // first; the client's goroutine then ends on the closed connection. Any
 // goroutine.
-func (c *client) closeFor(reason closeReason) {
-	firstReason(&c.reason, reason)
+func (c *client) closeFor(reason downstream.CloseReason) {
+	downstream.FirstReason(&c.reason, reason)
 	c.conn.Close()
 }
 
@@ -114,11 +113,11 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	if c.replicaSet() {
 		return // runReplica counted and logged its close
 	}
-	firstReason(&c.reason, reason)
-	reason = closeReason(c.reason.Load())
-	s.stats.clientCloses.add(reason)
+	downstream.FirstReason(&c.reason, reason)
+	reason = downstream.CloseReason(c.reason.Load())
+	s.stats.clientCloses.Add(reason)
 	switch reason {
-	case closeQueryBufferLimit, closeOutputHardLimit, closeOutputSoftLimit:
+	case downstream.CloseQueryBufferLimit, downstream.CloseOutputHardLimit, downstream.CloseOutputSoftLimit:
 		// Logged where they were found, with their figures and a rate limit.
 	default:
 		// Verbose, not a warning: any stranger can cause any of these.
@@ -128,7 +127,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 
 // runClient is serveClient's loop. It returns why it ended, and the error
 // that ended it, if any.
-func (s *Server) runClient(ctx context.Context, c *client) (closeReason, error) {
+func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReason, error) {
 	for ctx.Err() == nil {
 		cc := s.clientConf()
 		c.syncLimits(cc)
@@ -146,7 +145,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (closeReason, error) 
 						"limit", cc.limits.MaxQuery, "suppressed", n)
 				}
 			}
-			return readCloseReason(err), err
+			return downstream.ReadCloseReason(err), err
 		}
 		if len(cmd.Args) == 0 {
 			continue
@@ -155,23 +154,23 @@ func (s *Server) runClient(ctx context.Context, c *client) (closeReason, error) 
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
 		if !c.replicaSet() && c.overHardLimit(cc.output) {
-			s.closedByOutputLimit(c, closeOutputHardLimit)
-			return closeOutputHardLimit, nil
+			s.closedByOutputLimit(c, downstream.CloseOutputHardLimit)
+			return downstream.CloseOutputHardLimit, nil
 		}
 		if quit || c.replicaSet() || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
-				return closeWriteError, err
+				return downstream.CloseWriteError, err
 			}
 		}
 		if quit {
-			return closeQuit, nil
+			return downstream.CloseQuit, nil
 		}
 		if c.replicaSet() {
 			s.runReplica(ctx, c)
-			return closeNone, nil
+			return downstream.CloseNone, nil
 		}
 	}
-	return closeServerShutdown, nil
+	return downstream.CloseServerShutdown, nil
 }
 
 // flush writes the gathered replies. While what is left to write is at or
@@ -202,7 +201,7 @@ func (c *client) flush() error {
 			// even from a client that reads at once.
 			deadline = minTime(deadline, maxTime(now.Add(lim.SoftPeriod), now.Add(minSoftWait)))
 		case now.Sub(overSince) > lim.SoftPeriod:
-			c.srv.closedByOutputLimit(c, closeOutputSoftLimit)
+			c.srv.closedByOutputLimit(c, downstream.CloseOutputSoftLimit)
 			err = errOutputLimit
 			continue
 		default:
@@ -215,7 +214,7 @@ func (c *client) flush() error {
 		pending = pending[n:]
 		var ne net.Error
 		if over && errors.As(err, &ne) && ne.Timeout() && int64(len(pending)) >= lim.Soft {
-			c.srv.closedByOutputLimit(c, closeOutputSoftLimit)
+			c.srv.closedByOutputLimit(c, downstream.CloseOutputSoftLimit)
 		}
 	}
 	if cap(c.out) > 1<<20 {
@@ -236,9 +235,9 @@ func (c *client) overHardLimit(lim config.OutputBufferLimit) bool {
 // closedByOutputLimit counts and logs an admin client closed for its output
 // buffer (client_output_buffer_limit_disconnections) and closes it; its
 // goroutine then ends on the closed connection.
-func (s *Server) closedByOutputLimit(c *client, reason closeReason) {
+func (s *Server) closedByOutputLimit(c *client, reason downstream.CloseReason) {
 	which := "hard"
-	if reason == closeOutputSoftLimit {
+	if reason == downstream.CloseOutputSoftLimit {
 		which = "soft"
 	}
 	s.stats.outputLimitDisconnects.Add(1)

@@ -12,29 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/downstream"
 )
-
-// TestCloseReasonNames: every reason has its own name, fit for an INFO key,
-// and applies to replicas, to clients, or to both.
-func TestCloseReasonNames(t *testing.T) {
-	seen := map[string]closeReason{}
-	for r := closeNone; r < numCloseReasons; r++ {
-		name := r.String()
-		if name == "unknown" || !validName(name) {
-			t.Errorf("reason %d is named %q", r, name)
-		}
-		if o, dup := seen[name]; dup {
-			t.Errorf("reasons %d and %d are both %q", o, r, name)
-		}
-		seen[name] = r
-		if r != closeNone && !r.appliesToReplicas() && !r.appliesToClients() {
-			t.Errorf("%s applies to nothing", r)
-		}
-	}
-	if closeNone.appliesToClients() || closeNone.appliesToReplicas() || numCloseReasons.String() != "unknown" {
-		t.Error("closeNone or numCloseReasons is listed")
-	}
-}
 
 // waitInfoCount waits until INFO proxy shows key at want.
 func waitInfoCount(t testing.TB, p *testProxy, key string, want int) {
@@ -48,7 +27,7 @@ func waitInfoCount(t testing.TB, p *testProxy, key string, want int) {
 // reason, once.
 func TestClientCloseReasons(t *testing.T) {
 	p := startProxy(t)
-	for _, r := range []closeReason{closedByPeer, closeQuit, closeKilled, closeProtocolError} {
+	for _, r := range []downstream.CloseReason{downstream.ClosedByPeer, downstream.CloseQuit, downstream.CloseKilled, downstream.CloseProtocolError} {
 		if got := infoField(p, "proxy", "clients_closed_"+r.String()); got != "0" {
 			t.Fatalf("clients_closed_%s %q at start", r, got)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/streamlog"
@@ -210,18 +211,18 @@ func (s *Server) cmdRole(c *client, _ [][]byte) bool {
 // appendRoleReplicas appends the online replicas as a primary's ROLE lists
 // them: [ip, port, ack offset], all bulk strings.
 func (s *Server) appendRoleReplicas(b []byte) []byte {
-	var online []*replica
+	var online []*downstream.Replica
 	for _, r := range s.clients.replicaList() {
-		if r.State() == replicaOnline {
+		if r.State() == downstream.Online {
 			online = append(online, r)
 		}
 	}
 	b = wire.AppendArrayHeader(b, len(online))
 	for _, r := range online {
 		b = wire.AppendArrayHeader(b, 3)
-		b = wire.AppendBulkString(b, r.ip)
-		b = wire.AppendBulkString(b, strconv.Itoa(r.hs.port))
-		b = wire.AppendBulkString(b, strconv.FormatInt(r.ackOff.Load(), 10))
+		b = wire.AppendBulkString(b, r.IP())
+		b = wire.AppendBulkString(b, strconv.Itoa(r.Port()))
+		b = wire.AppendBulkString(b, strconv.FormatInt(r.AckOffset(), 10))
 	}
 	return b
 }
@@ -518,7 +519,7 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 	flags, omem := "N", int64(0)
 	if r := c.asReplica.Load(); r != nil {
 		flags = "S"
-		if cur := r.cursor.Load(); cur != nil {
+		if cur := r.Cursor(); cur != nil {
 			omem = cur.OutputBufferSize()
 		}
 	}
@@ -590,9 +591,9 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 	}
 	for _, o := range victims {
 		if r := o.asReplica.Load(); r != nil {
-			r.close(closeKilled, nil)
+			r.Close(downstream.CloseKilled, nil)
 		} else {
-			o.closeFor(closeKilled)
+			o.closeFor(downstream.CloseKilled)
 		}
 	}
 	if oldForm {

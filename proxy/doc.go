@@ -48,15 +48,13 @@
 //   - clients (client.go, commands.go, commands_connect.go,
 //     commands_sentinel.go, protect.go): one connection each; a client
 //     turns into a replica on PSYNC or SYNC.
-//   - replicas (downstream.go, replica_writer.go, replica_limits.go): a
-//     replica owns its connection from PSYNC on: its handshake state, its
-//     sync path (choosePath: partial from memory or from the log, full from
-//     a snapshot in memory or a file, awaiting a fetch, a fetched payload),
-//     its ACK reader, its limits (overLimit) and its close reason. It sees
-//     the server only through replicaHost, which it declares and
-//     replica_host.go implements, and the history; it adds to counters
-//     handed over at PSYNC (replicaCounters). This is the part that becomes
-//     package downstream.
+//   - replicas (package downstream; downstream.go, replica_host.go here):
+//     a replica owns its connection from PSYNC on, its sync paths, ACK
+//     reader, limits and close reasons (see its package doc). downstream.go
+//     holds REPLCONF, PSYNC and SYNC: the history's plan, the sync counters,
+//     and the hand-over (downstream.New, registered, then Run on the
+//     client's goroutine); replica_host.go the downstream.Host each replica
+//     is given and the counters it adds to.
 //   - the stream log (durable.go; package streamlog, its follower in package
 //     history): with repl-log-size,
 //     the stream kept in dir/replproxy-log, recovered at New (the history
@@ -74,7 +72,8 @@
 //     only if unchanged; spill.go, snapshot_disk.go and payload_disk.go
 //     decide when one is written, snapfile how.
 //   - INFO, ROLE, CLIENT LIST (info.go, commands.go) and the counters behind
-//     them (stats.go, closereason.go). INFO is written in info.go alone,
+//     them (stats.go; the close reasons are downstream.CloseReason, for
+//     replicas and clients alike). INFO is written in info.go alone,
 //     from one report (report.go): the figures read once from their
 //     sources, with every derived one (lag, the backlog zeroed without a
 //     history, the log's fsync lag) derived there; /metrics renders the same
@@ -105,13 +104,10 @@
 // The connection counts against maxclients (and in connected_clients) from
 // accept on, as Redis creates its client before the handshake: past the
 // limit it is closed at once.
-// When a client becomes a replica that goroutine is the replica's read loop
-// (replica.run, readLoop: its ACKs and newlines), and a second one its
-// write loop (writeLoop): the payload, then the stream from the replica's
-// cursor with writev. Whichever ends first records its cause, closes the
-// connection and ends the other's context (replica.exit, as yamux's
-// stream), so the close reason reported is the first cause; run returns
-// once both have ended.
+// When a client becomes a replica that goroutine runs it
+// (downstream.Replica.Run): it is the replica's read loop, and Run starts
+// its write loop and returns once both have ended, with one first-cause
+// close (package downstream).
 //
 // The upstream link's run goroutine owns the main link's connection and is
 // the stream's one producer: it fills, scans and publishes (replbuf's
@@ -125,11 +121,10 @@
 // byte to the log; it is the last of the stream's readers to stop, after
 // the clients), which runs the syncer (repl-log-fsync everysec) beside it
 // and joins it, on a context of their own; Run waits for both, then closes
-// the log. A replica's writer sends from the log (sendLog) while the
-// replica is out of the memory window or resumes from an offset only the
-// log holds, then moves back to a cursor; the position that moves carries
-// the stream generation (cursor, log reader, cursor), and at the log's end
-// the writer waits for the follower's next append (durable.appended). The
+// the log. A replica's writer sends from the log while the replica is out
+// of the memory window or resumes from an offset only the log holds (package
+// downstream), and at the log's end waits for the follower's next append,
+// which durable.appended (a downstream.LogSignal) announces. The
 // monitoring server, when metrics-port is set, is served from New's
 // listener by net/http's goroutines from the start of Run to its very end
 // (after the clients and the background group, before the history
@@ -169,8 +164,10 @@
 //     is made only for the generation the log holds; streamlog calls nothing
 //     back.
 //   - life (Run and Close) and bgMu are never held while waiting.
-//   - durable.appended's mu (logSignal) is a leaf, held to hand out or
-//     close one channel.
+//   - durable.appended's mu (a downstream.LogSignal) is a leaf, held to
+//     hand out or close one channel.
+//   - A replica (package downstream) has no mutex of its own; the
+//     downstream.Host it is given takes the proxy's locks each alone.
 //   - A report (an INFO, a scrape) takes no lock of its own: it reads
 //     atomics and takes the history's, the registry's, the pool's and the
 //     stream log's locks each alone.

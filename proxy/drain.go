@@ -74,11 +74,11 @@ func (s *Server) replicasBehind() int {
 	end := s.hist.Stream().Offset()
 	n := 0
 	for _, r := range s.clients.replicaList() {
-		cur := r.cursor.Load()
+		cur := r.Cursor()
 		switch {
 		case cur == nil, cur.Lag() > 0:
 			n++
-		case !r.legacy && r.ackOff.Load() < end:
+		case !r.Legacy() && r.AckOffset() < end:
 			n++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/streamlog"
 )
@@ -26,7 +27,7 @@ import (
 //   - Reading: planPartial serves an offset older than the memory backlog
 //     from the log (History.mu, then the log's lock); the replica's writer
 //     sends the log from there, verifying each record, and moves to the
-//     shared blocks once its offset is in memory (replica_writer.go).
+//     shared blocks once its offset is in memory (package downstream).
 //   - Restart: New recovers the log (verifying every record) and, when it
 //     holds a history, starts the stream at its end under its identity, so
 //     that replicas continue from the log at once and the link asks the
@@ -53,37 +54,9 @@ type durable struct {
 
 	closeOnce sync.Once
 
-	// appended wakes the replicas sending from the log's end (sendLog)
+	// appended wakes the replicas sending from the log's end (downstream)
 	// when the follower has appended, or the log stopped following.
-	appended logSignal
-}
-
-// A logSignal is a broadcast: wait returns a channel that the next notify
-// closes. Any goroutine; mu is a leaf.
-type logSignal struct {
-	mu sync.Mutex
-	ch chan struct{} // guarded by mu; nil until someone waits
-}
-
-// wait returns a channel closed by the next notify. Take it before looking
-// at the log, so that an append in between is not missed.
-func (s *logSignal) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ch == nil {
-		s.ch = make(chan struct{})
-	}
-	return s.ch
-}
-
-// notify wakes every waiter; it costs a lock when nobody waits.
-func (s *logSignal) notify() {
-	s.mu.Lock()
-	if s.ch != nil {
-		close(s.ch)
-		s.ch = nil
-	}
-	s.mu.Unlock()
+	appended downstream.LogSignal
 }
 
 // openDurable opens (recovering) the log in dir, which the caller has
@@ -142,10 +115,6 @@ func (s *Server) recovered(d *durable) {
 		"verified-bytes", rec.Verified, "unfinished-bytes", rec.Unfinished)
 }
 
-// errGenerationMoved is a stream generation that changed while a reader
-// attached (the history's rule, for the replica's move to memory).
-var errGenerationMoved = history.ErrGenerationMoved
-
 // followerConfig is what d's follower reads of the configuration in force,
 // and how it wakes the replicas waiting at the log's end.
 func (s *Server) followerConfig(d *durable, retry time.Duration) history.FollowerConfig {
@@ -162,7 +131,7 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 		BehindLimit: func() int64 { return replicaHardLimit(s.config()) },
 		Retry:       retry,
 		SyncEvery:   time.Second,
-		Appended:    d.appended.notify,
+		Appended:    d.appended.Notify,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
@@ -310,13 +311,13 @@ func writeInfoProxy(w infoWriter, r *report) {
 		w.kv("sync_full_"+fr.String(), st.fullSyncs[fr])
 	}
 	w.kv("replicas_dropped", st.replicasDropped)
-	for cr := closeNone; cr < numCloseReasons; cr++ {
-		if cr.appliesToReplicas() {
+	for cr := downstream.CloseNone; cr < downstream.NumCloseReasons; cr++ {
+		if cr.AppliesToReplicas() {
 			w.kv("replicas_closed_"+cr.String(), st.replicaCloses[cr])
 		}
 	}
-	for cr := closeNone; cr < numCloseReasons; cr++ {
-		if cr.appliesToClients() {
+	for cr := downstream.CloseNone; cr < downstream.NumCloseReasons; cr++ {
+		if cr.AppliesToClients() {
 			w.kv("clients_closed_"+cr.String(), st.clientCloses[cr])
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
 )
 
 // monitorInterval is how often the monitor checks replicas (Redis's
@@ -38,21 +39,21 @@ func (s *Server) monitor(ctx context.Context) {
 // hard limit is raised to the backlog size, as Redis does.
 func (s *Server) checkReplicas(now time.Time) {
 	cfg := s.config()
-	lim := replicaLimits{
-		hard:       replicaHardLimit(cfg),
-		soft:       cfg.ClientOutputBufferLimit.Replica.Soft,
-		softPeriod: cfg.ClientOutputBufferLimit.Replica.SoftPeriod,
-		timeout:    cfg.ReplTimeout,
-		live:       s.logLive(),
-		end:        s.hist.Stream().Offset(),
+	lim := downstream.Limits{
+		Hard:       replicaHardLimit(cfg),
+		Soft:       cfg.ClientOutputBufferLimit.Replica.Soft,
+		SoftPeriod: cfg.ClientOutputBufferLimit.Replica.SoftPeriod,
+		Timeout:    cfg.ReplTimeout,
+		Live:       s.logLive(),
+		End:        s.hist.Stream().Offset(),
 	}
 	for _, r := range s.clients.replicaList() {
-		if r.closed() {
+		if r.Closed() {
 			continue
 		}
-		if reason, err := r.overLimit(now, lim); reason != closeNone {
+		if reason, err := r.OverLimit(now, lim); reason != downstream.CloseNone {
 			s.stats.replicasDropped.Add(1)
-			r.close(reason, err)
+			r.Close(reason, err)
 		}
 	}
 }
@@ -79,10 +80,10 @@ func (s *Server) releaseRetired() {
 // they close (closing logs). A replica planned since keeps its connection,
 // as it did when the change and the disconnection were one step under one
 // lock.
-func (s *Server) disconnectReplicas(reason closeReason, epoch uint64) {
+func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
 	for _, r := range s.clients.replicaList() {
-		if r.epoch < epoch {
-			r.close(reason, nil)
+		if r.Epoch() < epoch {
+			r.Close(reason, nil)
 		}
 	}
 }

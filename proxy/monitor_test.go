@@ -6,6 +6,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/history"
 )
 
 // TestReplicaHardLimit: the hard limit applies raised to the backlog, as in
@@ -27,18 +29,18 @@ func TestReplicaHardLimit(t *testing.T) {
 // connection.
 func TestDisconnectReplicasByEpoch(t *testing.T) {
 	s := linkNewServer(t, hclog.Off)
-	register := func(epoch uint64) *replica {
+	register := func(epoch uint64) *downstream.Replica {
 		conn, _ := linkPipe(t)
-		r := &replica{c: &client{conn: conn, srv: s}, count: s.replicaCounters(), epoch: epoch, log: hclog.NewNullLogger(), firstAck: make(chan struct{})}
+		r := downstream.New(downstream.Config{Conn: conn, Counters: s.replicaCounters(), Plan: history.Plan{Epoch: epoch}, Hist: s.hist, Log: hclog.NewNullLogger()})
 		s.clients.addReplica(r)
 		return r
 	}
 	before, since := register(1), register(2)
-	s.disconnectReplicas(closeReplIDChanged, 2)
-	if !before.closed() {
+	s.disconnectReplicas(downstream.CloseReplIDChanged, 2)
+	if !before.Closed() {
 		t.Error("a replica planned before the change kept its connection")
 	}
-	if since.closed() {
+	if since.Closed() {
 		t.Error("a replica planned since the change was disconnected")
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,12 +131,6 @@ func validName(name string) bool {
 		}
 	}
 	return true
-}
-
-// validReplicaIP reports whether a REPLCONF ip-address may be shown in INFO's
-// "slaveN:ip=...,port=..." lines: a valid name without ',' or '='.
-func validReplicaIP(ip string) bool {
-	return validName(ip) && !strings.ContainsAny(ip, ",=")
 }
 
 // logLimiter lets a repeated log line through at most once per period and

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+
+	"github.com/replproxy/replproxy/proxy/downstream"
 )
 
 // A registry is the set of connected clients and, among them, the replicas.
@@ -15,9 +17,9 @@ import (
 // touches a socket: callers take a list and act on it after.
 type registry struct {
 	mu       sync.Mutex
-	byID     map[int64]*client     // guarded by mu
-	lastID   int64                 // guarded by mu; the id given last
-	replicas map[*replica]struct{} // guarded by mu; a subset of byID's clients, while they run as replicas
+	byID     map[int64]*client                // guarded by mu
+	lastID   int64                            // guarded by mu; the id given last
+	replicas map[*downstream.Replica]struct{} // guarded by mu; a subset of byID's clients, while they run as replicas
 	// handshakes is how many connections accepted on tls-port are still in
 	// their TLS handshake; guarded by mu. Redis creates the client at accept,
 	// before the handshake: so they count against maxclients and in
@@ -28,7 +30,7 @@ type registry struct {
 }
 
 func newRegistry() *registry {
-	return &registry{byID: make(map[int64]*client), replicas: make(map[*replica]struct{})}
+	return &registry{byID: make(map[int64]*client), replicas: make(map[*downstream.Replica]struct{})}
 }
 
 // add registers a new client made by newClient with the next id, unless
@@ -91,14 +93,14 @@ func (g *registry) remove(c *client) {
 }
 
 // addReplica registers a client that became a replica.
-func (g *registry) addReplica(r *replica) {
+func (g *registry) addReplica(r *downstream.Replica) {
 	g.mu.Lock()
 	g.replicas[r] = struct{}{}
 	g.mu.Unlock()
 }
 
 // removeReplica forgets a replica whose goroutines have ended.
-func (g *registry) removeReplica(r *replica) {
+func (g *registry) removeReplica(r *downstream.Replica) {
 	g.mu.Lock()
 	delete(g.replicas, r)
 	g.mu.Unlock()
@@ -126,14 +128,14 @@ func (g *registry) clients() []*client {
 }
 
 // replicaList returns the replicas in the order they connected.
-func (g *registry) replicaList() []*replica {
+func (g *registry) replicaList() []*downstream.Replica {
 	g.mu.Lock()
-	list := make([]*replica, 0, len(g.replicas))
+	list := make([]*downstream.Replica, 0, len(g.replicas))
 	for r := range g.replicas {
 		list = append(list, r)
 	}
 	g.mu.Unlock()
-	slices.SortFunc(list, func(a, b *replica) int { return cmp.Compare(a.c.id, b.c.id) })
+	slices.SortFunc(list, func(a, b *downstream.Replica) int { return cmp.Compare(a.ID(), b.ID()) })
 	return list
 }
 
@@ -147,9 +149,9 @@ func (g *registry) ackOffsets(epoch uint64) (offs, times []int64) {
 	times = make([]int64, 0, len(g.replicas))
 	for r := range g.replicas {
 		// Atomics and fields fixed at registration: nothing blocks here.
-		if r.epoch == epoch && !r.hs.rdbOnly && r.State() == replicaOnline && !r.closed() {
-			offs = append(offs, r.ackOff.Load())
-			times = append(times, r.ackTime.Load())
+		if off, at, ok := r.AckedIn(epoch); ok {
+			offs = append(offs, off)
+			times = append(times, at)
 		}
 	}
 	return offs, times

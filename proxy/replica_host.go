@@ -1,41 +1,58 @@
 package proxy
 
-import "time"
+import (
+	"time"
 
-// The server's side of a replica (replicaHost, downstream.go): what a
-// replica needs of the server, given through a small interface so that the
-// replica owns its connection and reaches into nothing else.
+	"github.com/replproxy/replproxy/proxy/downstream"
+)
 
-var _ replicaHost = (*Server)(nil)
-
-func (s *Server) replTimeout() time.Duration { return s.config().ReplTimeout }
-
-func (s *Server) logAppended() <-chan struct{} { return s.durable.appended.wait() }
-
-func (s *Server) logCorrupt(err error) {
-	s.durable.lg.Error("stream log: corrupt record, not sent", "error", err)
+// The server's side of a replica (downstream.Host): what a replica needs of
+// the server, given through a small interface so that the replica owns its
+// connection and reaches into nothing else. One replicaHost per replica,
+// made at PSYNC (beginSync); both of the replica's loops call it.
+type replicaHost struct {
+	s *Server
+	c *client // the client the replica was
+	// replconf is the command table's name of REPLCONF, which CLIENT LIST
+	// shows as a replica's last command.
+	replconf *string
 }
 
-// replicaCommand runs a replica's command through the admin dispatcher, as
-// it ran before the replica owned its connection; the reply is dropped.
-func (s *Server) replicaCommand(c *client, args [][]byte) {
-	s.dispatch(c, args)
-	c.out = c.out[:0]
+var _ downstream.Host = (*replicaHost)(nil)
+
+func (h *replicaHost) ReplTimeout() time.Duration { return h.s.config().ReplTimeout }
+
+func (h *replicaHost) MemoryWindow() int64 { return h.s.memoryWindow() }
+
+func (h *replicaHost) LogLive() bool { return h.s.logLive() }
+
+func (h *replicaHost) LogAppended() <-chan struct{} { return h.s.durable.appended.Wait() }
+
+func (h *replicaHost) LogCorrupt(err error) {
+	h.s.durable.lg.Error("stream log: corrupt record, not sent", "error", err)
 }
 
-// replicaEnded takes r out of the registry, then out of its fetch's waiters
-// in the history: one lock at a time.
-func (s *Server) replicaEnded(r *replica) {
-	s.clients.removeReplica(r)
-	s.hist.LeaveFetch(r.fetch)
+func (h *replicaHost) Acked() { h.s.replicaAcked() }
+
+func (h *replicaHost) Replconf() { h.c.lastCmd.Store(h.replconf) }
+
+// Command runs a replica's command through the admin dispatcher, as it ran
+// before the replica owned its connection; the reply is dropped.
+func (h *replicaHost) Command(args [][]byte) {
+	h.s.dispatch(h.c, args)
+	h.c.out = h.c.out[:0]
 }
+
+// Ended takes r out of the registry; the replica then leaves its fetch's
+// waiters in the history itself: one lock at a time.
+func (h *replicaHost) Ended(r *downstream.Replica) { h.s.clients.removeReplica(r) }
 
 // replicaCounters hands a new replica the counters it adds to.
-func (s *Server) replicaCounters() replicaCounters {
-	return replicaCounters{
-		outputBytes: &s.stats.replOutputBytes,
-		closes:      &s.stats.replicaCloses,
-		dropped:     &s.stats.replicasDropped,
-		toDisk:      &s.stats.replicasToDisk,
+func (s *Server) replicaCounters() downstream.Counters {
+	return downstream.Counters{
+		OutputBytes: &s.stats.replOutputBytes,
+		Closes:      &s.stats.replicaCloses,
+		Dropped:     &s.stats.replicasDropped,
+		ToDisk:      &s.stats.replicasToDisk,
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
@@ -74,7 +75,7 @@ type replicaFigures struct {
 	id       int64  // client id
 	ip       string // ip-address, else the peer's address
 	port     int    // listening-port
-	state    replicaState
+	state    downstream.State
 	offset   int64 // highest offset ACKed
 	lag      int64 // seconds since its last ACK; 0 until it is online
 	lagBytes int64 // master_repl_offset minus offset, at least 0
@@ -133,9 +134,9 @@ func (s *Server) report(parts reportParts) *report {
 	}
 
 	for _, rp := range s.clients.replicaList() {
-		f := replicaFigures{id: rp.c.id, ip: rp.ip, port: rp.hs.port, state: rp.State(), offset: rp.ackOff.Load()}
-		if f.state == replicaOnline {
-			f.lag = int64(now.Sub(time.Unix(0, rp.ackTime.Load())) / time.Second)
+		f := replicaFigures{id: rp.ID(), ip: rp.IP(), port: rp.Port(), state: rp.State(), offset: rp.AckOffset()}
+		if f.state == downstream.Online {
+			f.lag = int64(now.Sub(time.Unix(0, rp.AckTime())) / time.Second)
 		}
 		f.lagBytes = max(r.offset-f.offset, 0)
 		r.replicas = append(r.replicas, f)
@@ -263,11 +264,11 @@ func (r *report) figures() metrics.Figures {
 			Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
 		})
 	}
-	for cr := closeNone; cr < numCloseReasons; cr++ {
-		if cr.appliesToReplicas() {
+	for cr := downstream.CloseNone; cr < downstream.NumCloseReasons; cr++ {
+		if cr.AppliesToReplicas() {
 			f.ReplicasClosed = append(f.ReplicasClosed, metrics.Count{Label: cr.String(), Value: st.replicaCloses[cr]})
 		}
-		if cr.appliesToClients() {
+		if cr.AppliesToClients() {
 			f.ClientsClosed = append(f.ClientsClosed, metrics.Count{Label: cr.String(), Value: st.clientCloses[cr]})
 		}
 	}

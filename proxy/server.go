@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
@@ -437,7 +438,7 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, r
 		// Run cancels ctx before closeClients lists the clients: a client
 		// registered after that list (a TLS handshake that ended just then)
 		// sees the cancel here and is closed, so none is left open.
-		c.closeFor(closeServerShutdown)
+		c.closeFor(downstream.CloseServerShutdown)
 	}
 	wg.Go(func() { s.serveClient(ctx, c) })
 }
@@ -450,7 +451,7 @@ func (s *Server) register(conn net.Conn) (*client, bool) {
 // closeClients closes every client connection, which ends their goroutines.
 func (s *Server) closeClients() {
 	for _, c := range s.clients.clients() {
-		c.closeFor(closeServerShutdown)
+		c.closeFor(downstream.CloseServerShutdown)
 	}
 }
 

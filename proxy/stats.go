@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/replproxy/replproxy/proxy/history"
+import (
+	"github.com/replproxy/replproxy/proxy/history"
+
+	"github.com/replproxy/replproxy/proxy/downstream"
+)
 
 import "sync/atomic"
 
@@ -25,23 +29,23 @@ type stats struct {
 	replicasToDisk      atomic.Int64           // replicas moved from memory to the stream log
 
 	// The upstream link (proxy section).
-	upstreamConnects      atomic.Int64        // connections made to the primary
-	upstreamFullSyncs     atomic.Int64        // +FULLRESYNC received and completed
-	upstreamPartialSyncs  atomic.Int64        // +CONTINUE received
-	upstreamLinkFailures  atomic.Int64        // link attempts or links that ended with an error
-	upstreamRDBBytes      atomic.Int64        // RDB payload bytes received
-	upstreamChecksumFails atomic.Int64        // snapshots whose CRC64 did not match
-	upstreamStreamErrors  atomic.Int64        // links dropped for stream bytes the scanner refused
-	upstreamQueryLimits   atomic.Int64        // links dropped for unpublished bytes over master-query-buffer-limit
-	snapshotFetches       atomic.Int64        // side-link snapshot fetches completed
-	snapshotFetchReasons  history.FetchCounts // of those, per history.FetchReason
-	snapshotFetchFailures atomic.Int64        // side-link snapshot fetches that failed
-	snapshotFetchBytes    atomic.Int64        // payload bytes received by fetches
-	replicasDropped       atomic.Int64        // replicas disconnected by a limit or timeout
-	replicaCloses         closeCounts         // replicas closed, per reason
-	clientCloses          closeCounts         // other clients closed, per reason
-	evictedSnapshots      atomic.Int64        // evicted_snapshots: spilled to disk or dropped
-	evictedBytes          atomic.Int64        // evicted_bytes: their memory
+	upstreamConnects      atomic.Int64           // connections made to the primary
+	upstreamFullSyncs     atomic.Int64           // +FULLRESYNC received and completed
+	upstreamPartialSyncs  atomic.Int64           // +CONTINUE received
+	upstreamLinkFailures  atomic.Int64           // link attempts or links that ended with an error
+	upstreamRDBBytes      atomic.Int64           // RDB payload bytes received
+	upstreamChecksumFails atomic.Int64           // snapshots whose CRC64 did not match
+	upstreamStreamErrors  atomic.Int64           // links dropped for stream bytes the scanner refused
+	upstreamQueryLimits   atomic.Int64           // links dropped for unpublished bytes over master-query-buffer-limit
+	snapshotFetches       atomic.Int64           // side-link snapshot fetches completed
+	snapshotFetchReasons  history.FetchCounts    // of those, per history.FetchReason
+	snapshotFetchFailures atomic.Int64           // side-link snapshot fetches that failed
+	snapshotFetchBytes    atomic.Int64           // payload bytes received by fetches
+	replicasDropped       atomic.Int64           // replicas disconnected by a limit or timeout
+	replicaCloses         downstream.CloseCounts // replicas closed, per reason
+	clientCloses          downstream.CloseCounts // other clients closed, per reason
+	evictedSnapshots      atomic.Int64           // evicted_snapshots: spilled to disk or dropped
+	evictedBytes          atomic.Int64           // evicted_bytes: their memory
 
 	// Clients the proxy refused or closed (Redis 7's names).
 	aclDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
@@ -89,7 +93,7 @@ type counters struct {
 	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
 	snapshotFetchReasons                                       [history.NumFetchReasons]int64
 	replicasDropped                                            int64
-	replicaCloses, clientCloses                                [numCloseReasons]int64
+	replicaCloses, clientCloses                                [downstream.NumCloseReasons]int64
 	evictedSnapshots, evictedBytes                             int64
 
 	aclDeniedAuth, queryLimitDisconnects, outputLimitDisconnects int64

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -61,7 +62,7 @@ func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.installSnapshot(sn) }
 func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64, changed bool) {
 	oldID, secondOffset, epoch, changed := h.s.hist.ContinueAs(newID)
 	if changed {
-		h.s.disconnectReplicas(closeReplIDChanged, epoch)
+		h.s.disconnectReplicas(downstream.CloseReplIDChanged, epoch)
 	}
 	return oldID, secondOffset, changed
 }
@@ -97,5 +98,5 @@ func (s *Server) upstreamTarget() upstream.Target {
 // replicas of the old generation are disconnected after the change.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	epoch := s.hist.Install(sn)
-	s.disconnectReplicas(closeGenerationChanged, epoch)
+	s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
 }

@@ -16,6 +16,10 @@
 //     internal/safefile; proxy/history (the replication history) only
 //     replbuf, eviction, streamlog, proxy/snapfile and replid: none of
 //     proxy, the replicas, upstream, metrics, config or wire.
+//   - proxy/downstream (a replica, from PSYNC on) only proxy/history,
+//     proxy/wire, replbuf, replid and streamlog: none of proxy, upstream,
+//     metrics or config. It reads the snapshot file its plan names through
+//     history's types, without importing proxy/snapfile.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of

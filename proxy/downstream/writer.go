@@ -1,4 +1,4 @@
-package proxy
+package downstream
 
 import (
 	"context"
@@ -18,22 +18,34 @@ import (
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// The write loop of a downstream replica (replica.run starts it): it sends
+// The write loop of a downstream replica (Replica.Run starts it): it sends
 // the sync reply and the payload by the plan's sync path, then the stream
 // from the replica's cursor with writev, until the connection or the
 // stream ends.
 
+// spillChunk is how much of a spilled snapshot one sendfile call may send
+// under one write deadline.
+const spillChunk = 4 << 20
+
+// errSnapshotFailed ends the sync of a replica whose snapshot failed before
+// its payload could start.
+var errSnapshotFailed = errors.New("proxy: snapshot failed before its payload was sent")
+
+// keepaliveInterval is how often a replica waiting for its payload gets a
+// newline, as Redis sends them (only before the payload starts).
+const keepaliveInterval = time.Second
+
 // writeLoop serves plan on its sync path: the reply (+CONTINUE or
 // +FULLRESYNC), the payload, and then the stream until the connection or the
 // stream ends.
-func (r *replica) writeLoop(ctx context.Context, plan history.Plan) error {
-	w := &replicaWriter{r: r, conn: r.c.conn, timeout: r.host.replTimeout(), out: r.count.outputBytes}
+func (r *Replica) writeLoop(ctx context.Context, plan history.Plan) error {
+	w := &writer{r: r, conn: r.conn, timeout: r.host.ReplTimeout(), out: r.count.OutputBytes}
 	defer w.release(&plan)
 	return w.serve(ctx, &plan)
 }
 
 // A syncPath is one way a replica is served, chosen from its plan
-// (choosePath); each has one function of replicaWriter.
+// (choosePath); each has one function of writer.
 type syncPath int
 
 const (
@@ -85,7 +97,7 @@ func choosePath(plan *history.Plan) syncPath {
 }
 
 // serve runs plan's sync path: the one dispatch.
-func (w *replicaWriter) serve(ctx context.Context, plan *history.Plan) error {
+func (w *writer) serve(ctx context.Context, plan *history.Plan) error {
 	switch choosePath(plan) {
 	case pathPartialMemory:
 		return w.partialFromMemory(ctx, plan)
@@ -101,10 +113,10 @@ func (w *replicaWriter) serve(ctx context.Context, plan *history.Plan) error {
 	return w.awaitFetch(ctx, plan)
 }
 
-// replicaWriter is the write loop's state: it writes to one replica with a
+// writer is the write loop's state: it writes to one replica with a
 // deadline per write. Owned by the write loop.
-type replicaWriter struct {
-	r         *replica
+type writer struct {
+	r         *Replica
 	conn      net.Conn
 	timeout   time.Duration // repl-timeout when the loop started
 	out       *atomic.Int64 // total_net_repl_output_bytes
@@ -115,7 +127,7 @@ type replicaWriter struct {
 // cursors, readers and file of its plan, which each path leaves in plan
 // while it uses them; r.cursor only lets others read the stream cursor's
 // figures.
-func (w *replicaWriter) release(plan *history.Plan) {
+func (w *writer) release(plan *history.Plan) {
 	w.r.cursor.Store(nil)
 	if plan.Cursor != nil {
 		plan.Cursor.Close()
@@ -132,7 +144,7 @@ func (w *replicaWriter) release(plan *history.Plan) {
 }
 
 // partialFromMemory: +CONTINUE, then the stream from the plan's cursor.
-func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *history.Plan) error {
+func (w *writer) partialFromMemory(ctx context.Context, plan *history.Plan) error {
 	if err := w.sendContinue(plan); err != nil {
 		return err
 	}
@@ -141,7 +153,7 @@ func (w *replicaWriter) partialFromMemory(ctx context.Context, plan *history.Pla
 
 // partialFromLog: +CONTINUE, then the stream log from the replica's offset
 // (older than memory holds) up to memory, then the stream.
-func (w *replicaWriter) partialFromLog(ctx context.Context, plan *history.Plan) error {
+func (w *writer) partialFromLog(ctx context.Context, plan *history.Plan) error {
 	if err := w.sendContinue(plan); err != nil {
 		return err
 	}
@@ -149,9 +161,9 @@ func (w *replicaWriter) partialFromLog(ctx context.Context, plan *history.Plan) 
 }
 
 // sendContinue writes +CONTINUE, with the replid to a psync2 replica.
-func (w *replicaWriter) sendContinue(plan *history.Plan) error {
+func (w *writer) sendContinue(plan *history.Plan) error {
 	line := "+CONTINUE\r\n"
-	if w.r.hs.capaPSync2 {
+	if w.r.hs.CapaPSync2 {
 		line = "+CONTINUE " + plan.ReplID + "\r\n"
 	}
 	return w.write([]byte(line))
@@ -159,7 +171,7 @@ func (w *replicaWriter) sendContinue(plan *history.Plan) error {
 
 // fullFromMemory: +FULLRESYNC, a snapshot in memory ("$<len>", or
 // "$EOF:<mark>" while it still arrives), then the stream.
-func (w *replicaWriter) fullFromMemory(ctx context.Context, plan *history.Plan) error {
+func (w *writer) fullFromMemory(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
@@ -172,7 +184,7 @@ func (w *replicaWriter) fullFromMemory(ctx context.Context, plan *history.Plan) 
 
 // fullFromFile: +FULLRESYNC, a snapshot file in dir (sendfile), then the
 // stream.
-func (w *replicaWriter) fullFromFile(ctx context.Context, plan *history.Plan) error {
+func (w *writer) fullFromFile(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
@@ -185,9 +197,9 @@ func (w *replicaWriter) fullFromFile(ctx context.Context, plan *history.Plan) er
 // awaitFetch waits for plan's shared fetch to start, sending keepalive
 // newlines (allowed before +FULLRESYNC), then completes plan with a reader
 // of the fetched snapshot (none yet for a payload that may go to dir: see
-// fetch.file) and the stream from just after its offset
+// Fetch.ToDisk) and the stream from just after its offset
 // (History.AttachFetched), and serves it on the path that makes.
-func (w *replicaWriter) awaitFetch(ctx context.Context, plan *history.Plan) error {
+func (w *writer) awaitFetch(ctx context.Context, plan *history.Plan) error {
 	f := plan.Fetch
 	if err := w.keepaliveUntil(ctx, f.Ready()); err != nil {
 		return fullSyncError{err}
@@ -208,7 +220,7 @@ func (w *replicaWriter) awaitFetch(ctx context.Context, plan *history.Plan) erro
 // is then completed with what to send: the file in dir, or a reader of the
 // snapshot when it stayed in memory (History.FetchedPayload), and served on
 // that path.
-func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *history.Plan) error {
+func (w *writer) fetchedPayload(ctx context.Context, plan *history.Plan) error {
 	if err := w.announce(plan); err != nil {
 		return err
 	}
@@ -228,7 +240,7 @@ func (w *replicaWriter) fetchedPayload(ctx context.Context, plan *history.Plan) 
 // announce writes +FULLRESYNC (not to a SYNC replica), once: the replica is
 // then receiving its payload, and the stream its plan pins counts as its
 // output buffer.
-func (w *replicaWriter) announce(plan *history.Plan) error {
+func (w *writer) announce(plan *history.Plan) error {
 	if w.announced {
 		return nil
 	}
@@ -239,7 +251,7 @@ func (w *replicaWriter) announce(plan *history.Plan) error {
 			return err
 		}
 	}
-	r.state.Store(int32(replicaSendBulk))
+	r.state.Store(int32(SendBulk))
 	r.cursor.Store(plan.Cursor)
 	return nil
 }
@@ -249,7 +261,7 @@ func (w *replicaWriter) announce(plan *history.Plan) error {
 // rdb-only replica is done; after an EOF-marked payload the stream waits for
 // the replica's first ACK (PROTOCOL §2.1). The replica is then online, and
 // gets the stream.
-func (w *replicaWriter) online(ctx context.Context, plan *history.Plan, eof bool, size int64, fromDisk bool) error {
+func (w *writer) online(ctx context.Context, plan *history.Plan, eof bool, size int64, fromDisk bool) error {
 	r := w.r
 	if plan.Reader != nil {
 		plan.Reader.Close()
@@ -259,8 +271,8 @@ func (w *replicaWriter) online(ctx context.Context, plan *history.Plan, eof bool
 		plan.File.Close()
 		plan.File = nil
 	}
-	if r.hs.rdbOnly {
-		r.close(closeSnapshotSent, nil)
+	if r.hs.RDBOnly {
+		r.Close(CloseSnapshotSent, nil)
 		return nil
 	}
 	if eof {
@@ -269,15 +281,15 @@ func (w *replicaWriter) online(ctx context.Context, plan *history.Plan, eof bool
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
-	r.state.Store(int32(replicaOnline))
+	r.state.Store(int32(Online))
 	r.log.Info("replica online", "offset", plan.Offset, "snapshot-bytes", size, "from-disk", fromDisk)
 	return w.tail(ctx, plan)
 }
 
 // tail sends the stream after the payload or +CONTINUE: first the stream
 // log up to memory when plan starts where only the log holds the stream
-// (planPartial, planFullLocked, attachSnapshotLocked), then the stream.
-func (w *replicaWriter) tail(ctx context.Context, plan *history.Plan) error {
+// (History.PlanPartial, PlanFull, AttachFetched), then the stream.
+func (w *writer) tail(ctx context.Context, plan *history.Plan) error {
 	if rd := plan.FromLog; rd != nil {
 		plan.FromLog = nil // sendLog closes it
 		cur, err := w.sendLog(ctx, rd, plan.Gen, -1)
@@ -297,7 +309,7 @@ var errNoFirstAck = errors.New("timeout: no REPLCONF ACK after the payload for l
 // repl-timeout: the newlines a replica sends while it loads the payload
 // renew it, as in Redis (whose replicationCron applies repl-timeout to such
 // a replica). On expiry the replica is dropped and counted.
-func (w *replicaWriter) awaitFirstAck(ctx context.Context) error {
+func (w *writer) awaitFirstAck(ctx context.Context) error {
 	r, timeout := w.r, w.timeout
 	r.ackTime.Store(time.Now().UnixNano()) // the silence starts with the payload's end
 	t := time.NewTimer(timeout)
@@ -314,8 +326,8 @@ func (w *replicaWriter) awaitFirstAck(ctx context.Context) error {
 				t.Reset(timeout - idle)
 				continue
 			}
-			r.count.dropped.Add(1)
-			r.close(closeReplicaTimeout, errNoFirstAck)
+			r.count.Dropped.Add(1)
+			r.Close(CloseReplicaTimeout, errNoFirstAck)
 			return errNoFirstAck
 		}
 	}
@@ -323,7 +335,7 @@ func (w *replicaWriter) awaitFirstAck(ctx context.Context) error {
 
 // keepaliveUntil sends a keepalive newline every keepaliveInterval until
 // done is closed (nil), a write fails or ctx ends (their error).
-func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
+func (w *writer) keepaliveUntil(ctx context.Context, done <-chan struct{}) error {
 	t := time.NewTicker(keepaliveInterval)
 	defer t.Stop()
 	for {
@@ -344,7 +356,7 @@ func (w *replicaWriter) keepaliveUntil(ctx context.Context, done <-chan struct{}
 // (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
 // sendfile(2): the bytes go from the page cache to the socket. Chunks give
 // each its own write deadline.
-func (w *replicaWriter) sendFile(ctx context.Context, f *os.File, size int64) error {
+func (w *writer) sendFile(ctx context.Context, f *os.File, size int64) error {
 	if err := w.write([]byte("$" + strconv.FormatInt(size, 10) + "\r\n")); err != nil {
 		return err
 	}
@@ -384,7 +396,7 @@ var errLogGap = errors.New("the stream log ends before the memory stream begins"
 // into. At the log's end it waits for the follower's next append (or the
 // log's stop), never polling, up to logGapWait. A record that no longer
 // matches its checksum ends the replica, whose bytes stop before it.
-func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
+func (w *writer) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, within int64) (*replbuf.Cursor, error) {
 	defer rd.Close()
 	r := w.r
 	st := r.hist.Stream()
@@ -402,7 +414,7 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 			return nil, err
 		}
 		// Taken before the log is looked at: an append in between closes it.
-		appended := r.host.logAppended()
+		appended := r.host.LogAppended()
 		// Memory is looked at once per call of up to a MiB: Backlog takes
 		// the stream's lock.
 		if within < 0 || st.Offset()+1-rd.Offset() <= within {
@@ -410,7 +422,7 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 				if cur, err := st.Attach(rd.Offset()); err == nil {
 					if cur.Generation() != gen {
 						cur.Close()
-						return nil, errGenerationMoved
+						return nil, history.ErrGenerationMoved
 					}
 					return cur, nil
 				}
@@ -438,7 +450,7 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 				return nil, ctx.Err()
 			}
 		case errors.Is(err, streamlog.ErrCorrupt):
-			r.host.logCorrupt(err)
+			r.host.LogCorrupt(err)
 			return nil, err
 		default:
 			return nil, fmt.Errorf("send from the stream log: %w", err)
@@ -446,7 +458,7 @@ func (w *replicaWriter) sendLog(ctx context.Context, rd *streamlog.Reader, gen u
 	}
 }
 
-func (w *replicaWriter) write(p []byte) error {
+func (w *writer) write(p []byte) error {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.conn.Write(p)
 	w.out.Add(int64(n))
@@ -454,7 +466,7 @@ func (w *replicaWriter) write(p []byte) error {
 }
 
 // send writes one batch of a cursor with writev.
-func (w *replicaWriter) send(c *replbuf.Cursor) (int64, error) {
+func (w *writer) send(c *replbuf.Cursor) (int64, error) {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := c.Send(w.conn)
 	w.out.Add(n)
@@ -470,26 +482,26 @@ const writeSlice = 20 * time.Millisecond
 // stream sends the stream from plan's cursor until an error: the
 // connection, a new generation (ErrReset), or the server stopping. While the
 // stream log runs, a replica further behind than the memory window
-// (durable.go) is sent from the log instead, if the log holds its position
+// (Host.MemoryWindow) is sent from the log instead, if the log holds its position
 // (its cursor's generation and offset), until it is back within half the
 // window: writes then last at most writeSlice each, and only repl-timeout
 // without progress ends the replica, as one long write would. plan.Cursor is
 // the cursor in use (nil while on the log), for release to close.
-func (w *replicaWriter) stream(ctx context.Context, plan *history.Plan) error {
+func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)
 	var stalled time.Time // since when writes have made no progress
 	for {
 		cur := plan.Cursor
 		r.cursor.Store(cur)
-		live := r.host.logLive()
-		if window := r.host.memoryWindow(); live && cur.Lag() > window {
+		live := r.host.LogLive()
+		if window := r.host.MemoryWindow(); live && cur.Lag() > window {
 			gen, off := cur.Generation(), cur.Offset()
 			if rd := r.hist.LogReaderAt(gen, off); rd != nil {
 				r.cursor.Store(nil)
 				cur.Close() // the blocks it pinned may go now
 				plan.Cursor = nil
-				r.count.toDisk.Add(1)
+				r.count.ToDisk.Add(1)
 				r.log.Debug("replica out of the memory window: sending from the stream log", "offset", off)
 				next, err := w.sendLog(ctx, rd, gen, window/2)
 				if err != nil {
@@ -546,8 +558,8 @@ func isTimeout(err error) bool {
 // complete; "$EOF:<mark>", the bytes as they arrive and the mark when it is
 // still arriving and the replica takes EOF marks; otherwise it waits for the
 // end, sending keepalive newlines. It reports whether the EOF form was used.
-func (w *replicaWriter) sendSnapshot(ctx context.Context, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
-	capaEOF := w.r.hs.capaEOF
+func (w *writer) sendSnapshot(ctx context.Context, sn *replbuf.Snapshot, rd *replbuf.Cursor) (eof bool, err error) {
+	capaEOF := w.r.hs.CapaEOF
 	if sn.State() == replbuf.SnapshotBuilding && !capaEOF {
 		t := time.NewTicker(keepaliveInterval)
 		defer t.Stop()

@@ -1,4 +1,4 @@
-package proxy
+package downstream
 
 import (
 	"errors"
@@ -18,39 +18,39 @@ var (
 	errReplicaAckTimeout = errors.New("timeout: no REPLCONF ACK for longer than repl-timeout")
 )
 
-// replicaLimits are the limits in force and the figures every replica is
-// judged against in one round of the monitor.
-type replicaLimits struct {
-	hard, soft int64         // the output buffer's limits (the hard one raised to the backlog); 0: none
-	softPeriod time.Duration // how long over the soft limit closes
-	timeout    time.Duration // repl-timeout: how long an online replica may go without an ACK
-	live       bool          // the stream log follows the stream
-	end        int64         // the stream's end
+// Limits are the limits in force and the figures every replica is judged
+// against in one round of the monitor.
+type Limits struct {
+	Hard, Soft int64         // the output buffer's limits (the hard one raised to the backlog); 0: none
+	SoftPeriod time.Duration // how long over the soft limit closes
+	Timeout    time.Duration // repl-timeout: how long an online replica may go without an ACK
+	Live       bool          // the stream log follows the stream
+	End        int64         // the stream's end
 }
 
-// overLimit judges the replica against lim at now, and returns the reason
-// and the error to close it for, or closeNone. A replica's output buffer is
+// OverLimit judges the replica against lim at now, and returns the reason
+// and the error to close it for, or CloseNone. A replica's output buffer is
 // what its cursor pins (Redis's formula), or its lag (judgedOutput). Called
 // by the monitor alone, which owns softSince.
-func (r *replica) overLimit(now time.Time, lim replicaLimits) (closeReason, error) {
-	cob := judgedOutput(r.cursor.Load(), lim.live, r.onDisk.Load(), r.diskOff.Load(), lim.end)
+func (r *Replica) OverLimit(now time.Time, lim Limits) (CloseReason, error) {
+	cob := judgedOutput(r.cursor.Load(), lim.Live, r.onDisk.Load(), r.diskOff.Load(), lim.End)
 	switch {
-	case lim.hard > 0 && cob >= lim.hard:
-		return closeOutputHardLimit, errReplicaHardLimit
-	case lim.soft > 0 && cob >= lim.soft:
+	case lim.Hard > 0 && cob >= lim.Hard:
+		return CloseOutputHardLimit, errReplicaHardLimit
+	case lim.Soft > 0 && cob >= lim.Soft:
 		if r.softSince.IsZero() {
 			r.softSince = now
-		} else if now.Sub(r.softSince) > lim.softPeriod {
-			return closeOutputSoftLimit, errReplicaSoftLimit
+		} else if now.Sub(r.softSince) > lim.SoftPeriod {
+			return CloseOutputSoftLimit, errReplicaSoftLimit
 		}
 	default:
 		r.softSince = time.Time{}
 	}
-	if r.State() == replicaOnline && !r.legacy && !r.hs.rdbOnly &&
-		now.Sub(time.Unix(0, r.ackTime.Load())) > lim.timeout {
-		return closeReplicaTimeout, errReplicaAckTimeout
+	if r.State() == Online && !r.legacy && !r.hs.RDBOnly &&
+		now.Sub(time.Unix(0, r.ackTime.Load())) > lim.Timeout {
+		return CloseReplicaTimeout, errReplicaAckTimeout
 	}
-	return closeNone, nil
+	return CloseNone, nil
 }
 
 // judgedOutput is what a replica's limits are held against: the memory its

@@ -1,4 +1,4 @@
-package proxy
+package downstream
 
 import (
 	"testing"
@@ -34,36 +34,36 @@ func TestJudgedOutput(t *testing.T) {
 // clock restarts.
 func TestOverLimit(t *testing.T) {
 	now := time.Now()
-	lim := replicaLimits{hard: 1000, soft: 500, softPeriod: time.Second, timeout: 10 * time.Second, end: 10_000}
-	onDisk := func(lag int64) *replica {
-		r := &replica{}
+	lim := Limits{Hard: 1000, Soft: 500, SoftPeriod: time.Second, Timeout: 10 * time.Second, End: 10_000}
+	onDisk := func(lag int64) *Replica {
+		r := &Replica{}
 		r.onDisk.Store(true)
-		r.diskOff.Store(lim.end + 1 - lag)
+		r.diskOff.Store(lim.End + 1 - lag)
 		r.ackTime.Store(now.UnixNano())
-		r.state.Store(int32(replicaOnline))
+		r.state.Store(int32(Online))
 		return r
 	}
-	if reason, _ := onDisk(1000).overLimit(now, lim); reason != closeOutputHardLimit {
+	if reason, _ := onDisk(1000).OverLimit(now, lim); reason != CloseOutputHardLimit {
 		t.Errorf("at the hard limit: %s", reason)
 	}
 	r := onDisk(600)
-	if reason, _ := r.overLimit(now, lim); reason != closeNone || r.softSince != now {
+	if reason, _ := r.OverLimit(now, lim); reason != CloseNone || r.softSince != now {
 		t.Errorf("first over the soft limit: %s, since %v", reason, r.softSince)
 	}
-	if reason, _ := r.overLimit(now.Add(2*time.Second), lim); reason != closeOutputSoftLimit {
+	if reason, _ := r.OverLimit(now.Add(2*time.Second), lim); reason != CloseOutputSoftLimit {
 		t.Errorf("over the soft limit past its period: %s", reason)
 	}
 	r = onDisk(600)
-	r.overLimit(now, lim)
-	r.diskOff.Store(lim.end)
-	if reason, _ := r.overLimit(now.Add(time.Second/2), lim); reason != closeNone || !r.softSince.IsZero() {
+	r.OverLimit(now, lim)
+	r.diskOff.Store(lim.End)
+	if reason, _ := r.OverLimit(now.Add(time.Second/2), lim); reason != CloseNone || !r.softSince.IsZero() {
 		t.Errorf("back under the soft limit: %s, since %v", reason, r.softSince)
 	}
-	if reason, _ := r.overLimit(now.Add(11*time.Second), lim); reason != closeReplicaTimeout {
+	if reason, _ := r.OverLimit(now.Add(11*time.Second), lim); reason != CloseReplicaTimeout {
 		t.Errorf("silent past repl-timeout: %s", reason)
 	}
 	r.legacy = true
-	if reason, _ := r.overLimit(now.Add(11*time.Second), lim); reason != closeNone {
+	if reason, _ := r.OverLimit(now.Add(11*time.Second), lim); reason != CloseNone {
 		t.Errorf("a SYNC replica silent past repl-timeout: %s", reason)
 	}
 }

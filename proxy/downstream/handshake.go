@@ -1,0 +1,127 @@
+package downstream
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/replproxy/replproxy/replid"
+)
+
+// The replication handshake a client makes before PSYNC or SYNC: what its
+// REPLCONF options said, read here, where the replica that is made of them
+// and reads its later REPLCONF ACKs lives, so that the two readings of one
+// command cannot drift apart.
+
+// A Handshake is what a client said with REPLCONF before PSYNC or SYNC.
+// Owned by the client's goroutine until PSYNC hands it to New; the replica's
+// copy is read-only after.
+type Handshake struct {
+	Port       int    // listening-port
+	IP         string // ip-address
+	CapaEOF    bool   // capa eof: takes a "$EOF:<mark>" payload
+	CapaPSync2 bool   // capa psync2: takes "+CONTINUE <replid>"
+	RDBOnly    bool   // rdb-only 1: the snapshot alone, then done
+}
+
+// Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)
+// to h, in order, up to the first that ends the command. It says whether
+// to answer (ACK and GETACK are never answered), and with which error
+// reply; none ("") is +OK. A refused option leaves the ones before it
+// applied, as Redis does.
+func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
+	if len(args)%2 == 0 {
+		return true, "ERR syntax error"
+	}
+	for i := 1; i < len(args); i += 2 {
+		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
+		switch opt {
+		case "listening-port":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 || n > 65535 {
+				return true, "ERR value is not an integer or out of range"
+			}
+			h.Port = n
+		case "ip-address":
+			if len(val) >= 256 {
+				return true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more"
+			}
+			if !validIP(val) {
+				// It is shown in INFO's "slaveN:ip=...,port=..." lines.
+				return true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters"
+			}
+			h.IP = val
+		case "capa":
+			switch strings.ToLower(val) {
+			case "eof":
+				h.CapaEOF = true
+			case "psync2":
+				h.CapaPSync2 = true
+			}
+		case "ack":
+			// No reply, ever; from a client that is not a replica, ignored
+			// (a replica's are read by its own loop: replconfAck).
+			return false, ""
+		case "getack":
+			return false, "" // we are no replica of our replicas
+		case "rdb-only":
+			h.RDBOnly = val == "1"
+		case "rdb-filter-only":
+			return true, "ERR replproxy does not filter snapshots (rdb-filter-only)"
+		case "version":
+		default:
+			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64)
+		}
+	}
+	return true, ""
+}
+
+// clip shortens s for an error reply, as the proxy's replies clip what a
+// client sent.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// replconfAck returns the offset of a REPLCONF ACK among args (REPLCONF and
+// its option pairs), read as Replconf reads options: in order, up to the
+// first that ends the command (ACK, GETACK, or one refused), so that what
+// counts as an ACK is what it was when ACKs went through the command table.
+func replconfAck(args [][]byte) (off int64, ok bool) {
+	if len(args)%2 == 0 {
+		return 0, false
+	}
+	for i := 1; i < len(args); i += 2 {
+		val := string(args[i+1])
+		switch strings.ToLower(string(args[i])) {
+		case "ack":
+			return replid.ParseOffset(val)
+		case "listening-port":
+			if n, err := strconv.Atoi(val); err != nil || n < 0 || n > 65535 {
+				return 0, false
+			}
+		case "ip-address":
+			if len(val) >= 256 || !validIP(val) {
+				return 0, false
+			}
+		case "capa", "rdb-only", "version":
+		default: // getack, rdb-filter-only, unknown options
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// validIP reports whether a REPLCONF ip-address may be shown in INFO's
+// "slaveN:ip=...,port=..." lines: only '!' to '~' (the characters a client
+// name may have, so nothing that breaks an INFO or CLIENT LIST line), and
+// no ',' or '='.
+func validIP(ip string) bool {
+	for i := 0; i < len(ip); i++ {
+		if ip[i] < '!' || ip[i] > '~' || ip[i] == ',' || ip[i] == '=' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,69 @@
+package downstream
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestReplconfAck: a replica's REPLCONF ACK is read as Handshake.Replconf reads
+// it: options in order, up to the first that ends the command.
+func TestReplconfAck(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		off  int64
+		ok   bool
+	}{
+		{"REPLCONF ACK 100", 100, true},
+		{"replconf ack 7 fack 3", 7, true},
+		{"REPLCONF capa eof ACK 5", 5, true},
+		{"REPLCONF ACK", 0, false},
+		{"REPLCONF ACK x", 0, false},
+		{"REPLCONF ACK -1", 0, false},
+		{"REPLCONF GETACK * ACK 5", 0, false},
+		{"REPLCONF listening-port 99999 ACK 5", 0, false},
+		{"REPLCONF listening-port 6380 ACK 5", 5, true},
+		{"REPLCONF bogus 1 ACK 5", 0, false},
+	} {
+		var args [][]byte
+		for _, f := range strings.Fields(tc.args) {
+			args = append(args, []byte(f))
+		}
+		off, ok := replconfAck(args)
+		if ok != tc.ok || (ok && off != tc.off) {
+			t.Errorf("%q: %d, %v; want %d, %v", tc.args, off, ok, tc.off, tc.ok)
+		}
+	}
+}
+
+// TestHandshakeReplconf: REPLCONF's options go into the handshake in order;
+// a refused one is answered with its error and leaves the ones before it
+// applied; ACK and GETACK are never answered.
+func TestHandshakeReplconf(t *testing.T) {
+	for _, tc := range []struct {
+		args     string
+		answer   bool
+		errReply string
+		want     Handshake
+	}{
+		{"REPLCONF listening-port 6380 capa eof capa PSYNC2", true, "", Handshake{Port: 6380, CapaEOF: true, CapaPSync2: true}},
+		{"REPLCONF ip-address 10.0.0.1 rdb-only 1 version 7.0.0", true, "", Handshake{IP: "10.0.0.1", RDBOnly: true}},
+		{"REPLCONF listening-port", true, "ERR syntax error", Handshake{}},
+		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},
+		{"REPLCONF listening-port 1 ip-address a,b", true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", Handshake{Port: 1}},
+		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", Handshake{}},
+		{"REPLCONF rdb-filter-only x", true, "ERR replproxy does not filter snapshots (rdb-filter-only)", Handshake{}},
+		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},
+		{"REPLCONF capa eof ACK 5", false, "", Handshake{CapaEOF: true}},
+		{"REPLCONF GETACK *", false, "", Handshake{}},
+	} {
+		var args [][]byte
+		for _, f := range strings.Fields(tc.args) {
+			args = append(args, []byte(f))
+		}
+		var h Handshake
+		answer, errReply := h.Replconf(args)
+		if answer != tc.answer || errReply != tc.errReply || h != tc.want {
+			t.Errorf("%.40q: %v, %q, %+v; want %v, %q, %+v", tc.args, answer, errReply, h, tc.answer, tc.errReply, tc.want)
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package downstream
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// State is a downstream replica's state, named as INFO names it.
+type State int32
+
+const (
+	WaitBgsave State = iota // waiting for a snapshot to be fetched
+	SendBulk                // receiving the snapshot
+	Online                  // streaming
+)
+
+func (st State) String() string {
+	switch st {
+	case WaitBgsave:
+		return "wait_bgsave"
+	case SendBulk:
+		return "send_bulk"
+	}
+	return "online"
+}
+
+// A Host is what a replica needs of the server beyond the history: the
+// configuration in force, the stream log's state, and the client it was.
+// The proxy implements it, one value per replica. Both of a replica's loops
+// call it, at the same time.
+type Host interface {
+	// ReplTimeout is repl-timeout in force.
+	ReplTimeout() time.Duration
+	// MemoryWindow is how far behind the stream's end a replica may be and
+	// still be sent from memory while the stream log runs.
+	MemoryWindow() int64
+	// LogLive reports whether the stream log follows the stream now.
+	LogLive() bool
+	// LogAppended returns a channel closed when the stream log next grows
+	// or stops following the stream (a LogSignal's Wait). Only with the
+	// stream log open.
+	LogAppended() <-chan struct{}
+	// LogCorrupt reports a record of the stream log that failed its check.
+	LogCorrupt(err error)
+	// Acked is told that an ACK raised the replica's offset.
+	Acked()
+	// Replconf is told that the replica sent REPLCONF (CLIENT LIST's last
+	// command).
+	Replconf()
+	// Command runs a command other than REPLCONF that the replica sent, as
+	// the client it was; its reply is never sent.
+	Command(args [][]byte)
+	// Ended is told once both loops of r have ended, before r leaves its
+	// fetch's waiters.
+	Ended(r *Replica)
+}
+
+// Counters are the server's counters a replica adds to (INFO's), handed
+// over at PSYNC; each is atomic.
+type Counters struct {
+	OutputBytes *atomic.Int64 // total_net_repl_output_bytes
+	Closes      *CloseCounts  // replicas_closed_<reason>
+	Dropped     *atomic.Int64 // replicas dropped by a limit or timeout
+	ToDisk      *atomic.Int64 // replicas moved from memory to the stream log
+}
+
+// Config is what a client hands over when PSYNC or SYNC makes it a replica.
+type Config struct {
+	ID        int64               // the client's id (CLIENT LIST, the order INFO lists replicas in)
+	Conn      net.Conn            // the client's connection: the replica's from now on
+	Reader    *wire.CommandReader // the client's command reader, with what it buffered after PSYNC
+	Addr      string              // the peer's address, for INFO when the handshake named no ip-address
+	Handshake Handshake
+	Legacy    bool         // SYNC: no +FULLRESYNC line, no ACK timeout
+	Plan      history.Plan // how it is to be served; Run hands it to the write loop
+	Hist      *history.History
+	Host      Host
+	Counters  Counters
+	Log       hclog.Logger // the replica's: the client's, naming its listening-port
+}
+
+// A Replica is a client that sent PSYNC or SYNC. From then on it owns the
+// connection: its read loop (readLoop) reads its ACKs and newlines, its
+// write loop (writeLoop, writer.go) sends the payload and the stream, and
+// whichever ends first records the cause, closes the connection and so ends
+// the other (exit, as yamux's stream). It sees the server only through host
+// and hist; the monitor, INFO and the registry read its atomics through its
+// methods.
+type Replica struct {
+	id     int64
+	conn   net.Conn
+	rd     *wire.CommandReader // owned by the read loop
+	host   Host
+	hist   *history.History
+	count  Counters
+	hs     Handshake
+	legacy bool           // SYNC: no +FULLRESYNC line, no ACK timeout
+	fetch  *history.Fetch // the snapshot fetch its plan joined, if any: counted in its waiters
+	epoch  uint64         // the history's epoch its plan was made in
+	ip     string         // for INFO: ip-address, else the peer's address
+	log    hclog.Logger
+	plan   history.Plan // set by New, handed by Run to the write loop, which owns it
+
+	state   atomic.Int32                   // a State
+	ackOff  atomic.Int64                   // highest offset ACKed
+	ackTime atomic.Int64                   // unix nanos of the last ACK (or of going online)
+	cursor  atomic.Pointer[replbuf.Cursor] // the stream cursor, once the writer has one
+	// With the stream log, a replica that fell out of the memory window is
+	// sent from the log (writer.stream): onDisk meanwhile, and diskOff its
+	// next offset there, for the monitor's limits.
+	onDisk   atomic.Bool
+	diskOff  atomic.Int64
+	reason   atomic.Int32  // a CloseReason: why it was closed, first cause only
+	firstAck chan struct{} // closed at the first ACK
+	ackOnce  sync.Once
+	// cancel ends the write loop's context (a wait on the stream does not
+	// end with the connection); owned by Run, which sets it before either
+	// loop starts, and called by exit.
+	cancel context.CancelFunc
+
+	softSince time.Time // owned by the monitor (OverLimit): since when over the soft limit
+}
+
+// New makes the replica cfg describes: online at once for a partial
+// resync, else waiting for its snapshot. It starts nothing: Run serves it.
+func New(cfg Config) *Replica {
+	r := &Replica{id: cfg.ID, conn: cfg.Conn, rd: cfg.Reader, host: cfg.Host, hist: cfg.Hist, count: cfg.Counters,
+		hs: cfg.Handshake, legacy: cfg.Legacy, fetch: cfg.Plan.Fetch, epoch: cfg.Plan.Epoch, plan: cfg.Plan,
+		ip: cfg.Handshake.IP, firstAck: make(chan struct{})}
+	if r.ip == "" {
+		r.ip, _, _ = net.SplitHostPort(cfg.Addr)
+	}
+	if r.log = cfg.Log; r.log == nil {
+		r.log = hclog.NewNullLogger()
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	if cfg.Plan.Partial {
+		r.state.Store(int32(Online))
+	} else {
+		r.state.Store(int32(WaitBgsave))
+	}
+	return r
+}
+
+// ID is the id of the client the replica was.
+func (r *Replica) ID() int64 { return r.id }
+
+// IP is the replica's address for INFO: its ip-address, else the peer's.
+func (r *Replica) IP() string { return r.ip }
+
+// Port is its listening-port.
+func (r *Replica) Port() int { return r.hs.Port }
+
+// Legacy reports whether it came by SYNC: it sends no ACKs.
+func (r *Replica) Legacy() bool { return r.legacy }
+
+// Epoch is the history's epoch its plan was made in: a change of identity
+// disconnects the replicas of older epochs.
+func (r *Replica) Epoch() uint64 { return r.epoch }
+
+// State is where its sync is.
+func (r *Replica) State() State { return State(r.state.Load()) }
+
+// AckOffset is the highest offset it acknowledged.
+func (r *Replica) AckOffset() int64 { return r.ackOff.Load() }
+
+// AckTime is when it last acknowledged (or went online, or sent a newline
+// while loading its payload), in unix nanoseconds.
+func (r *Replica) AckTime() int64 { return r.ackTime.Load() }
+
+// Cursor is the stream cursor its writer sends from, or nil (syncing, or
+// reading the stream log). The writer owns it: callers only read its
+// figures (Offset, Lag, OutputBufferSize), which are safe from any
+// goroutine.
+func (r *Replica) Cursor() *replbuf.Cursor { return r.cursor.Load() }
+
+// Reason is why it was closed: CloseNone while open.
+func (r *Replica) Reason() CloseReason { return CloseReason(r.reason.Load()) }
+
+// AckedIn returns its ACK (the offset, and when in unix nanoseconds) for
+// ack-policy replicas, and whether it counts there: only an online replica
+// that sends ACKs (not rdb-only), still open, and planned in epoch, since a
+// replica of another epoch acknowledges other offsets.
+func (r *Replica) AckedIn(epoch uint64) (off, at int64, ok bool) {
+	if r.epoch != epoch || r.hs.RDBOnly || r.State() != Online || r.Closed() {
+		return 0, 0, false
+	}
+	return r.ackOff.Load(), r.ackTime.Load(), true
+}
+
+// ack records a REPLCONF ACK, and reports whether it raised the offset.
+func (r *Replica) ack(off int64) (raised bool) {
+	for {
+		old := r.ackOff.Load()
+		if off <= old {
+			break
+		}
+		if r.ackOff.CompareAndSwap(old, off) {
+			raised = true
+			break
+		}
+	}
+	r.ackTime.Store(time.Now().UnixNano())
+	r.ackOnce.Do(func() { close(r.firstAck) })
+	return raised
+}
+
+// Close disconnects the replica. The first reason is kept, logged (with
+// err, which may be nil) and counted; later ones are dropped. Any
+// goroutine: the monitor, CLIENT KILL and a change of identity close
+// replicas so, and the replica's own loops through exit. Closing the
+// connection ends both loops: the read loop's read fails, and so the write
+// loop's context ends too.
+func (r *Replica) Close(reason CloseReason, err error) {
+	if FirstReason(&r.reason, reason) {
+		r.count.Closes.Add(reason)
+		if err != nil {
+			r.log.Info("replica disconnected", "reason", reason.String(), "error", err)
+		} else {
+			r.log.Info("replica disconnected", "reason", reason.String())
+		}
+	}
+	r.conn.Close()
+}
+
+// Closed reports whether the replica was closed for a reason.
+func (r *Replica) Closed() bool { return r.Reason() != CloseNone }
+
+// exit ends the replica for the error that ended one of its loops: the
+// first loop to end is the cause, recorded (reason) before the connection is
+// closed, so that the other loop, ended by that close, finds a reason
+// recorded and adds none. An error that is only the consequence of a close
+// (net.ErrClosed, the context's end, or none) records nothing when a reason
+// is already there; with none, the connection was closed under the replica
+// by the server stopping, since every other closer records first.
+func (r *Replica) exit(reason CloseReason, err error) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
+		reason, err = CloseServerShutdown, nil
+	}
+	r.Close(reason, err)
+	r.cancel()
+}
+
+// Run serves the replica, on the goroutine of the client it was: its write
+// loop on a goroutine of its own, its read loop on this one; whichever ends
+// first ends both (exit). It returns once both have, the host told and the
+// plan's fetch left.
+func (r *Replica) Run(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	plan := r.plan
+	r.plan = history.Plan{} // the write loop's now
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := r.writeLoop(ctx, plan)
+		r.exit(writeCloseReason(err), err)
+	}()
+	err := r.readLoop()
+	r.exit(ReadCloseReason(err), err)
+	<-done
+	// One lock at a time: the host's registry, then the history.
+	r.host.Ended(r)
+	r.hist.LeaveFetch(r.fetch)
+}
+
+// readLoop reads what a replica sends until the connection fails: newlines
+// while it loads a payload, REPLCONF ACK (replconfAck), and anything else,
+// which the host runs as an admin command would be. Nothing is replied: the
+// connection carries only the stream.
+func (r *Replica) readLoop() error {
+	for {
+		cmd, err := r.rd.ReadCommand()
+		if err != nil {
+			return err
+		}
+		if len(cmd.Args) == 0 {
+			r.ackTime.Store(time.Now().UnixNano()) // a loading replica's newline
+			continue
+		}
+		if !strings.EqualFold(string(cmd.Args[0]), "replconf") {
+			r.host.Command(cmd.Args)
+			continue
+		}
+		r.host.Replconf()
+		if off, ok := replconfAck(cmd.Args); ok && r.ack(off) {
+			r.host.Acked()
+		}
+	}
+}

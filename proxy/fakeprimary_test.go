@@ -26,7 +26,7 @@ import (
 //     (fakeHandOver, next).
 //   - On one connection the test made (newFakeLink), for a test that drives
 //     the upstream's Serve by hand: the script writes every byte itself, the
-//     handshake's replies too, cut where the test wants (link_test.go).
+//     handshake's replies too, cut where the test wants (upstream_link_test.go).
 //
 // Either way a link's readLoop reads the proxy's commands as they come, so a
 // script that writes never blocks the proxy's writes (a net.Pipe has no

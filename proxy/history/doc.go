@@ -67,4 +67,17 @@
 // under History.mu alone which generation the log follows (LogFollows); its
 // round lock (Follower.round) is a leaf that guards only how to end the
 // current round, taken by the syncer and the follower, never across I/O.
+//
+// # Generations
+//
+// An upstream full resync starts a new generation (Install): the new
+// snapshot becomes the newest, the stream is reset at its offset (every open
+// cursor fails with replbuf.ErrReset), the snapshot on disk is forgotten and
+// the log stops serving until its follower holds the new generation; the
+// caller disconnects every replica planned before the new epoch, and each
+// comes back for a sync of the new generation. A partial resync (+CONTINUE)
+// keeps the stream; a new replid from the primary (ContinueAs) makes the old
+// one replid2, so replicas continue by partial resync after they reconnect.
+// A position that moves between memory and the log carries its generation,
+// so that a reader of one generation is never handed another's bytes.
 package history

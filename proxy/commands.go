@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/upstream"
@@ -605,19 +603,4 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 		return
 	}
 	c.out = wire.AppendInt(c.out, int64(len(victims)))
-}
-
-// HCLogLevel maps a Redis log level to hclog's.
-func HCLogLevel(l config.LogLevel) hclog.Level {
-	switch l {
-	case config.LogDebug:
-		return hclog.Trace
-	case config.LogVerbose:
-		return hclog.Debug
-	case config.LogWarning:
-		return hclog.Warn
-	case config.LogNothing:
-		return hclog.Off
-	}
-	return hclog.Info
 }

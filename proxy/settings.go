@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
@@ -123,4 +125,19 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		next.TLSReplication != prev.TLSReplication {
 		s.up.Retarget()
 	}
+}
+
+// HCLogLevel maps a Redis log level to hclog's.
+func HCLogLevel(l config.LogLevel) hclog.Level {
+	switch l {
+	case config.LogDebug:
+		return hclog.Trace
+	case config.LogVerbose:
+		return hclog.Debug
+	case config.LogWarning:
+		return hclog.Warn
+	case config.LogNothing:
+		return hclog.Off
+	}
+	return hclog.Info
 }

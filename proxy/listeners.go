@@ -112,14 +112,7 @@ func openListeners(bind []string, port int, isTLS bool, keep []boundListener, lo
 			lns = append(lns, keep[i])
 			continue
 		}
-		network, host := "tcp", addr
-		switch addr {
-		case "*":
-			network, host = "tcp4", ""
-		case "::*":
-			network, host = "tcp6", "::"
-		}
-		ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+		ln, err := listenTCP(addr, port)
 		if err != nil {
 			if optional {
 				log.Warn("optional bind address failed", "address", addr, "port", port, "error", err)
@@ -287,4 +280,24 @@ func (s *Server) listenersInUse() []boundListener {
 	s.ln.Lock()
 	defer s.ln.Unlock()
 	return slices.Clone(s.ln.list)
+}
+
+// listenTCP listens on port at addr as redis.conf's bind names it
+// (bindNetwork). The client listeners and the monitoring one (metrics-bind)
+// share the rule. The error is net.Listen's.
+func listenTCP(addr string, port int) (net.Listener, error) {
+	network, host := bindNetwork(addr)
+	return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+}
+
+// bindNetwork maps a bind address to net.Listen's network and host: "*" is
+// every IPv4 address, "::*" every IPv6 one, anything else a host.
+func bindNetwork(addr string) (network, host string) {
+	switch addr {
+	case "*":
+		return "tcp4", ""
+	case "::*":
+		return "tcp6", "::"
+	}
+	return "tcp", addr
 }

@@ -33,9 +33,11 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 		Ready:    s.readiness,
 		ErrorLog: s.log.StandardLogger(nil),
 	}
-	if err := m.Listen(cfg.MetricsBind, cfg.MetricsPort); err != nil {
+	ln, err := listenTCP(cfg.MetricsBind, cfg.MetricsPort)
+	if err != nil {
 		return fmt.Errorf("listen for metrics on %s port %d: %w", cfg.MetricsBind, cfg.MetricsPort, err)
 	}
+	m.Attach(ln)
 	s.monitoring = m
 	return nil
 }

@@ -34,8 +34,10 @@
 //
 // # Example
 //
+//	ln, err := net.Listen("tcp", "127.0.0.1:9121")
+//	if err != nil { ... }
 //	m := &metrics.Server{Figures: figures, Ready: ready}
-//	if err := m.Listen("127.0.0.1", 9121); err != nil { ... }
+//	m.Attach(ln)
 //	go m.Serve()
 //	...
 //	m.Shutdown()

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,21 +73,11 @@ type Server struct {
 	srv *http.Server   // set by Listen, read-only after
 }
 
-// Listen opens the monitoring listener on bind (metrics-bind: "*" for every
-// IPv4 address, "::*" for every IPv6 one, else a host) and port. The error
-// is net.Listen's.
-func (m *Server) Listen(bind string, port int) error {
-	network, host := "tcp", bind
-	switch host {
-	case "*":
-		network, host = "tcp4", ""
-	case "::*":
-		network, host = "tcp6", "::"
-	}
-	ln, err := net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return err
-	}
+// Attach makes ln, the monitoring listener its caller opened (metrics-bind
+// and metrics-port), the one Serve serves: behind the connection cap, each
+// connection under the timeouts. The Server owns ln from then on (Close,
+// Shutdown).
+func (m *Server) Attach(ln net.Listener) {
 	m.ln = newLimitListener(ln, MaxConns)
 	m.srv = &http.Server{
 		Handler:           m.Handler(),
@@ -99,7 +88,6 @@ func (m *Server) Listen(bind string, port int) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          m.ErrorLog,
 	}
-	return nil
 }
 
 // Addr returns the listener's address.

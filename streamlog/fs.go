@@ -65,14 +65,7 @@ func (r RootFS) Names() ([]string, error) {
 	return names, err
 }
 
-func (r RootFS) SyncDir() error {
-	d, err := r.Root.Open(".")
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func (r RootFS) SyncDir() error { return safefile.RootFS{Root: r.Root}.SyncDir() }
 
 // removeIfExists removes name, and is not bothered if it is not there.
 func removeIfExists(fsys FS, name string) error {

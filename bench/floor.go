@@ -116,6 +116,7 @@ func sendFloor(ctx context.Context, n int, perReplica int64) (time.Duration, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer c.Close() // a failed reader ends its sender's writes too
 			buf := make([]byte, 256<<10)
 			got, err := io.CopyBuffer(io.Discard, onlyReader{c}, buf)
 			if err != nil {
@@ -129,6 +130,9 @@ func sendFloor(ctx context.Context, n int, perReplica int64) (time.Duration, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Closed however the loop ends, so that the reader sees EOF
+			// (and wg.Wait returns) after a failed write too.
+			defer c.Close()
 			// Locked, so that getrusage(RUSAGE_THREAD) sees this loop's
 			// system calls and nothing else's.
 			runtime.LockOSThread()
@@ -161,7 +165,6 @@ func sendFloor(ctx context.Context, n int, perReplica int64) (time.Duration, err
 				return
 			}
 			cpu.Add(int64(c1 - c0))
-			c.(*net.TCPConn).CloseWrite()
 		}()
 	}
 	wg.Wait()

@@ -52,7 +52,7 @@ func (r *results) goals20() []goal20 {
 				if c.variant == logFull.name {
 					limit = logVsDiskFull
 				}
-				out = append(out, goal20{"log ≤ dd floor ×", row,
+				out = append(out, goal20{"log's cost ÷ dd floor", row,
 					fmt.Sprintf("%+.2f s/GB ÷ %.2f = %.2f", c.perStreamGB, f, c.vsFloor()),
 					fmt.Sprintf("≤ %.1f", limit), c.vsFloor() <= limit})
 			}

@@ -96,7 +96,7 @@ func TestParseOptions(t *testing.T) {
 	if got, want := o.makeCommand(), `make bench QUICK=1 BENCH_ARGS='-proxy-args=" --repl-backlog-size  64mb "'`; got != want {
 		t.Errorf("makeCommand = %q, want %q", got, want)
 	}
-	for _, bad := range [][]string{{"-replicas", "0"}, {"-replicas", "mixed"}, {"-sections", "nope"}, {"extra"}} {
+	for _, bad := range [][]string{{"-replicas", "0"}, {"-replicas", "mixed"}, {"-full-log-size", "0"}, {"-sections", "nope"}, {"extra"}} {
 		if _, err := parseOptions(bad); err == nil {
 			t.Errorf("parseOptions(%q): no error", bad)
 		}
@@ -227,7 +227,7 @@ func TestGoals20(t *testing.T) {
 		"relay ÷ chained N=4 512 B, log on":                                   true,
 		"relay ÷ send floor (floor > 0.6 × chained) N=4 16 KiB, log on, full": true,
 		// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ the cheaper dd floor 0.2 = 1.0 ≤ 1.5.
-		"log ≤ dd floor × N=4 512 B, log on": true,
+		"log's cost ÷ dd floor N=4 512 B, log on": true,
 		// 100 − 50 MB is over 32 MiB.
 		"peak RSS, log on − off N=4 512 B, log on":      false,
 		"small values, log off N=1 512 B, log off":      false,

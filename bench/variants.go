@@ -70,6 +70,14 @@ func (c logCost) vsFloor() float64 {
 	return c.perStreamGB / c.ddFloor()
 }
 
+// fmtFloor is a floor in s/GB, "–" when it was not measured.
+func fmtFloor(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 func (s *streamingResult) logCosts() []logCost {
 	var out []logCost
 	for _, pt := range s.points {
@@ -159,8 +167,8 @@ func (r *results) variantsMarkdown(p printer, charts map[string]string) {
 		p("| N | value | variant | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream | dd floor s/GB, page cache | O_DIRECT | log ÷ dd floor | log behind s | peak RSS MB, log on | log off |")
 		p("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range logs {
-			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %.2f | %.2f | %s | %.3f | %.0f | %.0f |", c.replicas, sizeName(c.valueSize), c.variant,
-				c.on, c.off, c.perReplicaGB, c.perStreamGB, c.ddBuffered, c.ddDirect, fmtRatio(c.perStreamGB, c.ddFloor()),
+			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %s | %s | %s | %.3f | %.0f | %.0f |", c.replicas, sizeName(c.valueSize), c.variant,
+				c.on, c.off, c.perReplicaGB, c.perStreamGB, fmtFloor(c.ddBuffered), fmtFloor(c.ddDirect), fmtRatio(c.perStreamGB, c.ddFloor()),
 				c.logBehind, c.hwmOn, c.hwmOff)
 		}
 		p("")

@@ -231,9 +231,10 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	p("The TLS row is compared with direct and chained over TLS; the others with plain ones.")
 }
 
-// fmtRatio is a ÷ b to two places, "–" when b is missing.
+// fmtRatio is a ÷ b to two places, "–" when b is missing (a may be 0 or
+// below: a log whose cost was lost in the noise).
 func fmtRatio(a, b float64) string {
-	if b <= 0 || a <= 0 {
+	if b <= 0 {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", a/b)

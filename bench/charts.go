@@ -224,6 +224,10 @@ func (s *streamingResult) seriesAt(size int) (primary, relay []series) {
 		if pt.point.topology != direct {
 			add(&relay, ri, name, x, pt.relayCPUReplicaGB)
 		}
+		if pt.point.topology == proxied && pt.point.variant == logOn.name && pt.sendFloor.N > 0 {
+			// Measured once per N and size: drawn once, from the default row.
+			add(&relay, ri, "send floor", x, pt.sendFloor)
+		}
 	}
 	return primary, relay
 }
@@ -234,7 +238,7 @@ func (s *streamingResult) variantBars(o *options) (labels []string, vals []float
 	n, size := profileN(o), o.tlsSize
 	for _, p := range []streamPoint{
 		{chained, plain.name, n, size}, {chained, withTLS.name, n, size},
-		{proxied, logOn.name, n, size}, {proxied, logOff.name, n, size}, {proxied, withTLS.name, n, size},
+		{proxied, logOn.name, n, size}, {proxied, logFull.name, n, size}, {proxied, logOff.name, n, size}, {proxied, withTLS.name, n, size},
 		{proxied, tlsLogOff.name, n, size},
 	} {
 		if pt, ok := s.find(p); ok {

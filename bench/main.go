@@ -13,6 +13,8 @@
 //
 //	engine.go     the replbuf fan-out engine vs raw writev (go test -bench)
 //	streaming.go  direct, chained and proxied replication of one write load
+//	floor.go      the send and disk floors measured beside its rows
+//	goals.go      issue 20's goals, met or missed per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
 //	restart.go    the proxy SIGKILLed under load and started again
 //
@@ -32,6 +34,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +63,8 @@ type options struct {
 	benchTime  string
 	withLogOff bool     // the log-off variant: streaming at logOff, and a restart section
 	logOff     []int    // streaming: replica counts measured with the proxy's log off too; nil: not measured
+	logFull    []int    // streaming: replica counts measured with a full, recycling log too; nil: not measured
+	fullLogMB  int      // streaming: the full-log variant's repl-log-size, MiB
 	tlsN       int      // streaming: replicas of the TLS row; 0: no TLS row
 	tlsSize    int      // streaming: value size of the TLS row
 	proxyArgs  []string // -proxy-args: more replproxy arguments for every proxy a run starts
@@ -80,7 +85,7 @@ func parseOptions(args []string) (*options, error) {
 	sections := fs.String("sections", "engine,streaming,fullsync,restart", "which measurements to run")
 	reps := fs.Int("reps", 0, "runs per streaming point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
-	sizes := fs.String("sizes", "", "streaming: value sizes in bytes (default 512,16384,65536; quick 512,16384)")
+	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
 	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 128)")
 	syncMB := fs.Int("sync-mb", 0, "full sync: MiB of values on the primary (default 1024; quick 96)")
 	syncN := fs.String("sync-replicas", "", "full sync: replica counts (default 1,4,8; quick 1,4)")
@@ -89,8 +94,10 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.restartN, "restart-replicas", 4, "restart: replicas behind the proxy")
 	restartRep := fs.Int("restart-reps", 0, "restart: runs (default 5; quick 2)")
 	fs.IntVar(&o.restartMBs, "restart-rate", 16, "restart: write load in MB/s during the kill")
-	variants := fs.String("variants", "log-off,tls", "streaming and restart variants beside the proxy's default (stream log on): log-off, tls; \"none\" for neither")
+	variants := fs.String("variants", "log-off,log-full,tls", "streaming and restart variants beside the proxy's default (stream log on, from an empty log): log-off, log-full (the log already full and recycling; streaming only), tls; \"none\" for none")
 	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
+	logFull := fs.String("log-full-replicas", "", "streaming: replica counts measured with a full, recycling stream log too, at every value size (default 1,4,8; quick 4)")
+	fs.IntVar(&o.fullLogMB, "full-log-size", 128, "streaming: the full-log variant's repl-log-size in MiB (its segments are an eighth of it, at most 64 MiB); the log is filled past it before each run")
 	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
 	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
 	proxyArgs := fs.String("proxy-args", "", "more replproxy arguments for every proxy a run starts, before the variant's own (e.g. \"--repl-backlog-size 64mb\")")
@@ -144,9 +151,10 @@ func parseOptions(args []string) (*options, error) {
 		full, quick string
 	}{
 		{&o.replicas, *replicas, "1,4,8", "1,4"},
-		{&o.sizes, *sizes, "512,16384,65536", "512,16384"},
+		{&o.sizes, *sizes, "512,1024,16384,65536,mixed", "512,16384"},
 		{&o.syncN, *syncN, "1,4,8", "1,4"},
 		{&o.logOff, *logOff, "1,4,8", "4"},
+		{&o.logFull, *logFull, "1,4,8", "4"},
 	}
 	for _, l := range lists {
 		s := l.flag
@@ -156,24 +164,35 @@ func parseOptions(args []string) (*options, error) {
 		if *l.dst, err = parseInts(s); err != nil {
 			return nil, err
 		}
+		if l.dst != &o.sizes && slices.Contains(*l.dst, mixedSize) {
+			return nil, fmt.Errorf("%q: \"mixed\" is a value size, not a replica count", s)
+		}
 	}
-	withLogOff, withTLSRow := false, false
+	withLogOff, withLogFull, withTLSRow := false, false, false
 	for _, v := range strings.Split(*variants, ",") {
 		switch v {
 		case "log-off":
 			withLogOff = true
+		case "log-full":
+			withLogFull = true
 		case "tls":
 			withTLSRow = true
 		case "none":
 		default:
-			return nil, fmt.Errorf("-variants: unknown variant %q (log-off, tls, none)", v)
+			return nil, fmt.Errorf("-variants: unknown variant %q (log-off, log-full, tls, none)", v)
 		}
 	}
 	if o.withLogOff = withLogOff; !withLogOff {
 		o.logOff = nil
 	}
+	if !withLogFull {
+		o.logFull = nil
+	}
 	if !withTLSRow {
 		o.tlsN = 0
+	}
+	if o.fullLogMB <= 0 {
+		return nil, errors.New("-full-log-size: want a positive integer")
 	}
 	if o.tlsN < 0 || o.tlsSize <= 0 {
 		return nil, errors.New("-tls-replicas and -tls-size: want positive integers")
@@ -190,9 +209,15 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
+// parseInts parses positive integers separated by commas, and "mixed" as
+// mixedSize (only -sizes lists it; parseOptions checks).
 func parseInts(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "mixed" {
+			out = append(out, mixedSize)
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
@@ -321,6 +346,11 @@ func (o *options) plan() string {
 	if o.sections["streaming"] {
 		pts := streamPoints(o)
 		p("streaming: %d points × %d runs, %d MiB each:", len(pts), o.reps, o.streamMB)
+		p("  beside each N and size, every run: the send floor (%d MiB per replica); after each log-on run: the dd floor (%d MiB, twice)",
+			floorBytes(o)>>20, floorBytes(o)>>20)
+		if len(o.logFull) > 0 {
+			p("  %s: --repl-log-size %dmb, %d MiB written before each run", logFull.name, o.fullLogMB, fullLogFill(o)>>20)
+		}
 		for _, pt := range pts {
 			p("  %-7s %-12s N=%d %s", pt.topology, pt.variant, pt.replicas, sizeName(pt.valueSize))
 		}

@@ -37,14 +37,21 @@ func fmtS(s sample.Summary, prec int) string {
 
 func sizeName(b int) string {
 	switch {
+	case b == mixedSize:
+		return fmt.Sprintf("mixed %s–%s", sizeName(mixedMin), sizeName(mixedMax))
 	case b >= 1<<10 && b%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
 	return fmt.Sprintf("%d B", b)
 }
 
-// fileSize is sizeName for file names: "16KiB".
-func fileSize(b int) string { return strings.ReplaceAll(sizeName(b), " ", "") }
+// fileSize is sizeName for file names: "16KiB", "mixed".
+func fileSize(b int) string {
+	if b == mixedSize {
+		return "mixed"
+	}
+	return strings.ReplaceAll(sizeName(b), " ", "")
+}
 
 func yesNo(b bool) string {
 	if b {
@@ -160,8 +167,24 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	p("  The primary and the relay run with `client-output-buffer-limit replica 0 0 0`, so that no")
 	p("  topology drops a lagging replica: one that resyncs gets the load's small dataset instead of")
 	p("  the stream, and its relay would look cheaper than it is.")
-	p("- *variant*: the proxy with its durable stream log on (its default, `repl-log-size 1gb`) or")
-	p("  off (`--repl-log-size 0`); *TLS*: every replication link (primary → relay → replicas, or")
+	p("- *send floor*: the machine's cost of sending the same volume to N sockets, measured in the")
+	p("  same run just before the row group (once per N, value size and repetition): %d MiB per", floorBytes(r.opts)>>20)
+	p("  replica (the stream's size, at most %d MiB) written with writev in 1 MiB batches of 16 KiB", floorMaxBytes>>20)
+	p("  blocks (the largest batch a cursor sends, as replbuf's BenchmarkRawWritev) to N loopback")
+	p("  sockets whose far ends the harness drains; CPU of the sending threads alone (getrusage")
+	p("  `RUSAGE_THREAD`), per replica-GB. The same volume, not the same bytes: the kernel's copy")
+	p("  does not look at them, and a relay's writes are as large as it is behind, not as the")
+	p("  primary's commands. The floor pays the kernel's send copies and loopback's delivery, as")
+	p("  every relay does; not the relay's reading of its upstream or any of its own work.")
+	p("- *proxy ÷ floor*: the relay's CPU per replica-GB ÷ the send floor (chained rows too, for")
+	p("  comparison): how far above the machine's floor the relay is.")
+	p("- *variant*: the proxy with its durable stream log on (its default, `repl-log-size 1gb`),")
+	p("  starting from an empty log (*log on*); on and already full (*log on, full*: `--repl-log-size")
+	p("  %dmb`, and %d MiB of the same load, its size and two segments, written before the measured", r.opts.fullLogMB, fullLogFill(r.opts)>>20)
+	p("  run, after which the log's first offset has moved: retention drops segments and new ones")
+	p("  are recycled files; a smaller log than the default, so that the fill stays short); or")
+	p("  off (`--repl-log-size 0`). With the log on, the relay's CPU is read once the log holds the")
+	p("  whole stream too (its follower may trail the replicas). *TLS*: every replication link (primary → relay → replicas, or")
 	p("  primary → replicas) over TLS, with the proxy's log on (*TLS*) or off (*TLS, log off*). The")
 	p("  load itself and the harness's INFO commands use the plain port, so only replication pays")
 	p("  for TLS.")
@@ -169,15 +192,19 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 		p("")
 		p("### %s values", sizeName(size))
 		p("")
-		p("| N | topology | variant | stream MB/s | primary CPU s/GB | relay CPU s/replica-GB | relay peak RSS MB | lag s | load CPU s/GB | digests equal | resyncs |")
-		p("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+		p("| N | topology | variant | stream MB/s | primary CPU s/GB | relay CPU s/replica-GB | send floor s/replica-GB | proxy ÷ floor | relay peak RSS MB | lag s | load CPU s/GB | digests equal | resyncs |")
+		p("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 		for _, pt := range s.points {
 			if pt.point.valueSize != size {
 				continue
 			}
-			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", pt.point.replicas, pt.point.topology,
+			floor, ratio := "–", "–"
+			if pt.point.topology != direct {
+				floor, ratio = fmtS(pt.sendFloor, 2), fmtRatio(pt.relayCPUReplicaGB.Median, pt.sendFloor.Median)
+			}
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", pt.point.replicas, pt.point.topology,
 				variantLabel(pt.point), fmtS(pt.mbps, 0), fmtS(pt.primaryCPUGB, 2), fmtS(pt.relayCPUReplicaGB, 2),
-				fmtS(pt.relayHWM, 0), fmtS(pt.lag, 3), fmtS(pt.loadCPUGB, 2), yesNo(pt.digestsSame), pt.extraSyncs)
+				floor, ratio, fmtS(pt.relayHWM, 0), fmtS(pt.lag, 3), fmtS(pt.loadCPUGB, 2), yesNo(pt.digestsSame), pt.extraSyncs)
 		}
 		for _, kind := range []string{"primary", "relay"} {
 			if c, ok := charts[fmt.Sprintf("streaming-%s-%d", kind, size)]; ok {
@@ -187,6 +214,7 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 		}
 	}
 	r.variantsMarkdown(p, charts)
+	r.goals20Markdown(p)
 	p("")
 	p("### Against the goals")
 	p("")
@@ -201,6 +229,15 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	}
 	p("")
 	p("The TLS row is compared with direct and chained over TLS; the others with plain ones.")
+}
+
+// fmtRatio is a ÷ b to two places, "–" when b is missing (a may be 0 or
+// below: a log whose cost was lost in the noise).
+func fmtRatio(a, b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 // streamGoal is one row of the streaming goals table.
@@ -371,9 +408,16 @@ func (r *results) summary() string {
 					pt.extraSyncs, pt.point.topology, pt.point.variant, pt.point.replicas, sizeName(pt.point.valueSize), fmtS(pt.lag, 1))
 			}
 		}
+		for _, pt := range s.points {
+			if pt.point.topology != direct {
+				p("  send floor, N=%d %s %s %s: %s s/replica-GB, relay ÷ floor %s", pt.point.replicas, sizeName(pt.point.valueSize),
+					pt.point.topology, variantLabel(pt.point), fmtS(pt.sendFloor, 2), fmtRatio(pt.relayCPUReplicaGB.Median, pt.sendFloor.Median))
+			}
+		}
 		for _, c := range s.logCosts() {
-			p("  stream log's cost, N=%d %s: proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream",
-				c.replicas, sizeName(c.valueSize), c.perReplicaGB, c.on, c.off, c.perStreamGB)
+			p("  stream log's cost, N=%d %s (%s): proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream; dd floor %.2f (page cache) %.2f (O_DIRECT) s/GB, log ÷ floor %s",
+				c.replicas, sizeName(c.valueSize), c.variant, c.perReplicaGB, c.on, c.off, c.perStreamGB, c.ddBuffered, c.ddDirect,
+				fmtRatio(c.perStreamGB, c.ddFloor()))
 		}
 		for _, c := range s.tlsCosts() {
 			p("  TLS's cost, N=%d %s %-7s (%s): relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
@@ -386,6 +430,15 @@ func (r *results) summary() string {
 			p("  N=%d %-7s %6.2f s, %s primary forks, primary CPU %.2f s", pt.point.replicas, pt.point.topology,
 				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
 		}
+	}
+	if gs := r.goals20(); len(gs) > 0 {
+		met := 0
+		for _, g := range gs {
+			if g.met {
+				met++
+			}
+		}
+		p("issue 20's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
 	}
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -32,10 +33,35 @@ func TestFmtS(t *testing.T) {
 }
 
 func TestSizeName(t *testing.T) {
-	for in, want := range map[int]string{512: "512 B", 16384: "16 KiB", 65536: "64 KiB", 1500: "1500 B"} {
+	for in, want := range map[int]string{512: "512 B", 16384: "16 KiB", 65536: "64 KiB", 1500: "1500 B", mixedSize: "mixed 100 B–64 KiB"} {
 		if got := sizeName(in); got != want {
 			t.Errorf("sizeName(%d) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestMixedSizes(t *testing.T) {
+	a, b := mixedValueSizes(), mixedValueSizes()
+	if !slices.Equal(a, b) {
+		t.Fatal("mixedValueSizes differs between calls: not seeded")
+	}
+	sum := 0
+	for _, n := range a {
+		if n < mixedMin || n > mixedMax {
+			t.Errorf("size %d outside %d–%d", n, mixedMin, mixedMax)
+		}
+		sum += n
+	}
+	if slices.Min(a) > 1000 || slices.Max(a) < 16<<10 {
+		t.Errorf("sizes %v do not span the range", a)
+	}
+	got := []int{65536, mixedSize, 512, 1024}
+	slices.SortFunc(got, compareSizes)
+	if want := []int{512, 1024, 65536, mixedSize}; !slices.Equal(got, want) {
+		t.Errorf("sorted sizes %v, want %v", got, want)
+	}
+	if fileSize(mixedSize) != "mixed" {
+		t.Errorf("fileSize(mixed) = %q", fileSize(mixedSize))
 	}
 }
 
@@ -70,7 +96,7 @@ func TestParseOptions(t *testing.T) {
 	if got, want := o.makeCommand(), `make bench QUICK=1 BENCH_ARGS='-proxy-args=" --repl-backlog-size  64mb "'`; got != want {
 		t.Errorf("makeCommand = %q, want %q", got, want)
 	}
-	for _, bad := range [][]string{{"-replicas", "0"}, {"-sections", "nope"}, {"extra"}} {
+	for _, bad := range [][]string{{"-replicas", "0"}, {"-replicas", "mixed"}, {"-full-log-size", "0"}, {"-sections", "nope"}, {"extra"}} {
 		if _, err := parseOptions(bad); err == nil {
 			t.Errorf("parseOptions(%q): no error", bad)
 		}
@@ -135,13 +161,13 @@ func TestStreamPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	pts := streamPoints(o)
-	// 2 N × 2 sizes × 3, log off at N=4 for both sizes, and the TLS row
-	// (three topologies, and proxied with the log off).
-	if len(pts) != 12+2+4 {
+	// 2 N × 2 sizes × 3, log off and full at N=4 for both sizes, and the
+	// TLS row (three topologies, and proxied with the log off).
+	if len(pts) != 12+2+2+4 {
 		t.Fatalf("quick points: %d: %+v", len(pts), pts)
 	}
 	for _, want := range []streamPoint{
-		{proxied, logOff.name, 4, 16384}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
+		{proxied, logOff.name, 4, 16384}, {proxied, logFull.name, 4, 512}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
 		{proxied, tlsLogOff.name, 4, 16384},
 	} {
 		if !slices.Contains(pts, want) {
@@ -151,14 +177,17 @@ func TestStreamPoints(t *testing.T) {
 	if o, err = parseOptions([]string{"-variants", "none"}); err != nil {
 		t.Fatal(err)
 	}
-	if pts := streamPoints(o); len(pts) != 27 || len(restartVariants(o)) != 1 {
+	// Full: 3 N × 5 sizes (512 B, 1 KiB, 16 KiB, 64 KiB, mixed) × 3.
+	if pts := streamPoints(o); len(pts) != 45 || len(restartVariants(o)) != 1 {
 		t.Errorf("-variants none: %d points, %d restart variants", len(pts), len(restartVariants(o)))
 	}
 	if o, err = parseOptions(nil); err != nil {
 		t.Fatal(err)
 	}
-	if pts := streamPoints(o); len(pts) != 27+9+4 || len(restartVariants(o)) != 2 {
+	if pts := streamPoints(o); len(pts) != 45+15+15+4 || len(restartVariants(o)) != 2 {
 		t.Errorf("full: %d points, %d restart variants", len(pts), len(restartVariants(o)))
+	} else if !slices.Contains(pts, streamPoint{proxied, logFull.name, 8, mixedSize}) || !slices.Contains(pts, streamPoint{chained, plain.name, 1, 1024}) {
+		t.Errorf("full points lack the mixed or the 1 KiB row: %+v", pts)
 	}
 	if _, err := parseOptions([]string{"-variants", "gzip"}); err == nil {
 		t.Error("-variants gzip: no error")
@@ -171,5 +200,52 @@ func TestReportTop(t *testing.T) {
 	want := []string{"# Overhead  Shared Object", "    86.48%  replproxy"}
 	if !slices.Equal(got, want) {
 		t.Errorf("reportTop = %q, want %q", got, want)
+	}
+}
+
+func TestGoals20(t *testing.T) {
+	one := func(v float64) sample.Summary { return sample.Of([]float64{v}) }
+	s := &streamingResult{points: []streamSummary{
+		{point: streamPoint{direct, plain.name, 4, 512}, primaryCPUGB: one(8)},
+		{point: streamPoint{chained, plain.name, 4, 512}, primaryCPUGB: one(4), relayCPUReplicaGB: one(1), sendFloor: one(0.3)},
+		// 0.5 ≤ 0.6 × chained: met by the chained clause (the floor, 0.3, is under 0.6 × 1).
+		{point: streamPoint{proxied, logOn.name, 4, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.5), sendFloor: one(0.3),
+			relayHWM: one(100), ddBuffered: one(0.4), ddDirect: one(0.2)},
+		{point: streamPoint{proxied, logOff.name, 4, 512}, primaryCPUGB: one(5), relayCPUReplicaGB: one(0.45), relayHWM: one(50)},
+		{point: streamPoint{chained, plain.name, 4, 16384}, primaryCPUGB: one(4), relayCPUReplicaGB: one(0.5), sendFloor: one(0.4)},
+		// 0.42 > 0.6 × 0.5, but the floor 0.4 > 0.6 × 0.5: the floor clause, 0.42 ≤ 1.1 × 0.4, met.
+		{point: streamPoint{proxied, logFull.name, 4, 16384}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.42), sendFloor: one(0.4)},
+		{point: streamPoint{chained, plain.name, 1, 512}, primaryCPUGB: one(4), relayCPUReplicaGB: one(2), sendFloor: one(0.3)},
+		{point: streamPoint{proxied, logOff.name, 1, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(1.5)},
+	}}
+	r := &results{streaming: s, engine: &engineResult{rows: []engineRow{{replicas: 1, ratio: 0.96, fanoutAllocs: one(0)}, {replicas: 8, ratio: 0.9, fanoutAllocs: one(0)}}}}
+	got := map[string]goal20{}
+	for _, g := range r.goals20() {
+		got[g.goal+" "+g.row] = g
+	}
+	for key, met := range map[string]bool{
+		"relay ÷ chained N=4 512 B, log on":                                   true,
+		"relay ÷ send floor (floor > 0.6 × chained) N=4 16 KiB, log on, full": true,
+		// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ the cheaper dd floor 0.2 = 1.0 ≤ 1.5.
+		"log's cost ÷ dd floor N=4 512 B, log on": true,
+		// 100 − 50 MB is over 32 MiB.
+		"peak RSS, log on − off N=4 512 B, log on":      false,
+		"small values, log off N=1 512 B, log off":      false,
+		"primary: proxied ÷ chained N=4 512 B, log on":  true,
+		"primary: proxied ÷ chained N=4 512 B, log off": false,
+		"engine ÷ raw writev 1 replicas":                true,
+		"engine ÷ raw writev 8 replicas":                false,
+	} {
+		g, ok := got[key]
+		if !ok {
+			t.Errorf("no goal row %q; have %v", key, slices.Collect(maps.Keys(got)))
+			continue
+		}
+		if g.met != met {
+			t.Errorf("%q: met = %v, want %v (%+v)", key, g.met, met, g)
+		}
+	}
+	if lc := s.logCosts(); len(lc) != 1 || math.Abs(lc[0].vsFloor()-1) > 1e-9 {
+		t.Errorf("logCosts = %+v", lc)
 	}
 }

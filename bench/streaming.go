@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -24,9 +26,10 @@ type streamPoint struct {
 }
 
 // streamPoints are the points a run measures, in order: at every N and
-// size direct and chained (plain) and proxied with its log on, and with the
-// log off where o asks; then the TLS row, all three topologies over TLS,
-// and proxied over TLS with its log off too when o measures log off.
+// size direct and chained (plain) and proxied with its log on (from an
+// empty log), and with the log off and with a full log where o asks; then
+// the TLS row, all three topologies over TLS, and proxied over TLS with
+// its log off too when o measures log off.
 func streamPoints(o *options) []streamPoint {
 	var out []streamPoint
 	for _, n := range o.replicas {
@@ -35,6 +38,9 @@ func streamPoints(o *options) []streamPoint {
 				streamPoint{proxied, logOn.name, n, size})
 			if slices.Contains(o.logOff, n) {
 				out = append(out, streamPoint{proxied, logOff.name, n, size})
+			}
+			if slices.Contains(o.logFull, n) {
+				out = append(out, streamPoint{proxied, logFull.name, n, size})
 			}
 		}
 	}
@@ -60,6 +66,11 @@ type streamRun struct {
 	relayHWM    int64         // peak RSS of the relay, bytes
 	extraSyncs  int64         // full syncs on the primary, and resyncs the relay served, during the load
 	digestsSame bool
+	logBehind   time.Duration // proxy with its log on: every replica has it all until the log has it too
+	// ddBuffered and ddDirect are the disk floor's CPU (proxy with its
+	// log on, without TLS) for ddBytes; 0 when not measured.
+	ddBuffered, ddDirect time.Duration
+	ddBytes              int64
 }
 
 const gb = 1e9
@@ -79,6 +90,10 @@ type streamSummary struct {
 	extraSyncs        int64          // summed over runs
 	digestsSame       bool           // in every run
 	streamMB          float64        // median stream per run
+	sendFloor         sample.Summary // the send floor at this N, CPU-s per replica-GB, measured beside this row
+	logBehind         sample.Summary // seconds the log finished after the replicas; log-on variants only
+	ddBuffered        sample.Summary // the disk floor, dd CPU-s per GB through the page cache
+	ddDirect          sample.Summary // the disk floor with O_DIRECT
 }
 
 type streamingResult struct {
@@ -86,10 +101,19 @@ type streamingResult struct {
 	points   []streamSummary
 }
 
-func summariseStream(p streamPoint, runs []streamRun) streamSummary {
-	s := streamSummary{point: p, runs: len(runs), digestsSame: true}
-	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb []float64
+// summariseStream summarises a point's runs; floors are the send floor's
+// CPU-s per replica-GB measured beside the point, one per repetition.
+func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSummary {
+	s := streamSummary{point: p, runs: len(runs), digestsSame: true, sendFloor: sample.Of(floors)}
+	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb, behind, ddb, ddd []float64
 	for _, r := range runs {
+		if variantNamed(p.variant).log && p.topology == proxied {
+			behind = append(behind, r.logBehind.Seconds())
+		}
+		if r.ddBytes > 0 {
+			ddb = append(ddb, perGB(r.ddBuffered, r.ddBytes))
+			ddd = append(ddd, perGB(r.ddDirect, r.ddBytes))
+		}
 		mbps = append(mbps, float64(r.bytes)/1e6/r.elapsed.Seconds())
 		pcpu = append(pcpu, perGB(r.primaryCPU, r.bytes))
 		lcpu = append(lcpu, perGB(r.loadCPU, r.bytes))
@@ -105,33 +129,80 @@ func summariseStream(p streamPoint, runs []streamRun) streamSummary {
 	s.mbps, s.primaryCPUGB, s.relayCPUReplicaGB = sample.Of(mbps), sample.Of(pcpu), sample.Of(rcpu)
 	s.loadCPUGB, s.lag, s.relayHWM = sample.Of(lcpu), sample.Of(lag), sample.Of(hwm)
 	s.streamMB = sample.Of(mb).Median
+	s.logBehind, s.ddBuffered, s.ddDirect = sample.Of(behind), sample.Of(ddb), sample.Of(ddd)
 	return s
 }
 
 // streamLoad is the write load of a streaming run: pipelines of about 64 KiB
 // (16 to 128 SETs), so that small values do not make the load generator
-// pay a system call per few commands.
+// pay a system call per few commands. The mixed row's pipelines are 16
+// SETs of mixedValueSizes (about 120 KiB).
 func streamLoad(addr string, valueSize int) load.Writer {
+	if valueSize == mixedSize {
+		return load.Writer{Addr: addr, ValueSizes: mixedValueSizes(), Pipeline: 16, Conns: 2, Keys: 16}
+	}
 	pipeline := min(max((64<<10)/(valueSize+40), 16), 128)
 	return load.Writer{Addr: addr, ValueSize: valueSize, Pipeline: pipeline, Conns: 2, Keys: 16}
 }
 
+// mixedSize is the value size that names the mixed row in -sizes ("mixed")
+// and in the points: values of mixedValueSizes.
+const mixedSize = -1
+
+// mixedMin and mixedMax bound the mixed row's value sizes.
+const mixedMin, mixedMax = 100, 64 << 10
+
+// mixedValueSizes are the 32 value sizes of the mixed row (16 per load
+// connection), drawn log-uniformly from mixedMin to mixedMax with a fixed
+// seed, so that every run, and every run of the harness, writes the same
+// bytes: as many small values as large ones per factor of size, which
+// weighs the bytes towards the large ones (mean 7.3 KiB).
+func mixedValueSizes() []int {
+	rng := rand.New(rand.NewPCG(20, 1))
+	out := make([]int, 32)
+	for i := range out {
+		out[i] = int(math.Round(mixedMin * math.Pow(float64(mixedMax)/mixedMin, rng.Float64())))
+	}
+	return out
+}
+
+// floorKey is a row group of the streaming tables: its send floor.
+type floorKey struct{ replicas, valueSize int }
+
 func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingResult, error) {
 	runs := map[streamPoint][]streamRun{}
+	floors := map[floorKey][]float64{}
 	order := streamPoints(o)
 	total := int64(o.streamMB) << 20
 	// Repetitions are the outer loop, so a disturbance of the machine
 	// spreads over all points instead of skewing one.
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, p := range order {
+			// The send floor once per N and size and repetition, just
+			// before the group's first point, so that it sees the same
+			// machine as the rows beside it.
+			if k := (floorKey{p.replicas, p.valueSize}); len(floors[k]) < rep {
+				per := floorBytes(o)
+				cpu, err := sendFloor(ctx, p.replicas, per)
+				if err != nil {
+					return nil, fmt.Errorf("streaming N=%d %s, run %d: %w", p.replicas, sizeName(p.valueSize), rep, err)
+				}
+				floors[k] = append(floors[k], perGB(cpu, per*int64(p.replicas)))
+				logf("send floor run %d N=%d %s: %.2f s/replica-GB (%d MiB per replica)", rep, p.replicas, sizeName(p.valueSize),
+					floors[k][rep-1], per>>20)
+			}
 			r, err := streamOnce(ctx, o, proxyBin, p, total, nil)
 			if err != nil {
 				return nil, fmt.Errorf("streaming %s (%s), %d replicas, %d B values, run %d: %w",
 					p.topology, p.variant, p.replicas, p.valueSize, rep, err)
 			}
-			logf("streaming run %d %-7s %-12s N=%d %6d B: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
-				rep, p.topology, p.variant, p.replicas, p.valueSize, float64(r.bytes)/1e6, r.elapsed.Seconds(),
+			logf("streaming run %d %-7s %-12s N=%d %s: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
+				rep, p.topology, p.variant, p.replicas, sizeName(p.valueSize), float64(r.bytes)/1e6, r.elapsed.Seconds(),
 				perGB(r.primaryCPU, r.bytes), perGB(r.relayCPU, r.bytes*int64(p.replicas)), r.lag.Seconds())
+			if r.ddBytes > 0 {
+				logf("disk floor run %d: dd %.2f s/GB through the page cache, %.2f s/GB with O_DIRECT (%d MiB)", rep,
+					perGB(r.ddBuffered, r.ddBytes), perGB(r.ddDirect, r.ddBytes), r.ddBytes>>20)
+			}
 			runs[p] = append(runs[p], r)
 		}
 	}
@@ -141,7 +212,7 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 			o.streamMB, w.Conns, w.Keys),
 	}
 	for _, p := range order {
-		res.points = append(res.points, summariseStream(p, runs[p]))
+		res.points = append(res.points, summariseStream(p, runs[p], floors[floorKey{p.replicas, p.valueSize}]))
 	}
 	return res, nil
 }
@@ -161,7 +232,11 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
 		return run, err
 	}
-	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary, noReplicaLimit()...); err != nil {
+	relayArgs := noReplicaLimit()
+	if v.fullLog && p.topology == proxied {
+		relayArgs = append(relayArgs, fullLogArgs(o)...)
+	}
+	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary, relayArgs...); err != nil {
 		return run, err
 	}
 	if s.replicas, err = startReplicas(ctx, c, p.replicas, s.upstream()); err != nil {
@@ -179,6 +254,11 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	}
 	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...); err != nil {
 		return run, err
+	}
+	if v.fullLog && s.relay != nil {
+		if err := fillLog(ctx, s, p, fullLogFill(o)); err != nil {
+			return run, fmt.Errorf("filling the log: %w", err)
+		}
 	}
 	syncs0, err := resyncs(ctx, s)
 	if err != nil {
@@ -216,6 +296,15 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 		return run, fmt.Errorf("catching up: %w", err)
 	}
 	done := time.Now()
+	// The proxy's log follower may still be writing: its CPU belongs to the
+	// run, so the reading waits for it (and says how long it trailed).
+	logged := v.log && s.relay != nil && p.topology == proxied
+	if logged {
+		if err := waitLogged(ctx, s.relay, off1); err != nil {
+			return run, err
+		}
+	}
+	logDone := time.Now()
 	stopWatch()
 	after, err := readCPUs(s)
 	if err != nil {
@@ -235,6 +324,22 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 			return run, err
 		}
 	}
+	if logged {
+		run.logBehind = logDone.Sub(done)
+		if !v.tls {
+			// The disk floor on the proxy's own dir, the servers idle. A
+			// file system that refuses it (tmpfs has no O_DIRECT) costs
+			// the row its floor, not the run.
+			run.ddBytes = floorBytes(o)
+			if run.ddBuffered, run.ddDirect, err = diskFloor(ctx, s.relay.Dir(), run.ddBytes); err != nil {
+				if ctx.Err() != nil {
+					return run, err
+				}
+				logf("disk floor: none for this run: %v", err)
+				run.ddBytes, run.ddBuffered, run.ddDirect, err = 0, 0, 0, nil
+			}
+		}
+	}
 	syncs1, err := resyncs(ctx, s)
 	if err != nil {
 		return run, err
@@ -242,6 +347,47 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	run.extraSyncs = syncs1 - syncs0
 	run.digestsSame, err = digestsEqual(ctx, s)
 	return run, err
+}
+
+// fillLog writes bytes of the point's load before the measured one and
+// waits until the replicas and the proxy's log have all of it and the log
+// has dropped segments (its first offset moved), so that the run measures
+// a full log whose new segments are recycled files.
+func fillLog(ctx context.Context, s *servers, p streamPoint, bytes int64) error {
+	first0, err := s.relay.InfoInt(ctx, "persistence", "repl_log_first_offset")
+	if err != nil {
+		return err
+	}
+	if _, err := streamLoad(fmt.Sprintf("127.0.0.1:%d", s.primary.Port), p.valueSize).Run(ctx, bytes); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	off, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, s.replicas...)
+	if err != nil {
+		return err
+	}
+	if err := waitLogged(ctx, s.relay, off); err != nil {
+		return err
+	}
+	first1, err := s.relay.InfoInt(ctx, "persistence", "repl_log_first_offset")
+	if err != nil {
+		return err
+	}
+	if first1 <= first0 {
+		return fmt.Errorf("after %d MiB the log still starts at %d: not full", bytes>>20, first1)
+	}
+	return nil
+}
+
+// waitLogged waits until the proxy's stream log holds the stream up to off.
+func waitLogged(ctx context.Context, relay *cluster.Process, off int64) error {
+	err := cluster.WaitInfo(ctx, linkTimeout, relay, "persistence", func(f map[string]string) bool {
+		last, err := strconv.ParseInt(f["repl_log_last_offset"], 10, 64)
+		return err == nil && last >= off
+	})
+	if err != nil {
+		return fmt.Errorf("%s: log up to %d: %w", relay.Name, off, err)
+	}
+	return nil
 }
 
 // resyncs counts the full syncs the primary served and the full and

@@ -25,7 +25,8 @@ func (t topology) String() string {
 }
 
 // variant is one configuration of the servers under a topology: the proxy's
-// durable history log on (its default, repl-log-size 1gb) or off, and TLS on
+// durable history log on (its default, repl-log-size 1gb) from an empty
+// log, on and already full (recycling its segments), or off, and TLS on
 // every replication link with the log on or off. Direct and chained runs
 // have no proxy, so only TLS changes them: they run under plain or withTLS.
 type variant struct {
@@ -33,19 +34,39 @@ type variant struct {
 	proxyArgs []string // extra replproxy arguments
 	tls       bool     // every replication link over TLS (cluster.EnableTLS)
 	twin      string   // under TLS: the proxied variant that differs only by TLS
+	log       bool     // the proxy writes its stream log
+	// fullLog: the proxy's log is given -full-log-size and filled past it
+	// before the run measures (fullLogFill), so that it recycles segments.
+	fullLog bool
+}
+
+// fullLogArgs are the full-log variant's proxy arguments: its repl-log-size,
+// smaller than the default 1gb so that the fill before each run is short
+// (its segments are an eighth of it, at most 64 MiB).
+func fullLogArgs(o *options) []string {
+	return []string{"--repl-log-size", fmt.Sprintf("%dmb", o.fullLogMB)}
+}
+
+// fullLogFill is what a full-log run writes before it measures: the log's
+// size and two segments more, so that retention has dropped a segment and
+// every new one is a recycled file.
+func fullLogFill(o *options) int64 {
+	size := int64(o.fullLogMB) << 20
+	return size + 2*min(size/8, 64<<20)
 }
 
 var (
 	plain     = variant{name: "plain"}
-	logOn     = variant{name: "log on"}
+	logOn     = variant{name: "log on", log: true}
+	logFull   = variant{name: "log on, full", log: true, fullLog: true}
 	logOff    = variant{name: "log off", proxyArgs: []string{"--repl-log-size", "0"}}
-	withTLS   = variant{name: "TLS", tls: true, twin: logOn.name}
+	withTLS   = variant{name: "TLS", tls: true, log: true, twin: logOn.name}
 	tlsLogOff = variant{name: "TLS, log off", tls: true, proxyArgs: logOff.proxyArgs, twin: logOff.name}
 )
 
 // variantNamed is the variant of a name; names key the streaming points.
 func variantNamed(name string) variant {
-	for _, v := range []variant{plain, logOn, logOff, withTLS, tlsLogOff} {
+	for _, v := range []variant{plain, logOn, logFull, logOff, withTLS, tlsLogOff} {
 		if v.name == name {
 			return v
 		}

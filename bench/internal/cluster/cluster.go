@@ -205,6 +205,10 @@ func (p *Process) PID() int {
 	return p.cmd.Process.Pid
 }
 
+// Dir is the process's own directory (its --dir), on the file system of
+// the cluster's temp dir.
+func (p *Process) Dir() string { return p.dir }
+
 // Client is a go-redis client of the process.
 func (p *Process) Client() *redis.Client { return p.client }
 

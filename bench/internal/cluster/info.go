@@ -146,6 +146,17 @@ func WaitReached(ctx context.Context, timeout time.Duration, minOffset int64, re
 	})
 }
 
+// WaitInfo waits until done holds for the fields of p's INFO section.
+func WaitInfo(ctx context.Context, timeout time.Duration, p *Process, section string, done func(fields map[string]string) bool) error {
+	return poll(ctx, timeout, func() (bool, error) {
+		f, err := p.Info(ctx, section)
+		if err != nil {
+			return false, err
+		}
+		return done(f), nil
+	})
+}
+
 // poll calls done every pollInterval until it returns true or an error, the
 // timeout passes or ctx is cancelled.
 func poll(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {

@@ -24,26 +24,34 @@ var ErrReply = errors.New("load: unexpected reply")
 // the defaults below.
 type Writer struct {
 	Addr      string // host:port of the primary
-	ValueSize int    // bytes per value
+	ValueSize int    // bytes per value; ignored when ValueSizes is set
 	Pipeline  int    // SETs per write; default 16
 	Conns     int    // connections writing at once; default 2
 	Keys      int    // distinct keys per connection, so memory stays flat; default 16
 	// Rate caps the command bytes written per second over all connections;
 	// 0 writes as fast as the primary takes them.
 	Rate int64
+	// ValueSizes, when set, are the values' sizes instead: the i-th SET of
+	// connection c's batch has ValueSizes[(c*Pipeline+i) mod len], so a
+	// mixed load is the same bytes on every run.
+	ValueSizes []int
 }
 
 // Batch returns the bytes of one pipeline of SETs for connection conn: keys
-// bench:<conn>:<i mod Keys>, values of ValueSize 'x' bytes.
+// bench:<conn>:<i mod Keys>, values of ValueSize 'x' bytes (or of the sizes
+// ValueSizes gives).
 func (w Writer) Batch(conn int) []byte {
 	w = w.withDefaults()
-	value := bytes.Repeat([]byte{'x'}, w.ValueSize)
 	var b []byte
 	for i := range w.Pipeline {
+		size := w.ValueSize
+		if n := len(w.ValueSizes); n > 0 {
+			size = w.ValueSizes[(conn*w.Pipeline+i)%n]
+		}
 		key := fmt.Sprintf("bench:%d:%d", conn, i%w.Keys)
 		b = append(b, "*3\r\n$3\r\nSET\r\n"...)
 		b = appendBulk(b, []byte(key))
-		b = appendBulk(b, value)
+		b = appendBulk(b, bytes.Repeat([]byte{'x'}, size))
 	}
 	return b
 }

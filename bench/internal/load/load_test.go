@@ -21,6 +21,15 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+func TestBatchValueSizes(t *testing.T) {
+	w := Writer{ValueSizes: []int{1, 2, 3}, Pipeline: 2, Keys: 1}
+	want := "*3\r\n$3\r\nSET\r\n$9\r\nbench:1:0\r\n$3\r\nxxx\r\n" +
+		"*3\r\n$3\r\nSET\r\n$9\r\nbench:1:0\r\n$1\r\nx\r\n"
+	if got := string(w.Batch(1)); got != want {
+		t.Errorf("Batch = %q\nwant    %q", got, want)
+	}
+}
+
 // fakePrimary answers every command with reply and counts commands.
 func fakePrimary(t *testing.T, reply string) (addr string, cmds chan int) {
 	t.Helper()

@@ -1,0 +1,151 @@
+package main
+
+import "fmt"
+
+// Issue 20's goals ("the relay at the machine's floor, at its defaults"),
+// each computed per row from one run's medians.
+const (
+	// relayVsChained: at defaults the proxy's relay CPU per replica-GB is
+	// at most the chained redis-server's at every N and size, and at most
+	// relayVsChainedWide of it at N ≥ wideN; where the send floor is itself
+	// above relayVsChainedWide of the chained relay, at most relayVsFloor ×
+	// the floor instead (a chained relay pays the same kernel copies).
+	relayVsChained     = 1.0
+	relayVsChainedWide = 0.6
+	wideN              = 4
+	relayVsFloor       = 1.1
+	// logVsDiskFull and logVsDiskEmpty: the log's CPU per GB of stream ÷
+	// the dd floor, with a full (steady state) and an empty log.
+	logVsDiskFull  = 1.3
+	logVsDiskEmpty = 1.5
+	// smallValueCPU: 512 B and 1 KiB values, N = 1, log off: relay CPU-s
+	// per replica-GB.
+	smallValueCPU = 1.0
+	// logRSSExtra: peak RSS with the log on at most this over log off.
+	logRSSExtra = 32 << 20
+	// engineVsRaw: the engine against raw writev, at 0 allocs/op.
+	engineVsRaw = 0.95
+)
+
+// goal20 is one row of the issue 20 goals table.
+type goal20 struct {
+	goal     string // which goal
+	row      string // the point: N, value, variant
+	measured string
+	target   string
+	met      bool
+}
+
+func pointRow(n, size int, variant string) string {
+	return fmt.Sprintf("N=%d %s, %s", n, sizeName(size), variant)
+}
+
+// goals20 computes issue 20's goals for every row the run has.
+func (r *results) goals20() []goal20 {
+	var out []goal20
+	if s := r.streaming; s != nil {
+		out = append(out, s.relayGoals20()...)
+		for _, c := range s.logCosts() {
+			row := pointRow(c.replicas, c.valueSize, c.variant)
+			if f := c.ddFloor(); f > 0 {
+				limit := logVsDiskEmpty
+				if c.variant == logFull.name {
+					limit = logVsDiskFull
+				}
+				out = append(out, goal20{"log's cost ÷ dd floor", row,
+					fmt.Sprintf("%+.2f s/GB ÷ %.2f = %.2f", c.perStreamGB, f, c.vsFloor()),
+					fmt.Sprintf("≤ %.1f", limit), c.vsFloor() <= limit})
+			}
+			extra := (c.hwmOn - c.hwmOff) * 1e6
+			out = append(out, goal20{"peak RSS, log on − off", row,
+				fmt.Sprintf("%.0f − %.0f MB = %+.1f MiB", c.hwmOn, c.hwmOff, extra/(1<<20)),
+				fmt.Sprintf("≤ %d MiB", logRSSExtra>>20), extra <= logRSSExtra})
+		}
+		for _, pt := range s.points {
+			v := pt.point
+			if v.topology != proxied || v.variant != logOff.name || v.replicas != 1 || (v.valueSize != 512 && v.valueSize != 1024) {
+				continue
+			}
+			m := pt.relayCPUReplicaGB.Median
+			out = append(out, goal20{"small values, log off", pointRow(v.replicas, v.valueSize, v.variant),
+				fmt.Sprintf("%.2f s/replica-GB", m), fmt.Sprintf("≤ %.1f", smallValueCPU), m <= smallValueCPU})
+		}
+		for _, g := range s.goals() {
+			out = append(out, goal20{"primary: proxied ÷ chained", pointRow(g.replicas, g.valueSize, g.variant),
+				fmt.Sprintf("%.2f", g.primaryVsChained), "≤ 1", g.primaryVsChained <= 1})
+		}
+	}
+	if e := r.engine; e != nil {
+		for _, row := range e.rows {
+			out = append(out, goal20{"engine ÷ raw writev", fmt.Sprintf("%d replicas", row.replicas),
+				fmt.Sprintf("%.2f, %s allocs/op", row.ratio, fmtS(row.fanoutAllocs, 0)),
+				fmt.Sprintf("≥ %.2f, 0 allocs/op", engineVsRaw), row.ratio >= engineVsRaw && row.fanoutAllocs.Max == 0})
+		}
+	}
+	return out
+}
+
+// relayGoals20 is the first goal at every proxied row with the log on
+// (from empty and full; over TLS against chained over TLS), saying which
+// of its clauses applies.
+func (s *streamingResult) relayGoals20() []goal20 {
+	var out []goal20
+	for _, pt := range s.points {
+		v := variantNamed(pt.point.variant)
+		if pt.point.topology != proxied || !v.log {
+			continue
+		}
+		c, ok := s.find(streamPoint{chained, v.peer().name, pt.point.replicas, pt.point.valueSize})
+		if !ok {
+			continue
+		}
+		proxy, chain, floor := pt.relayCPUReplicaGB.Median, c.relayCPUReplicaGB.Median, pt.sendFloor.Median
+		g := goal20{goal: "relay ÷ chained", row: pointRow(pt.point.replicas, pt.point.valueSize, pt.point.variant)}
+		ratio := proxy / chain
+		limit := relayVsChained
+		if pt.point.replicas >= wideN {
+			limit = relayVsChainedWide
+		}
+		g.measured, g.target, g.met = fmt.Sprintf("%.2f ÷ %.2f = %.2f", proxy, chain, ratio), fmt.Sprintf("≤ %.1f", limit), ratio <= limit
+		if floor > 0 && pt.point.replicas >= wideN && floor > relayVsChainedWide*chain {
+			// The floor clause applies: the machine alone costs more than
+			// the 0.6× the goal asks.
+			g.goal = "relay ÷ send floor (floor > 0.6 × chained)"
+			g.measured = fmt.Sprintf("%.2f ÷ %.2f = %.2f (floor %.2f × chained; relay %.2f × chained)", proxy, floor, proxy/floor, floor/chain, ratio)
+			g.target = fmt.Sprintf("≤ %.1f, and ≤ chained", relayVsFloor)
+			g.met = proxy/floor <= relayVsFloor && ratio <= relayVsChained
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func (r *results) goals20Markdown(p printer) {
+	gs := r.goals20()
+	if len(gs) == 0 {
+		return
+	}
+	p("")
+	p("### Against issue 20's goals")
+	p("")
+	p("Each goal at every row of this run that has what it needs, from the medians above: the proxy's")
+	p("relay CPU with the log on ≤ the chained redis-server's, and ≤ %.1f× at N ≥ %d, or, where the", relayVsChainedWide, wideN)
+	p("send floor itself is above %.1f× the chained relay, ≤ %.1f× the floor (the row says which);", relayVsChainedWide, relayVsFloor)
+	p("the log's cost ≤ %.1f× the dd floor with a full log and ≤ %.1f× from an empty one; 512 B and", logVsDiskFull, logVsDiskEmpty)
+	p("1 KiB values at N=1 with the log off ≤ %.1f s/replica-GB; peak RSS with the log on ≤ off +", smallValueCPU)
+	p("%d MiB; the engine ≥ %.2f× raw writev at 0 allocs/op; the primary behind the proxy pays no", logRSSExtra>>20, engineVsRaw)
+	p("more than behind a chained redis-server.")
+	p("")
+	p("| goal | row | measured | target | met |")
+	p("|---|---|---|---|---|")
+	for _, g := range gs {
+		p("| %s | %s | %s | %s | %s |", g.goal, g.row, g.measured, g.target, metMissed(g.met))
+	}
+}
+
+func metMissed(b bool) string {
+	if b {
+		return "met"
+	}
+	return "**missed**"
+}

@@ -14,7 +14,7 @@ import (
 const (
 	// RecordMax is the most stream bytes one record (one CRC) covers: what
 	// a reader reads and verifies before it sends.
-	RecordMax = 64 << 10
+	RecordMax = 256 << 10
 	// entrySize is a CRC file entry: length, CRC-32C.
 	entrySize = 8
 	// boundaryFlag, in an entry's length, marks a record that ends where a
@@ -100,11 +100,15 @@ type Log struct {
 	// and fsyncs, so nothing that reports (Stats, Err) takes it. mu and
 	// status are taken under it.
 	wmu      sync.Mutex
-	seg, crc File // the newest segment's files, open for appending
+	seg, crc File       // the newest segment's files, open for appending
+	vec      *vecWriter // writes seg's records by writev; nil: slice by slice
 	closed   bool
 	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
 	spare    bool            // spareName holds a retired segment file
 	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
+	prealloc bool            // the newest segment's blocks were allocated ahead: cut it to size when sealed
+	one      [1][]byte       // Append's one slice, as AppendBuffers takes them
+	rec      [][]byte        // scratch: one record's slices, cleared after each append
 
 	// status is the writer's figures: written under wmu once the I/O they
 	// report is done, read by Stats and Err without wmu, so that INFO and
@@ -152,7 +156,7 @@ func (l *Log) closeFiles() {
 	if l.seg != nil {
 		l.seg.Close()
 		l.crc.Close()
-		l.seg, l.crc = nil, nil
+		l.seg, l.crc, l.vec = nil, nil, nil
 	}
 }
 

@@ -36,7 +36,8 @@ func (l *Log) openForAppend(s *segment) error {
 }
 
 // fail records err as the sticky error and returns it (the first one,
-// when there was one already). REQUIRES: wmu held.
+// when there was one already). REQUIRES: wmu or smu held (the writer's
+// failure, or a Sync's).
 func (l *Log) fail(err error) error {
 	l.status.Lock()
 	defer l.status.Unlock()
@@ -226,38 +227,54 @@ func (l *Log) seal() error {
 
 // syncFiles syncs the newest segment's bytes, then its checksums.
 // REQUIRES: wmu held.
-func (l *Log) syncFiles() error {
-	if err := l.seg.Sync(); err != nil {
+func (l *Log) syncFiles() error { return syncFiles(l.seg, l.crc) }
+
+// syncFiles syncs a segment's bytes, then its checksums.
+func syncFiles(seg, crc File) error {
+	if err := seg.Sync(); err != nil {
 		return fmt.Errorf("sync the stream log: %w", err)
 	}
-	if err := l.crc.Sync(); err != nil {
+	if err := crc.Sync(); err != nil {
 		return fmt.Errorf("sync the stream log's checksums: %w", err)
 	}
 	return nil
 }
 
 // Sync makes everything appended so far durable. It may be called from
-// another goroutine than the one appending (a syncer once a second): wmu
-// serialises it with the writer's operations, so it syncs the files the
-// last Append wrote, and an Append waits for it. A failed sync is sticky,
-// as a failed write is: the log accepts nothing more until Reset, and
-// Stats.Err and Err report it.
+// another goroutine than the one appending (a syncer once a second), and
+// the writer does not wait for it: under wmu it only takes the newest
+// segment's files and the stream's end, then fsyncs them holding smu alone,
+// so that Append goes on meanwhile (earlier segments were synced when
+// sealed). Synced advances to the end taken, what was written before the
+// fsync began. The writer takes smu only to close the files (a roll, Reset,
+// Close), so it waits for an fsync only when it would close the files under
+// it. A failed sync is sticky, as a failed write is: the log accepts
+// nothing more until Reset, and Stats.Err and Err report it.
 func (l *Log) Sync() error {
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if err := l.usableLocked(); err != nil {
+		l.wmu.Unlock()
 		return err
 	}
-	if l.seg != nil {
-		if err := l.syncFiles(); err != nil {
-			return l.fail(err)
-		}
-	}
+	seg, crc := l.seg, l.crc
 	l.mu.RLock()
 	end := l.endLocked()
 	l.mu.RUnlock()
+	l.smu.Lock() // under wmu: the files cannot be closed before it is held
+	l.wmu.Unlock()
+	defer l.smu.Unlock()
+	if seg != nil {
+		if err := syncFiles(seg, crc); err != nil {
+			return l.fail(err)
+		}
+	}
+	// Under smu still: a Reset, which closes the files first, sets its own
+	// Synced only after this.
 	l.status.Lock()
-	l.status.synced, l.status.lastSync = end, time.Now()
+	if end > l.status.synced {
+		l.status.synced = end
+	}
+	l.status.lastSync = time.Now()
 	l.status.Unlock()
 	return nil
 }

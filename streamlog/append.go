@@ -32,6 +32,8 @@ func (l *Log) openForAppend(s *segment) error {
 		return err
 	}
 	l.seg, l.crc, l.vec = seg, crc, newVecWriter(seg)
+	// The rest of the segment allocated ahead too, as a new one is.
+	l.prealloc = preallocate(seg, l.segBytes)
 	return nil
 }
 

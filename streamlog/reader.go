@@ -189,8 +189,10 @@ func (r *Reader) open(first int64) error {
 // check reads the record [start, end) of the open segment (first) whole into
 // r.buf and checks it against sum.
 func (r *Reader) check(first, start, end int64, sum uint32) error {
-	if r.buf == nil {
-		r.buf = make([]byte, RecordMax)
+	if int64(cap(r.buf)) < end-start {
+		// Sized to the records met, not RecordMax: a reader of a log
+		// appended in small records holds a small buffer.
+		r.buf = make([]byte, max(end-start, 64<<10))
 	}
 	rec := r.buf[:end-start]
 	r.recStart = start

@@ -31,12 +31,15 @@ func (l *Log) openForAppend(s *segment) error {
 		crc.Close()
 		return err
 	}
-	l.seg, l.crc = seg, crc
+	l.seg, l.crc, l.vec = seg, crc, newVecWriter(seg)
+	// The rest of the segment allocated ahead too, as a new one is.
+	l.prealloc = preallocate(seg, l.segBytes)
 	return nil
 }
 
 // fail records err as the sticky error and returns it (the first one,
-// when there was one already). REQUIRES: wmu held.
+// when there was one already). REQUIRES: wmu or smu held (the writer's
+// failure, or a Sync's).
 func (l *Log) fail(err error) error {
 	l.status.Lock()
 	defer l.status.Unlock()
@@ -58,10 +61,36 @@ func (l *Log) stickyErr() error {
 func (l *Log) Append(p []byte, boundary bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.one[0] = p
+	err := l.appendLocked(l.one[:], boundary)
+	l.one[0] = nil
+	return err
+}
+
+// AppendBuffers adds the bytes of bufs, in order, to the stream: as Append
+// of their concatenation, without copying it. Records are cut from them up
+// to RecordMax bytes each, and each record's slices go to the segment file
+// in one writev, so that a batch of the stream's shared blocks costs a
+// system call or two per record rather than per block. bufs and its
+// slices are neither modified nor kept.
+func (l *Log) AppendBuffers(bufs [][]byte, boundary bool) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.appendLocked(bufs, boundary)
+}
+
+// appendLocked is AppendBuffers. REQUIRES: wmu held.
+func (l *Log) appendLocked(bufs [][]byte, boundary bool) error {
 	if err := l.usableLocked(); err != nil {
 		return err
 	}
-	for len(p) > 0 {
+	var left int64
+	for _, b := range bufs {
+		left += int64(len(b))
+	}
+	defer func() { clear(l.rec); l.rec = l.rec[:0] }() // keep no reference to the caller's bytes
+	i, skip := 0, 0                                    // the next byte is bufs[i][skip]
+	for left > 0 {
 		if l.seg == nil || l.curSize() >= l.segBytes {
 			if err := l.roll(); err != nil {
 				return l.fail(err)
@@ -69,12 +98,25 @@ func (l *Log) Append(p []byte, boundary bool) error {
 		}
 		// A record never crosses the segment size, so segments are at most
 		// SegmentBytes and retention keeps what it promises.
-		n := min(len(p), RecordMax, int(l.segBytes-l.curSize()))
-		if _, err := l.seg.Write(p[:n]); err != nil {
+		n := min(left, RecordMax, l.segBytes-l.curSize())
+		l.rec = l.rec[:0]
+		var sum uint32
+		for want := n; want > 0; {
+			b := bufs[i][skip:]
+			take := min(int64(len(b)), want)
+			if take > 0 {
+				l.rec = append(l.rec, b[:take])
+				sum = crc32.Update(sum, castagnoli, b[:take])
+			}
+			want -= take
+			if skip += int(take); skip == len(bufs[i]) {
+				i, skip = i+1, 0
+			}
+		}
+		if err := l.writeRecord(l.rec); err != nil {
 			return l.fail(fmt.Errorf("write the stream log: %w", err))
 		}
-		sum := crc32.Checksum(p[:n], castagnoli)
-		mark := boundary && n == len(p)
+		mark := boundary && n == left
 		field := uint32(n)
 		if mark {
 			field |= boundaryFlag
@@ -86,10 +128,25 @@ func (l *Log) Append(p []byte, boundary bool) error {
 			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
 		}
 		l.mu.Lock()
-		l.segs[len(l.segs)-1].add(p[:n], sum, mark)
-		l.total += int64(n)
+		l.segs[len(l.segs)-1].add(l.rec, n, sum, mark)
+		l.total += n
 		l.mu.Unlock()
-		p = p[n:]
+		left -= n
+	}
+	return nil
+}
+
+// writeRecord writes a record's slices to the newest segment: by one
+// writev when the file allows, else one write per slice.
+// REQUIRES: wmu held.
+func (l *Log) writeRecord(rec [][]byte) error {
+	if l.vec != nil {
+		return l.vec.writeBuffers(rec)
+	}
+	for _, b := range rec {
+		if _, err := l.seg.Write(b); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -130,7 +187,7 @@ func (l *Log) roll() error {
 		seg.Close()
 		return fmt.Errorf("create %s: %w", segName(first, crcExt), err)
 	}
-	l.seg, l.crc, l.reused = seg, crc, reused
+	l.seg, l.crc, l.vec, l.reused = seg, crc, newVecWriter(seg), reused
 	magic := crcMagic
 	if reused {
 		magic = crcMagicReused
@@ -148,56 +205,78 @@ func (l *Log) roll() error {
 	if err := l.writeMeta(m); err != nil {
 		return err
 	}
-	return l.retain()
+	if err := l.retain(); err != nil {
+		return err
+	}
+	l.prepareSpare()
+	return nil
 }
 
 // seal makes the newest segment's files durable before a new one starts
-// or the log closes, first cutting a recycled file to what was written.
+// or the log closes, first cutting a recycled file to what was written (and
+// a preallocated one, whose blocks past its end would otherwise stay
+// allocated).
 // REQUIRES: wmu held.
 func (l *Log) seal() error {
-	if l.reused {
+	if l.reused || l.prealloc {
 		if err := l.seg.Truncate(l.curSize()); err != nil {
 			return fmt.Errorf("cut the recycled segment to size: %w", err)
 		}
-		l.reused = false
+		l.reused, l.prealloc = false, false
 	}
 	return l.syncFiles()
 }
 
 // syncFiles syncs the newest segment's bytes, then its checksums.
 // REQUIRES: wmu held.
-func (l *Log) syncFiles() error {
-	if err := l.seg.Sync(); err != nil {
+func (l *Log) syncFiles() error { return syncFiles(l.seg, l.crc) }
+
+// syncFiles syncs a segment's bytes, then its checksums.
+func syncFiles(seg, crc File) error {
+	if err := seg.Sync(); err != nil {
 		return fmt.Errorf("sync the stream log: %w", err)
 	}
-	if err := l.crc.Sync(); err != nil {
+	if err := crc.Sync(); err != nil {
 		return fmt.Errorf("sync the stream log's checksums: %w", err)
 	}
 	return nil
 }
 
 // Sync makes everything appended so far durable. It may be called from
-// another goroutine than the one appending (a syncer once a second): wmu
-// serialises it with the writer's operations, so it syncs the files the
-// last Append wrote, and an Append waits for it. A failed sync is sticky,
-// as a failed write is: the log accepts nothing more until Reset, and
-// Stats.Err and Err report it.
+// another goroutine than the one appending (a syncer once a second), and
+// the writer does not wait for it: under wmu it only takes the newest
+// segment's files and the stream's end, then fsyncs them holding smu alone,
+// so that Append goes on meanwhile (earlier segments were synced when
+// sealed). Synced advances to the end taken, what was written before the
+// fsync began. The writer takes smu only to close the files (a roll, Reset,
+// Close), so it waits for an fsync only when it would close the files under
+// it. A failed sync is sticky, as a failed write is: the log accepts
+// nothing more until Reset, and Stats.Err and Err report it.
 func (l *Log) Sync() error {
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
 	if err := l.usableLocked(); err != nil {
+		l.wmu.Unlock()
 		return err
 	}
-	if l.seg != nil {
-		if err := l.syncFiles(); err != nil {
-			return l.fail(err)
-		}
-	}
+	seg, crc := l.seg, l.crc
 	l.mu.RLock()
 	end := l.endLocked()
 	l.mu.RUnlock()
+	l.smu.Lock() // under wmu: the files cannot be closed before it is held
+	l.wmu.Unlock()
+	defer l.smu.Unlock()
+	if seg != nil {
+		if err := syncFiles(seg, crc); err != nil {
+			return l.fail(err)
+		}
+	}
+	// Under smu still: a Reset, which closes the files first, sets its own
+	// Synced only after this.
 	l.status.Lock()
-	l.status.synced, l.status.lastSync = end, time.Now()
+	if end > l.status.synced {
+		l.status.synced = end
+	}
+	l.status.lastSync = time.Now()
 	l.status.Unlock()
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 const (
 	// RecordMax is the most stream bytes one record (one CRC) covers: what
 	// a reader reads and verifies before it sends.
-	RecordMax = 64 << 10
+	RecordMax = 256 << 10
 	// entrySize is a CRC file entry: length, CRC-32C.
 	entrySize = 8
 	// boundaryFlag, in an entry's length, marks a record that ends where a
@@ -94,17 +94,29 @@ type Log struct {
 	maxBytes int64
 	segBytes int64
 
-	// wmu serialises the operations that touch the files (Append, Sync,
-	// Reset, SetIdentity, Close), from whichever goroutine, and guards
-	// seg, crc, closed and the fields below them. It is held across writes
-	// and fsyncs, so nothing that reports (Stats, Err) takes it. mu and
-	// status are taken under it.
+	// wmu serialises the operations that touch the files (Append, Reset,
+	// SetIdentity, Close, and the start of a Sync), from whichever
+	// goroutine, and guards seg, crc, closed and the fields below them. It
+	// is held across writes and the fsyncs of sealing a segment, not a
+	// Sync's (smu), so nothing that reports (Stats, Err) takes it. smu, mu
+	// and status are taken under it.
 	wmu      sync.Mutex
-	seg, crc File // the newest segment's files, open for appending
+	seg, crc File       // the newest segment's files, open for appending
+	vec      *vecWriter // writes seg's records by writev; nil: slice by slice
 	closed   bool
 	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
 	spare    bool            // spareName holds a retired segment file
 	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
+	prealloc bool            // the newest segment's blocks were allocated ahead: cut it to size when sealed
+	one      [1][]byte       // Append's one slice, as AppendBuffers takes them
+	rec      [][]byte        // scratch: one record's slices, cleared after each append
+
+	// smu is held by a Sync across its fsync of the newest segment's files,
+	// which it takes under wmu and fsyncs after releasing wmu, so that
+	// appends go on meanwhile; closing those files (closeFiles, under wmu)
+	// takes it, so no fsync runs on a closed file. Taken under wmu, or
+	// alone; status is taken under it.
+	smu sync.Mutex
 
 	// status is the writer's figures: written under wmu once the I/O they
 	// report is done, read by Stats and Err without wmu, so that INFO and
@@ -148,11 +160,15 @@ func Open(opts Options) (*Log, Recovery, error) {
 	return l, rec, nil
 }
 
+// closeFiles closes the newest segment's files, once no Sync is fsyncing
+// them. REQUIRES: wmu held (or the log not yet shared).
 func (l *Log) closeFiles() {
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	if l.seg != nil {
 		l.seg.Close()
 		l.crc.Close()
-		l.seg, l.crc = nil, nil
+		l.seg, l.crc, l.vec = nil, nil, nil
 	}
 }
 

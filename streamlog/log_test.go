@@ -150,7 +150,9 @@ func TestAppendReadReopen(t *testing.T) {
 // segFiles returns the log's segment files in dir, oldest first.
 func segFiles(t *testing.T, dir, ext string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	all, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	// A segment's files only: not the spare a new segment will be.
+	m := slices.DeleteFunc(all, func(p string) bool { return !isSegFile(filepath.Base(p)) })
 	if err != nil || len(m) == 0 {
 		t.Fatalf("no %s files in %s: %v", ext, dir, err)
 	}

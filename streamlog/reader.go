@@ -19,6 +19,12 @@ type Reader struct {
 	buf   []byte // the record last checked, from recStart in the open segment
 	// recStart is where, in the open segment, the record in buf starts.
 	recStart int64
+	// checked is the record of the open segment that buf holds, verified:
+	// a call that sends only part of a record (max below RecordMax) leaves
+	// the rest to the next, which sends it without reading it again. The
+	// file cannot change under the reader (retention recycles no file a
+	// reader has open), so what was verified is still what it holds.
+	checked struct{ start, end int64 }
 }
 
 // NewReader returns a reader whose first byte is off, which the log must
@@ -43,6 +49,7 @@ func (r *Reader) Close() {
 		r.f = nil
 		r.l.release(r.first)
 	}
+	r.checked.start, r.checked.end = 0, 0
 }
 
 // WriteTo sends w at most max bytes from the reader's offset: the records
@@ -146,7 +153,7 @@ func (r *Reader) verify(max int64, w io.Writer) (segFirst, runEnd int64, err err
 		if werr == nil && (r.f == nil || r.first != sf) {
 			werr = r.open(sf)
 		}
-		if werr == nil {
+		if werr == nil && (r.checked.start != start || r.checked.end != end) {
 			werr = r.check(sf, start, end, sum)
 		}
 		if werr != nil {
@@ -182,16 +189,20 @@ func (r *Reader) open(first int64) error {
 // check reads the record [start, end) of the open segment (first) whole into
 // r.buf and checks it against sum.
 func (r *Reader) check(first, start, end int64, sum uint32) error {
-	if r.buf == nil {
-		r.buf = make([]byte, RecordMax)
+	if int64(cap(r.buf)) < end-start {
+		// Sized to the records met, not RecordMax: a reader of a log
+		// appended in small records holds a small buffer.
+		r.buf = make([]byte, max(end-start, 64<<10))
 	}
 	rec := r.buf[:end-start]
 	r.recStart = start
+	r.checked.start, r.checked.end = 0, 0
 	if n, err := r.f.ReadAt(rec, start); n != len(rec) {
 		return fmt.Errorf("%w: record at %d is short (%d of %d bytes): %v", ErrCorrupt, first+start, n, len(rec), err)
 	}
 	if crc32.Checksum(rec, castagnoli) != sum {
 		return fmt.Errorf("%w: record at %d", ErrCorrupt, first+start)
 	}
+	r.checked.start, r.checked.end = start, end
 	return nil
 }

@@ -121,6 +121,7 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 	buf := make([]byte, RecordMax)
 	var pos int64
 	var e [entrySize]byte
+	one := [][]byte{nil}
 	for entries != nil {
 		if _, err := io.ReadFull(entries, e[:]); err != nil {
 			break // the end, or a torn entry: the bytes it described are cut
@@ -145,7 +146,8 @@ func (l *Log) verify(first int64) (s *segment, cut int64, problem string) {
 			break
 		}
 		pos += n
-		s.add(buf[:n], sum, field&boundaryFlag != 0)
+		one[0] = buf[:n]
+		s.add(one, n, sum, field&boundaryFlag != 0)
 	}
 	cut = max(fileSize(data)-pos, 0)
 	if reused && problem == "" {

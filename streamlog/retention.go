@@ -6,13 +6,18 @@ import (
 )
 
 // createSegment opens a new segment file under name: the spare, renamed,
-// when there is one, else a new file. REQUIRES: wmu held.
+// when there is one, else a new file. reused says it holds an older
+// segment's bytes (a recycled one; a spare prepared ahead holds none).
+// Its first SegmentBytes are allocated ahead (preallocate), so that the
+// appends never allocate blocks. REQUIRES: wmu held.
 func (l *Log) createSegment(name string) (f File, reused bool, err error) {
 	if l.spare {
 		l.spare = false
 		if err := l.fsys.Rename(spareName, name); err == nil {
 			if f, err := l.fsys.OpenFile(name, os.O_RDWR, 0); err == nil {
-				return f, true, nil
+				reused = fileSize(f) > 0
+				l.prealloc = preallocate(f, l.segBytes)
+				return f, reused, nil
 			}
 		}
 		// The spare is gone or unusable: a new file, as without one.
@@ -21,7 +26,31 @@ func (l *Log) createSegment(name string) (f File, reused bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("create %s: %w", name, err)
 	}
+	l.prealloc = preallocate(f, l.segBytes)
 	return f, false, nil
+}
+
+// prepareSpare makes sure a spare is ready for the next segment, a new file
+// allocated ahead when retention dropped none (a log still growing to
+// MaxBytes), so that the next roll starts on allocated blocks too. The
+// spare is an optimisation: when it cannot be made, or the file layer
+// cannot allocate ahead (a file system without fallocate, a test's FS), the
+// next segment is a new file, as without it. REQUIRES: wmu held.
+func (l *Log) prepareSpare() {
+	if l.spare || l.vec == nil { // vec: the file layer gives real files
+		return
+	}
+	f, err := l.fsys.OpenFile(spareName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return
+	}
+	ok := preallocate(f, l.segBytes)
+	f.Close()
+	if !ok {
+		removeIfExists(l.fsys, spareName)
+		return
+	}
+	l.spare = true
 }
 
 // retain drops the oldest segments while the others hold MaxBytes. The

@@ -25,15 +25,17 @@ type segment struct {
 	}
 }
 
-// add indexes chunk b, whose CRC-32C is sum, after the segment's end: the
-// last record takes it in while shorter than mergeBelow (and the two fit in
-// RecordMax), else it is a new record. mark says it ends at a command
-// boundary. REQUIRES: mu held, or the segment not yet listed.
-func (s *segment) add(b []byte, sum uint32, mark bool) {
-	n := int64(len(b))
+// add indexes a chunk of n bytes, whose CRC-32C is sum and whose bytes are
+// the slices of b, after the segment's end: the last record takes it in
+// while shorter than mergeBelow (and the two fit in RecordMax), else it is
+// a new record. mark says it ends at a command boundary. REQUIRES: mu held,
+// or the segment not yet listed.
+func (s *segment) add(b [][]byte, n int64, sum uint32, mark bool) {
 	if k := len(s.ends); k > 0 && s.ends[k-1]-s.recordStart(k-1) < mergeBelow && s.ends[k-1]-s.recordStart(k-1)+n <= RecordMax {
 		s.ends[k-1] += n
-		s.crcs[k-1] = crc32.Update(s.crcs[k-1], castagnoli, b)
+		for _, p := range b {
+			s.crcs[k-1] = crc32.Update(s.crcs[k-1], castagnoli, p)
+		}
 	} else {
 		s.ends = append(s.ends, s.size()+n)
 		s.crcs = append(s.crcs, sum)

@@ -104,3 +104,66 @@ func TestStatsDuringSync(t *testing.T) {
 		t.Errorf("Stats after the fsync: %+v, want synced to %d", st, len(data))
 	}
 }
+
+// TestAppendDuringSync: an Append does not wait for a Sync's fsync in
+// progress (the syncer's fsync is outside the writer's lock), and the Sync
+// makes durable what was written before it began: Synced stops there, not
+// at the bytes appended during it.
+func TestAppendDuringSync(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	bfs := &blockFS{FS: RootFS{root}, entered: make(chan struct{}), release: make(chan struct{})}
+	l, _ := openDir(t, dir, Options{FS: bfs, MaxBytes: 1 << 30})
+	if err := l.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := stream(100<<10, 8)
+	if err := l.Append(before, true); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(bfs.release)
+		}
+	}
+	defer release() // before openDir's Close, which waits for the Sync
+
+	bfs.armed.Store(true)
+	synced := make(chan error, 1)
+	go func() { synced <- l.Sync() }()
+	select {
+	case <-bfs.entered:
+	case <-time.After(stuckAfter):
+		t.Fatal("the Sync never reached the disk")
+	}
+	during := stream(50<<10, 9)
+	appended := make(chan error, 1)
+	go func() { appended <- l.Append(during, true) }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(stuckAfter):
+		t.Fatalf("Append did not return within %v while an fsync was held: it waits behind the syncer", stuckAfter)
+	}
+	release()
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Synced != int64(len(before)) || st.Last != int64(len(before)+len(during)) {
+		t.Errorf("Stats after the fsync: %+v, want synced to %d (what was written before it began) of %d", st, len(before), len(before)+len(during))
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Synced != int64(len(before)+len(during)) {
+		t.Errorf("Synced %d after the next Sync, want %d", st.Synced, len(before)+len(during))
+	}
+}

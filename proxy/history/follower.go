@@ -18,7 +18,8 @@ import (
 //
 //   - Writing: one goroutine, the follower, reads the stream like a replica,
 //     through its own cursor, and appends every published byte to the log,
-//     marking the batches that end at the published end (whole commands).
+//     a batch of blocks per call (AppendBuffers), marking the batches that
+//     end at the published end (whole commands).
 //     It never slows the relay: if the disk falls behind by more than the
 //     replica output limit, or fails, the follower lets go of its cursor,
 //     the log stops ("down", counted, one WARN per outage) and the proxy
@@ -256,10 +257,10 @@ func (f *Follower) follow(ctx context.Context) error {
 		// The published end is always a command's end; a batch that
 		// reaches it ends one.
 		boundary := cur.Offset()+n-1 == st.Offset()
-		for i, b := range *bufs {
-			if err := f.log.Append(b, boundary && i == len(*bufs)-1); err != nil {
-				return err
-			}
+		// The whole batch in one call: records of up to RecordMax bytes,
+		// each written by one writev of its blocks, not one per block.
+		if err := f.log.AppendBuffers(*bufs, boundary); err != nil {
+			return err
 		}
 		f.appended()
 		if err := cur.Advance(n); err != nil {

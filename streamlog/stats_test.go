@@ -3,6 +3,7 @@ package streamlog
 import (
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,43 +43,49 @@ func (f blockFile) Sync() error {
 // a deadline for a wait, not a performance goal.
 const stuckAfter = 10 * time.Second
 
-// TestStatsDuringSync: the figures INFO and /metrics read (Stats, Err,
-// IndexBytes) come back while an fsync is in progress, instead of waiting
-// behind it; they show the bytes appended, and Synced moves once the fsync
-// is done.
-func TestStatsDuringSync(t *testing.T) {
+// syncHeld opens a log in a fresh dir, appends 100 KiB of stream(seed), and
+// starts a Sync whose fsync is held inside a blocking FS: it returns once
+// that fsync has begun, with the log, the bytes appended, the Sync's result
+// to come, and release, which lets the fsync go on (idempotent). The caller
+// defers release before the log's cleanup, which waits for the Sync.
+func syncHeld(t *testing.T, seed uint64) (l *Log, data []byte, synced <-chan error, release func()) {
+	t.Helper()
 	dir := t.TempDir()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
 	bfs := &blockFS{FS: RootFS{root}, entered: make(chan struct{}), release: make(chan struct{})}
-	l, _ := openDir(t, dir, Options{FS: bfs, MaxBytes: 1 << 30})
+	l, _ = openDir(t, dir, Options{FS: bfs, MaxBytes: 1 << 30})
 	if err := l.Reset(testID, 0); err != nil {
 		t.Fatal(err)
 	}
-	data := stream(100<<10, 7)
+	data = stream(100<<10, seed)
 	if err := l.Append(data, true); err != nil {
 		t.Fatal(err)
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(bfs.release)
-		}
-	}
-	defer release() // before openDir's Close, which waits for the Sync
-
+	var once sync.Once
+	release = func() { once.Do(func() { close(bfs.release) }) }
 	bfs.armed.Store(true)
-	synced := make(chan error, 1)
-	go func() { synced <- l.Sync() }()
+	done := make(chan error, 1)
+	go func() { done <- l.Sync() }()
 	select {
 	case <-bfs.entered:
 	case <-time.After(stuckAfter):
+		release()
 		t.Fatal("the Sync never reached the disk")
 	}
+	return l, data, done, release
+}
+
+// TestStatsDuringSync: the figures INFO and /metrics read (Stats, Err,
+// IndexBytes) come back while an fsync is in progress, instead of waiting
+// behind it; they show the bytes appended, and Synced moves once the fsync
+// is done.
+func TestStatsDuringSync(t *testing.T) {
+	l, data, synced, release := syncHeld(t, 7)
+	defer release() // before openDir's Close, which waits for the Sync
 
 	read := make(chan Stats, 1)
 	go func() {
@@ -110,38 +117,8 @@ func TestStatsDuringSync(t *testing.T) {
 // makes durable what was written before it began: Synced stops there, not
 // at the bytes appended during it.
 func TestAppendDuringSync(t *testing.T) {
-	dir := t.TempDir()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	bfs := &blockFS{FS: RootFS{root}, entered: make(chan struct{}), release: make(chan struct{})}
-	l, _ := openDir(t, dir, Options{FS: bfs, MaxBytes: 1 << 30})
-	if err := l.Reset(testID, 0); err != nil {
-		t.Fatal(err)
-	}
-	before := stream(100<<10, 8)
-	if err := l.Append(before, true); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(bfs.release)
-		}
-	}
+	l, before, synced, release := syncHeld(t, 8)
 	defer release() // before openDir's Close, which waits for the Sync
-
-	bfs.armed.Store(true)
-	synced := make(chan error, 1)
-	go func() { synced <- l.Sync() }()
-	select {
-	case <-bfs.entered:
-	case <-time.After(stuckAfter):
-		t.Fatal("the Sync never reached the disk")
-	}
 	during := stream(50<<10, 9)
 	appended := make(chan error, 1)
 	go func() { appended <- l.Append(during, true) }()

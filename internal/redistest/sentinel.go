@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +28,6 @@ func StartSentinel(t testing.TB, conf []string, args ...string) *Server {
 		t.Fatalf("redistest: write sentinel config: %v", err)
 	}
 	t.Cleanup(s.cleanup)
-	for attempt := 1; ; attempt++ {
-		s.port = FreePort(t)
-		err := s.start()
-		if err == nil {
-			return s
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			t.Fatalf("redistest: start sentinel on port %d: %v", s.port, err)
-		}
-		t.Logf("redistest: port %d taken before the sentinel bound it; retrying on another port", s.port)
-	}
+	startOnFreePort(t, "the sentinel", &s.port, s.start)
+	return s
 }

@@ -128,16 +128,25 @@ func startServer(t testing.TB, tlsConf *tls.Config, args []string) *Server {
 		}
 	}
 	t.Cleanup(s.cleanup)
+	startOnFreePort(t, "redis-server", &s.port, s.start)
+	return s
+}
+
+// startOnFreePort picks a free port into *port and calls start, again on
+// another port when the one picked was taken before the process bound it
+// (another test's server got there first), up to startAttempts times.
+func startOnFreePort(t testing.TB, what string, port *int, start func() error) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		s.port = FreePort(t)
-		err := s.start()
+		*port = FreePort(t)
+		err := start()
 		if err == nil {
-			return s
+			return
 		}
 		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			t.Fatalf("redistest: start redis-server on port %d: %v", s.port, err)
+			t.Fatalf("redistest: start %s on port %d: %v", what, *port, err)
 		}
-		t.Logf("redistest: port %d taken before redis-server bound it; retrying on another port", s.port)
+		t.Logf("redistest: port %d taken before %s bound it; retrying on another port", *port, what)
 	}
 }
 

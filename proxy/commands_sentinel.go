@@ -27,7 +27,7 @@ func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
 	}
 	for _, ch := range args[1:] {
 		c.helloSubscribed = true
-		c.out = appendPubSubReply(c.out, "subscribe", ch, 1)
+		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, 1)
 	}
 	return false
 }
@@ -40,9 +40,9 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 	chans := args[1:]
 	if len(chans) == 0 {
 		if !c.helloSubscribed {
-			c.out = wire.AppendArrayHeader(c.out, 3)
+			c.out = c.proto().AppendPushHeader(c.out, 3)
 			c.out = wire.AppendBulkString(c.out, "unsubscribe")
-			c.out = wire.AppendNullBulk(c.out)
+			c.out = c.proto().AppendNull(c.out)
 			c.out = wire.AppendInt(c.out, 0)
 			return false
 		}
@@ -50,7 +50,7 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 	}
 	for _, ch := range chans {
 		c.helloSubscribed = false
-		c.out = appendPubSubReply(c.out, "unsubscribe", ch, 0)
+		c.out = appendPubSubReply(c.out, c.proto(), "unsubscribe", ch, 0)
 	}
 	return false
 }
@@ -78,9 +78,10 @@ func helloOnly(c *client, cmd string, chans [][]byte) bool {
 }
 
 // appendPubSubReply appends a (un)subscribe confirmation: kind, the channel,
-// and how many channels the client is subscribed to now.
-func appendPubSubReply(b []byte, kind string, ch []byte, n int64) []byte {
-	b = wire.AppendArrayHeader(b, 3)
+// and how many channels the client is subscribed to now; a push in RESP3, as
+// Redis's addReplyPubsubSubscribed writes it.
+func appendPubSubReply(b []byte, p wire.Proto, kind string, ch []byte, n int64) []byte {
+	b = p.AppendPushHeader(b, 3)
 	b = wire.AppendBulkString(b, kind)
 	b = wire.AppendBulk(b, ch)
 	return wire.AppendInt(b, n)

@@ -56,7 +56,10 @@
 //     writes it over the file the server started from;
 //   - the clients (client.go, protect.go), their registry (registry.go) and
 //     the admin commands (commands.go, commands_connect.go,
-//     commands_sentinel.go, info.go);
+//     commands_sentinel.go, info.go); each client's protocol (RESP2, or
+//     RESP3 after HELLO 3), through which every reply RESP3 changes is
+//     written (client.proto and wire.Proto: maps, nulls, verbatim strings,
+//     pushes);
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output limits enforced, maxmemory and eviction, memory
 //     given back to the OS, snapshots spilled to dir;

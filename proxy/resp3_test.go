@@ -352,9 +352,19 @@ func TestRepliesMatchRedis(t *testing.T) {
 		{[]string{"AUTH", "x"}, exact},
 		{[]string{"AUTH", "default", "x"}, exact},
 		{[]string{"HELLO", "4"}, exact},
+		{[]string{"HELLO", "1"}, exact},
+		{[]string{"HELLO", "0"}, exact},
+		{[]string{"HELLO", "-3"}, exact},
 		{[]string{"HELLO", "+2"}, exact},
+		{[]string{"HELLO", "03"}, exact},
+		{[]string{"HELLO", "99999999999999999999"}, exact},
+		{[]string{"HELLO", "4", "FOO"}, exact},
 		{[]string{"HELLO", "2", "FOO"}, exact},
+		{[]string{"HELLO", "2", "AUTH", "default"}, exact},
+		{[]string{"HELLO", "2", "SETNAME"}, exact},
 		{[]string{"HELLO", "2", "SETNAME", "a b"}, exact},
+		{[]string{"HELLO", "2", "SETNAME", "a b", "FOO"}, exact},
+		{[]string{"HELLO", "2", "AUTH", "bob", "x"}, exact},
 		{[]string{"INFO", "server"}, shape},
 		{[]string{"INFO", "nosuchsection"}, exact},
 		{[]string{"ROLE"}, exact},
@@ -412,6 +422,34 @@ func TestRepliesMatchRedis(t *testing.T) {
 			if !ok {
 				t.Errorf("RESP%s: %q: the proxy answered %.200q, redis-server %.200q", proto, tc.args, got, want)
 			}
+		}
+	}
+
+	// With requirepass: HELLO's refusals before AUTH, and its AUTH.
+	redisAuth := redistest.StartServer(t, "--requirepass", "secret")
+	q := startProxy(t, "--requirepass", "secret")
+	x, r := adminDial(t, q), dialAddr(t, redisAuth.Addr())
+	for _, tc := range []struct {
+		args []string
+		cmp  int
+	}{
+		{[]string{"HELLO"}, exact},
+		{[]string{"HELLO", "3"}, exact},
+		{[]string{"HELLO", "4"}, exact},
+		{[]string{"HELLO", "3", "FOO"}, exact},
+		{[]string{"HELLO", "3", "AUTH", "default", "wrong"}, exact},
+		{[]string{"HELLO", "3", "AUTH", "bob", "secret"}, exact},
+		{[]string{"HELLO", "3", "SETNAME", "a b", "AUTH", "default", "secret"}, exact},
+		{[]string{"CLIENT", "GETNAME"}, exact},
+		{[]string{"HELLO", "3", "AUTH", "default", "secret", "SETNAME", "mon"}, shape},
+		{[]string{"CLIENT", "GETNAME"}, exact},
+		{[]string{"CONFIG", "GET", "repl-timeout"}, exact},
+		{[]string{"HELLO", "2"}, shape},
+		{[]string{"CONFIG", "GET", "repl-timeout"}, exact},
+	} {
+		got, want := x.do(tc.args...), r.do(tc.args...)
+		if (tc.cmp == exact && got != want) || (tc.cmp == shape && respShape(t, got) != respShape(t, want)) {
+			t.Errorf("requirepass: %q: the proxy answered %.200q, redis-server %.200q", tc.args, got, want)
 		}
 	}
 }

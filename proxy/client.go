@@ -48,8 +48,13 @@ type client struct {
 	rd     *wire.CommandReader
 	out    []byte
 	authed bool
-	// helloSubscribed: SUBSCRIBE __sentinel__:hello, the one channel served.
-	helloSubscribed bool
+	// subs are the channels the client is subscribed to (pubsub.go).
+	subs map[string]struct{}
+	// box, once the client first subscribed, takes every reply to it, and
+	// publishers' messages, for its writeLoop. Set by the client's
+	// goroutine before the client is first added to the pubsub; publishers
+	// read it under pubsub.mu.
+	box *outbox
 
 	hs downstream.Handshake // what REPLCONF said
 
@@ -58,6 +63,8 @@ type client struct {
 	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
 	lastUse   atomic.Int64                       // unix nanos of the last command
+	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
+	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
 	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
 }
 
@@ -108,6 +115,7 @@ func (r countingReader) Read(p []byte) (int, error) {
 // served as one. An admin client's close is counted and logged here, once.
 func (s *Server) serveClient(ctx context.Context, c *client) {
 	reason, err := s.runClient(ctx, c)
+	s.stopOutbox(c)
 	c.conn.Close()
 	s.clients.remove(c)
 	if c.replicaSet() {
@@ -153,7 +161,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 		s.stats.commandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
-		if !c.replicaSet() && c.overHardLimit(cc.output) {
+		if !c.replicaSet() && c.box == nil && c.overHardLimit(cc.output) {
 			s.closedByOutputLimit(c, downstream.CloseOutputHardLimit)
 			return downstream.CloseOutputHardLimit, nil
 		}
@@ -179,6 +187,10 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 // for its output buffer, as Redis closes it.
 func (c *client) flush() error {
 	if len(c.out) == 0 {
+		return nil
+	}
+	if c.box != nil {
+		c.queueOut() // the outbox's writeLoop writes, in order with messages
 		return nil
 	}
 	lim := c.srv.clientConf().output

@@ -89,6 +89,9 @@ type Server struct {
 	// clients is the client registry (registry.go), under its own lock,
 	// never held together with hist's.
 	clients *registry
+	// pubsub is the channels subscribed to and their subscribers
+	// (pubsub.go), under its own lock.
+	pubsub *pubsub
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
@@ -183,6 +186,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.commands = commandTable()
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
+	s.pubsub = newPubsub()
 	s.up = newUpstream(s)
 	tlsst, err := loadTLS(cfg) // before any socket: bad material fails the start
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,6 +43,7 @@ type client struct {
 	conn    net.Conn
 	addr    string // remote address
 	laddr   string // local address
+	fd      int    // the socket's descriptor, for CLIENT LIST; -1 when it has none
 	created time.Time
 	log     hclog.Logger
 
@@ -75,6 +77,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		conn:    conn,
 		addr:    conn.RemoteAddr().String(),
 		laddr:   conn.LocalAddr().String(),
+		fd:      connFD(conn),
 		created: time.Now(),
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
@@ -85,6 +88,29 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	c.rd = wire.NewCommandReader(countingReader{conn, &s.stats.netInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	return c
+}
+
+// connFD returns the descriptor of conn's socket (under TLS, of the
+// connection it runs on), or -1 for a connection without one (a pipe in
+// tests). Read once at accept: the number stays the connection's until it
+// is closed, and CLIENT LIST then no longer lists it.
+func connFD(conn net.Conn) int {
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = tc.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+		return -1
+	}
+	return fd
 }
 
 // replicaSet reports whether the client became a replica. Any goroutine.

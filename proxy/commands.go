@@ -544,7 +544,12 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 	}
 	flags, omem := "N", int64(0)
 	sub := c.subCount.Load()
+	// idle is since the client's last command, as Redis's lastinteraction;
+	// a replica sends no commands once streaming, but Redis counts each
+	// read from it, its ACKs every second, as an interaction too.
+	last := c.lastUse.Load()
 	if r := c.asReplica.Load(); r != nil {
+		last = max(last, r.AckTime())
 		flags = "S"
 		if cur := r.Cursor(); cur != nil {
 			omem = cur.OutputBufferSize()
@@ -556,10 +561,10 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 		}
 		omem = b
 	}
-	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
-		c.id, c.addr, c.laddr, name,
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
+		c.id, c.addr, c.laddr, c.fd, name,
 		int64(now.Sub(c.created)/time.Second),
-		int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, sub, omem, omem, cmd)
+		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd)
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,

@@ -195,17 +195,6 @@ func (s *Server) authenticate(c *client, user string, pass []byte) bool {
 	return true
 }
 
-// cmdCommand answers the COMMAND family minimally, so that clients that probe
-// it (redis-cli asks for COMMAND DOCS) go on working.
-func (s *Server) cmdCommand(c *client, args [][]byte) bool {
-	if len(args) >= 2 && strings.EqualFold(string(args[1]), "count") {
-		c.out = wire.AppendInt(c.out, int64(len(s.commands)))
-		return false
-	}
-	c.out = wire.AppendArrayHeader(c.out, 0)
-	return false
-}
-
 // cmdRole answers as a chained replica does: slave, the primary's host and
 // port, the link state and the offset applied.
 func (s *Server) cmdRole(c *client, _ [][]byte) bool {

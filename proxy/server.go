@@ -64,6 +64,7 @@ type Server struct {
 	// it was configured; set by New.
 	logOpenErr string
 	commands   map[string]command
+	cmdDocs    *commandDocs // COMMAND's entries (commands_docs.go); read-only
 	memoryState
 
 	// ln holds the client listeners (listeners.go): opened by New,
@@ -184,6 +185,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
+	docs, err := loadCommandDocs(commandDocsRESP)
+	if err != nil {
+		return nil, err // only a broken build: its test checks the file
+	}
+	s.cmdDocs = docs
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.pubsub = newPubsub()

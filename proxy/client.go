@@ -64,7 +64,7 @@ type client struct {
 	outCap    atomic.Int64                       // cap of out after the last flush, for memory accounting
 	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
-	lastUse   atomic.Int64                       // unix nanos of the last command
+	lastUse   atomic.Int64                       // unix nanos of the last command, or of the last message written to a subscriber (writeLoop)
 	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
 	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
 	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first

@@ -533,9 +533,10 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 	}
 	flags, omem := "N", int64(0)
 	sub := c.subCount.Load()
-	// idle is since the client's last command, as Redis's lastinteraction;
-	// a replica sends no commands once streaming, but Redis counts each
-	// read from it, its ACKs every second, as an interaction too.
+	// idle is since the client's last command (or message written to a
+	// subscriber), as Redis's lastinteraction; a replica sends no commands
+	// once streaming, but Redis counts each read from it, its ACKs every
+	// second, as an interaction too.
 	last := c.lastUse.Load()
 	if r := c.asReplica.Load(); r != nil {
 		last = max(last, r.AckTime())

@@ -237,6 +237,9 @@ func (c *client) writeLoop() error {
 			}
 		}
 		o.written()
+		// Redis counts a write to a client as an interaction too: a
+		// subscriber that receives messages is not idle in CLIENT LIST.
+		c.lastUse.Store(time.Now().UnixNano())
 		if cap(b) <= 1<<20 {
 			spare = b // don't keep a huge buffer around
 		} else {

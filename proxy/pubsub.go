@@ -125,26 +125,28 @@ func newOutbox(size *atomic.Int64) *outbox {
 	return &outbox{size: size, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// put queues b (copied) unless the box is closed, then applies lim to what
-// the client has pending, as Redis's checkClientOutputBufferLimits does
-// after each reply: at or over Hard, or at or over Soft for longer than
-// SoftPeriod, it returns the reason to close the client and how much was
-// pending. Any goroutine.
+// put queues b (copied) unless the box is closed, and applies lim to what
+// the client then has pending, as Redis's checkClientOutputBufferLimits
+// does after each reply: at or over Hard (b is then not queued), or at or
+// over Soft for longer than SoftPeriod, it returns the reason to close the
+// client and how much was pending. Any goroutine.
 func (o *outbox) put(b []byte, lim config.OutputBufferLimit, now time.Time) (downstream.CloseReason, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return downstream.CloseNone, 0
 	}
+	used := int64(len(o.pending)) + o.inflight + int64(len(b))
+	if lim.Hard > 0 && used >= lim.Hard {
+		// Not queued: the client is closed, so a large message costs no
+		// copy per slow subscriber.
+		return downstream.CloseOutputHardLimit, used
+	}
 	o.pending = append(o.pending, b...)
-	used := int64(len(o.pending)) + o.inflight
 	o.size.Store(used)
 	select {
 	case o.wake <- struct{}{}:
 	default:
-	}
-	if lim.Hard > 0 && used >= lim.Hard {
-		return downstream.CloseOutputHardLimit, used
 	}
 	if lim.Soft > 0 && used >= lim.Soft {
 		if o.overSince.IsZero() {

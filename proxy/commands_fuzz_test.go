@@ -44,6 +44,8 @@ func FuzzDispatch(f *testing.F) {
 		"AUTH a b c\r\nSELECT -1\r\nECHO\r\nCOMMAND DOCS\r\n",
 		"REPLCONF ack 5 getack * capa eof rdb-only 1\r\nSYNC\r\n",
 		"HELLO 3\r\nHELLO 2 AUTH a b SETNAME x\r\nCLIENT INFO\r\nSLOWLOG GET\r\nLATENCY DOCTOR\r\nTIME\r\nSHUTDOWN\r\n",
+		"SUBSCRIBE a b\r\nPUBLISH a x\r\nPING\r\nINFO\r\nUNSUBSCRIBE\r\nPUBLISH a y\r\nSUBSCRIBE c\r\nQUIT\r\n",
+		"COMMAND INFO config|get x\r\nCOMMAND LIST FILTERBY PATTERN c*\r\nCOMMAND\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -4,14 +4,15 @@
 //
 // # Command line
 //
-//	replproxy [path/to/replproxy.conf] [--directive value ...]
+//	replproxy [path/to/replproxy.conf] [--directive value ...] [-]
 //
 // [Parse] takes os.Args[1:]. A first argument not starting with '-' is the
 // config file. Every "--name" then starts a directive whose values are the
 // following arguments up to the next "--" argument, so
 // `--replicaof 127.0.0.1 6379` is the file line "replicaof 127.0.0.1 6379".
-// Command-line directives apply after the file and override it. Reading the
-// config from stdin ("-") is not supported.
+// An argument "-", first or last, reads configuration from standard input
+// as redis-server does, applied after the file. Command-line directives
+// apply after both and override them.
 //
 // # File syntax
 //

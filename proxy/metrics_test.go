@@ -92,7 +92,7 @@ func TestMetricsNoUpstream(t *testing.T) {
 		`replproxy_upstream_link_state{state="none"}`:      1,
 		`replproxy_upstream_link_state{state="connected"}`: 0,
 		"replproxy_connected_replicas":                     0,
-		"replproxy_master_repl_offset":                     0,
+		"replproxy_master_repl_offset_bytes":               0,
 		`replproxy_syncs_total{result="full"}`:             0,
 		`replproxy_replicas_closed_total{reason="killed"}`: 0,
 	} {
@@ -231,10 +231,10 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 	}
 	sb, sa := slave(before), slave(after)
 	pairs := []struct{ series, field string }{
-		{"replproxy_master_repl_offset", "master_repl_offset"},
-		{"replproxy_slave_repl_offset", "slave_repl_offset"},
-		{"replproxy_slave_read_repl_offset", "slave_read_repl_offset"},
-		{"replproxy_repl_backlog_histlen", "repl_backlog_histlen"},
+		{"replproxy_master_repl_offset_bytes", "master_repl_offset"},
+		{"replproxy_upstream_repl_offset_bytes", "slave_repl_offset"},
+		{"replproxy_upstream_read_repl_offset_bytes", "slave_read_repl_offset"},
+		{"replproxy_repl_backlog_histlen_bytes", "repl_backlog_histlen"},
 		{"replproxy_connected_replicas", "connected_slaves"},
 		{`replproxy_syncs_total{result="full"}`, "sync_full"},
 		{`replproxy_syncs_total{result="partial_ok"}`, "sync_partial_ok"},
@@ -249,7 +249,7 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{"replproxy_repl_input_bytes_total", "total_net_repl_input_bytes"},
 		{"replproxy_repl_output_bytes_total", "total_net_repl_output_bytes"},
 		{"replproxy_snapshot_size_bytes", "snapshot_size"},
-		{"replproxy_snapshot_offset", "snapshot_offset"},
+		{"replproxy_snapshot_offset_bytes", "snapshot_offset"},
 		{`replproxy_memory_bytes{category="snapshots"}`, "mem_snapshots"},
 		{`replproxy_memory_bytes{category="replication_backlog"}`, "mem_replication_backlog"},
 		{`replproxy_replicas_closed_total{reason="killed"}`, "replicas_closed_killed"},
@@ -270,12 +270,11 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 	if sb["offset"] != sa["offset"] {
 		return "slave0 offset moved during the scrape"
 	}
-	// The replica's client id is the one CLIENT LIST shows; its address is
-	// ip:port from the slave0 line.
+	// The replica's series are under ip and port from the slave0 line.
 	for series, v := range m {
-		if strings.HasPrefix(series, "replproxy_replica_offset{") {
-			if !strings.Contains(series, `addr="`+net.JoinHostPort(sb["ip"], sb["port"])+`"`) {
-				return series + ": not slave0's address"
+		if strings.HasPrefix(series, "replproxy_replica_offset_bytes{") {
+			if series != `replproxy_replica_offset_bytes{replica_ip="`+sb["ip"]+`",replica_port="`+sb["port"]+`"}` {
+				return series + ": not slave0's ip and port"
 			}
 			if strconv.FormatFloat(v, 'f', -1, 64) != sb["offset"] {
 				return series + " = " + strconv.FormatFloat(v, 'f', -1, 64) + ", slave0 offset=" + sb["offset"]
@@ -283,7 +282,7 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 			return ""
 		}
 	}
-	return "no replproxy_replica_offset series"
+	return "no replproxy_replica_offset_bytes series"
 }
 
 // TestReadyzFlipsWhenUpstreamDies: a proxy synced with a primary that has
@@ -343,11 +342,11 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 	waitOffsetsEqual(t, pc, xc)
 
 	pairs := []struct{ series, field string }{
-		{"replproxy_repl_log_first_offset", "repl_log_first_offset"},
-		{"replproxy_repl_log_last_offset", "repl_log_last_offset"},
+		{"replproxy_repl_log_first_offset_bytes", "repl_log_first_offset"},
+		{"replproxy_repl_log_last_offset_bytes", "repl_log_last_offset"},
 		{"replproxy_repl_log_bytes", "repl_log_bytes"},
 		{"replproxy_repl_log_segments", "repl_log_segments"},
-		{"replproxy_repl_log_synced_offset", "repl_log_synced_offset"},
+		{"replproxy_repl_log_synced_offset_bytes", "repl_log_synced_offset"},
 		{"replproxy_repl_log_fsync_lag_bytes", "repl_log_fsync_lag_bytes"},
 		{"replproxy_repl_log_errors_total", "repl_log_errors"},
 		{"replproxy_repl_log_partial_syncs_total", "repl_log_partial_syncs"},
@@ -356,7 +355,7 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		{"replproxy_repl_log_recovery_cut_bytes", "repl_log_recovery_cut_bytes"},
 		{"replproxy_snapshot_on_disk", "repl_snapshot_on_disk"},
 		{"replproxy_snapshot_on_disk_size_bytes", "repl_snapshot_size"},
-		{"replproxy_snapshot_on_disk_offset", "repl_snapshot_offset"},
+		{"replproxy_snapshot_on_disk_offset_bytes", "repl_snapshot_offset"},
 	}
 	var mismatch string
 	redistest.WaitFor(t, 30*time.Second, "/metrics equal to INFO persistence", func() bool {

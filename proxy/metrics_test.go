@@ -398,3 +398,134 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		return idx > 0 && scrape(t, p)[`replproxy_memory_bytes{category="repl_log_index"}`] == float64(idx)
 	})
 }
+
+// replicaSeriesOf returns the value of each replproxy_replica_ series in m
+// (its name and labels as scrape gives them) and fails the test for any
+// whose labels do not start with ident, the replica's identity: the series
+// of one replica that reconnects must keep their labels.
+func replicaSeriesOf(t testing.TB, m map[string]float64, ident string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for series, v := range m {
+		name, labels, ok := strings.Cut(series, "{")
+		if !strings.HasPrefix(name, "replproxy_replica_") {
+			continue
+		}
+		if !ok || !strings.HasPrefix(labels, ident) {
+			t.Errorf("series %s: want labels %s…", series, ident)
+		}
+		out[series] = v
+	}
+	return out
+}
+
+// TestMetricsReplicaReconnect is issue 21's Must-show 3: a real
+// redis-server replica of the proxy that reconnects, by partial resync and
+// then by full sync, keeps its series (the same labels before, during and
+// after), and no scrape reports it further behind than it is: the primary
+// writes only while the replica is paused (its lag is then exactly what was
+// written since its last ACK), the stream stands still while it resyncs,
+// and a replica still syncing has no lag series at all. Before, its series
+// were labelled by client id and, until its first ACK, its lag was the whole
+// stream offset.
+func TestMetricsReplicaReconnect(t *testing.T) {
+	// No PINGs from the primary: the stream moves only when the test writes.
+	primary, pc := startPrimary(t, "--repl-ping-replica-period", "3600")
+	pc.MustDo(t, "DEBUG", "POPULATE", 5000, "key", 100)
+	p := metricsProxy(t, replicaOf(primary)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	host, port, _ := strings.Cut(p.AddrString(), ":")
+	// Each key loads 50 µs late (a full sync's load lasts a second or more,
+	// so scrapes land in it), and the replica answers INFO while it loads.
+	rs := redistest.StartServer(t, "--replicaof", host, port,
+		"--key-load-delay", "50", "--loading-process-events-interval-bytes", "1024")
+	rc := redistest.Dial(t, rs.Addr())
+	redistest.WaitSynced(t, pc, rc)
+	ident := `replica_ip="127.0.0.1",replica_port="` + strconv.Itoa(rs.Port()) + `"`
+	offsetSeries := "replproxy_replica_offset_bytes{" + ident + "}"
+	lagSeries := "replproxy_replica_lag_bytes{" + ident + "}"
+
+	// acked waits until the replica has acknowledged the stream's end,
+	// and returns that offset and the replica's series.
+	acked := func(what string) (int64, map[string]float64) {
+		t.Helper()
+		var m map[string]float64
+		redistest.WaitFor(t, 20*time.Second, what, func() bool {
+			m = scrape(t, p)
+			off, ok := m[offsetSeries]
+			return ok && off == m["replproxy_master_repl_offset_bytes"] && m[lagSeries] == 0
+		})
+		return int64(m["replproxy_master_repl_offset_bytes"]), replicaSeriesOf(t, m, ident)
+	}
+	off0, before := acked("the replica's first ACK of the stream's end")
+
+	// Paused, the replica holds off0 and acknowledges nothing: its lag is
+	// exactly what the primary writes meanwhile.
+	rs.Pause()
+	for i := range 200 {
+		pc.MustDo(t, "SET", "reconnect:"+strconv.Itoa(i), strings.Repeat("v", 1000))
+	}
+	off1 := waitOffsetsEqual(t, pc, xc)
+	if lag := scrape(t, p)[lagSeries]; lag != float64(off1-off0) {
+		t.Fatalf("paused replica: lag %v bytes, want %d (written since its ACK of %d)", lag, off1-off0, off0)
+	}
+
+	// Partial resync: its connection is killed while it is paused, and it
+	// comes back with PSYNC from off0. It holds at least off0 throughout,
+	// so no scrape may show it more than off1-off0 behind.
+	partialBefore := xc.InfoInt(t, "stats", "sync_partial_ok")
+	xc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	rs.Resume()
+	redistest.WaitFor(t, 20*time.Second, "the replica back by partial resync, acknowledging the stream's end", func() bool {
+		m := scrape(t, p)
+		if lag, ok := replicaSeriesOf(t, m, ident)[lagSeries]; ok && lag > float64(off1-off0) {
+			t.Fatalf("reconnecting replica: lag %v bytes, but it holds at least %d of %d", lag, off0, off1)
+		}
+		return xc.InfoInt(t, "stats", "sync_partial_ok") > partialBefore && m[offsetSeries] == float64(off1)
+	})
+
+	// Full sync: the replica becomes a primary of its own and returns under
+	// a replid the proxy does not know. The stream stands still at off1, so
+	// no scrape may show lag; while the replica is still syncing or loading
+	// after a scrape, that scrape must show no lag series at all.
+	fullBefore := xc.InfoInt(t, "stats", "sync_full")
+	rc.MustDo(t, "REPLICAOF", "NO", "ONE")
+	rc.MustDo(t, "REPLICAOF", host, port)
+	syncing := 0
+	redistest.WaitFor(t, 30*time.Second, "the replica back by full sync, acknowledging the stream's end", func() bool {
+		m := replicaSeriesOf(t, scrape(t, p), ident)
+		lag, hasLag := m[lagSeries]
+		if hasLag && lag > 0 {
+			t.Fatalf("replica in full sync: lag %v bytes with the stream standing at %d", lag, off1)
+		}
+		ri := rc.Info(t, "replication")
+		if ri["master_link_status"] != "up" || ri["master_sync_in_progress"] == "1" {
+			syncing++
+			if hasLag {
+				t.Fatalf("a lag series (%v) for a replica still syncing: %v", lag, ri)
+			}
+			return false
+		}
+		return m[offsetSeries] == float64(off1)
+	})
+	if syncing == 0 {
+		t.Fatal("no scrape while the replica was syncing: the test did not see its full sync")
+	}
+	if n := xc.InfoInt(t, "stats", "sync_full"); n != fullBefore+1 {
+		t.Fatalf("sync_full %d, want %d: the replica did not take a full sync", n, fullBefore+1)
+	}
+
+	// The same series as before both reconnects, no others.
+	_, after := acked("the replica's ACK after the full sync")
+	for s := range before {
+		if _, ok := after[s]; !ok {
+			t.Errorf("series %s gone after the reconnects", s)
+		}
+	}
+	for s := range after {
+		if _, ok := before[s]; !ok {
+			t.Errorf("series %s new after the reconnects", s)
+		}
+	}
+}

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -527,5 +530,61 @@ func TestMetricsReplicaReconnect(t *testing.T) {
 		if _, ok := before[s]; !ok {
 			t.Errorf("series %s new after the reconnects", s)
 		}
+	}
+}
+
+// promtool runs promtool with args and stdin, and returns its combined
+// output; a non-zero exit fails the test. Without promtool the test skips,
+// or fails under CI=true (`make promtool` installs it, as make test does).
+func promtool(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	bin := redistest.RequireTool(t, "promtool")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestPromtoolAlertRules: the alerting rules shipped in deploy/prometheus
+// pass `promtool check rules`, and `promtool test rules` runs their tests
+// (input series, the alerts expected to fire and not to). That the rules
+// name only metrics /metrics serves is TestMetricDocs' (proxy/metrics).
+func TestPromtoolAlertRules(t *testing.T) {
+	dir := filepath.Join("..", "deploy", "prometheus")
+	out := promtool(t, "", "check", "rules", filepath.Join(dir, "replproxy-alerts.yml"))
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool check rules:\n%s", out)
+	}
+	if out := promtool(t, "", "test", "rules", filepath.Join(dir, "replproxy-alerts.test.yml")); !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules:\n%s", out)
+	}
+}
+
+// TestPromtoolCheckMetrics: a real scrape of a proxy linked to a real
+// primary, with a replica online, a snapshot and the stream log, so that
+// every group of series is there, passes `promtool check metrics` (the text
+// format, and its lint of names, units, _total and help) with nothing to
+// report.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "key", 100)
+	p := metricsProxy(t, replicaOf(primary)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	_, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	redistest.WaitFor(t, 10*time.Second, "the replica's series", func() bool {
+		m := scrape(t, p)
+		return m["replproxy_connected_replicas"] == 1 && m[`replproxy_snapshot_on_disk`] == 1 &&
+			len(replicaSeriesOf(t, m, `replica_ip="127.0.0.1"`)) >= 6
+	})
+	_, body := httpGet(t, p, "/metrics")
+	if out := promtool(t, body, "check", "metrics"); strings.TrimSpace(out) != "" {
+		t.Fatalf("promtool check metrics:\n%s", out)
 	}
 }

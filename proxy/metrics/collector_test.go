@@ -2,6 +2,9 @@ package metrics
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,6 +180,34 @@ func TestMetricNames(t *testing.T) {
 			if strings.Contains(l, "slave") || strings.HasSuffix(l, "_bytes") || l == "id" {
 				t.Errorf("%s: label %s", m.name, l)
 			}
+		}
+	}
+}
+
+// TestMetricDocs: README's metrics table lists every metric (it is the one
+// list operators read), and the alerting rules in deploy/prometheus name
+// only metrics that exist.
+func TestMetricDocs(t *testing.T) {
+	served := map[string]bool{}
+	for _, m := range metricSpecs {
+		served["replproxy_"+m.name] = true
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range served {
+		if !strings.Contains(string(readme), "| `"+name+"`") {
+			t.Errorf("%s is not in README's metrics table", name)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "replproxy-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`replproxy_[a-z0-9_]+`).FindAllString(string(rules), -1) {
+		if !served[name] {
+			t.Errorf("the alerting rules name %s, which /metrics does not serve", name)
 		}
 	}
 }

@@ -34,7 +34,7 @@
 //
 // # Example
 //
-//	ln, err := net.Listen("tcp", "127.0.0.1:9121")
+//	ln, err := net.Listen("tcp", "127.0.0.1:9379")
 //	if err != nil { ... }
 //	m := &metrics.Server{Figures: figures, Ready: ready}
 //	m.Attach(ln)

@@ -267,7 +267,7 @@ func (r *report) figures() metrics.Figures {
 	if down, ok := r.upstreamDown(); ok && u.DownSince != 0 {
 		f.UpstreamLinkDownSeconds, f.HasUpstreamLinkDown = down, true
 	}
-	f.Replicas = replicaSeries(r.replicas)
+	f.ConnectedReplicas, f.Replicas = int64(len(r.replicas)), replicaSeries(r.replicas)
 	for st := downstream.WaitBgsave; st <= downstream.Online; st++ {
 		f.ReplicaStates = append(f.ReplicaStates, st.String())
 	}

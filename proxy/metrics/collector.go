@@ -44,12 +44,14 @@ type Figures struct {
 
 	// Replicas (INFO replication's slaveN lines), and closes by reason.
 	// Replicas holds one entry per identity (IP, Port): its owner keeps
-	// one connection of each, so that no two share a series.
-	Replicas        []Replica
-	ReplicaStates   []string // every state a replica's State can name, for its 0 series
-	ReplicasDropped int64
-	ReplicasClosed  []Count // by close reason
-	ClientsClosed   []Count // by close reason
+	// one connection of each, so that no two share a series;
+	// ConnectedReplicas counts every connection (connected_slaves).
+	ConnectedReplicas int64
+	Replicas          []Replica
+	ReplicaStates     []string // every state a replica's State can name, for its 0 series
+	ReplicasDropped   int64
+	ReplicasClosed    []Count // by close reason
+	ClientsClosed     []Count // by close reason
 
 	// Downstream syncs and traffic (INFO stats).
 	SyncFull                        int64
@@ -334,7 +336,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("repl_backlog_histlen_bytes", f.BacklogHistlen)
 	emit("stream_generation", f.StreamGeneration)
 
-	emit("connected_replicas", int64(len(f.Replicas)))
+	emit("connected_replicas", f.ConnectedReplicas)
 	for _, r := range f.Replicas {
 		for _, state := range f.ReplicaStates {
 			emit("replica_state", b2i(state == r.State), r.IP, r.Port, state)

@@ -57,6 +57,7 @@ func TestCollectorRendersFigures(t *testing.T) {
 			{IP: "127.0.0.1", Port: "6381", State: "send_bulk", Offset: 0, LagBytes: 1000},
 		},
 		ReplicaStates:      []string{"wait_bgsave", "send_bulk", "online"},
+		ConnectedReplicas:  2,
 		ReplicasClosed:     []Count{{Label: "killed", Value: 4}},
 		FullSyncs:          []Count{{Label: "requested", Value: 5}},
 		NetInputBytes:      123,

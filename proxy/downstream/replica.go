@@ -175,6 +175,18 @@ func (r *Replica) State() State { return State(r.state.Load()) }
 // AckOffset is the highest offset it acknowledged.
 func (r *Replica) AckOffset() int64 { return r.ackOff.Load() }
 
+// Acked reports whether it has acknowledged an offset on this connection:
+// until then AckOffset is 0, not where the replica is, so that a lag
+// computed from it would be the whole stream.
+func (r *Replica) Acked() bool {
+	select {
+	case <-r.firstAck:
+		return true
+	default:
+		return false
+	}
+}
+
 // AckTime is when it last acknowledged (or went online, or sent a newline
 // while loading its payload), in unix nanoseconds.
 func (r *Replica) AckTime() int64 { return r.ackTime.Load() }

@@ -13,8 +13,9 @@
 //     one being written there, and a main link's payload while it arrives;
 //   - the one snapshot fetch in flight (a Fetch: who waits for it, where its
 //     payload goes, how it ended) and why it was started (FetchReason);
-//   - the sync plans (PlanPartial, PlanFull, AttachFetched, FetchedPayload)
-//     and why a replica gets a full sync (FullSyncReason);
+//   - the sync plans (PlanPartial, PlanFull, PlanBackup for rdb-only
+//     clients, AttachFetched, FetchedPayload) and why a replica gets a full
+//     sync (FullSyncReason);
 //   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
 //     AdoptSpilled;
@@ -24,7 +25,7 @@
 //
 // It decides; it does not start. A method that decides that background work
 // is due records it and returns it, as eviction.Plan returns actions and
-// etcd's raft returns Ready: PlanFull and RefetchSpilled return the Fetch to
+// etcd's raft returns Ready: PlanFull, PlanBackup and RefetchSpilled return the Fetch to
 // run, Evict and PersistNewest the snapshot to write to dir. The caller
 // starts it after the history's lock is released, and hands it back
 // (FetchNotStarted, SpillNotStarted) when it cannot, so that a record never
@@ -36,7 +37,7 @@
 //
 // # Goroutines
 //
-// The client goroutines plan (PlanPartial, PlanFull, AttachFetched,
+// The client goroutines plan (PlanPartial, PlanFull, PlanBackup, AttachFetched,
 // FetchedPayload, LeaveFetch); the upstream link's run goroutine installs
 // what it learnt (Install, ContinueAs, PayloadArriving, PayloadEnded) and
 // fills, publishes and discards the stream without the lock (its one

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -207,5 +208,82 @@ func TestBackupMaxStreamSince(t *testing.T) {
 	waitOffsetsEqual(t, pc, xc)
 	if got, _ := backupKeys(t, xc.Addr()); int64(got) != int64(want)+1 {
 		t.Fatalf("backup holds %d keys, want %d", got, want+1)
+	}
+}
+
+// replyOf is what a command got: the simple string, or the error's text.
+func replyOf(t *testing.T, c *redistest.Client, args ...any) string {
+	t.Helper()
+	v, err := c.Do(args...)
+	if err != nil {
+		var re *redistest.ReplyError
+		if errors.As(err, &re) {
+			return "-" + re.Msg
+		}
+		t.Fatalf("%v: %v", args, err)
+	}
+	return v.String()
+}
+
+// TestFilteredRDB: REPLCONF rdb-filter-only is answered as the primary
+// answers it (an empty filter, redis-cli --replica's, is +OK), a filtered
+// SYNC needs capa eof as in Redis, and redis-cli --functions-rdb through the
+// proxy gets the primary's functions and none of its keys (a fresh
+// redis-server loading the file has the library and no key).
+func TestFilteredRDB(t *testing.T) {
+	primary, pc := quietPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 100, "fr:pop", 16)
+	const lib = "#!lua name=frlib\nredis.register_function('frf', function() return 7 end)"
+	pc.MustDo(t, "FUNCTION", "LOAD", lib)
+	p, xc := startProxyOf(t, primary)
+	waitOffsetsEqual(t, pc, xc)
+
+	for _, args := range [][]any{
+		{"REPLCONF", "rdb-filter-only", ""},
+		{"REPLCONF", "rdb-filter-only", "functions"},
+		{"REPLCONF", "rdb-filter-only", "functions keys"},
+		{"REPLCONF", "rdb-only", "1", "rdb-filter-only", "x"},
+	} {
+		want := replyOf(t, redistest.Dial(t, primary.Addr()), args...)
+		if got := replyOf(t, redistest.Dial(t, p.AddrString()), args...); got != want {
+			t.Errorf("%q: proxy %q, primary %q", args, got, want)
+		}
+	}
+	noEOF := func(addr string) string {
+		c := redistest.Dial(t, addr)
+		c.MustDo(t, "REPLCONF", "rdb-filter-only", "")
+		return replyOf(t, c, "PSYNC", "?", "-1")
+	}
+	if got, want := noEOF(p.AddrString()), noEOF(primary.Addr()); got != want {
+		t.Errorf("filtered PSYNC without capa eof: proxy %q, primary %q", got, want)
+	}
+
+	forks := pc.InfoInt(t, "stats", "total_forks")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "functions.rdb")
+	out := redistest.RedisCLI(t, "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port()), "--functions-rdb", file)
+	if !strings.Contains(out, "Transfer finished with success") {
+		t.Fatalf("redis-cli --functions-rdb:\n%s", out)
+	}
+	if n := checkRDB(t, file); n != 0 {
+		t.Fatalf("the functions-only RDB holds %d keys", n)
+	}
+	if got := pc.InfoInt(t, "stats", "total_forks"); got != forks+1 {
+		t.Errorf("primary total_forks %d→%d, want the one fork the same request costs it directly", forks, got)
+	}
+	if got := xc.InfoInt(t, "proxy", "snapshot_fetches_filtered"); got != 1 {
+		t.Errorf("snapshot_fetches_filtered %d, want 1", got)
+	}
+	loaded := redistest.StartServer(t, "--dir", dir, "--dbfilename", "functions.rdb")
+	lc := redistest.Dial(t, loaded.Addr())
+	if n := lc.MustDo(t, "DBSIZE").Integer(); n != 0 {
+		t.Errorf("loaded from the functions-only RDB: %d keys", n)
+	}
+	if got := lc.MustDo(t, "FCALL", "frf", 0).Integer(); got != 7 {
+		t.Errorf("FCALL frf on the loaded RDB = %d, want 7", got)
+	}
+	// The proxy's own snapshot was left alone: a backup still has the keys.
+	if n, _ := backupKeys(t, xc.Addr()); n != 100 {
+		t.Errorf("a backup after it holds %d keys, want 100", n)
 	}
 }

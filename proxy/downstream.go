@@ -58,6 +58,11 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
+	if c.hs.Filtered && !c.hs.CapaEOF {
+		// Redis's rule: it makes a filtered RDB for a socket only.
+		c.out = wire.AppendError(c.out, "ERR Filtered replica requires EOF capability")
+		return
+	}
 	plan, refused := s.hist.PlanPartial(replID, off, legacy)
 	if refused != history.PartialAccepted {
 		if s.up.State() != upstream.StateConnected {
@@ -65,9 +70,14 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			return
 		}
 		var err error
-		if c.hs.RDBOnly {
+		switch {
+		case c.hs.Filtered:
+			// No held snapshot is filtered: the replica's writer gets one
+			// from the primary (downstream's writer.filtered).
+			plan = s.hist.PlanFiltered()
+		case c.hs.RDBOnly:
 			plan, err = s.planBackup()
-		} else {
+		default:
 			plan, err = s.planFull()
 		}
 		if err != nil {

@@ -21,6 +21,12 @@ type Handshake struct {
 	CapaEOF    bool   // capa eof: takes a "$EOF:<mark>" payload
 	CapaPSync2 bool   // capa psync2: takes "+CONTINUE <replid>"
 	RDBOnly    bool   // rdb-only 1: the snapshot alone, then done
+	// Filtered: rdb-filter-only was sent, with Filter its value as sent
+	// ("" for an RDB with none of the data, "functions" for the functions
+	// alone: Redis 7.0's one filter). The proxy holds no such RDB: the
+	// primary makes it (writer.filtered).
+	Filtered bool
+	Filter   string
 }
 
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)
@@ -66,7 +72,13 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 		case "rdb-only":
 			h.RDBOnly = val == "1"
 		case "rdb-filter-only":
-			return true, "ERR replproxy does not filter snapshots (rdb-filter-only)"
+			// Redis's check, word by word: only "functions" is a filter.
+			for _, f := range strings.Fields(val) {
+				if !strings.EqualFold(f, "functions") {
+					return true, "ERR Unsupported rdb-filter-only option: " + clip(f, 64)
+				}
+			}
+			h.Filtered, h.Filter = true, val
 		case "version":
 		default:
 			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64)

@@ -59,6 +59,7 @@ const (
 	FetchReplicaNeeded FetchReason = iota // a replica needed a snapshot the proxy could not serve
 	FetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
 	FetchBackup                           // a backup (rdb-only) needed a snapshot fresher than backup-max-stream-since allows of the held one
+	FetchFiltered                         // a replica asked for a filtered RDB (rdb-filter-only), which only the primary makes; never the history's
 	NumFetchReasons
 )
 
@@ -71,6 +72,8 @@ func (r FetchReason) String() string {
 		return "refresh"
 	case FetchBackup:
 		return "backup"
+	case FetchFiltered:
+		return "filtered"
 	}
 	return "unknown"
 }

@@ -419,3 +419,46 @@ func (h *History) fetchedEnded(f *Fetch, err error) {
 	h.mu.Unlock()
 	h.removeSpilled(old)
 }
+
+// PlanFiltered plans the full sync of a replica that asked for a filtered
+// RDB (REPLCONF rdb-filter-only): no snapshot the proxy holds is one, so the
+// plan holds only the identity and epoch it is made in; the replica's writer
+// gets the filtered RDB from the primary and then AttachFiltered.
+func (h *History) PlanFiltered() Plan {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Plan{ReplID: h.mu.replID, Epoch: h.mu.epoch}
+}
+
+// AttachFiltered completes plan, a PlanFiltered, with sn, the filtered RDB
+// the primary made (a snapshot of its own, not the history's), and, unless
+// rdbOnly, the stream from just after its offset, which may lie ahead of the
+// stream's end (the primary's offset at its fork): the cursor then starts
+// when the stream reaches it. sn must continue the stream's replid.
+func (h *History) AttachFiltered(sn *replbuf.Snapshot, plan *Plan, rdbOnly bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.matchesLocked(sn.ReplID(), sn.Offset()+1) {
+		return fmt.Errorf("filtered snapshot of replid %s does not continue the stream's (%s)", sn.ReplID(), h.mu.replID)
+	}
+	plan.ReplID, plan.Offset = sn.ReplID(), sn.Offset()
+	if !rdbOnly {
+		if err := h.attachStreamLocked(plan, sn.ReplID(), sn.Offset()+1); err != nil {
+			return fmt.Errorf("filtered snapshot at offset %d: %w", sn.Offset(), err)
+		}
+	}
+	rd, err := sn.NewReader()
+	if err != nil {
+		if plan.Cursor != nil {
+			plan.Cursor.Close()
+			plan.Cursor = nil
+		}
+		if plan.FromLog != nil {
+			plan.FromLog.Close()
+			plan.FromLog = nil
+		}
+		return err
+	}
+	plan.Snapshot, plan.Reader = sn, rd
+	return nil
+}

@@ -70,13 +70,19 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 		case "getack":
 			return false, "" // we are no replica of our replicas
 		case "rdb-only":
-			h.RDBOnly = val == "1"
-		case "rdb-filter-only":
-			// Redis's check, word by word: only "functions" is a filter.
-			for _, f := range strings.Fields(val) {
-				if !strings.EqualFold(f, "functions") {
-					return true, "ERR Unsupported rdb-filter-only option: " + clip(f, 64)
+			switch val {
+			case "0", "1":
+				h.RDBOnly = val == "1"
+			default: // Redis's range check, and its replies
+				// string2ll's integers: no '+', no leading zero.
+				if n, err := strconv.ParseInt(val, 10, 64); err != nil || strconv.FormatInt(n, 10) != val {
+					return true, "ERR value is not an integer or out of range"
 				}
+				return true, "ERR value is out of range, value must between 0 and 1"
+			}
+		case "rdb-filter-only":
+			if bad := badFilter(val); bad != "" {
+				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64)
 			}
 			h.Filtered, h.Filter = true, val
 		case "version":
@@ -85,6 +91,17 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 		}
 	}
 	return true, ""
+}
+
+// badFilter returns the first word of an rdb-filter-only value that is no
+// filter, or "": Redis's check, word by word, where only "functions" is one.
+func badFilter(val string) string {
+	for _, f := range strings.Fields(val) {
+		if !strings.EqualFold(f, "functions") {
+			return f
+		}
+	}
+	return ""
 }
 
 // clip shortens s for an error reply, as the proxy's replies clip what a
@@ -117,8 +134,16 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 			if len(val) >= 256 || !validIP(val) {
 				return 0, false
 			}
-		case "capa", "rdb-only", "version":
-		default: // getack, rdb-filter-only, unknown options
+		case "rdb-only":
+			if val != "0" && val != "1" {
+				return 0, false
+			}
+		case "rdb-filter-only":
+			if badFilter(val) != "" {
+				return 0, false
+			}
+		case "capa", "version":
+		default: // getack, unknown options
 			return 0, false
 		}
 	}

@@ -23,6 +23,9 @@ func TestReplconfAck(t *testing.T) {
 		{"REPLCONF listening-port 99999 ACK 5", 0, false},
 		{"REPLCONF listening-port 6380 ACK 5", 5, true},
 		{"REPLCONF bogus 1 ACK 5", 0, false},
+		{"REPLCONF rdb-only 1 rdb-filter-only functions ACK 5", 5, true},
+		{"REPLCONF rdb-only 2 ACK 5", 0, false},
+		{"REPLCONF rdb-filter-only keys ACK 5", 0, false},
 	} {
 		var args [][]byte
 		for _, f := range strings.Fields(tc.args) {
@@ -51,6 +54,11 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},
 		{"REPLCONF listening-port 1 ip-address a,b", true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", Handshake{Port: 1}},
 		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", Handshake{}},
+		{"REPLCONF rdb-only 1 rdb-only 0", true, "", Handshake{}},
+		{"REPLCONF rdb-only 2", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
+		{"REPLCONF rdb-only yes", true, "ERR value is not an integer or out of range", Handshake{}},
+		{"REPLCONF rdb-only 01", true, "ERR value is not an integer or out of range", Handshake{}},
+		{"REPLCONF rdb-only -1", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
 		{"REPLCONF rdb-filter-only x", true, "ERR Unsupported rdb-filter-only option: x", Handshake{}},
 		{"REPLCONF rdb-only 1 rdb-filter-only FUNCTIONS", true, "", Handshake{RDBOnly: true, Filtered: true, Filter: "FUNCTIONS"}},
 		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},

@@ -13,9 +13,10 @@
 //     one being written there, and a main link's payload while it arrives;
 //   - the one snapshot fetch in flight (a Fetch: who waits for it, where its
 //     payload goes, how it ended) and why it was started (FetchReason);
-//   - the sync plans (PlanPartial, PlanFull, PlanBackup for rdb-only
-//     clients, AttachFetched, FetchedPayload) and why a replica gets a full
-//     sync (FullSyncReason);
+//   - the sync plans (PlanPartial, PlanFull, AttachFetched, FetchedPayload)
+//     and why a replica gets a full sync (FullSyncReason); a backup's
+//     (PlanBackup: a snapshot within a bound of the stream's end, else a
+//     fetch) and a filtered sync's (PlanFiltered, AttachFiltered);
 //   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
 //     AdoptSpilled;
@@ -25,7 +26,7 @@
 //
 // It decides; it does not start. A method that decides that background work
 // is due records it and returns it, as eviction.Plan returns actions and
-// etcd's raft returns Ready: PlanFull, PlanBackup and RefetchSpilled return the Fetch to
+// etcd's raft returns Ready: PlanFull and RefetchSpilled return the Fetch to
 // run, Evict and PersistNewest the snapshot to write to dir. The caller
 // starts it after the history's lock is released, and hands it back
 // (FetchNotStarted, SpillNotStarted) when it cannot, so that a record never
@@ -33,12 +34,14 @@
 // epoch, and the caller disconnects the replicas planned before it. The
 // proxy's decisions about files (where an arriving payload goes) and its
 // configuration stay out: a payload's destination comes in as a Payload,
-// the counters it bumps as Counters.
+// the counters it bumps as Counters. PlanBackup returns its Fetch as
+// PlanFull does.
 //
 // # Goroutines
 //
-// The client goroutines plan (PlanPartial, PlanFull, PlanBackup, AttachFetched,
-// FetchedPayload, LeaveFetch); the upstream link's run goroutine installs
+// The client goroutines plan (PlanPartial, PlanFull, AttachFetched,
+// FetchedPayload, LeaveFetch, and PlanBackup, PlanFiltered, AttachFiltered);
+// the upstream link's run goroutine installs
 // what it learnt (Install, ContinueAs, PayloadArriving, PayloadEnded) and
 // fills, publishes and discards the stream without the lock (its one
 // producer); a fetch goroutine reports its fetch (FetchStarted, FetchEnded,
@@ -47,9 +50,9 @@
 // (SpillDone); the monitor evicts and persists (EvictionCandidates, Evict,
 // ReleaseRetired, PersistNewest, RefetchSpilled); New, before Run, recovers
 // (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
-// (Identity, Newest, SnapshotBytes, SpilledSnapshot, Servable, the stream's
-// figures). A Follower's Run is the follower's goroutine, and starts and
-// joins the syncer's; the package starts no other goroutine.
+// (Identity, Newest, HeldOffset, SnapshotBytes, SpilledSnapshot, Servable,
+// the stream's figures). A Follower's Run is the follower's goroutine, and
+// starts and joins the syncer's; the package starts no other goroutine.
 //
 // # Lock
 //

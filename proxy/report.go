@@ -47,6 +47,10 @@ type report struct {
 	snapshot *snapshotFigures // the newest snapshot in memory; nil when none
 	pool     replbuf.PoolStats
 
+	// streamSince is the stream's bytes after the snapshot a full sync
+	// would be served from now (History.HeldOffset), -1 when none is.
+	streamSince int64
+
 	// Read only with reportDisk.
 	log    logReport
 	onDisk *diskSnapshotFigures // the snapshot on disk; nil when none
@@ -157,6 +161,10 @@ func (s *Server) report(parts reportParts) *report {
 			replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), state: sn.State().String(),
 			age: int64(now.Sub(sn.Created()) / time.Second), memory: sn.Usage().Total,
 		}
+	}
+	r.streamSince = -1
+	if off, ok := s.hist.HeldOffset(); ok {
+		r.streamSince = max(r.offset-off, 0)
 	}
 	r.pool = s.pool.Stats()
 

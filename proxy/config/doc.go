@@ -52,6 +52,9 @@
 //	repl-timeout                 60                      yes      ReplTimeout
 //	shutdown-timeout             10                      yes      ShutdownTimeout
 //	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
+//	repl-snapshot-max-stream-since
+//	                             0 (¾ of repl-log-size)  yes      ReplSnapshotMaxStreamSince
+//	backup-max-stream-since      0 (no stream since)     yes      BackupMaxStreamSince
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60

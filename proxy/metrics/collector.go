@@ -235,7 +235,7 @@ var metricSpecs = []metricSpec{
 	{"snapshot_age_seconds", gauge, "Age of the newest snapshot in memory (snapshot_age_seconds); absent when there is none.", nil},
 	{"snapshot_offset_bytes", gauge, "Offset the newest snapshot in memory was taken at (snapshot_offset); absent when there is none.", nil},
 	{"snapshot_fetches_total", counter, "Side-link snapshot fetches by result, ok (snapshot_fetches) or failed (snapshot_fetch_failures).", []string{"result"}},
-	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches (forks on the primary) by why they were started: replica_needed, refresh (snapshot_fetches_<reason>).", []string{"reason"}},
+	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches (forks on the primary) by why they were started: replica_needed, refresh, backup, filtered (snapshot_fetches_<reason>).", []string{"reason"}},
 	{"snapshot_fetch_bytes_total", counter, "Payload bytes received by snapshot fetches (snapshot_fetch_bytes).", nil},
 	{"evicted_snapshots_total", counter, "Snapshots evicted: spilled to disk or dropped (evicted_snapshots).", nil},
 	{"evicted_bytes_total", counter, "Memory of the evicted snapshots (evicted_bytes).", nil},

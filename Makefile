@@ -7,11 +7,11 @@
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GO ?= go
 
-.PHONY: test vet unit redis node bench bench-engine fuzz demo
+.PHONY: test vet unit redis node promtool bench bench-engine fuzz demo
 
 # bench/ is a module of its own (so that the product's go.mod does not carry
 # the plotting library), which ./... does not enter: each target names it too.
-test: redis node vet
+test: redis node promtool vet
 	$(GO) test -race -timeout 12m ./...
 	$(GO) -C bench test -race ./...
 
@@ -45,6 +45,21 @@ node:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y nodejs npm; \
 	fi
 	@node --version
+
+# promtool checks the alerting rules in deploy/prometheus (promtool check rules,
+# promtool test rules) and a real scrape of a running proxy (promtool check
+# metrics): TestPromtool* in proxy/, which fail without it under CI=true. Debian's
+# prometheus package provides it; the services it starts (prometheus, and the
+# node exporter it recommends) are stopped, as for redis-server.
+promtool:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+		echo "installing prometheus (for promtool)"; \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends prometheus && \
+		{ $(SUDO) service prometheus stop >/dev/null 2>&1 || true; } && \
+		{ $(SUDO) service prometheus-node-exporter stop >/dev/null 2>&1 || true; }; \
+	fi
+	@promtool --version 2>&1 | head -1
 
 # bench measures the engine, streaming (direct, chained through a redis-server,
 # through replproxy), full syncs and a proxy restart against real Redis, and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,14 +43,20 @@ type client struct {
 	conn    net.Conn
 	addr    string // remote address
 	laddr   string // local address
+	fd      int    // the socket's descriptor, for CLIENT LIST; -1 when it has none
 	created time.Time
 	log     hclog.Logger
 
 	rd     *wire.CommandReader
 	out    []byte
 	authed bool
-	// helloSubscribed: SUBSCRIBE __sentinel__:hello, the one channel served.
-	helloSubscribed bool
+	// subs are the channels the client is subscribed to (pubsub.go).
+	subs map[string]struct{}
+	// box, once the client first subscribed, takes every reply to it, and
+	// publishers' messages, for its writeLoop. Set by the client's
+	// goroutine before the client is first added to the pubsub; publishers
+	// read it under pubsub.mu.
+	box *outbox
 
 	hs downstream.Handshake // what REPLCONF said
 
@@ -57,7 +64,9 @@ type client struct {
 	outCap    atomic.Int64                       // cap of out after the last flush, for memory accounting
 	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
-	lastUse   atomic.Int64                       // unix nanos of the last command
+	lastUse   atomic.Int64                       // unix nanos of the last command, or of the last message written to a subscriber (writeLoop)
+	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
+	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
 	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
 	// resp is the client's wire.Proto: RESP2 from accept on, changed by
 	// HELLO on its own goroutine; atomic because CLIENT LIST (any client's
@@ -72,6 +81,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		conn:    conn,
 		addr:    conn.RemoteAddr().String(),
 		laddr:   conn.LocalAddr().String(),
+		fd:      connFD(conn),
 		created: time.Now(),
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
@@ -90,6 +100,29 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 // verbatim string, a push), so that a command gets both by writing one.
 // Any goroutine.
 func (c *client) proto() wire.Proto { return wire.Proto(c.resp.Load()) }
+
+// connFD returns the descriptor of conn's socket (under TLS, of the
+// connection it runs on), or -1 for a connection without one (a pipe in
+// tests). Read once at accept: the number stays the connection's until it
+// is closed, and CLIENT LIST then no longer lists it.
+func connFD(conn net.Conn) int {
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = tc.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+		return -1
+	}
+	return fd
+}
 
 // replicaSet reports whether the client became a replica. Any goroutine.
 func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
@@ -119,6 +152,7 @@ func (r countingReader) Read(p []byte) (int, error) {
 // served as one. An admin client's close is counted and logged here, once.
 func (s *Server) serveClient(ctx context.Context, c *client) {
 	reason, err := s.runClient(ctx, c)
+	s.stopOutbox(c)
 	c.conn.Close()
 	s.clients.remove(c)
 	if c.replicaSet() {
@@ -164,7 +198,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 		s.stats.commandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
-		if !c.replicaSet() && c.overHardLimit(cc.output) {
+		if !c.replicaSet() && c.box == nil && c.overHardLimit(cc.output) {
 			s.closedByOutputLimit(c, downstream.CloseOutputHardLimit)
 			return downstream.CloseOutputHardLimit, nil
 		}
@@ -190,6 +224,10 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 // for its output buffer, as Redis closes it.
 func (c *client) flush() error {
 	if len(c.out) == 0 {
+		return nil
+	}
+	if c.box != nil {
+		c.queueOut() // the outbox's writeLoop writes, in order with messages
 		return nil
 	}
 	lim := c.srv.clientConf().output

@@ -56,7 +56,7 @@ func commandTable() map[string]command {
 		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
 		"latency":   {arity: -2, run: (*Server).cmdLatency},
 		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
-		// Sentinel's hello channel only (commands_sentinel.go).
+		// Pub/Sub, as a replica serves it (commands_sentinel.go, pubsub.go).
 		"subscribe":   {arity: -2, run: (*Server).cmdSubscribe},
 		"unsubscribe": {arity: -1, run: (*Server).cmdUnsubscribe},
 		"publish":     {arity: 3, run: (*Server).cmdPublish},
@@ -88,7 +88,36 @@ func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
 		return false
 	}
+	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
+		// A subscribed RESP2 client (commands_sentinel.go); in RESP3 a
+		// subscriber runs any command, and PING answers +PONG, as in Redis.
+		switch {
+		case !subscribedOnly[name]:
+			c.out = wire.AppendError(c.out, subscribedRefusal(fullName(name, args)))
+			return false
+		case name == "ping":
+			cmdPingSubscribed(c, args)
+			return false
+		}
+	}
+	if c.box != nil && (name == "psync" || name == "sync") {
+		// Its replies go through the outbox; a replica's through its writer.
+		c.out = wire.AppendError(c.out, "ERR replproxy serves no replica on a connection that subscribed to a channel")
+		return false
+	}
 	return cmd.run(s, c, args)
+}
+
+// fullName is the command's name as Redis 7 shows it in errors: with its
+// subcommand for the commands that have them ("client|list").
+func fullName(name string, args [][]byte) string {
+	switch name {
+	case "client", "config", "command", "slowlog", "latency":
+		if len(args) > 1 {
+			return name + "|" + clip(strings.ToLower(string(args[1])), 64)
+		}
+	}
+	return name
 }
 
 // clip shortens s for an error reply.
@@ -167,21 +196,6 @@ func (s *Server) authenticate(c *client, user string, pass []byte) bool {
 	}
 	c.authed = true
 	return true
-}
-
-// cmdCommand answers the COMMAND family minimally, so that clients that probe
-// it (redis-cli asks for COMMAND DOCS) go on working.
-func (s *Server) cmdCommand(c *client, args [][]byte) bool {
-	if len(args) >= 2 && strings.EqualFold(string(args[1]), "count") {
-		c.out = wire.AppendInt(c.out, int64(len(s.commands)))
-		return false
-	}
-	if len(args) >= 2 && strings.EqualFold(string(args[1]), "docs") {
-		c.out = c.proto().AppendMapHeader(c.out, 0) // Redis's map of name to docs
-		return false
-	}
-	c.out = wire.AppendArrayHeader(c.out, 0)
-	return false
 }
 
 // cmdRole answers as a chained replica does: slave, the primary's host and
@@ -521,16 +535,29 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 		cmd = *l
 	}
 	flags, omem := "N", int64(0)
+	sub := c.subCount.Load()
+	// idle is since the client's last command (or message written to a
+	// subscriber), as Redis's lastinteraction; a replica sends no commands
+	// once streaming, but Redis counts each read from it, its ACKs every
+	// second, as an interaction too.
+	last := c.lastUse.Load()
 	if r := c.asReplica.Load(); r != nil {
+		last = max(last, r.AckTime())
 		flags = "S"
 		if cur := r.Cursor(); cur != nil {
 			omem = cur.OutputBufferSize()
 		}
+	} else if b := c.boxBytes.Load(); sub > 0 || b > 0 {
+		// Redis's P while subscribed to a channel; omem the outbox.
+		if sub > 0 {
+			flags = "P"
+		}
+		omem = b
 	}
-	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=-1 name=%s age=%d idle=%d flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
-		c.id, c.addr, c.laddr, name,
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
+		c.id, c.addr, c.laddr, c.fd, name,
 		int64(now.Sub(c.created)/time.Second),
-		int64(now.Sub(time.Unix(0, c.lastUse.Load()))/time.Second), flags, omem, omem, cmd, c.proto())
+		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd, c.proto())
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
@@ -586,8 +613,9 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 			addr != "" && o.addr != addr,
 			laddr != "" && o.laddr != laddr,
 			typ == "replica" && !isReplica,
-			typ == "normal" && isReplica,
-			typ == "master" || typ == "pubsub",
+			typ == "normal" && (isReplica || o.subCount.Load() > 0),
+			typ == "pubsub" && (isReplica || o.subCount.Load() == 0),
+			typ == "master",
 			skipMe && o == c && !oldForm:
 			continue
 		}

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -11,78 +13,150 @@ import (
 const sentinelHello = "__sentinel__:hello"
 
 // Sentinel keeps two links to every replica, the proxy included: commands
-// (PING, INFO, PUBLISH of its hello every 2 s, SLAVEOF) and Pub/Sub
-// (SUBSCRIBE __sentinel__:hello). Its client library drops the Pub/Sub link
-// on an error reply to SUBSCRIBE, and Sentinel then counts the replica as
-// disconnected and skips it when it moves replicas to a promoted primary, so
-// a proxy that refused SUBSCRIBE was moved only after failover-timeout. The
-// proxy therefore accepts the hello channel, and only it: SUBSCRIBE confirms
-// and then delivers nothing, PUBLISH reaches no subscriber (:0). It relays no
-// hellos; Sentinels find each other through the primary, which relays them.
+// (PING, INFO, PUBLISH of its hello every 2 s, SLAVEOF) and Pub/Sub (CLIENT
+// SETNAME, then SUBSCRIBE __sentinel__:hello). Its client library drops the
+// Pub/Sub link on an error reply to SUBSCRIBE, and Sentinel reopens a link
+// that has carried no message for 6 s once it is 15 s old; either way it
+// counts the replica as disconnected meanwhile and skips it when it moves
+// replicas to a promoted primary. So the proxy serves Pub/Sub as a replica
+// does (pubsub.go): a PUBLISH reaches the proxy's subscribers, Sentinel's
+// own hello comes back on its subscribed link, which therefore stays up,
+// and Sentinels that reach each other only through the proxy hear each
+// other's hellos.
 
-// cmdSubscribe is SUBSCRIBE, for Sentinel's hello channel only.
+// cmdSubscribe is SUBSCRIBE channel [channel ...]: each channel confirmed
+// with the count of the client's subscriptions, as Redis replies. Over the
+// proxy's bounds (maxSubscriptions, maxChannelLen) nothing is subscribed.
 func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
-	if !helloOnly(c, "subscribe", args[1:]) {
+	var added []string
+	n := len(c.subs)
+	for _, ch := range args[1:] {
+		if len(ch) > maxChannelLen {
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves channel names of at most %d bytes", maxChannelLen))
+			return false
+		}
+		if _, ok := c.subs[string(ch)]; !ok && !slices.Contains(added, string(ch)) {
+			added = append(added, string(ch))
+		}
+	}
+	if n+len(added) > maxSubscriptions {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves at most %d channels per client", maxSubscriptions))
 		return false
 	}
-	for _, ch := range args[1:] {
-		c.helloSubscribed = true
-		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, 1)
+	if c.subs == nil {
+		c.subs = make(map[string]struct{})
 	}
+	for _, ch := range args[1:] {
+		c.subs[string(ch)] = struct{}{}
+		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, int64(len(c.subs)))
+	}
+	c.subCount.Store(int32(len(c.subs)))
+	// The confirmations go into the outbox before the client is added to
+	// the channels, so that no message can overtake them.
+	c.startOutbox()
+	c.queueOut()
+	s.pubsub.subscribe(c, added)
 	return false
 }
 
-// cmdUnsubscribe is UNSUBSCRIBE: with no channel it leaves every channel.
+// cmdUnsubscribe is UNSUBSCRIBE [channel ...]: with no channel it leaves
+// every channel, and with none subscribed it answers one confirmation with
+// a null channel, as Redis does.
 func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
-	if !helloOnly(c, "unsubscribe", args[1:]) {
-		return false
-	}
 	chans := args[1:]
 	if len(chans) == 0 {
-		if !c.helloSubscribed {
+		if len(c.subs) == 0 {
 			c.out = c.proto().AppendPushHeader(c.out, 3)
 			c.out = wire.AppendBulkString(c.out, "unsubscribe")
 			c.out = c.proto().AppendNull(c.out)
 			c.out = wire.AppendInt(c.out, 0)
 			return false
 		}
-		chans = [][]byte{[]byte(sentinelHello)}
-	}
-	for _, ch := range chans {
-		c.helloSubscribed = false
-		c.out = appendPubSubReply(c.out, c.proto(), "unsubscribe", ch, 0)
-	}
-	return false
-}
-
-// cmdPublish is PUBLISH on Sentinel's hello channel: no one receives it.
-func (s *Server) cmdPublish(c *client, args [][]byte) bool {
-	if !helloOnly(c, "publish", args[1:2]) {
-		return false
-	}
-	c.out = wire.AppendInt(c.out, 0)
-	return false
-}
-
-// helloOnly reports whether every channel is Sentinel's hello channel, and
-// otherwise appends the refusal every command the proxy does not serve gets.
-func helloOnly(c *client, cmd string, chans [][]byte) bool {
-	for _, ch := range chans {
-		if string(ch) != sentinelHello {
-			c.out = wire.AppendError(c.out, fmt.Sprintf(
-				"ERR replproxy relays replication only; '%s' is served for channel %s only (send it to the primary)", cmd, sentinelHello))
-			return false
+		for _, ch := range subscribedChannels(c) {
+			chans = append(chans, []byte(ch))
 		}
 	}
-	return true
+	var removed []string
+	for _, ch := range chans {
+		if _, ok := c.subs[string(ch)]; ok {
+			delete(c.subs, string(ch))
+			removed = append(removed, string(ch))
+		}
+		c.out = appendPubSubReply(c.out, c.proto(), "unsubscribe", ch, int64(len(c.subs)))
+	}
+	c.subCount.Store(int32(len(c.subs)))
+	if len(removed) > 0 {
+		s.pubsub.unsubscribe(c, removed)
+	}
+	return false
+}
+
+// cmdPublish is PUBLISH channel message: delivered to the proxy's
+// subscribers of channel, answered with how many there were.
+func (s *Server) cmdPublish(c *client, args [][]byte) bool {
+	if c.box != nil {
+		// A subscriber publishing to its own channel gets its earlier
+		// replies before the message, and the count after it, as in Redis.
+		c.queueOut()
+	}
+	lim := s.config().ClientOutputBufferLimit.PubSub
+	n, victims := s.pubsub.publish(args[1], args[2], lim, time.Now())
+	for _, v := range victims {
+		s.closedByPubSubLimit(v.c, v.reason, v.pending)
+	}
+	c.out = wire.AppendInt(c.out, n)
+	return false
+}
+
+// subscribedOnly is Redis's rule for a RESP2 client subscribed to a
+// channel: only these commands may run, the rest are refused
+// (subscribedRefusal). Under RESP3 Redis lets a subscribed client run every
+// command (replies and pushes are told apart by type), so dispatch applies
+// it to RESP2 clients only.
+var subscribedOnly = map[string]bool{
+	"subscribe": true, "unsubscribe": true, "psubscribe": true, "punsubscribe": true,
+	"ssubscribe": true, "sunsubscribe": true, "ping": true, "quit": true, "reset": true,
+}
+
+// subscribedRefusal is Redis 7.0's reply to any other command from a
+// subscribed RESP2 client; fullname is the command's name as Redis 7 shows
+// it ("client|list").
+func subscribedRefusal(fullname string) string {
+	return fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", fullname)
+}
+
+// cmdPingSubscribed is PING from a subscribed RESP2 client: ["pong", arg or
+// ""], as Redis answers it there.
+func cmdPingSubscribed(c *client, args [][]byte) {
+	if len(args) > 2 {
+		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'ping' command")
+		return
+	}
+	c.out = wire.AppendArrayHeader(c.out, 2)
+	c.out = wire.AppendBulkString(c.out, "pong")
+	if len(args) == 2 {
+		c.out = wire.AppendBulk(c.out, args[1])
+	} else {
+		c.out = wire.AppendBulkString(c.out, "")
+	}
 }
 
 // appendPubSubReply appends a (un)subscribe confirmation: kind, the channel,
-// and how many channels the client is subscribed to now; a push in RESP3, as
-// Redis's addReplyPubsubSubscribed writes it.
+// and how many channels the client is subscribed to now: a push in RESP3,
+// as Redis's addReplyPubsubSubscribed writes it, an array in RESP2.
 func appendPubSubReply(b []byte, p wire.Proto, kind string, ch []byte, n int64) []byte {
 	b = p.AppendPushHeader(b, 3)
 	b = wire.AppendBulkString(b, kind)
 	b = wire.AppendBulk(b, ch)
 	return wire.AppendInt(b, n)
+}
+
+// appendPubSubMessage appends a message as a subscriber in protocol p
+// receives it: ["message", channel, payload], a push in RESP3 as Redis's
+// addReplyPubsubMessage writes it, an array in RESP2.
+func appendPubSubMessage(b []byte, p wire.Proto, ch, payload []byte) []byte {
+	b = p.AppendPushHeader(b, 3)
+	b = wire.AppendBulkString(b, "message")
+	b = wire.AppendBulk(b, ch)
+	return wire.AppendBulk(b, payload)
 }

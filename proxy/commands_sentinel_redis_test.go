@@ -153,3 +153,103 @@ func sentinelReplicas(t testing.TB, sc *redistest.Client) []map[string]string {
 	}
 	return out
 }
+
+// sentinelLinkWindow is how long TestSentinelPubSubLink watches Sentinel's
+// links: four times the 15 s after which Sentinel reopened a subscribed
+// link that heard nothing.
+const sentinelLinkWindow = 60 * time.Second
+
+// TestSentinelPubSubLink: two real Sentinels monitor a primary whose only
+// replica is the proxy. The primary cannot deliver their hellos (PUBLISH
+// renamed away), so they can find each other only through the hellos each
+// publishes to the proxy; and each keeps one subscribed link to the proxy,
+// the same client (flags=P sub=1) for sentinelLinkWindow, with no new
+// connection from either and no link reconnection in their logs.
+func TestSentinelPubSubLink(t *testing.T) {
+	p, pc := startPrimary(t, "--rename-command", "PUBLISH", "")
+	if _, err := pc.Do("PUBLISH", sentinelHello, "x"); err == nil {
+		t.Fatal("the primary still serves PUBLISH")
+	}
+	_, xc := startProxyOf(t, p)
+	monitor := []string{
+		"sentinel monitor m 127.0.0.1 " + strconv.Itoa(p.Port()) + " 2",
+		"sentinel down-after-milliseconds m 5000",
+		"loglevel debug",
+	}
+	s1, s2 := redistest.StartSentinel(t, monitor), redistest.StartSentinel(t, monitor)
+	sentinels := []*redistest.Server{s1, s2}
+
+	// Each learns of the other from the hellos the proxy delivers.
+	for i, s := range sentinels {
+		sc := redistest.Dial(t, s.Addr())
+		other := sentinels[1-i]
+		redistest.WaitFor(t, 30*time.Second, "Sentinel "+s.Addr()+" to discover "+other.Addr()+" through the proxy", func() bool {
+			for _, peer := range sc.MustDo(t, "SENTINEL", "SENTINELS", "m").Array() {
+				f := peer.Array()
+				for j := 0; j+1 < len(f); j += 2 {
+					if f[j].String() == "port" && f[j+1].String() == strconv.Itoa(other.Port()) {
+						return true
+					}
+				}
+			}
+			return false
+		})
+	}
+
+	// Sentinel names its subscribed link sentinel-<id>-pubsub.
+	links := func() map[string]map[string]string {
+		m := make(map[string]map[string]string)
+		for _, c := range xc.ClientList(t) {
+			if strings.HasPrefix(c["name"], "sentinel-") && strings.HasSuffix(c["name"], "-pubsub") {
+				m[c["name"]] = c
+			}
+		}
+		return m
+	}
+	var first map[string]map[string]string
+	redistest.WaitFor(t, 10*time.Second, "both Sentinels' subscribed links on the proxy", func() bool {
+		first = links()
+		return len(first) == 2
+	})
+	conns := xc.InfoInt(t, "stats", "total_connections_received")
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for range tick.C {
+		now := links()
+		for name, c := range first {
+			n := now[name]
+			switch {
+			case n == nil:
+				t.Fatalf("%v into the window: %s's subscribed link is gone", time.Since(start).Round(time.Second), name)
+			case n["id"] != c["id"]:
+				t.Fatalf("%v into the window: %s's subscribed link was reopened (id %s, was %s)",
+					time.Since(start).Round(time.Second), name, n["id"], c["id"])
+			case n["flags"] != "P" || n["sub"] != "1":
+				t.Fatalf("%s: flags=%s sub=%s, want flags=P sub=1", name, n["flags"], n["sub"])
+			}
+			// Hellos arrive every 2 s from each Sentinel; Redis counts a
+			// message written as an interaction (the bound allows for a
+			// loaded machine).
+			if idle, _ := strconv.Atoi(n["idle"]); idle > 4 {
+				t.Errorf("%s: idle=%s while it receives hellos", name, n["idle"])
+			}
+		}
+		if time.Since(start) >= sentinelLinkWindow {
+			break
+		}
+	}
+	if n := xc.InfoInt(t, "stats", "total_connections_received"); n != conns {
+		t.Errorf("the proxy accepted %d connections during the window, want none (a Sentinel reconnected)", n-conns)
+	}
+	for _, s := range sentinels {
+		b, err := os.ReadFile(s.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "link-reconnection") {
+			t.Errorf("Sentinel %s logged a link reconnection:\n%s", s.Addr(), b)
+		}
+	}
+	t.Logf("both subscribed links kept for %v: %v", sentinelLinkWindow, first)
+}

@@ -56,10 +56,14 @@
 //     writes it over the file the server started from;
 //   - the clients (client.go, protect.go), their registry (registry.go) and
 //     the admin commands (commands.go, commands_connect.go,
-//     commands_sentinel.go, info.go); each client's protocol (RESP2, or
-//     RESP3 after HELLO 3), through which every reply RESP3 changes is
-//     written (client.proto and wire.Proto: maps, nulls, verbatim strings,
-//     pushes);
+//     commands_sentinel.go, commands_docs.go, info.go); each client's
+//     protocol (RESP2, or RESP3 after HELLO 3), through which every reply
+//     RESP3 changes is written (client.proto and wire.Proto: maps, nulls,
+//     verbatim strings, pushes);
+//   - Pub/Sub (pubsub.go): the channels and their subscribers, and each
+//     subscriber's outbox, through which every reply and message to it
+//     goes, written by its writeLoop; a message is encoded once per
+//     protocol among its receivers (a push for RESP3);
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output limits enforced, maxmemory and eviction, memory
 //     given back to the OS, snapshots spilled to dir;
@@ -86,7 +90,9 @@
 // counts against maxclients, and in connected_clients, from accept on, as
 // Redis creates its client before the handshake. When a client turns into a
 // replica (PSYNC, SYNC), its goroutine becomes the replica's read loop and
-// the replica starts its write loop (package downstream). Snapshot fetches,
+// the replica starts its write loop (package downstream). A client's first
+// SUBSCRIBE starts its outbox's writeLoop, which serveClient stops and waits
+// for when the client ends. Snapshot fetches,
 // spills and memory returns run on the background group, which has Run's
 // lifetime. The monitoring server is served by net/http's goroutines from
 // Run's start to its very end (after the clients and the background group),
@@ -99,6 +105,10 @@
 //
 //   - registry.mu is a leaf: nothing under it blocks, logs or touches a
 //     socket; callers take a list and act on it after.
+//   - pubsub.mu → outbox.mu: a publish queues its message into each
+//     subscriber's outbox under both; nothing under them blocks, logs or
+//     touches a socket, and neither is held with another lock of this
+//     package or a part's.
 //   - The configuration has no reader lock (an atomic.Pointer). Its writers
 //     serialise on liveConfig.writeMu and apply the change under it, so that
 //     changes take effect in the order they were published. Under it a

@@ -58,6 +58,11 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
+	if c.hs.Filtered && !c.hs.CapaEOF {
+		// Redis's rule: it makes a filtered RDB for a socket only.
+		c.out = wire.AppendError(c.out, "ERR Filtered replica requires EOF capability")
+		return
+	}
 	plan, refused := s.hist.PlanPartial(replID, off, legacy)
 	if refused != history.PartialAccepted {
 		if s.up.State() != upstream.StateConnected {
@@ -65,7 +70,16 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			return
 		}
 		var err error
-		plan, err = s.planFull()
+		switch {
+		case c.hs.Filtered:
+			// No held snapshot is filtered: the replica's writer gets one
+			// from the primary (downstream's writer.filtered).
+			plan = s.hist.PlanFiltered()
+		case c.hs.RDBOnly:
+			plan, err = s.planBackup()
+		default:
+			plan, err = s.planFull()
+		}
 		if err != nil {
 			c.out = wire.AppendError(c.out, "ERR "+err.Error())
 			return
@@ -101,6 +115,24 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 // cannot start, the server stopping, is undone and the sync refused.
 func (s *Server) planFull() (history.Plan, error) {
 	plan, start := s.hist.PlanFull()
+	return s.startPlanned(plan, start)
+}
+
+// planBackup is planFull for a backup client (REPLCONF rdb-only 1): it gets
+// the snapshot alone, so a held one serves only within
+// backup-max-stream-since of the stream's end, and a fresher one is
+// fetched otherwise (History.PlanBackup), as fresh as the primary would give.
+func (s *Server) planBackup() (history.Plan, error) {
+	plan, start, err := s.hist.PlanBackup(s.config().BackupMaxStreamSince)
+	if err != nil {
+		return history.Plan{}, err
+	}
+	return s.startPlanned(plan, start)
+}
+
+// startPlanned starts start, the fetch a full sync's plan recorded (if
+// any), on the background group.
+func (s *Server) startPlanned(plan history.Plan, start *history.Fetch) (history.Plan, error) {
 	if start != nil && !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, start) }) {
 		s.hist.FetchNotStarted(start)
 		s.hist.LeaveFetch(start)

@@ -109,6 +109,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string, r *report)
 		w.kv("aof_enabled", 0)
 		writeInfoLog(w, r.log)
 		writeInfoSnapshotOnDisk(w, r.onDisk)
+		w.kv("repl_snapshot_stream_since", r.streamSince)
 	case "stats":
 		st := &r.stats
 		b.WriteString("# Stats\r\n")

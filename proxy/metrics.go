@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net"
+	"runtime/debug"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/metrics"
@@ -44,6 +45,33 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 
 // figures is what a scrape of /metrics renders: one report, whole.
 func (s *Server) figures() metrics.Figures { return s.report(reportAll).figures() }
+
+// vcsRevision is the VCS revision the binary was built from, as the Go
+// toolchain records it (vcs.revision, with "-dirty" when the tree had
+// changes), for replproxy_build_info; "unknown" when it recorded none (a
+// test binary, a build outside a checkout or with -buildvcs=false).
+func vcsRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			dirty = kv.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
 
 // MetricsAddr returns the monitoring server's address, or nil when
 // metrics-port is 0.

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +95,7 @@ func TestMetricsNoUpstream(t *testing.T) {
 		`replproxy_upstream_link_state{state="none"}`:      1,
 		`replproxy_upstream_link_state{state="connected"}`: 0,
 		"replproxy_connected_replicas":                     0,
-		"replproxy_master_repl_offset":                     0,
+		"replproxy_master_repl_offset_bytes":               0,
 		`replproxy_syncs_total{result="full"}`:             0,
 		`replproxy_replicas_closed_total{reason="killed"}`: 0,
 	} {
@@ -231,10 +234,10 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 	}
 	sb, sa := slave(before), slave(after)
 	pairs := []struct{ series, field string }{
-		{"replproxy_master_repl_offset", "master_repl_offset"},
-		{"replproxy_slave_repl_offset", "slave_repl_offset"},
-		{"replproxy_slave_read_repl_offset", "slave_read_repl_offset"},
-		{"replproxy_repl_backlog_histlen", "repl_backlog_histlen"},
+		{"replproxy_master_repl_offset_bytes", "master_repl_offset"},
+		{"replproxy_upstream_repl_offset_bytes", "slave_repl_offset"},
+		{"replproxy_upstream_read_repl_offset_bytes", "slave_read_repl_offset"},
+		{"replproxy_repl_backlog_histlen_bytes", "repl_backlog_histlen"},
 		{"replproxy_connected_replicas", "connected_slaves"},
 		{`replproxy_syncs_total{result="full"}`, "sync_full"},
 		{`replproxy_syncs_total{result="partial_ok"}`, "sync_partial_ok"},
@@ -249,7 +252,7 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{"replproxy_repl_input_bytes_total", "total_net_repl_input_bytes"},
 		{"replproxy_repl_output_bytes_total", "total_net_repl_output_bytes"},
 		{"replproxy_snapshot_size_bytes", "snapshot_size"},
-		{"replproxy_snapshot_offset", "snapshot_offset"},
+		{"replproxy_snapshot_offset_bytes", "snapshot_offset"},
 		{`replproxy_memory_bytes{category="snapshots"}`, "mem_snapshots"},
 		{`replproxy_memory_bytes{category="replication_backlog"}`, "mem_replication_backlog"},
 		{`replproxy_replicas_closed_total{reason="killed"}`, "replicas_closed_killed"},
@@ -270,12 +273,11 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 	if sb["offset"] != sa["offset"] {
 		return "slave0 offset moved during the scrape"
 	}
-	// The replica's client id is the one CLIENT LIST shows; its address is
-	// ip:port from the slave0 line.
+	// The replica's series are under ip and port from the slave0 line.
 	for series, v := range m {
-		if strings.HasPrefix(series, "replproxy_replica_offset{") {
-			if !strings.Contains(series, `addr="`+net.JoinHostPort(sb["ip"], sb["port"])+`"`) {
-				return series + ": not slave0's address"
+		if strings.HasPrefix(series, "replproxy_replica_offset_bytes{") {
+			if series != `replproxy_replica_offset_bytes{replica_ip="`+sb["ip"]+`",replica_port="`+sb["port"]+`"}` {
+				return series + ": not slave0's ip and port"
 			}
 			if strconv.FormatFloat(v, 'f', -1, 64) != sb["offset"] {
 				return series + " = " + strconv.FormatFloat(v, 'f', -1, 64) + ", slave0 offset=" + sb["offset"]
@@ -283,7 +285,7 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 			return ""
 		}
 	}
-	return "no replproxy_replica_offset series"
+	return "no replproxy_replica_offset_bytes series"
 }
 
 // TestReadyzFlipsWhenUpstreamDies: a proxy synced with a primary that has
@@ -343,11 +345,11 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 	waitOffsetsEqual(t, pc, xc)
 
 	pairs := []struct{ series, field string }{
-		{"replproxy_repl_log_first_offset", "repl_log_first_offset"},
-		{"replproxy_repl_log_last_offset", "repl_log_last_offset"},
+		{"replproxy_repl_log_first_offset_bytes", "repl_log_first_offset"},
+		{"replproxy_repl_log_last_offset_bytes", "repl_log_last_offset"},
 		{"replproxy_repl_log_bytes", "repl_log_bytes"},
 		{"replproxy_repl_log_segments", "repl_log_segments"},
-		{"replproxy_repl_log_synced_offset", "repl_log_synced_offset"},
+		{"replproxy_repl_log_synced_offset_bytes", "repl_log_synced_offset"},
 		{"replproxy_repl_log_fsync_lag_bytes", "repl_log_fsync_lag_bytes"},
 		{"replproxy_repl_log_errors_total", "repl_log_errors"},
 		{"replproxy_repl_log_partial_syncs_total", "repl_log_partial_syncs"},
@@ -356,7 +358,7 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		{"replproxy_repl_log_recovery_cut_bytes", "repl_log_recovery_cut_bytes"},
 		{"replproxy_snapshot_on_disk", "repl_snapshot_on_disk"},
 		{"replproxy_snapshot_on_disk_size_bytes", "repl_snapshot_size"},
-		{"replproxy_snapshot_on_disk_offset", "repl_snapshot_offset"},
+		{"replproxy_snapshot_on_disk_offset_bytes", "repl_snapshot_offset"},
 	}
 	var mismatch string
 	redistest.WaitFor(t, 30*time.Second, "/metrics equal to INFO persistence", func() bool {
@@ -398,4 +400,191 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		idx := xc.InfoInt(t, "memory", "mem_repl_log_index")
 		return idx > 0 && scrape(t, p)[`replproxy_memory_bytes{category="repl_log_index"}`] == float64(idx)
 	})
+}
+
+// replicaSeriesOf returns the value of each replproxy_replica_ series in m
+// (its name and labels as scrape gives them) and fails the test for any
+// whose labels do not start with ident, the replica's identity: the series
+// of one replica that reconnects must keep their labels.
+func replicaSeriesOf(t testing.TB, m map[string]float64, ident string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for series, v := range m {
+		name, labels, ok := strings.Cut(series, "{")
+		if !strings.HasPrefix(name, "replproxy_replica_") {
+			continue
+		}
+		if !ok || !strings.HasPrefix(labels, ident) {
+			t.Errorf("series %s: want labels %s…", series, ident)
+		}
+		out[series] = v
+	}
+	return out
+}
+
+// TestMetricsReplicaReconnect is issue 21's Must-show 3: a real
+// redis-server replica of the proxy that reconnects, by partial resync and
+// then by full sync, keeps its series (the same labels before, during and
+// after), and no scrape reports it further behind than it is: the primary
+// writes only while the replica is paused (its lag is then exactly what was
+// written since its last ACK), the stream stands still while it resyncs,
+// and a replica still syncing has no lag series at all. Before, its series
+// were labelled by client id and, until its first ACK, its lag was the whole
+// stream offset.
+func TestMetricsReplicaReconnect(t *testing.T) {
+	// No PINGs from the primary: the stream moves only when the test writes.
+	primary, pc := startPrimary(t, "--repl-ping-replica-period", "3600")
+	pc.MustDo(t, "DEBUG", "POPULATE", 5000, "key", 100)
+	p := metricsProxy(t, replicaOf(primary)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	host, port, _ := strings.Cut(p.AddrString(), ":")
+	// Each key loads 50 µs late (a full sync's load lasts a second or more,
+	// so scrapes land in it), and the replica answers INFO while it loads.
+	rs := redistest.StartServer(t, "--replicaof", host, port,
+		"--key-load-delay", "50", "--loading-process-events-interval-bytes", "1024")
+	rc := redistest.Dial(t, rs.Addr())
+	redistest.WaitSynced(t, pc, rc)
+	ident := `replica_ip="127.0.0.1",replica_port="` + strconv.Itoa(rs.Port()) + `"`
+	offsetSeries := "replproxy_replica_offset_bytes{" + ident + "}"
+	lagSeries := "replproxy_replica_lag_bytes{" + ident + "}"
+
+	// acked waits until the replica has acknowledged the stream's end,
+	// and returns that offset and the replica's series.
+	acked := func(what string) (int64, map[string]float64) {
+		t.Helper()
+		var m map[string]float64
+		redistest.WaitFor(t, 20*time.Second, what, func() bool {
+			m = scrape(t, p)
+			off, ok := m[offsetSeries]
+			return ok && off == m["replproxy_master_repl_offset_bytes"] && m[lagSeries] == 0
+		})
+		return int64(m["replproxy_master_repl_offset_bytes"]), replicaSeriesOf(t, m, ident)
+	}
+	off0, before := acked("the replica's first ACK of the stream's end")
+
+	// Paused, the replica holds off0 and acknowledges nothing: its lag is
+	// exactly what the primary writes meanwhile.
+	rs.Pause()
+	for i := range 200 {
+		pc.MustDo(t, "SET", "reconnect:"+strconv.Itoa(i), strings.Repeat("v", 1000))
+	}
+	off1 := waitOffsetsEqual(t, pc, xc)
+	if lag := scrape(t, p)[lagSeries]; lag != float64(off1-off0) {
+		t.Fatalf("paused replica: lag %v bytes, want %d (written since its ACK of %d)", lag, off1-off0, off0)
+	}
+
+	// Partial resync: its connection is killed while it is paused, and it
+	// comes back with PSYNC from off0. It holds at least off0 throughout,
+	// so no scrape may show it more than off1-off0 behind.
+	partialBefore := xc.InfoInt(t, "stats", "sync_partial_ok")
+	xc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	rs.Resume()
+	redistest.WaitFor(t, 20*time.Second, "the replica back by partial resync, acknowledging the stream's end", func() bool {
+		m := scrape(t, p)
+		if lag, ok := replicaSeriesOf(t, m, ident)[lagSeries]; ok && lag > float64(off1-off0) {
+			t.Fatalf("reconnecting replica: lag %v bytes, but it holds at least %d of %d", lag, off0, off1)
+		}
+		return xc.InfoInt(t, "stats", "sync_partial_ok") > partialBefore && m[offsetSeries] == float64(off1)
+	})
+
+	// Full sync: the replica becomes a primary of its own and returns under
+	// a replid the proxy does not know. The stream stands still at off1, so
+	// no scrape may show lag; while the replica is still syncing or loading
+	// after a scrape, that scrape must show no lag series at all.
+	fullBefore := xc.InfoInt(t, "stats", "sync_full")
+	rc.MustDo(t, "REPLICAOF", "NO", "ONE")
+	rc.MustDo(t, "REPLICAOF", host, port)
+	syncing := 0
+	redistest.WaitFor(t, 30*time.Second, "the replica back by full sync, acknowledging the stream's end", func() bool {
+		m := replicaSeriesOf(t, scrape(t, p), ident)
+		lag, hasLag := m[lagSeries]
+		if hasLag && lag > 0 {
+			t.Fatalf("replica in full sync: lag %v bytes with the stream standing at %d", lag, off1)
+		}
+		ri := rc.Info(t, "replication")
+		if ri["master_link_status"] != "up" || ri["master_sync_in_progress"] == "1" {
+			syncing++
+			if hasLag {
+				t.Fatalf("a lag series (%v) for a replica still syncing: %v", lag, ri)
+			}
+			return false
+		}
+		return m[offsetSeries] == float64(off1)
+	})
+	if syncing == 0 {
+		t.Fatal("no scrape while the replica was syncing: the test did not see its full sync")
+	}
+	if n := xc.InfoInt(t, "stats", "sync_full"); n != fullBefore+1 {
+		t.Fatalf("sync_full %d, want %d: the replica did not take a full sync", n, fullBefore+1)
+	}
+
+	// The same series as before both reconnects, no others.
+	_, after := acked("the replica's ACK after the full sync")
+	for s := range before {
+		if _, ok := after[s]; !ok {
+			t.Errorf("series %s gone after the reconnects", s)
+		}
+	}
+	for s := range after {
+		if _, ok := before[s]; !ok {
+			t.Errorf("series %s new after the reconnects", s)
+		}
+	}
+}
+
+// promtool runs promtool with args and stdin, and returns its combined
+// output; a non-zero exit fails the test. Without promtool the test skips,
+// or fails under CI=true (`make promtool` installs it, as make test does).
+func promtool(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	bin := redistest.RequireTool(t, "promtool")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestPromtoolAlertRules: the alerting rules shipped in deploy/prometheus
+// pass `promtool check rules`, and `promtool test rules` runs their tests
+// (input series, the alerts expected to fire and not to). That the rules
+// name only metrics /metrics serves is TestMetricDocs' (proxy/metrics).
+func TestPromtoolAlertRules(t *testing.T) {
+	dir := filepath.Join("..", "deploy", "prometheus")
+	out := promtool(t, "", "check", "rules", filepath.Join(dir, "replproxy-alerts.yml"))
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool check rules:\n%s", out)
+	}
+	if out := promtool(t, "", "test", "rules", filepath.Join(dir, "replproxy-alerts.test.yml")); !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules:\n%s", out)
+	}
+}
+
+// TestPromtoolCheckMetrics: a real scrape of a proxy linked to a real
+// primary, with a replica online, a snapshot and the stream log, so that
+// every group of series is there, passes `promtool check metrics` (the text
+// format, and its lint of names, units, _total and help) with nothing to
+// report.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "key", 100)
+	p := metricsProxy(t, replicaOf(primary)...)
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	_, rcs := redistest.StartReplicas(t, 1, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs[0])
+	redistest.WaitFor(t, 10*time.Second, "the replica's series", func() bool {
+		m := scrape(t, p)
+		return m["replproxy_connected_replicas"] == 1 && m[`replproxy_snapshot_on_disk`] == 1 &&
+			len(replicaSeriesOf(t, m, `replica_ip="127.0.0.1"`)) >= 6
+	})
+	_, body := httpGet(t, p, "/metrics")
+	if out := promtool(t, body, "check", "metrics"); strings.TrimSpace(out) != "" {
+		t.Fatalf("promtool check metrics:\n%s", out)
+	}
 }

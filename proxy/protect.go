@@ -85,9 +85,10 @@ func (c *client) syncLimits(cc *clientConf) {
 }
 
 // bufferBytes is what the client's buffers hold: the reader's fixed buffer,
-// the command being read, and the reply buffer. Any goroutine.
+// the command being read, the reply buffer and a subscriber's outbox. Any
+// goroutine.
 func (c *client) bufferBytes() int64 {
-	return clientBufferBytes + c.rd.QueryBytes() + c.outCap.Load()
+	return clientBufferBytes + c.rd.QueryBytes() + c.outCap.Load() + c.boxBytes.Load()
 }
 
 // deniedByProtectedMode applies Redis 7.0's rule: with protected mode on and

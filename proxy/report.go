@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"net"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -47,6 +47,10 @@ type report struct {
 	snapshot *snapshotFigures // the newest snapshot in memory; nil when none
 	pool     replbuf.PoolStats
 
+	// streamSince is the stream's bytes after the snapshot a full sync
+	// would be served from now (History.HeldOffset), -1 when none is.
+	streamSince int64
+
 	// Read only with reportDisk.
 	log    logReport
 	onDisk *diskSnapshotFigures // the snapshot on disk; nil when none
@@ -79,6 +83,11 @@ type replicaFigures struct {
 	offset   int64 // highest offset ACKed
 	lag      int64 // seconds since its last ACK; 0 until it is online
 	lagBytes int64 // master_repl_offset minus offset, at least 0
+	// hasLag: online and acknowledged on this connection. Before its
+	// first ACK offset is 0, not where the replica is, so lagBytes would
+	// be the whole stream: /metrics shows no lag until then (INFO shows
+	// offset and lag as Redis does).
+	hasLag bool
 }
 
 // A snapshotFigures is the newest snapshot in memory.
@@ -134,9 +143,13 @@ func (s *Server) report(parts reportParts) *report {
 	}
 
 	for _, rp := range s.clients.replicaList() {
+		// Acked is read before the offset: an ACK arriving between the two
+		// then counts as not yet acknowledged, never as an acknowledged 0.
+		acked := rp.Acked()
 		f := replicaFigures{id: rp.ID(), ip: rp.IP(), port: rp.Port(), state: rp.State(), offset: rp.AckOffset()}
 		if f.state == downstream.Online {
 			f.lag = int64(now.Sub(time.Unix(0, rp.AckTime())) / time.Second)
+			f.hasLag = acked
 		}
 		f.lagBytes = max(r.offset-f.offset, 0)
 		r.replicas = append(r.replicas, f)
@@ -148,6 +161,10 @@ func (s *Server) report(parts reportParts) *report {
 			replID: sn.ReplID(), offset: sn.Offset(), size: sn.Size(), state: sn.State().String(),
 			age: int64(now.Sub(sn.Created()) / time.Second), memory: sn.Usage().Total,
 		}
+	}
+	r.streamSince = -1
+	if off, ok := s.hist.HeldOffset(); ok {
+		r.streamSince = max(r.offset-off, 0)
 	}
 	r.pool = s.pool.Stats()
 
@@ -195,6 +212,8 @@ func (r *report) figures() metrics.Figures {
 	st := &r.stats
 	u := r.up
 	f := metrics.Figures{
+		Version: Version, Revision: vcsRevision(), GoVersion: runtime.Version(),
+
 		UpstreamLinkUp:    u.State == upstream.StateConnected,
 		UpstreamLinkState: u.State.String(),
 
@@ -256,13 +275,9 @@ func (r *report) figures() metrics.Figures {
 	if down, ok := r.upstreamDown(); ok && u.DownSince != 0 {
 		f.UpstreamLinkDownSeconds, f.HasUpstreamLinkDown = down, true
 	}
-	for _, rp := range r.replicas {
-		f.Replicas = append(f.Replicas, metrics.Replica{
-			ID:   strconv.FormatInt(rp.id, 10),
-			Addr: net.JoinHostPort(rp.ip, strconv.Itoa(rp.port)),
-
-			Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
-		})
+	f.ConnectedReplicas, f.Replicas = int64(len(r.replicas)), replicaSeries(r.replicas)
+	for st := downstream.WaitBgsave; st <= downstream.Online; st++ {
+		f.ReplicaStates = append(f.ReplicaStates, st.String())
 	}
 	for cr := downstream.CloseNone; cr < downstream.NumCloseReasons; cr++ {
 		if cr.AppliesToReplicas() {
@@ -292,23 +307,48 @@ func (r *report) figures() metrics.Figures {
 	if sp := r.onDisk; sp != nil {
 		f.SnapshotOnDisk = &metrics.DiskSnapshot{Size: sp.size, Offset: sp.offset, AgeSeconds: sp.age}
 	}
+	// used_memory's parts, each once (eviction.Account adds up the same
+	// ones): sum(replproxy_memory_bytes) is replproxy_used_memory_bytes.
+	// The figures that overlap them or are not in used_memory are
+	// metrics of their own.
 	m := r.mem
-	for _, c := range []metrics.Count{
+	f.Memory = []metrics.Count{
 		{Label: "replication_backlog", Value: m.ReplicationBacklog},
-		{Label: "clients_slaves", Value: m.ClientsSlaves},
+		{Label: "clients_replicas", Value: m.ClientsSlaves},
 		{Label: "clients_normal", Value: m.ClientsNormal},
-		{Label: "total_replication_buffers", Value: m.TotalReplicationBuffers},
 		{Label: "snapshots", Value: m.Snapshots},
-		{Label: "snapshots_on_disk", Value: m.SnapshotsOnDisk},
 		{Label: "free_blocks", Value: m.FreeBlocks},
 		{Label: "runtime", Value: m.Runtime},
 		{Label: "repl_log_index", Value: m.LogIndex},
-		{Label: "not_counted_for_evict", Value: m.NotCountedForEvict},
-		{Label: "counted_for_evict", Value: m.Counted},
-	} {
-		f.Memory = append(f.Memory, c)
 	}
+	f.ReplicationBuffers, f.SnapshotsOnDisk = m.TotalReplicationBuffers, m.SnapshotsOnDisk
+	f.MemoryNotCountedForEvict, f.MemoryCountedForEvict = m.NotCountedForEvict, m.Counted
 	return f
+}
+
+// replicaSeries is the replicas as /metrics labels them: by the address
+// and listening port they announced, one connection per identity. Two
+// connections share one while a replica reconnects before its old
+// connection is closed (or two replicas on one host announce no port):
+// the newest, the last in connection order, is the one shown, so that a
+// series never repeats and follows the connection that is live.
+func replicaSeries(rs []replicaFigures) []metrics.Replica {
+	out := make([]metrics.Replica, 0, len(rs))
+	seen := make(map[[2]string]int, len(rs)) // identity (ip, port) -> index in out
+	for _, rp := range rs {
+		m := metrics.Replica{
+			IP: rp.ip, Port: strconv.Itoa(rp.port), State: rp.state.String(),
+			HasLag: rp.hasLag, Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
+		}
+		key := [2]string{m.IP, m.Port}
+		if i, ok := seen[key]; ok {
+			out[i] = m
+			continue
+		}
+		seen[key] = len(out)
+		out = append(out, m)
+	}
+	return out
 }
 
 // upstreamLastIO is master_last_io_seconds_ago: seconds since the last byte

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/metrics"
 )
 
@@ -50,8 +50,11 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
 		return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"
 	})
-	attachRawReplica(t, p, linkOffset+1)
+	rr := attachRawReplica(t, p, linkOffset+1)
 
+	// Online by partial resync but not yet acknowledged: its state is
+	// there, its offset and lag are not (the offset would be 0, the lag
+	// the whole stream).
 	r := p.report(reportAll)
 	if len(r.replicas) != 1 {
 		t.Fatalf("%d replicas in the report, want 1", len(r.replicas))
@@ -62,9 +65,31 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		slave[k] = v
 	}
-	// The replica's series are under the address of its slaveN line and
-	// its client id.
-	replica := `{addr="` + net.JoinHostPort(slave["ip"], slave["port"]) + `",id="` + itoa(r.replicas[0].id) + `"}`
+	// The replica's series are under the address and port of its slaveN
+	// line, not its client id.
+	replica := `{replica_ip="` + slave["ip"] + `",replica_port="` + slave["port"] + `"}`
+	state := `{replica_ip="` + slave["ip"] + `",replica_port="` + slave["port"] + `",state="online"}`
+	if m["replproxy_replica_state"+state] != 1 || slave["state"] != "online" {
+		t.Errorf("replica_state%s = %v, slave0 state %s", state, m["replproxy_replica_state"+state], slave["state"])
+	}
+	for _, name := range []string{"replproxy_replica_offset_bytes", "replproxy_replica_lag_bytes", "replproxy_replica_lag_seconds"} {
+		if v, ok := m[name+replica]; ok {
+			t.Errorf("%s%s = %v before the replica's first ACK, want absent", name, replica, v)
+		}
+	}
+
+	if err := rr.send("REPLCONF", "ACK", itoa(linkOffset)); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the replica's ACK", func() bool {
+		r = p.report(reportAll)
+		return len(r.replicas) == 1 && r.replicas[0].hasLag
+	})
+	info, m = renderReport(t, p.Server, r)
+	for _, kv := range strings.Split(info["slave0"], ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		slave[k] = v
+	}
 	pairs := []struct {
 		series string
 		value  string // INFO's
@@ -72,30 +97,36 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 		{"replproxy_upstream_last_io_seconds", info["master_last_io_seconds_ago"]},
 		{"replproxy_upstream_connects_total", info["upstream_connects"]},
 		{`replproxy_upstream_syncs_total{type="full"}`, info["upstream_full_syncs"]},
-		{"replproxy_master_repl_offset", info["master_repl_offset"]},
-		{"replproxy_slave_repl_offset", info["slave_repl_offset"]},
-		{"replproxy_slave_read_repl_offset", info["slave_read_repl_offset"]},
-		{"replproxy_repl_backlog_first_byte_offset", info["repl_backlog_first_byte_offset"]},
-		{"replproxy_repl_backlog_histlen", info["repl_backlog_histlen"]},
+		{"replproxy_master_repl_offset_bytes", info["master_repl_offset"]},
+		{"replproxy_upstream_repl_offset_bytes", info["slave_repl_offset"]},
+		{"replproxy_upstream_read_repl_offset_bytes", info["slave_read_repl_offset"]},
+		{"replproxy_repl_backlog_first_byte_offset_bytes", info["repl_backlog_first_byte_offset"]},
+		{"replproxy_repl_backlog_histlen_bytes", info["repl_backlog_histlen"]},
 		{"replproxy_stream_generation", info["stream_generation"]},
 		{"replproxy_connected_replicas", info["connected_slaves"]},
-		{"replproxy_replica_offset" + replica, slave["offset"]},
+		{"replproxy_replica_offset_bytes" + replica, slave["offset"]},
 		{"replproxy_replica_lag_seconds" + replica, slave["lag"]},
+		{"replproxy_replica_lag_bytes" + replica, itoa(r.offset - r.replicas[0].offset)},
 		{"replproxy_connected_clients", info["connected_clients"]},
 		{`replproxy_syncs_total{result="partial_ok"}`, info["sync_partial_ok"]},
 		{"replproxy_net_input_bytes_total", info["total_net_input_bytes"]},
 		{"replproxy_net_output_bytes_total", info["total_net_output_bytes"]},
 		{"replproxy_connections_received_total", info["total_connections_received"]},
 		{"replproxy_repl_log_enabled", info["repl_log_enabled"]},
-		{"replproxy_repl_log_last_offset", info["repl_log_last_offset"]},
-		{"replproxy_repl_log_synced_offset", info["repl_log_synced_offset"]},
+		{"replproxy_repl_log_last_offset_bytes", info["repl_log_last_offset"]},
+		{"replproxy_repl_log_synced_offset_bytes", info["repl_log_synced_offset"]},
 		{"replproxy_repl_log_fsync_lag_bytes", info["repl_log_fsync_lag_bytes"]},
 		{"replproxy_snapshot_on_disk", info["repl_snapshot_on_disk"]},
 		{"replproxy_used_memory_bytes", info["used_memory"]},
 		{"replproxy_used_memory_peak_bytes", info["used_memory_peak"]},
 		{"replproxy_memory_over_maxmemory", info["mem_over_maxmemory"]},
 		{`replproxy_memory_bytes{category="replication_backlog"}`, info["mem_replication_backlog"]},
-		{`replproxy_memory_bytes{category="clients_slaves"}`, info["mem_clients_slaves"]},
+		{`replproxy_memory_bytes{category="clients_replicas"}`, info["mem_clients_slaves"]},
+		{"replproxy_replication_buffers_bytes", info["mem_total_replication_buffers"]},
+		{"replproxy_snapshots_on_disk_bytes", info["mem_snapshots_on_disk"]},
+		{"replproxy_memory_not_counted_for_evict_bytes", info["mem_not_counted_for_evict"]},
+		{"replproxy_memory_counted_for_evict_bytes", info["mem_counted_for_evict"]},
+		{`replproxy_build_info{goversion="` + info["go_version"] + `",revision="unknown",version="` + info["replproxy_version"] + `"}`, "1"},
 	}
 	for _, pr := range pairs {
 		got, ok := m[pr.series]
@@ -110,5 +141,52 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 	}
 	if up := m["replproxy_upstream_link_up"]; up != 1 || info["master_link_status"] != "up" {
 		t.Errorf("link up %v in /metrics, master_link_status %s", up, info["master_link_status"])
+	}
+}
+
+// TestMemoryCategoriesAddUp: replproxy_memory_bytes's categories are
+// disjoint, so that their sum is used memory, in the same scrape, with a
+// replica holding the stream and a snapshot in memory.
+func TestMemoryCategoriesAddUp(t *testing.T) {
+	h := startFakePrimary(t, (*fakeLink).goodFetch, (*fakeLink).goodFetch)
+	p := startProxy(t, h.replicaOf()...)
+	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
+		return redistest.ParseInfo(p.Info("replication"))["master_link_status"] == "up"
+	})
+	attachRawReplica(t, p, linkOffset+1)
+	_, m := renderReport(t, p.Server, p.report(reportAll))
+	var sum float64
+	n := 0
+	for series, v := range m {
+		if strings.HasPrefix(series, "replproxy_memory_bytes{") {
+			sum += v
+			n++
+		}
+	}
+	if used := m["replproxy_used_memory_bytes"]; n < 7 || sum != used || used <= 0 {
+		t.Fatalf("sum of %d memory_bytes categories %v, used_memory_bytes %v", n, sum, used)
+	}
+}
+
+// TestReplicaSeriesOneIdentity: two connections under one identity (a
+// replica reconnecting while its old connection is still registered) make
+// one series, the newest connection's; distinct identities keep theirs.
+func TestReplicaSeriesOneIdentity(t *testing.T) {
+	got := replicaSeries([]replicaFigures{
+		{id: 3, ip: "10.0.0.1", port: 6379, state: downstream.Online, offset: 900, hasLag: true, lagBytes: 100},
+		{id: 4, ip: "10.0.0.2", port: 6379, state: downstream.Online, offset: 1000, hasLag: true},
+		{id: 9, ip: "10.0.0.1", port: 6379, state: downstream.SendBulk, lagBytes: 1000},
+	})
+	want := []metrics.Replica{
+		{IP: "10.0.0.1", Port: "6379", State: "send_bulk", LagBytes: 1000},
+		{IP: "10.0.0.2", Port: "6379", State: "online", HasLag: true, Offset: 1000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("replicaSeries = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("replicaSeries[%d] = %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }

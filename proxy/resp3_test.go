@@ -129,7 +129,8 @@ func TestHello(t *testing.T) {
 }
 
 // replyCase is one command's reply in RESP2 and in RESP3 (resp3 "" means
-// the same as RESP2); a want ending in "…" is a prefix.
+// the same as RESP2); a want ending in "…" is a prefix. A case without args
+// reads the next reply of a command that answers more than one.
 type replyCase struct {
 	args         []string
 	resp2, resp3 string
@@ -139,6 +140,10 @@ type replyCase struct {
 // redis-server 7.0 writes them in each protocol (redis-server's own bytes
 // where its content is the proxy's too: TestRepliesMatchRedis compares).
 func replyCases() []replyCase {
+	// COMMAND's, COMMAND DOCS's and COMMAND LIST's counts of entries: the
+	// commands served, each once (docs: a name and its docs each in RESP2).
+	ncmd := strconv.Itoa(len(commandTable()))
+	ncmd2 := strconv.Itoa(2 * len(commandTable()))
 	return []replyCase{
 		{[]string{"PING"}, "+PONG\r\n", ""},
 		{[]string{"PING", "x"}, "$1\r\nx\r\n", ""},
@@ -169,8 +174,21 @@ func replyCases() []replyCase {
 		{[]string{"CLIENT", "KILL", "ID", "999999"}, ":0\r\n", ""},
 		{[]string{"CLIENT", "KILL", "127.0.0.1:1"}, "-ERR No such client\r\n", ""},
 		{[]string{"COMMAND", "COUNT"}, ":…", ""},
-		{[]string{"COMMAND", "DOCS"}, "*0\r\n", "%0\r\n"},
-		{[]string{"COMMAND"}, "*0\r\n", ""},
+		// The COMMAND family: Redis's entries, sets (flags, categories, tips)
+		// and maps (docs) in RESP3, arrays in RESP2 (TestCommandDocsMatchRedis
+		// compares all of them with redis-server's).
+		{[]string{"COMMAND", "DOCS"}, "*" + ncmd2 + "\r\n$4\r\nauth\r\n*12\r\n…", "%" + ncmd + "\r\n$4\r\nauth\r\n%6\r\n…"},
+		{[]string{"COMMAND", "DOCS", "echo"},
+			"*2\r\n$4\r\necho\r\n*10\r\n$7\r\nsummary\r\n$21\r\nEcho the given string\r\n$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$10\r\nconnection\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n$9\r\narguments\r\n*1\r\n*4\r\n$4\r\nname\r\n$7\r\nmessage\r\n$4\r\ntype\r\n$6\r\nstring\r\n",
+			"%1\r\n$4\r\necho\r\n%5\r\n$7\r\nsummary\r\n$21\r\nEcho the given string\r\n$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$10\r\nconnection\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n$9\r\narguments\r\n*1\r\n%2\r\n$4\r\nname\r\n$7\r\nmessage\r\n$4\r\ntype\r\n$6\r\nstring\r\n"},
+		{[]string{"COMMAND", "DOCS", "nosuch"}, "*0\r\n", "%0\r\n"},
+		{[]string{"COMMAND"}, "*" + ncmd + "\r\n*10\r\n$4\r\nauth\r\n:-2\r\n*6\r\n…", "*" + ncmd + "\r\n*10\r\n$4\r\nauth\r\n:-2\r\n~6\r\n…"},
+		{[]string{"COMMAND", "INFO", "ping"},
+			"*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n*1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n*2\r\n+@fast\r\n+@connection\r\n*2\r\n$25\r\nrequest_policy:all_shards\r\n$29\r\nresponse_policy:all_succeeded\r\n*0\r\n*0\r\n",
+			"*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~2\r\n+@fast\r\n+@connection\r\n~2\r\n$25\r\nrequest_policy:all_shards\r\n$29\r\nresponse_policy:all_succeeded\r\n~0\r\n~0\r\n"},
+		{[]string{"COMMAND", "INFO", "nosuch"}, "*1\r\n$-1\r\n", "*1\r\n_\r\n"},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "PATTERN", "pin*"}, "*1\r\n$4\r\nping\r\n", ""},
+		{[]string{"COMMAND", "LIST"}, "*" + ncmd + "\r\n$4\r\nauth\r\n…", ""},
 		{[]string{"REPLICAOF", "NO", "ONE"}, "+OK\r\n", ""},
 		{[]string{"SLAVEOF", "NO", "ONE"}, "+OK\r\n", ""},
 		{[]string{"REPLCONF", "listening-port", "6380"}, "+OK\r\n", ""},
@@ -190,6 +208,15 @@ func replyCases() []replyCase {
 			"=" + strconv.Itoa(len(latencyDoctor)+4) + "\r\ntxt:" + latencyDoctor + "\r\n"},
 		{[]string{"LATENCY", "GRAPH", "command"}, "-ERR No samples available for event 'command'\r\n", ""},
 		{[]string{"SUBSCRIBE", sentinelHello}, "*3\r\n$9\r\nsubscribe\r\n$18\r\n__sentinel__:hello\r\n:1\r\n", ">3\r\n$9\r\nsubscribe\r\n$18\r\n__sentinel__:hello\r\n:1\r\n"},
+		// Subscribed: RESP2 allows only (UN)SUBSCRIBE, PING, QUIT and RESET,
+		// and PING answers ["pong", ""]; RESP3 runs every command.
+		{[]string{"PING"}, "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "+PONG\r\n"},
+		{[]string{"ECHO", "hi"}, "-ERR Can't execute 'echo': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n", "$2\r\nhi\r\n"},
+		{[]string{"PUBLISH", "nobody", "x"}, "-ERR Can't execute 'publish': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n", ":0\r\n"},
+		{[]string{"CLIENT", "GETNAME"}, "-ERR Can't execute 'client|getname': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n", "_\r\n"},
+		{[]string{"SUBSCRIBE", "news", sentinelHello}, "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:2\r\n", ">3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:2\r\n"},
+		{nil, "*3\r\n$9\r\nsubscribe\r\n$18\r\n__sentinel__:hello\r\n:2\r\n", ">3\r\n$9\r\nsubscribe\r\n$18\r\n__sentinel__:hello\r\n:2\r\n"},
+		{[]string{"UNSUBSCRIBE", "news"}, "*3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:1\r\n", ">3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:1\r\n"},
 		{[]string{"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$18\r\n__sentinel__:hello\r\n:0\r\n", ">3\r\n$11\r\nunsubscribe\r\n$18\r\n__sentinel__:hello\r\n:0\r\n"},
 		{[]string{"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n", ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"},
 		{[]string{"PUBLISH", sentinelHello, "x"}, ":0\r\n", ""},
@@ -218,7 +245,9 @@ func TestRepliesBothProtocols(t *testing.T) {
 	// checked in both protocols too.
 	named := map[string]bool{}
 	for _, tc := range cases {
-		named[strings.ToLower(tc.args[0])] = true
+		if tc.args != nil {
+			named[strings.ToLower(tc.args[0])] = true
+		}
 	}
 	for name := range commandTable() {
 		if !named[name] {
@@ -236,7 +265,13 @@ func TestRepliesBothProtocols(t *testing.T) {
 			if proto == 3 && tc.resp3 != "" {
 				want = tc.resp3
 			}
-			if got := a.do(tc.args...); !matchReply(got, want) {
+			var got string
+			if tc.args == nil {
+				got = a.reply() // the next reply of the command before
+			} else {
+				got = a.do(tc.args...)
+			}
+			if !matchReply(got, want) {
 				t.Errorf("RESP%d: %q answered %q, want %q", proto, tc.args, got, want)
 			}
 		}
@@ -247,8 +282,8 @@ func TestRepliesBothProtocols(t *testing.T) {
 	for _, args := range [][]string{{"INFO", "replication"}, {"CLIENT", "INFO"}} {
 		b2, b3 := bulkText(t, a2.do(args...)), bulkText(t, a3.do(args...))
 		if args[0] == "CLIENT" {
-			// The lines differ in the client's id, address and resp= only.
-			b2, b3 = b2[strings.Index(b2, " fd="):strings.LastIndex(b2, " resp=")], b3[strings.Index(b3, " fd="):strings.LastIndex(b3, " resp=")]
+			// The lines differ in the client's id, address, fd= and resp= only.
+			b2, b3 = b2[strings.Index(b2, " name="):strings.LastIndex(b2, " resp=")], b3[strings.Index(b3, " name="):strings.LastIndex(b3, " resp=")]
 			b2, b3 = b2[:strings.Index(b2, " age=")], b3[:strings.Index(b3, " age=")]
 		}
 		if b2 != b3 {
@@ -386,6 +421,10 @@ func TestRepliesMatchRedis(t *testing.T) {
 		{[]string{"CLIENT", "KILL", "127.0.0.1:1"}, exact},
 		{[]string{"COMMAND", "COUNT"}, shape},
 		{[]string{"COMMAND", "DOCS"}, kind},
+		{[]string{"COMMAND", "DOCS", "echo"}, exact},
+		{[]string{"COMMAND", "DOCS", "nosuch"}, exact},
+		{[]string{"COMMAND", "INFO", "ping", "nosuch"}, exact},
+		{[]string{"COMMAND", "LIST", "FILTERBY", "PATTERN", "pin*"}, exact},
 		{[]string{"TIME"}, shape},
 		{[]string{"SLOWLOG", "GET", "x"}, exact},
 		{[]string{"SLOWLOG", "RESET"}, exact},

@@ -64,6 +64,7 @@ type Server struct {
 	// it was configured; set by New.
 	logOpenErr string
 	commands   map[string]command
+	cmdDocs    *commandDocs // COMMAND's entries (commands_docs.go); read-only
 	memoryState
 
 	// ln holds the client listeners (listeners.go): opened by New,
@@ -89,6 +90,9 @@ type Server struct {
 	// clients is the client registry (registry.go), under its own lock,
 	// never held together with hist's.
 	clients *registry
+	// pubsub is the channels subscribed to and their subscribers
+	// (pubsub.go), under its own lock.
+	pubsub *pubsub
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
@@ -181,8 +185,14 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
+	docs, err := loadCommandDocs(commandDocsRESP)
+	if err != nil {
+		return nil, err // only a broken build: its test checks the file
+	}
+	s.cmdDocs = docs
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
+	s.pubsub = newPubsub()
 	s.up = newUpstream(s)
 	tlsst, err := loadTLS(cfg) // before any socket: bad material fails the start
 	if err != nil {

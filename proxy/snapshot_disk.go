@@ -35,8 +35,9 @@ import (
 //     directly would, so a new snapshot is fetched only when a replica needs
 //     one the proxy cannot serve (planFull; every replica arriving meanwhile
 //     shares it). With repl-snapshot-refresh set, an eager refresh: once the
-//     stream written since the snapshot reaches refetchFraction of
-//     repl-log-size (or the log or the replid no longer continue it), the
+//     stream written since the snapshot reaches
+//     repl-snapshot-max-stream-since (by default refetchFraction of
+//     repl-log-size), or the log or the replid no longer continue it, the
 //     monitor starts one side-link fetch in the background, with no replica
 //     waiting, so that the next full sync finds a fresh snapshot instead of
 //     waiting for a fork. At most one fetch runs (History.mu.fetch), a
@@ -47,7 +48,8 @@ import (
 const (
 	// refetchNumerator/refetchDenominator is refetchFraction: the share
 	// of repl-log-size written since the snapshot that starts a background
-	// fetch. A quarter of the log is left for the fetch to finish in.
+	// fetch when repl-snapshot-max-stream-since is 0 (its default). A
+	// quarter of the log is left for the fetch to finish in.
 	refetchNumerator, refetchDenominator = 3, 4
 )
 
@@ -74,7 +76,10 @@ func (s *Server) refetchBeforeStale(now time.Time) {
 		return
 	}
 	first, last := d.log.Bounds()
-	limit := s.config().ReplLogSize / refetchDenominator * refetchNumerator
+	limit := s.config().ReplSnapshotMaxStreamSince
+	if limit <= 0 {
+		limit = s.config().ReplLogSize / refetchDenominator * refetchNumerator
+	}
 	f, replaces := s.hist.RefetchSpilled(first, last, limit)
 	if f == nil {
 		return

@@ -192,3 +192,45 @@ func TestSnapshotRefetchBeforeStale(t *testing.T) {
 		t.Fatalf("snapshot_fetches_refresh %d, want 1", got)
 	}
 }
+
+// TestSnapshotMaxStreamSince: repl-snapshot-max-stream-since, not the log's
+// size, sets how much stream may pass since the snapshot on disk before the
+// background refetch under repl-snapshot-refresh; INFO
+// repl_snapshot_stream_since shows the stream since the held snapshot, and
+// falls back once the fresh one is in place. CONFIG SET moves the bound.
+func TestSnapshotMaxStreamSince(t *testing.T) {
+	primary, pc := startPrimary(t, "--repl-ping-replica-period", "3600")
+	// 1gb of log: ¾ of it (the default bound) is never reached here.
+	_, xc := startProxyOf(t, primary, "--repl-snapshot-refresh", "1", "--repl-snapshot-max-stream-since", "1mb")
+	waitSnapshotOnDisk(t, xc)
+	first := xc.InfoInt(t, "persistence", "repl_snapshot_offset")
+	full := pc.InfoInt(t, "stats", "sync_full")
+
+	writeValues(t, pc, "ms", 50, 10<<10) // 500 KiB: within the bound
+	waitOffsetsEqual(t, pc, xc)
+	since := xc.InfoInt(t, "persistence", "repl_snapshot_stream_since")
+	if since < 500<<10 || since != xc.InfoInt(t, "replication", "master_repl_offset")-first {
+		t.Fatalf("repl_snapshot_stream_since %d, want the stream since the snapshot at %d", since, first)
+	}
+	if got := pc.InfoInt(t, "stats", "sync_full"); got != full {
+		t.Fatalf("primary sync_full %d→%d: a fetch within repl-snapshot-max-stream-since", full, got)
+	}
+
+	xc.MustDo(t, "CONFIG", "SET", "repl-snapshot-max-stream-since", "256kb")
+	if got := xc.MustDo(t, "CONFIG", "GET", "repl-snapshot-max-stream-since").Array(); len(got) != 2 || got[1].String() != "262144" {
+		t.Fatalf("CONFIG GET repl-snapshot-max-stream-since = %v", got)
+	}
+	redistest.WaitFor(t, 15*time.Second, "a fresh snapshot on disk", func() bool {
+		info := xc.Info(t, "persistence")
+		return info["repl_snapshot_on_disk"] == "1" && info["repl_snapshot_offset"] != itoa(first)
+	})
+	if got := xc.InfoInt(t, "proxy", "snapshot_fetches_refresh"); got != 1 {
+		t.Fatalf("snapshot_fetches_refresh %d, want 1", got)
+	}
+	if got := pc.InfoInt(t, "stats", "sync_full"); got != full+1 {
+		t.Fatalf("primary sync_full %d→%d, want one background fetch", full, got)
+	}
+	if since := xc.InfoInt(t, "persistence", "repl_snapshot_stream_since"); since >= 256<<10 {
+		t.Fatalf("repl_snapshot_stream_since %d after the refetch, want under the bound", since)
+	}
+}

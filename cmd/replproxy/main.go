@@ -1,8 +1,10 @@
 // Command replproxy is the replication fan-out proxy for Redis and Valkey.
 //
-//	replproxy [path/to/replproxy.conf] [--directive value ...]
+//	replproxy [path/to/replproxy.conf] [--directive value ...] [-]
+//	replproxy --help | --version
 //
-// It reads redis.conf-style configuration exactly as redis-server does, then
+// It reads redis.conf-style configuration exactly as redis-server does ("-"
+// reads it from stdin), then
 // runs until SIGINT, SIGTERM or SHUTDOWN, which stop it gracefully (the
 // replicas get shutdown-timeout to receive the stream); a second signal
 // stops it at once.
@@ -27,19 +29,14 @@ import (
 )
 
 func main() {
+	if code, done := usage(os.Args[1:], os.Stdout); done {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
 // run is main with its arguments and error output injected, for tests.
 func run(args []string, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprintln(stderr, "Usage: replproxy [path/to/replproxy.conf] [--directive value ...]")
-		return 0
-	}
-	if len(args) == 1 && (args[0] == "-v" || args[0] == "--version") {
-		fmt.Fprintf(stderr, "replproxy v=%s\n", proxy.Version)
-		return 0
-	}
 	cfg, err := config.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "\n*** FATAL CONFIG ERROR ***\n%v\n", err)

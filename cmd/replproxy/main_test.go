@@ -26,6 +26,9 @@ import (
 // test runs the real main in a child process.
 func TestMain(m *testing.M) {
 	if os.Getenv("REPLPROXY_RUN_MAIN") == "1" {
+		if code, done := usage(os.Args[1:], os.Stdout); done {
+			os.Exit(code)
+		}
 		os.Exit(run(os.Args[1:], os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -178,6 +178,23 @@ type Config struct {
 	// the primary) only when a replica needs one the proxy cannot serve.
 	// Proxy-only.
 	ReplSnapshotRefresh time.Duration
+	// ReplSnapshotMaxStreamSince is `repl-snapshot-max-stream-since` in
+	// bytes: under repl-snapshot-refresh, how much stream may pass since
+	// the snapshot on disk before the proxy fetches a fresh one in the
+	// background. Replicas get that snapshot and the stream after it, so
+	// this bounds how much stream a new replica replays after its payload.
+	// Default 0: three quarters of repl-log-size, which leaves a quarter of
+	// the log for the fetch to finish in. Proxy-only.
+	ReplSnapshotMaxStreamSince int64
+	// BackupMaxStreamSince is `backup-max-stream-since` in bytes: how much
+	// stream may have passed since a held snapshot for it to be served to
+	// a backup client (REPLCONF rdb-only 1, as redis-cli --rdb sends), which
+	// gets the snapshot alone and nothing of the stream after it. A held
+	// snapshot further behind is not served: a fresh one is fetched from
+	// the primary, so that a backup through the proxy is as fresh as one
+	// taken from the primary. Default 0: only a snapshot with no stream
+	// since. Proxy-only.
+	BackupMaxStreamSince int64
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
 	// default: the proxy acknowledges to its primary what it has received,
@@ -329,6 +346,8 @@ func (c *Config) Validate() error {
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
+		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
+		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},

@@ -36,6 +36,7 @@ var directives = []directive{
 		name: "ack-policy", mutable: true, multi: true, nargs: -1,
 		set: setAckPolicy, get: getAckPolicy,
 	},
+	sizeDirective("backup-max-stream-since", func(c *Config) *int64 { return &c.BackupMaxStreamSince }, 0),
 	{
 		name: "bind", mutable: true, multi: true, nargs: -1,
 		set: func(c *Config, args []string) error {
@@ -155,6 +156,7 @@ var directives = []directive{
 		},
 		get: func(c *Config) string { return formatSeconds(c.ReplTimeout) },
 	},
+	sizeDirective("repl-snapshot-max-stream-since", func(c *Config) *int64 { return &c.ReplSnapshotMaxStreamSince }, 0),
 	{
 		name: "repl-snapshot-refresh", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {

@@ -4,14 +4,15 @@
 //
 // # Command line
 //
-//	replproxy [path/to/replproxy.conf] [--directive value ...]
+//	replproxy [path/to/replproxy.conf] [--directive value ...] [-]
 //
 // [Parse] takes os.Args[1:]. A first argument not starting with '-' is the
 // config file. Every "--name" then starts a directive whose values are the
 // following arguments up to the next "--" argument, so
 // `--replicaof 127.0.0.1 6379` is the file line "replicaof 127.0.0.1 6379".
-// Command-line directives apply after the file and override it. Reading the
-// config from stdin ("-") is not supported.
+// An argument "-", first or last, reads configuration from standard input
+// as redis-server does, applied after the file. Command-line directives
+// apply after both and override them.
 //
 // # File syntax
 //
@@ -51,6 +52,9 @@
 //	repl-timeout                 60                      yes      ReplTimeout
 //	shutdown-timeout             10                      yes      ShutdownTimeout
 //	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
+//	repl-snapshot-max-stream-since
+//	                             0 (¾ of repl-log-size)  yes      ReplSnapshotMaxStreamSince
+//	backup-max-stream-since      0 (no stream since)     yes      BackupMaxStreamSince
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60

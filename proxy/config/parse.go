@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -13,23 +14,36 @@ import (
 // Parse builds a Config from a command line shaped like redis-server's,
 // without the program name (os.Args[1:]):
 //
-//	[path/to/replproxy.conf] [--directive value ...]
+//	[path/to/replproxy.conf] [--directive value ...] [-]
 //
 // A first argument that does not start with '-' is a config file, read and
-// applied over [DefaultConfig] with [Config.Load]. Each "--name" then starts
-// a directive that takes the following arguments up to the next one starting
-// with "--". As in redis-server 7.0.1+, the argument right after a bare
-// "--name" is always a value, even if it starts with "--" (so
-// `--requirepass --x` works), and "--name value" in a single argument is
-// split into words. Command-line directives apply after the file, so they
-// win. The result is validated with [Config.Validate].
+// applied over [DefaultConfig] with [Config.Load]. An argument "-" first or
+// last reads more configuration from standard input, as redis-server does
+// (`echo 'port 6380' | replproxy -`), applied after the file (see
+// [ParseStdin]). Each "--name" then starts a directive that takes the
+// following arguments up to the next one starting with "--". As in
+// redis-server 7.0.1+, the argument right after a bare "--name" is always a
+// value, even if it starts with "--" (so `--requirepass --x` works), and
+// "--name value" in a single argument is split into words. Command-line
+// directives apply after the file and standard input, so they win. The
+// result is validated with [Config.Validate].
 //
-// Errors are [*Error]: from the file they carry File and Line; from the
-// command line both are empty.
-func Parse(args []string) (*Config, error) {
+// Errors are [*Error]: from the file they carry File and Line (File
+// "stdin" for standard input); from the command line both are empty.
+func Parse(args []string) (*Config, error) { return ParseStdin(args, os.Stdin) }
+
+// ParseStdin is [Parse] with stdin as what "-" reads.
+func ParseStdin(args []string, stdin io.Reader) (*Config, error) {
 	c := DefaultConfig()
 	first := 1
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	fromStdin := false
+	switch {
+	case len(args) > 0 && args[0] == "-":
+		// redis-server: "-" as the first argument (there is then no file).
+		fromStdin = true
+		args = args[1:]
+		first = 2
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		path := args[0]
 		args = args[1:]
 		first = 2
@@ -45,6 +59,21 @@ func Parse(args []string) (*Config, error) {
 			return nil, err
 		}
 	}
+	if n := len(args); n > 0 && args[n-1] == "-" {
+		// And as the last one, even after a directive that takes a value,
+		// as redis-server checks for it before anything else.
+		fromStdin = true
+		args = args[:n-1]
+	}
+	if fromStdin {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, &Error{File: StdinName, Err: err}
+		}
+		if err := c.Load(StdinName, string(data)); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.applyArgs(args, first); err != nil {
 		return nil, err
 	}
@@ -53,6 +82,10 @@ func Parse(args []string) (*Config, error) {
 	}
 	return c, nil
 }
+
+// StdinName is the file name errors give the configuration read from
+// standard input.
+const StdinName = "stdin"
 
 // applyArgs applies "--name value ..." arguments in order; first is the
 // 1-based position of args[0] on the command line, for errors. On error, c

@@ -258,7 +258,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad line", []string{bad}, bad, 3, "maxmemory", ErrInvalidValue},
 		{"bad line before good args", []string{bad, "--port", "1"}, bad, 3, "maxmemory", ErrInvalidValue},
 		{"stray argument", []string{exampleConf, "other.conf"}, "", 0, "", ErrUnsupported},
-		{"stdin", []string{"-"}, "", 0, "", ErrUnsupported},
+		{"- in the middle is a value", []string{"--port", "1", "-", "--maxclients", "2"}, "", 0, "port", ErrArgCount},
 		{"bare --", []string{"--", "x"}, "", 0, "", ErrUnsupported},
 		{"unbalanced name", []string{`--port "7000`}, "", 0, "", ErrUnbalancedQuotes},
 		{"missing value", []string{"--port"}, "", 0, "port", ErrArgCount},
@@ -483,4 +483,52 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("Load(Rewrite):\n got %+v\nwant %+v", again, c)
 		}
 	})
+}
+
+// TestParseStdin: "-" first or last reads the configuration from standard
+// input, as redis-server does, applied after the file and before the
+// command-line directives; errors in it are named "stdin:<line>".
+func TestParseStdin(t *testing.T) {
+	file := writeConf(t, "port 7000\nmaxclients 50\n")
+	const stdin = "maxclients 60\nrepl-timeout 7\n"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want func(c *Config)
+	}{
+		{"stdin alone", []string{"-"}, func(c *Config) { c.MaxClients, c.ReplTimeout = 60, 7*time.Second }},
+		{"stdin then directives", []string{"-", "--repl-timeout", "8"}, func(c *Config) { c.MaxClients, c.ReplTimeout = 60, 8*time.Second }},
+		{"file, stdin last", []string{file, "-"}, func(c *Config) { c.Port, c.MaxClients, c.ReplTimeout = 7000, 60, 7*time.Second }},
+		{"file, directives, stdin last", []string{file, "--maxclients", "70", "-"}, func(c *Config) {
+			c.Port, c.MaxClients, c.ReplTimeout = 7000, 70, 7*time.Second
+		}},
+		{"directives, stdin last", []string{"--port", "7001", "-"}, func(c *Config) {
+			c.Port, c.MaxClients, c.ReplTimeout = 7001, 60, 7*time.Second
+		}},
+		{"- in the middle is a value", []string{"--requirepass", "-", "--port", "7002"}, func(c *Config) {
+			c.RequirePass, c.Port = "-", 7002
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := DefaultConfig()
+			tc.want(want)
+			got, err := ParseStdin(tc.args, strings.NewReader(stdin))
+			if err != nil {
+				t.Fatalf("ParseStdin(%q): %v", tc.args, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("ParseStdin(%q):\n got %+v\nwant %+v", tc.args, got, want)
+			}
+		})
+	}
+	// A last "-" is stdin even after a directive that needs a value, as in
+	// redis-server, which then finds the directive without its value.
+	if _, err := ParseStdin([]string{"--requirepass", "-"}, strings.NewReader(stdin)); !errors.Is(err, ErrArgCount) {
+		t.Errorf("--requirepass - answered %v, want %v", err, ErrArgCount)
+	}
+	_, err := ParseStdin([]string{"-"}, strings.NewReader("port 1\nrepl-timeout soon\n"))
+	var e *Error
+	if !errors.As(err, &e) || e.File != StdinName || e.Line != 2 || e.Directive != "repl-timeout" {
+		t.Errorf("a bad line on stdin: %v, want stdin:2 repl-timeout", err)
+	}
 }

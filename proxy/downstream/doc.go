@@ -7,7 +7,10 @@
 //   - sync execution (writer.go): the sync path its history.Plan asks for
 //     (choosePath: partial from memory or from the stream log, full from a
 //     snapshot in memory or a file in dir, awaiting the shared fetch, a
-//     fetched payload that may go to dir), the reply (+CONTINUE,
+//     fetched payload that may go to dir; and for a replica that asked for
+//     a filtered RDB, the one the primary makes, got through
+//     Host.FetchFiltered by the write loop on a goroutine it waits for),
+//     the reply (+CONTINUE,
 //     +FULLRESYNC), the payload, then the stream from its cursor with
 //     writev; the memory window: a replica further behind than
 //     Host.MemoryWindow while the stream log runs is sent from the log and

@@ -21,6 +21,12 @@ type Handshake struct {
 	CapaEOF    bool   // capa eof: takes a "$EOF:<mark>" payload
 	CapaPSync2 bool   // capa psync2: takes "+CONTINUE <replid>"
 	RDBOnly    bool   // rdb-only 1: the snapshot alone, then done
+	// Filtered: rdb-filter-only was sent, with Filter its value as sent
+	// ("" for an RDB with none of the data, "functions" for the functions
+	// alone: Redis 7.0's one filter). The proxy holds no such RDB: the
+	// primary makes it (writer.filtered).
+	Filtered bool
+	Filter   string
 }
 
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)
@@ -64,15 +70,38 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 		case "getack":
 			return false, "" // we are no replica of our replicas
 		case "rdb-only":
-			h.RDBOnly = val == "1"
+			switch val {
+			case "0", "1":
+				h.RDBOnly = val == "1"
+			default: // Redis's range check, and its replies
+				// string2ll's integers: no '+', no leading zero.
+				if n, err := strconv.ParseInt(val, 10, 64); err != nil || strconv.FormatInt(n, 10) != val {
+					return true, "ERR value is not an integer or out of range"
+				}
+				return true, "ERR value is out of range, value must between 0 and 1"
+			}
 		case "rdb-filter-only":
-			return true, "ERR replproxy does not filter snapshots (rdb-filter-only)"
+			if bad := badFilter(val); bad != "" {
+				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64)
+			}
+			h.Filtered, h.Filter = true, val
 		case "version":
 		default:
 			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64)
 		}
 	}
 	return true, ""
+}
+
+// badFilter returns the first word of an rdb-filter-only value that is no
+// filter, or "": Redis's check, word by word, where only "functions" is one.
+func badFilter(val string) string {
+	for _, f := range strings.Fields(val) {
+		if !strings.EqualFold(f, "functions") {
+			return f
+		}
+	}
+	return ""
 }
 
 // clip shortens s for an error reply, as the proxy's replies clip what a
@@ -105,8 +134,16 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 			if len(val) >= 256 || !validIP(val) {
 				return 0, false
 			}
-		case "capa", "rdb-only", "version":
-		default: // getack, rdb-filter-only, unknown options
+		case "rdb-only":
+			if val != "0" && val != "1" {
+				return 0, false
+			}
+		case "rdb-filter-only":
+			if badFilter(val) != "" {
+				return 0, false
+			}
+		case "capa", "version":
+		default: // getack, unknown options
 			return 0, false
 		}
 	}

@@ -23,6 +23,9 @@ func TestReplconfAck(t *testing.T) {
 		{"REPLCONF listening-port 99999 ACK 5", 0, false},
 		{"REPLCONF listening-port 6380 ACK 5", 5, true},
 		{"REPLCONF bogus 1 ACK 5", 0, false},
+		{"REPLCONF rdb-only 1 rdb-filter-only functions ACK 5", 5, true},
+		{"REPLCONF rdb-only 2 ACK 5", 0, false},
+		{"REPLCONF rdb-filter-only keys ACK 5", 0, false},
 	} {
 		var args [][]byte
 		for _, f := range strings.Fields(tc.args) {
@@ -51,7 +54,13 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},
 		{"REPLCONF listening-port 1 ip-address a,b", true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", Handshake{Port: 1}},
 		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", Handshake{}},
-		{"REPLCONF rdb-filter-only x", true, "ERR replproxy does not filter snapshots (rdb-filter-only)", Handshake{}},
+		{"REPLCONF rdb-only 1 rdb-only 0", true, "", Handshake{}},
+		{"REPLCONF rdb-only 2", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
+		{"REPLCONF rdb-only yes", true, "ERR value is not an integer or out of range", Handshake{}},
+		{"REPLCONF rdb-only 01", true, "ERR value is not an integer or out of range", Handshake{}},
+		{"REPLCONF rdb-only -1", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
+		{"REPLCONF rdb-filter-only x", true, "ERR Unsupported rdb-filter-only option: x", Handshake{}},
+		{"REPLCONF rdb-only 1 rdb-filter-only FUNCTIONS", true, "", Handshake{RDBOnly: true, Filtered: true, Filter: "FUNCTIONS"}},
 		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},
 		{"REPLCONF capa eof ACK 5", false, "", Handshake{CapaEOF: true}},
 		{"REPLCONF GETACK *", false, "", Handshake{}},
@@ -64,6 +73,22 @@ func TestHandshakeReplconf(t *testing.T) {
 		answer, errReply := h.Replconf(args)
 		if answer != tc.answer || errReply != tc.errReply || h != tc.want {
 			t.Errorf("%.40q: %v, %q, %+v; want %v, %q, %+v", tc.args, answer, errReply, h, tc.answer, tc.errReply, tc.want)
+		}
+	}
+	// An empty filter (redis-cli --replica's: none of the data) and a list
+	// of filters, which need arguments Fields cannot make.
+	for _, tc := range []struct {
+		val, errReply string
+		want          Handshake
+	}{
+		{"", "", Handshake{Filtered: true}},
+		{"functions functions", "", Handshake{Filtered: true, Filter: "functions functions"}},
+		{"functions keys", "ERR Unsupported rdb-filter-only option: keys", Handshake{}},
+	} {
+		var h Handshake
+		answer, errReply := h.Replconf([][]byte{[]byte("REPLCONF"), []byte("rdb-filter-only"), []byte(tc.val)})
+		if !answer || errReply != tc.errReply || h != tc.want {
+			t.Errorf("rdb-filter-only %q: %v, %q, %+v; want %q, %+v", tc.val, answer, errReply, h, tc.errReply, tc.want)
 		}
 	}
 }

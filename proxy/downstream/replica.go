@@ -64,7 +64,18 @@ type Host interface {
 	// Ended is told once both loops of r have ended, before r leaves its
 	// fetch's waiters.
 	Ended(r *Replica)
+	// FetchFiltered gets from the primary, over a side link, the RDB it
+	// makes under REPLCONF rdb-filter-only filter: a snapshot of its own,
+	// complete and checked, which the caller releases. The primary's own
+	// refusal is a *RefusedError.
+	FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error)
 }
+
+// A RefusedError is the primary's refusal of what a replica asked for, with
+// the reply line ("-ERR ...") the replica is sent as it is.
+type RefusedError struct{ Reply string }
+
+func (e *RefusedError) Error() string { return "primary refused: " + e.Reply }
 
 // Counters are the server's counters a replica adds to (INFO's), handed
 // over at PSYNC; each is atomic.
@@ -174,6 +185,18 @@ func (r *Replica) State() State { return State(r.state.Load()) }
 
 // AckOffset is the highest offset it acknowledged.
 func (r *Replica) AckOffset() int64 { return r.ackOff.Load() }
+
+// Acked reports whether it has acknowledged an offset on this connection:
+// until then AckOffset is 0, not where the replica is, so that a lag
+// computed from it would be the whole stream.
+func (r *Replica) Acked() bool {
+	select {
+	case <-r.firstAck:
+		return true
+	default:
+		return false
+	}
+}
 
 // AckTime is when it last acknowledged (or went online, or sent a newline
 // while loading its payload), in unix nanoseconds.

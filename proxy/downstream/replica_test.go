@@ -3,6 +3,7 @@ package downstream
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"slices"
@@ -29,6 +30,8 @@ type fakeHost struct {
 	replconf atomic.Int64
 	commands atomic.Int64
 	ended    chan *Replica
+	// filtered answers FetchFiltered; nil refuses it.
+	filtered func(filter string) (*replbuf.Snapshot, error)
 }
 
 func (h *fakeHost) ReplTimeout() time.Duration   { return h.timeout }
@@ -40,6 +43,12 @@ func (h *fakeHost) Acked()                       { h.acked.Add(1) }
 func (h *fakeHost) Replconf()                    { h.replconf.Add(1) }
 func (h *fakeHost) Command(args [][]byte)        { h.commands.Add(1) }
 func (h *fakeHost) Ended(r *Replica)             { h.ended <- r }
+func (h *fakeHost) FetchFiltered(_ context.Context, filter string) (*replbuf.Snapshot, error) {
+	if h.filtered == nil {
+		return nil, errors.New("no filtered fetch in this test")
+	}
+	return h.filtered(filter)
+}
 
 // replicaCounts are a test replica's counters.
 type replicaCounts struct {

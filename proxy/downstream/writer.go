@@ -98,6 +98,9 @@ func choosePath(plan *history.Plan) syncPath {
 
 // serve runs plan's sync path: the one dispatch.
 func (w *writer) serve(ctx context.Context, plan *history.Plan) error {
+	if w.r.hs.Filtered && !plan.Partial && plan.Snapshot == nil {
+		return w.filtered(ctx, plan) // then pathFullMemory
+	}
 	switch choosePath(plan) {
 	case pathPartialMemory:
 		return w.partialFromMemory(ctx, plan)
@@ -233,6 +236,47 @@ func (w *writer) fetchedPayload(ctx context.Context, plan *history.Plan) error {
 	}
 	if err := w.r.hist.FetchedPayload(f, plan); err != nil {
 		return fullSyncError{err}
+	}
+	return w.serve(ctx, plan)
+}
+
+// filtered serves a replica that asked for a filtered RDB (REPLCONF
+// rdb-filter-only, as redis-cli --functions-rdb and --replica send): the
+// proxy holds none, so the primary makes it on a side link with the same
+// filter (one fork, as the replica attached to it directly costs) while the
+// replica gets keepalive newlines; plan is then completed with it and, for a
+// replica that is not rdb-only, the stream from just after its offset
+// (History.AttachFiltered), and served from memory. Whatever the primary
+// refuses, the replica is refused with the primary's own reply.
+func (w *writer) filtered(ctx context.Context, plan *history.Plan) error {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var sn *replbuf.Snapshot
+	var err error
+	go func() {
+		defer close(done)
+		sn, err = w.r.host.FetchFiltered(fctx, w.r.hs.Filter)
+	}()
+	if kerr := w.keepaliveUntil(ctx, done); kerr != nil {
+		cancel()
+		<-done
+		err = kerr
+	}
+	if sn != nil {
+		// Not the history's: released when the replica ends (a few blocks
+		// at most: FetchFiltered bounds it).
+		defer sn.Release()
+	}
+	if err == nil {
+		err = w.r.hist.AttachFiltered(sn, plan, w.r.hs.RDBOnly)
+	}
+	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			w.write([]byte(refused.Reply + "\r\n"))
+		}
+		return fullSyncError{fmt.Errorf("filtered snapshot: %w", err)}
 	}
 	return w.serve(ctx, plan)
 }

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -176,4 +179,87 @@ func linkRDB(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReplicaFiltered: a replica that sent REPLCONF rdb-filter-only gets
+// the RDB the primary made under that filter (the host's FetchFiltered),
+// never a snapshot the proxy holds, then the stream from just after its
+// offset, or nothing more when rdb-only; the primary's refusal reaches the
+// replica as the primary sent it.
+func TestReplicaFiltered(t *testing.T) {
+	rdb := linkRDB(t)
+	for _, tc := range []struct {
+		name    string
+		rdbOnly bool
+		refuse  string
+	}{
+		{"replica", false, ""},
+		{"rdb-only", true, ""},
+		{"refused", true, "-ERR Unrecognized REPLCONF option: rdb-filter-only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			st := e.hist.Stream()
+			st.Append([]byte("hello")) // offsets 1..5
+			id := e.hist.Identity().ReplID
+			var asked []string
+			e.host.filtered = func(filter string) (*replbuf.Snapshot, error) {
+				asked = append(asked, filter)
+				if tc.refuse != "" {
+					return nil, &RefusedError{Reply: tc.refuse}
+				}
+				sn := replbuf.NewSnapshot(id, 5, replbuf.NewPool(0), time.Now())
+				if err := sn.Append(rdb); err != nil {
+					return nil, err
+				}
+				return sn, sn.Complete()
+			}
+			hs := Handshake{CapaEOF: true, RDBOnly: tc.rdbOnly, Filtered: true, Filter: "functions"}
+			n := e.n
+			r := New(Config{ID: 1, Conn: e.conn, Reader: wire.NewCommandReader(e.conn, wire.Limits{}), Addr: "127.0.0.1:1",
+				Handshake: hs, Legacy: true, Plan: e.hist.PlanFiltered(), Hist: e.hist, Host: e.host, Log: hclog.NewNullLogger(),
+				Counters: Counters{OutputBytes: &n.out, Closes: &n.closes, Dropped: &n.dropped, ToDisk: &n.toDisk}})
+			go r.Run(context.Background())
+
+			br := bufio.NewReader(e.peer)
+			e.peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, err := br.ReadString('\n')
+			for err == nil && line == "\n" { // keepalives while the primary makes it
+				line, err = br.ReadString('\n')
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.refuse != "" {
+				if line != tc.refuse+"\r\n" {
+					t.Fatalf("got %q, want the primary's refusal", line)
+				}
+				<-e.host.ended
+				if r.Reason() != CloseFullSyncFailed {
+					t.Fatalf("closed for %s", r.Reason())
+				}
+				return
+			}
+			if want := "$" + strconv.Itoa(len(rdb)) + "\r\n"; line != want {
+				t.Fatalf("payload header %q, want %q", line, want)
+			}
+			if got := readN(t, br, e.peer, len(rdb)); !bytes.Equal(got, rdb) {
+				t.Fatal("the payload is not the filtered RDB")
+			}
+			if len(asked) != 1 || asked[0] != "functions" {
+				t.Fatalf("FetchFiltered asked for %q, want the replica's filter once", asked)
+			}
+			if tc.rdbOnly {
+				<-e.host.ended
+				if r.Reason() != CloseSnapshotSent {
+					t.Fatalf("closed for %s, want %s", r.Reason(), CloseSnapshotSent)
+				}
+				return
+			}
+			st.Append([]byte(" world"))
+			if got := readN(t, br, e.peer, 6); string(got) != " world" {
+				t.Fatalf("then %q, want the stream after the filtered RDB's offset", got)
+			}
+		})
+	}
 }

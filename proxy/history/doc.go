@@ -14,7 +14,9 @@
 //   - the one snapshot fetch in flight (a Fetch: who waits for it, where its
 //     payload goes, how it ended) and why it was started (FetchReason);
 //   - the sync plans (PlanPartial, PlanFull, AttachFetched, FetchedPayload)
-//     and why a replica gets a full sync (FullSyncReason);
+//     and why a replica gets a full sync (FullSyncReason); a backup's
+//     (PlanBackup: a snapshot within a bound of the stream's end, else a
+//     fetch) and a filtered sync's (PlanFiltered, AttachFiltered);
 //   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
 //     AdoptSpilled;
@@ -32,12 +34,14 @@
 // epoch, and the caller disconnects the replicas planned before it. The
 // proxy's decisions about files (where an arriving payload goes) and its
 // configuration stay out: a payload's destination comes in as a Payload,
-// the counters it bumps as Counters.
+// the counters it bumps as Counters. PlanBackup returns its Fetch as
+// PlanFull does.
 //
 // # Goroutines
 //
 // The client goroutines plan (PlanPartial, PlanFull, AttachFetched,
-// FetchedPayload, LeaveFetch); the upstream link's run goroutine installs
+// FetchedPayload, LeaveFetch, and PlanBackup, PlanFiltered, AttachFiltered);
+// the upstream link's run goroutine installs
 // what it learnt (Install, ContinueAs, PayloadArriving, PayloadEnded) and
 // fills, publishes and discards the stream without the lock (its one
 // producer); a fetch goroutine reports its fetch (FetchStarted, FetchEnded,
@@ -46,9 +50,9 @@
 // (SpillDone); the monitor evicts and persists (EvictionCandidates, Evict,
 // ReleaseRetired, PersistNewest, RefetchSpilled); New, before Run, recovers
 // (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
-// (Identity, Newest, SnapshotBytes, SpilledSnapshot, Servable, the stream's
-// figures). A Follower's Run is the follower's goroutine, and starts and
-// joins the syncer's; the package starts no other goroutine.
+// (Identity, Newest, HeldOffset, SnapshotBytes, SpilledSnapshot, Servable,
+// the stream's figures). A Follower's Run is the follower's goroutine, and
+// starts and joins the syncer's; the package starts no other goroutine.
 //
 // # Lock
 //

@@ -58,6 +58,8 @@ type FetchReason int32
 const (
 	FetchReplicaNeeded FetchReason = iota // a replica needed a snapshot the proxy could not serve
 	FetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
+	FetchBackup                           // a backup (rdb-only) needed a snapshot fresher than backup-max-stream-since allows of the held one
+	FetchFiltered                         // a replica asked for a filtered RDB (rdb-filter-only), which only the primary makes; never the history's
 	NumFetchReasons
 )
 
@@ -68,6 +70,10 @@ func (r FetchReason) String() string {
 		return "replica_needed"
 	case FetchRefresh:
 		return "refresh"
+	case FetchBackup:
+		return "backup"
+	case FetchFiltered:
+		return "filtered"
 	}
 	return "unknown"
 }

@@ -190,6 +190,21 @@ func (h *History) Epoch() uint64 {
 	return h.mu.epoch
 }
 
+// HeldOffset returns the offset of the snapshot a full sync would be
+// served from now (PlanFull's: the newest in memory, else the one on disk,
+// while the stream continues it), and false when there is none.
+func (h *History) HeldOffset() (off int64, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sn := h.mu.snapshot; h.servableLocked(sn) {
+		return sn.Offset(), true
+	}
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.ReplID, sp.Offset+1) {
+		return sp.Offset, true
+	}
+	return 0, false
+}
+
 // Newest returns the newest snapshot in memory, or nil.
 func (h *History) Newest() *replbuf.Snapshot {
 	h.mu.Lock()

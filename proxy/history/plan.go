@@ -116,25 +116,52 @@ func (h *History) logReaderLocked(replID string, off int64) *streamlog.Reader {
 // once h.mu is released (History.mu is a leaf: nothing is started under
 // it); a caller that cannot start it calls FetchNotStarted.
 func (h *History) PlanFull() (plan Plan, start *Fetch) {
-	plan, start, unservable := h.planFullLocked()
+	plan, start, unservable, _ := h.planFullLocked(-1, FetchReplicaNeeded)
 	if unservable != nil {
 		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
 	}
 	return plan, start
 }
 
-// planFullLocked is PlanFull under h.mu. unservable is why a spilled file
-// was refused (and forgotten), for the caller to log.
-func (h *History) planFullLocked() (plan Plan, start *Fetch, unservable error) {
+// ErrBackupFetchBehind refuses a backup (PlanBackup) while the fetch in
+// flight started from further behind the stream's end than the backup may
+// be, and no other can start before it ends (one fetch at a time, so that
+// the primary forks at most once for everyone waiting).
+var ErrBackupFetchBehind = errors.New("a snapshot fetch from further behind than backup-max-stream-since is in progress; try again when it ends")
+
+// PlanBackup plans the full sync of a backup client (REPLCONF rdb-only 1),
+// which gets a snapshot and none of the stream after it, so that only a
+// snapshot at most maxSince bytes of stream behind the stream's end serves:
+// the newest held one if it is that fresh, else the fetch in flight if it
+// has not started yet (the primary's snapshot will be at least as new as
+// the stream's end now) or started from close enough, else a new fetch
+// (start, reason FetchBackup), as a backup taken from the primary costs it
+// one fork. A held snapshot further behind is never served to it. err is
+// ErrBackupFetchBehind when the one fetch in flight is too old to join.
+func (h *History) PlanBackup(maxSince int64) (plan Plan, start *Fetch, err error) {
+	plan, start, unservable, err := h.planFullLocked(maxSince, FetchBackup)
+	if unservable != nil {
+		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
+	}
+	return plan, start, err
+}
+
+// planFullLocked is PlanFull under h.mu, and PlanBackup with maxSince >= 0:
+// then a snapshot (held or in flight) serves only if at most maxSince bytes
+// of stream came after it, and a new fetch has reason. unservable is why a
+// spilled file was refused (and forgotten), for the caller to log.
+func (h *History) planFullLocked(maxSince int64, reason FetchReason) (plan Plan, start *Fetch, unservable, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if sn := h.mu.snapshot; h.servableLocked(sn) {
+	end := h.st.Offset()
+	fresh := func(off int64) bool { return maxSince < 0 || end-off <= maxSince }
+	if sn := h.mu.snapshot; h.servableLocked(sn) && fresh(sn.Offset()) {
 		plan := Plan{ReplID: h.mu.replID, Offset: sn.Offset(), Snapshot: sn, Epoch: h.mu.epoch}
 		if err := h.attachSnapshotLocked(&plan); err == nil {
-			return plan, nil, nil
+			return plan, nil, nil, nil
 		}
 	}
-	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.ReplID, sp.Offset+1) {
+	if sp := h.mu.spilled; sp != nil && h.mu.snapshot == nil && h.matchesLocked(sp.ReplID, sp.Offset+1) && fresh(sp.Offset) {
 		// The stream after the file: from memory, else from the stream log
 		// (a snapshot on disk outlives the memory backlog, and a restart).
 		plan := Plan{ReplID: h.mu.replID, Offset: sp.Offset, Spilled: sp, Epoch: h.mu.epoch, Gen: h.st.Generation()}
@@ -147,7 +174,7 @@ func (h *History) planFullLocked() (plan Plan, start *Fetch, unservable error) {
 			f, err := sp.Open()
 			if err == nil {
 				plan.File = f
-				return plan, nil, nil
+				return plan, nil, nil, nil
 			}
 			// Forgotten, not removed: the name may hold someone else's file.
 			unservable = err
@@ -160,12 +187,17 @@ func (h *History) planFullLocked() (plan Plan, start *Fetch, unservable error) {
 			}
 		}
 	}
+	if f := h.mu.fetch; f != nil && f.sn != nil && !fresh(f.sn.Offset()) {
+		// Started (its +FULLRESYNC set f.sn) from too far behind: waiting
+		// for it would serve what this plan refused in a held snapshot.
+		return Plan{}, nil, unservable, ErrBackupFetchBehind
+	}
 	if h.mu.fetch == nil {
-		start = &Fetch{ready: make(chan struct{}), reason: FetchReplicaNeeded}
+		start = &Fetch{ready: make(chan struct{}), reason: reason}
 		h.mu.fetch = start
 	}
 	h.mu.fetch.waiters++ // until leaveFetch
-	return Plan{ReplID: h.mu.replID, Fetch: h.mu.fetch, Epoch: h.mu.epoch}, start, unservable
+	return Plan{ReplID: h.mu.replID, Fetch: h.mu.fetch, Epoch: h.mu.epoch}, start, unservable, nil
 }
 
 // FetchNotStarted undoes a fetch that PlanFull or RefetchSpilled recorded
@@ -386,4 +418,47 @@ func (h *History) fetchedEnded(f *Fetch, err error) {
 	close(f.done)
 	h.mu.Unlock()
 	h.removeSpilled(old)
+}
+
+// PlanFiltered plans the full sync of a replica that asked for a filtered
+// RDB (REPLCONF rdb-filter-only): no snapshot the proxy holds is one, so the
+// plan holds only the identity and epoch it is made in; the replica's writer
+// gets the filtered RDB from the primary and then AttachFiltered.
+func (h *History) PlanFiltered() Plan {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Plan{ReplID: h.mu.replID, Epoch: h.mu.epoch}
+}
+
+// AttachFiltered completes plan, a PlanFiltered, with sn, the filtered RDB
+// the primary made (a snapshot of its own, not the history's), and, unless
+// rdbOnly, the stream from just after its offset, which may lie ahead of the
+// stream's end (the primary's offset at its fork): the cursor then starts
+// when the stream reaches it. sn must continue the stream's replid.
+func (h *History) AttachFiltered(sn *replbuf.Snapshot, plan *Plan, rdbOnly bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.matchesLocked(sn.ReplID(), sn.Offset()+1) {
+		return fmt.Errorf("filtered snapshot of replid %s does not continue the stream's (%s)", sn.ReplID(), h.mu.replID)
+	}
+	plan.ReplID, plan.Offset = sn.ReplID(), sn.Offset()
+	if !rdbOnly {
+		if err := h.attachStreamLocked(plan, sn.ReplID(), sn.Offset()+1); err != nil {
+			return fmt.Errorf("filtered snapshot at offset %d: %w", sn.Offset(), err)
+		}
+	}
+	rd, err := sn.NewReader()
+	if err != nil {
+		if plan.Cursor != nil {
+			plan.Cursor.Close()
+			plan.Cursor = nil
+		}
+		if plan.FromLog != nil {
+			plan.FromLog.Close()
+			plan.FromLog = nil
+		}
+		return err
+	}
+	plan.Snapshot, plan.Reader = sn, rd
+	return nil
 }

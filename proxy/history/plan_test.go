@@ -189,3 +189,72 @@ func TestLogReaderAtCarriesGeneration(t *testing.T) {
 		rd.Close()
 	}
 }
+
+// TestPlanBackup: a backup (rdb-only) is served the held snapshot only
+// within maxSince bytes of the stream's end; further behind it records a
+// fetch of its own (FetchBackup), where a replica's full sync would take the
+// held snapshot. It joins a fetch in flight that has not started (its
+// snapshot will be newer than the stream's end now), but not one that
+// started from further behind than maxSince.
+func TestPlanBackup(t *testing.T) {
+	a := replid.New()
+	h := newTestHistory(t, a, 1000)
+	if off, ok := h.HeldOffset(); !ok || off != 1000 {
+		t.Fatalf("HeldOffset() = %d, %v; want 1000, true", off, ok)
+	}
+	serve := func(plan Plan) {
+		t.Helper()
+		if plan.Snapshot == nil || plan.Offset != 1000 || plan.Fetch != nil {
+			t.Fatalf("plan %+v: want the held snapshot at 1000", plan)
+		}
+		plan.Reader.Close()
+		plan.Cursor.Close()
+	}
+	plan, start, err := h.PlanBackup(0)
+	if err != nil || start != nil {
+		t.Fatalf("no stream since: start %p, err %v", start, err)
+	}
+	serve(plan)
+
+	if err := h.st.Append(make([]byte, 100)); err != nil { // offsets 1001..1100
+		t.Fatal(err)
+	}
+	plan, start, err = h.PlanBackup(100)
+	if err != nil || start != nil {
+		t.Fatalf("100 bytes since, 100 allowed: start %p, err %v", start, err)
+	}
+	serve(plan)
+	plan, start, err = h.PlanBackup(99)
+	if err != nil || start == nil || plan.Fetch != start || start.Reason() != FetchBackup {
+		t.Fatalf("100 bytes since, 99 allowed: plan %+v, start %p, err %v; want a backup fetch", plan, start, err)
+	}
+	full, again := h.PlanFull()
+	if again != nil {
+		t.Fatal("a replica's full sync started a second fetch")
+	}
+	serve(full) // replicas still get the held snapshot and the stream after it
+
+	// A second backup joins the fetch while it has not started.
+	if joined, next, err := h.PlanBackup(0); err != nil || next != nil || joined.Fetch != start {
+		t.Fatalf("second backup: joined %p, start %p, err %v; want it to join", joined.Fetch, next, err)
+	}
+	// Once started from offset 1050, 50 bytes behind the stream's end (a
+	// payload followed in memory: the newest snapshot from its start), a
+	// backup allowing 50 follows it, one allowing less is refused.
+	sn := replbuf.NewSnapshot(a, 1050, h.pool, time.Now())
+	if err := h.FetchStarted(start, sn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if plan, next, err := h.PlanBackup(50); err != nil || next != nil || plan.Snapshot != sn {
+		t.Fatalf("started 50 behind, 50 allowed: plan %+v, start %p, err %v; want the fetched snapshot", plan, next, err)
+	} else {
+		plan.Reader.Close()
+		plan.Cursor.Close()
+	}
+	if _, next, err := h.PlanBackup(49); !errors.Is(err, ErrBackupFetchBehind) || next != nil {
+		t.Fatalf("started 50 behind, 49 allowed: start %p, err %v; want ErrBackupFetchBehind", next, err)
+	}
+	if n := h.FetchWaiters(start); n != 2 {
+		t.Fatalf("%d waiters, want the 2 backups that joined (the refused one is not one)", n)
+	}
+}

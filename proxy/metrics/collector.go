@@ -7,6 +7,11 @@ import "github.com/prometheus/client_golang/prometheus"
 // is what INFO shows for the same figure (the help of each metric names the
 // INFO field), computed once by whoever fills it in.
 type Figures struct {
+	// The build (INFO server): replproxy_build_info's labels.
+	Version   string // replproxy_version
+	Revision  string // the VCS revision it was built from, "unknown" when not recorded
+	GoVersion string // go_version
+
 	// The upstream link (INFO replication and proxy).
 	UpstreamLinkUp     bool     // master_link_status:up
 	UpstreamLinkState  string   // upstream_link_state
@@ -38,10 +43,15 @@ type Figures struct {
 	StreamGeneration       int64
 
 	// Replicas (INFO replication's slaveN lines), and closes by reason.
-	Replicas        []Replica
-	ReplicasDropped int64
-	ReplicasClosed  []Count // by close reason
-	ClientsClosed   []Count // by close reason
+	// Replicas holds one entry per identity (IP, Port): its owner keeps
+	// one connection of each, so that no two share a series;
+	// ConnectedReplicas counts every connection (connected_slaves).
+	ConnectedReplicas int64
+	Replicas          []Replica
+	ReplicaStates     []string // every state a replica's State can name, for its 0 series
+	ReplicasDropped   int64
+	ReplicasClosed    []Count // by close reason
+	ClientsClosed     []Count // by close reason
 
 	// Downstream syncs and traffic (INFO stats).
 	SyncFull                        int64
@@ -82,7 +92,14 @@ type Figures struct {
 	UsedMemoryPeak int64
 	MaxMemory      int64
 	OverMaxMemory  bool
-	Memory         []Count // INFO memory's mem_<category>, by category
+	// Memory is used_memory by category, disjoint: the categories add up
+	// to UsedMemory. The figures INFO shows beside them that overlap them
+	// or are not in used_memory have fields of their own.
+	Memory                   []Count
+	ReplicationBuffers       int64 // mem_total_replication_buffers
+	SnapshotsOnDisk          int64 // mem_snapshots_on_disk
+	MemoryNotCountedForEvict int64 // mem_not_counted_for_evict
+	MemoryCountedForEvict    int64 // mem_counted_for_evict
 }
 
 // A Count is one series of a labelled family: its label value and figure.
@@ -91,13 +108,20 @@ type Count struct {
 	Value int64
 }
 
-// A Replica is one slaveN line of INFO replication.
+// A Replica is one slaveN line of INFO replication, under its stable
+// identity: the address and listening port it announced (slaveN ip and
+// port), which a reconnect keeps, not its client id, which it does not.
 type Replica struct {
-	ID         string // its client id, as CLIENT LIST shows it
-	Addr       string // ip:port it announced
-	Offset     int64  // highest offset acknowledged
-	LagSeconds int64  // since its last ACK; 0 until it is online
-	LagBytes   int64  // MasterReplOffset minus Offset, at least 0
+	IP    string
+	Port  string
+	State string // slaveN state
+	// HasLag is set once the replica is online and has acknowledged an
+	// offset on this connection; until then it has no offset, lag or lag
+	// series (a replica still syncing is not behind by the whole stream).
+	HasLag     bool
+	Offset     int64 // highest offset acknowledged
+	LagSeconds int64 // since its last ACK
+	LagBytes   int64 // MasterReplOffset minus Offset, at least 0
 }
 
 // A Snapshot is the newest snapshot in memory.
@@ -145,8 +169,20 @@ const (
 	counter = prometheus.CounterValue
 )
 
-// metricSpecs lists every replproxy_ metric. Read-only.
+// replicaLabels identify a replica's series: the address and listening
+// port it announced, as redis_exporter's slave_ip and slave_port do, so that
+// a replica that reconnects continues its series.
+var replicaLabels = []string{"replica_ip", "replica_port"}
+
+// metricSpecs lists every replproxy_ metric. Names follow Prometheus's
+// rules: the unit as a suffix in base units (_bytes, _seconds; an offset is
+// a position in bytes), _total on counters and only there, replica_ never
+// slave_, and the series of a labelled family add up to a meaningful whole
+// (memory_bytes to used_memory_bytes). README's metrics table lists them
+// with the names they replaced. Read-only.
 var metricSpecs = []metricSpec{
+	{"build_info", gauge, "1, labelled with the build: replproxy's version (replproxy_version), the VCS revision and the Go version (go_version).", []string{"version", "revision", "goversion"}},
+
 	// The upstream link (INFO replication and proxy).
 	{"upstream_link_up", gauge, "1 when the upstream link is streaming (master_link_status:up).", nil},
 	{"upstream_link_state", gauge, "1 for the upstream link's current state (upstream_link_state), 0 for the others.", []string{"state"}},
@@ -161,18 +197,19 @@ var metricSpecs = []metricSpec{
 	{"upstream_query_buffer_limit_drops_total", counter, "Links dropped for unpublished stream bytes over master-query-buffer-limit (upstream_query_buffer_limit_drops).", nil},
 
 	// Offsets and the backlog (INFO replication).
-	{"master_repl_offset", gauge, "Offset of the last byte published to replicas (master_repl_offset).", nil},
-	{"slave_repl_offset", gauge, "Offset of the last complete command from the primary, what the proxy ACKs (slave_repl_offset).", nil},
-	{"slave_read_repl_offset", gauge, "Offset of the last byte read from the primary (slave_read_repl_offset).", nil},
-	{"repl_backlog_first_byte_offset", gauge, "First offset the backlog holds (repl_backlog_first_byte_offset).", nil},
-	{"repl_backlog_histlen", gauge, "Bytes the backlog holds (repl_backlog_histlen).", nil},
+	{"master_repl_offset_bytes", gauge, "Offset of the last byte published to replicas (master_repl_offset).", nil},
+	{"upstream_repl_offset_bytes", gauge, "Offset of the last complete command from the primary, what the proxy ACKs (slave_repl_offset).", nil},
+	{"upstream_read_repl_offset_bytes", gauge, "Offset of the last byte read from the primary (slave_read_repl_offset).", nil},
+	{"repl_backlog_first_byte_offset_bytes", gauge, "First offset the backlog holds (repl_backlog_first_byte_offset).", nil},
+	{"repl_backlog_histlen_bytes", gauge, "Bytes the backlog holds (repl_backlog_histlen).", nil},
 	{"stream_generation", gauge, "Stream generations: upstream full resyncs since start (stream_generation).", nil},
 
 	// Replicas (INFO replication's slaveN lines).
 	{"connected_replicas", gauge, "Replicas connected (connected_slaves).", nil},
-	{"replica_offset", gauge, "Highest offset the replica has acknowledged (slaveN offset).", []string{"id", "addr"}},
-	{"replica_lag_seconds", gauge, "Seconds since the replica's last ACK, 0 until it is online (slaveN lag).", []string{"id", "addr"}},
-	{"replica_lag_bytes", gauge, "master_repl_offset minus the replica's acknowledged offset.", []string{"id", "addr"}},
+	{"replica_state", gauge, "1 for the replica's current sync state (slaveN state: wait_bgsave, send_bulk, online), 0 for the others.", []string{"replica_ip", "replica_port", "state"}},
+	{"replica_offset_bytes", gauge, "Highest offset the replica has acknowledged (slaveN offset); absent until it is online and has acknowledged one.", replicaLabels},
+	{"replica_lag_seconds", gauge, "Seconds since the replica's last ACK (slaveN lag); absent until it is online and has acknowledged an offset.", replicaLabels},
+	{"replica_lag_bytes", gauge, "master_repl_offset minus the replica's acknowledged offset; absent until it is online and has acknowledged one.", replicaLabels},
 	{"replicas_dropped_total", counter, "Replicas disconnected by a limit or timeout (replicas_dropped).", nil},
 	{"replicas_closed_total", counter, "Replicas closed, by reason (replicas_closed_<reason>).", []string{"reason"}},
 	{"clients_closed_total", counter, "Other clients closed, by reason (clients_closed_<reason>).", []string{"reason"}},
@@ -196,9 +233,9 @@ var metricSpecs = []metricSpec{
 	// Snapshots (INFO proxy and stats).
 	{"snapshot_size_bytes", gauge, "Size of the newest snapshot in memory (snapshot_size); absent when there is none.", nil},
 	{"snapshot_age_seconds", gauge, "Age of the newest snapshot in memory (snapshot_age_seconds); absent when there is none.", nil},
-	{"snapshot_offset", gauge, "Offset the newest snapshot in memory was taken at (snapshot_offset); absent when there is none.", nil},
+	{"snapshot_offset_bytes", gauge, "Offset the newest snapshot in memory was taken at (snapshot_offset); absent when there is none.", nil},
 	{"snapshot_fetches_total", counter, "Side-link snapshot fetches by result, ok (snapshot_fetches) or failed (snapshot_fetch_failures).", []string{"result"}},
-	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches (forks on the primary) by why they were started: replica_needed, refresh (snapshot_fetches_<reason>).", []string{"reason"}},
+	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches (forks on the primary) by why they were started: replica_needed, refresh, backup, filtered (snapshot_fetches_<reason>).", []string{"reason"}},
 	{"snapshot_fetch_bytes_total", counter, "Payload bytes received by snapshot fetches (snapshot_fetch_bytes).", nil},
 	{"evicted_snapshots_total", counter, "Snapshots evicted: spilled to disk or dropped (evicted_snapshots).", nil},
 	{"evicted_bytes_total", counter, "Memory of the evicted snapshots (evicted_bytes).", nil},
@@ -206,11 +243,11 @@ var metricSpecs = []metricSpec{
 	// The stream log and the snapshot on disk (INFO persistence).
 	{"repl_log_enabled", gauge, "1 when repl-log-size is above 0 (repl_log_enabled).", nil},
 	{"repl_log_up", gauge, "1 while the stream log follows the stream (repl_log_status:ok), 0 when it is down or could not be opened.", nil},
-	{"repl_log_first_offset", gauge, "First offset the stream log holds (repl_log_first_offset); absent without a log.", nil},
-	{"repl_log_last_offset", gauge, "Last offset the stream log holds (repl_log_last_offset); absent without a log.", nil},
+	{"repl_log_first_offset_bytes", gauge, "First offset the stream log holds (repl_log_first_offset); absent without a log.", nil},
+	{"repl_log_last_offset_bytes", gauge, "Last offset the stream log holds (repl_log_last_offset); absent without a log.", nil},
 	{"repl_log_bytes", gauge, "Stream bytes the log holds (repl_log_bytes); absent without a log.", nil},
 	{"repl_log_segments", gauge, "Segment files of the log (repl_log_segments); absent without a log.", nil},
-	{"repl_log_synced_offset", gauge, "Last offset made durable by fsync (repl_log_synced_offset); absent without a log.", nil},
+	{"repl_log_synced_offset_bytes", gauge, "Last offset made durable by fsync (repl_log_synced_offset); absent without a log.", nil},
 	{"repl_log_fsync_lag_bytes", gauge, "Bytes written to the log and not yet fsynced (repl_log_fsync_lag_bytes); absent without a log.", nil},
 	{"repl_log_last_fsync_age_seconds", gauge, "Seconds since the log's last fsync (repl_log_last_fsync_age); absent before the first.", nil},
 	{"repl_log_errors_total", counter, "Failures that stopped the stream log (repl_log_errors); absent without a log.", nil},
@@ -220,7 +257,7 @@ var metricSpecs = []metricSpec{
 	{"repl_log_recovery_cut_bytes", gauge, "Bytes recovery cut at start, damaged or unfinished (repl_log_recovery_cut_bytes); absent without a log.", nil},
 	{"snapshot_on_disk", gauge, "1 when a snapshot is on disk, spilled or written for the stream log (repl_snapshot_on_disk).", nil},
 	{"snapshot_on_disk_size_bytes", gauge, "Size of the snapshot on disk (repl_snapshot_size); absent when there is none.", nil},
-	{"snapshot_on_disk_offset", gauge, "Offset the snapshot on disk was taken at (repl_snapshot_offset); absent when there is none.", nil},
+	{"snapshot_on_disk_offset_bytes", gauge, "Offset the snapshot on disk was taken at (repl_snapshot_offset); absent when there is none.", nil},
 	{"snapshot_on_disk_age_seconds", gauge, "Age of the snapshot on disk (repl_snapshot_age_seconds); absent when there is none.", nil},
 
 	// Memory (INFO memory, from the same report).
@@ -228,7 +265,11 @@ var metricSpecs = []metricSpec{
 	{"used_memory_peak_bytes", gauge, "Peak of used_memory (used_memory_peak).", nil},
 	{"maxmemory_bytes", gauge, "maxmemory; 0 means no limit.", nil},
 	{"memory_over_maxmemory", gauge, "1 when used memory is over maxmemory (mem_over_maxmemory).", nil},
-	{"memory_bytes", gauge, "INFO memory's mem_<category> figures; categories overlap (total_replication_buffers holds replication_backlog and clients_slaves).", []string{"category"}},
+	{"memory_bytes", gauge, "used_memory by category (INFO memory's mem_<category>; clients_replicas is mem_clients_slaves); disjoint: they add up to used_memory_bytes.", []string{"category"}},
+	{"replication_buffers_bytes", gauge, "The stream's blocks, backlog and what replicas pin beyond it (mem_total_replication_buffers): memory_bytes' replication_backlog and clients_replicas less their index and client buffers.", nil},
+	{"snapshots_on_disk_bytes", gauge, "Snapshots spilled to dir, not in used memory (mem_snapshots_on_disk).", nil},
+	{"memory_not_counted_for_evict_bytes", gauge, "Used memory maxmemory does not count: the stream beyond the backlog, free blocks (mem_not_counted_for_evict).", nil},
+	{"memory_counted_for_evict_bytes", gauge, "Used memory maxmemory counts (mem_counted_for_evict).", nil},
 }
 
 // A collector renders the Figures its owner reads at scrape time; it holds
@@ -268,6 +309,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	emit("build_info", 1, f.Version, f.Revision, f.GoVersion)
 	emit("upstream_link_up", b2i(f.UpstreamLinkUp))
 	for _, state := range f.UpstreamLinkStates {
 		emit("upstream_link_state", b2i(state == f.UpstreamLinkState), state)
@@ -287,18 +329,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("upstream_stream_errors_total", f.UpstreamStreamErrors)
 	emit("upstream_query_buffer_limit_drops_total", f.UpstreamQueryBufferLimitDrops)
 
-	emit("master_repl_offset", f.MasterReplOffset)
-	emit("slave_repl_offset", f.SlaveReplOffset)
-	emit("slave_read_repl_offset", f.SlaveReadReplOffset)
-	emit("repl_backlog_first_byte_offset", f.BacklogFirstByteOffset)
-	emit("repl_backlog_histlen", f.BacklogHistlen)
+	emit("master_repl_offset_bytes", f.MasterReplOffset)
+	emit("upstream_repl_offset_bytes", f.SlaveReplOffset)
+	emit("upstream_read_repl_offset_bytes", f.SlaveReadReplOffset)
+	emit("repl_backlog_first_byte_offset_bytes", f.BacklogFirstByteOffset)
+	emit("repl_backlog_histlen_bytes", f.BacklogHistlen)
 	emit("stream_generation", f.StreamGeneration)
 
-	emit("connected_replicas", int64(len(f.Replicas)))
+	emit("connected_replicas", f.ConnectedReplicas)
 	for _, r := range f.Replicas {
-		emit("replica_offset", r.Offset, r.ID, r.Addr)
-		emit("replica_lag_seconds", r.LagSeconds, r.ID, r.Addr)
-		emit("replica_lag_bytes", r.LagBytes, r.ID, r.Addr)
+		for _, state := range f.ReplicaStates {
+			emit("replica_state", b2i(state == r.State), r.IP, r.Port, state)
+		}
+		if r.HasLag {
+			emit("replica_offset_bytes", r.Offset, r.IP, r.Port)
+			emit("replica_lag_seconds", r.LagSeconds, r.IP, r.Port)
+			emit("replica_lag_bytes", r.LagBytes, r.IP, r.Port)
+		}
 	}
 	emit("replicas_dropped_total", f.ReplicasDropped)
 	counts("replicas_closed_total", f.ReplicasClosed)
@@ -325,7 +372,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if sn := f.Snapshot; sn != nil {
 		emit("snapshot_size_bytes", sn.Size)
 		emit("snapshot_age_seconds", sn.AgeSeconds)
-		emit("snapshot_offset", sn.Offset)
+		emit("snapshot_offset_bytes", sn.Offset)
 	}
 	emit("snapshot_fetches_total", f.SnapshotFetches, "ok")
 	emit("snapshot_fetches_total", f.SnapshotFetchFailures, "failed")
@@ -337,11 +384,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("repl_log_enabled", b2i(f.LogEnabled))
 	emit("repl_log_up", b2i(f.LogUp))
 	if l := f.Log; l != nil {
-		emit("repl_log_first_offset", l.First)
-		emit("repl_log_last_offset", l.Last)
+		emit("repl_log_first_offset_bytes", l.First)
+		emit("repl_log_last_offset_bytes", l.Last)
 		emit("repl_log_bytes", l.Bytes)
 		emit("repl_log_segments", l.Segments)
-		emit("repl_log_synced_offset", l.Synced)
+		emit("repl_log_synced_offset_bytes", l.Synced)
 		emit("repl_log_fsync_lag_bytes", l.FsyncLagBytes)
 		if l.LastFsyncAgeSeconds >= 0 {
 			emit("repl_log_last_fsync_age_seconds", l.LastFsyncAgeSeconds)
@@ -355,7 +402,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("snapshot_on_disk", b2i(f.SnapshotOnDisk != nil))
 	if sp := f.SnapshotOnDisk; sp != nil {
 		emit("snapshot_on_disk_size_bytes", sp.Size)
-		emit("snapshot_on_disk_offset", sp.Offset)
+		emit("snapshot_on_disk_offset_bytes", sp.Offset)
 		emit("snapshot_on_disk_age_seconds", sp.AgeSeconds)
 	}
 
@@ -364,6 +411,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("maxmemory_bytes", f.MaxMemory)
 	emit("memory_over_maxmemory", b2i(f.OverMaxMemory))
 	counts("memory_bytes", f.Memory)
+	emit("replication_buffers_bytes", f.ReplicationBuffers)
+	emit("snapshots_on_disk_bytes", f.SnapshotsOnDisk)
+	emit("memory_not_counted_for_evict_bytes", f.MemoryNotCountedForEvict)
+	emit("memory_counted_for_evict_bytes", f.MemoryCountedForEvict)
 }
 
 func b2i(b bool) int64 {

@@ -2,6 +2,9 @@ package metrics
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +44,7 @@ func scrapeFigures(t testing.TB, f Figures) map[string]float64 {
 // labels, with no arithmetic of the collector's own.
 func TestCollectorRendersFigures(t *testing.T) {
 	f := Figures{
+		Version: "1.2.3", Revision: "abc", GoVersion: "go1.26",
 		UpstreamLinkUp:        true,
 		UpstreamLinkState:     "connected",
 		UpstreamLinkStates:    []string{"none", "connecting", "connected"},
@@ -48,42 +52,53 @@ func TestCollectorRendersFigures(t *testing.T) {
 		UpstreamFullSyncs: 2,
 		MasterReplOffset:  1000,
 		BacklogHistlen:    400,
-		Replicas:          []Replica{{ID: "7", Addr: "127.0.0.1:6380", Offset: 990, LagSeconds: 1, LagBytes: 10}},
-		ReplicasClosed:    []Count{{Label: "killed", Value: 4}},
-		FullSyncs:         []Count{{Label: "requested", Value: 5}},
-		NetInputBytes:     123,
-		Snapshot:          &Snapshot{Size: 50, AgeSeconds: 6, Offset: 600},
-		LogEnabled:        true,
-		LogUp:             true,
-		Log:               &Log{Last: 999, Synced: 990, FsyncLagBytes: 9, LastFsyncAgeSeconds: -1},
-		UsedMemory:        1 << 20,
-		OverMaxMemory:     true,
-		Memory:            []Count{{Label: "runtime", Value: 77}},
+		Replicas: []Replica{
+			{IP: "127.0.0.1", Port: "6380", State: "online", HasLag: true, Offset: 990, LagSeconds: 1, LagBytes: 10},
+			{IP: "127.0.0.1", Port: "6381", State: "send_bulk", Offset: 0, LagBytes: 1000},
+		},
+		ReplicaStates:      []string{"wait_bgsave", "send_bulk", "online"},
+		ConnectedReplicas:  2,
+		ReplicasClosed:     []Count{{Label: "killed", Value: 4}},
+		FullSyncs:          []Count{{Label: "requested", Value: 5}},
+		NetInputBytes:      123,
+		Snapshot:           &Snapshot{Size: 50, AgeSeconds: 6, Offset: 600},
+		LogEnabled:         true,
+		LogUp:              true,
+		Log:                &Log{Last: 999, Synced: 990, FsyncLagBytes: 9, LastFsyncAgeSeconds: -1},
+		UsedMemory:         1 << 20,
+		OverMaxMemory:      true,
+		Memory:             []Count{{Label: "runtime", Value: 77}},
+		ReplicationBuffers: 16 << 10,
 	}
 	m := scrapeFigures(t, f)
 	for s, want := range map[string]float64{
-		"replproxy_upstream_link_up":                                  1,
-		`replproxy_upstream_link_state{state="connected"}`:            1,
-		`replproxy_upstream_link_state{state="connecting"}`:           0,
-		"replproxy_upstream_last_io_seconds":                          3,
-		`replproxy_upstream_syncs_total{type="full"}`:                 2,
-		"replproxy_master_repl_offset":                                1000,
-		"replproxy_repl_backlog_histlen":                              400,
-		"replproxy_connected_replicas":                                1,
-		`replproxy_replica_offset{addr="127.0.0.1:6380",id="7"}`:      990,
-		`replproxy_replica_lag_seconds{addr="127.0.0.1:6380",id="7"}`: 1,
-		`replproxy_replica_lag_bytes{addr="127.0.0.1:6380",id="7"}`:   10,
-		`replproxy_replicas_closed_total{reason="killed"}`:            4,
-		`replproxy_full_syncs_total{reason="requested"}`:              5,
-		"replproxy_net_input_bytes_total":                             123,
-		"replproxy_snapshot_size_bytes":                               50,
-		"replproxy_snapshot_age_seconds":                              6,
-		"replproxy_repl_log_up":                                       1,
-		"replproxy_repl_log_fsync_lag_bytes":                          9,
-		"replproxy_snapshot_on_disk":                                  0,
-		"replproxy_used_memory_bytes":                                 1 << 20,
-		"replproxy_memory_over_maxmemory":                             1,
-		`replproxy_memory_bytes{category="runtime"}`:                  77,
+		`replproxy_build_info{goversion="go1.26",revision="abc",version="1.2.3"}`: 1,
+		"replproxy_upstream_link_up":                                                            1,
+		`replproxy_upstream_link_state{state="connected"}`:                                      1,
+		`replproxy_upstream_link_state{state="connecting"}`:                                     0,
+		"replproxy_upstream_last_io_seconds":                                                    3,
+		`replproxy_upstream_syncs_total{type="full"}`:                                           2,
+		"replproxy_master_repl_offset_bytes":                                                    1000,
+		"replproxy_repl_backlog_histlen_bytes":                                                  400,
+		"replproxy_connected_replicas":                                                          2,
+		`replproxy_replica_offset_bytes{replica_ip="127.0.0.1",replica_port="6380"}`:            990,
+		`replproxy_replica_lag_seconds{replica_ip="127.0.0.1",replica_port="6380"}`:             1,
+		`replproxy_replica_lag_bytes{replica_ip="127.0.0.1",replica_port="6380"}`:               10,
+		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6380",state="online"}`:    1,
+		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6380",state="send_bulk"}`: 0,
+		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6381",state="send_bulk"}`: 1,
+		`replproxy_replicas_closed_total{reason="killed"}`:                                      4,
+		`replproxy_full_syncs_total{reason="requested"}`:                                        5,
+		"replproxy_net_input_bytes_total":                                                       123,
+		"replproxy_snapshot_size_bytes":                                                         50,
+		"replproxy_snapshot_age_seconds":                                                        6,
+		"replproxy_repl_log_up":                                                                 1,
+		"replproxy_repl_log_fsync_lag_bytes":                                                    9,
+		"replproxy_snapshot_on_disk":                                                            0,
+		"replproxy_used_memory_bytes":                                                           1 << 20,
+		"replproxy_memory_over_maxmemory":                                                       1,
+		`replproxy_memory_bytes{category="runtime"}`:                                            77,
+		"replproxy_replication_buffers_bytes":                                                   16 << 10,
 	} {
 		if got, ok := m[s]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", s, got, ok, want)
@@ -94,6 +109,11 @@ func TestCollectorRendersFigures(t *testing.T) {
 		"replproxy_upstream_link_down_seconds",
 		"replproxy_repl_log_last_fsync_age_seconds",
 		"replproxy_snapshot_on_disk_size_bytes",
+		// A replica still syncing has no offset or lag yet, whatever
+		// its figures say.
+		`replproxy_replica_offset_bytes{replica_ip="127.0.0.1",replica_port="6381"}`,
+		`replproxy_replica_lag_seconds{replica_ip="127.0.0.1",replica_port="6381"}`,
+		`replproxy_replica_lag_bytes{replica_ip="127.0.0.1",replica_port="6381"}`,
 	} {
 		if _, ok := m[s]; ok {
 			t.Errorf("%s present, want absent", s)
@@ -129,5 +149,66 @@ func TestMetricSpecsUnique(t *testing.T) {
 			t.Errorf("metric %s listed twice", m.name)
 		}
 		seen[m.name] = true
+	}
+}
+
+// TestMetricNames holds every replproxy_ metric to Prometheus's naming
+// rules: counters end in _total and nothing else does; figures with a unit
+// carry it, in base units (an offset is a position in bytes); replica_,
+// never slave_ or master_ but for master_repl_offset_bytes (INFO's name for
+// the proxy's own offset); no label named after a unit.
+func TestMetricNames(t *testing.T) {
+	for _, m := range metricSpecs {
+		total := strings.HasSuffix(m.name, "_total")
+		if (m.kind == counter) != total {
+			t.Errorf("%s: counter %v, _total %v", m.name, m.kind == counter, total)
+		}
+		base := strings.TrimSuffix(m.name, "_total")
+		if strings.Contains(base, "slave") || (strings.HasPrefix(base, "master_") && base != "master_repl_offset_bytes") {
+			t.Errorf("%s: slave_/master_ in a name (replica_, upstream_)", m.name)
+		}
+		for _, unitless := range []string{"offset", "histlen", "size", "age", "lag", "seconds_ago"} {
+			if strings.HasSuffix(base, unitless) {
+				t.Errorf("%s: no unit (_bytes, _seconds)", m.name)
+			}
+		}
+		for _, wrong := range []string{"_ms", "_milliseconds", "_kb", "_mb", "_kib", "_mib"} {
+			if strings.Contains(base, wrong) {
+				t.Errorf("%s: not in base units", m.name)
+			}
+		}
+		for _, l := range m.labels {
+			if strings.Contains(l, "slave") || strings.HasSuffix(l, "_bytes") || l == "id" {
+				t.Errorf("%s: label %s", m.name, l)
+			}
+		}
+	}
+}
+
+// TestMetricDocs: README's metrics table lists every metric (it is the one
+// list operators read), and the alerting rules in deploy/prometheus name
+// only metrics that exist.
+func TestMetricDocs(t *testing.T) {
+	served := map[string]bool{}
+	for _, m := range metricSpecs {
+		served["replproxy_"+m.name] = true
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range served {
+		if !strings.Contains(string(readme), "| `"+name+"`") {
+			t.Errorf("%s is not in README's metrics table", name)
+		}
+	}
+	rules, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "replproxy-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range regexp.MustCompile(`replproxy_[a-z0-9_]+`).FindAllString(string(rules), -1) {
+		if !served[name] {
+			t.Errorf("the alerting rules name %s, which /metrics does not serve", name)
+		}
 	}
 }

@@ -7,7 +7,10 @@
 // connections past the cap wait in the kernel's accept queue, holding no
 // descriptor of the process), the http.Server with its timeouts, and the
 // list of replproxy_ metrics with their names, help and labels
-// (metricSpecs). It owns no figure: at each scrape it calls its owner's
+// (metricSpecs), named by Prometheus's rules (units, _total on counters,
+// labels that add up; README's metrics table lists them, and a test keeps
+// it complete). A replica's series are labelled by its stable identity
+// (replica_ip, replica_port), so that a reconnect continues them. It owns no figure: at each scrape it calls its owner's
 // Figures function once and renders the Figures value it returns, deriving
 // nothing, so that each series is what INFO shows for the same figure
 // (proxy builds both from one report). Besides its own, /metrics carries
@@ -34,7 +37,7 @@
 //
 // # Example
 //
-//	ln, err := net.Listen("tcp", "127.0.0.1:9121")
+//	ln, err := net.Listen("tcp", "127.0.0.1:9379")
 //	if err != nil { ... }
 //	m := &metrics.Server{Figures: figures, Ready: ready}
 //	m.Attach(ln)

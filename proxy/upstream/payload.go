@@ -70,7 +70,7 @@ func (c *session) readPayload(replID string, offset int64, started func(*replbuf
 		return nil, false, fmt.Errorf("payload header: %w", err)
 	}
 	if header[0] == '-' {
-		return nil, false, fmt.Errorf("primary aborted the sync: %s", clip(header, 120))
+		return nil, false, fmt.Errorf("primary aborted the sync: %w", &RefusedError{Command: "the payload", Reply: header})
 	}
 	size, mark, err := ParsePayloadHeader(header)
 	if err != nil {

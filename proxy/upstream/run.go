@@ -191,6 +191,52 @@ func (l *Link) endStream() {
 // link's does (PayloadSink); an error from started refuses it unread. A side
 // link touches neither the stream nor the main link's state.
 func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
+	return l.fetch(ctx, nil, started)
+}
+
+// A RefusedError is the primary's error reply to a side link's REPLCONF or
+// PSYNC, or in place of its payload: Reply is the line as the primary sent
+// it ("-ERR ..."), for the proxy to pass on to a client asking the same.
+type RefusedError struct {
+	Command string // what was refused: REPLCONF rdb-filter-only, PSYNC, the payload
+	Reply   string
+}
+
+func (e *RefusedError) Error() string { return e.Command + ": " + clip(e.Reply, 120) }
+
+// FetchFiltered opens a side link to the configured primary and asks for the
+// RDB it makes under REPLCONF rdb-filter-only filter (Redis 7.0: "" for none
+// of the data, "functions" for the functions alone), as REPLCONF rdb-only 1
+// and PSYNC ? -1, into a snapshot of its own: it is not the dataset, and
+// never becomes the proxy's. A payload over limit bytes is refused, unread
+// when its size is declared. A primary's error reply comes back as a
+// *RefusedError.
+func (l *Link) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
+	return l.fetch(ctx, []string{"rdb-filter-only", filter}, func(_ *replbuf.Snapshot, size int64) (PayloadSink, error) {
+		if size > limit {
+			return nil, fmt.Errorf("filtered snapshot of %d bytes: more than the %d this proxy relays", size, limit)
+		}
+		return &limitSink{limit: limit}, nil
+	})
+}
+
+// limitSink refuses a payload once more than limit bytes of it arrived: an
+// EOF-marked payload declares no size.
+type limitSink struct{ n, limit int64 }
+
+func (s *limitSink) Write(p []byte) error {
+	if s.n += int64(len(p)); s.n > s.limit {
+		return fmt.Errorf("filtered snapshot: more than the %d bytes this proxy relays", s.limit)
+	}
+	return nil
+}
+func (s *limitSink) Commit() error { return nil }
+func (s *limitSink) Abort()        {}
+
+// fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
+// option pairs of opts (each refusal a *RefusedError), PSYNC ? -1, and the
+// payload into a new snapshot (see FetchSnapshot for started).
+func (l *Link) fetch(ctx context.Context, opts []string, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
 	t := l.host.Target()
 	if t.Addr == "" {
 		return nil, errors.New("no primary configured")
@@ -211,12 +257,27 @@ func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot
 	if reply, err := c.readLine(); err != nil || reply[0] == '-' {
 		return nil, fmt.Errorf("REPLCONF rdb-only: %q %v", reply, err)
 	}
+	for i := 0; i+1 < len(opts); i += 2 {
+		if err := c.send("REPLCONF", opts[i], opts[i+1]); err != nil {
+			return nil, err
+		}
+		reply, err := c.readLine()
+		if err != nil {
+			return nil, fmt.Errorf("REPLCONF %s: %w", opts[i], err)
+		}
+		if reply[0] == '-' {
+			return nil, &RefusedError{Command: "REPLCONF " + opts[i], Reply: reply}
+		}
+	}
 	if err := c.send("PSYNC", "?", "-1"); err != nil {
 		return nil, err
 	}
 	reply, err := c.readLine()
 	if err != nil {
 		return nil, fmt.Errorf("PSYNC: %w", err)
+	}
+	if reply[0] == '-' && opts != nil {
+		return nil, &RefusedError{Command: "PSYNC", Reply: reply}
 	}
 	replID, offset, err := parseFullResync(reply)
 	if err != nil {

@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+var updateDocs = flag.Bool("update-command-docs", false, "rewrite command_docs.resp from a real redis-server")
+
+// rawDo sends args on conn and parses one reply, RESP2 or RESP3.
+func rawDo(t testing.TB, conn net.Conn, args ...string) respValue {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := conn.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		v, rest, perr := parseRESP3(buf, 0)
+		if perr == nil {
+			if len(rest) != 0 {
+				t.Fatalf("%v: %d bytes after the reply", args, len(rest))
+			}
+			return v
+		}
+		if !errors.Is(perr, errIncompleteDocs) {
+			t.Fatalf("%v: %v", args, perr)
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+}
+
+// served reports whether full ("config|get") is a subcommand the proxy
+// serves.
+func served(full string) bool {
+	parent, sub, _ := strings.Cut(full, "|")
+	return slices.Contains(servedSubcommands[parent], sub)
+}
+
+// keepServed cuts a command's COMMAND INFO entry to the subcommands the
+// proxy serves, sorted (Redis lists them in its dict's order, which its
+// random hash seed changes from run to run).
+func keepServed(info respValue) respValue {
+	info.elems = slices.Clone(info.elems)
+	subs := &info.elems[9]
+	var kept []respValue
+	for _, s := range subs.elems {
+		if served(s.elems[0].str) {
+			kept = append(kept, s)
+		}
+	}
+	slices.SortFunc(kept, func(a, b respValue) int { return cmp.Compare(a.elems[0].str, b.elems[0].str) })
+	subs.elems = kept
+	return info
+}
+
+// keepServedDocs cuts a command's COMMAND DOCS map (or, under RESP2, its
+// array of keys and values) to the subcommands the proxy serves, sorted.
+func keepServedDocs(docs respValue) respValue {
+	docs.elems = slices.Clone(docs.elems)
+	for i := 0; i+1 < len(docs.elems); i += 2 {
+		if docs.elems[i].str != "subcommands" {
+			continue
+		}
+		type pair struct{ k, v respValue }
+		var kept []pair
+		subs := docs.elems[i+1]
+		for j := 0; j+1 < len(subs.elems); j += 2 {
+			if served(subs.elems[j].str) {
+				kept = append(kept, pair{subs.elems[j], subs.elems[j+1]})
+			}
+		}
+		slices.SortFunc(kept, func(a, b pair) int { return cmp.Compare(a.k.str, b.k.str) })
+		subs.elems = nil
+		for _, p := range kept {
+			subs.elems = append(subs.elems, p.k, p.v)
+		}
+		docs.elems[i+1] = subs
+	}
+	return docs
+}
+
+// TestCommandDocsMatchRedis: command_docs.resp is what a real redis-server
+// 7.0 answers, under RESP3, to COMMAND INFO and COMMAND DOCS for the
+// commands the proxy serves, cut to the subcommands it serves
+// (-update-command-docs rewrites it); and the proxy answers COMMAND,
+// COMMAND INFO, DOCS, LIST and COUNT under RESP3 and RESP2 as that
+// redis-server does for the same commands, unknown names and subcommands
+// by full name included.
+func TestCommandDocsMatchRedis(t *testing.T) {
+	r := redistest.StartServer(t)
+	rconn, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rconn.Close()
+	p := startProxy(t)
+	var names []string
+	for n := range p.commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+
+	// The file, from RESP3 replies.
+	rawDo(t, rconn, "HELLO", "3")
+	info := rawDo(t, rconn, append([]string{"COMMAND", "INFO"}, names...)...)
+	docs := rawDo(t, rconn, append([]string{"COMMAND", "DOCS"}, names...)...)
+	for i := range info.elems {
+		if info.elems[i].kind != '*' {
+			t.Fatalf("redis-server has no command %s", names[i])
+		}
+		info.elems[i] = keepServed(info.elems[i])
+	}
+	for i := 1; i < len(docs.elems); i += 2 {
+		docs.elems[i] = keepServedDocs(docs.elems[i])
+	}
+	want := appendRESP3(appendRESP3(nil, info), docs)
+	if *updateDocs {
+		if err := os.WriteFile("command_docs.resp", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if !bytes.Equal(commandDocsRESP, want) {
+		t.Errorf("command_docs.resp differs from redis-server's replies: run go test -run TestCommandDocsMatchRedis ./proxy/ -update-command-docs")
+	}
+
+	// The proxy's replies against redis-server's, cut the same way, in
+	// RESP3 (maps and sets as stored) and in RESP2 (flattened).
+	pconn := p.dial(t)
+	for _, proto := range []string{"3", "2"} {
+		rawDo(t, rconn, "HELLO", proto)
+		rawDo(t, pconn, "HELLO", proto)
+		commandRepliesMatch(t, "RESP"+proto, rconn, pconn, names)
+	}
+}
+
+// commandRepliesMatch compares the COMMAND family's replies of the proxy
+// (pconn) and redis-server (rconn), in the protocol each speaks: the same
+// values of the same types, Redis's cut to what the proxy serves.
+func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, names []string) {
+	t.Helper()
+	norm := func(req []string, v respValue) respValue {
+		switch strings.ToLower(req[1]) {
+		case "info":
+			for i, e := range v.elems {
+				if e.kind == '*' {
+					v.elems[i] = keepServed(e)
+				}
+			}
+		case "docs":
+			for i := 1; i < len(v.elems); i += 2 {
+				v.elems[i] = keepServedDocs(v.elems[i])
+			}
+		}
+		return v
+	}
+	for _, req := range [][]string{
+		append([]string{"COMMAND", "INFO"}, names...),
+		append([]string{"COMMAND", "DOCS"}, names...),
+		{"COMMAND", "INFO", "nosuch", "CONFIG|GET", "config|nosuch", "Ping"},
+		{"COMMAND", "DOCS", "nosuch", "echo", "client|list", "client|nosuch"},
+		{"COMMAND", "LIST", "x"},
+		{"COMMAND", "LIST", "FILTERBY", "nope", "x"},
+		{"COMMAND", "FOO"},
+		{"COMMAND", "COUNT", "x"},
+	} {
+		want, got := norm(req, rawDo(t, rconn, req...)), rawDo(t, pconn, req...)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %.60q: the proxy answered\n%s\nredis-server\n%s", proto, req, appendRESP3(nil, got), appendRESP3(nil, want))
+		}
+	}
+	// Redis lists every command it has; the proxy the ones it serves.
+	for _, req := range [][]string{
+		{"COMMAND", "LIST", "FILTERBY", "PATTERN", "c*"},
+		{"COMMAND", "LIST", "FILTERBY", "ACLCAT", "connection"},
+		{"COMMAND", "LIST", "FILTERBY", "MODULE", "x"},
+	} {
+		var want []string
+		for _, e := range rawDo(t, rconn, req...).elems {
+			if n := e.str; slices.Contains(names, n) || served(n) {
+				want = append(want, n)
+			}
+		}
+		var got []string
+		for _, e := range rawDo(t, pconn, req...).elems {
+			got = append(got, e.str)
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q: the proxy lists %q, redis-server %q among what the proxy serves", proto, req, got, want)
+		}
+	}
+
+	// COMMAND, COMMAND INFO and COMMAND LIST have COMMAND COUNT entries.
+	count := rawDo(t, pconn, "COMMAND", "COUNT").num
+	for _, req := range [][]string{{"COMMAND"}, {"COMMAND", "INFO"}, {"COMMAND", "LIST"}} {
+		if n := len(rawDo(t, pconn, req...).elems); int64(n) != count {
+			t.Errorf("%s: %v has %d entries, COMMAND COUNT says %d", proto, req, n, count)
+		}
+	}
+	if n := len(rawDo(t, pconn, "COMMAND", "DOCS").elems) / 2; int64(n) != count {
+		t.Errorf("%s: COMMAND DOCS has %d entries, COMMAND COUNT says %d", proto, n, count)
+	}
+}
+
+// TestServedSubcommands: every subcommand COMMAND lists is served: none
+// gets the unknown-subcommand reply.
+func TestServedSubcommands(t *testing.T) {
+	p := startProxy(t)
+	a := adminDial(t, p)
+	args := map[string][]string{
+		"client|kill": {"ID", "999999"}, "client|setname": {"x"}, "config|get": {"port"},
+		"config|set": {"loglevel", "verbose"}, "latency|graph": {"x"}, "latency|history": {"x"},
+	}
+	for parent, subs := range servedSubcommands {
+		for _, sub := range subs {
+			got := a.do(append([]string{parent, sub}, args[parent+"|"+sub]...)...)
+			if strings.Contains(got, "unknown subcommand") || strings.Contains(got, "wrong number of arguments") {
+				t.Errorf("%s %s answered %q", parent, sub, got)
+			}
+		}
+	}
+}

@@ -373,7 +373,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			}
 			delay = nextAcceptDelay(delay)
 			if ok, n := s.acceptLog.allow(time.Now(), logEvery); ok {
-				s.log.Warn("accept failed; retrying", "error", err, "retry-in", delay, "suppressed", n)
+				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
 			}
 			t := time.NewTimer(delay)
 			select {

@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"net"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,17 @@ type Handshake struct {
 	CapaEOF    bool   // capa eof: takes a "$EOF:<mark>" payload
 	CapaPSync2 bool   // capa psync2: takes "+CONTINUE <replid>"
 	RDBOnly    bool   // rdb-only 1: the snapshot alone, then done
+}
+
+// Address is the replica's identity, as INFO's slaveN line and the logs
+// show it: ip-address (else the host of addr, the connection's remote
+// address) and listening-port, joined as host:port.
+func (h Handshake) Address(addr string) string {
+	ip := h.IP
+	if ip == "" {
+		ip, _, _ = net.SplitHostPort(addr)
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(h.Port))
 }
 
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)

@@ -129,8 +129,13 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	case downstream.CloseQueryBufferLimit, downstream.CloseOutputHardLimit, downstream.CloseOutputSoftLimit:
 		// Logged where they were found, with their figures and a rate limit.
 	default:
-		// Verbose, not a warning: any stranger can cause any of these.
-		c.log.Debug("client closed", "reason", reason.String(), "error", err)
+		// Verbose, not a warning: any stranger can cause any of these. No
+		// "error" key without one: it is always a string in the logs.
+		if err != nil {
+			c.log.Debug("client closed", "reason", reason.String(), "error", err)
+		} else {
+			c.log.Debug("client closed", "reason", reason.String())
+		}
 	}
 }
 

@@ -62,6 +62,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv, err := proxy.New(cfg, proxy.Options{
 		Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log), FileLimit: fileLimiter(log),
+		Supervisor: supervisor(cfg.Supervised, log),
 	})
 	if err != nil {
 		log.Error("cannot start", "error", err)

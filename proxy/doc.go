@@ -44,8 +44,9 @@
 // What is this package's own:
 //
 //   - the Server (server.go): New, Run, Close, Shutdown and its drain
-//     (drain.go), the accept loops, the background group (goBackground), and
-//     the descriptor budget (fdbudget.go: maxclients + ReservedFDs);
+//     (drain.go), the accept loops, the background group (goBackground), the
+//     descriptor budget (fdbudget.go: maxclients + ReservedFDs), and what a
+//     supervisor is told of its life (supervise.go: ready, status, stopping);
 //   - the listeners (listeners.go), plain (port) and TLS (tls-port),
 //     replaced by CONFIG SET port, tls-port or bind, new ones opened before
 //     the old ones close; TLS (tls.go): the tls-* material, loaded at New and

@@ -98,7 +98,7 @@ type Config struct {
 	Hist      *history.History
 	Host      Host
 	Counters  Counters
-	Log       hclog.Logger // the replica's: the client's, naming its listening-port
+	Log       hclog.Logger // the replica's: the client's, naming its address (ip:listening-port)
 }
 
 // A Replica is a client that sent PSYNC or SYNC. From then on it owns the

@@ -130,7 +130,7 @@ func (f *Follower) fault(err error) {
 	f.lastErr.Store(&msg)
 	if !f.down.Swap(true) {
 		f.lg.Warn("stream log stopped: serving from memory only until it can resume",
-			"error", err, "retry-in", f.cfg.Retry)
+			"error", err, "retry-in-ms", f.cfg.Retry.Milliseconds())
 	}
 }
 

@@ -61,7 +61,7 @@ func (c *session) streamLoop() error {
 				if limit := l.host.QueryLimit(); limit > 0 && held > limit {
 					l.counters.QueryLimits.Add(1)
 					l.log.Error("unpublished stream from primary over master-query-buffer-limit",
-						"unpublished", held, "limit", limit, "repl-offset", applied)
+						"unpublished-bytes", held, "limit-bytes", limit, "repl-offset", applied)
 					return fmt.Errorf("%w: %d bytes after offset %d", ErrQueryBufferLimit, held, applied)
 				}
 			}

@@ -73,6 +73,10 @@ type Host interface {
 	// main link may hold unpublished (0: no limit). Read at every read of
 	// the stream, so that a change applies at once.
 	QueryLimit() int64
+	// Published is told, on the link's goroutine, after each publish that
+	// made new stream bytes visible, so that the host may send them to
+	// replicas from this goroutine; it must never block.
+	Published()
 	// PayloadStarted is told of the payload of a main link's full sync once
 	// its header arrived (size -1: EOF-marked, size unknown), before its
 	// first byte, so that the host counts sn's memory while it arrives. It

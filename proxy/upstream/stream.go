@@ -48,10 +48,14 @@ func (c *session) streamLoop() error {
 			l.counters.ReplInputBytes.Add(int64(len(p)))
 			ev, serr := l.scanner.Feed(p)
 			applied := l.scanner.Applied()
+			before := st.Offset()
 			if perr := st.Publish(applied); perr != nil {
 				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
 			}
 			l.applied.Store(applied)
+			if applied > before {
+				l.host.Published()
+			}
 			if ev.GetAck {
 				if werr := c.ack(ev.GetAckOffset, false); werr != nil {
 					return fmt.Errorf("answer GETACK: %w", werr)

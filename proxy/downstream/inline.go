@@ -222,10 +222,12 @@ func (s *inlineSender) park(ctx context.Context, conn net.Conn, cur *replbuf.Cur
 	s.cur = cur
 	conn.SetWriteDeadline(time.Time{})
 	s.owner.Store(ownIdle)
-	// Released first, checked second: a publish after the write loop's last
-	// look found the socket still the write loop's and sent nothing; its
-	// bytes are seen here (both sides use sequentially consistent atomics).
-	if cur.Lag() > 0 && s.owner.CompareAndSwap(ownIdle, ownWriter) {
+	// Released first, checked second: a publish (or a Reset and Wake) after
+	// the write loop's last look found the socket still the write loop's and
+	// did nothing; its change is seen here (both sides use sequentially
+	// consistent atomics). Moved reads no state of the cursor's owner, which
+	// the inline sender may be from the Store on.
+	if cur.Moved() && s.owner.CompareAndSwap(ownIdle, ownWriter) {
 		return nil
 	}
 	select {

@@ -104,7 +104,9 @@ func (e *inlineEnv) replica() *inlineReplica {
 		t.Fatalf("read %q, %v; want %q", got, err, want)
 	}
 	peer.SetReadDeadline(time.Time{})
-	redistest.WaitFor(t, 10*time.Second, "the replica sending inline", func() bool { return ir.r.inline.Load() != nil })
+	redistest.WaitFor(t, 10*time.Second, "the replica streaming", func() bool {
+		return ir.r.Cursor() != nil && (e.fan == nil || ir.r.inline.Load() != nil)
+	})
 	return ir
 }
 

@@ -3,6 +3,7 @@ package downstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -380,5 +381,37 @@ func TestInlineEndsParked(t *testing.T) {
 	r := <-e.host.ended
 	if r != ir.r || r.Reason() != CloseGenerationChanged {
 		t.Fatalf("ended for %s, want %s", r.Reason(), CloseGenerationChanged)
+	}
+}
+
+// TestInlineOnlyPlainSockets: a TLS connection (whose records the write
+// loop alone builds) and a pipe keep their write loop; a TCP socket gets an
+// inline sender.
+func TestInlineOnlyPlainSockets(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	var out atomic.Int64
+	if newInlineSender(a, &out) != nil {
+		t.Error("a pipe got an inline sender")
+	}
+	if newInlineSender(tls.Client(a, &tls.Config{}), &out) != nil {
+		t.Error("a TLS connection got an inline sender")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if newInlineSender(c, &out) == nil && writevSupported {
+		t.Error("a TCP socket got no inline sender")
+	}
+	if newInlineSender(tls.Client(c, &tls.Config{}), &out) != nil {
+		t.Error("TLS over TCP got an inline sender")
 	}
 }

@@ -38,6 +38,11 @@ func (c *session) streamLoop() error {
 	l := c.l
 	st := l.host.Stream()
 	src := c.source()
+	fs := newFlushingSource(c.rd, c.conn, l.host.Published)
+	if fs != nil {
+		src = fs
+		defer fs.flush()
+	}
 	dl := deadline{conn: c.conn, timeout: c.timeout}
 	for {
 		now := time.Now()
@@ -54,7 +59,11 @@ func (c *session) streamLoop() error {
 			}
 			l.applied.Store(applied)
 			if applied > before {
-				l.host.Published()
+				if fs != nil {
+					fs.published(applied - before) // told before the next read waits
+				} else {
+					l.host.Published()
+				}
 			}
 			if ev.GetAck {
 				if werr := c.ack(ev.GetAckOffset, false); werr != nil {

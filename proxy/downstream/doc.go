@@ -48,7 +48,9 @@
 // The goroutine that publishes new stream bytes (the upstream link's)
 // sends them itself to the replicas that are caught up, instead of waking
 // each one's write loop for a few KiB (inline.go): the proxy calls
-// Fanout.Flush after each publish, which gives every caught-up replica at
+// Fanout.Flush when the link is told of new bytes (upstream's
+// Host.Published: before its read of the primary would wait, or once 256
+// KiB are held), which gives every caught-up replica at
 // most one batch (MaxBatchBytes, 1024 slices) by one non-blocking writev
 // (syscall.RawConn.Write with a callback that always returns true, so that
 // a full socket returns EAGAIN instead of parking the producer). A write

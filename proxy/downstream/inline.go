@@ -73,8 +73,9 @@ func (f *Fanout) remove(s *inlineSender) {
 // producer never waits for a replica and a replica whose socket is full
 // delays the others by one failed writev. A replica whose socket would
 // block, that is behind by more than that batch, or whose write failed is
-// handed to its write loop. Called by the stream's producer after each
-// publish; it allocates nothing.
+// handed to its write loop. Called by the stream's producer after it
+// published (the proxy: when upstream's Host.Published is told); it
+// allocates nothing.
 func (f *Fanout) Flush() {
 	p := f.list.Load()
 	if p == nil {

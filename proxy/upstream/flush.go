@@ -3,6 +3,7 @@ package upstream
 import (
 	"io"
 	"net"
+	"os"
 	"syscall"
 
 	"github.com/replproxy/replproxy/proxy/wire"
@@ -24,8 +25,9 @@ const flushBudget = 256 << 10
 type flushingSource struct {
 	rd      *wire.CommandReader
 	rc      syscall.RawConn
-	publish func() // Host.Published
-	held    int64  // bytes published and not yet told to the host
+	conn    net.Conn // for the addresses of a read's error
+	publish func()   // Host.Published
+	held    int64    // bytes published and not yet told to the host
 
 	// The read in progress, for readFD.
 	p   []byte
@@ -46,7 +48,7 @@ func newFlushingSource(rd *wire.CommandReader, conn net.Conn, publish func()) *f
 	if err != nil {
 		return nil
 	}
-	s := &flushingSource{rd: rd, rc: rc, publish: publish}
+	s := &flushingSource{rd: rd, rc: rc, conn: conn, publish: publish}
 	s.fn = s.readFD
 	return s
 }
@@ -95,7 +97,9 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 			s.flush()
 			return false
 		case err != nil:
-			s.err = &net.OpError{Op: "read", Net: "tcp", Err: err}
+			// As net.Conn.Read reports it.
+			s.err = &net.OpError{Op: "read", Net: "tcp", Source: s.conn.LocalAddr(), Addr: s.conn.RemoteAddr(),
+				Err: os.NewSyscallError("read", err)}
 		case n == 0 && len(s.p) > 0:
 			s.err = io.EOF
 		default:

@@ -138,5 +138,9 @@
 // scanner accepted. Each replica's cursor hands its write loop slices of the
 // same blocks, written with writev (package downstream; a TLS replica's
 // slices go to the tls.Conn, whose encryption is the only copy): no payload
-// is copied in user space on the way through.
+// is copied in user space on the way through. Before its read of the
+// primary would wait (or once 256 KiB are held), the link's goroutine writes
+// the new bytes itself to the replicas that are caught up (Host.Published,
+// downstream.Fanout), one non-blocking writev each, and a replica's write
+// loop is woken only when its socket would block or it is behind.
 package proxy

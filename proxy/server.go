@@ -94,6 +94,10 @@ type Server struct {
 	// (pubsub.go), under its own lock.
 	pubsub *pubsub
 
+	// fanout is the set of replicas the upstream link sends to inline after
+	// each publish (downstream.Fanout), under its own lock, a leaf.
+	fanout downstream.Fanout
+
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
 	authLog   logLimiter               // failed AUTH
@@ -353,6 +357,8 @@ func (s *Server) Run(ctx context.Context) error {
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
 	s.hist.Close()
+	// Parked replicas see the stream's end, as a cursor's Wait would.
+	s.fanout.Wake()
 	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err

@@ -144,7 +144,7 @@ func TestLogSlowDisk(t *testing.T) {
 		t.Fatalf("repl_log_first_offset %d after a restart, want past %d (a new generation)", first, firstBefore)
 	}
 	if info["repl_log_errors"] != "0" {
-		t.Fatalf("repl_log_errors %s: a slow disk is not a fault", info["repl_log_errors"])
+		t.Fatalf("repl_log_errors %s (%s): a slow disk is not a fault", info["repl_log_errors"], info["repl_log_last_error"])
 	}
 	if n := p.Log.Count("stream log fell behind the memory window"); int64(n) != restarts {
 		t.Fatalf("%d WARN lines for %d restarts", n, restarts)

@@ -161,7 +161,11 @@ func (f *Follower) Restarts() int64 { return f.restarts.Load() }
 func (f *Follower) Lag(now time.Time) (bytes int64, age time.Duration) {
 	st := f.hist.Stream()
 	end, gen := st.Offset(), st.Generation()
-	return f.marks.lag(gen, end, now, func() int64 { first, _ := st.Backlog(); return first - 1 })
+	b, age := f.marks.lag(gen, end, now, func() int64 { first, _ := st.Backlog(); return first - 1 })
+	// Whoever asks marks the end as well, so that bytes published while the
+	// follower is held by its disk are aged from this look on.
+	f.marks.mark(end, now)
+	return b, age
 }
 
 // LastError is the last fault's message, or "".
@@ -276,19 +280,8 @@ func (f *Follower) follow(ctx context.Context) error {
 		cur, _ = st.Attach(last + 1) // nil when the memory no longer holds it
 	}
 	if cur == nil {
-		from, held := st.Backlog()
-		if limit := f.cfg.BehindLimit(); limit > 0 && held > limit/2 {
-			// Memory may hold more than the window (what a slow replica
-			// pins, or blocks not yet trimmed): a new generation starts
-			// within half of it, not already behind by more than all of it.
-			from = max(from, st.Offset()+1-limit/2)
-		}
-		c, err := st.Attach(from)
+		c, err := f.reset(id, st)
 		if err != nil {
-			return fmt.Errorf("attach to the stream: %w", err)
-		}
-		if err := f.log.Reset(id.log(), from-1); err != nil {
-			c.Close()
 			return err
 		}
 		cur, f.gen, restarted = c, gen, true
@@ -364,6 +357,60 @@ func (f *Follower) follow(ctx context.Context) error {
 	}
 }
 
+// reset starts a new generation of the log where memory holds the stream,
+// and attaches there. The log is reset before the cursor attaches, not
+// after: dropping a long log's segments (removes and fsyncs) can take
+// seconds on a busy disk, and a cursor attached meanwhile would pin all the
+// stream published during it, the memory the limit is there to bound. Where
+// it starts moves on while the reset runs: a start that memory has let go
+// of, or that the stream left more than half the limit behind, is given up
+// for the published end.
+func (f *Follower) reset(id Identity, st *replbuf.Stream) (*replbuf.Cursor, error) {
+	limit := f.cfg.BehindLimit()
+	// start is where a new generation begins: the memory backlog's first
+	// byte, or within half the limit of the end when memory holds more
+	// (what a slow replica pins, or blocks not yet trimmed), so that it does
+	// not start already behind by more than all of it.
+	start := func() int64 {
+		from, held := st.Backlog()
+		if limit > 0 && held > limit/2 {
+			from = max(from, st.Offset()+1-limit/2)
+		}
+		return from
+	}
+	from := start()
+	if err := f.log.Reset(id.log(), from-1); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || st.Offset()+1-from <= limit/2 {
+		if c, err := st.Attach(from); err == nil {
+			return c, nil
+		}
+	}
+	// The reset took long enough for memory to let go of from, or to leave
+	// it far behind: the generation starts at the published end instead (a
+	// command's end, so PSYNC from the log asks for whole commands),
+	// attached first and reset after, which is quick with nothing left to
+	// drop. The end is read before attaching, so a burst published in
+	// between may trim it first: then again, from the new end.
+	var c *replbuf.Cursor
+	var err error
+	for range 10 {
+		from = st.Offset() + 1
+		if c, err = st.Attach(from); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attach to the stream: %w", err)
+	}
+	if err := f.log.Reset(id.log(), from-1); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // recordPrefix is the first slices of batch that one record of the log
 // takes (streamlog.RecordMax bytes at most; the first slice whatever its
 // size).
@@ -389,6 +436,9 @@ func (f *Follower) syncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// A mark a second, whatever the follower does: while a write
+			// holds it, the bytes published meanwhile get an age too.
+			f.marks.mark(f.hist.Stream().Offset(), time.Now())
 			if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
 				continue
 			}
@@ -420,9 +470,10 @@ type lagMark struct {
 // that every byte up to off was published by at, so the first mark past
 // what the log holds bounds the age of the oldest byte it lacks from
 // below: it is at least now - at old. Marks are taken by the follower
-// before each batch, so the age is exact to one batch while the follower
-// runs and keeps growing while a write blocks it; it errs low, never
-// high. Its lock is a leaf, held for no I/O and no call out.
+// before each batch, by the syncer once a second and by every Lag, so the
+// age is exact to a batch while the follower runs, and to a second (or the
+// last look) while a write holds it; it errs low, never high. Its lock is a
+// leaf, held for no I/O and no call out.
 type lagMarks struct {
 	sync.Mutex
 	// Guarded by the mutex; written by the follower's goroutine.

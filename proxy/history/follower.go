@@ -34,7 +34,10 @@ import (
 //     follower lets go of its cursor, which releases the blocks, and the
 //     log restarts: it is down for Retry (counted in Restarts, not Errors,
 //     one WARN per restart), then starts as a new generation from the
-//     memory backlog (within half the window of the end), as after a fault. The upstream is never read more
+//     memory backlog (within half the window of the end, or from the end
+//     when dropping the old segments took that long: reset), as after a
+//     fault. A follower starved of CPU falls behind as a slow disk does,
+//     and restarts the same way. The upstream is never read more
 //     slowly for the log's sake: the primary would pay for the disk with
 //     its own output buffer (past its client-output-buffer-limit it drops
 //     the proxy, and a full sync is a fork), and every replica with its
@@ -117,7 +120,9 @@ type Follower struct {
 	lastErr  atomic.Pointer[string]
 
 	// marks is what the log holds of the stream and when its end was
-	// published, for Lag: written by Run's goroutine, read by INFO.
+	// published, for Lag: what it holds is written by Run's goroutine
+	// alone; marks are taken by it, the syncer and Lag's callers (INFO,
+	// /metrics).
 	marks lagMarks
 
 	round struct {
@@ -164,7 +169,7 @@ func (f *Follower) Lag(now time.Time) (bytes int64, age time.Duration) {
 	b, age := f.marks.lag(gen, end, now, func() int64 { first, _ := st.Backlog(); return first - 1 })
 	// Whoever asks marks the end as well, so that bytes published while the
 	// follower is held by its disk are aged from this look on.
-	f.marks.mark(end, now)
+	f.marks.mark(gen, end, now)
 	return b, age
 }
 
@@ -305,7 +310,7 @@ func (f *Follower) follow(ctx context.Context) error {
 		}
 		// The published end now, before the batch is taken: the age of the
 		// oldest byte not in the log is measured from marks like this one.
-		f.marks.mark(st.Offset(), time.Now())
+		f.marks.mark(gen, st.Offset(), time.Now())
 		bufs, err := cur.Pending()
 		if err != nil {
 			return err
@@ -438,7 +443,8 @@ func (f *Follower) syncLoop(ctx context.Context) {
 		case <-t.C:
 			// A mark a second, whatever the follower does: while a write
 			// holds it, the bytes published meanwhile get an age too.
-			f.marks.mark(f.hist.Stream().Offset(), time.Now())
+			st := f.hist.Stream()
+			f.marks.mark(st.Generation(), st.Offset(), time.Now())
 			if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
 				continue
 			}
@@ -499,14 +505,16 @@ func (m *lagMarks) appendedTo(gen uint64, off int64) {
 	}
 }
 
-// mark records that by at the stream was published up to end. Nothing new
-// since the newest mark keeps that one (its time is the earlier bound);
-// with the ring full the mark is skipped, which only makes the age err
-// lower for bytes no mark covers.
-func (m *lagMarks) mark(end int64, at time.Time) {
+// mark records that by at the stream of generation gen was published up
+// to end. A mark of another generation than the log's (read before a new
+// one began) would date another stream's offsets, and is dropped. Nothing
+// new since the newest mark keeps that one (its time is the earlier
+// bound); with the ring full the mark is skipped, which only makes the age
+// err lower for bytes no mark covers.
+func (m *lagMarks) mark(gen uint64, end int64, at time.Time) {
 	m.Lock()
 	defer m.Unlock()
-	if end <= m.appended || m.n == lagMarkCount {
+	if gen != m.gen || end <= m.appended || m.n == lagMarkCount {
 		return
 	}
 	if m.n > 0 && m.ring[(m.head+m.n-1)%lagMarkCount].off >= end {

@@ -265,9 +265,10 @@ func TestLagMarks(t *testing.T) {
 		t.Fatalf("before any append: %d, %s", b, age)
 	}
 	m.appendedTo(1, 100)
-	m.mark(200, t0)
-	m.mark(200, t0.Add(time.Second)) // nothing new: the earlier mark stays
-	m.mark(300, t0.Add(time.Second))
+	m.mark(1, 200, t0)
+	m.mark(1, 200, t0.Add(time.Second)) // nothing new: the earlier mark stays
+	m.mark(2, 250, t0)                  // another generation's: dropped
+	m.mark(1, 300, t0.Add(time.Second))
 	for _, tc := range []struct {
 		appended  int64
 		wantBytes int64
@@ -291,7 +292,7 @@ func TestLagMarks(t *testing.T) {
 		t.Fatalf("%d marks kept into a new generation", m.n)
 	}
 	for i := range lagMarkCount + 10 {
-		m.mark(int64(11+i), t0.Add(time.Duration(i)*time.Second))
+		m.mark(2, int64(11+i), t0.Add(time.Duration(i)*time.Second))
 	}
 	if m.n != lagMarkCount {
 		t.Fatalf("%d marks, want the ring's %d", m.n, lagMarkCount)

@@ -352,6 +352,8 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 		{"replproxy_repl_log_synced_offset_bytes", "repl_log_synced_offset"},
 		{"replproxy_repl_log_fsync_lag_bytes", "repl_log_fsync_lag_bytes"},
 		{"replproxy_repl_log_errors_total", "repl_log_errors"},
+		{"replproxy_repl_log_lag_bytes", "repl_log_lag_bytes"},
+		{"replproxy_repl_log_restarts_total", "repl_log_restarts"},
 		{"replproxy_repl_log_partial_syncs_total", "repl_log_partial_syncs"},
 		{"replproxy_repl_log_replicas_moved_to_disk_total", "repl_log_replicas_moved_to_disk"},
 		{"replproxy_repl_log_recovered_bytes", "repl_log_recovered_bytes"},

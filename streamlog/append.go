@@ -92,6 +92,10 @@ func (l *Log) appendLocked(bufs [][]byte, boundary bool) error {
 	i, skip := 0, 0                                    // the next byte is bufs[i][skip]
 	for left > 0 {
 		if l.seg == nil || l.curSize() >= l.segBytes {
+			// The entries held belong to the segment being sealed.
+			if err := l.writeEntries(); err != nil {
+				return err
+			}
 			if err := l.roll(); err != nil {
 				return l.fail(err)
 			}
@@ -121,17 +125,37 @@ func (l *Log) appendLocked(bufs [][]byte, boundary bool) error {
 		if mark {
 			field |= boundaryFlag
 		}
-		e := l.entry[:]
-		binary.LittleEndian.PutUint32(e, field)
-		binary.LittleEndian.PutUint32(e[4:], sum)
-		if _, err := l.crc.Write(e); err != nil {
-			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
+		if len(l.entries) == cap(l.entries) {
+			if err := l.writeEntries(); err != nil {
+				return err
+			}
 		}
+		l.entries = binary.LittleEndian.AppendUint32(l.entries, field)
+		l.entries = binary.LittleEndian.AppendUint32(l.entries, sum)
+		// Published before its entry is written: readers verify against
+		// the index, and a Sync, which takes the end under wmu, never
+		// sees the end of a call whose entries are still held.
 		l.mu.Lock()
 		l.segs[len(l.segs)-1].add(l.rec, n, sum, mark)
 		l.total += n
 		l.mu.Unlock()
 		left -= n
+	}
+	return l.writeEntries()
+}
+
+// writeEntries writes the CRC entries held, those of records whose bytes
+// are written already (bytes before entries), to the newest segment's CRC
+// file in one write: a batch's records cost one write of their entries,
+// not one write of 8 bytes each. REQUIRES: wmu held.
+func (l *Log) writeEntries() error {
+	if len(l.entries) == 0 {
+		return nil
+	}
+	_, err := l.crc.Write(l.entries)
+	l.entries = l.entries[:0]
+	if err != nil {
+		return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
 	}
 	return nil
 }
@@ -195,17 +219,24 @@ func (l *Log) roll() error {
 	if _, err := crc.Write([]byte(magic)); err != nil {
 		return fmt.Errorf("write %s: %w", segName(first, crcExt), err)
 	}
-	if err := l.syncFiles(); err != nil {
-		return err
+	// Synced before meta.json lists the segment: its CRC file's header,
+	// the one thing in it recovery reads. The segment file holds no byte
+	// of it yet (what it is written later is synced with it, by Sync or
+	// seal), and both names are made durable by meta.json's directory sync.
+	if err := datasync(crc); err != nil {
+		return fmt.Errorf("sync %s: %w", segName(first, crcExt), err)
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, &segment{first: first})
+	drop := l.dropLocked()
 	m := l.metaLocked()
 	l.mu.Unlock()
+	// One replacement of meta.json per new segment: it lists the new one
+	// and unlists those retention drops, before their files are removed.
 	if err := l.writeMeta(m); err != nil {
 		return err
 	}
-	if err := l.retain(); err != nil {
+	if err := l.removeDropped(drop); err != nil {
 		return err
 	}
 	l.prepareSpare()
@@ -231,12 +262,13 @@ func (l *Log) seal() error {
 // REQUIRES: wmu held.
 func (l *Log) syncFiles() error { return syncFiles(l.seg, l.crc) }
 
-// syncFiles syncs a segment's bytes, then its checksums.
+// syncFiles syncs a segment's bytes, then its checksums (datasync: their
+// bytes and sizes, which is all recovery reads of them).
 func syncFiles(seg, crc File) error {
-	if err := seg.Sync(); err != nil {
+	if err := datasync(seg); err != nil {
 		return fmt.Errorf("sync the stream log: %w", err)
 	}
-	if err := crc.Sync(); err != nil {
+	if err := datasync(crc); err != nil {
 		return fmt.Errorf("sync the stream log's checksums: %w", err)
 	}
 	return nil
@@ -291,6 +323,7 @@ func (l *Log) Reset(id Identity, start int64) error {
 		return ErrClosed
 	}
 	l.closeFiles()
+	l.entries = l.entries[:0] // a failed call's, for files no longer listed
 	l.mu.Lock()
 	old := l.segs
 	l.id, l.start, l.segs, l.total = id, start, nil, 0

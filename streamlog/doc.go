@@ -25,7 +25,11 @@
 // the stream's blocks into chunks as large as that allows (a segment's end
 // permitting), each one writev of its slices, with the CRC computed over
 // the slices in place: a MiB of stream costs about four writes and four
-// entries, not one of each per 16 KiB block, and no copy. Versions before
+// entries, not one of each per 16 KiB block, and no copy. The entries of a
+// call's chunks go to the CRC file in one write, after the chunks' bytes.
+// The CRC is hash/crc32's Castagnoli code, the fastest Go has on amd64
+// (SSE4.2, three streams at once: about 18 GB/s here, so 0.055 CPU-s per GB
+// whatever the chunk's size past a few KiB). Versions before
 // this one wrote chunks of at most 64 KiB and refuse longer ones: going
 // back to one costs the log (cut at the first long chunk, so a full sync),
 // never a byte served unverified. meta.json
@@ -47,6 +51,10 @@
 //     so that a PSYNC from its end asks the primary for whole commands.
 //   - Bytes before entries: a chunk's bytes are written before its entry,
 //     so an entry never describes bytes that were not written first.
+//   - Syncs are fdatasync: a file's bytes and what reading them back needs
+//     (size, blocks), all recovery reads, without the journal commit fsync
+//     adds for a new mtime (a recycled segment is then synced by writing
+//     its pages alone).
 //   - Every offset read is checked before use: meta.json's start, second
 //     offset and segment offsets are at most replid.MaxOffset, each segment
 //     after the one before it, and no chunk may end past MaxOffset; a
@@ -61,9 +69,13 @@
 //   - Metadata is written to a new temporary file (O_EXCL, a random
 //     name), synced, renamed over meta.json, and the directory synced:
 //     internal/safefile's WriteFile, the one way replproxy replaces a file.
-//     A failure before the rename leaves nothing of the replacement. A new segment's files are created
-//     and synced before meta.json lists them; a dropped segment is unlisted
-//     before its files are removed.
+//     A failure before the rename leaves nothing of the replacement. It
+//     is replaced once per new segment: the one replacement lists the new
+//     segment and unlists those retention drops with it. A new segment's
+//     files are created, and its CRC file's header synced, before meta.json
+//     lists it (its segment file holds none of its bytes yet, and both names
+//     become durable with meta.json's directory sync); a dropped segment is
+//     unlisted before its files are removed.
 //   - Serving verifies again: a reader reads each record of the index
 //     whole, checks its CRC, and only then sends its bytes (a range that went bad on disk after
 //     recovery is an error, never sent).

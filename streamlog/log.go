@@ -17,6 +17,9 @@ const (
 	RecordMax = 256 << 10
 	// entrySize is a CRC file entry: length, CRC-32C.
 	entrySize = 8
+	// entryBatch is the most CRC entries the writer holds before writing
+	// them at once (a call's records' entries go in one write at its end).
+	entryBatch = 64
 	// boundaryFlag, in an entry's length, marks a record that ends where a
 	// command ends: recovery keeps the log up to the last such record, so
 	// that a PSYNC from its end asks for whole commands.
@@ -104,12 +107,15 @@ type Log struct {
 	seg, crc File       // the newest segment's files, open for appending
 	vec      *vecWriter // writes seg's records by writev; nil: slice by slice
 	closed   bool
-	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
-	spare    bool            // spareName holds a retired segment file
-	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
-	prealloc bool            // the newest segment's blocks were allocated ahead: cut it to size when sealed
-	one      [1][]byte       // Append's one slice, as AppendBuffers takes them
-	rec      [][]byte        // scratch: one record's slices, cleared after each append
+	spare    bool      // spareName holds a retired segment file
+	reused   bool      // the newest segment's file is a recycled one: cut it to size when sealed
+	prealloc bool      // the newest segment's blocks were allocated ahead: cut it to size when sealed
+	one      [1][]byte // Append's one slice, as AppendBuffers takes them
+	rec      [][]byte  // scratch: one record's slices, cleared after each append
+	// entries are the CRC entries of records whose bytes are written but
+	// not yet they (writeEntries), at most entryBatch: made once, so that
+	// appending allocates nothing.
+	entries []byte
 
 	// smu is held by a Sync across its fsync of the newest segment's files,
 	// which it takes under wmu and fsyncs after releasing wmu, so that
@@ -149,7 +155,8 @@ func Open(opts Options) (*Log, Recovery, error) {
 	if seg == 0 {
 		seg = min(max(opts.MaxBytes/8, minSegmentBytes), maxSegmentBytes)
 	}
-	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{}}
+	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{},
+		entries: make([]byte, 0, entryBatch*entrySize)}
 	l.id = Identity{ReplID2: replid.None, SecondOffset: -1}
 	rec, err := l.recover()
 	if err != nil {

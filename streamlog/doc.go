@@ -116,17 +116,23 @@
 // writer up: it takes the newest segment's files and the stream's end
 // under wmu, lets wmu go, and fsyncs them under smu, so that appends go on
 // during the fsync and Synced advances to what was written before it
-// began (earlier segments were synced when sealed). A failed Sync is
+// began. Sealing a segment waits for no fsync either: its files are handed
+// to the next Sync, which fsyncs them first (the syncer's next round under
+// everysec, the follower's Sync after the batch under always), or, when no
+// Sync came before the next roll (repl-log-fsync no, or segments sealed
+// faster than Syncs come), the writer fsyncs them then, so that at most
+// one sealed segment waits and the fsyncs are the ones sealing made, a
+// segment later. A failed Sync is
 // sticky, as a failed Append: the writer's next call returns it, and
 // Stats.Err and Err report it. Any number of Readers read at the same
 // time, and anyone may ask for the figures (Stats, Err, IndexBytes,
 // Bounds, Identity).
 //
 // Locks, in the order they are taken: wmu (held across the writer's
-// writes and the fsyncs of sealing a segment, so nothing that only reads
-// takes it), then smu (held across a Sync's fsync; the writer takes it
-// only to close the files a Sync may be fsyncing, at a roll, Reset or
-// Close), then mu (the segment index and the readers' counts; the writer
+// writes, and the fsync of a sealed segment no Sync took, so nothing that
+// only reads takes it), then smu (held across a Sync's fsyncs; the writer
+// takes it only to hand over or close the files a Sync may be fsyncing, at
+// a roll, Reset or Close), then mu (the segment index and the readers' counts; the writer
 // takes it briefly, after its I/O, to publish what it wrote, so a reader
 // sees whole records only), then status (the sticky error and the last
 // sync, written after the I/O they report). Neither mu nor status is held

@@ -100,9 +100,9 @@ type Log struct {
 	// wmu serialises the operations that touch the files (Append, Reset,
 	// SetIdentity, Close, and the start of a Sync), from whichever
 	// goroutine, and guards seg, crc, closed and the fields below them. It
-	// is held across writes and the fsyncs of sealing a segment, not a
-	// Sync's (smu), so nothing that reports (Stats, Err) takes it. smu, mu
-	// and status are taken under it.
+	// is held across writes and the fsync of a sealed segment no Sync took
+	// (retire), not a Sync's (smu), so nothing that reports (Stats, Err)
+	// takes it. smu, mu and status are taken under it.
 	wmu      sync.Mutex
 	seg, crc File       // the newest segment's files, open for appending
 	vec      *vecWriter // writes seg's records by writev; nil: slice by slice
@@ -123,6 +123,10 @@ type Log struct {
 	// takes it, so no fsync runs on a closed file. Taken under wmu, or
 	// alone; status is taken under it.
 	smu sync.Mutex
+	// sealed are the files of the segment sealed last, until a Sync (or
+	// the next roll, or Close) has synced them: guarded by smu, handed
+	// over by the writer (retire, under wmu too).
+	sealed sealedFiles
 
 	// status is the writer's figures: written under wmu once the I/O they
 	// report is done, read by Stats and Err without wmu, so that INFO and
@@ -167,8 +171,10 @@ func Open(opts Options) (*Log, Recovery, error) {
 	return l, rec, nil
 }
 
-// closeFiles closes the newest segment's files, once no Sync is fsyncing
-// them. REQUIRES: wmu held (or the log not yet shared).
+// closeFiles closes the newest segment's files, and a sealed segment's
+// still waiting for a Sync (unsynced: Close syncs them first, Reset drops
+// them), once no Sync is fsyncing them. REQUIRES: wmu held (or the log not
+// yet shared).
 func (l *Log) closeFiles() {
 	l.smu.Lock()
 	defer l.smu.Unlock()
@@ -176,6 +182,11 @@ func (l *Log) closeFiles() {
 		l.seg.Close()
 		l.crc.Close()
 		l.seg, l.crc, l.vec = nil, nil, nil
+	}
+	if l.sealed.seg != nil {
+		l.sealed.seg.Close()
+		l.sealed.crc.Close()
+		l.sealed = sealedFiles{}
 	}
 }
 
@@ -223,8 +234,17 @@ func (l *Log) Close() error {
 		return nil
 	}
 	var err error
-	if l.seg != nil && l.stickyErr() == nil {
-		err = l.seal()
+	if l.stickyErr() == nil {
+		// The segment sealed last first, if no Sync took it: the older
+		// bytes durable before the newer.
+		l.smu.Lock()
+		err = l.syncSealed()
+		l.smu.Unlock()
+		if err == nil && l.seg != nil {
+			if err = l.seal(); err == nil {
+				err = l.syncFiles()
+			}
+		}
 	}
 	l.closeFiles()
 	l.closed = true

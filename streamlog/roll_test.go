@@ -122,6 +122,59 @@ func TestRollWritesMetaOnce(t *testing.T) {
 	}
 }
 
+// TestSealedSegmentSyncedBySync: sealing a segment waits for no fsync; the
+// next Sync syncs the sealed segment's files before the newest one's, and
+// Synced covers both. Without a Sync in between, the next roll syncs it
+// (at most one sealed segment waits), and Close syncs the last.
+func TestSealedSegmentSyncedBySync(t *testing.T) {
+	const seg = 64 << 10
+	l, cfs, _ := openCounted(t, Options{MaxBytes: 1 << 30, SegmentBytes: seg})
+	synced := func(first int64) (int, int) {
+		return cfs.get(cfs.syncs, segName(first, segExt)), cfs.get(cfs.syncs, segName(first, crcExt))
+	}
+	data := stream(4*seg, 9)
+	// Into the second segment: the first is sealed, not synced.
+	if err := l.Append(data[:seg+100], true); err != nil {
+		t.Fatal(err)
+	}
+	// A CRC file is synced once when its segment starts (its header,
+	// before meta.json lists it): the counts below are past that.
+	if s, c := synced(1); s != 0 || c != 1 {
+		t.Fatalf("sealed segment synced %d+%d times by the roll; want none but its CRC file's header (the next Sync's)", s, c-1)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if s, c := synced(1); s != 1 || c != 2 {
+		t.Fatalf("sealed segment synced %d+%d times by Sync; want once each", s, c-1)
+	}
+	if s, _ := synced(seg + 1); s != 1 {
+		t.Fatalf("newest segment synced %d times by Sync; want once", s)
+	}
+	if st := l.Stats(); st.Synced != seg+100 {
+		t.Fatalf("Synced %d, want %d", st.Synced, seg+100)
+	}
+	// Two rolls without a Sync: the second syncs what the first sealed.
+	if err := l.Append(data[seg+100:3*seg+100], true); err != nil {
+		t.Fatal(err)
+	}
+	if s, c := synced(seg + 1); s != 2 || c != 3 {
+		t.Fatalf("segment sealed two rolls ago synced %d+%d times; want twice each (by Sync, then at the second roll)", s, c-1)
+	}
+	if s, c := synced(2*seg + 1); s != 0 || c != 1 {
+		t.Fatalf("segment sealed last synced %d+%d times; want none yet", s, c-1)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := synced(2*seg + 1); s != 1 {
+		t.Fatalf("sealed segment synced %d times by Close; want once", s)
+	}
+	if s, _ := synced(3*seg + 1); s != 1 {
+		t.Fatalf("newest segment synced %d times by Close; want once", s)
+	}
+}
+
 // TestEntriesOneWritePerCall: the CRC entries of a call's records go to the
 // CRC file in one write after the records' bytes, not one each.
 func TestEntriesOneWritePerCall(t *testing.T) {

@@ -118,6 +118,11 @@ func runProfile(ctx context.Context, o *options, proxyBin, data string, pt strea
 		}
 		lines = append(lines, reportTop(string(out), profileLines)...)
 	}
+	if len(lines) == 0 {
+		res.skipped = fmt.Sprintf("perf report found no samples (perf record: %s)", strings.TrimSpace(recOut.String()))
+		logf("profile: skipped: %s", res.skipped)
+		return res
+	}
 	res.command = "perf record -g -p <proxy pid> (the streaming window); perf report --stdio --no-children -g none --percent-limit 0.5 --sort overhead,dso (then overhead,dso,sym)"
 	res.report = strings.Join(lines, "\n")
 	return res

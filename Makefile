@@ -67,7 +67,7 @@ promtool:
 # minutes; BENCH_ARGS passes more flags (go run . -h in bench/ lists them), e.g.
 #   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
 #   make bench BENCH_ARGS=-dry-run    # list the points a run measures
-#   make bench BENCH_ARGS=-profile    # add a perf profile of the proxy (needs perf)
+#   make bench BENCH_ARGS=-profile    # add perf profiles of the proxy (needs perf)
 #   make bench BENCH_ARGS='-sections streaming -proxy-args "--repl-backlog-size 64mb"'
 # It runs in bench/ (its own module); it builds replproxy from this folder.
 bench: redis

@@ -101,7 +101,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.tlsN, "tls-replicas", 4, "streaming: replicas of the TLS row")
 	fs.IntVar(&o.tlsSize, "tls-size", 16384, "streaming: value size of the TLS row")
 	proxyArgs := fs.String("proxy-args", "", "more replproxy arguments for every proxy a run starts, before the variant's own (e.g. \"--repl-backlog-size 64mb\")")
-	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per variant (proxied, log on; and TLS with the TLS row; at the TLS row's N and size) and quote the top of perf report")
+	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per point (proxied, log on: 512 B values to 1 replica and 16 KiB to 4; and TLS at the TLS row's N and size, with the TLS row) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
 	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,15 +30,23 @@ type profileResult struct {
 	run     streamRun
 }
 
-// profileN and profileSize are the point the profiles are taken at: the TLS
-// row's N and size, which default to N=4 and 16 KiB.
+// profileN and profileSize are the point the TLS profile is taken at (and
+// the variants chart drawn at): the TLS row's N and size, which default to
+// N=4 and 16 KiB.
 func profileN(o *options) int    { return cmp.Or(o.tlsN, 4) }
 func profileSize(o *options) int { return o.tlsSize }
 
-// profilePoints are the proxied points profiled: the log on, plain, and
-// over TLS when the run has the TLS row.
+// logOnProfiles are the points the proxy is profiled at with its defaults
+// (log on, plain), whatever -sizes and -replicas say, so that runs on
+// different days compare: 512 B values to one replica, where the relay pays
+// for wake-ups more than for bytes, and 16 KiB values to four, where it
+// pays for the copies and the stream log.
+var logOnProfiles = []streamPoint{{proxied, logOn.name, 1, 512}, {proxied, logOn.name, 4, 16384}}
+
+// profilePoints are the proxied points profiled: logOnProfiles, then the
+// TLS row's point over TLS when the run has the TLS row.
 func profilePoints(o *options) []streamPoint {
-	pts := []streamPoint{{proxied, logOn.name, profileN(o), profileSize(o)}}
+	pts := slices.Clone(logOnProfiles)
 	if o.tlsN > 0 {
 		pts = append(pts, streamPoint{proxied, withTLS.name, profileN(o), profileSize(o)})
 	}
@@ -108,6 +117,11 @@ func runProfile(ctx context.Context, o *options, proxyBin, data string, pt strea
 			lines = append(lines, "")
 		}
 		lines = append(lines, reportTop(string(out), profileLines)...)
+	}
+	if len(lines) == 0 {
+		res.skipped = fmt.Sprintf("perf report found no samples (perf record: %s)", strings.TrimSpace(recOut.String()))
+		logf("profile: skipped: %s", res.skipped)
+		return res
 	}
 	res.command = "perf record -g -p <proxy pid> (the streaming window); perf report --stdio --no-children -g none --percent-limit 0.5 --sort overhead,dso (then overhead,dso,sym)"
 	res.report = strings.Join(lines, "\n")

@@ -409,6 +409,12 @@ func (r *results) summary() string {
 			}
 		}
 		for _, pt := range s.points {
+			if pt.logRestarts > 0 {
+				p("  WARNING: the stream log restarted %d time(s) for falling behind at %s (%s) N=%d %s: its cost is of a log that was down for part of the run",
+					pt.logRestarts, pt.point.topology, pt.point.variant, pt.point.replicas, sizeName(pt.point.valueSize))
+			}
+		}
+		for _, pt := range s.points {
 			if pt.point.topology != direct {
 				p("  send floor, N=%d %s %s %s: %s s/replica-GB, relay ÷ floor %s", pt.point.replicas, sizeName(pt.point.valueSize),
 					pt.point.topology, variantLabel(pt.point), fmtS(pt.sendFloor, 2), fmtRatio(pt.relayCPUReplicaGB.Median, pt.sendFloor.Median))

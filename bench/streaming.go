@@ -65,6 +65,7 @@ type streamRun struct {
 	loadCPU     time.Duration // the harness process, which generates the load
 	relayHWM    int64         // peak RSS of the relay, bytes
 	extraSyncs  int64         // full syncs on the primary, and resyncs the relay served, during the load
+	logRestarts int64         // proxy with its log on: restarts of the log for falling behind, during the load
 	digestsSame bool
 	logBehind   time.Duration // proxy with its log on: every replica has it all until the log has it too
 	// ddBuffered and ddDirect are the disk floor's CPU (proxy with its
@@ -88,6 +89,7 @@ type streamSummary struct {
 	lag               sample.Summary // seconds
 	relayHWM          sample.Summary // MB
 	extraSyncs        int64          // summed over runs
+	logRestarts       int64          // summed over runs
 	digestsSame       bool           // in every run
 	streamMB          float64        // median stream per run
 	sendFloor         sample.Summary // the send floor at this N, CPU-s per replica-GB, measured beside this row
@@ -124,6 +126,7 @@ func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSu
 			hwm = append(hwm, float64(r.relayHWM)/1e6)
 		}
 		s.extraSyncs += r.extraSyncs
+		s.logRestarts += r.logRestarts
 		s.digestsSame = s.digestsSame && r.digestsSame
 	}
 	s.mbps, s.primaryCPUGB, s.relayCPUReplicaGB = sample.Of(mbps), sample.Of(pcpu), sample.Of(rcpu)
@@ -264,6 +267,10 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	if err != nil {
 		return run, err
 	}
+	restarts0, err := logRestarts(ctx, s, v)
+	if err != nil {
+		return run, err
+	}
 
 	before, err := readCPUs(s)
 	if err != nil {
@@ -345,6 +352,11 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 		return run, err
 	}
 	run.extraSyncs = syncs1 - syncs0
+	restarts1, err := logRestarts(ctx, s, v)
+	if err != nil {
+		return run, err
+	}
+	run.logRestarts = restarts1 - restarts0
 	run.digestsSame, err = digestsEqual(ctx, s)
 	return run, err
 }
@@ -376,6 +388,25 @@ func fillLog(ctx context.Context, s *servers, p streamPoint, bytes int64) error 
 		return fmt.Errorf("after %d MiB the log still starts at %d: not full", bytes>>20, first1)
 	}
 	return nil
+}
+
+// logRestarts is the proxy's count of stream-log restarts (the log let go of
+// the stream after falling a memory window behind): a run with one measured
+// a log that was down for part of it, which the report says. 0 without a
+// proxy's log, or from a replproxy that has no such field.
+func logRestarts(ctx context.Context, s *servers, v variant) (int64, error) {
+	if s.relay == nil || !v.log {
+		return 0, nil
+	}
+	f, err := s.relay.Info(ctx, "persistence")
+	if err != nil {
+		return 0, err
+	}
+	n, ok := f["repl_log_restarts"]
+	if !ok { // a replproxy from before the log could restart
+		return 0, nil
+	}
+	return strconv.ParseInt(n, 10, 64)
 }
 
 // waitLogged waits until the proxy's stream log holds the stream up to off.

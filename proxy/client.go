@@ -127,6 +127,15 @@ func connFD(conn net.Conn) int {
 // replicaSet reports whether the client became a replica. Any goroutine.
 func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
 
+// clientName is its CLIENT SETNAME name, "" for none: logs name the client
+// that asked for a change by id, address and name.
+func (c *client) clientName() string {
+	if n := c.name.Load(); n != nil {
+		return *n
+	}
+	return ""
+}
+
 // closeFor closes the connection for reason, unless another was recorded
 // first; the client's goroutine then ends on the closed connection. Any
 // goroutine.
@@ -165,8 +174,13 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	case downstream.CloseQueryBufferLimit, downstream.CloseOutputHardLimit, downstream.CloseOutputSoftLimit:
 		// Logged where they were found, with their figures and a rate limit.
 	default:
-		// Verbose, not a warning: any stranger can cause any of these.
-		c.log.Debug("client closed", "reason", reason.String(), "error", err)
+		// Verbose, not a warning: any stranger can cause any of these. No
+		// "error" key without one: it is always a string in the logs.
+		if err != nil {
+			c.log.Debug("client closed", "reason", reason.String(), "error", err)
+		} else {
+			c.log.Debug("client closed", "reason", reason.String())
+		}
 	}
 }
 
@@ -187,7 +201,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 				s.stats.queryLimitDisconnects.Add(1)
 				if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 					c.log.Warn("client closed: its command reached client-query-buffer-limit",
-						"limit", cc.limits.MaxQuery, "suppressed", n)
+						"limit-bytes", cc.limits.MaxQuery, "suppressed", n)
 				}
 			}
 			return downstream.ReadCloseReason(err), err
@@ -292,7 +306,7 @@ func (s *Server) closedByOutputLimit(c *client, reason downstream.CloseReason) {
 	s.stats.outputLimitDisconnects.Add(1)
 	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
-			"limit", which, "pending", len(c.out), "suppressed", n)
+			"limit-class", which, "pending-bytes", len(c.out), "suppressed", n)
 	}
 	c.closeFor(reason)
 }

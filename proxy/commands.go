@@ -476,7 +476,8 @@ func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %v", err))
 		return false
 	}
-	s.log.Info("replicaof changed by a client", "host", now.MasterHost, "port", now.MasterPort, "client-id", c.id)
+	s.log.Info("replicaof changed by a client", "host", now.MasterHost, "port", now.MasterPort,
+		"client-id", c.id, "address", c.addr, "client-name", c.clientName())
 	c.out = wire.AppendSimple(c.out, "OK")
 	return false
 }

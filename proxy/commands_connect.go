@@ -248,7 +248,7 @@ func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, "ERR No shutdown in progress.")
 		return false
 	}
-	s.log.Warn("shutdown requested by a client", "client-id", c.id, "address", c.addr)
+	s.log.Warn("shutdown requested by a client", "client-id", c.id, "address", c.addr, "client-name", c.clientName())
 	s.Shutdown()
 	return true
 }

@@ -44,8 +44,9 @@
 // What is this package's own:
 //
 //   - the Server (server.go): New, Run, Close, Shutdown and its drain
-//     (drain.go), the accept loops, the background group (goBackground), and
-//     the descriptor budget (fdbudget.go: maxclients + ReservedFDs);
+//     (drain.go), the accept loops, the background group (goBackground), the
+//     descriptor budget (fdbudget.go: maxclients + ReservedFDs), and what a
+//     supervisor is told of its life (supervise.go: ready, status, stopping);
 //   - the listeners (listeners.go), plain (port) and TLS (tls-port),
 //     replaced by CONFIG SET port, tls-port or bind, new ones opened before
 //     the old ones close; TLS (tls.go): the tls-* material, loaded at New and
@@ -141,5 +142,9 @@
 // scanner accepted. Each replica's cursor hands its write loop slices of the
 // same blocks, written with writev (package downstream; a TLS replica's
 // slices go to the tls.Conn, whose encryption is the only copy): no payload
-// is copied in user space on the way through.
+// is copied in user space on the way through. Before its read of the
+// primary would wait (or once 256 KiB are held), the link's goroutine writes
+// the new bytes itself to the replicas that are caught up (Host.Published,
+// downstream.Fanout), one non-blocking writev each, and a replica's write
+// loop is woken only when its socket would block or it is behind.
 package proxy

@@ -95,17 +95,20 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			s.stats.logPartialSyncs.Add(1)
 		}
 	}
-	lg := c.log.With("replica-port", c.hs.Port)
+	// The replica's identity in logs is the one metrics label it by: INFO's
+	// ip (ip-address, else the connection's) and its listening-port, beside
+	// the connection's address the client's logger already names.
+	lg := c.log.With("replica-address", c.hs.Address(c.addr))
 	r := downstream.New(downstream.Config{ID: c.id, Conn: c.conn, Reader: c.rd, Addr: c.addr,
 		Handshake: c.hs, Legacy: legacy, Plan: plan, Hist: s.hist, Counters: s.replicaCounters(), Log: lg,
-		Host: &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}})
+		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}})
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
 	if plan.Partial {
 		lg.Info("partial resync accepted", "replid", plan.ReplID, "offset", off,
 			"backlog-bytes", s.hist.Stream().Offset()+1-off, "from-log", plan.FromLog != nil)
 	} else {
-		lg.Info("full sync", "reason", refused, "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
+		lg.Info("full sync", "reason", refused.String(), "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
 	}
 }
 

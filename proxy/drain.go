@@ -29,8 +29,9 @@ func (s *Server) Shutdown() {
 // deadline, or when ctx ends.
 func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan struct{}) {
 	timeout := s.config().ShutdownTimeout
+	s.notifyStopping()
 	s.log.Info("shutting down: no new clients; waiting for the replicas to receive the stream",
-		"shutdown-timeout", timeout)
+		"shutdown-timeout-ms", timeout.Milliseconds())
 	s.closeListeners()
 	stopLink()
 	deadline := time.NewTimer(timeout)

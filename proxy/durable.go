@@ -22,8 +22,11 @@ import (
 //
 //   - Writing and fsync: the follower and its syncer (history.Follower),
 //     started by Run and joined at its end: every published byte is
-//     appended, and a log that fails or falls behind stops ("down") and is
-//     started again, the relay never waiting for it.
+//     appended, and a log that fails stops ("down") and is started again,
+//     the relay never waiting for it; one that falls behind by more than
+//     the memory window lets go of the stream's blocks and restarts as a
+//     new generation (counted in repl_log_restarts), so that a disk slower
+//     than the stream never grows memory past the window.
 //   - Reading: planPartial serves an offset older than the memory backlog
 //     from the log (History.mu, then the log's lock); the replica's writer
 //     sends the log from there, verifying each record, and moves to the
@@ -128,7 +131,10 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 			}
 			return history.FsyncNo
 		},
-		BehindLimit: func() int64 { return replicaHardLimit(s.config()) },
+		// The follower pins what it has not yet appended, as a replica pins
+		// what it has not sent: the same window bounds both (a disk slower
+		// than the stream restarts the log instead of growing memory).
+		BehindLimit: func() int64 { return s.memoryWindow() },
 		Retry:       retry,
 		SyncEvery:   time.Second,
 		Appended:    d.appended.Notify,

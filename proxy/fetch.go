@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -78,7 +76,7 @@ func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool,
 	}
 	s.stats.snapshotFetches.Add(1)
 	s.stats.snapshotFetchReasons[f.Reason()].Add(1)
-	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "size", humanize.IBytes(uint64(sn.Size())),
+	s.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
 		"reason", f.Reason().String())
 	return true, nil
 }

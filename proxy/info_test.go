@@ -28,7 +28,7 @@ var goldenVolatile = regexp.MustCompile(`^(process_id|run_id|tcp_port|server_tim
 	`executable|os|arch_bits|go_version|used_memory.*|mem_.*|go_.*|used_cpu_.*|free_blocks.*|` +
 	`snapshot_memory|total_net_.*|repl_output_bytes|master_port|master_last_io_seconds_ago|snapshot_age_seconds|` +
 	`repl_log_replid|repl_log_first_offset|repl_log_last_offset|repl_log_bytes|repl_log_segments|repl_log_synced_offset|` +
-	`repl_log_fsync_lag_bytes|repl_log_last_fsync_age|` +
+	`repl_log_fsync_lag_bytes|repl_log_last_fsync_age|repl_log_lag_bytes|repl_log_lag_seconds|` +
 	`lag|id|addr|laddr|fd|age|idle|qbuf-free|omem|tot-mem)$`)
 
 // TestGoldenAdminOutput compares INFO everything, ROLE and CLIENT LIST with

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -75,7 +73,7 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 	if over && policy == eviction.NoEviction {
 		if last := s.lastOverLog.Load(); now.UnixNano()-last > int64(overLimitLogEvery) && s.lastOverLog.CompareAndSwap(last, now.UnixNano()) {
 			s.log.Warn("memory over maxmemory; noeviction: nothing is evicted, serving goes on",
-				"counted", humanize.IBytes(uint64(rep.Counted)), "maxmemory", humanize.IBytes(uint64(limit)))
+				"counted-bytes", rep.Counted, "maxmemory", limit)
 		}
 	}
 	for _, a := range actions {

@@ -58,7 +58,7 @@ func (s *Server) returnReleasedMemory(now time.Time) {
 	s.goBackground(func(context.Context) {
 		before, start := rssBytes(), time.Now()
 		debug.FreeOSMemory()
-		s.log.Debug("released memory returned to the OS", "rss-before", before, "rss-after", rssBytes(),
-			"took", time.Since(start).Round(time.Millisecond))
+		s.log.Debug("released memory returned to the OS", "rss-before-bytes", before, "rss-after-bytes", rssBytes(),
+			"took-ms", time.Since(start).Milliseconds())
 	})
 }

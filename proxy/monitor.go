@@ -29,6 +29,7 @@ func (s *Server) monitor(ctx context.Context) {
 			s.persistSnapshot()
 			s.refetchBeforeStale(now)
 			s.returnReleasedMemory(now)
+			s.notifyStatus()
 			s.monitorRounds.Add(1)
 		}
 	}

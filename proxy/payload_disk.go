@@ -163,7 +163,7 @@ func (p *payloadFile) Write(b []byte) error {
 	}
 	p.sn.Window(payloadWindow)
 	p.w = w
-	p.log.Info("full sync payload going to dir as it arrives", "dir", p.dir, "received", p.sn.Size(), "maxmemory", p.evict)
+	p.log.Info("full sync payload going to dir as it arrives", "dir", p.dir, "received-bytes", p.sn.Size(), "maxmemory-eviction", p.evict)
 	return nil
 }
 

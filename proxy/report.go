@@ -122,6 +122,11 @@ type logReport struct {
 	syncAge int64 // seconds since the last fsync; -1 before the first
 	errors  int64
 	lastErr string
+	// lagBytes and lagSeconds are how far the log is behind the published
+	// stream (history.Follower.Lag); restarts counts its restarts for it.
+	lagBytes   int64
+	lagSeconds float64
+	restarts   int64
 
 	partialSyncs, movedToDisk int64 // from the server's stats
 	recovered, cut            int64 // what recovery verified and cut at start
@@ -202,6 +207,8 @@ func (s *Server) logReport(now time.Time) logReport {
 		r.syncAge = int64(now.Sub(r.stats.LastSync) / time.Second)
 	}
 	r.errors, r.lastErr = d.follow.Errors(), d.follow.LastError()
+	lag, age := d.follow.Lag(now)
+	r.lagBytes, r.lagSeconds, r.restarts = lag, age.Seconds(), d.follow.Restarts()
 	r.partialSyncs, r.movedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
 	r.recovered, r.cut = d.rec.Verified, d.rec.Cut
 	return r
@@ -301,6 +308,7 @@ func (r *report) figures() metrics.Figures {
 			First: l.stats.First, Last: l.stats.Last, Bytes: l.stats.Bytes, Segments: int64(l.stats.Segments),
 			Synced: l.stats.Synced, FsyncLagBytes: l.fsyncLag(), LastFsyncAgeSeconds: l.syncAge,
 			Errors: l.errors, PartialSyncs: l.partialSyncs, ReplicasMovedToDisk: l.movedToDisk,
+			LagBytes: l.lagBytes, LagSeconds: l.lagSeconds, Restarts: l.restarts,
 			RecoveredBytes: l.recovered, RecoveryCutBytes: l.cut,
 		}
 	}

@@ -94,6 +94,10 @@ type Server struct {
 	// (pubsub.go), under its own lock.
 	pubsub *pubsub
 
+	// fanout is the set of replicas the upstream link sends to inline after
+	// each publish (downstream.Fanout), under its own lock, a leaf.
+	fanout downstream.Fanout
+
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
 	authLog   logLimiter               // failed AUTH
@@ -112,6 +116,14 @@ type Server struct {
 	// gracefully (drain.go).
 	drainReq  chan struct{}
 	drainOnce sync.Once
+
+	// supervisor is Options.Supervisor (nil: none), told of the server's
+	// life (supervise.go); lastStatus is the status it was last given (nil
+	// before Ready), written once by Run's goroutine, then by the monitor
+	// only; stoppingOnce sends Stopping once.
+	supervisor   Supervisor
+	lastStatus   atomic.Pointer[string]
+	stoppingOnce sync.Once
 
 	// The background group: snapshot fetches and the monitor, with the
 	// lifetime of Run.
@@ -144,6 +156,10 @@ type Options struct {
 	// SET refuses a maxclients that does not fit. The program passes one
 	// built on RLIMIT_NOFILE; tests fake it.
 	FileLimit func(maxclients int) int
+	// Supervisor, when not nil, is told when Run serves, how its readiness
+	// changes and when it stops (supervise.go); the program passes one that
+	// writes to systemd's notify socket under supervised systemd.
+	Supervisor Supervisor
 }
 
 // New validates cfg, opens the listeners and returns a server ready to Run.
@@ -173,6 +189,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	pool := replbuf.NewPool(0)
 	s := &Server{
 		onMaxMemory: opts.OnMaxMemory,
+		supervisor:  opts.Supervisor,
 		log:         log,
 		pool:        pool,
 		runID:       replid.New(),
@@ -293,6 +310,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	})
+	s.notifyReady() // the accept loops run: the proxy serves
 	// The link has its own context, so that a graceful stop can end it
 	// first and fix the stream's end while the replicas catch up.
 	linkCtx, stopLink := context.WithCancel(ctx)
@@ -327,6 +345,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-s.drainReq:
 		s.drain(ctx, stopLink, linkDone)
 	}
+	s.notifyStopping() // drain sent it already on a graceful stop
 	cancel()
 	s.closeListeners()
 	s.closeClients()
@@ -338,6 +357,8 @@ func (s *Server) Run(ctx context.Context) error {
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
 	s.hist.Close()
+	// Parked replicas see the stream's end, as a cursor's Wait would.
+	s.fanout.Wake()
 	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
@@ -383,7 +404,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			}
 			delay = nextAcceptDelay(delay)
 			if ok, n := s.acceptLog.allow(time.Now(), logEvery); ok {
-				s.log.Warn("accept failed; retrying", "error", err, "retry-in", delay, "suppressed", n)
+				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
 			}
 			t := time.NewTimer(delay)
 			select {

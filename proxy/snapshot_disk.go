@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
@@ -111,5 +109,5 @@ func (s *Server) adoptSnapshot(dir string) {
 		return
 	}
 	s.log.Info("snapshot on disk adopted", "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset,
-		"size", humanize.IBytes(uint64(sp.Size)))
+		"snapshot-bytes", sp.Size)
 }

@@ -72,6 +72,10 @@ func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffs
 
 func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBufferLimit }
 
+// Published sends the new bytes to the caught-up replicas from the link's
+// goroutine (downstream.Fanout), instead of waking their write loops.
+func (h upstreamHost) Published() { h.s.fanout.Flush() }
+
 // PayloadStarted counts a full sync's payload while it arrives and decides
 // whether it goes to dir as it does (payload_disk.go).
 func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
@@ -98,5 +102,6 @@ func (s *Server) upstreamTarget() upstream.Target {
 // replicas of the old generation are disconnected after the change.
 func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	epoch := s.hist.Install(sn)
+	s.fanout.Wake() // parked replicas see the new generation as Wait's would
 	s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
 }

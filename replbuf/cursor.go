@@ -12,9 +12,12 @@ import (
 // It holds one reference, on the block that byte is in, and so keeps that block
 // and every later one alive.
 //
-// A Cursor belongs to one goroutine (a replica's writer): Pending, Advance,
-// Send, Wait and Close must not be called concurrently with each other. Offset,
-// Lag and OutputBufferSize may be called from any goroutine.
+// A Cursor belongs to one goroutine at a time (a replica's writer, or the
+// producer sending for it): Pending, Advance, Send, Wait and Close must not be
+// called concurrently with each other, and a cursor handed from one goroutine
+// to another must be handed with a happens-before edge (a channel, a mutex, an
+// atomic the receiver reads). Offset, Lag and OutputBufferSize may be called
+// from any goroutine.
 type Cursor struct {
 	s   *Stream
 	gen uint64 // the stream's generation at Attach
@@ -83,6 +86,14 @@ func (c *Cursor) Generation() uint64 { return c.gen }
 // Lag returns how many published bytes the cursor has not yet advanced over.
 func (c *Cursor) Lag() int64 {
 	return max(0, c.s.end.Load()+1-c.off.Load())
+}
+
+// Moved reports whether the cursor has something new for its owner: bytes
+// published that it has not advanced over, or a stream that moved to another
+// generation or was closed. It reads only atomics, so that a goroutine that
+// has just handed the cursor to another (see Cursor) may still ask it.
+func (c *Cursor) Moved() bool {
+	return c.Lag() > 0 || c.gen != c.s.gen.Load() || c.s.closed.Load() != nil
 }
 
 // OutputBufferSize is the cursor's share of memory as Redis 7 counts a

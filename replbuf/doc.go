@@ -36,7 +36,10 @@
 //     bytes as slices of the shared blocks in the cursor's own net.Buffers (at
 //     most 1024 slices and MaxBatchBytes), which the replica's goroutine writes
 //     with writev; Advance moves on by what the write took. Wait blocks until
-//     there is more, woken by the producer; nothing polls. A cursor may attach
+//     there is more, woken by the producer; nothing polls. A cursor is used by
+//     one goroutine at a time, which may change if the hand-over orders the
+//     uses (the proxy lends a caught-up replica's cursor to the producer's
+//     goroutine, which then sends for it without a Wait). A cursor may attach
 //     at any offset from the first byte held to one past the end, or further
 //     ahead, where it pins nothing until the stream reaches it.
 //   - References. A cursor holds one reference, on the block its next byte is

@@ -521,6 +521,34 @@ func TestWait(t *testing.T) {
 	}
 }
 
+// TestMoved: Moved says a cursor has something new for its owner (bytes
+// not advanced over, a new generation, a closed stream) and nothing else.
+func TestMoved(t *testing.T) {
+	s := NewStream(0, nil)
+	c, _ := s.Attach(1)
+	if c.Moved() {
+		t.Fatal("moved with nothing published")
+	}
+	appendPattern(t, s, 10)
+	if !c.Moved() {
+		t.Fatal("not moved with 10 bytes published")
+	}
+	drain(t, c)
+	if c.Moved() {
+		t.Fatal("moved once drained")
+	}
+	s.Reset(100)
+	if !c.Moved() {
+		t.Fatal("not moved after a Reset")
+	}
+	c.Close()
+	d, _ := s.Attach(101)
+	s.Close(nil)
+	if !d.Moved() {
+		t.Fatal("not moved after Close")
+	}
+}
+
 func TestOutputBufferSize(t *testing.T) {
 	s := NewStream(0, &Config{BacklogSize: 1})
 	c, _ := s.Attach(1)

@@ -92,6 +92,10 @@ func (l *Log) appendLocked(bufs [][]byte, boundary bool) error {
 	i, skip := 0, 0                                    // the next byte is bufs[i][skip]
 	for left > 0 {
 		if l.seg == nil || l.curSize() >= l.segBytes {
+			// The entries held belong to the segment being sealed.
+			if err := l.writeEntries(); err != nil {
+				return err
+			}
 			if err := l.roll(); err != nil {
 				return l.fail(err)
 			}
@@ -121,17 +125,37 @@ func (l *Log) appendLocked(bufs [][]byte, boundary bool) error {
 		if mark {
 			field |= boundaryFlag
 		}
-		e := l.entry[:]
-		binary.LittleEndian.PutUint32(e, field)
-		binary.LittleEndian.PutUint32(e[4:], sum)
-		if _, err := l.crc.Write(e); err != nil {
-			return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
+		if len(l.entries) == cap(l.entries) {
+			if err := l.writeEntries(); err != nil {
+				return err
+			}
 		}
+		l.entries = binary.LittleEndian.AppendUint32(l.entries, field)
+		l.entries = binary.LittleEndian.AppendUint32(l.entries, sum)
+		// Published before its entry is written: readers verify against
+		// the index, and a Sync, which takes the end under wmu, never
+		// sees the end of a call whose entries are still held.
 		l.mu.Lock()
 		l.segs[len(l.segs)-1].add(l.rec, n, sum, mark)
 		l.total += n
 		l.mu.Unlock()
 		left -= n
+	}
+	return l.writeEntries()
+}
+
+// writeEntries writes the CRC entries held, those of records whose bytes
+// are written already (bytes before entries), to the newest segment's CRC
+// file in one write: a batch's records cost one write of their entries,
+// not one write of 8 bytes each. REQUIRES: wmu held.
+func (l *Log) writeEntries() error {
+	if len(l.entries) == 0 {
+		return nil
+	}
+	_, err := l.crc.Write(l.entries)
+	l.entries = l.entries[:0]
+	if err != nil {
+		return l.fail(fmt.Errorf("write the stream log's checksums: %w", err))
 	}
 	return nil
 }
@@ -175,7 +199,9 @@ func (l *Log) roll() error {
 		if err := l.seal(); err != nil {
 			return err
 		}
-		l.closeFiles()
+		if err := l.retire(); err != nil {
+			return err
+		}
 	}
 	first := l.endLocked() + 1
 	seg, reused, err := l.createSegment(segName(first, segExt))
@@ -195,28 +221,34 @@ func (l *Log) roll() error {
 	if _, err := crc.Write([]byte(magic)); err != nil {
 		return fmt.Errorf("write %s: %w", segName(first, crcExt), err)
 	}
-	if err := l.syncFiles(); err != nil {
-		return err
+	// Synced before meta.json lists the segment: its CRC file's header,
+	// the one thing in it recovery reads. The segment file holds no byte
+	// of it yet (what is written to it later is synced with it, by Sync or
+	// retire), and both names are made durable by meta.json's directory sync.
+	if err := datasync(crc); err != nil {
+		return fmt.Errorf("sync %s: %w", segName(first, crcExt), err)
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, &segment{first: first})
+	drop := l.dropLocked()
 	m := l.metaLocked()
 	l.mu.Unlock()
+	// One replacement of meta.json per new segment: it lists the new one
+	// and unlists those retention drops, before their files are removed.
 	if err := l.writeMeta(m); err != nil {
 		return err
 	}
-	if err := l.retain(); err != nil {
+	if err := l.removeDropped(drop); err != nil {
 		return err
 	}
 	l.prepareSpare()
 	return nil
 }
 
-// seal makes the newest segment's files durable before a new one starts
-// or the log closes, first cutting a recycled file to what was written (and
-// a preallocated one, whose blocks past its end would otherwise stay
-// allocated).
-// REQUIRES: wmu held.
+// seal cuts the newest segment's file to what was written before a new one
+// starts or the log closes: a recycled file, and a preallocated one, whose
+// blocks past its end would otherwise stay allocated. Making it durable is
+// retire's (or Close's). REQUIRES: wmu held.
 func (l *Log) seal() error {
 	if l.reused || l.prealloc {
 		if err := l.seg.Truncate(l.curSize()); err != nil {
@@ -224,19 +256,63 @@ func (l *Log) seal() error {
 		}
 		l.reused, l.prealloc = false, false
 	}
-	return l.syncFiles()
+	return nil
+}
+
+// sealedFiles are a sealed segment's files, open until they are synced.
+type sealedFiles struct{ seg, crc File }
+
+// retire hands the sealed newest segment's files to the next Sync, which
+// fsyncs them before the newest one's, so that sealing waits for no fsync:
+// the syncer's next round makes them durable under everysec, the
+// follower's Sync after the batch under always, as for any byte appended.
+// The files retired at the roll before, if no Sync has taken them since (a
+// log nobody syncs, repl-log-fsync no, or segments sealed faster than
+// Syncs come), the writer syncs itself now, as sealing did before: at most
+// one sealed segment waits, and every segment is durable by the time the
+// one after the next is sealed. REQUIRES: wmu held.
+func (l *Log) retire() error {
+	l.smu.Lock()
+	prev := l.sealed
+	l.sealed = sealedFiles{l.seg, l.crc}
+	l.seg, l.crc, l.vec = nil, nil, nil
+	l.smu.Unlock()
+	if prev.seg == nil {
+		return nil
+	}
+	// No Sync can have prev any more: it was taken out under smu.
+	err := syncFiles(prev.seg, prev.crc)
+	prev.seg.Close()
+	prev.crc.Close()
+	return err
+}
+
+// syncSealed syncs and closes the files retire handed over, if any.
+// REQUIRES: smu held.
+func (l *Log) syncSealed() error {
+	if l.sealed.seg == nil {
+		return nil
+	}
+	err := syncFiles(l.sealed.seg, l.sealed.crc)
+	// Closed even when the sync failed: a failed fsync is never retried on
+	// the same file (the log's error is sticky).
+	l.sealed.seg.Close()
+	l.sealed.crc.Close()
+	l.sealed = sealedFiles{}
+	return err
 }
 
 // syncFiles syncs the newest segment's bytes, then its checksums.
 // REQUIRES: wmu held.
 func (l *Log) syncFiles() error { return syncFiles(l.seg, l.crc) }
 
-// syncFiles syncs a segment's bytes, then its checksums.
+// syncFiles syncs a segment's bytes, then its checksums (datasync: their
+// bytes and sizes, which is all recovery reads of them).
 func syncFiles(seg, crc File) error {
-	if err := seg.Sync(); err != nil {
+	if err := datasync(seg); err != nil {
 		return fmt.Errorf("sync the stream log: %w", err)
 	}
-	if err := crc.Sync(); err != nil {
+	if err := datasync(crc); err != nil {
 		return fmt.Errorf("sync the stream log's checksums: %w", err)
 	}
 	return nil
@@ -246,12 +322,13 @@ func syncFiles(seg, crc File) error {
 // another goroutine than the one appending (a syncer once a second), and
 // the writer does not wait for it: under wmu it only takes the newest
 // segment's files and the stream's end, then fsyncs them holding smu alone,
-// so that Append goes on meanwhile (earlier segments were synced when
-// sealed). Synced advances to the end taken, what was written before the
-// fsync began. The writer takes smu only to close the files (a roll, Reset,
-// Close), so it waits for an fsync only when it would close the files under
-// it. A failed sync is sticky, as a failed write is: the log accepts
-// nothing more until Reset, and Stats.Err and Err report it.
+// so that Append goes on meanwhile; a segment sealed since the last Sync
+// (retire) is fsynced first, earlier ones are durable already. Synced
+// advances to the end taken, what was written before the fsync began. The
+// writer takes smu only to hand over or close the files (a roll, Reset,
+// Close), so it waits for an fsync only then. A failed sync is sticky, as
+// a failed write is: the log accepts nothing more until Reset, and
+// Stats.Err and Err report it.
 func (l *Log) Sync() error {
 	l.wmu.Lock()
 	if err := l.usableLocked(); err != nil {
@@ -265,6 +342,9 @@ func (l *Log) Sync() error {
 	l.smu.Lock() // under wmu: the files cannot be closed before it is held
 	l.wmu.Unlock()
 	defer l.smu.Unlock()
+	if err := l.syncSealed(); err != nil {
+		return l.fail(err)
+	}
 	if seg != nil {
 		if err := syncFiles(seg, crc); err != nil {
 			return l.fail(err)
@@ -291,6 +371,7 @@ func (l *Log) Reset(id Identity, start int64) error {
 		return ErrClosed
 	}
 	l.closeFiles()
+	l.entries = l.entries[:0] // a failed call's, for files no longer listed
 	l.mu.Lock()
 	old := l.segs
 	l.id, l.start, l.segs, l.total = id, start, nil, 0

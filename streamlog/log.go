@@ -17,6 +17,9 @@ const (
 	RecordMax = 256 << 10
 	// entrySize is a CRC file entry: length, CRC-32C.
 	entrySize = 8
+	// entryBatch is the most CRC entries the writer holds before writing
+	// them at once (a call's records' entries go in one write at its end).
+	entryBatch = 64
 	// boundaryFlag, in an entry's length, marks a record that ends where a
 	// command ends: recovery keeps the log up to the last such record, so
 	// that a PSYNC from its end asks for whole commands.
@@ -97,19 +100,22 @@ type Log struct {
 	// wmu serialises the operations that touch the files (Append, Reset,
 	// SetIdentity, Close, and the start of a Sync), from whichever
 	// goroutine, and guards seg, crc, closed and the fields below them. It
-	// is held across writes and the fsyncs of sealing a segment, not a
-	// Sync's (smu), so nothing that reports (Stats, Err) takes it. smu, mu
-	// and status are taken under it.
+	// is held across writes and the fsync of a sealed segment no Sync took
+	// (retire), not a Sync's (smu), so nothing that reports (Stats, Err)
+	// takes it. smu, mu and status are taken under it.
 	wmu      sync.Mutex
 	seg, crc File       // the newest segment's files, open for appending
 	vec      *vecWriter // writes seg's records by writev; nil: slice by slice
 	closed   bool
-	entry    [entrySize]byte // scratch for one CRC entry, so that Append allocates nothing
-	spare    bool            // spareName holds a retired segment file
-	reused   bool            // the newest segment's file is a recycled one: cut it to size when sealed
-	prealloc bool            // the newest segment's blocks were allocated ahead: cut it to size when sealed
-	one      [1][]byte       // Append's one slice, as AppendBuffers takes them
-	rec      [][]byte        // scratch: one record's slices, cleared after each append
+	spare    bool      // spareName holds a retired segment file
+	reused   bool      // the newest segment's file is a recycled one: cut it to size when sealed
+	prealloc bool      // the newest segment's blocks were allocated ahead: cut it to size when sealed
+	one      [1][]byte // Append's one slice, as AppendBuffers takes them
+	rec      [][]byte  // scratch: one record's slices, cleared after each append
+	// entries are the CRC entries of records whose bytes are written but
+	// not yet they (writeEntries), at most entryBatch: made once, so that
+	// appending allocates nothing.
+	entries []byte
 
 	// smu is held by a Sync across its fsync of the newest segment's files,
 	// which it takes under wmu and fsyncs after releasing wmu, so that
@@ -117,6 +123,10 @@ type Log struct {
 	// takes it, so no fsync runs on a closed file. Taken under wmu, or
 	// alone; status is taken under it.
 	smu sync.Mutex
+	// sealed are the files of the segment sealed last, until a Sync (or
+	// the next roll, or Close) has synced them: guarded by smu, handed
+	// over by the writer (retire, under wmu too).
+	sealed sealedFiles
 
 	// status is the writer's figures: written under wmu once the I/O they
 	// report is done, read by Stats and Err without wmu, so that INFO and
@@ -149,7 +159,8 @@ func Open(opts Options) (*Log, Recovery, error) {
 	if seg == 0 {
 		seg = min(max(opts.MaxBytes/8, minSegmentBytes), maxSegmentBytes)
 	}
-	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{}}
+	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{},
+		entries: make([]byte, 0, entryBatch*entrySize)}
 	l.id = Identity{ReplID2: replid.None, SecondOffset: -1}
 	rec, err := l.recover()
 	if err != nil {
@@ -160,8 +171,10 @@ func Open(opts Options) (*Log, Recovery, error) {
 	return l, rec, nil
 }
 
-// closeFiles closes the newest segment's files, once no Sync is fsyncing
-// them. REQUIRES: wmu held (or the log not yet shared).
+// closeFiles closes the newest segment's files, and a sealed segment's
+// still waiting for a Sync (unsynced: Close syncs them first, Reset drops
+// them), once no Sync is fsyncing them. REQUIRES: wmu held (or the log not
+// yet shared).
 func (l *Log) closeFiles() {
 	l.smu.Lock()
 	defer l.smu.Unlock()
@@ -169,6 +182,11 @@ func (l *Log) closeFiles() {
 		l.seg.Close()
 		l.crc.Close()
 		l.seg, l.crc, l.vec = nil, nil, nil
+	}
+	if l.sealed.seg != nil {
+		l.sealed.seg.Close()
+		l.sealed.crc.Close()
+		l.sealed = sealedFiles{}
 	}
 }
 
@@ -216,8 +234,17 @@ func (l *Log) Close() error {
 		return nil
 	}
 	var err error
-	if l.seg != nil && l.stickyErr() == nil {
-		err = l.seal()
+	if l.stickyErr() == nil {
+		// The segment sealed last first, if no Sync took it: the older
+		// bytes durable before the newer.
+		l.smu.Lock()
+		err = l.syncSealed()
+		l.smu.Unlock()
+		if err == nil && l.seg != nil {
+			if err = l.seal(); err == nil {
+				err = l.syncFiles()
+			}
+		}
 	}
 	l.closeFiles()
 	l.closed = true

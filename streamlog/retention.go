@@ -53,35 +53,43 @@ func (l *Log) prepareSpare() {
 	l.spare = true
 }
 
-// retain drops the oldest segments while the others hold MaxBytes. The
-// first one dropped that no reader has open becomes the spare.
-// REQUIRES: wmu held.
-func (l *Log) retain() error {
-	for {
-		l.mu.Lock()
-		if len(l.segs) < 2 || l.total-l.segs[0].size() < l.maxBytes {
-			l.mu.Unlock()
-			return nil
-		}
+// dropped is a segment retention unlisted: its first offset, and whether
+// a reader had its file open then (such a file is removed, not recycled).
+type dropped struct {
+	first int64
+	open  bool
+}
+
+// dropLocked unlists the oldest segments while the others hold MaxBytes,
+// and returns them, oldest first, for removeDropped once meta.json no
+// longer lists them. REQUIRES: wmu and mu held.
+func (l *Log) dropLocked() []dropped {
+	var drop []dropped
+	for len(l.segs) >= 2 && l.total-l.segs[0].size() >= l.maxBytes {
 		old := l.segs[0]
 		l.segs = l.segs[1:]
 		l.total -= old.size()
-		m := l.metaLocked()
 		// Decided under mu: a reader opens a file only while its segment
 		// is listed, so none can open this one from here on.
-		recycle := !l.spare && l.readers[old.first] == 0
-		l.mu.Unlock()
-		// Unlisted first: a crash in between leaves files recovery removes.
-		if err := l.writeMeta(m); err != nil {
-			return err
-		}
-		if recycle && l.fsys.Rename(segName(old.first, segExt), spareName) == nil {
+		drop = append(drop, dropped{first: old.first, open: l.readers[old.first] > 0})
+	}
+	return drop
+}
+
+// removeDropped removes the files of the segments dropLocked unlisted, once
+// meta.json no longer lists them (a crash in between leaves files recovery
+// removes). The first one no reader had open becomes the spare, when there
+// is none. REQUIRES: wmu held.
+func (l *Log) removeDropped(drop []dropped) error {
+	for _, d := range drop {
+		if !l.spare && !d.open && l.fsys.Rename(segName(d.first, segExt), spareName) == nil {
 			l.spare = true
 		}
 		for _, ext := range []string{segExt, crcExt} {
-			if err := removeIfExists(l.fsys, segName(old.first, ext)); err != nil {
-				return fmt.Errorf("remove %s: %w", segName(old.first, ext), err)
+			if err := removeIfExists(l.fsys, segName(d.first, ext)); err != nil {
+				return fmt.Errorf("remove %s: %w", segName(d.first, ext), err)
 			}
 		}
 	}
+	return nil
 }

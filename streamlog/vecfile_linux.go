@@ -127,3 +127,33 @@ func preallocate(f File, size int64) bool {
 
 // fallocKeepSize is FALLOC_FL_KEEP_SIZE (linux/falloc.h).
 const fallocKeepSize = 0x1
+
+// datasync makes f's bytes durable, with what reading them back needs (its
+// size, its blocks): fdatasync, not fsync, whose journal commit for a new
+// mtime recovery never reads. A segment written over blocks it already
+// holds (a recycled one) is then synced by writing its pages alone. A file
+// of a test's layer is synced by its own Sync.
+func datasync(f File) error {
+	of, ok := f.(*os.File)
+	if !ok {
+		return f.Sync()
+	}
+	rc, err := of.SyscallConn()
+	if err != nil {
+		return f.Sync()
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if serr = syscall.Fdatasync(int(fd)); serr != syscall.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: of.Name(), Err: serr}
+	}
+	return nil
+}

@@ -12,3 +12,6 @@ func (*vecWriter) writeBuffers([][]byte) error { return nil }
 // preallocate does nothing where fallocate is not available: appends
 // allocate as they write.
 func preallocate(File, int64) bool { return false }
+
+// datasync is the file's Sync where fdatasync is not at hand.
+func datasync(f File) error { return f.Sync() }

@@ -90,6 +90,7 @@ func TestLargeSnapshotBoundedRSS(t *testing.T) {
 	proxy := exec.Command(os.Args[0], "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
 		"--maxmemory", "64mb", "--dir", proxyDir, "--logfile", logfile)
 	proxy.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+	checkJSONLog(t, logfile)
 	redistest.StartProcess(t, proxy)
 	xc := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", itoa(xPort)), Protocol: 2})
 	defer xc.Close()

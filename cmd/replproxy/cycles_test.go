@@ -84,7 +84,7 @@ func plainBinary(t *testing.T, args ...string) *exec.Cmd {
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return exec.Command(bin, args...)
+	return exec.Command(bin, append(args, "--log-format", "json")...) // as TestMain's child
 }
 
 // TestConnectCyclesReturnToBaseline is issue 18's "also verify": 10,000
@@ -124,6 +124,7 @@ func TestConnectCyclesReturnToBaseline(t *testing.T) {
 		"--metrics-port", itoa(mPort), "--tls-port", itoa(tPort),
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no",
 		"--dir", proxyDir, "--logfile", logfile)
+	checkJSONLog(t, logfile)
 	redistest.StartProcess(t, cmd)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -32,6 +32,7 @@ func TestSIGTERMDrainsReplicas(t *testing.T) {
 	proxyCmd := exec.Command(os.Args[0], "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
 		"--shutdown-timeout", "30", "--dir", filepath.Join(dir), "--logfile", filepath.Join(dir, "replproxy.log"))
 	proxyCmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+	checkJSONLog(t, filepath.Join(dir, "replproxy.log"))
 	exited := redistest.StartProcess(t, proxyCmd)
 	replica := redistest.StartServer(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", itoa(xPort))
 	rPort := replica.Port()

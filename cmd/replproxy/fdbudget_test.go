@@ -89,6 +89,7 @@ func TestFDBudgetUnderSiege(t *testing.T) {
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no",
 		"--dir", proxyDir, "--logfile", logfile)
 	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+	checkJSONLog(t, logfile)
 	redistest.StartProcess(t, cmd)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -59,6 +59,7 @@ func TestLiveConfig(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(original), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	checkJSONLog(t, logfile) // both runs append to it
 	startProxy := func(args ...string) (*exec.Cmd, <-chan error) {
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")

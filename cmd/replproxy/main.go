@@ -39,12 +39,12 @@ func main() {
 func run(args []string, stderr io.Writer) int {
 	cfg, err := config.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "\n*** FATAL CONFIG ERROR ***\n%v\n", err)
+		fatalConfig(stderr, args, err)
 		return 1
 	}
-	log, closeLog, err := newLogger(cfg)
+	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "replproxy: %v\n", err)
+		fatal(stderr, cfg.LogFormat, "cannot open logfile", err)
 		return 1
 	}
 	defer closeLog()
@@ -59,10 +59,15 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv, err := proxy.New(cfg, proxy.Options{
 		Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log), FileLimit: fileLimiter(log),
+		Supervisor: supervisor(cfg.Supervised, log),
 	})
 	if err != nil {
 		log.Error("cannot start", "error", err)
-		fmt.Fprintf(stderr, "replproxy: %v\n", err)
+		if cfg.LogFile != "" {
+			// The log is a file: standard error says it too, in the same
+			// format, for whoever started the process.
+			fatal(stderr, cfg.LogFormat, "cannot start", err)
+		}
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,9 +132,10 @@ func goMemoryLimit(maxmemory int64) int64 {
 	return 2*maxmemory + headroom
 }
 
-// newLogger builds the root logger from loglevel, logfile and log-format.
-func newLogger(cfg *config.Config) (hclog.Logger, func(), error) {
-	out := io.Writer(os.Stderr)
+// newLogger builds the root logger from loglevel, logfile and log-format;
+// without a logfile it writes to stderr.
+func newLogger(cfg *config.Config, stderr io.Writer) (hclog.Logger, func(), error) {
+	out := stderr
 	closeFn := func() {}
 	if cfg.LogFile != "" {
 		f, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -23,13 +23,15 @@ import (
 )
 
 // TestMain lets the test binary act as replproxy itself, so that the signal
-// test runs the real main in a child process.
+// test runs the real main in a child process. Every such proxy logs JSON
+// (the directive goes last, so it wins), which the tests check line by
+// line against README's table of fields (checkJSONLog).
 func TestMain(m *testing.M) {
 	if os.Getenv("REPLPROXY_RUN_MAIN") == "1" {
 		if code, done := usage(os.Args[1:], os.Stdout); done {
 			os.Exit(code)
 		}
-		os.Exit(run(os.Args[1:], os.Stderr))
+		os.Exit(run(append(os.Args[1:], "--log-format", "json"), os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -78,6 +80,7 @@ func TestSignalStopsCleanly(t *testing.T) {
 			cmd := exec.Command(os.Args[0], conf, "--port", itoa(port), "--logfile", logfile)
 			cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
 			cmd.Dir = dir // dir "." is where the proxy locks and logs
+			checkJSONLog(t, logfile)
 			done := redistest.StartProcess(t, cmd)
 			var conn net.Conn
 			redistest.WaitFor(t, 10*time.Second, "replproxy listening", func() bool {
@@ -114,7 +117,7 @@ func TestJSONLogFormat(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.LogFormat = config.LogJSON
 	cfg.LogFile = filepath.Join(dir, "log.json")
-	log, closeLog, err := newLogger(cfg)
+	log, closeLog, err := newLogger(cfg, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +149,7 @@ func TestLowFileLimit(t *testing.T) {
 		"--port", itoa(port), "--logfile", logfile, "--maxclients", "10000")
 	cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
 	cmd.Dir = dir // dir "." is where the proxy locks and logs
+	checkJSONLog(t, logfile)
 	redistest.StartProcess(t, cmd)
 	addr := net.JoinHostPort("127.0.0.1", itoa(port))
 	ping := func() string {
@@ -169,7 +173,7 @@ func TestLowFileLimit(t *testing.T) {
 		redistest.WaitFor(t, 10*time.Second, "replproxy answering PING under ulimit -n 64", func() bool { return ping() == "+PONG\r\n" })
 	}()
 	log, _ := os.ReadFile(logfile)
-	if !strings.Contains(string(log), "maxclients=10000") || !strings.Contains(string(log), "effective-maxclients="+itoa(64-reservedFDs)) {
+	if !strings.Contains(string(log), `"maxclients":10000`) || !strings.Contains(string(log), `"effective-maxclients":`+itoa(64-reservedFDs)) {
 		t.Fatalf("no warning naming maxclients 10000 and %d:\n%s", 64-reservedFDs, log)
 	}
 	// 40 clients: the 17th and later are refused, and the proxy lives on.

@@ -36,6 +36,7 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "--port", itoa(xPort), "--replicaof", "127.0.0.1", itoa(pPort),
 			"--dir", proxyDir, "--logfile", filepath.Join(dir, "replproxy-"+itoa(n)+".log"))
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+		checkJSONLog(t, filepath.Join(dir, "replproxy-"+itoa(n)+".log"))
 		return cmd, redistest.StartProcess(t, cmd)
 	}
 	t.Cleanup(func() {

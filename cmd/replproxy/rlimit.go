@@ -56,8 +56,13 @@ func fileLimiter(log hclog.Logger) func(maxclients int) int {
 			log.Error("open file limit too low to start", "limit", best, "needed", want)
 			return 0
 		}
-		log.Warn("cannot raise the open file limit as far as maxclients needs",
-			"maxclients", maxclients, "needed", want, "limit", best, "error", setErr)
+		// setErr is nil when a smaller step was allowed: the key is left out
+		// then, since an "error" is always a string in the logs.
+		kv := []any{"maxclients", maxclients, "needed", want, "limit", best}
+		if setErr != nil {
+			kv = append(kv, "error", setErr)
+		}
+		log.Warn("cannot raise the open file limit as far as maxclients needs", kv...)
 		return int(best - reservedFDs)
 	}
 }

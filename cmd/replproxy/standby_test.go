@@ -33,6 +33,7 @@ func TestStandbyTakeover(t *testing.T) {
 		cmd = exec.Command(os.Args[0], "--port", itoa(port), "--replicaof", "127.0.0.1", itoa(pPort),
 			"--dir", proxyDir, "--logfile", filepath.Join(dir, name+".log"))
 		cmd.Env = append(os.Environ(), "REPLPROXY_RUN_MAIN=1")
+		checkJSONLog(t, filepath.Join(dir, name+".log"))
 		return port, cmd, redistest.StartProcess(t, cmd)
 	}
 	t.Cleanup(func() {

@@ -48,6 +48,18 @@ const (
 	LogJSON LogFormat = "json" // one JSON object per line
 )
 
+// Supervised is the value of the supervised directive: how the process tells
+// its supervisor that it serves, as redis-server 7.0 does.
+type Supervised string
+
+// The supervision modes. Redis's upstart (SIGSTOP once ready) is not one:
+// no supervisor in use today asks for it.
+const (
+	SupervisedNo      Supervised = "no"      // nothing is sent
+	SupervisedSystemd Supervised = "systemd" // READY=1, STATUS=, STOPPING=1 to $NOTIFY_SOCKET
+	SupervisedAuto    Supervised = "auto"    // systemd when NOTIFY_SOCKET is set, else no
+)
+
 // LogFsync is the value of repl-log-fsync: when the stream log is synced to
 // disk, as appendfsync does for Redis's AOF.
 type LogFsync string
@@ -64,6 +76,7 @@ const (
 var (
 	logLevels        = []LogLevel{LogDebug, LogVerbose, LogNotice, LogWarning, LogNothing}
 	logFormats       = []LogFormat{LogText, LogJSON}
+	supervisedModes  = []Supervised{SupervisedNo, SupervisedSystemd, SupervisedAuto}
 	logFsyncs        = []LogFsync{FsyncAlways, FsyncEverySec, FsyncNo}
 	evictionPolicies = []eviction.Policy{eviction.NoEviction, eviction.EvictSnapshots} // defined, with what they do, by eviction
 )
@@ -235,6 +248,9 @@ type Config struct {
 	LogFile string
 	// LogFormat is `log-format`: text (default) or json. Proxy-only.
 	LogFormat LogFormat
+	// Supervised is `supervised`: no (default), systemd or auto, as in
+	// redis-server 7.0. Startup only; the program acts on it.
+	Supervised Supervised
 
 	// MetricsPort is `metrics-port`, proxy-only: the TCP port of the HTTP
 	// server for /metrics (Prometheus), /healthz and /readyz. Default 0:
@@ -309,6 +325,7 @@ func DefaultConfig() *Config {
 		LogLevel:        LogNotice,
 		LogFile:         "",
 		LogFormat:       LogText,
+		Supervised:      SupervisedNo,
 		MetricsBind:     "127.0.0.1",
 		TLSAuthClients:  TLSAuthYes,
 
@@ -359,6 +376,7 @@ func (c *Config) Validate() error {
 		{"dir", checkDir(c.Dir)},
 		{"loglevel", checkEnum(c.LogLevel, logLevels)},
 		{"log-format", checkEnum(c.LogFormat, logFormats)},
+		{"supervised", checkEnum(c.Supervised, supervisedModes)},
 		{"metrics-port", checkPort(c.MetricsPort, 0)},
 		{"metrics-bind", checkMetricsBind(c.MetricsBind)},
 		{"tls-port", checkPort(c.TLSPort, 0)},

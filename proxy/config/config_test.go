@@ -35,6 +35,7 @@ func TestDefaultConfig(t *testing.T) {
 		Dir:             ".",
 		LogLevel:        LogNotice,
 		LogFormat:       LogText,
+		Supervised:      SupervisedNo,
 		MetricsBind:     "127.0.0.1",
 		TLSAuthClients:  TLSAuthYes,
 

@@ -192,6 +192,7 @@ var directives = []directive{
 		},
 	},
 	stringDirective("requirepass", true, func(c *Config) *string { return &c.RequirePass }, nil),
+	enumDirective("supervised", false, func(c *Config) *Supervised { return &c.Supervised }, supervisedModes),
 	enumDirective("tls-auth-clients", true, func(c *Config) *TLSAuth { return &c.TLSAuthClients }, tlsAuthValues),
 	tlsFileDirective("tls-ca-cert-dir", func(c *Config) *string { return &c.TLSCACertDir }),
 	tlsFileDirective("tls-ca-cert-file", func(c *Config) *string { return &c.TLSCACertFile }),
@@ -234,7 +235,8 @@ func Names() []string {
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger
-// is built once, before the server), metrics-port and metrics-bind (the
+// is built once, before the server), supervised (read by the program at
+// start, as in Redis), metrics-port and metrics-bind (the
 // monitoring server's listener is opened once, by New) and repl-log-size
 // (the stream log is opened and recovered at start).
 func Mutable(name string) bool {

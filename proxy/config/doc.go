@@ -69,6 +69,7 @@
 //	loglevel                     notice                  yes      LogLevel
 //	logfile                      "" (stderr)             no (1)   LogFile
 //	log-format                   text                    no (1)   LogFormat
+//	supervised                   no                      no (1)   Supervised
 //	metrics-port                 0 (no HTTP server)      no (2)   MetricsPort
 //	metrics-bind                 127.0.0.1               no (2)   MetricsBind
 //	tls-port                     0 (no TLS listener)     no (3)   TLSPort

@@ -35,7 +35,9 @@
 //
 // Run is called on the goroutine of the client the replica was, which
 // becomes its read loop (readLoop: ACKs, newlines, other commands handed to
-// Host.Command); Run starts one more, the write loop (writeLoop), and
+// Host.Command); Run starts one more, the write loop (writeLoop; while its
+// replica is caught up, the producer's goroutine writes for it: see
+// Fan-out), and
 // returns once both have ended. Whichever loop ends first records its
 // cause, closes the connection and cancels the other's context (exit, as
 // yamux's stream), so that the reason reported is the first cause; the
@@ -44,6 +46,52 @@
 // loops the same way. OverLimit is called by the monitor alone, which owns
 // the soft-limit clock. Every other field read from outside is an atomic.
 //
+// # Fan-out
+//
+// The goroutine that publishes new stream bytes (the upstream link's)
+// sends them itself to the replicas that are caught up, instead of waking
+// each one's write loop for a few KiB (inline.go): the proxy calls
+// Fanout.Flush when the link is told of new bytes (upstream's
+// Host.Published: before its read of the primary would wait, or once 256
+// KiB are held), which gives every caught-up replica at
+// most one batch (MaxBatchBytes, 1024 slices) by one non-blocking writev
+// (syscall.RawConn.Write with a callback that always returns true, so that
+// a full socket returns EAGAIN instead of parking the producer). A write
+// loop joins the Fanout when it starts streaming from memory over a plain
+// TCP socket; TLS replicas, and anything that is not a socket, keep their
+// write loop for every byte.
+//
+// One writer per socket: the replica's owner flag (inlineSender.owner) says
+// who may write its socket and use its cursor, and only the holder changes
+// it away from itself:
+//
+//	writer  --(caught up: park)-->             idle     the write loop waits for a kick
+//	idle    --(Flush's CAS)-->                 inline   the producer writes one batch
+//	inline  --(all sent, not behind)-->        idle
+//	inline  --(EAGAIN, short write, behind,
+//	           an error: handOver + kick)-->   writer   the write loop sends the rest
+//	idle    --(park's re-check, or ending)-->  writer
+//	inline  --(the write loop ends)-->         reclaim  the producer hands over when its writev returns
+//
+// The write loop stores idle after its last look at the cursor and then
+// looks again (a publish in between found the socket still the loop's and
+// sent nothing); the producer publishes and then tries the CAS: both are
+// sequentially consistent atomics, so one of them sees the other's step and
+// no byte waits for the next publish. The CAS or Store that passes the flag
+// on orders everything its holder did to the cursor and the iovecs before
+// everything the next holder does, which is what lets the cursor pass
+// between goroutines. A parked write loop is woken only by the kick (its
+// socket would block, its replica is behind, a write failed), by its
+// context (the connection closed: a limit, CLIENT KILL, the read loop's
+// end), or by Fanout.Wake, which the proxy calls when the stream changes
+// without a publish (a new generation, the stream's end); everything the
+// write loop checks (the memory window, repl-timeout slices, limits, close
+// reasons, counters) it checks as before whenever it holds the socket. A
+// write loop that ends takes the socket back first (reclaim), so that its
+// cursor is closed only once no inline write uses it. Every stream write,
+// from either side, is bracketed by a count of writes in flight that the
+// tests assert never exceeds one.
+//
 // # Locks
 //
 // A Replica has no mutex: what more than one goroutine touches is atomic,
@@ -51,7 +99,10 @@
 // no place in the lock order. Its loops call into replbuf (its cursor), the
 // stream log (its reader) and the history (which takes History.mu) with
 // nothing of theirs held, and hold no lock across network I/O. A
-// LogSignal's mu is a leaf, held only to hand out or close one channel.
+// LogSignal's mu is a leaf, held only to hand out or close one channel; so
+// is a Fanout's, held only to replace its list (Flush reads it without a
+// lock). The inline sender runs on the producer's goroutine with no lock
+// held; its cursor's Advance may take Stream.mu, as the write loop's does.
 // Host's methods are called with nothing held; the proxy's take its locks
 // each alone (Ended: the registry's; Command: what the command takes).
 package downstream

@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"net"
 	"strconv"
 	"strings"
 
@@ -27,6 +28,17 @@ type Handshake struct {
 	// primary makes it (writer.filtered).
 	Filtered bool
 	Filter   string
+}
+
+// Address is the replica's identity, as INFO's slaveN line and the logs
+// show it: ip-address (else the host of addr, the connection's remote
+// address) and listening-port, joined as host:port.
+func (h Handshake) Address(addr string) string {
+	ip := h.IP
+	if ip == "" {
+		ip, _, _ = net.SplitHostPort(addr)
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(h.Port))
 }
 
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)

@@ -98,7 +98,11 @@ type Config struct {
 	Hist      *history.History
 	Host      Host
 	Counters  Counters
-	Log       hclog.Logger // the replica's: the client's, naming its listening-port
+	Log       hclog.Logger // the replica's: the client's, naming its address (ip:listening-port)
+	// Fanout, when not nil, is the set of replicas the stream's producer
+	// sends to inline, which this one joins while it streams from memory
+	// over plain TCP (inline.go). Nil: its write loop sends everything.
+	Fanout *Fanout
 }
 
 // A Replica is a client that sent PSYNC or SYNC. From then on it owns the
@@ -122,6 +126,9 @@ type Replica struct {
 	ip     string         // for INFO: ip-address, else the peer's address
 	log    hclog.Logger
 	plan   history.Plan // set by New, handed by Run to the write loop, which owns it
+	fanout *Fanout      // nil: no inline sending
+
+	inline atomic.Pointer[inlineSender] // set by the write loop once it streams with inline sending
 
 	state   atomic.Int32                   // a State
 	ackOff  atomic.Int64                   // highest offset ACKed
@@ -148,7 +155,7 @@ type Replica struct {
 func New(cfg Config) *Replica {
 	r := &Replica{id: cfg.ID, conn: cfg.Conn, rd: cfg.Reader, host: cfg.Host, hist: cfg.Hist, count: cfg.Counters,
 		hs: cfg.Handshake, legacy: cfg.Legacy, fetch: cfg.Plan.Fetch, epoch: cfg.Plan.Epoch, plan: cfg.Plan,
-		ip: cfg.Handshake.IP, firstAck: make(chan struct{})}
+		fanout: cfg.Fanout, ip: cfg.Handshake.IP, firstAck: make(chan struct{})}
 	if r.ip == "" {
 		r.ip, _, _ = net.SplitHostPort(cfg.Addr)
 	}

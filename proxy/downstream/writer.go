@@ -531,9 +531,22 @@ const writeSlice = 20 * time.Millisecond
 // window: writes then last at most writeSlice each, and only repl-timeout
 // without progress ends the replica, as one long write would. plan.Cursor is
 // the cursor in use (nil while on the log), for release to close.
+//
+// Caught up, it parks: with a Fanout and a plain TCP socket it lends the
+// socket to the producer's inline sender (inlineSender.park) and waits to
+// be handed it back, otherwise it waits on its cursor.
 func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)
+	var in *inlineSender
+	if r.fanout != nil {
+		in = newInlineSender(w.conn, w.out)
+	}
+	if in != nil {
+		r.inline.Store(in)
+		r.fanout.add(in)
+		defer r.fanout.remove(in) // the socket is the write loop's again by now (park)
+	}
 	var stalled time.Time // since when writes have made no progress
 	for {
 		cur := plan.Cursor
@@ -566,7 +579,13 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 			timeout = min(timeout, writeSlice)
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(timeout))
+		if in != nil {
+			in.enter()
+		}
 		n, err := cur.Send(w.conn)
+		if in != nil {
+			in.leave()
+		}
 		w.out.Add(n)
 		if n > 0 {
 			stalled = time.Time{}
@@ -585,7 +604,12 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 			return err
 		}
 		if n == 0 {
-			if err := cur.Wait(ctx); err != nil {
+			if in != nil {
+				err = in.park(ctx, w.conn, cur)
+			} else {
+				err = cur.Wait(ctx)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -21,8 +21,13 @@
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
 //     AdoptSpilled;
 //   - the stream log's follower and its syncer (Follower, follower.go):
-//     what the log holds of the stream, whether it is down and why; the
-//     configuration it reads comes in as FollowerConfig's functions.
+//     what the log holds of the stream, how far it is behind (Lag, in
+//     bytes and seconds), whether it is down and why, and what happens when
+//     the disk is slower than the stream: past the memory window the
+//     follower lets go of the stream's blocks and the log restarts as a new
+//     generation (Restarts) rather than the upstream being read more
+//     slowly (follower.go says why); the configuration it reads comes in as
+//     FollowerConfig's functions.
 //
 // It decides; it does not start. A method that decides that background work
 // is due records it and returns it, as eviction.Plan returns actions and
@@ -70,7 +75,10 @@
 // A Follower calls the stream log with no lock of its own held, and records
 // under History.mu alone which generation the log follows (LogFollows); its
 // round lock (Follower.round) is a leaf that guards only how to end the
-// current round, taken by the syncer and the follower, never across I/O.
+// current round, taken by the syncer and the follower, never across I/O;
+// so is the lock of its lag marks (Follower.marks), written by the
+// follower and read by INFO and /metrics, which take the stream's lock
+// for Lag only after letting it go.
 //
 // # Generations
 //

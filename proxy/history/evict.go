@@ -3,8 +3,6 @@ package history
 import (
 	"strconv"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
@@ -124,7 +122,7 @@ func (h *History) SpillDone(sn *replbuf.Snapshot, dir string, file *snapfile.Fil
 	if err != nil && !evicted {
 		h.mu.unpersisted = sn
 		h.mu.Unlock()
-		h.log.Warn("snapshot not written to disk: kept in memory", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		h.log.Warn("snapshot not written to disk: kept in memory", "dir", dir, "error", err, "snapshot-bytes", sn.Size())
 		return
 	}
 	h.mu.snapshot = nil
@@ -134,7 +132,7 @@ func (h *History) SpillDone(sn *replbuf.Snapshot, dir string, file *snapfile.Fil
 	h.retireLocked(sn)
 	if err != nil {
 		h.mu.Unlock()
-		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "size", humanize.IBytes(uint64(sn.Size())))
+		h.log.Warn("snapshot dropped: cannot spill it to dir", "dir", dir, "error", err, "snapshot-bytes", sn.Size())
 		return
 	}
 	sp := file
@@ -145,7 +143,7 @@ func (h *History) SpillDone(sn *replbuf.Snapshot, dir string, file *snapfile.Fil
 	if evicted {
 		msg = "snapshot spilled to disk"
 	}
-	h.log.Info(msg, "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset, "size", humanize.IBytes(uint64(sn.Size())))
+	h.log.Info(msg, "path", sp.Path(), "replid", sp.ReplID, "offset", sp.Offset, "snapshot-bytes", sn.Size())
 }
 
 // PersistNewest returns the newest snapshot, recorded as being written,

@@ -20,13 +20,43 @@ import (
 //     through its own cursor, and appends every published byte to the log,
 //     a batch of blocks per call (AppendBuffers), marking the batches that
 //     end at the published end (whole commands).
-//     It never slows the relay: if the disk falls behind by more than the
-//     replica output limit, or fails, the follower lets go of its cursor,
-//     the log stops ("down", counted, one WARN per outage) and the proxy
-//     serves from memory as without a log; every Retry it starts the log
-//     again, as a new generation from the memory backlog's first byte. A
-//     new stream generation (an upstream full sync) starts a new log
-//     generation too; a new replid is recorded as it happens.
+//     It never slows the relay: if the disk fails, the follower lets go of
+//     its cursor, the log stops ("down", counted in Errors, one WARN per
+//     outage) and the proxy serves from memory as without a log; every
+//     Retry it starts the log again, as a new generation from the memory
+//     backlog's first byte. A new stream generation (an upstream full sync)
+//     starts a new log generation too; a new replid is recorded as it
+//     happens.
+//   - Falling behind: the follower's cursor pins every block from its
+//     position to the stream's end, so a disk slower than the stream would
+//     make memory grow with the distance. Past the memory window
+//     (BehindLimit: the window replicas are sent from memory within) the
+//     follower lets go of its cursor, which releases the blocks, and the
+//     log restarts: it is down for Retry (counted in Restarts, not Errors,
+//     one WARN per restart), then starts as a new generation from the
+//     memory backlog (within half the window of the end, or from the end
+//     when dropping the old segments took that long: reset), as after a
+//     fault. A follower starved of CPU falls behind as a slow disk does,
+//     and restarts the same way. The upstream is never read more
+//     slowly for the log's sake: the primary would pay for the disk with
+//     its own output buffer (past its client-output-buffer-limit it drops
+//     the proxy, and a full sync is a fork), and every replica with its
+//     latency, to keep history that only serves what memory no longer
+//     holds. What a restart costs is that history: partial resyncs from
+//     the log's older range, and replicas reading it, end with the old
+//     generation (they resync, from memory or by a full sync); until the
+//     new generation starts the log keeps its old range on disk, so a
+//     crash meanwhile still restarts from it (PSYNC from its end, which the
+//     primary serves while its backlog covers it). Within half the window
+//     the follower appends whole batches; beyond it, one record
+//     (streamlog.RecordMax) per call, so that it checks its lag at least
+//     once per record written: the follower pins at most the window plus
+//     what arrives while one record is written.
+//   - Lag: Lag reports how far the log is behind the published stream, in
+//     bytes (published minus appended) and in seconds (how long ago the
+//     oldest byte not yet in the log was published), from a few marks of
+//     (published end, time) the follower takes as it goes (lagMarks): no
+//     cost per byte, and the age grows while a write blocks.
 //   - fsync: under FsyncAlways the follower syncs after every batch; under
 //     FsyncEverySec a second goroutine, the syncer, syncs once a SyncEvery.
 //     A failed sync is a fault of the log like a failed write: the syncer
@@ -49,7 +79,8 @@ const (
 type FollowerConfig struct {
 	Fsync func() Fsync
 	// BehindLimit is how far the log may fall behind the stream's end (the
-	// replica output buffer's hard limit) before it stops; 0: no limit.
+	// memory window) before the follower lets go and the log restarts as a
+	// new generation (see the top of the file); 0: no limit.
 	BehindLimit func() int64
 	// Retry is how long the log stays down after a failure before the
 	// follower starts it again.
@@ -62,8 +93,8 @@ type FollowerConfig struct {
 	Appended func()
 }
 
-// errLogBehind stops the log when the disk cannot keep up with the stream.
-var errLogBehind = errors.New("the stream log fell behind the stream by more than the replica output buffer limit")
+// errLogBehind restarts the log when the disk cannot keep up with the stream.
+var errLogBehind = errors.New("the stream log fell behind the stream by more than the memory window")
 
 // ErrGenerationMoved is a stream generation that changed while a reader of
 // the stream attached.
@@ -82,10 +113,17 @@ type Follower struct {
 	lg   hclog.Logger
 	cfg  FollowerConfig
 
-	gen     uint64      // the stream generation the log continues; Run's after it starts
-	down    atomic.Bool // the log is not following the stream
-	errors  atomic.Int64
-	lastErr atomic.Pointer[string]
+	gen      uint64      // the stream generation the log continues; Run's after it starts
+	down     atomic.Bool // the log is not following the stream
+	errors   atomic.Int64
+	restarts atomic.Int64 // restarts for falling behind by more than BehindLimit
+	lastErr  atomic.Pointer[string]
+
+	// marks is what the log holds of the stream and when its end was
+	// published, for Lag: what it holds is written by Run's goroutine
+	// alone; marks are taken by it, the syncer and Lag's callers (INFO,
+	// /metrics).
+	marks lagMarks
 
 	round struct {
 		sync.Mutex
@@ -105,6 +143,8 @@ func NewFollower(h *History, l *streamlog.Log, lg hclog.Logger, cfg FollowerConf
 // which RecoverFrom started at the log's end. Before Run only.
 func (f *Follower) Recovered() {
 	f.gen = f.hist.Stream().Generation()
+	_, last := f.log.Bounds()
+	f.marks.appendedTo(f.gen, last)
 	f.hist.LogFollows(f.gen)
 }
 
@@ -114,6 +154,24 @@ func (f *Follower) Down() bool { return f.down.Load() }
 // Errors counts the log's faults (each stop of the log, and each failed
 // retry).
 func (f *Follower) Errors() int64 { return f.errors.Load() }
+
+// Restarts counts the times the log fell behind the stream by more than
+// BehindLimit and restarted as a new generation.
+func (f *Follower) Restarts() int64 { return f.restarts.Load() }
+
+// Lag returns how far the log is behind the stream published: the bytes
+// published and not yet appended, and how long ago (at now) the oldest of
+// them was published, at least (see lagMarks); 0 and 0 when it holds all.
+// Safe from any goroutine; it waits for no I/O.
+func (f *Follower) Lag(now time.Time) (bytes int64, age time.Duration) {
+	st := f.hist.Stream()
+	end, gen := st.Offset(), st.Generation()
+	b, age := f.marks.lag(gen, end, now, func() int64 { first, _ := st.Backlog(); return first - 1 })
+	// Whoever asks marks the end as well, so that bytes published while the
+	// follower is held by its disk are aged from this look on.
+	f.marks.mark(gen, end, now)
+	return b, age
+}
 
 // LastError is the last fault's message, or "".
 func (f *Follower) LastError() string {
@@ -130,7 +188,7 @@ func (f *Follower) fault(err error) {
 	f.lastErr.Store(&msg)
 	if !f.down.Swap(true) {
 		f.lg.Warn("stream log stopped: serving from memory only until it can resume",
-			"error", err, "retry-in", f.cfg.Retry)
+			"error", err, "retry-in-ms", f.cfg.Retry.Milliseconds())
 	}
 }
 
@@ -161,13 +219,29 @@ func (f *Follower) Run(ctx context.Context) {
 		if errors.Is(err, replbuf.ErrReset) || errors.Is(err, ErrGenerationMoved) {
 			continue // a new generation: the next round resets the log
 		}
-		f.fault(err)
+		if errors.Is(err, errLogBehind) {
+			f.restart()
+		} else {
+			f.fault(err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(f.cfg.Retry):
 		}
 	}
+}
+
+// restart records that the log fell behind by more than BehindLimit and
+// let go of the stream: down until the next round starts it as a new
+// generation, counted, and one WARN per restart (it was following, so each
+// is a new event).
+func (f *Follower) restart() {
+	f.restarts.Add(1)
+	lag, age := f.Lag(time.Now())
+	f.down.Store(true)
+	f.lg.Warn("stream log fell behind the memory window: restarting it as a new generation",
+		"lag-bytes", lag, "lag-seconds", age.Seconds(), "window", f.cfg.BehindLimit(), "retry-in", f.cfg.Retry)
 }
 
 // appended tells the readers at the log's end (FollowerConfig.Appended).
@@ -205,28 +279,25 @@ func (f *Follower) follow(ctx context.Context) error {
 	}
 	gen := st.Generation()
 	var cur *replbuf.Cursor
+	restarted := false
 	if gen == f.gen && !f.down.Load() && f.log.Err() == nil && f.log.Identity().ReplID != "" {
 		_, last := f.log.Bounds()
 		cur, _ = st.Attach(last + 1) // nil when the memory no longer holds it
 	}
 	if cur == nil {
-		memFirst, _ := st.Backlog()
-		c, err := st.Attach(memFirst)
+		c, err := f.reset(id, st)
 		if err != nil {
-			return fmt.Errorf("attach to the stream: %w", err)
-		}
-		if err := f.log.Reset(id.log(), memFirst-1); err != nil {
-			c.Close()
 			return err
 		}
-		cur, f.gen = c, gen
+		cur, f.gen, restarted = c, gen, true
 	}
 	defer cur.Close()
+	f.marks.appendedTo(gen, cur.Offset()-1)
 	if !h.LogFollows(gen) {
 		return ErrGenerationMoved
 	}
 	if f.down.Swap(false) {
-		f.lg.Info("stream log resumed", "offset", cur.Offset())
+		f.lg.Info("stream log resumed", "offset", cur.Offset(), "new-generation", restarted)
 	}
 	epoch := h.Epoch()
 	for {
@@ -237,6 +308,9 @@ func (f *Follower) follow(ctx context.Context) error {
 				return err
 			}
 		}
+		// The published end now, before the batch is taken: the age of the
+		// oldest byte not in the log is measured from marks like this one.
+		f.marks.mark(gen, st.Offset(), time.Now())
 		bufs, err := cur.Pending()
 		if err != nil {
 			return err
@@ -250,8 +324,18 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 			continue
 		}
+		limit := f.cfg.BehindLimit()
+		if limit > 0 && cur.Lag() > limit {
+			return errLogBehind // before writing: it woke that far behind
+		}
+		batch := *bufs
+		if limit > 0 && cur.Lag() > limit/2 {
+			// Behind: one record per call, so that the lag is checked after
+			// every record written rather than every batch.
+			batch = recordPrefix(batch)
+		}
 		var n int64
-		for _, b := range *bufs {
+		for _, b := range batch {
 			n += int64(len(b))
 		}
 		// The published end is always a command's end; a batch that
@@ -259,22 +343,90 @@ func (f *Follower) follow(ctx context.Context) error {
 		boundary := cur.Offset()+n-1 == st.Offset()
 		// The whole batch in one call: records of up to RecordMax bytes,
 		// each written by one writev of its blocks, not one per block.
-		if err := f.log.AppendBuffers(*bufs, boundary); err != nil {
+		if err := f.log.AppendBuffers(batch, boundary); err != nil {
 			return err
 		}
 		f.appended()
 		if err := cur.Advance(n); err != nil {
 			return err
 		}
+		f.marks.appendedTo(gen, cur.Offset()-1)
 		if f.cfg.Fsync() == FsyncAlways {
 			if err := f.log.Sync(); err != nil {
 				return err
 			}
 		}
-		if limit := f.cfg.BehindLimit(); limit > 0 && cur.Lag() > limit {
+		if limit > 0 && cur.Lag() > limit {
 			return errLogBehind
 		}
 	}
+}
+
+// reset starts a new generation of the log where memory holds the stream,
+// and attaches there. The log is reset before the cursor attaches, not
+// after: dropping a long log's segments (removes and fsyncs) can take
+// seconds on a busy disk, and a cursor attached meanwhile would pin all the
+// stream published during it, the memory the limit is there to bound. Where
+// it starts moves on while the reset runs: a start that memory has let go
+// of, or that the stream left more than half the limit behind, is given up
+// for the published end.
+func (f *Follower) reset(id Identity, st *replbuf.Stream) (*replbuf.Cursor, error) {
+	limit := f.cfg.BehindLimit()
+	// start is where a new generation begins: the memory backlog's first
+	// byte, or within half the limit of the end when memory holds more
+	// (what a slow replica pins, or blocks not yet trimmed), so that it does
+	// not start already behind by more than all of it.
+	start := func() int64 {
+		from, held := st.Backlog()
+		if limit > 0 && held > limit/2 {
+			from = max(from, st.Offset()+1-limit/2)
+		}
+		return from
+	}
+	from := start()
+	if err := f.log.Reset(id.log(), from-1); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || st.Offset()+1-from <= limit/2 {
+		if c, err := st.Attach(from); err == nil {
+			return c, nil
+		}
+	}
+	// The reset took long enough for memory to let go of from, or to leave
+	// it far behind: the generation starts at the published end instead (a
+	// command's end, so PSYNC from the log asks for whole commands),
+	// attached first and reset after, which is quick with nothing left to
+	// drop. The end is read before attaching, so a burst published in
+	// between may trim it first: then again, from the new end.
+	var c *replbuf.Cursor
+	var err error
+	for range 10 {
+		from = st.Offset() + 1
+		if c, err = st.Attach(from); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attach to the stream: %w", err)
+	}
+	if err := f.log.Reset(id.log(), from-1); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// recordPrefix is the first slices of batch that one record of the log
+// takes (streamlog.RecordMax bytes at most; the first slice whatever its
+// size).
+func recordPrefix(batch [][]byte) [][]byte {
+	var n int
+	for i, b := range batch {
+		if n += len(b); n > streamlog.RecordMax && i > 0 {
+			return batch[:i]
+		}
+	}
+	return batch
 }
 
 // syncLoop syncs the log once a SyncEvery under FsyncEverySec, until ctx
@@ -289,6 +441,10 @@ func (f *Follower) syncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// A mark a second, whatever the follower does: while a write
+			// holds it, the bytes published meanwhile get an age too.
+			st := f.hist.Stream()
+			f.marks.mark(st.Generation(), st.Offset(), time.Now())
 			if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
 				continue
 			}
@@ -303,4 +459,95 @@ func (f *Follower) syncLoop(ctx context.Context) {
 // log converts the identity for the stream log.
 func (id Identity) log() streamlog.Identity {
 	return streamlog.Identity{ReplID: id.ReplID, ReplID2: id.ReplID2, SecondOffset: id.SecondOffset}
+}
+
+// lagMarkCount bounds the marks kept: one is taken per batch the follower
+// takes, and only those past what the log holds are kept, so a few dozen
+// cover a window of batches; past it new marks are skipped (see mark).
+const lagMarkCount = 128
+
+// lagMark says that by at, the stream was published up to off.
+type lagMark struct {
+	off int64
+	at  time.Time
+}
+
+// lagMarks measures the log's lag (Follower.Lag). A mark (off, at) says
+// that every byte up to off was published by at, so the first mark past
+// what the log holds bounds the age of the oldest byte it lacks from
+// below: it is at least now - at old. Marks are taken by the follower
+// before each batch, by the syncer once a second and by every Lag, so the
+// age is exact to a batch while the follower runs, and to a second (or the
+// last look) while a write holds it; it errs low, never high. Its lock is a
+// leaf, held for no I/O and no call out.
+type lagMarks struct {
+	sync.Mutex
+	// Guarded by the mutex; written by the follower's goroutine.
+	gen      uint64 // the stream generation appended is in
+	appended int64  // the last offset the log holds
+	valid    bool   // appended was set: the log follows or followed a stream
+	ring     [lagMarkCount]lagMark
+	head, n  int // the oldest mark's index in ring, and how many there are
+}
+
+// appendedTo records that the log holds generation gen's stream up to off,
+// and forgets the marks it no longer needs. A new generation's offsets are
+// another stream's: its marks start anew.
+func (m *lagMarks) appendedTo(gen uint64, off int64) {
+	m.Lock()
+	defer m.Unlock()
+	if gen != m.gen {
+		m.head, m.n = 0, 0
+	}
+	m.gen, m.appended, m.valid = gen, off, true
+	for m.n > 0 && m.ring[m.head].off <= off {
+		m.head, m.n = (m.head+1)%lagMarkCount, m.n-1
+	}
+}
+
+// mark records that by at the stream of generation gen was published up
+// to end. A mark of another generation than the log's (read before a new
+// one began) would date another stream's offsets, and is dropped. Nothing
+// new since the newest mark keeps that one (its time is the earlier
+// bound); with the ring full the mark is skipped, which only makes the age
+// err lower for bytes no mark covers.
+func (m *lagMarks) mark(gen uint64, end int64, at time.Time) {
+	m.Lock()
+	defer m.Unlock()
+	if gen != m.gen || end <= m.appended || m.n == lagMarkCount {
+		return
+	}
+	if m.n > 0 && m.ring[(m.head+m.n-1)%lagMarkCount].off >= end {
+		return
+	}
+	m.ring[(m.head+m.n)%lagMarkCount] = lagMark{off: end, at: at}
+	m.n++
+}
+
+// lag is Follower.Lag for a stream of generation gen published up to end.
+// start gives the offset a stream of another generation than the log's
+// starts after: all of it is lag. It is called without m's lock held (it
+// takes the stream's).
+func (m *lagMarks) lag(gen uint64, end int64, now time.Time, start func() int64) (int64, time.Duration) {
+	m.Lock()
+	valid, appended, sameGen := m.valid, m.appended, gen == m.gen
+	var at time.Time
+	for i := range m.n {
+		if mk := m.ring[(m.head+i)%lagMarkCount]; mk.off > appended {
+			at = mk.at
+			break
+		}
+	}
+	m.Unlock()
+	if !valid {
+		return 0, 0
+	}
+	if !sameGen {
+		return max(end-start(), 0), 0
+	}
+	bytes := max(end-appended, 0)
+	if bytes == 0 || at.IsZero() {
+		return bytes, 0
+	}
+	return bytes, max(now.Sub(at), 0)
 }

@@ -111,3 +111,194 @@ func TestFollower(t *testing.T) {
 		t.Fatal("Run did not return once its context ended")
 	}
 }
+
+// gateFS holds every write of the log's segment files while closed: a disk
+// that takes nothing until the test lets it.
+type gateFS struct {
+	streamlog.FS
+	mu   sync.Mutex
+	open chan struct{} // closed while writes go through
+	held chan struct{} // receives once a write waits at the gate
+}
+
+func newGateFS(inner streamlog.FS) *gateFS {
+	g := &gateFS{FS: inner, open: make(chan struct{}), held: make(chan struct{}, 1)}
+	close(g.open)
+	return g
+}
+
+// shut makes the next writes wait; let lets them (and those waiting) go.
+func (g *gateFS) shut() { g.mu.Lock(); g.open = make(chan struct{}); g.mu.Unlock() }
+func (g *gateFS) let() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+func (g *gateFS) gate() <-chan struct{} { g.mu.Lock(); defer g.mu.Unlock(); return g.open }
+
+func (g *gateFS) OpenFile(name string, flag int, perm fs.FileMode) (streamlog.File, error) {
+	file, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return file, err
+	}
+	return gateFile{file, g}, nil
+}
+
+type gateFile struct {
+	streamlog.File
+	fs *gateFS
+}
+
+func (f gateFile) Write(p []byte) (int, error) {
+	ch := f.fs.gate()
+	select {
+	case <-ch:
+	default:
+		select {
+		case f.fs.held <- struct{}{}:
+		default:
+		}
+		<-ch
+	}
+	return f.File.Write(p)
+}
+
+// TestFollowerRestartsBehind: a follower whose disk holds its write while
+// the stream runs on reports its lag in bytes and seconds; once it falls
+// behind by more than BehindLimit it lets go of the stream's blocks (the
+// stream trims to its backlog), counts a restart (not an error), and after
+// Retry the log starts again as a new generation from the memory backlog
+// and catches up: lag 0.
+func TestFollowerRestartsBehind(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	gfs := newGateFS(streamlog.RootFS{Root: root})
+	l, _, err := streamlog.Open(streamlog.Options{FS: gfs, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	a := replid.New()
+	h := newTestHistory(t, a, 100) // backlog 1 MiB
+	h.SetLog(l)
+	const limit = 2 << 20
+	f := NewFollower(h, l, hclog.NewNullLogger(), FollowerConfig{
+		Fsync:       func() Fsync { return FsyncNo },
+		BehindLimit: func() int64 { return limit },
+		Retry:       10 * time.Millisecond,
+		SyncEvery:   time.Hour,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	defer func() { cancel(); gfs.let(); <-done }()
+
+	st := h.Stream()
+	cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")
+	appendN := func(n int) {
+		t.Helper()
+		for range n {
+			if err := st.Append(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(4)
+	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == st.Offset() })
+	if lag, age := f.Lag(time.Now()); lag != 0 || age != 0 {
+		t.Fatalf("lag %d bytes, %s caught up; want 0", lag, age)
+	}
+	firstBefore, _ := l.Bounds()
+
+	// The disk stops taking writes: the follower waits in one, holding its
+	// cursor, while the stream runs on past the limit.
+	gfs.shut()
+	appendN(1)
+	<-gfs.held
+	appendN(8 * limit / len(cmd))
+	var lag int64
+	var age time.Duration
+	redistest.WaitFor(t, 10*time.Second, "the lag's age above 0 while the write waits", func() bool {
+		lag, age = f.Lag(time.Now())
+		return age > 0
+	})
+	if lag < 8*limit {
+		t.Fatalf("lag %d bytes while the disk holds a write, want at least %d", lag, 8*limit)
+	}
+	if f.Restarts() != 0 || f.Down() {
+		t.Fatal("restarted before the write returned")
+	}
+	gfs.let()
+	redistest.WaitFor(t, 10*time.Second, "a restart for falling behind", func() bool { return f.Restarts() == 1 })
+	// Let go: the next publish trims the stream to its backlog (1 MiB).
+	appendN(1)
+	if u := st.Usage(); u.Total > 2<<20 {
+		t.Fatalf("the stream holds %d bytes after the follower let go, want its 1 MiB backlog", u.Total)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the log restarted and caught up", func() bool {
+		first, last := l.Bounds()
+		lag, _ := f.Lag(time.Now())
+		return !f.Down() && last == st.Offset() && first > firstBefore && lag == 0
+	})
+	memFirst, _ := st.Backlog()
+	if first, _ := l.Bounds(); first < memFirst-1<<20 || f.Errors() != 0 {
+		t.Fatalf("log from %d (memory from %d), %d errors: want a new generation from the memory backlog, no error", first, memFirst, f.Errors())
+	}
+}
+
+// TestLagMarks: the age is measured from the first mark past what the log
+// holds, marks it no longer needs are dropped, a new generation forgets
+// them, and a full ring skips marks (the age errs low, never high).
+func TestLagMarks(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var m lagMarks
+	start := func() int64 { return 50 }
+	if b, age := m.lag(1, 300, t0, start); b != 0 || age != 0 {
+		t.Fatalf("before any append: %d, %s", b, age)
+	}
+	m.appendedTo(1, 100)
+	m.mark(1, 200, t0)
+	m.mark(1, 200, t0.Add(time.Second)) // nothing new: the earlier mark stays
+	m.mark(2, 250, t0)                  // another generation's: dropped
+	m.mark(1, 300, t0.Add(time.Second))
+	for _, tc := range []struct {
+		appended  int64
+		wantBytes int64
+		wantAge   time.Duration
+	}{
+		{100, 200, 3 * time.Second},
+		{150, 150, 3 * time.Second},
+		{200, 100, 2 * time.Second},
+		{300, 0, 0},
+	} {
+		m.appendedTo(1, tc.appended)
+		if b, age := m.lag(1, 300, t0.Add(3*time.Second), start); b != tc.wantBytes || age != tc.wantAge {
+			t.Fatalf("appended %d: lag %d, %s; want %d, %s", tc.appended, b, age, tc.wantBytes, tc.wantAge)
+		}
+	}
+	if b, _ := m.lag(2, 300, t0, start); b != 250 {
+		t.Fatalf("another generation: lag %d, want all of it (250)", b)
+	}
+	m.appendedTo(2, 10)
+	if m.n != 0 {
+		t.Fatalf("%d marks kept into a new generation", m.n)
+	}
+	for i := range lagMarkCount + 10 {
+		m.mark(2, int64(11+i), t0.Add(time.Duration(i)*time.Second))
+	}
+	if m.n != lagMarkCount {
+		t.Fatalf("%d marks, want the ring's %d", m.n, lagMarkCount)
+	}
+	m.appendedTo(2, int64(10+lagMarkCount))
+	if b, age := m.lag(2, int64(20+lagMarkCount), t0.Add(time.Hour), start); b != 10 || age != 0 {
+		t.Fatalf("past the ring: lag %d, %s; want 10 bytes, no age (no mark covers them)", b, age)
+	}
+}

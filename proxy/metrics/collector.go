@@ -140,6 +140,9 @@ type Log struct {
 	Synced              int64
 	FsyncLagBytes       int64
 	LastFsyncAgeSeconds int64 // -1 before the first fsync: not shown
+	LagBytes            int64
+	LagSeconds          float64
+	Restarts            int64
 	Errors              int64
 	PartialSyncs        int64
 	ReplicasMovedToDisk int64
@@ -250,6 +253,9 @@ var metricSpecs = []metricSpec{
 	{"repl_log_synced_offset_bytes", gauge, "Last offset made durable by fsync (repl_log_synced_offset); absent without a log.", nil},
 	{"repl_log_fsync_lag_bytes", gauge, "Bytes written to the log and not yet fsynced (repl_log_fsync_lag_bytes); absent without a log.", nil},
 	{"repl_log_last_fsync_age_seconds", gauge, "Seconds since the log's last fsync (repl_log_last_fsync_age); absent before the first.", nil},
+	{"repl_log_lag_bytes", gauge, "Stream bytes published and not yet in the log (repl_log_lag_bytes); absent without a log.", nil},
+	{"repl_log_lag_seconds", gauge, "Seconds since the oldest byte not yet in the log was published, at least (repl_log_lag_seconds); absent without a log.", nil},
+	{"repl_log_restarts_total", counter, "Restarts of the stream log as a new generation for falling behind by more than the memory window (repl_log_restarts); absent without a log.", nil},
 	{"repl_log_errors_total", counter, "Failures that stopped the stream log (repl_log_errors); absent without a log.", nil},
 	{"repl_log_partial_syncs_total", counter, "Partial resyncs served from the stream log (repl_log_partial_syncs); absent without a log.", nil},
 	{"repl_log_replicas_moved_to_disk_total", counter, "Replicas moved from memory to the stream log for lagging (repl_log_replicas_moved_to_disk); absent without a log.", nil},
@@ -393,6 +399,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if l.LastFsyncAgeSeconds >= 0 {
 			emit("repl_log_last_fsync_age_seconds", l.LastFsyncAgeSeconds)
 		}
+		emit("repl_log_lag_bytes", l.LagBytes)
+		ch <- prometheus.MustNewConstMetric(c.descs["repl_log_lag_seconds"], c.kinds["repl_log_lag_seconds"], l.LagSeconds)
+		emit("repl_log_restarts_total", l.Restarts)
 		emit("repl_log_errors_total", l.Errors)
 		emit("repl_log_partial_syncs_total", l.PartialSyncs)
 		emit("repl_log_replicas_moved_to_disk_total", l.ReplicasMovedToDisk)

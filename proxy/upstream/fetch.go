@@ -54,7 +54,7 @@ func (l *Link) FetchLoop(ctx context.Context, job FetchJob) error {
 		why := fetchStopReason(ctx, l.host.Target().Addr, primary, job.Wanted)
 		if why == "" {
 			backoff = nextBackoff(backoff)
-			l.log.Warn("snapshot fetch failed", "error", err, "retry-in", backoff)
+			l.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", backoff.Milliseconds())
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):

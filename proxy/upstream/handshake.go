@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -250,7 +248,7 @@ func (c *session) fullSync(reply string) error {
 	l.resumable = true
 	l.counters.FullSyncs.Add(1)
 	l.log.Info("full sync received", "replid", replID, "repl-offset", offset,
-		"rdb-size", humanize.IBytes(uint64(sn.Size())), "eof-mark", eof, "took", time.Since(start).Round(time.Millisecond))
+		"rdb-bytes", sn.Size(), "eof-mark", eof, "took-ms", time.Since(start).Milliseconds())
 	if eof {
 		// After a diskless payload the primary sends nothing until the first
 		// ACK, whatever its offset: under ack-policy replicas it is what the

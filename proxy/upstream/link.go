@@ -73,6 +73,13 @@ type Host interface {
 	// main link may hold unpublished (0: no limit). Read at every read of
 	// the stream, so that a change applies at once.
 	QueryLimit() int64
+	// Published is told, on the link's goroutine, that publishes made new
+	// stream bytes visible, so that the host may send them to replicas from
+	// this goroutine; it must never block. On a plain TCP link it is told
+	// when the primary's socket has nothing more to read (before the link
+	// waits) or flushBudget bytes are held (flushingSource), elsewhere after
+	// every publish.
+	Published()
 	// PayloadStarted is told of the payload of a main link's full sync once
 	// its header arrived (size -1: EOF-marked, size unknown), before its
 	// first byte, so that the host counts sn's memory while it arrives. It

@@ -56,7 +56,7 @@ func (l *Link) Run(ctx context.Context) {
 		default:
 			backoff = nextBackoff(backoff)
 		}
-		l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in", backoff)
+		l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in-ms", backoff.Milliseconds())
 		l.state.Store(int32(StateConnect))
 		select {
 		case <-ctx.Done():

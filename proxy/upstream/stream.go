@@ -38,6 +38,11 @@ func (c *session) streamLoop() error {
 	l := c.l
 	st := l.host.Stream()
 	src := c.source()
+	fs := newFlushingSource(c.rd, c.conn, l.host.Published)
+	if fs != nil {
+		src = fs
+		defer fs.flush()
+	}
 	dl := deadline{conn: c.conn, timeout: c.timeout}
 	for {
 		now := time.Now()
@@ -48,10 +53,18 @@ func (c *session) streamLoop() error {
 			l.counters.ReplInputBytes.Add(int64(len(p)))
 			ev, serr := l.scanner.Feed(p)
 			applied := l.scanner.Applied()
+			before := st.Offset()
 			if perr := st.Publish(applied); perr != nil {
 				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
 			}
 			l.applied.Store(applied)
+			if applied > before {
+				if fs != nil {
+					fs.published(applied - before) // told before the next read waits
+				} else {
+					l.host.Published()
+				}
+			}
 			if ev.GetAck {
 				if werr := c.ack(ev.GetAckOffset, false); werr != nil {
 					return fmt.Errorf("answer GETACK: %w", werr)
@@ -61,7 +74,7 @@ func (c *session) streamLoop() error {
 				if limit := l.host.QueryLimit(); limit > 0 && held > limit {
 					l.counters.QueryLimits.Add(1)
 					l.log.Error("unpublished stream from primary over master-query-buffer-limit",
-						"unpublished", held, "limit", limit, "repl-offset", applied)
+						"unpublished-bytes", held, "limit-bytes", limit, "repl-offset", applied)
 					return fmt.Errorf("%w: %d bytes after offset %d", ErrQueryBufferLimit, held, applied)
 				}
 			}

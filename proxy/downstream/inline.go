@@ -1,0 +1,262 @@
+package downstream
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// Fan-out without wake-ups: the goroutine that publishes new stream bytes
+// (the upstream link's) sends them itself to the replicas that are caught
+// up, one non-blocking writev each (Fanout.Flush), instead of waking each
+// replica's write loop to write a few KiB and park again. A write loop is
+// woken only when its socket would block, when its replica is behind, or
+// when it has to end. See the package documentation, "Fan-out".
+
+// The owner of a replica's socket, and with it of its stream cursor
+// (inlineSender.owner). Exactly one of the write loop and the inline sender
+// writes the socket at any moment; idle means neither does.
+const (
+	ownWriter  int32 = iota // the write loop writes, or will: the inline sender keeps off
+	ownIdle                 // the replica is caught up and its write loop parked: the inline sender may take it
+	ownInline               // the inline sender is writing
+	ownReclaim              // the inline sender is writing and the write loop, ending, waits for it (kick)
+)
+
+// A Fanout is the set of replicas the stream's producer sends to inline.
+// The proxy holds one, hands it to every replica (Config.Fanout) and calls
+// Flush on the upstream link's goroutine after each publish. A replica's
+// write loop adds itself when it starts streaming from memory over a socket
+// that allows it (plain TCP, not TLS) and removes itself when it stops.
+type Fanout struct {
+	mu   sync.Mutex                      // serialises add and remove; a leaf
+	list atomic.Pointer[[]*inlineSender] // copy on write under mu; Flush reads it without a lock
+}
+
+// add makes s one of the senders Flush visits.
+func (f *Fanout) add(s *inlineSender) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var next []*inlineSender
+	if p := f.list.Load(); p != nil {
+		next = append(next, *p...)
+	}
+	next = append(next, s)
+	f.list.Store(&next)
+}
+
+// remove takes s out. A Flush that loaded the list before may still visit
+// it: the owner flag keeps that visit off a socket its write loop holds.
+func (f *Fanout) remove(s *inlineSender) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.list.Load()
+	if p == nil {
+		return
+	}
+	next := make([]*inlineSender, 0, len(*p))
+	for _, x := range *p {
+		if x != s {
+			next = append(next, x)
+		}
+	}
+	f.list.Store(&next)
+}
+
+// Flush sends what was just published to every caught-up replica: at most
+// one batch (MaxBatchBytes) each, by one non-blocking writev, so that the
+// producer never waits for a replica and a replica whose socket is full
+// delays the others by one failed writev. A replica whose socket would
+// block, that is behind by more than that batch, or whose write failed is
+// handed to its write loop. Called by the stream's producer after it
+// published (the proxy: when upstream's Host.Published is told); it
+// allocates nothing.
+func (f *Fanout) Flush() {
+	p := f.list.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		s.flush()
+	}
+}
+
+// Wake hands every parked replica back to its write loop, which then sees
+// what changed in the stream (a new generation, the stream's end) as its
+// cursor reports it. The proxy calls it when the stream changes without a
+// publish.
+func (f *Fanout) Wake() {
+	p := f.list.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		if s.owner.CompareAndSwap(ownIdle, ownInline) {
+			s.handOver()
+		}
+	}
+}
+
+// An inlineSender is the part of one replica the producer may write from:
+// the owner flag, the socket's raw descriptor and the iovecs. Made by the
+// write loop when it starts streaming (newInlineSender).
+type inlineSender struct {
+	owner atomic.Int32  // an own* state: who may write the socket and use cur
+	kick  chan struct{} // capacity 1: the inline sender hands the socket back to the write loop
+	rc    syscall.RawConn
+	out   *atomic.Int64 // total_net_repl_output_bytes
+
+	// cur is the stream cursor. The write loop sets it before it parks
+	// (ownIdle); after that whoever owns the socket uses it, and the CAS
+	// or Store that passes ownership on orders every use before it with
+	// every use after.
+	cur *replbuf.Cursor
+
+	vec   writev                // owned by the inline sender while it holds the socket
+	write func(fd uintptr) bool // s.writeFD, made once
+
+	// writing counts the writes in flight on the socket, from either
+	// side; overlaps counts the times one began while another was in
+	// flight, which the owner flag forbids (tests assert it stays 0).
+	writing  atomic.Int32
+	overlaps atomic.Int64
+	inline   atomic.Int64 // writes the inline sender made
+	handed   atomic.Int64 // times it handed the socket to the write loop
+}
+
+// newInlineSender returns conn's inline sender, or nil when conn cannot be
+// written without blocking from another goroutine: TLS (whose records the
+// write loop alone builds) and anything that is not a socket.
+func newInlineSender(conn net.Conn, out *atomic.Int64) *inlineSender {
+	if !writevSupported {
+		return nil
+	}
+	sc, ok := conn.(interface {
+		net.Conn
+		syscall.Conn
+	})
+	if !ok {
+		return nil // *tls.Conn, net.Pipe
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &inlineSender{kick: make(chan struct{}, 1), rc: rc, out: out}
+	s.owner.Store(ownWriter)
+	s.write = s.writeFD // one method value, so that no write allocates
+	return s
+}
+
+// flush takes the socket if it is idle and sends one batch.
+func (s *inlineSender) flush() {
+	if !s.owner.CompareAndSwap(ownIdle, ownInline) {
+		return // the write loop has it: it sends the new bytes itself
+	}
+	if s.sendBatch() {
+		s.handOver()
+		return
+	}
+	if !s.owner.CompareAndSwap(ownInline, ownIdle) {
+		s.handOver() // ownReclaim: the write loop waits for it
+	}
+}
+
+// handOver gives the socket to the write loop and wakes it.
+func (s *inlineSender) handOver() {
+	s.handed.Add(1)
+	s.owner.Store(ownWriter)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sendBatch writes the cursor's next batch without blocking and reports
+// whether the write loop must take over: the socket would block or took
+// only part, the cursor is further behind than the batch, or something
+// failed (the write loop meets the same error and closes for it).
+func (s *inlineSender) sendBatch() (handOver bool) {
+	c := s.cur
+	bufs, err := c.Pending()
+	if err != nil {
+		return true
+	}
+	if len(*bufs) == 0 {
+		return false
+	}
+	total := s.vec.load(*bufs)
+	s.enter()
+	rerr := s.rc.Write(s.write)
+	s.leave()
+	n, failed := s.vec.result()
+	s.inline.Add(1)
+	if n > 0 {
+		s.out.Add(int64(n))
+		if err := c.Advance(int64(n)); err != nil {
+			return true
+		}
+	}
+	return rerr != nil || failed || n < total || c.Lag() > 0
+}
+
+// enter and leave bracket every write of the stream to the socket.
+func (s *inlineSender) enter() {
+	if s.writing.Add(1) != 1 {
+		s.overlaps.Add(1)
+	}
+}
+
+func (s *inlineSender) leave() { s.writing.Add(-1) }
+
+// park lends the socket to the inline sender while the replica is caught
+// up on cur, and returns once the write loop owns it again (nil), or ctx
+// ended (its error, the socket taken back first). conn's write deadline is
+// cleared: the inline writes never wait, and an expired one would fail
+// them.
+func (s *inlineSender) park(ctx context.Context, conn net.Conn, cur *replbuf.Cursor) error {
+	s.cur = cur
+	conn.SetWriteDeadline(time.Time{})
+	s.owner.Store(ownIdle)
+	// Released first, checked second: a publish (or a Reset and Wake) after
+	// the write loop's last look found the socket still the write loop's and
+	// did nothing; its change is seen here (both sides use sequentially
+	// consistent atomics). Moved reads no state of the cursor's owner, which
+	// the inline sender may be from the Store on.
+	if cur.Moved() && s.owner.CompareAndSwap(ownIdle, ownWriter) {
+		return nil
+	}
+	select {
+	case <-s.kick:
+		return nil
+	case <-ctx.Done():
+		s.reclaim()
+		return ctx.Err()
+	}
+}
+
+// reclaim takes the socket back for the write loop, which ends: at once
+// when it is idle, else once the inline sender's write in flight returned.
+// The cursor may be closed after it.
+func (s *inlineSender) reclaim() {
+	for {
+		switch s.owner.Load() {
+		case ownWriter:
+			return
+		case ownIdle:
+			if s.owner.CompareAndSwap(ownIdle, ownWriter) {
+				return
+			}
+		case ownInline:
+			if s.owner.CompareAndSwap(ownInline, ownReclaim) {
+				<-s.kick // flush hands over: one non-blocking writev away
+				return
+			}
+		}
+	}
+}

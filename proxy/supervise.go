@@ -1,0 +1,79 @@
+package proxy
+
+import (
+	"github.com/replproxy/replproxy/proxy/upstream"
+)
+
+// What a supervisor (systemd under `supervised systemd`) is told of the
+// server's life, as redis-server 7.0 tells it: that the server serves once
+// its listeners accept connections (READY=1: a replica of the proxy may
+// connect; like Redis, not waiting for the primary), a one-line status
+// whenever the link to the primary or the readiness changes (STATUS=), and
+// that it stops, at the start of a graceful stop or of a stop at once
+// (STOPPING=1).
+
+// A Supervisor is told of the server's life (Options.Supervisor). Ready is
+// called once, from Run's goroutine, after the accept loops started;
+// Status from the monitor's goroutine after that (within a round, 100 ms),
+// only when the status changed; Stopping once, from Run's goroutine. No lock of the server is
+// held during a call, which may do I/O but should not block for long.
+type Supervisor interface {
+	Ready(status string)
+	Status(status string)
+	Stopping()
+}
+
+// notifyReady tells the supervisor that Run serves.
+func (s *Server) notifyReady() {
+	if s.supervisor == nil {
+		return
+	}
+	// Redis's words. The link to the primary starts after this, so its
+	// state is not known yet: the monitor's next round sends it.
+	st := "Ready to accept connections"
+	s.supervisor.Ready(st)
+	s.lastStatus.Store(&st) // after: no Status goes before Ready
+}
+
+// notifyStatus sends the status when it changed since the last one sent:
+// monitor only, and nothing before notifyReady has.
+func (s *Server) notifyStatus() {
+	if s.supervisor == nil {
+		return
+	}
+	last := s.lastStatus.Load()
+	if last == nil {
+		return
+	}
+	st := s.supervisorStatus()
+	if *last == st {
+		return
+	}
+	s.lastStatus.Store(&st)
+	s.supervisor.Status(st)
+}
+
+// notifyStopping tells the supervisor that the server stops, once.
+func (s *Server) notifyStopping() {
+	if s.supervisor == nil {
+		return
+	}
+	s.stoppingOnce.Do(s.supervisor.Stopping)
+}
+
+// supervisorStatus is the readiness rule (/readyz) as one line that changes
+// only when the state does: the reason /readyz gives while serving from the
+// history names offsets that move with every write, so it is left out.
+func (s *Server) supervisorStatus() string {
+	ok, why := s.readiness()
+	st := s.up.State()
+	switch {
+	case ok && st == upstream.StateConnected:
+		return "Ready: " + why
+	case ok && st == upstream.StateNone:
+		return "Ready: no upstream (replicaof no one); serving returning replicas from the history"
+	case ok:
+		return "Ready: upstream link " + st.String() + "; serving returning replicas from the history"
+	}
+	return "Not ready: " + why
+}

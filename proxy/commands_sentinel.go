@@ -51,11 +51,12 @@ func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
 		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, int64(len(c.subs)))
 	}
 	c.subCount.Store(int32(len(c.subs)))
-	// The confirmations go into the outbox before the client is added to
-	// the channels, so that no message can overtake them.
+	// The confirmations go into the outbox with the client added to the
+	// channels (one hold of pubsub's lock), so that no message overtakes
+	// them and none published after them is missed.
 	c.startOutbox()
-	c.queueOut()
-	s.pubsub.subscribe(c, added)
+	lim := s.config().ClientOutputBufferLimit.PubSub
+	c.queuedOut(s.pubsub.subscribe(c, added, c.out, lim, time.Now()))
 	return false
 }
 

@@ -40,8 +40,9 @@ const maxChannelLen = 512
 //
 // Its lock is a leaf but for the subscribers' outboxes (pubsub.mu →
 // outbox.mu): publish queues a message into each subscriber's outbox under
-// it, and nothing under it blocks, logs or touches a socket. It is never
-// held with the registry's or the history's lock.
+// it, subscribe a client's confirmations into its own, and nothing under it
+// blocks, logs or touches a socket. It is never held with the registry's or
+// the history's lock.
 type pubsub struct {
 	mu       sync.Mutex
 	channels map[string]map[*client]struct{} // guarded by mu; no empty sets
@@ -51,10 +52,20 @@ func newPubsub() *pubsub {
 	return &pubsub{channels: make(map[string]map[*client]struct{})}
 }
 
-// subscribe adds c to each channel. c.box must be set.
-func (p *pubsub) subscribe(c *client, chans []string) {
+// subscribe queues confirm (SUBSCRIBE's confirmations) into c's outbox
+// and adds c to each channel, in one hold of the lock: a publish comes
+// either before both (c is no receiver yet) or after both (its message
+// follows the confirmations), so that a client that has read its
+// confirmation receives every later publish, as in Redis. It returns what
+// the outbox's put did, for the caller to act on with no lock held. c.box
+// must be set.
+func (p *pubsub) subscribe(c *client, chans []string, confirm []byte, lim config.OutputBufferLimit, now time.Time) (downstream.CloseReason, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	reason, pending := c.box.put(confirm, lim, now)
+	if reason != downstream.CloseNone {
+		return reason, pending
+	}
 	for _, ch := range chans {
 		set := p.channels[ch]
 		if set == nil {
@@ -63,6 +74,7 @@ func (p *pubsub) subscribe(c *client, chans []string) {
 		}
 		set[c] = struct{}{}
 	}
+	return reason, pending
 }
 
 // unsubscribe removes c from each channel.
@@ -296,7 +308,14 @@ func (c *client) queueOut() {
 		return
 	}
 	lim := c.srv.config().ClientOutputBufferLimit.PubSub
-	if reason, pending := c.box.put(c.out, lim, time.Now()); reason != downstream.CloseNone {
+	c.queuedOut(c.box.put(c.out, lim, time.Now()))
+}
+
+// queuedOut closes c if putting c.out into its outbox took it over
+// client-output-buffer-limit pubsub, and empties c.out. The client's
+// goroutine only, with no lock held.
+func (c *client) queuedOut(reason downstream.CloseReason, pending int64) {
+	if reason != downstream.CloseNone {
 		c.srv.closedByPubSubLimit(c, reason, pending)
 	}
 	if cap(c.out) > 1<<20 {

@@ -7,11 +7,11 @@
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GO ?= go
 
-.PHONY: test vet unit redis promtool bench bench-engine fuzz demo
+.PHONY: test vet unit redis node promtool bench bench-engine fuzz demo
 
 # bench/ is a module of its own (so that the product's go.mod does not carry
 # the plotting library), which ./... does not enter: each target names it too.
-test: redis promtool vet
+test: redis node promtool vet
 	$(GO) test -race -timeout 12m ./...
 	$(GO) -C bench test -race ./...
 
@@ -35,6 +35,16 @@ redis:
 		{ $(SUDO) service redis-server stop >/dev/null 2>&1 || true; }; \
 	fi
 	@redis-server --version
+
+# node installs Node.js and npm when missing: the RESP3 test reads the proxy with
+# node-redis, which it installs from the npm registry into the user's cache.
+node:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "installing nodejs and npm"; \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y nodejs npm; \
+	fi
+	@node --version
 
 # promtool checks the alerting rules in deploy/prometheus (promtool check rules,
 # promtool test rules) and a real scrape of a running proxy (promtool check

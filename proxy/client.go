@@ -68,6 +68,10 @@ type client struct {
 	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
 	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
 	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
+	// resp is the client's wire.Proto: RESP2 from accept on, changed by
+	// HELLO on its own goroutine; atomic because CLIENT LIST (any client's
+	// goroutine) shows it.
+	resp atomic.Uint32
 }
 
 func newClient(s *Server, id int64, conn net.Conn) *client {
@@ -87,8 +91,15 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	c.authed = !cc.requirePass
 	c.rd = wire.NewCommandReader(countingReader{conn, &s.stats.netInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
+	c.resp.Store(uint32(wire.RESP2))
 	return c
 }
+
+// proto returns the RESP version the client's replies are written in: every
+// reply goes through it where RESP3 differs from RESP2 (a map, a null, a
+// verbatim string, a push), so that a command gets both by writing one.
+// Any goroutine.
+func (c *client) proto() wire.Proto { return wire.Proto(c.resp.Load()) }
 
 // connFD returns the descriptor of conn's socket (under TLS, of the
 // connection it runs on), or -1 for a connection without one (a pipe in

@@ -88,8 +88,9 @@ func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
 		return false
 	}
-	if len(c.subs) > 0 {
-		// A subscribed client (commands_sentinel.go).
+	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
+		// A subscribed RESP2 client (commands_sentinel.go); in RESP3 a
+		// subscriber runs any command, and PING answers +PONG, as in Redis.
 		switch {
 		case !subscribedOnly[name]:
 			c.out = wire.AppendError(c.out, subscribedRefusal(fullName(name, args)))
@@ -183,10 +184,12 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 // authenticate checks user and pass, for AUTH and HELLO's AUTH option: on a
 // match the client is authenticated (and its reader leaves the pre-AUTH
 // limits before the next command); otherwise the failure is counted and
-// logged and the WRONGPASS reply appended.
+// logged and the WRONGPASS reply appended. Without requirepass the default
+// user is Redis's nopass user, whom any password authenticates (HELLO 3 AUTH
+// default <anything>, as client libraries send it, succeeds as in Redis).
 func (s *Server) authenticate(c *client, user string, pass []byte) bool {
 	want := s.config().RequirePass
-	if user != "default" || subtle.ConstantTimeCompare(pass, []byte(want)) != 1 {
+	if user != "default" || (want != "" && subtle.ConstantTimeCompare(pass, []byte(want)) != 1) {
 		s.authFailed(c)
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false
@@ -261,7 +264,7 @@ func (s *Server) cmdConfig(c *client, args [][]byte) bool {
 }
 
 // configGet returns name/value pairs for every directive matching one of the
-// glob patterns, as redis-server does.
+// glob patterns, as redis-server does: a map in RESP3.
 func (s *Server) configGet(c *client, patterns [][]byte) {
 	cfg := s.config()
 	var pairs []string
@@ -278,7 +281,7 @@ func (s *Server) configGet(c *client, patterns [][]byte) {
 			}
 		}
 	}
-	c.out = wire.AppendArrayHeader(c.out, len(pairs))
+	c.out = c.proto().AppendMapHeader(c.out, len(pairs)/2)
 	for _, p := range pairs {
 		c.out = wire.AppendBulkString(c.out, p)
 	}
@@ -488,7 +491,7 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		if n := c.name.Load(); n != nil && *n != "" {
 			c.out = wire.AppendBulkString(c.out, *n)
 		} else {
-			c.out = wire.AppendNullBulk(c.out)
+			c.out = c.proto().AppendNull(c.out)
 		}
 	case sub == "setname" && len(args) == 3:
 		name := string(args[2])
@@ -499,7 +502,7 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		c.name.Store(&name)
 		c.out = wire.AppendSimple(c.out, "OK")
 	case sub == "list" && len(args) == 2:
-		c.out = wire.AppendBulkString(c.out, s.clientList())
+		c.out = c.proto().AppendVerbatim(c.out, "txt", s.clientList())
 	case sub == "info" && len(args) == 2:
 		s.clientInfo(c)
 	case sub == "setinfo" && len(args) == 4:
@@ -552,10 +555,10 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 		}
 		omem = b
 	}
-	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2\n",
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
 		c.id, c.addr, c.laddr, c.fd, name,
 		int64(now.Sub(c.created)/time.Second),
-		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd)
+		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd, c.proto())
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,

@@ -10,10 +10,10 @@ import (
 )
 
 // The commands client libraries and monitoring tools send on connect, or
-// poll, answered as Redis 7.0 answers them under RESP2, so that they connect
-// without errors: HELLO, CLIENT INFO and SETINFO, TIME, SLOWLOG and LATENCY
-// (the proxy runs no commands worth timing: both are always empty), and
-// SHUTDOWN.
+// poll, answered as Redis 7.0 answers them in RESP2 and RESP3, so that they
+// connect without errors: HELLO, CLIENT INFO and SETINFO, TIME, SLOWLOG and
+// LATENCY (the proxy runs no commands worth timing: both are always empty),
+// and SHUTDOWN.
 
 // noAuthHello is Redis 7.0's reply to HELLO without AUTH from a client that
 // has not authenticated.
@@ -21,25 +21,28 @@ const noAuthHello = "NOAUTH HELLO must be called with the client already authent
 	"otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client " +
 	"and select the RESP protocol version at the same time"
 
-// cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]]. The admin
-// path speaks RESP2 only: protover 3 is refused with NOPROTO, which client
-// libraries (go-redis, redis-py, Lettuce) take as "fall back to RESP2 and
-// AUTH". Checks run in Redis's order: protover, option syntax, AUTH, then the
-// name.
+// cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0
+// answers it: protover 2 or 3 sets the protocol of every later reply of this
+// client (and of HELLO's own), none keeps it; the reply is a map in RESP3 and
+// the same pairs as a flat array in RESP2. Checks run in Redis's order:
+// protover, then each option in turn (a bad name refused there), AUTH, then
+// the name is set. A replica that said HELLO still receives its PSYNC reply
+// and the stream as any other: they are raw bytes, not replies (package
+// downstream).
 func (s *Server) cmdHello(c *client, args [][]byte) bool {
+	var ver int64
 	if len(args) >= 2 {
-		ver, err := strconv.ParseInt(string(args[1]), 10, 64)
-		switch {
-		case err != nil:
+		// As string2ll: no sign '+', no leading zero, no blank.
+		v, err := strconv.ParseInt(string(args[1]), 10, 64)
+		if err != nil || strconv.FormatInt(v, 10) != string(args[1]) {
 			c.out = wire.AppendError(c.out, "ERR Protocol version is not an integer or out of range")
 			return false
-		case ver == 3:
-			c.out = wire.AppendError(c.out, "NOPROTO sorry, this protocol version is not supported")
-			return false
-		case ver != 2:
+		}
+		if v != int64(wire.RESP2) && v != int64(wire.RESP3) {
 			c.out = wire.AppendError(c.out, "NOPROTO unsupported protocol version")
 			return false
 		}
+		ver = v
 	}
 	var user string
 	var pass []byte
@@ -52,6 +55,10 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 			i += 2
 		case strings.EqualFold(opt, "setname") && more >= 1:
 			n := string(args[i+1])
+			if !validName(n) {
+				c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
+				return false
+			}
 			name = &n
 			i++
 		default:
@@ -67,24 +74,23 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		return false
 	}
 	if name != nil {
-		if !validName(*name) {
-			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
-			return false
-		}
 		c.name.Store(name)
+	}
+	if ver != 0 {
+		c.resp.Store(uint32(ver))
 	}
 	role := "master"
 	if s.config().MasterHost != "" {
 		role = "replica"
 	}
-	// Redis's map, flattened into an array as RESP2 carries it.
-	c.out = wire.AppendArrayHeader(c.out, 14)
+	p := c.proto()
+	c.out = p.AppendMapHeader(c.out, 7)
 	c.out = wire.AppendBulkString(c.out, "server")
 	c.out = wire.AppendBulkString(c.out, "redis")
 	c.out = wire.AppendBulkString(c.out, "version")
 	c.out = wire.AppendBulkString(c.out, redisCompatVersion)
 	c.out = wire.AppendBulkString(c.out, "proto")
-	c.out = wire.AppendInt(c.out, 2)
+	c.out = wire.AppendInt(c.out, int64(p))
 	c.out = wire.AppendBulkString(c.out, "id")
 	c.out = wire.AppendInt(c.out, c.id)
 	c.out = wire.AppendBulkString(c.out, "mode")
@@ -96,11 +102,12 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	return false
 }
 
-// clientInfo is CLIENT INFO: the client's own CLIENT LIST line.
+// clientInfo is CLIENT INFO: the client's own CLIENT LIST line, a verbatim
+// string in RESP3 as in Redis.
 func (s *Server) clientInfo(c *client) {
 	var b strings.Builder
 	appendClientLine(&b, c, time.Now())
-	c.out = wire.AppendBulkString(c.out, b.String())
+	c.out = c.proto().AppendVerbatim(c.out, "txt", b.String())
 }
 
 // clientSetInfo is Redis 7.2's CLIENT SETINFO LIB-NAME|LIB-VER <value>, which
@@ -195,12 +202,13 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 			c.out = wire.AppendArrayHeader(c.out, 0)
 		}
 	case "histogram":
-		c.out = wire.AppendArrayHeader(c.out, 0)
+		// Redis's map of command to histogram, with no command in it.
+		c.out = c.proto().AppendMapHeader(c.out, 0)
 	case "reset":
 		c.out = wire.AppendInt(c.out, 0)
 	case "doctor":
 		if subArity(c, args, 2) {
-			c.out = wire.AppendBulkString(c.out, latencyDoctor)
+			c.out = c.proto().AppendVerbatim(c.out, "txt", latencyDoctor)
 		}
 	case "graph":
 		if subArity(c, args, 3) {

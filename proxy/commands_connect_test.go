@@ -17,7 +17,7 @@ import (
 
 // TestConnectCommands checks the commands client libraries and monitoring
 // tools send on connect against Redis 7.0's replies under RESP2, without a
-// password.
+// password (HELLO 3 and RESP3: resp3_test.go).
 func TestConnectCommands(t *testing.T) {
 	p := startProxy(t)
 	a := adminDial(t, p)
@@ -30,8 +30,6 @@ func TestConnectCommands(t *testing.T) {
 			"$5\r\nproto\r\n:2\r\n$2\r\nid\r\n" + id + "$4\r\nmode\r\n$10\r\nstandalone\r\n" +
 			"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"},
 		{[]string{"HELLO"}, "*14\r\n…"},
-		{[]string{"HELLO", "3"}, "-NOPROTO sorry, this protocol version is not supported\r\n"},
-		{[]string{"HELLO", "3", "AUTH", "default", "x"}, "-NOPROTO …"},
 		{[]string{"HELLO", "4"}, "-NOPROTO unsupported protocol version\r\n"},
 		{[]string{"HELLO", "abc"}, "-ERR Protocol version is not an integer or out of range\r\n"},
 		{[]string{"HELLO", "2", "SETNAME"}, "-ERR Syntax error in HELLO option 'SETNAME'\r\n"},
@@ -170,9 +168,9 @@ func TestShutdownCommand(t *testing.T) {
 	}
 }
 
-// TestGoRedisConnects connects go-redis v9 (RESP3 by default: HELLO 3, then
-// its fall back to AUTH on NOPROTO, then CLIENT SETNAME and CLIENT SETINFO),
-// with and without requirepass, and runs what a monitoring client runs.
+// TestGoRedisConnects connects go-redis v9 (RESP3 by default: HELLO 3 with
+// AUTH, then CLIENT SETNAME and CLIENT SETINFO), with and without
+// requirepass, and runs what a monitoring client runs.
 func TestGoRedisConnects(t *testing.T) {
 	for _, pass := range []string{"", "secret"} {
 		t.Run("requirepass="+pass, func(t *testing.T) {

@@ -119,7 +119,7 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 	if len(args) == 1 {
 		c.out = wire.AppendArrayHeader(c.out, len(d.names))
 		for _, n := range d.names {
-			c.out = appendRESP2(c.out, d.info[n])
+			c.out = appendDocValue(c.out, c.proto(), d.info[n])
 		}
 		return false
 	}
@@ -133,16 +133,16 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 		if len(names) == 0 {
 			c.out = wire.AppendArrayHeader(c.out, len(d.names))
 			for _, n := range d.names {
-				c.out = appendRESP2(c.out, d.info[n])
+				c.out = appendDocValue(c.out, c.proto(), d.info[n])
 			}
 			break
 		}
 		c.out = wire.AppendArrayHeader(c.out, len(names))
 		for _, n := range names {
 			if info, _, ok := d.lookup(string(n)); ok {
-				c.out = appendRESP2(c.out, info)
+				c.out = appendDocValue(c.out, c.proto(), info)
 			} else {
-				c.out = wire.AppendNullBulk(c.out)
+				c.out = c.proto().AppendNull(c.out)
 			}
 		}
 	case "docs":
@@ -158,11 +158,11 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 				found, docs = append(found, info.elems[0].str), append(docs, doc)
 			}
 		}
-		// Redis's map, flattened into an array as RESP2 carries it.
-		c.out = wire.AppendArrayHeader(c.out, 2*len(found))
+		// Redis's map (flattened into an array in RESP2).
+		c.out = c.proto().AppendMapHeader(c.out, len(found))
 		for i, n := range found {
 			c.out = wire.AppendBulkString(c.out, n)
-			c.out = appendRESP2(c.out, docs[i])
+			c.out = appendDocValue(c.out, c.proto(), docs[i])
 		}
 	case "list":
 		s.commandList(c, args[2:])
@@ -236,10 +236,17 @@ func mapGet(m respValue, key string) (respValue, bool) {
 	return respValue{}, false
 }
 
+// appendDocValue appends v in protocol p: as stored (RESP3's maps and
+// sets) for a RESP3 client, flattened by appendRESP2 for a RESP2 one.
+func appendDocValue(b []byte, p wire.Proto, v respValue) []byte {
+	if p == wire.RESP3 {
+		return appendRESP3(b, v)
+	}
+	return appendRESP2(b, v)
+}
+
 // appendRESP2 appends v as Redis writes it to a RESP2 client: sets as
 // arrays, maps as arrays of keys and values.
-//
-// NB: a RESP3 client gets v as it is (appendRESP3).
 func appendRESP2(b []byte, v respValue) []byte {
 	switch v.kind {
 	case '+':

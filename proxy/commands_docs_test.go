@@ -101,9 +101,9 @@ func keepServedDocs(docs respValue) respValue {
 // 7.0 answers, under RESP3, to COMMAND INFO and COMMAND DOCS for the
 // commands the proxy serves, cut to the subcommands it serves
 // (-update-command-docs rewrites it); and the proxy answers COMMAND,
-// COMMAND INFO, DOCS, LIST and COUNT under RESP2 as that redis-server does
-// for the same commands, unknown names and subcommands by full name
-// included.
+// COMMAND INFO, DOCS, LIST and COUNT under RESP3 and RESP2 as that
+// redis-server does for the same commands, unknown names and subcommands
+// by full name included.
 func TestCommandDocsMatchRedis(t *testing.T) {
 	r := redistest.StartServer(t)
 	rconn, err := net.Dial("tcp", r.Addr())
@@ -139,10 +139,22 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 	} else if !bytes.Equal(commandDocsRESP, want) {
 		t.Errorf("command_docs.resp differs from redis-server's replies: run go test -run TestCommandDocsMatchRedis ./proxy/ -update-command-docs")
 	}
-	rawDo(t, rconn, "HELLO", "2")
 
-	// The proxy's RESP2 replies against redis-server's, cut the same way.
+	// The proxy's replies against redis-server's, cut the same way, in
+	// RESP3 (maps and sets as stored) and in RESP2 (flattened).
 	pconn := p.dial(t)
+	for _, proto := range []string{"3", "2"} {
+		rawDo(t, rconn, "HELLO", proto)
+		rawDo(t, pconn, "HELLO", proto)
+		commandRepliesMatch(t, "RESP"+proto, rconn, pconn, names)
+	}
+}
+
+// commandRepliesMatch compares the COMMAND family's replies of the proxy
+// (pconn) and redis-server (rconn), in the protocol each speaks: the same
+// values of the same types, Redis's cut to what the proxy serves.
+func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, names []string) {
+	t.Helper()
 	norm := func(req []string, v respValue) respValue {
 		switch strings.ToLower(req[1]) {
 		case "info":
@@ -170,7 +182,7 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 	} {
 		want, got := norm(req, rawDo(t, rconn, req...)), rawDo(t, pconn, req...)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%.60q: the proxy answered\n%s\nredis-server\n%s", req, appendRESP2(nil, got), appendRESP2(nil, want))
+			t.Errorf("%s: %.60q: the proxy answered\n%s\nredis-server\n%s", proto, req, appendRESP3(nil, got), appendRESP3(nil, want))
 		}
 	}
 	// Redis lists every command it has; the proxy the ones it serves.
@@ -192,7 +204,7 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 		slices.Sort(want)
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			t.Errorf("%q: the proxy lists %q, redis-server %q among what the proxy serves", req, got, want)
+			t.Errorf("%s: %q: the proxy lists %q, redis-server %q among what the proxy serves", proto, req, got, want)
 		}
 	}
 
@@ -200,11 +212,11 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 	count := rawDo(t, pconn, "COMMAND", "COUNT").num
 	for _, req := range [][]string{{"COMMAND"}, {"COMMAND", "INFO"}, {"COMMAND", "LIST"}} {
 		if n := len(rawDo(t, pconn, req...).elems); int64(n) != count {
-			t.Errorf("%v has %d entries, COMMAND COUNT says %d", req, n, count)
+			t.Errorf("%s: %v has %d entries, COMMAND COUNT says %d", proto, req, n, count)
 		}
 	}
 	if n := len(rawDo(t, pconn, "COMMAND", "DOCS").elems) / 2; int64(n) != count {
-		t.Errorf("COMMAND DOCS has %d entries, COMMAND COUNT says %d", n, count)
+		t.Errorf("%s: COMMAND DOCS has %d entries, COMMAND COUNT says %d", proto, n, count)
 	}
 }
 

@@ -44,8 +44,11 @@ func FuzzDispatch(f *testing.F) {
 		"AUTH a b c\r\nSELECT -1\r\nECHO\r\nCOMMAND DOCS\r\n",
 		"REPLCONF ack 5 getack * capa eof rdb-only 1\r\nSYNC\r\n",
 		"HELLO 3\r\nHELLO 2 AUTH a b SETNAME x\r\nCLIENT INFO\r\nSLOWLOG GET\r\nLATENCY DOCTOR\r\nTIME\r\nSHUTDOWN\r\n",
+		"HELLO 3 SETNAME r3\r\nCONFIG GET *\r\nCLIENT LIST\r\nCLIENT GETNAME\r\nINFO\r\nSUBSCRIBE __sentinel__:hello\r\nUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nCOMMAND DOCS\r\nLATENCY HISTOGRAM\r\n",
+		"HELLO 3\r\nREPLCONF listening-port 6380\r\nREPLCONF capa eof capa psync2\r\nPSYNC ? -1\r\nREPLCONF ACK 1000\r\n",
 		"SUBSCRIBE a b\r\nPUBLISH a x\r\nPING\r\nINFO\r\nUNSUBSCRIBE\r\nPUBLISH a y\r\nSUBSCRIBE c\r\nQUIT\r\n",
 		"COMMAND INFO config|get x\r\nCOMMAND LIST FILTERBY PATTERN c*\r\nCOMMAND\r\n",
+		"HELLO 3\r\nSUBSCRIBE a b\r\nPUBLISH a x\r\nCOMMAND INFO ping x\r\nECHO e\r\nHELLO 2\r\nECHO f\r\nPING\r\nUNSUBSCRIBE\r\n",
 	} {
 		f.Add([]byte(seed))
 	}

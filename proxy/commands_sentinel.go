@@ -48,14 +48,15 @@ func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
 	}
 	for _, ch := range args[1:] {
 		c.subs[string(ch)] = struct{}{}
-		c.out = appendPubSubReply(c.out, "subscribe", ch, int64(len(c.subs)))
+		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, int64(len(c.subs)))
 	}
 	c.subCount.Store(int32(len(c.subs)))
-	// The confirmations go into the outbox before the client is added to
-	// the channels, so that no message can overtake them.
+	// The confirmations go into the outbox with the client added to the
+	// channels (one hold of pubsub's lock), so that no message overtakes
+	// them and none published after them is missed.
 	c.startOutbox()
-	c.queueOut()
-	s.pubsub.subscribe(c, added)
+	lim := s.config().ClientOutputBufferLimit.PubSub
+	c.queuedOut(s.pubsub.subscribe(c, added, c.out, lim, time.Now()))
 	return false
 }
 
@@ -66,9 +67,9 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 	chans := args[1:]
 	if len(chans) == 0 {
 		if len(c.subs) == 0 {
-			c.out = wire.AppendArrayHeader(c.out, 3)
+			c.out = c.proto().AppendPushHeader(c.out, 3)
 			c.out = wire.AppendBulkString(c.out, "unsubscribe")
-			c.out = wire.AppendNullBulk(c.out)
+			c.out = c.proto().AppendNull(c.out)
 			c.out = wire.AppendInt(c.out, 0)
 			return false
 		}
@@ -82,7 +83,7 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 			delete(c.subs, string(ch))
 			removed = append(removed, string(ch))
 		}
-		c.out = appendPubSubReply(c.out, "unsubscribe", ch, int64(len(c.subs)))
+		c.out = appendPubSubReply(c.out, c.proto(), "unsubscribe", ch, int64(len(c.subs)))
 	}
 	c.subCount.Store(int32(len(c.subs)))
 	if len(removed) > 0 {
@@ -99,9 +100,8 @@ func (s *Server) cmdPublish(c *client, args [][]byte) bool {
 		// replies before the message, and the count after it, as in Redis.
 		c.queueOut()
 	}
-	msg := appendPubSubMessage(nil, args[1], args[2])
 	lim := s.config().ClientOutputBufferLimit.PubSub
-	n, victims := s.pubsub.publish(string(args[1]), msg, lim, time.Now())
+	n, victims := s.pubsub.publish(args[1], args[2], lim, time.Now())
 	for _, v := range victims {
 		s.closedByPubSubLimit(v.c, v.reason, v.pending)
 	}
@@ -111,10 +111,9 @@ func (s *Server) cmdPublish(c *client, args [][]byte) bool {
 
 // subscribedOnly is Redis's rule for a RESP2 client subscribed to a
 // channel: only these commands may run, the rest are refused
-// (subscribedRefusal).
-//
-// NB: under RESP3 Redis lets a subscribed client run every command; when
-// HELLO 3 is served, the check in dispatch applies to RESP2 clients only.
+// (subscribedRefusal). Under RESP3 Redis lets a subscribed client run every
+// command (replies and pushes are told apart by type), so dispatch applies
+// it to RESP2 clients only.
 var subscribedOnly = map[string]bool{
 	"subscribe": true, "unsubscribe": true, "psubscribe": true, "punsubscribe": true,
 	"ssubscribe": true, "sunsubscribe": true, "ping": true, "quit": true, "reset": true,
@@ -144,22 +143,20 @@ func cmdPingSubscribed(c *client, args [][]byte) {
 }
 
 // appendPubSubReply appends a (un)subscribe confirmation: kind, the channel,
-// and how many channels the client is subscribed to now.
-//
-// NB: RESP2's array; under RESP3 Redis sends it as a push (>3).
-func appendPubSubReply(b []byte, kind string, ch []byte, n int64) []byte {
-	b = wire.AppendArrayHeader(b, 3)
+// and how many channels the client is subscribed to now: a push in RESP3,
+// as Redis's addReplyPubsubSubscribed writes it, an array in RESP2.
+func appendPubSubReply(b []byte, p wire.Proto, kind string, ch []byte, n int64) []byte {
+	b = p.AppendPushHeader(b, 3)
 	b = wire.AppendBulkString(b, kind)
 	b = wire.AppendBulk(b, ch)
 	return wire.AppendInt(b, n)
 }
 
-// appendPubSubMessage appends a message as a subscriber receives it:
-// ["message", channel, payload].
-//
-// NB: RESP2's array; under RESP3 Redis sends it as a push (>3).
-func appendPubSubMessage(b, ch, payload []byte) []byte {
-	b = wire.AppendArrayHeader(b, 3)
+// appendPubSubMessage appends a message as a subscriber in protocol p
+// receives it: ["message", channel, payload], a push in RESP3 as Redis's
+// addReplyPubsubMessage writes it, an array in RESP2.
+func appendPubSubMessage(b []byte, p wire.Proto, ch, payload []byte) []byte {
+	b = p.AppendPushHeader(b, 3)
 	b = wire.AppendBulkString(b, "message")
 	b = wire.AppendBulk(b, ch)
 	return wire.AppendBulk(b, payload)

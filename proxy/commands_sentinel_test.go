@@ -13,24 +13,33 @@ import (
 
 // A pubsubStep is one step of a Pub/Sub exchange: args sent on connection
 // conn, then reads replies read there and compared; a step without args
-// only reads (a message pushed to a subscriber).
+// only reads (a message pushed to a subscriber). reads3 is the count for a
+// RESP3 subscriber where it differs, and shape3 compares the replies' types
+// only in RESP3 (a command a RESP2 subscriber is refused runs there, and
+// its content is the proxy's own).
 type pubsubStep struct {
-	conn  int
-	args  []string // nil: read one more reply without sending
-	reads int      // how many replies to read (default 1)
+	conn   int
+	args   []string // nil: read one more reply without sending
+	reads  int      // how many replies to read (default 1)
+	reads3 int      // the same for a RESP3 subscriber, if not reads
+	shape3 bool
 }
 
-// TestPubSubMatchesRedis runs one Pub/Sub exchange on two connections
+// TestPubSubMatchesRedis runs one Pub/Sub exchange on three connections
 // against a real redis-server and against the proxy, and requires the same
 // bytes from both: confirmations and their counts, messages delivered to
 // the subscriber, PUBLISH's receiver count, PING and the refusal of other
 // commands in subscribed mode, UNSUBSCRIBE of all and of a channel never
-// subscribed.
+// subscribed. It runs with the subscriber (connection 0) in RESP2 and in
+// RESP3, where confirmations and messages are pushes and every command is
+// allowed; connections 1 and 2 stay in RESP2, so that in the RESP3 run a
+// publish reaches subscribers of both protocols.
 func TestPubSubMatchesRedis(t *testing.T) {
 	r := redistest.StartServer(t)
 	p := startProxy(t)
 	steps := []pubsubStep{
 		{conn: 1, args: []string{"UNSUBSCRIBE"}},
+		{conn: 0, args: []string{"UNSUBSCRIBE"}},
 		{conn: 0, args: []string{"SUBSCRIBE", sentinelHello, "news"}, reads: 2},
 		{conn: 0, args: []string{"SUBSCRIBE", "news"}},
 		{conn: 1, args: []string{"PUBLISH", sentinelHello, "127.0.0.1,26379,id,0,m,127.0.0.1,6379,0"}},
@@ -40,9 +49,11 @@ func TestPubSubMatchesRedis(t *testing.T) {
 		{conn: 1, args: []string{"PUBLISH", "nobody", "x"}},
 		{conn: 0, args: []string{"PING"}},
 		{conn: 0, args: []string{"PING", "hi"}},
-		{conn: 0, args: []string{"INFO"}},
-		{conn: 0, args: []string{"CLIENT", "LIST"}},
-		{conn: 0, args: []string{"PUBLISH", "news", "x"}},
+		{conn: 0, args: []string{"INFO"}, shape3: true},
+		{conn: 0, args: []string{"CLIENT", "LIST"}, shape3: true},
+		{conn: 0, args: []string{"ECHO", "e"}},
+		// In RESP3 the subscriber's own message comes before the count.
+		{conn: 0, args: []string{"PUBLISH", "news", "x"}, reads3: 2},
 		{conn: 0, args: []string{"UNSUBSCRIBE", "never"}},
 		{conn: 0, args: []string{"UNSUBSCRIBE", "news"}},
 		{conn: 1, args: []string{"PUBLISH", "news", "x"}},
@@ -54,9 +65,17 @@ func TestPubSubMatchesRedis(t *testing.T) {
 		{conn: 1, args: []string{"PUBLISH", sentinelHello, "z"}},
 		{conn: 1, args: []string{"PUBLISH", sentinelHello}},
 		{conn: 0, args: []string{"SUBSCRIBE"}},
+		// One publish to a subscriber of each protocol (in the RESP3 run).
+		{conn: 2, args: []string{"SUBSCRIBE", "news"}},
+		{conn: 0, args: []string{"SUBSCRIBE", "news"}},
+		{conn: 1, args: []string{"PUBLISH", "news", "both"}},
+		{conn: 0},
+		{conn: 2},
+		{conn: 0, args: []string{"UNSUBSCRIBE"}},
+		{conn: 2, args: []string{"UNSUBSCRIBE"}},
 	}
-	run := func(addr string) []string {
-		var conns [2]*adminConn
+	run := func(addr, proto string) []string {
+		var conns [3]*adminConn
 		for i := range conns {
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -65,6 +84,9 @@ func TestPubSubMatchesRedis(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			conns[i] = &adminConn{t: t, conn: c, rd: bufio.NewReader(c)}
 		}
+		// HELLO's reply holds the server's version and the client's id,
+		// which differ by nature: not compared.
+		conns[0].do("HELLO", proto)
 		var out []string
 		for _, st := range steps {
 			a := conns[st.conn]
@@ -74,16 +96,26 @@ func TestPubSubMatchesRedis(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for range max(st.reads, 1) {
-				out = append(out, a.reply())
+			reads := max(st.reads, 1)
+			if proto == "3" && st.conn == 0 && st.reads3 > 0 {
+				reads = st.reads3
+			}
+			for range reads {
+				reply := a.reply()
+				if proto == "3" && st.shape3 {
+					reply = respShape(t, reply)
+				}
+				out = append(out, reply)
 			}
 		}
 		return out
 	}
-	want, got := run(r.Addr()), run(p.AddrString())
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("reply %d: proxy %q, redis-server %q", i, got[i], want[i])
+	for _, proto := range []string{"2", "3"} {
+		want, got := run(r.Addr(), proto), run(p.AddrString(), proto)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("RESP%s: reply %d: proxy %q, redis-server %q", proto, i, got[i], want[i])
+			}
 		}
 	}
 }

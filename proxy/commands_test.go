@@ -36,7 +36,7 @@ func (a *adminConn) do(args ...string) string {
 	return a.reply()
 }
 
-// reply reads one whole RESP reply, as raw text.
+// reply reads one whole RESP2 or RESP3 reply, as raw text.
 func (a *adminConn) reply() string {
 	a.t.Helper()
 	line, err := a.rd.ReadString('\n')
@@ -44,7 +44,7 @@ func (a *adminConn) reply() string {
 		a.t.Fatalf("reading a reply: %v", err)
 	}
 	switch line[0] {
-	case '$':
+	case '$', '=', '!': // bulk, verbatim, blob error: a length, then the bytes
 		n := atoiT(a.t, strings.TrimSpace(line[1:]))
 		if n < 0 {
 			return line
@@ -54,8 +54,11 @@ func (a *adminConn) reply() string {
 			a.t.Fatal(err)
 		}
 		return line + string(buf)
-	case '*':
+	case '*', '%', '~', '>': // array, map (n pairs), set, push
 		n := atoiT(a.t, strings.TrimSpace(line[1:]))
+		if line[0] == '%' {
+			n *= 2
+		}
 		out := line
 		for range max(n, 0) {
 			out += a.reply()

@@ -57,10 +57,14 @@
 //     writes it over the file the server started from;
 //   - the clients (client.go, protect.go), their registry (registry.go) and
 //     the admin commands (commands.go, commands_connect.go,
-//     commands_sentinel.go, commands_docs.go, info.go);
+//     commands_sentinel.go, commands_docs.go, info.go); each client's
+//     protocol (RESP2, or RESP3 after HELLO 3), through which every reply
+//     RESP3 changes is written (client.proto and wire.Proto: maps, nulls,
+//     verbatim strings, pushes);
 //   - Pub/Sub (pubsub.go): the channels and their subscribers, and each
 //     subscriber's outbox, through which every reply and message to it
-//     goes, written by its writeLoop;
+//     goes, written by its writeLoop; a message is encoded once per
+//     protocol among its receivers (a push for RESP3);
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output limits enforced, maxmemory and eviction, memory
 //     given back to the OS, snapshots spilled to dir;

@@ -14,7 +14,6 @@ import (
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
-	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // infoSections are INFO's sections in the order redis-server prints them;
@@ -26,7 +25,7 @@ func (s *Server) cmdInfo(c *client, args [][]byte) bool {
 	for _, a := range args[1:] {
 		names = append(names, string(a))
 	}
-	c.out = wire.AppendBulkString(c.out, s.Info(names...))
+	c.out = c.proto().AppendVerbatim(c.out, "txt", s.Info(names...)) // a bulk string in RESP2
 	return false
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Pub/Sub as a replica serves it: SUBSCRIBE, UNSUBSCRIBE and PUBLISH on any
@@ -39,8 +40,9 @@ const maxChannelLen = 512
 //
 // Its lock is a leaf but for the subscribers' outboxes (pubsub.mu →
 // outbox.mu): publish queues a message into each subscriber's outbox under
-// it, and nothing under it blocks, logs or touches a socket. It is never
-// held with the registry's or the history's lock.
+// it, subscribe a client's confirmations into its own, and nothing under it
+// blocks, logs or touches a socket. It is never held with the registry's or
+// the history's lock.
 type pubsub struct {
 	mu       sync.Mutex
 	channels map[string]map[*client]struct{} // guarded by mu; no empty sets
@@ -50,10 +52,20 @@ func newPubsub() *pubsub {
 	return &pubsub{channels: make(map[string]map[*client]struct{})}
 }
 
-// subscribe adds c to each channel. c.box must be set.
-func (p *pubsub) subscribe(c *client, chans []string) {
+// subscribe queues confirm (SUBSCRIBE's confirmations) into c's outbox
+// and adds c to each channel, in one hold of the lock: a publish comes
+// either before both (c is no receiver yet) or after both (its message
+// follows the confirmations), so that a client that has read its
+// confirmation receives every later publish, as in Redis. It returns what
+// the outbox's put did, for the caller to act on with no lock held. c.box
+// must be set.
+func (p *pubsub) subscribe(c *client, chans []string, confirm []byte, lim config.OutputBufferLimit, now time.Time) (downstream.CloseReason, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	reason, pending := c.box.put(confirm, lim, now)
+	if reason != downstream.CloseNone {
+		return reason, pending
+	}
 	for _, ch := range chans {
 		set := p.channels[ch]
 		if set == nil {
@@ -62,6 +74,7 @@ func (p *pubsub) subscribe(c *client, chans []string) {
 		}
 		set[c] = struct{}{}
 	}
+	return reason, pending
 }
 
 // unsubscribe removes c from each channel.
@@ -86,20 +99,29 @@ type pubsubVictim struct {
 	pending int64
 }
 
-// publish queues msg (a whole message reply) for every subscriber of ch and
+// publish queues the message (ch, payload) for every subscriber of ch and
 // returns how many there were, as Redis's PUBLISH counts them. Subscribers
 // over lim are returned to be closed by the caller, with no lock held.
 //
-// NB: msg is one encoding for every receiver (RESP2's array). A RESP3
-// subscriber gets a push (>3) instead: the seam is here, where the encoding
-// would be chosen per receiver.
-func (p *pubsub) publish(ch string, msg []byte, lim config.OutputBufferLimit, now time.Time) (int64, []pubsubVictim) {
+// Each subscriber gets the message in its own protocol (an array in RESP2,
+// a push in RESP3): at most two encodings, each made once, on the first
+// receiver that needs it, so a publish costs the same for any number of
+// subscribers in one protocol.
+func (p *pubsub) publish(ch, payload []byte, lim config.OutputBufferLimit, now time.Time) (int64, []pubsubVictim) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var victims []pubsubVictim
-	set := p.channels[ch]
+	var enc [2][]byte // by protocol: RESP2, RESP3
+	set := p.channels[string(ch)]
 	for c := range set {
-		if reason, pending := c.box.put(msg, lim, now); reason != downstream.CloseNone {
+		proto, i := c.proto(), 0
+		if proto == wire.RESP3 {
+			i = 1
+		}
+		if enc[i] == nil {
+			enc[i] = appendPubSubMessage(nil, proto, ch, payload)
+		}
+		if reason, pending := c.box.put(enc[i], lim, now); reason != downstream.CloseNone {
 			victims = append(victims, pubsubVictim{c, reason, pending})
 		}
 	}
@@ -286,7 +308,14 @@ func (c *client) queueOut() {
 		return
 	}
 	lim := c.srv.config().ClientOutputBufferLimit.PubSub
-	if reason, pending := c.box.put(c.out, lim, time.Now()); reason != downstream.CloseNone {
+	c.queuedOut(c.box.put(c.out, lim, time.Now()))
+}
+
+// queuedOut closes c if putting c.out into its outbox took it over
+// client-output-buffer-limit pubsub, and empties c.out. The client's
+// goroutine only, with no lock held.
+func (c *client) queuedOut(reason downstream.CloseReason, pending int64) {
+	if reason != downstream.CloseNone {
 		c.srv.closedByPubSubLimit(c, reason, pending)
 	}
 	if cap(c.out) > 1<<20 {

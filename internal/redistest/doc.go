@@ -14,6 +14,9 @@
 //     REDISTEST=skip ([SkipEnv]) skips them all on purpose; `make unit` sets it.
 //   - A process of the test's own that is not redis-server (the proxy's real binary)
 //     gets the same guarantees through [StartProcess].
+//   - A client from the npm registry (node-redis, [NodeRedis]) is installed once into the
+//     user's cache by [NodeModules] and run by [RunNode]; a missing node or npm, or a
+//     failed install, skips the test as a missing Redis does, and fails it under CI.
 //   - Harness log lines go to t.Log. There is no package-level mutable state.
 //
 // Every function takes a testing.TB and calls t.Helper(). [Server] and [Client] are not

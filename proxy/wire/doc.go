@@ -1,6 +1,6 @@
-// Package wire speaks RESP (the Redis serialization protocol, version 2) for replproxy: it
-// reads commands on the control path, encodes replies, and follows the replication stream
-// without parsing it.
+// Package wire speaks RESP (the Redis serialization protocol) for replproxy: it reads
+// commands on the control path, encodes replies in RESP2 or RESP3, and follows the
+// replication stream without parsing it.
 //
 // # Control path: CommandReader
 //
@@ -45,6 +45,26 @@
 // The Append functions ([AppendSimple], [AppendError], [AppendBulk], [AppendCommand], ...)
 // encode replies and commands into a caller's buffer in the shape of strconv.AppendInt.
 //
+// # RESP2 and RESP3 replies
+//
+// Commands arrive in the same form whatever the protocol; replies differ only in the types
+// RESP3 added. A client's [Proto] ([RESP2] until HELLO 3) appends those, each in the form
+// Redis 7.0 writes it for that protocol:
+//
+//	                   RESP3                  RESP2
+//	map of n pairs     %n                     *2n (keys and values alternately)
+//	set                ~n                     *n
+//	push (Pub/Sub)     >n                     *n
+//	null               _                      $-1 (or *-1 where an array was expected)
+//	verbatim string    =<len>\r\ntxt:<text>   $<len>\r\n<text>
+//	double             ,1.5                   $3\r\n1.5
+//	boolean            #t / #f                :1 / :0
+//
+// Simple strings, errors, integers, bulk strings and arrays are written alike in both, by
+// the functions that take no Proto. The replication side never changes protocol: a
+// replica's handshake, the +FULLRESYNC / +CONTINUE lines, the RDB and the stream are the
+// same bytes for a client that said HELLO 3.
+//
 // # Replication stream: StreamScanner
 //
 // After "+FULLRESYNC <replid> <X>" and the RDB, or after "+CONTINUE", a primary sends a
@@ -86,5 +106,6 @@
 //
 // Neither a CommandReader nor a StreamScanner is safe for concurrent use; each belongs to
 // the one goroutine that reads its connection. The exception is
-// [CommandReader.QueryBytes], which any goroutine may call. The Append functions are pure.
+// [CommandReader.QueryBytes], which any goroutine may call. The Append functions and
+// Proto's methods are pure.
 package wire

@@ -132,9 +132,10 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 			return history.FsyncNo
 		},
 		// The follower pins what it has not yet appended, as a replica pins
-		// what it has not sent: the same window bounds both (a disk slower
-		// than the stream restarts the log instead of growing memory).
-		BehindLimit: func() int64 { return s.memoryWindow() },
+		// what it has not sent: a window bounds both (a disk slower than the
+		// stream restarts the log instead of growing memory), the log's at
+		// least logBehindMin.
+		BehindLimit: s.logBehindLimit,
 		Retry:       retry,
 		SyncEvery:   time.Second,
 		Appended:    d.appended.Notify,
@@ -150,6 +151,18 @@ const minMemoryWindow = 16 << 20
 // is repl-backlog-size, at least minMemoryWindow.
 func (s *Server) memoryWindow() int64 {
 	return max(s.config().ReplBacklogSize, minMemoryWindow)
+}
+
+// logBehindMin is the least the stream log may fall behind the stream
+// before it restarts: a burst the disk takes in a second or two (a few tens
+// of MB written faster than pages are allocated on an empty log) must not
+// cost the log its history, which at the replicas' 16 MiB it did.
+const logBehindMin = 64 << 20
+
+// logBehindLimit is how far the log's follower may fall behind the stream's
+// end before the log restarts: the memory window, at least logBehindMin.
+func (s *Server) logBehindLimit() int64 {
+	return max(s.memoryWindow(), logBehindMin)
 }
 
 // logLive reports whether the stream log follows the stream now.

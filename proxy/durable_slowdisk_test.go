@@ -98,7 +98,7 @@ func TestLogSlowDisk(t *testing.T) {
 	// loaded machine's scheduling (the slack), where a follower holding on
 	// would pin all 96 MB.
 	sfs.rate.Store(4 << 20)
-	const window, slack = minMemoryWindow, 32 << 20
+	const window, slack = logBehindMin, 32 << 20
 	var peak, peakLag, maxLag int64
 	var maxAge float64
 	for i := range 48 { // 48 × 20 × 100 KB = 96 MB

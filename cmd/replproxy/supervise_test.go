@@ -90,6 +90,12 @@ func startSupervised(t *testing.T, mode, socket string, args ...string) (addr st
 func stop(t *testing.T, cmd *exec.Cmd, exited <-chan error) {
 	t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
+	waitCleanExit(t, exited)
+}
+
+// waitCleanExit waits for the process signalled with SIGTERM to exit with 0.
+func waitCleanExit(t *testing.T, exited <-chan error) {
+	t.Helper()
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -136,14 +142,7 @@ func TestSupervisedSystemd(t *testing.T) {
 			redistest.WaitFor(t, 20*time.Second, "STOPPING=1 after SIGTERM", func() bool {
 				return strings.HasPrefix(nextNotify(t, conn, time.Second), "STOPPING=1")
 			})
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("replproxy exited with %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("replproxy still running 20s after SIGTERM")
-			}
+			waitCleanExit(t, exited)
 		})
 	}
 }

@@ -237,17 +237,8 @@ func mapGet(m respValue, key string) (respValue, bool) {
 }
 
 // appendDocValue appends v in protocol p: as stored (RESP3's maps and
-// sets) for a RESP3 client, flattened by appendRESP2 for a RESP2 one.
+// sets) for a RESP3 client, flattened for a RESP2 one.
 func appendDocValue(b []byte, p wire.Proto, v respValue) []byte {
-	if p == wire.RESP3 {
-		return appendRESP3(b, v)
-	}
-	return appendRESP2(b, v)
-}
-
-// appendRESP2 appends v as Redis writes it to a RESP2 client: sets as
-// arrays, maps as arrays of keys and values.
-func appendRESP2(b []byte, v respValue) []byte {
 	switch v.kind {
 	case '+':
 		return wire.AppendSimple(b, v.str)
@@ -256,39 +247,29 @@ func appendRESP2(b []byte, v respValue) []byte {
 	case ':':
 		return wire.AppendInt(b, v.num)
 	case '_':
-		return wire.AppendNullBulk(b)
+		return p.AppendNull(b)
 	}
-	b = wire.AppendArrayHeader(b, len(v.elems))
+	if p == wire.RESP3 {
+		n := len(v.elems)
+		if v.kind == '%' {
+			n /= 2
+		}
+		b = append(b, v.kind)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, '\r', '\n')
+	} else {
+		// RESP2 as Redis writes it: sets as arrays, maps as arrays of
+		// keys and values.
+		b = wire.AppendArrayHeader(b, len(v.elems))
+	}
 	for _, e := range v.elems {
-		b = appendRESP2(b, e)
+		b = appendDocValue(b, p, e)
 	}
 	return b
 }
 
 // appendRESP3 appends v in RESP3, as parsed.
-func appendRESP3(b []byte, v respValue) []byte {
-	switch v.kind {
-	case '+':
-		return wire.AppendSimple(b, v.str)
-	case '$':
-		return wire.AppendBulkString(b, v.str)
-	case ':':
-		return wire.AppendInt(b, v.num)
-	case '_':
-		return append(b, "_\r\n"...)
-	}
-	n := len(v.elems)
-	if v.kind == '%' {
-		n /= 2
-	}
-	b = append(b, v.kind)
-	b = strconv.AppendInt(b, int64(n), 10)
-	b = append(b, '\r', '\n')
-	for _, e := range v.elems {
-		b = appendRESP3(b, e)
-	}
-	return b
-}
+func appendRESP3(b []byte, v respValue) []byte { return appendDocValue(b, wire.RESP3, v) }
 
 // errIncompleteDocs is parseRESP3's error for input that stops inside a
 // value.

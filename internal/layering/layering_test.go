@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 
+	"internal/cachedata": {},
 	"internal/layering":  {},
 	"internal/redistest": {},
 	"internal/safefile":  {},

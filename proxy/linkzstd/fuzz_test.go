@@ -35,11 +35,13 @@ func readAllVaried(r io.Reader) ([]byte, error) {
 // within its bounds, and returns only whole chunks whose CRC the input's
 // own headers state, in order; io.EOF only at the end of the input.
 func FuzzReader(f *testing.F) {
-	data := cachedata.New(11).FillRESP(20 << 10)
+	// Small seeds: each new input the fuzzer finds is minimized, by as many
+	// runs as it has bytes.
+	data := cachedata.New(11).FillRESP(3 << 10)
 	f.Add([]byte{})
 	f.Add(wireOf(f, data[:1], 1))
 	f.Add(wireOf(f, data, 600))
-	f.Add(wireOf(f, data, 16<<10))
+	f.Add(wireOf(f, data, 1<<10))
 	f.Add(wireOf(f, data, 7))
 	valid := wireOf(f, data, 600)
 	f.Add(valid[:len(valid)-3])
@@ -50,38 +52,41 @@ func FuzzReader(f *testing.F) {
 	putHeader(huge, MaxChunkWire, MaxChunkRaw, 0)
 	f.Add(huge)
 
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		r := NewReader(bytes.NewReader(in))
-		out, err := readAllVaried(r)
-		runtime.ReadMemStats(&after)
-		r.Close()
-		if grew := after.TotalAlloc - before.TotalAlloc; grew > fuzzAllocBound {
-			t.Fatalf("a Reader allocated %d bytes on %d bytes of input", grew, len(in))
+	f.Fuzz(checkReaderInput)
+}
+
+// checkReaderInput is FuzzReader's check of one input.
+func checkReaderInput(t *testing.T, in []byte) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := NewReader(bytes.NewReader(in))
+	out, err := readAllVaried(r)
+	runtime.ReadMemStats(&after)
+	r.Close()
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > fuzzAllocBound {
+		t.Fatalf("a Reader allocated %d bytes on %d bytes of input", grew, len(in))
+	}
+	if err != io.EOF && !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read ended with %v: neither io.EOF nor ErrCorrupt", err)
+	}
+	// Walk the input's chunks: out must be their raw bytes, each
+	// matching its header's length and CRC.
+	wire := in
+	for len(out) > 0 {
+		if len(wire) < headerSize {
+			t.Fatalf("%d bytes returned past the input's whole chunks", len(out))
 		}
-		if err != io.EOF && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("read ended with %v: neither io.EOF nor ErrCorrupt", err)
+		c := binary.BigEndian.Uint32(wire[0:4])
+		raw := int(binary.BigEndian.Uint32(wire[4:8]))
+		sum := binary.BigEndian.Uint32(wire[8:12])
+		if raw > len(out) || crc32.Checksum(out[:raw], castagnoli) != sum {
+			t.Fatalf("returned bytes that are not a chunk verified by its header (raw %d, %d left)", raw, len(out))
 		}
-		// Walk the input's chunks: out must be their raw bytes, each
-		// matching its header's length and CRC.
-		wire := in
-		for len(out) > 0 {
-			if len(wire) < headerSize {
-				t.Fatalf("%d bytes returned past the input's whole chunks", len(out))
-			}
-			c := binary.BigEndian.Uint32(wire[0:4])
-			raw := int(binary.BigEndian.Uint32(wire[4:8]))
-			sum := binary.BigEndian.Uint32(wire[8:12])
-			if raw > len(out) || crc32.Checksum(out[:raw], castagnoli) != sum {
-				t.Fatalf("returned bytes that are not a chunk verified by its header (raw %d, %d left)", raw, len(out))
-			}
-			out, wire = out[raw:], wire[headerSize+int(c):]
-		}
-		if err == io.EOF && len(wire) != 0 {
-			t.Fatalf("io.EOF with %d bytes of input not returned", len(wire))
-		}
-	})
+		out, wire = out[raw:], wire[headerSize+int(c):]
+	}
+	if err == io.EOF && len(wire) != 0 {
+		t.Fatalf("io.EOF with %d bytes of input not returned", len(wire))
+	}
 }
 
 // corruptCases are the raw data and its wire for FuzzCorruptChunk, encoded

@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"strconv"
@@ -96,6 +97,60 @@ func TestReplicaPlainProxyLink(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "the bytes counted", func() bool { return r.Compression().Stats.Raw == int64(n) })
 	if ls := r.Compression(); ls.Mode != "no" || ls.Stats.Wire != int64(n) || ls.Stats.CPU != 0 {
 		t.Fatalf("Compression() = %+v, want no, %d bytes raw and wire", ls, n)
+	}
+	peer.Close()
+	<-host.ended
+}
+
+// TestReplicaCompressedStreamCoalesces: on a compressed link, small
+// publishes go into one chunk until it holds linkChunkMin raw bytes (the
+// coalescing delay is made long here, so that only the size ends the
+// chunk), then that chunk goes at once.
+func TestReplicaCompressedStreamCoalesces(t *testing.T) {
+	e := newTestEnv(t)
+	host, peer := e.host, e.peer
+	st := e.hist.Stream()
+	st.Append([]byte("0123456789"))
+	cur, err := st.Attach(11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}
+	id := replid.New()
+	r := e.replica(hs, history.Plan{Partial: true, ReplID: id, Offset: 10, Cursor: cur})
+	r.coalesce = time.Hour
+	go r.Run(context.Background())
+	br := bufio.NewReader(peer)
+	line := "+CONTINUE " + id + "\r\n"
+	if got := readN(t, br, peer, len(line)); string(got) != line {
+		t.Fatalf("got %q, want %q plain", got, line)
+	}
+	// 200 publishes of 100 bytes: 20000 bytes, past linkChunkMin. The rest
+	// only once the writer took the first into its chunk: without the
+	// coalescing that chunk would go alone.
+	var want []byte
+	for i := range 200 {
+		p := []byte(strconv.Itoa(i%10) + string(make([]byte, 99)))
+		want = append(want, p...)
+		st.Append(p)
+		if i == 0 {
+			redistest.WaitFor(t, 10*time.Second, "the first publish sent", func() bool { return r.sent.Load() >= 100 })
+		}
+	}
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var hdr [12]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	raw := int(hdr[4])<<24 | int(hdr[5])<<16 | int(hdr[6])<<8 | int(hdr[7])
+	if raw < linkChunkMin {
+		t.Fatalf("first chunk of %d raw bytes, want all of at least %d coalesced", raw, linkChunkMin)
+	}
+	zr := linkzstd.NewReader(io.MultiReader(bytes.NewReader(hdr[:]), br))
+	defer zr.Close()
+	got := make([]byte, raw)
+	if _, err := io.ReadFull(zr, got); err != nil || !bytes.Equal(got, want[:raw]) {
+		t.Fatalf("the chunk decompressed to %d bytes, %v; want the stream's first %d", len(got), err, raw)
 	}
 	peer.Close()
 	<-host.ended

@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"cmd/replproxy": {"proxy", "proxy/config"},
 
 	"internal/layering":  {},
+	"internal/netns":     {},
 	"internal/redistest": {},
 	"internal/safefile":  {},
 

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
 	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
+	"proxy/linkzstd": {},
 	"proxy/metrics":  {},
 	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
@@ -39,6 +40,7 @@ var allowed = map[string][]string{
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 
+	"internal/cachedata": {},
 	"internal/layering":  {},
 	"internal/netns":     {},
 	"internal/redistest": {},

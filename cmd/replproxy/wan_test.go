@@ -23,8 +23,10 @@ const (
 	wanCut = 60 * time.Second
 	// wanReplTimeout is the proxies' repl-timeout in TestWANCut, in seconds:
 	// short, so that proxy B gives up its dead link and redials within seconds
-	// of the cut and of the restore rather than after Redis's 60.
-	wanReplTimeout = "5"
+	// of the cut and of the restore rather than after Redis's 60; not shorter,
+	// since on a loaded machine (load 20 on 2 cores, -race) a proxy has gone 5 s
+	// without reading its primary or its replicas' ACKs.
+	wanReplTimeout = "10"
 	// wanDataset and wanWriteRate are the cache-like data written before the
 	// syncs and, paced, all along the cut.
 	wanDataset   = 8 << 20
@@ -138,8 +140,8 @@ func (w *cacheWriter) run(ctx context.Context, rate int) error {
 // Every server in region B listens on B's address, every one in A on A's: the WAN
 // is the only way between them. The replicas' repl-timeout is 120 s, so that they
 // outlast the cut (proxy B cannot ping them meanwhile: what it relays is the
-// primary's stream, byte for byte); the proxies' is 5 s, so that B redials soon,
-// and the primary pings every second, so that 5 s of silence means a dead link.
+// primary's stream, byte for byte); the proxies' is 10 s, so that B redials soon,
+// and the primary pings every second, so that 10 s of silence means a dead link.
 func TestWANCut(t *testing.T) {
 	t.Parallel()
 	redistest.Require(t)
@@ -148,7 +150,7 @@ func TestWANCut(t *testing.T) {
 	dir := t.TempDir()
 
 	// The primary pings every second: its PINGs, relayed by both proxies, are
-	// what keeps a quiet link from looking dead within the proxies' 5 s.
+	// what keeps a quiet link from looking dead within the proxies' 10 s.
 	primary := redistest.StartServerIn(t, pair.A, pair.AddrA, "--repl-diskless-sync-delay", "0",
 		"--repl-ping-replica-period", "1")
 	pc := redistest.DialIn(t, pair.A, primary.Addr())
@@ -249,15 +251,22 @@ func TestWANCut(t *testing.T) {
 	if got := ac.InfoInt(t, "stats", "sync_full"); got != aFull {
 		t.Errorf("proxy A sync_full %d→%d across the cut: B's link took a full sync", aFull, got)
 	}
-	if got := ac.InfoInt(t, "stats", "sync_partial_ok"); got != aPartial+1 {
+	// B's link continued by partial resync: +1 for the cut. Each further
+	// reconnect (the same stall on a loaded machine) must be partial too, as
+	// the unchanged sync_full says; it is logged, not failed.
+	switch got := ac.InfoInt(t, "stats", "sync_partial_ok"); {
+	case got < aPartial+1:
 		t.Errorf("proxy A sync_partial_ok %d→%d across the cut, want +1 (B's link continued)", aPartial, got)
+	case got > aPartial+1:
+		t.Logf("proxy A sync_partial_ok %d→%d across the cut: B's link reconnected again after it continued, partially", aPartial, got)
 	}
 	if got := bc.InfoInt(t, "stats", "sync_full"); got != bFull {
 		t.Errorf("proxy B sync_full %d→%d across the cut: a replica took a full sync", bFull, got)
 	}
 	// A replica may have reconnected meanwhile, by partial resync from B: on a
 	// loaded machine proxy B has dropped replicas that had caught up over a 5 s
-	// gap in their ACKs while it caught up itself. That is logged, not failed.
+	// gap in their ACKs (at repl-timeout 5) while it caught up itself. That is
+	// logged, not failed.
 	if got := bc.InfoInt(t, "stats", "sync_partial_ok"); got != bPartial {
 		t.Logf("proxy B sync_partial_ok %d→%d across the cut: a replica reconnected, partially", bPartial, got)
 	}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type DialOptions struct {
 	// TLS, when not nil, makes the connection TLS with this client config;
 	// the handshake is part of the dial.
 	TLS *tls.Config
+	// Dial, when not nil, makes the TCP connection instead of net.Dialer (for a
+	// server in a network namespace: [Namespace]'s DialContext).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // ReplyError is an error reply ("-ERR ...", "-LOADING ...") from the server. Unlike
@@ -74,6 +78,17 @@ func Dial(t testing.TB, addr string) *Client {
 	return c
 }
 
+// DialIn is [Dial] from inside network namespace ns, for a server started by
+// [StartServerIn] (or a proxy in that namespace).
+func DialIn(t testing.TB, ns Namespace, addr string) *Client {
+	t.Helper()
+	c, err := DialOpts(t, addr, DialOptions{Dial: ns.DialContext})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return c
+}
+
 // DialOpts connects to addr, sends AUTH if opts.Password is set, and closes the client
 // at the end of the test. Unlike [Dial] it returns errors (a *[ReplyError] for a refused
 // AUTH), for tests that expect the connection to fail.
@@ -93,12 +108,25 @@ func dial(addr string, opts DialOptions) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	var conn net.Conn
-	var err error
-	if opts.TLS != nil {
-		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, opts.TLS)
-	} else {
-		conn, err = net.DialTimeout("tcp", addr, timeout)
+	dialTCP := opts.Dial
+	if dialTCP == nil {
+		dialTCP = (&net.Dialer{}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := dialTCP(ctx, "tcp", addr)
+	if err == nil && opts.TLS != nil {
+		conf := opts.TLS
+		if conf.ServerName == "" {
+			// As tls.DialWithDialer does: the server is named by the host dialed.
+			conf = conf.Clone()
+			conf.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, conf)
+		if err = tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+		}
+		conn = tc
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

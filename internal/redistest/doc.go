@@ -3,7 +3,10 @@
 //
 // Rules the package enforces:
 //
-//   - Servers listen on 127.0.0.1 only, on a port picked free by [FreePort].
+//   - Servers listen on 127.0.0.1 only, on a port picked free by [FreePort]; the one
+//     exception is a server in a network namespace ([StartServerIn], the regions of a
+//     WAN test built by internal/netns), which listens on that namespace's address and
+//     is dialed from inside it ([DialIn]).
 //   - Every process a test starts is stopped by that test through t.Cleanup, also when
 //     the test fails or calls t.FailNow. A paused server is resumed before it is stopped.
 //     On Linux each server also gets SIGKILL if the test binary dies without running its

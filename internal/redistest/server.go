@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -59,7 +60,17 @@ type Server struct {
 	conf     string      // config file given first on the command line; "" for none
 	password string      // from --requirepass, used by the readiness probe
 	tls      *tls.Config // TLS only (StartTLSServer): how the probe connects; nil for plain
+	ns       Namespace   // the network namespace it runs in (StartServerIn); nil for the test's own
+	host     string      // the address it binds and is dialed at (StartServerIn); "" for 127.0.0.1
 	proc     *process    // the running process; nil after Stop or Kill
+}
+
+// Namespace is a network namespace a server runs in ([StartServerIn]), as
+// internal/netns.Namespace provides it: a command run inside it, and a dial from
+// inside it (a server in another namespace is not reachable from the test's own).
+type Namespace interface {
+	Command(name string, args ...string) *exec.Cmd
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // process is one run of redis-server; [Server.Restart] makes a new one.
@@ -105,7 +116,17 @@ func (p *process) signalGroup(sig syscall.Signal) error {
 // failed, the last 40 lines of the server's log are logged.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
-	return startServer(t, nil, args)
+	return startServer(t, nil, nil, "", args)
+}
+
+// StartServerIn is [StartServer] for a server inside network namespace ns (`ip
+// netns exec`), listening on host, an address of that namespace, instead of
+// 127.0.0.1: the two regions of a WAN test. The same lifecycle applies (its own
+// process group, stopped at the end of the test); its probe dials from inside ns,
+// and so must the test: [DialIn].
+func StartServerIn(t testing.TB, ns Namespace, host string, args ...string) *Server {
+	t.Helper()
+	return startServer(t, nil, ns, host, args)
 }
 
 // StartServerBinary is [StartServer] with bin, another server that takes
@@ -117,8 +138,9 @@ func StartServerBinary(t testing.TB, bin string, args ...string) *Server {
 }
 
 // startServer is StartServer, serving TLS only with tlsConf as the probe's
-// client config when it is not nil.
-func startServer(t testing.TB, tlsConf *tls.Config, args []string) *Server {
+// client config when it is not nil, inside ns on host when ns is not nil ("" is
+// 127.0.0.1).
+func startServer(t testing.TB, tlsConf *tls.Config, ns Namespace, host string, args []string) *Server {
 	t.Helper()
 	bin, _ := Require(t)
 	return startServerBin(t, bin, tlsConf, args)
@@ -135,6 +157,8 @@ func startServerBin(t testing.TB, bin string, tlsConf *tls.Config, args []string
 		logPath: filepath.Join(dir, "redis.log"),
 		args:    args,
 		tls:     tlsConf,
+		ns:      ns,
+		host:    host,
 	}
 	for i, a := range args {
 		if a == "--requirepass" && i+1 < len(args) {
@@ -164,8 +188,20 @@ func startOnFreePort(t testing.TB, what string, port *int, start func() error) {
 	}
 }
 
-// Addr returns "127.0.0.1:port".
-func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// Addr returns "127.0.0.1:port", or host:port for [StartServerIn].
+func (s *Server) Addr() string { return net.JoinHostPort(s.bindHost(), strconv.Itoa(s.port)) }
+
+// bindHost returns the address the server binds.
+func (s *Server) bindHost() string {
+	if s.host == "" {
+		return "127.0.0.1"
+	}
+	return s.host
+}
+
+// Namespace returns the network namespace the server runs in, or nil for the
+// test's own.
+func (s *Server) Namespace() Namespace { return s.ns }
 
 // Port returns the server's TCP port. It stays the same across [Server.Restart].
 func (s *Server) Port() int { return s.port }
@@ -259,7 +295,7 @@ func (s *Server) commandArgs() []string {
 		args = append(args, "--port", strconv.Itoa(s.port))
 	}
 	args = append(args,
-		"--bind", "127.0.0.1",
+		"--bind", s.bindHost(),
 		"--save", "",
 		"--appendonly", "no",
 		"--enable-debug-command", "yes",
@@ -267,6 +303,11 @@ func (s *Server) commandArgs() []string {
 		"--logfile", s.logPath,
 		"--daemonize", "no",
 	)
+	if s.ns != nil {
+		// Off 127.0.0.1 and without a password, protected mode would refuse
+		// every client, the other region's included.
+		args = append(args, "--protected-mode", "no")
+	}
 	return append(args, s.args...)
 }
 
@@ -280,6 +321,9 @@ func (s *Server) start() error {
 		return err
 	}
 	cmd := exec.Command(s.bin, s.commandArgs()...)
+	if s.ns != nil {
+		cmd = s.ns.Command(s.bin, s.commandArgs()...)
+	}
 	cmd.Dir = s.dir
 	// An *os.File, not a pipe: Wait then returns when redis-server exits, even if a
 	// forked child still holds the descriptors.
@@ -340,7 +384,7 @@ func (s *Server) waitReady(p *process) error {
 // probe reports whether the server on s.port answers PING and is process pid, not some
 // other server that took the port first.
 func (s *Server) probe(pid int) (bool, error) {
-	c, err := dial(s.Addr(), DialOptions{Password: s.password, Timeout: time.Second, TLS: s.tls})
+	c, err := dial(s.Addr(), DialOptions{Password: s.password, Timeout: time.Second, TLS: s.tls, Dial: s.dialer()})
 	if err != nil {
 		return false, err
 	}
@@ -356,6 +400,15 @@ func (s *Server) probe(pid int) (bool, error) {
 		return false, fmt.Errorf("port %d answered by process_id %s, not %d", s.port, got, pid)
 	}
 	return true, nil
+}
+
+// dialer returns how to reach the server: from inside its namespace, or nil
+// for the default dialer.
+func (s *Server) dialer() func(ctx context.Context, network, address string) (net.Conn, error) {
+	if s.ns == nil {
+		return nil
+	}
+	return s.ns.DialContext
 }
 
 // stop sends SIGTERM (after SIGCONT if paused) and waits, with SIGKILL after StopTimeout.

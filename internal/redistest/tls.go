@@ -117,7 +117,7 @@ func (p *PKI) ServerArgs() []string {
 // over TLS.
 func StartTLSServer(t testing.TB, pki *PKI, args ...string) *Server {
 	t.Helper()
-	return startServer(t, pki.ClientConfig(), append(pki.ServerArgs(), args...))
+	return startServer(t, pki.ClientConfig(), nil, "", append(pki.ServerArgs(), args...))
 }
 
 // StartTLSReplicas is [StartReplicas] over TLS: n TLS-only redis-servers

@@ -134,7 +134,7 @@ func StartServerIn(t testing.TB, ns Namespace, host string, args ...string) *Ser
 // caller finds bin (and skips when it is missing).
 func StartServerBinary(t testing.TB, bin string, args ...string) *Server {
 	t.Helper()
-	return startServerBin(t, bin, nil, args)
+	return startServerBin(t, bin, nil, nil, "", args)
 }
 
 // startServer is StartServer, serving TLS only with tlsConf as the probe's
@@ -143,11 +143,11 @@ func StartServerBinary(t testing.TB, bin string, args ...string) *Server {
 func startServer(t testing.TB, tlsConf *tls.Config, ns Namespace, host string, args []string) *Server {
 	t.Helper()
 	bin, _ := Require(t)
-	return startServerBin(t, bin, tlsConf, args)
+	return startServerBin(t, bin, tlsConf, ns, host, args)
 }
 
 // startServerBin is startServer with the program to run.
-func startServerBin(t testing.TB, bin string, tlsConf *tls.Config, args []string) *Server {
+func startServerBin(t testing.TB, bin string, tlsConf *tls.Config, ns Namespace, host string, args []string) *Server {
 	t.Helper()
 	dir := t.TempDir() // before t.Cleanup below, so it is removed after the log is shown
 	s := &Server{

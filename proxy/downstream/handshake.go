@@ -22,6 +22,10 @@ type Handshake struct {
 	CapaEOF    bool   // capa eof: takes a "$EOF:<mark>" payload
 	CapaPSync2 bool   // capa psync2: takes "+CONTINUE <replid>"
 	RDBOnly    bool   // rdb-only 1: the snapshot alone, then done
+	// CapaReplproxy: capa replproxy, which only a replproxy sends (Redis
+	// and Valkey ignore a capa they do not know): the replica is a
+	// downstream proxy, whose full syncs repl-link-sync-rate-limit paces.
+	CapaReplproxy bool
 	// Filtered: rdb-filter-only was sent, with Filter its value as sent
 	// ("" for an RDB with none of the data, "functions" for the functions
 	// alone: Redis 7.0's one filter). The proxy holds no such RDB: the
@@ -74,6 +78,8 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 				h.CapaEOF = true
 			case "psync2":
 				h.CapaPSync2 = true
+			case "replproxy":
+				h.CapaReplproxy = true
 			}
 		case "ack":
 			// No reply, ever; from a client that is not a replica, ignored

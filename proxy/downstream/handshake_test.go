@@ -49,6 +49,7 @@ func TestHandshakeReplconf(t *testing.T) {
 		want     Handshake
 	}{
 		{"REPLCONF listening-port 6380 capa eof capa PSYNC2", true, "", Handshake{Port: 6380, CapaEOF: true, CapaPSync2: true}},
+		{"REPLCONF capa eof capa psync2 capa replproxy", true, "", Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true}},
 		{"REPLCONF ip-address 10.0.0.1 rdb-only 1 version 7.0.0", true, "", Handshake{IP: "10.0.0.1", RDBOnly: true}},
 		{"REPLCONF listening-port", true, "ERR syntax error", Handshake{}},
 		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},

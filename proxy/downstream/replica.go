@@ -180,6 +180,10 @@ func (r *Replica) IP() string { return r.ip }
 // Port is its listening-port.
 func (r *Replica) Port() int { return r.hs.Port }
 
+// IsProxy reports whether it is a downstream proxy (it said capa
+// replproxy): its full-sync payloads are paced (repl-link-sync-rate-limit).
+func (r *Replica) IsProxy() bool { return r.hs.CapaReplproxy }
+
 // Legacy reports whether it came by SYNC: it sends no ACKs.
 func (r *Replica) Legacy() bool { return r.legacy }
 

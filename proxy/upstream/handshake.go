@@ -137,7 +137,10 @@ func (c *session) hello(user, pass string) error {
 	}
 	port := strconv.Itoa(c.l.host.ListeningPort())
 	batch = wire.AppendCommand(batch, "REPLCONF", "listening-port", port)
-	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2")
+	// capa replproxy tells a replproxy upstream that this replica is a
+	// proxy (its full syncs may be paced); Redis and Valkey skip a capa
+	// they do not know, so it costs nothing elsewhere.
+	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2", "capa", "replproxy")
 	if _, err := c.conn.Write(batch); err != nil {
 		return err
 	}

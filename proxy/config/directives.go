@@ -137,6 +137,7 @@ var directives = []directive{
 		}
 		return d
 	}(),
+	sizeDirective("repl-link-sync-rate-limit", func(c *Config) *int64 { return &c.ReplLinkSyncRateLimit }, 0),
 	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
 	func() directive {
 		// Startup-only: the log is opened (or not) and recovered at start.

@@ -423,7 +423,7 @@ func TestNames(t *testing.T) {
 		"ack-policy", "backup-max-stream-since", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
-		"repl-backlog-size", "repl-log-fsync", "repl-log-size", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "supervised",
+		"repl-backlog-size", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "supervised",
 		"tls-auth-clients", "tls-ca-cert-dir", "tls-ca-cert-file", "tls-cert-file", "tls-ciphers",
 		"tls-ciphersuites", "tls-client-cert-file", "tls-client-key-file", "tls-key-file", "tls-port",
 		"tls-protocols", "tls-replication",

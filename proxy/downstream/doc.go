@@ -15,6 +15,11 @@
 //     writev; the memory window: a replica further behind than
 //     Host.MemoryWindow while the stream log runs is sent from the log and
 //     moves back to a cursor of the same stream generation;
+//   - traffic control (ratelimit.go): a downstream proxy's full-sync
+//     payloads (a replica that said capa replproxy: Replica.IsProxy) go
+//     through a pacer of its own, which its write loop switches on at the
+//     "$" header and off after the payload's last byte, to
+//     Host.SyncRateLimit bytes a second; the stream is never paced;
 //   - its ACK reader (readLoop) and its state (State), offset and ACK time;
 //   - its limits (limits.go: client-output-buffer-limit replica and
 //     repl-timeout, judged on what it owns by OverLimit, which the proxy's

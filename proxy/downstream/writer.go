@@ -40,6 +40,9 @@ const keepaliveInterval = time.Second
 // stream ends.
 func (r *Replica) writeLoop(ctx context.Context, plan history.Plan) error {
 	w := &writer{r: r, conn: r.conn, timeout: r.host.ReplTimeout(), out: r.count.OutputBytes}
+	if r.IsProxy() {
+		w.pace = newPacer(r.conn, r.host.SyncRateLimit, w.timeout, &r.throttled)
+	}
 	defer w.release(&plan)
 	return w.serve(ctx, &plan)
 }
@@ -124,6 +127,31 @@ type writer struct {
 	timeout   time.Duration // repl-timeout when the loop started
 	out       *atomic.Int64 // total_net_repl_output_bytes
 	announced bool          // +FULLRESYNC sent (or not due: SYNC)
+	// pace, for a downstream proxy, paces its payloads: between
+	// payloadStart and payloadEnd it is conn (ratelimit.go). Nil for a
+	// real replica.
+	pace *pacer
+}
+
+// payloadStart marks the start of a full-sync payload, its "$" header
+// next: a downstream proxy's bytes are paced from here to payloadEnd.
+func (w *writer) payloadStart(ctx context.Context) {
+	if w.pace == nil {
+		return
+	}
+	w.pace.begin(ctx)
+	w.conn = w.pace
+}
+
+// payloadEnd marks the end of a payload (sent or failed): the stream after
+// it is never paced, and goes to the socket itself (writev, sendfile, the
+// inline sender).
+func (w *writer) payloadEnd() {
+	if w.pace == nil {
+		return
+	}
+	w.pace.end()
+	w.conn = w.pace.Conn
 }
 
 // release closes what plan still holds open: the write loop owns the
@@ -399,8 +427,13 @@ func (w *writer) keepaliveUntil(ctx context.Context, done <-chan struct{}) error
 // sendFile sends a snapshot spilled to disk as "$<size>" and the file.
 // (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
 // sendfile(2): the bytes go from the page cache to the socket. Chunks give
-// each its own write deadline.
+// each its own write deadline. A downstream proxy's payload under a rate
+// limit goes through its pacer's buffer instead (pacer.ReadFrom), since
+// sendfile's bytes cannot be paced; unlimited, by sendfile still, the
+// limit looked at again for each chunk.
 func (w *writer) sendFile(ctx context.Context, f *os.File, size int64) error {
+	w.payloadStart(ctx)
+	defer w.payloadEnd()
 	if err := w.write([]byte("$" + strconv.FormatInt(size, 10) + "\r\n")); err != nil {
 		return err
 	}
@@ -642,6 +675,8 @@ func (w *writer) sendSnapshot(ctx context.Context, sn *replbuf.Snapshot, rd *rep
 			}
 		}
 	}
+	w.payloadStart(ctx)
+	defer w.payloadEnd()
 	var mark string
 	switch st := sn.State(); {
 	case st == replbuf.SnapshotComplete:

@@ -325,6 +325,7 @@ func writeInfoProxy(w infoWriter, r *report) {
 		}
 	}
 	w.kv("repl_output_bytes", st.replOutputBytes)
+	w.kv("repl_link_sync_rate_limit", r.cfg.ReplLinkSyncRateLimit)
 	w.kv("tls_connections_received", st.tlsConnectionsReceived)
 	w.kv("tls_handshake_failures", st.tlsHandshakeFailures)
 	if sn := r.snapshot; sn != nil {

@@ -88,6 +88,11 @@ type replicaFigures struct {
 	// be the whole stream: /metrics shows no lag until then (INFO shows
 	// offset and lag as Redis does).
 	hasLag bool
+	// proxy: a downstream proxy (capa replproxy), whose full-sync payloads
+	// repl-link-sync-rate-limit paces; throttled is the time they were
+	// held back in all on this connection.
+	proxy     bool
+	throttled time.Duration
 }
 
 // A snapshotFigures is the newest snapshot in memory.
@@ -151,7 +156,8 @@ func (s *Server) report(parts reportParts) *report {
 		// Acked is read before the offset: an ACK arriving between the two
 		// then counts as not yet acknowledged, never as an acknowledged 0.
 		acked := rp.Acked()
-		f := replicaFigures{id: rp.ID(), ip: rp.IP(), port: rp.Port(), state: rp.State(), offset: rp.AckOffset()}
+		f := replicaFigures{id: rp.ID(), ip: rp.IP(), port: rp.Port(), state: rp.State(), offset: rp.AckOffset(),
+			proxy: rp.IsProxy(), throttled: rp.Throttled()}
 		if f.state == downstream.Online {
 			f.lag = int64(now.Sub(time.Unix(0, rp.AckTime())) / time.Second)
 			f.hasLag = acked
@@ -258,6 +264,7 @@ func (r *report) figures() metrics.Figures {
 		TLSHandshakeFailures:            st.tlsHandshakeFailures,
 		QueryBufferLimitDisconnections:  st.queryLimitDisconnects,
 		OutputBufferLimitDisconnections: st.outputLimitDisconnects,
+		LinkSyncRateLimit:               r.cfg.ReplLinkSyncRateLimit,
 
 		SnapshotFetches:       st.snapshotFetches,
 		SnapshotFetchFailures: st.snapshotFetchFailures,
@@ -347,6 +354,7 @@ func replicaSeries(rs []replicaFigures) []metrics.Replica {
 		m := metrics.Replica{
 			IP: rp.ip, Port: strconv.Itoa(rp.port), State: rp.state.String(),
 			HasLag: rp.hasLag, Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
+			IsProxy: rp.proxy, ThrottledSeconds: rp.throttled.Seconds(),
 		}
 		key := [2]string{m.IP, m.Port}
 		if i, ok := seen[key]; ok {

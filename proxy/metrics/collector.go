@@ -71,6 +71,7 @@ type Figures struct {
 	TLSHandshakeFailures            int64
 	QueryBufferLimitDisconnections  int64
 	OutputBufferLimitDisconnections int64
+	LinkSyncRateLimit               int64 // repl_link_sync_rate_limit, bytes per second; 0 unlimited
 
 	// Snapshots (INFO proxy and stats).
 	Snapshot                *Snapshot // the newest in memory; nil when there is none
@@ -122,6 +123,11 @@ type Replica struct {
 	Offset     int64 // highest offset acknowledged
 	LagSeconds int64 // since its last ACK
 	LagBytes   int64 // MasterReplOffset minus Offset, at least 0
+	// IsProxy: a downstream proxy (capa replproxy); only such a replica
+	// has a link series, ThrottledSeconds the time its full-sync payloads
+	// were held back by repl-link-sync-rate-limit on this connection.
+	IsProxy          bool
+	ThrottledSeconds float64
 }
 
 // A Snapshot is the newest snapshot in memory.
@@ -213,6 +219,8 @@ var metricSpecs = []metricSpec{
 	{"replica_offset_bytes", gauge, "Highest offset the replica has acknowledged (slaveN offset); absent until it is online and has acknowledged one.", replicaLabels},
 	{"replica_lag_seconds", gauge, "Seconds since the replica's last ACK (slaveN lag); absent until it is online and has acknowledged an offset.", replicaLabels},
 	{"replica_lag_bytes", gauge, "master_repl_offset minus the replica's acknowledged offset; absent until it is online and has acknowledged one.", replicaLabels},
+	{"replica_link_throttled_seconds_total", counter, "Seconds a downstream proxy's full-sync payloads were held back by repl-link-sync-rate-limit on its connection (its links line's throttled_ms); only for replicas that are proxies.", replicaLabels},
+	{"link_sync_rate_limit_bytes", gauge, "repl-link-sync-rate-limit: the bytes per second a full-sync payload to a downstream proxy may take of its link; 0 is unlimited (repl_link_sync_rate_limit).", nil},
 	{"replicas_dropped_total", counter, "Replicas disconnected by a limit or timeout (replicas_dropped).", nil},
 	{"replicas_closed_total", counter, "Replicas closed, by reason (replicas_closed_<reason>).", []string{"reason"}},
 	{"clients_closed_total", counter, "Other clients closed, by reason (clients_closed_<reason>).", []string{"reason"}},
@@ -352,7 +360,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit("replica_lag_seconds", r.LagSeconds, r.IP, r.Port)
 			emit("replica_lag_bytes", r.LagBytes, r.IP, r.Port)
 		}
+		if r.IsProxy {
+			ch <- prometheus.MustNewConstMetric(c.descs["replica_link_throttled_seconds_total"], counter, r.ThrottledSeconds, r.IP, r.Port)
+		}
 	}
+	emit("link_sync_rate_limit_bytes", f.LinkSyncRateLimit)
 	emit("replicas_dropped_total", f.ReplicasDropped)
 	counts("replicas_closed_total", f.ReplicasClosed)
 	counts("clients_closed_total", f.ClientsClosed)

@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
@@ -310,4 +313,76 @@ func TestReplicaPacedPayload(t *testing.T) {
 			<-e.host.ended
 		})
 	}
+}
+
+// TestReplicaPacedCompressedPayload: on a compressed link the pacer sits
+// under the encoder, so that the cap holds bytes on the wire: a payload
+// that compresses a hundredfold goes through a cap its raw size would take
+// 16 s at almost unthrottled, while one that does not compress is paced
+// as on a plain link. What the peer decodes is the payload as sent.
+func TestReplicaPacedCompressedPayload(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rate    int64
+		payload []byte
+		min     time.Duration // throttled at least
+		max     time.Duration // throttled at most
+	}{
+		{"compressible", 64 << 10, bytes.Repeat([]byte("0123456789abcdef"), 1<<16), 0, 500 * time.Millisecond},
+		{"incompressible", 128 << 10, randomBytes(256 << 10), 1500 * time.Millisecond, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			e.host.rate.Store(tc.rate)
+			st := e.hist.Stream()
+			st.Append([]byte("0123456789"))
+			id := replid.New()
+			sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
+			payload := binary.LittleEndian.AppendUint64(slices.Clone(tc.payload), replbuf.CRC64(0, tc.payload))
+			sn.Append(payload)
+			if err := sn.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			rd, err := sn.NewReader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := st.Attach(11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}
+			r := e.replica(hs, history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
+			go r.Run(context.Background())
+			br := bufio.NewReader(e.peer)
+			e.peer.SetReadDeadline(time.Now().Add(time.Minute))
+			line, err := br.ReadString('\n')
+			if want := "+FULLRESYNC " + id + " 10\r\n"; line != want || err != nil {
+				t.Fatalf("reply line %q, %v; want %q", line, err, want)
+			}
+			zr := linkzstd.NewReader(br)
+			defer zr.Close()
+			want := append([]byte("$"+strconv.Itoa(len(payload))+"\r\n"), payload...)
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(zr, got); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("decoded payload differs (%v)", err)
+			}
+			redistest.WaitFor(t, 10*time.Second, "online", func() bool { return r.State() == Online })
+			th := r.Throttled()
+			ls := r.Compression()
+			t.Logf("%d raw bytes, %d on the wire, throttled %v at %d B/s", ls.Stats.Raw, ls.Stats.Wire, th, tc.rate)
+			if th < tc.min || th > tc.max {
+				t.Errorf("throttled %v; want between %v and %v: the cap holds wire bytes", th, tc.min, tc.max)
+			}
+			e.peer.Close()
+			<-e.host.ended
+		})
+	}
+}
+
+// randomBytes returns n bytes that do not compress, the same each run.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{1}).Read(b)
+	return b
 }

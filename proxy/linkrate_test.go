@@ -116,6 +116,11 @@ func TestLinkSyncRateLimit(t *testing.T) {
 	if throttled < 2*time.Second {
 		t.Errorf("B's payload throttled %v in all; want over 2 s", throttled)
 	}
+	link := ac.Info(t, "links")["link0"]
+	_, ms, _ := strings.Cut(link, "throttled_ms=")
+	if n, err := strconv.ParseInt(ms, 10, 64); err != nil || n != throttled.Milliseconds() {
+		t.Errorf("INFO links link0:%s; want throttled_ms=%d", link, throttled.Milliseconds())
+	}
 	t.Logf("real replica in sync after %v; proxy B after %v (%.2f MiB/s at 4mb, %.2f MiB/s at 1mb, throttled %v)",
 		realSync, bSync, rate4/(1<<20), rate1/(1<<20), throttled)
 

@@ -23,8 +23,9 @@ import (
 // writes with no lock shared with another.
 
 // minPaceBurst is the least a pacer lets go at once, whatever the rate: a
-// block of the stream, so that a payload is not cut finer than it is held
-// for a rate too low to fill 100 ms with one.
+// block of the stream. Below 160 KiB/s, where 100 ms of bytes is less than
+// a block, the burst is then longer than 100 ms rather than the payload cut
+// into pieces smaller than the blocks it is held in.
 const minPaceBurst = 16 << 10
 
 // paceCopyBuf is the pacer's buffer for a file it is handed (ReadFrom) while

@@ -332,6 +332,12 @@ func refusedByServer(t *testing.T, primary *redistest.Server, pc *redistest.Clie
 	if !p.Log.Contains("Unrecognized REPLCONF option") {
 		t.Errorf("the log does not give the primary's reply")
 	}
+	// capa replproxy rides on the capa REPLCONF, which the server accepts
+	// (it ignores a capa it does not know) rather than refuses.
+	if p.Log.Contains("primary refused a handshake option") {
+		t.Errorf("the server refused a handshake option (capa replproxy?):
+%s", p.Log.String())
+	}
 }
 
 // TestCompressionRefusedByProxy: an upstream proxy with

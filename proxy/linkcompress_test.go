@@ -335,8 +335,7 @@ func refusedByServer(t *testing.T, primary *redistest.Server, pc *redistest.Clie
 	// capa replproxy rides on the capa REPLCONF, which the server accepts
 	// (it ignores a capa it does not know) rather than refuses.
 	if p.Log.Contains("primary refused a handshake option") {
-		t.Errorf("the server refused a handshake option (capa replproxy?):
-%s", p.Log.String())
+		t.Errorf("the server refused a handshake option (capa replproxy?):\n%s", p.Log.String())
 	}
 }
 

@@ -66,6 +66,9 @@ func TestReplicaCompressedFullSync(t *testing.T) {
 	if _, err := io.ReadFull(zr, got); err != nil || string(got) != "abcdef" {
 		t.Fatalf("then %q, %v; want the stream", got, err)
 	}
+	// The writer counts a chunk once its write returned, which may be after
+	// the peer read it.
+	redistest.WaitFor(t, 10*time.Second, "the chunks counted", func() bool { return r.Compression().Stats.Raw == int64(len(want)+6) })
 	ls := r.Compression()
 	if ls.Mode != "zstd" || ls.Stats.Raw != int64(len(want)+6) || ls.Stats.Wire == 0 {
 		t.Fatalf("Compression() = %+v, want zstd with %d raw bytes", ls, len(want)+6)

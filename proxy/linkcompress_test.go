@@ -363,4 +363,18 @@ func TestCompressionRefusedByProxy(t *testing.T) {
 	if n := b.Log.Count(refusalLogged); n != 1 || !b.Log.Contains("repl-link-compression-allow is no") {
 		t.Errorf("B logged the refusal %d times (want once, with A's reason):\n%s", n, b.Log.String())
 	}
+
+	// CONFIG SET on A applies from B's next connection.
+	ac.MustDo(t, "CONFIG", "SET", "repl-link-compression-allow", "yes")
+	if got := ac.MustDo(t, "CONFIG", "GET", "repl-link-compression-allow").String(); !strings.Contains(got, "yes") {
+		t.Fatalf("CONFIG GET repl-link-compression-allow: %s", got)
+	}
+	ac.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	redistest.WaitFor(t, 15*time.Second, "B back on a compressed link", func() bool {
+		return linkFields(t, bc.Info(t, "links")["upstream_link"])["compression"] == "zstd" &&
+			bc.Info(t, "replication")["master_link_status"] == "up"
+	})
+	writeCache(t, pc, g, 500)
+	redistest.WaitSynced(t, pc, rcs...)
+	checkCompressed(t, "A link0 after CONFIG SET", linkFields(t, ac.Info(t, "links")["link0"]))
 }

@@ -75,6 +75,11 @@ func TestSet(t *testing.T) {
 		{"requirepass empty", "requirepass", []string{""}, "", nil},
 		{"requirepass none", "requirepass", nil, "", ErrArgCount},
 
+		{"repl-link-sync-rate-limit", "repl-link-sync-rate-limit", []string{"12mb"}, "12582912", nil},
+		{"repl-link-sync-rate-limit off", "repl-link-sync-rate-limit", []string{"0"}, "0", nil},
+		{"repl-link-sync-rate-limit negative", "repl-link-sync-rate-limit", []string{"-1"}, "", ErrInvalidValue},
+		{"repl-link-sync-rate-limit word", "repl-link-sync-rate-limit", []string{"fast"}, "", ErrInvalidValue},
+
 		{"repl-log-size", "repl-log-size", []string{"2gb"}, "2147483648", nil},
 		{"repl-log-size off", "repl-log-size", []string{"0"}, "0", nil},
 		{"repl-log-size negative", "repl-log-size", []string{"-1"}, "", ErrInvalidValue},

@@ -328,6 +328,7 @@ func writeInfoProxy(w infoWriter, r *report) {
 		}
 	}
 	w.kv("repl_output_bytes", st.replOutputBytes)
+	w.kv("repl_link_sync_rate_limit", r.cfg.ReplLinkSyncRateLimit)
 	w.kv("tls_connections_received", st.tlsConnectionsReceived)
 	w.kv("tls_handshake_failures", st.tlsHandshakeFailures)
 	if sn := r.snapshot; sn != nil {
@@ -362,8 +363,8 @@ func writeInfoLinks(w infoWriter, r *report) {
 		if l == nil {
 			continue
 		}
-		w.kv(fmt.Sprintf("link%d", n), fmt.Sprintf("ip=%s,port=%d,compression=%s,raw_bytes=%d,wire_bytes=%d,ratio=%.2f,cpu_sec=%.3f,output_kbps=%.2f",
-			rp.ip, rp.port, l.compression, l.raw, l.wire, l.ratio(), l.cpu, l.kbps))
+		w.kv(fmt.Sprintf("link%d", n), fmt.Sprintf("ip=%s,port=%d,compression=%s,raw_bytes=%d,wire_bytes=%d,ratio=%.2f,cpu_sec=%.3f,output_kbps=%.2f,throttled_ms=%d",
+			rp.ip, rp.port, l.compression, l.raw, l.wire, l.ratio(), l.cpu, l.kbps, l.throttled.Milliseconds()))
 		n++
 	}
 }

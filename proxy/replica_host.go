@@ -27,6 +27,8 @@ var _ downstream.Host = (*replicaHost)(nil)
 
 func (h *replicaHost) ReplTimeout() time.Duration { return h.s.config().ReplTimeout }
 
+func (h *replicaHost) SyncRateLimit() int64 { return h.s.config().ReplLinkSyncRateLimit }
+
 func (h *replicaHost) MemoryWindow() int64 { return h.s.memoryWindow() }
 
 func (h *replicaHost) LogLive() bool { return h.s.logLive() }

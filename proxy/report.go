@@ -101,7 +101,7 @@ type linkFigures struct {
 	kbps        float64 // KiB/s on the wire since the link (session) began
 	// throttled is the time traffic control slept pacing the link's
 	// full-sync payloads (repl-link-sync-rate-limit), for linkN's
-	// throttled_ms; what fills it owns its rendering.
+	// throttled_ms.
 	throttled time.Duration
 }
 
@@ -203,7 +203,7 @@ func (s *Server) report(parts reportParts) *report {
 		if rp.IsProxy() {
 			ls := rp.Compression()
 			f.link = &linkFigures{compression: ls.Mode, raw: ls.Stats.Raw, wire: ls.Stats.Wire,
-				cpu: ls.Stats.CPU.Seconds(), kbps: kbps(ls.Stats.Wire, ls.Since, now)}
+				cpu: ls.Stats.CPU.Seconds(), kbps: kbps(ls.Stats.Wire, ls.Since, now), throttled: rp.Throttled()}
 		}
 		r.replicas = append(r.replicas, f)
 	}
@@ -318,6 +318,7 @@ func (r *report) figures() metrics.Figures {
 		TLSHandshakeFailures:            st.tlsHandshakeFailures,
 		QueryBufferLimitDisconnections:  st.queryLimitDisconnects,
 		OutputBufferLimitDisconnections: st.outputLimitDisconnects,
+		LinkSyncRateLimit:               r.cfg.ReplLinkSyncRateLimit,
 
 		SnapshotFetches:       st.snapshotFetches,
 		SnapshotFetchFailures: st.snapshotFetchFailures,
@@ -409,7 +410,8 @@ func replicaSeries(rs []replicaFigures) []metrics.Replica {
 			HasLag: rp.hasLag, Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
 		}
 		if l := rp.link; l != nil {
-			m.Link = &metrics.ReplicaLink{RawBytes: l.raw, WireBytes: l.wire, CompressCPUSeconds: l.cpu}
+			m.Link = &metrics.ReplicaLink{RawBytes: l.raw, WireBytes: l.wire, CompressCPUSeconds: l.cpu,
+				ThrottledSeconds: l.throttled.Seconds()}
 		}
 		key := [2]string{m.IP, m.Port}
 		if i, ok := seen[key]; ok {

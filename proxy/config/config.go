@@ -232,6 +232,13 @@ type Config struct {
 	// taken from the primary. Default 0: only a snapshot with no stream
 	// since. Proxy-only.
 	BackupMaxStreamSince int64
+	// ReplLinkSyncRateLimit is `repl-link-sync-rate-limit` in bytes per
+	// second: the most a full-sync payload sent to a downstream proxy (a
+	// replica that said capa replproxy) may take of its link, counted in
+	// bytes on the wire, each link alone. The stream after the payload,
+	// and real replicas, are never paced. A change applies to payloads in
+	// progress from their next write. Default 0: unlimited. Proxy-only.
+	ReplLinkSyncRateLimit int64
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
 	// default: the proxy acknowledges to its primary what it has received,
@@ -393,6 +400,7 @@ func (c *Config) Validate() error {
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
+		{"repl-link-sync-rate-limit", checkNonNegative(c.ReplLinkSyncRateLimit)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},

@@ -139,6 +139,7 @@ var directives = []directive{
 	}(),
 	enumDirective("repl-link-compression", true, func(c *Config) *LinkCompression { return &c.ReplLinkCompression }, linkCompressions),
 	boolDirective("repl-link-compression-allow", true, func(c *Config) *bool { return &c.ReplLinkCompressionAllow }),
+	sizeDirective("repl-link-sync-rate-limit", func(c *Config) *int64 { return &c.ReplLinkSyncRateLimit }, 0),
 	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
 	func() directive {
 		// Startup-only: the log is opened (or not) and recovered at start.

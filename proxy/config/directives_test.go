@@ -75,6 +75,11 @@ func TestSet(t *testing.T) {
 		{"requirepass empty", "requirepass", []string{""}, "", nil},
 		{"requirepass none", "requirepass", nil, "", ErrArgCount},
 
+		{"repl-link-sync-rate-limit", "repl-link-sync-rate-limit", []string{"12mb"}, "12582912", nil},
+		{"repl-link-sync-rate-limit off", "repl-link-sync-rate-limit", []string{"0"}, "0", nil},
+		{"repl-link-sync-rate-limit negative", "repl-link-sync-rate-limit", []string{"-1"}, "", ErrInvalidValue},
+		{"repl-link-sync-rate-limit word", "repl-link-sync-rate-limit", []string{"fast"}, "", ErrInvalidValue},
+
 		{"repl-log-size", "repl-log-size", []string{"2gb"}, "2147483648", nil},
 		{"repl-log-size off", "repl-log-size", []string{"0"}, "0", nil},
 		{"repl-log-size negative", "repl-log-size", []string{"-1"}, "", ErrInvalidValue},
@@ -435,7 +440,7 @@ func TestNames(t *testing.T) {
 		"ack-policy", "backup-max-stream-since", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "port", "protected-mode", "proto-max-bulk-len",
-		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-log-fsync", "repl-log-size", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "supervised",
+		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "supervised",
 		"tls-auth-clients", "tls-ca-cert-dir", "tls-ca-cert-file", "tls-cert-file", "tls-ciphers",
 		"tls-ciphersuites", "tls-client-cert-file", "tls-client-key-file", "tls-key-file", "tls-port",
 		"tls-protocols", "tls-replication",

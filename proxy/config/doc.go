@@ -57,6 +57,7 @@
 //	repl-snapshot-max-stream-since
 //	                             0 (¾ of repl-log-size)  yes      ReplSnapshotMaxStreamSince
 //	backup-max-stream-since      0 (no stream since)     yes      BackupMaxStreamSince
+//	repl-link-sync-rate-limit    0 (unlimited)           yes      ReplLinkSyncRateLimit
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60

@@ -20,6 +20,12 @@
 //     through a linkzstd.Writer, one per connection, flushed after every
 //     write operation (writer.compress, writer.flush), with neither
 //     sendfile, nor write slices, nor the inline fan-out;
+//   - traffic control (ratelimit.go): a downstream proxy's full-sync
+//     payloads (a replica that said capa replproxy: Replica.IsProxy) go
+//     through a pacer of its own, which its write loop switches on at the
+//     "$" header and off after the payload's last byte, to
+//     Host.SyncRateLimit bytes a second, in bytes on the wire (under the
+//     encoder of a compressed link); the stream is never paced;
 //   - its ACK reader (readLoop) and its state (State), offset and ACK time;
 //   - its limits (limits.go: client-output-buffer-limit replica and
 //     repl-timeout, judged on what it owns by OverLimit, which the proxy's

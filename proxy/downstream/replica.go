@@ -43,6 +43,10 @@ func (st State) String() string {
 type Host interface {
 	// ReplTimeout is repl-timeout in force.
 	ReplTimeout() time.Duration
+	// SyncRateLimit is repl-link-sync-rate-limit in force, in bytes per
+	// second (0: unlimited): the pace of a full-sync payload to a
+	// downstream proxy (ratelimit.go), read as the payload goes.
+	SyncRateLimit() int64
 	// MemoryWindow is how far behind the stream's end a replica may be and
 	// still be sent from memory while the stream log runs.
 	MemoryWindow() int64
@@ -159,6 +163,10 @@ type Replica struct {
 	// loop starts, and called by exit.
 	cancel context.CancelFunc
 
+	// throttled is the time the write loop's pacer slept in payloads, in
+	// nanoseconds (INFO's throttled_ms); written by the write loop alone.
+	throttled atomic.Int64
+
 	softSince time.Time // owned by the monitor (OverLimit): since when over the soft limit
 }
 
@@ -223,6 +231,10 @@ func (r *Replica) Compression() LinkStatus {
 	}
 	return st
 }
+
+// Throttled is the time its full-sync payloads were held back by
+// repl-link-sync-rate-limit, in all (0 for a replica that is no proxy).
+func (r *Replica) Throttled() time.Duration { return time.Duration(r.throttled.Load()) }
 
 // Legacy reports whether it came by SYNC: it sends no ACKs.
 func (r *Replica) Legacy() bool { return r.legacy }

@@ -30,11 +30,13 @@ type fakeHost struct {
 	replconf atomic.Int64
 	commands atomic.Int64
 	ended    chan *Replica
+	rate     atomic.Int64 // SyncRateLimit's answer
 	// filtered answers FetchFiltered; nil refuses it.
 	filtered func(filter string) (*replbuf.Snapshot, error)
 }
 
 func (h *fakeHost) ReplTimeout() time.Duration   { return h.timeout }
+func (h *fakeHost) SyncRateLimit() int64         { return h.rate.Load() }
 func (h *fakeHost) MemoryWindow() int64          { return h.window }
 func (h *fakeHost) LogLive() bool                { return h.live }
 func (h *fakeHost) LogAppended() <-chan struct{} { return h.appended.Wait() }

@@ -41,6 +41,9 @@ const keepaliveInterval = time.Second
 // stream ends.
 func (r *Replica) writeLoop(ctx context.Context, plan history.Plan) error {
 	w := &writer{r: r, conn: r.conn, timeout: r.host.ReplTimeout(), out: r.count.OutputBytes}
+	if r.IsProxy() {
+		w.pace = newPacer(r.conn, r.host.SyncRateLimit, w.timeout, &r.throttled)
+	}
 	defer w.release(&plan)
 	defer w.endCompression()
 	return w.serve(ctx, &plan)
@@ -134,6 +137,39 @@ type writer struct {
 	// chunk being filled must go, zero while none is.
 	z             *linkzstd.Writer
 	coalesceUntil time.Time
+	// pace, for a downstream proxy, paces its payloads (ratelimit.go):
+	// between payloadStart and payloadEnd it is conn on a plain link, and
+	// it is always the encoder's destination on a compressed one (z). Nil
+	// for a real replica.
+	pace *pacer
+}
+
+// payloadStart marks the start of a full-sync payload, its "$" header
+// next: a downstream proxy's bytes are paced from here to payloadEnd.
+func (w *writer) payloadStart(ctx context.Context) {
+	if w.pace == nil {
+		return
+	}
+	w.pace.begin(ctx)
+	// On a compressed link the pacer is under the encoder already
+	// (compress), pacing wire bytes; on a plain one it takes the socket's
+	// place.
+	if w.z == nil {
+		w.conn = w.pace
+	}
+}
+
+// payloadEnd marks the end of a payload (sent or failed): the stream after
+// it is never paced, and goes to the socket itself (writev, sendfile, the
+// inline sender).
+func (w *writer) payloadEnd() {
+	if w.pace == nil {
+		return
+	}
+	w.pace.end()
+	if w.z == nil {
+		w.conn = w.pace.Conn
+	}
 }
 
 // release closes what plan still holds open: the write loop owns the
@@ -414,8 +450,13 @@ func (w *writer) keepaliveUntil(ctx context.Context, done <-chan struct{}) error
 // sendFile sends a snapshot spilled to disk as "$<size>" and the file.
 // (*net.TCPConn).ReadFrom sends an *os.File under a LimitReader with
 // sendfile(2): the bytes go from the page cache to the socket. Chunks give
-// each its own write deadline.
+// each its own write deadline. A downstream proxy's payload under a rate
+// limit goes through its pacer's buffer instead (pacer.ReadFrom), since
+// sendfile's bytes cannot be paced; unlimited, by sendfile still, the
+// limit looked at again for each chunk.
 func (w *writer) sendFile(ctx context.Context, f *os.File, size int64) error {
+	w.payloadStart(ctx)
+	defer w.payloadEnd()
 	if err := w.write([]byte("$" + strconv.FormatInt(size, 10) + "\r\n")); err != nil {
 		return err
 	}
@@ -560,16 +601,23 @@ func (w *writer) compress() {
 	if w.r.hs.Compression != "zstd" || w.z != nil {
 		return
 	}
-	w.z = linkzstd.NewWriter(w.r.conn)
+	// A downstream proxy's pacer sits under the encoder, so that a capped
+	// payload is counted in bytes on the wire; off, it is the socket.
+	var dst net.Conn = w.r.conn
+	if w.pace != nil {
+		dst = w.pace
+	}
+	w.z = linkzstd.NewWriter(dst)
 	w.conn = &compressedConn{Conn: w.r.conn, z: w.z}
 	w.r.zw.Store(w.z)
 }
 
 // flush ends the compressed chunk the last write operation filled and
 // sends it, under that operation's write deadline; a plain link has
-// nothing to flush. One chunk per operation keeps the stream's latency
-// what a plain link's is, and the ratio barely suffers: the encoder's
-// window spans chunks.
+// nothing to flush. One chunk per operation keeps the latency what a
+// plain link's is, and the ratio barely suffers: the encoder's window
+// spans chunks. The stream loop's small chunks wait a little for more
+// (flushStream).
 func (w *writer) flush() error {
 	if w.z == nil {
 		return nil
@@ -773,6 +821,8 @@ func (w *writer) sendSnapshot(ctx context.Context, sn *replbuf.Snapshot, rd *rep
 			}
 		}
 	}
+	w.payloadStart(ctx)
+	defer w.payloadEnd()
 	var mark string
 	switch st := sn.State(); {
 	case st == replbuf.SnapshotComplete:

@@ -79,6 +79,7 @@ type Figures struct {
 	TLSHandshakeFailures            int64
 	QueryBufferLimitDisconnections  int64
 	OutputBufferLimitDisconnections int64
+	LinkSyncRateLimit               int64 // repl_link_sync_rate_limit, bytes per second; 0 unlimited
 
 	// Snapshots (INFO proxy and stats).
 	Snapshot                *Snapshot // the newest in memory; nil when there is none
@@ -140,6 +141,9 @@ type Replica struct {
 type ReplicaLink struct {
 	RawBytes, WireBytes int64
 	CompressCPUSeconds  float64
+	// ThrottledSeconds is the time its full-sync payloads were held back
+	// by repl-link-sync-rate-limit on this connection (linkN throttled_ms).
+	ThrottledSeconds float64
 }
 
 // A Snapshot is the newest snapshot in memory.
@@ -239,6 +243,8 @@ var metricSpecs = []metricSpec{
 	{"replica_link_raw_bytes_total", counter, "Bytes sent to a downstream proxy before compression (linkN raw_bytes); only for replicas that are proxies.", replicaLabels},
 	{"replica_link_wire_bytes_total", counter, "Bytes sent to a downstream proxy on the wire, chunk headers included; equal to raw on a plain link (linkN wire_bytes).", replicaLabels},
 	{"replica_link_compress_cpu_seconds_total", counter, "CPU time spent compressing a downstream proxy's link (linkN cpu_sec).", replicaLabels},
+	{"replica_link_throttled_seconds_total", counter, "Seconds a downstream proxy's full-sync payloads were held back by repl-link-sync-rate-limit on its connection (linkN throttled_ms); only for replicas that are proxies.", replicaLabels},
+	{"link_sync_rate_limit_bytes", gauge, "repl-link-sync-rate-limit: the bytes per second a full-sync payload to a downstream proxy may take of its link; 0 is unlimited (repl_link_sync_rate_limit).", nil},
 	{"replicas_dropped_total", counter, "Replicas disconnected by a limit or timeout (replicas_dropped).", nil},
 	{"replicas_closed_total", counter, "Replicas closed, by reason (replicas_closed_<reason>).", []string{"reason"}},
 	{"clients_closed_total", counter, "Other clients closed, by reason (clients_closed_<reason>).", []string{"reason"}},
@@ -387,8 +393,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit("replica_link_raw_bytes_total", l.RawBytes, r.IP, r.Port)
 			emit("replica_link_wire_bytes_total", l.WireBytes, r.IP, r.Port)
 			ch <- prometheus.MustNewConstMetric(c.descs["replica_link_compress_cpu_seconds_total"], counter, l.CompressCPUSeconds, r.IP, r.Port)
+			ch <- prometheus.MustNewConstMetric(c.descs["replica_link_throttled_seconds_total"], counter, l.ThrottledSeconds, r.IP, r.Port)
 		}
 	}
+	emit("link_sync_rate_limit_bytes", f.LinkSyncRateLimit)
 	emit("replicas_dropped_total", f.ReplicasDropped)
 	counts("replicas_closed_total", f.ReplicasClosed)
 	counts("clients_closed_total", f.ClientsClosed)

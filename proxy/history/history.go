@@ -66,6 +66,17 @@ type History struct {
 		// plan from the log and the generation it is made for are one
 		// decision (a new generation, install, makes it stale at once).
 		logGen uint64
+		// logReady says the log follower is running rounds (not waiting
+		// out a fault), so that it takes logPin within moments; logPin is
+		// a cursor at a new generation's first byte, made by Install and
+		// owned by whoever holds mu until the follower takes it (TakeLogPin):
+		// right after a full sync the primary sends everything it buffered
+		// meanwhile at once, megabytes within milliseconds, and without the
+		// pin the backlog would let go of the first bytes before the
+		// follower's goroutine ran, leaving the new snapshot's stream in
+		// neither memory nor the log (a fetch, a fork, for its replicas).
+		logReady bool
+		logPin   *replbuf.Cursor
 		// arriving is the payload of the main link's full sync while it
 		// arrives, counted as snapshot memory until install or
 		// PayloadEnded; arrivingFile is the file in dir it is written to
@@ -245,9 +256,54 @@ func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.changedLocked()
 	epoch = h.mu.epoch
 	h.st.Reset(sn.Offset())
+	h.pinForLogLocked()
 	h.mu.Unlock()
 	h.removeSpilled(old)
 	return epoch
+}
+
+// pinForLogLocked replaces logPin with a cursor at the stream's new
+// generation's first byte, when a log follower runs (see logReady).
+// REQUIRES: h.mu held.
+func (h *History) pinForLogLocked() {
+	if h.mu.logPin != nil {
+		h.mu.logPin.Close()
+		h.mu.logPin = nil
+	}
+	if h.disk == nil || !h.mu.logReady {
+		return
+	}
+	if c, err := h.st.Attach(h.st.Offset() + 1); err == nil {
+		h.mu.logPin = c
+	}
+}
+
+// LogReady tells the history whether the log follower is running rounds
+// (true) or waiting out a fault (false: a pin made now would hold the
+// stream until it returns, so none is, and one not taken is dropped).
+func (h *History) LogReady(ready bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.logReady = ready
+	if !ready && h.mu.logPin != nil {
+		h.mu.logPin.Close()
+		h.mu.logPin = nil
+	}
+}
+
+// TakeLogPin hands the log follower the cursor Install pinned at generation
+// gen's first byte, or nil when there is none for gen (it is then closed).
+// The caller owns it from here.
+func (h *History) TakeLogPin(gen uint64) *replbuf.Cursor {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.mu.logPin
+	h.mu.logPin = nil
+	if c != nil && c.Generation() != gen {
+		c.Close()
+		return nil
+	}
+	return c
 }
 
 // PayloadArriving records sn, a main link's payload from its header on, and

@@ -67,9 +67,9 @@ func (p *Process) Digest(ctx context.Context) (string, error) {
 	return d, nil
 }
 
-// ReplicaOf sends REPLICAOF 127.0.0.1 <upstream's ReplPort>.
+// ReplicaOf sends REPLICAOF <upstream's Host> <upstream's ReplPort>.
 func (p *Process) ReplicaOf(ctx context.Context, upstream *Process) error {
-	return p.client.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(upstream.ReplPort())).Err()
+	return p.client.SlaveOf(ctx, upstream.Host(), strconv.Itoa(upstream.ReplPort())).Err()
 }
 
 // CPU reads the process's CPU time from /proc.

@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 
 	"internal/cachedata": {},
 	"internal/layering":  {},
+	"internal/netns":     {},
 	"internal/redistest": {},
 	"internal/safefile":  {},
 

@@ -1,0 +1,6 @@
+//go:build linux
+
+package netns
+
+// sysSetns is setns(2) on linux/amd64; package syscall does not name it.
+const sysSetns = 308

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/replproxy/replproxy v0.0.0
 	github.com/tidwall/resp v0.1.1
-	golang.org/x/sys v0.48.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -19,5 +19,11 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
+
+// The harness uses the product's own internal/netns and internal/cachedata:
+// Go's internal rule admits it (the paths share github.com/replproxy/replproxy),
+// and the replace builds them from this checkout.
+replace github.com/replproxy/replproxy => ../

@@ -76,6 +76,16 @@ type Place struct {
 
 func (pl Place) host() string { return cmp.Or(pl.Host, "127.0.0.1") }
 
+// protected is protected-mode no off loopback: with protected mode on and
+// no password, Redis 7.0 (and replproxy, as it) refuses every client that
+// is not on a loopback address, a replica from the other region included.
+func (pl Place) protected() []string {
+	if pl.host() == "127.0.0.1" {
+		return nil
+	}
+	return []string{"--protected-mode", "no"}
+}
+
 func (pl Place) command(name string, args ...string) *exec.Cmd {
 	if pl.Command == nil {
 		return exec.Command(name, args...)
@@ -98,7 +108,7 @@ func (c *Cluster) StartRedisAt(ctx context.Context, pl Place, name string, args 
 			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return pl.command("redis-server", append(append(a, p.tlsArgs()...), args...)...)
+		return pl.command("redis-server", slices.Concat(a, pl.protected(), p.tlsArgs(), args)...)
 	})
 }
 
@@ -117,7 +127,7 @@ func (c *Cluster) StartProxyAt(ctx context.Context, pl Place, name string, upstr
 			"--replicaof", upstream.Host(), strconv.Itoa(upstream.ReplPort()), "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return pl.command(c.proxyBin, slices.Concat(a, p.tlsArgs(), c.proxyArgs, args)...)
+		return pl.command(c.proxyBin, slices.Concat(a, pl.protected(), p.tlsArgs(), c.proxyArgs, args)...)
 	})
 }
 
@@ -180,6 +190,9 @@ type Process struct {
 
 // Host is the address p binds and its replicas dial.
 func (p *Process) Host() string { return p.place.host() }
+
+// Place is where p runs.
+func (p *Process) Place() Place { return p.place }
 
 // Addr is p's plain host:port.
 func (p *Process) Addr() string { return net.JoinHostPort(p.Host(), strconv.Itoa(p.Port)) }

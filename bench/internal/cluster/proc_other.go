@@ -3,9 +3,6 @@
 package cluster
 
 import (
-	"context"
-	"errors"
-	"net"
 	"os"
 	"syscall"
 )
@@ -13,10 +10,3 @@ import (
 var sigterm = os.Interrupt
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
-
-// NamespaceDialer needs Linux's network namespaces.
-func NamespaceDialer(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(context.Context, string, string) (net.Conn, error) {
-		return nil, errors.New("cluster: network namespaces need Linux")
-	}
-}

@@ -13,9 +13,10 @@ import (
 // cmdReplconf is REPLCONF before PSYNC: its options go into the client's
 // handshake (downstream.Handshake reads them), and only ACK and GETACK are
 // not answered. A replica's own REPLCONFs never come here: its read loop
-// reads them.
+// reads them. link-compression is agreed to under
+// repl-link-compression-allow as it is now.
 func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
-	switch answer, errReply := c.hs.Replconf(args); {
+	switch answer, errReply := c.hs.ReplconfAllowing(args, s.config().ReplLinkCompressionAllow); {
 	case !answer:
 	case errReply != "":
 		c.out = wire.AppendError(c.out, errReply)

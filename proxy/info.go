@@ -18,7 +18,7 @@ import (
 
 // infoSections are INFO's sections in the order redis-server prints them;
 // the proxy section is replproxy's own. "default" is all of them.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "proxy", "keyspace"}
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "proxy", "links", "keyspace"}
 
 func (s *Server) cmdInfo(c *client, args [][]byte) bool {
 	names := make([]string, 0, len(args)-1)
@@ -139,6 +139,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, section string, r *report)
 		w.kv("used_cpu_user", fmt.Sprintf("%.6f", time.Duration(ru.Utime.Nano()).Seconds()))
 	case "proxy":
 		writeInfoProxy(w, r)
+	case "links":
+		writeInfoLinks(w, r)
 	case "keyspace":
 		b.WriteString("# Keyspace\r\n")
 	}
@@ -303,6 +305,7 @@ func writeInfoProxy(w infoWriter, r *report) {
 	w.kv("upstream_checksum_failures", st.upstreamChecksumFails)
 	w.kv("upstream_stream_errors", st.upstreamStreamErrors)
 	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits)
+	w.kv("link_corrupt_errors", st.upstreamLinkCorrupt)
 	w.kv("stream_generation", r.generation)
 	w.kv("snapshot_fetches", st.snapshotFetches)
 	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
@@ -339,6 +342,30 @@ func writeInfoProxy(w infoWriter, r *report) {
 	}
 	w.kv("free_blocks", r.pool.FreeBlocks)
 	w.kv("free_blocks_bytes", r.pool.FreeBytes)
+}
+
+// writeInfoLinks writes the Links section: the upstream link's compression
+// when replicaof names a primary, and one linkN line per replica that is a
+// downstream proxy (capa replproxy), compressed or not, N counting those
+// alone in connection order.
+func writeInfoLinks(w infoWriter, r *report) {
+	w.b.WriteString("# Links\r\n")
+	if r.cfg.MasterHost != "" {
+		u := r.upLink
+		w.kv("upstream_link", fmt.Sprintf("compression=%s,raw_bytes=%d,wire_bytes=%d,ratio=%.2f,cpu_sec=%.3f,"+
+			"fetch_raw_bytes=%d,fetch_wire_bytes=%d,fetch_cpu_sec=%.3f,input_kbps=%.2f",
+			u.compression, u.raw, u.wire, u.ratio(), u.cpu, u.fetchRaw, u.fetchWire, u.fetchCPU, u.kbps))
+	}
+	n := 0
+	for _, rp := range r.replicas {
+		l := rp.link
+		if l == nil {
+			continue
+		}
+		w.kv(fmt.Sprintf("link%d", n), fmt.Sprintf("ip=%s,port=%d,compression=%s,raw_bytes=%d,wire_bytes=%d,ratio=%.2f,cpu_sec=%.3f,output_kbps=%.2f",
+			rp.ip, rp.port, l.compression, l.raw, l.wire, l.ratio(), l.cpu, l.kbps))
+		n++
+	}
 }
 
 func b2i(b bool) int {

@@ -42,7 +42,8 @@ type report struct {
 	generation   uint64 // stream_generation
 
 	replicas []replicaFigures // in the order they connected
-	clients  int              // connected_clients, replicas included
+	upLink   upstreamLinkFigures
+	clients  int // connected_clients, replicas included
 
 	snapshot *snapshotFigures // the newest snapshot in memory; nil when none
 	pool     replbuf.PoolStats
@@ -88,6 +89,48 @@ type replicaFigures struct {
 	// be the whole stream: /metrics shows no lag until then (INFO shows
 	// offset and lag as Redis does).
 	hasLag bool
+	link   *linkFigures // a downstream proxy's link (INFO's linkN); nil for other replicas
+}
+
+// A linkFigures is one link's compression as INFO's Links section and the
+// replproxy_*_link_ series show it.
+type linkFigures struct {
+	compression string  // zstd, no, or (the upstream link) refused
+	raw, wire   int64   // bytes before and after compression
+	cpu         float64 // seconds of CPU in the encoder or decoder
+	kbps        float64 // KiB/s on the wire since the link (session) began
+	// throttled is the time traffic control slept pacing the link's
+	// full-sync payloads (repl-link-sync-rate-limit), for linkN's
+	// throttled_ms; what fills it owns its rendering.
+	throttled time.Duration
+}
+
+// ratio is raw over wire bytes, 1 while nothing was compressed.
+func (l linkFigures) ratio() float64 {
+	if l.wire == 0 {
+		return 1
+	}
+	return float64(l.raw) / float64(l.wire)
+}
+
+// An upstreamLinkFigures is INFO's upstream_link line: the main link's
+// figures and those of its side links (fetch).
+type upstreamLinkFigures struct {
+	linkFigures
+	fetchRaw, fetchWire int64
+	fetchCPU            float64
+}
+
+// kbps is KiB per second of wire bytes over the time since since.
+func kbps(wire int64, since, now time.Time) float64 {
+	if since.IsZero() {
+		return 0
+	}
+	secs := now.Sub(since).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return float64(wire) / 1024 / secs
 }
 
 // A snapshotFigures is the newest snapshot in memory.
@@ -157,9 +200,20 @@ func (s *Server) report(parts reportParts) *report {
 			f.hasLag = acked
 		}
 		f.lagBytes = max(r.offset-f.offset, 0)
+		if rp.IsProxy() {
+			ls := rp.Compression()
+			f.link = &linkFigures{compression: ls.Mode, raw: ls.Stats.Raw, wire: ls.Stats.Wire,
+				cpu: ls.Stats.CPU.Seconds(), kbps: kbps(ls.Stats.Wire, ls.Since, now)}
+		}
 		r.replicas = append(r.replicas, f)
 	}
 	r.clients = s.clients.count()
+	ls, fetched := s.up.Compression(), s.up.FetchCompression()
+	r.upLink = upstreamLinkFigures{
+		linkFigures: linkFigures{compression: ls.Mode, raw: ls.Stats.Raw, wire: ls.Stats.Wire,
+			cpu: ls.Stats.CPU.Seconds(), kbps: kbps(ls.Session.Wire, ls.Since, now)},
+		fetchRaw: fetched.Raw, fetchWire: fetched.Wire, fetchCPU: fetched.CPU.Seconds(),
+	}
 
 	if sn := s.Snapshot(); sn != nil {
 		r.snapshot = &snapshotFigures{
@@ -232,6 +286,12 @@ func (r *report) figures() metrics.Figures {
 		UpstreamChecksumFailures:      st.upstreamChecksumFails,
 		UpstreamStreamErrors:          st.upstreamStreamErrors,
 		UpstreamQueryBufferLimitDrops: st.upstreamQueryLimits,
+
+		UpstreamLinkCompressed:           r.upLink.compression == "zstd",
+		UpstreamLinkRawBytes:             r.upLink.raw,
+		UpstreamLinkWireBytes:            r.upLink.wire,
+		UpstreamLinkDecompressCPUSeconds: r.upLink.cpu,
+		UpstreamLinkCorrupt:              st.upstreamLinkCorrupt,
 
 		MasterReplOffset:       r.offset,
 		SlaveReplOffset:        u.Applied,
@@ -347,6 +407,9 @@ func replicaSeries(rs []replicaFigures) []metrics.Replica {
 		m := metrics.Replica{
 			IP: rp.ip, Port: strconv.Itoa(rp.port), State: rp.state.String(),
 			HasLag: rp.hasLag, Offset: rp.offset, LagSeconds: rp.lag, LagBytes: rp.lagBytes,
+		}
+		if l := rp.link; l != nil {
+			m.Link = &metrics.ReplicaLink{RawBytes: l.raw, WireBytes: l.wire, CompressCPUSeconds: l.cpu}
 		}
 		key := [2]string{m.IP, m.Port}
 		if i, ok := seen[key]; ok {

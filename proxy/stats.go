@@ -37,6 +37,7 @@ type stats struct {
 	upstreamChecksumFails atomic.Int64           // snapshots whose CRC64 did not match
 	upstreamStreamErrors  atomic.Int64           // links dropped for stream bytes the scanner refused
 	upstreamQueryLimits   atomic.Int64           // links dropped for unpublished bytes over master-query-buffer-limit
+	upstreamLinkCorrupt   atomic.Int64           // link_corrupt_errors: links, main or side, ended by corrupt compressed input
 	snapshotFetches       atomic.Int64           // side-link snapshot fetches completed
 	snapshotFetchReasons  history.FetchCounts    // of those, per history.FetchReason
 	snapshotFetchFailures atomic.Int64           // side-link snapshot fetches that failed
@@ -89,6 +90,7 @@ type counters struct {
 
 	upstreamConnects, upstreamFullSyncs, upstreamPartialSyncs, upstreamLinkFailures    int64
 	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
+	upstreamLinkCorrupt                                                                int64
 
 	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
 	snapshotFetchReasons                                       [history.NumFetchReasons]int64
@@ -122,6 +124,7 @@ func (st *stats) read() counters {
 		upstreamChecksumFails: st.upstreamChecksumFails.Load(),
 		upstreamStreamErrors:  st.upstreamStreamErrors.Load(),
 		upstreamQueryLimits:   st.upstreamQueryLimits.Load(),
+		upstreamLinkCorrupt:   st.upstreamLinkCorrupt.Load(),
 
 		snapshotFetches:       st.snapshotFetches.Load(),
 		snapshotFetchFailures: st.snapshotFetchFailures.Load(),

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -27,6 +28,7 @@ func newUpstream(s *Server) *upstream.Link {
 			QueryLimits:    &st.upstreamQueryLimits,
 			ReplInputBytes: &st.replInputBytes,
 			FetchBytes:     &st.snapshotFetchBytes,
+			LinkCorrupt:    &st.upstreamLinkCorrupt,
 		},
 	})
 }
@@ -87,7 +89,8 @@ func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.hist.PayloadEnde
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
 	cfg := s.config()
-	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout}
+	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout,
+		Compress: cfg.ReplLinkCompression == config.LinkCompressionZstd}
 	if st := s.tlsNow(); cfg.TLSReplication && st != nil {
 		t.TLS = st.client // the material in force at this dial
 	}

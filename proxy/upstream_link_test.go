@@ -246,7 +246,7 @@ func linkVerify(srv *Server, res linkResult, w linkWant) error {
 	if w.auth != "" {
 		want = append(want, w.auth)
 	}
-	want = append(want, "REPLCONF listening-port "+strconv.Itoa(srv.Port()), "REPLCONF capa eof capa psync2", w.psync)
+	want = append(want, "REPLCONF listening-port "+strconv.Itoa(srv.Port()), "REPLCONF capa eof capa psync2 capa replproxy", w.psync)
 	if len(res.cmds) < len(want) || !slices.Equal(res.cmds[:len(want)], want) {
 		return fmt.Errorf("commands %q, want %q then ACKs", res.cmds, want)
 	}

@@ -25,14 +25,15 @@ var allowed = map[string][]string{
 
 	"proxy/wire":     {},
 	"proxy/config":   {"eviction", "proxy/wire"},
-	"proxy/upstream": {"replbuf", "proxy/wire", "replid"},
+	"proxy/upstream": {"replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
+	"proxy/linkzstd": {},
 	"proxy/metrics":  {},
 	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The replica reads its plan's snapshot file (history.Plan.Spilled)
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.
-	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog"},
+	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog", "proxy/linkzstd"},
 	"proxy": {
 		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
 		"proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",

@@ -71,6 +71,16 @@ const (
 	FsyncNo       LogFsync = "no"       // when the OS writes it back
 )
 
+// LinkCompression is the value of repl-link-compression: what a proxy asks
+// of an upstream that is another replproxy for the link's A→B direction.
+type LinkCompression string
+
+// The repl-link-compression values.
+const (
+	LinkCompressionNo   LinkCompression = "no"   // a plain link (the default)
+	LinkCompressionZstd LinkCompression = "zstd" // ask for zstd (REPLCONF link-compression zstd)
+)
+
 // The accepted values of each enum directive, in the order errors list them.
 // Read-only.
 var (
@@ -78,6 +88,7 @@ var (
 	logFormats       = []LogFormat{LogText, LogJSON}
 	supervisedModes  = []Supervised{SupervisedNo, SupervisedSystemd, SupervisedAuto}
 	logFsyncs        = []LogFsync{FsyncAlways, FsyncEverySec, FsyncNo}
+	linkCompressions = []LinkCompression{LinkCompressionZstd, LinkCompressionNo}
 	evictionPolicies = []eviction.Policy{eviction.NoEviction, eviction.EvictSnapshots} // defined, with what they do, by eviction
 )
 
@@ -167,6 +178,19 @@ type Config struct {
 	// values below [MinReplBacklogSize] to it, as Redis does; Validate rejects
 	// them.
 	ReplBacklogSize int64
+	// ReplLinkCompression is `repl-link-compression`: zstd or no (the
+	// default). With zstd the upstream link, main and side links, asks its
+	// primary with REPLCONF link-compression zstd for the stream and the
+	// payloads to come compressed; a primary that refuses (a redis-server,
+	// a replproxy with repl-link-compression-allow no) leaves the link
+	// plain, so it is safe to set everywhere. Applies from the next
+	// connection. Proxy-only.
+	ReplLinkCompression LinkCompression
+	// ReplLinkCompressionAllow is `repl-link-compression-allow` (yes/no):
+	// whether this proxy agrees to compress what it sends a downstream
+	// proxy that asks for it. Default true; applies to the next handshake.
+	// Proxy-only.
+	ReplLinkCompressionAllow bool
 	// ReplTimeout is `repl-timeout`, in whole seconds in the directive: how
 	// long the upstream or a downstream replica may stay silent. Default 60s;
 	// must be positive.
@@ -313,6 +337,9 @@ func DefaultConfig() *Config {
 		ShutdownTimeout: 10 * time.Second,
 		ReplLogSize:     1 << 30,
 		ReplLogFsync:    FsyncEverySec,
+
+		ReplLinkCompression:      LinkCompressionNo,
+		ReplLinkCompressionAllow: true,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{},
 			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
@@ -362,6 +389,7 @@ func (c *Config) Validate() error {
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
+		{"repl-link-compression", checkEnum(c.ReplLinkCompression, linkCompressions)},
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},

@@ -39,6 +39,9 @@ func TestDefaultConfig(t *testing.T) {
 		MetricsBind:     "127.0.0.1",
 		TLSAuthClients:  TLSAuthYes,
 
+		ReplLinkCompression:      LinkCompressionNo,
+		ReplLinkCompressionAllow: true,
+
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
 		MasterQueryBufferLimit: 1 << 30,

@@ -137,6 +137,8 @@ var directives = []directive{
 		}
 		return d
 	}(),
+	enumDirective("repl-link-compression", true, func(c *Config) *LinkCompression { return &c.ReplLinkCompression }, linkCompressions),
+	boolDirective("repl-link-compression-allow", true, func(c *Config) *bool { return &c.ReplLinkCompressionAllow }),
 	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
 	func() directive {
 		// Startup-only: the log is opened (or not) and recovered at start.

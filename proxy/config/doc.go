@@ -50,6 +50,8 @@
 //	protected-mode               yes                     yes      ProtectedMode
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize
 //	repl-timeout                 60                      yes      ReplTimeout
+//	repl-link-compression        no                      yes      ReplLinkCompression
+//	repl-link-compression-allow  yes                     yes      ReplLinkCompressionAllow
 //	shutdown-timeout             10                      yes      ShutdownTimeout
 //	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
 //	repl-snapshot-max-stream-since

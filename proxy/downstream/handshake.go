@@ -28,7 +28,19 @@ type Handshake struct {
 	// primary makes it (writer.filtered).
 	Filtered bool
 	Filter   string
+	// CapaReplproxy: capa replproxy, which every replproxy sends and
+	// Redis ignores: the replica is a downstream proxy (traffic control
+	// and INFO's Links section single those out).
+	CapaReplproxy bool
+	// Compression is what REPLCONF link-compression agreed to: "zstd" once
+	// the proxy answered +OK to zstd (everything it sends after the PSYNC
+	// reply line is then compressed), "" for a plain link.
+	Compression string
 }
+
+// LinkCompressionRefused is the reply to REPLCONF link-compression zstd
+// when repl-link-compression-allow is no: the link stays plain.
+const LinkCompressionRefused = "ERR link-compression refused: repl-link-compression-allow is no"
 
 // Address is the replica's identity, as INFO's slaveN line and the logs
 // show it: ip-address (else the host of addr, the connection's remote
@@ -45,8 +57,18 @@ func (h Handshake) Address(addr string) string {
 // to h, in order, up to the first that ends the command. It says whether
 // to answer (ACK and GETACK are never answered), and with which error
 // reply; none ("") is +OK. A refused option leaves the ones before it
-// applied, as Redis does.
+// applied, as Redis does. It is [Handshake.ReplconfAllowing] with link
+// compression allowed (repl-link-compression-allow's default).
 func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
+	return h.ReplconfAllowing(args, true)
+}
+
+// ReplconfAllowing is Replconf where allowCompression is
+// repl-link-compression-allow in force: link-compression zstd is agreed to
+// (+OK, Compression "zstd") only when it is true, and refused with
+// LinkCompressionRefused otherwise; link-compression no is always +OK and
+// plain; any other value is refused as unsupported.
+func (h *Handshake) ReplconfAllowing(args [][]byte, allowCompression bool) (answer bool, errReply string) {
 	if len(args)%2 == 0 {
 		return true, "ERR syntax error"
 	}
@@ -74,6 +96,8 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 				h.CapaEOF = true
 			case "psync2":
 				h.CapaPSync2 = true
+			case "replproxy":
+				h.CapaReplproxy = true
 			}
 		case "ack":
 			// No reply, ever; from a client that is not a replica, ignored
@@ -97,6 +121,18 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64)
 			}
 			h.Filtered, h.Filter = true, val
+		case "link-compression":
+			switch strings.ToLower(val) {
+			case "zstd":
+				if !allowCompression {
+					return true, LinkCompressionRefused
+				}
+				h.Compression = "zstd"
+			case "no":
+				h.Compression = ""
+			default:
+				return true, "ERR Unsupported link-compression: " + clip(val, 64)
+			}
 		case "version":
 		default:
 			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64)
@@ -152,6 +188,13 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 			}
 		case "rdb-filter-only":
 			if badFilter(val) != "" {
+				return 0, false
+			}
+		case "link-compression":
+			// Either value read as Replconf reads it; whether zstd was
+			// allowed is not known here, and an ACK after it is none anyway
+			// (a replica negotiates before PSYNC, never beside an ACK).
+			if v := strings.ToLower(val); v != "zstd" && v != "no" {
 				return 0, false
 			}
 		case "capa", "version":

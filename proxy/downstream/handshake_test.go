@@ -64,6 +64,11 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},
 		{"REPLCONF capa eof ACK 5", false, "", Handshake{CapaEOF: true}},
 		{"REPLCONF GETACK *", false, "", Handshake{}},
+		{"REPLCONF capa eof capa psync2 capa replproxy", true, "", Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true}},
+		{"REPLCONF link-compression zstd", true, "", Handshake{Compression: "zstd"}},
+		{"REPLCONF link-compression ZSTD link-compression no", true, "", Handshake{}},
+		{"REPLCONF link-compression lz4", true, "ERR Unsupported link-compression: lz4", Handshake{}},
+		{"REPLCONF link-compression", true, "ERR syntax error", Handshake{}},
 	} {
 		var args [][]byte
 		for _, f := range strings.Fields(tc.args) {
@@ -73,6 +78,20 @@ func TestHandshakeReplconf(t *testing.T) {
 		answer, errReply := h.Replconf(args)
 		if answer != tc.answer || errReply != tc.errReply || h != tc.want {
 			t.Errorf("%.40q: %v, %q, %+v; want %v, %q, %+v", tc.args, answer, errReply, h, tc.answer, tc.errReply, tc.want)
+		}
+	}
+	// repl-link-compression-allow no: zstd is refused, no is still +OK.
+	for _, tc := range []struct {
+		val, errReply string
+	}{
+		{"zstd", LinkCompressionRefused},
+		{"no", ""},
+		{"lz4", "ERR Unsupported link-compression: lz4"},
+	} {
+		var h Handshake
+		answer, errReply := h.ReplconfAllowing([][]byte{[]byte("REPLCONF"), []byte("link-compression"), []byte(tc.val)}, false)
+		if !answer || errReply != tc.errReply || h != (Handshake{}) {
+			t.Errorf("allow no, link-compression %q: %v, %q, %+v; want %q, a plain link", tc.val, answer, errReply, h, tc.errReply)
 		}
 	}
 	// An empty filter (redis-cli --replica's: none of the data) and a list

@@ -125,8 +125,9 @@ type inlineSender struct {
 	// flight, which the owner flag forbids (tests assert it stays 0).
 	writing  atomic.Int32
 	overlaps atomic.Int64
-	inline   atomic.Int64 // writes the inline sender made
-	handed   atomic.Int64 // times it handed the socket to the write loop
+	inline   atomic.Int64  // writes the inline sender made
+	sent     *atomic.Int64 // the replica's own bytes sent (Replica.sent), or nil
+	handed   atomic.Int64  // times it handed the socket to the write loop
 }
 
 // newInlineSender returns conn's inline sender, or nil when conn cannot be
@@ -198,6 +199,9 @@ func (s *inlineSender) sendBatch() (handOver bool) {
 	s.inline.Add(1)
 	if n > 0 {
 		s.out.Add(int64(n))
+		if s.sent != nil {
+			s.sent.Add(int64(n))
+		}
 		if err := c.Advance(int64(n)); err != nil {
 			return true
 		}

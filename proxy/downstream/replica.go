@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -129,6 +130,13 @@ type Replica struct {
 	fanout *Fanout      // nil: no inline sending
 
 	inline atomic.Pointer[inlineSender] // set by the write loop once it streams with inline sending
+	// zw is the link's encoder once its link is compressed (writer.compress),
+	// for Compression's figures; sent is every byte the write loop and the
+	// inline sender sent, before compression. Both written by whoever holds
+	// the socket, read by INFO and the metrics.
+	zw      atomic.Pointer[linkzstd.Writer]
+	sent    atomic.Int64
+	started time.Time // when the replica was made (its link's age); read-only
 
 	state   atomic.Int32                   // a State
 	ackOff  atomic.Int64                   // highest offset ACKed
@@ -162,7 +170,8 @@ func New(cfg Config) *Replica {
 	if r.log = cfg.Log; r.log == nil {
 		r.log = hclog.NewNullLogger()
 	}
-	r.ackTime.Store(time.Now().UnixNano())
+	r.started = time.Now()
+	r.ackTime.Store(r.started.UnixNano())
 	if cfg.Plan.Partial {
 		r.state.Store(int32(Online))
 	} else {
@@ -179,6 +188,36 @@ func (r *Replica) IP() string { return r.ip }
 
 // Port is its listening-port.
 func (r *Replica) Port() int { return r.hs.Port }
+
+// IsProxy reports whether the replica is a downstream proxy (it sent capa
+// replproxy): traffic control and INFO's Links section single those out.
+func (r *Replica) IsProxy() bool { return r.hs.CapaReplproxy }
+
+// LinkStatus is a replica link's compression at one moment.
+type LinkStatus struct {
+	Mode string // "zstd" when its handshake agreed to it, else "no"
+	// Stats: the bytes given to the link (Raw), those on the wire (Wire),
+	// and the encoder's CPU time; a plain link's Raw and Wire are the bytes
+	// it was sent, and CPU zero.
+	Stats linkzstd.Stats
+	// Since is when the replica connected: its figures are since then.
+	Since time.Time
+}
+
+// Compression returns the link's compression figures; any goroutine.
+func (r *Replica) Compression() LinkStatus {
+	st := LinkStatus{Mode: "no", Since: r.started}
+	if r.hs.Compression == "zstd" {
+		st.Mode = "zstd"
+	}
+	if z := r.zw.Load(); z != nil {
+		st.Stats = z.Stats()
+	} else if st.Mode == "no" {
+		n := r.sent.Load()
+		st.Stats = linkzstd.Stats{Raw: n, Wire: n}
+	}
+	return st
+}
 
 // Legacy reports whether it came by SYNC: it sends no ACKs.
 func (r *Replica) Legacy() bool { return r.legacy }

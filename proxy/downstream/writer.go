@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
@@ -41,6 +42,7 @@ const keepaliveInterval = time.Second
 func (r *Replica) writeLoop(ctx context.Context, plan history.Plan) error {
 	w := &writer{r: r, conn: r.conn, timeout: r.host.ReplTimeout(), out: r.count.OutputBytes}
 	defer w.release(&plan)
+	defer w.endCompression()
 	return w.serve(ctx, &plan)
 }
 
@@ -124,6 +126,11 @@ type writer struct {
 	timeout   time.Duration // repl-timeout when the loop started
 	out       *atomic.Int64 // total_net_repl_output_bytes
 	announced bool          // +FULLRESYNC sent (or not due: SYNC)
+	// z compresses what conn is sent once the PSYNC reply line went out on
+	// a link whose handshake agreed to it (compress); nil for a plain link.
+	// Every write operation of the writer ends with flush, so that nothing
+	// it sent waits in the encoder.
+	z *linkzstd.Writer
 }
 
 // release closes what plan still holds open: the write loop owns the
@@ -169,7 +176,11 @@ func (w *writer) sendContinue(plan *history.Plan) error {
 	if w.r.hs.CapaPSync2 {
 		line = "+CONTINUE " + plan.ReplID + "\r\n"
 	}
-	return w.write([]byte(line))
+	if err := w.write([]byte(line)); err != nil {
+		return err
+	}
+	w.compress()
+	return nil
 }
 
 // fullFromMemory: +FULLRESYNC, a snapshot in memory ("$<len>", or
@@ -294,6 +305,7 @@ func (w *writer) announce(plan *history.Plan) error {
 		if err := w.write([]byte("+FULLRESYNC " + plan.ReplID + " " + strconv.FormatInt(plan.Offset, 10) + "\r\n")); err != nil {
 			return err
 		}
+		w.compress()
 	}
 	r.state.Store(int32(SendBulk))
 	r.cursor.Store(plan.Cursor)
@@ -411,7 +423,10 @@ func (w *writer) sendFile(ctx context.Context, f *os.File, size int64) error {
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 		k, err := io.Copy(w.conn, io.LimitReader(f, min(spillChunk, size-n)))
 		n += k
-		w.out.Add(k)
+		w.count(k)
+		if err == nil {
+			err = w.flush()
+		}
 		if err != nil {
 			return err
 		}
@@ -474,7 +489,10 @@ func (w *writer) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, 
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 		n, err := rd.WriteTo(w.conn, 1<<20)
-		w.out.Add(n)
+		w.count(n)
+		if ferr := w.flush(); ferr != nil {
+			return nil, fmt.Errorf("send from the stream log: %w", ferr)
+		}
 		r.diskOff.Store(rd.Offset())
 		switch {
 		case err == nil:
@@ -505,17 +523,76 @@ func (w *writer) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, 
 func (w *writer) write(p []byte) error {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := w.conn.Write(p)
-	w.out.Add(int64(n))
-	return err
+	w.count(int64(n))
+	if err != nil {
+		return err
+	}
+	return w.flush()
 }
 
 // send writes one batch of a cursor with writev.
 func (w *writer) send(c *replbuf.Cursor) (int64, error) {
 	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	n, err := c.Send(w.conn)
-	w.out.Add(n)
+	w.count(n)
+	if err == nil {
+		err = w.flush()
+	}
 	return n, err
 }
+
+// count adds n bytes sent to the server's replication output and to the
+// replica's own (Replica.Compression's figures of a plain link).
+func (w *writer) count(n int64) {
+	w.out.Add(n)
+	w.r.sent.Add(n)
+}
+
+// compress makes everything written after the PSYNC reply line, just sent,
+// go through a zstd encoder when the replica's handshake agreed to it
+// (Handshake.Compression): from here to the connection's end, keepalives,
+// the payload header, the payload, the EOF mark and the stream. Not for a
+// SYNC replica, which has no reply line (no proxy sends SYNC).
+func (w *writer) compress() {
+	if w.r.hs.Compression != "zstd" || w.z != nil {
+		return
+	}
+	w.z = linkzstd.NewWriter(w.r.conn)
+	w.conn = &compressedConn{Conn: w.r.conn, z: w.z}
+	w.r.zw.Store(w.z)
+}
+
+// flush ends the compressed chunk the last write operation filled and
+// sends it, under that operation's write deadline; a plain link has
+// nothing to flush. One chunk per operation keeps the stream's latency
+// what a plain link's is, and the ratio barely suffers: the encoder's
+// window spans chunks.
+func (w *writer) flush() error {
+	if w.z == nil {
+		return nil
+	}
+	return w.z.Flush()
+}
+
+// endCompression releases the encoder once the write loop is done with
+// the connection; its figures stay readable (Replica.Compression).
+func (w *writer) endCompression() {
+	if w.z != nil {
+		w.z.Close()
+	}
+}
+
+// compressedConn is a replica's connection once its link is compressed:
+// Write goes to the encoder, which writes whole chunks to the connection;
+// Read, deadlines and Close are the connection's. It is neither a
+// *net.TCPConn nor a syscall.Conn, so sendfile does not apply to it and it
+// never joins the inline Fanout, as a TLS connection does not.
+type compressedConn struct {
+	net.Conn
+	z *linkzstd.Writer
+}
+
+func (c *compressedConn) Write(p []byte) (int, error) { return c.z.Write(p) }
 
 // writeSlice bounds each write of the memory stream while the stream log
 // runs: a replica that stops reading is noticed within it, and moved to the
@@ -541,6 +618,9 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	var in *inlineSender
 	if r.fanout != nil {
 		in = newInlineSender(w.conn, w.out)
+	}
+	if in != nil {
+		in.sent = &r.sent
 	}
 	if in != nil {
 		r.inline.Store(in)
@@ -572,8 +652,9 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		// Not over TLS: a tls.Conn whose write timed out is broken for good
 		// (crypto/tls), so a TLS replica's writes keep repl-timeout and it is
 		// moved to the log only between writes.
+		// Nor compressed: a chunk cut by a deadline cannot be resumed.
 		_, overTLS := w.conn.(*tls.Conn)
-		sliced := live && !overTLS
+		sliced := live && !overTLS && w.z == nil
 		timeout := w.timeout
 		if sliced {
 			timeout = min(timeout, writeSlice)
@@ -586,7 +667,10 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		if in != nil {
 			in.leave()
 		}
-		w.out.Add(n)
+		w.count(n)
+		if err == nil {
+			err = w.flush()
+		}
 		if n > 0 {
 			stalled = time.Time{}
 		}

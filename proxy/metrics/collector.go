@@ -34,6 +34,14 @@ type Figures struct {
 	UpstreamStreamErrors          int64
 	UpstreamQueryBufferLimitDrops int64
 
+	// The upstream link's compression (INFO links' upstream_link, and
+	// link_corrupt_errors): the main link's compressed sessions since start.
+	UpstreamLinkCompressed           bool // the current session is compressed
+	UpstreamLinkRawBytes             int64
+	UpstreamLinkWireBytes            int64
+	UpstreamLinkDecompressCPUSeconds float64
+	UpstreamLinkCorrupt              int64
+
 	// Offsets and the backlog (INFO replication).
 	MasterReplOffset       int64
 	SlaveReplOffset        int64
@@ -122,6 +130,16 @@ type Replica struct {
 	Offset     int64 // highest offset acknowledged
 	LagSeconds int64 // since its last ACK
 	LagBytes   int64 // MasterReplOffset minus Offset, at least 0
+	// Link is the replica's link figures when it is a downstream proxy
+	// (INFO links' linkN), nil otherwise.
+	Link *ReplicaLink
+}
+
+// A ReplicaLink is a downstream proxy's link: bytes given to it and bytes on
+// the wire (equal on a plain link) and the encoder's CPU time.
+type ReplicaLink struct {
+	RawBytes, WireBytes int64
+	CompressCPUSeconds  float64
 }
 
 // A Snapshot is the newest snapshot in memory.
@@ -198,6 +216,11 @@ var metricSpecs = []metricSpec{
 	{"upstream_checksum_failures_total", counter, "Snapshots whose CRC64 did not match (upstream_checksum_failures).", nil},
 	{"upstream_stream_errors_total", counter, "Links dropped for stream bytes the scanner refused (upstream_stream_errors).", nil},
 	{"upstream_query_buffer_limit_drops_total", counter, "Links dropped for unpublished stream bytes over master-query-buffer-limit (upstream_query_buffer_limit_drops).", nil},
+	{"upstream_link_compressed", gauge, "1 while the main upstream link is compressed (upstream_link compression=zstd), else 0.", nil},
+	{"upstream_link_raw_bytes_total", counter, "Bytes the main upstream link's compressed sessions decompressed to (upstream_link raw_bytes).", nil},
+	{"upstream_link_wire_bytes_total", counter, "Bytes the main upstream link's compressed sessions received, chunk headers included (upstream_link wire_bytes).", nil},
+	{"upstream_link_decompress_cpu_seconds_total", counter, "CPU time spent decompressing the main upstream link (upstream_link cpu_sec).", nil},
+	{"upstream_link_corrupt_total", counter, "Upstream links, main or side, ended by corrupt compressed input (link_corrupt_errors).", nil},
 
 	// Offsets and the backlog (INFO replication).
 	{"master_repl_offset_bytes", gauge, "Offset of the last byte published to replicas (master_repl_offset).", nil},
@@ -213,6 +236,9 @@ var metricSpecs = []metricSpec{
 	{"replica_offset_bytes", gauge, "Highest offset the replica has acknowledged (slaveN offset); absent until it is online and has acknowledged one.", replicaLabels},
 	{"replica_lag_seconds", gauge, "Seconds since the replica's last ACK (slaveN lag); absent until it is online and has acknowledged an offset.", replicaLabels},
 	{"replica_lag_bytes", gauge, "master_repl_offset minus the replica's acknowledged offset; absent until it is online and has acknowledged one.", replicaLabels},
+	{"replica_link_raw_bytes_total", counter, "Bytes sent to a downstream proxy before compression (linkN raw_bytes); only for replicas that are proxies.", replicaLabels},
+	{"replica_link_wire_bytes_total", counter, "Bytes sent to a downstream proxy on the wire, chunk headers included; equal to raw on a plain link (linkN wire_bytes).", replicaLabels},
+	{"replica_link_compress_cpu_seconds_total", counter, "CPU time spent compressing a downstream proxy's link (linkN cpu_sec).", replicaLabels},
 	{"replicas_dropped_total", counter, "Replicas disconnected by a limit or timeout (replicas_dropped).", nil},
 	{"replicas_closed_total", counter, "Replicas closed, by reason (replicas_closed_<reason>).", []string{"reason"}},
 	{"clients_closed_total", counter, "Other clients closed, by reason (clients_closed_<reason>).", []string{"reason"}},
@@ -334,6 +360,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit("upstream_checksum_failures_total", f.UpstreamChecksumFailures)
 	emit("upstream_stream_errors_total", f.UpstreamStreamErrors)
 	emit("upstream_query_buffer_limit_drops_total", f.UpstreamQueryBufferLimitDrops)
+	emit("upstream_link_compressed", b2i(f.UpstreamLinkCompressed))
+	emit("upstream_link_raw_bytes_total", f.UpstreamLinkRawBytes)
+	emit("upstream_link_wire_bytes_total", f.UpstreamLinkWireBytes)
+	ch <- prometheus.MustNewConstMetric(c.descs["upstream_link_decompress_cpu_seconds_total"], counter, f.UpstreamLinkDecompressCPUSeconds)
+	emit("upstream_link_corrupt_total", f.UpstreamLinkCorrupt)
 
 	emit("master_repl_offset_bytes", f.MasterReplOffset)
 	emit("upstream_repl_offset_bytes", f.SlaveReplOffset)
@@ -351,6 +382,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit("replica_offset_bytes", r.Offset, r.IP, r.Port)
 			emit("replica_lag_seconds", r.LagSeconds, r.IP, r.Port)
 			emit("replica_lag_bytes", r.LagBytes, r.IP, r.Port)
+		}
+		if l := r.Link; l != nil {
+			emit("replica_link_raw_bytes_total", l.RawBytes, r.IP, r.Port)
+			emit("replica_link_wire_bytes_total", l.WireBytes, r.IP, r.Port)
+			ch <- prometheus.MustNewConstMetric(c.descs["replica_link_compress_cpu_seconds_total"], counter, l.CompressCPUSeconds, r.IP, r.Port)
 		}
 	}
 	emit("replicas_dropped_total", f.ReplicasDropped)

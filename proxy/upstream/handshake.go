@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -36,7 +38,17 @@ type session struct {
 	conn    net.Conn
 	rd      *wire.CommandReader
 	timeout time.Duration
-	meter   meter // what differs between the main link and a side link
+	meter   meter  // what differs between the main link and a side link
+	primary string // the primary's address, as the configuration names it
+
+	// Link compression (REPLCONF link-compression), set by hello: ask is
+	// repl-link-compression zstd at this connection, agreed the primary's
+	// +OK to it. Once agreed, everything after the PSYNC reply line comes
+	// through zr (compressed), which in and rd then read from. Owned by the
+	// goroutine that opened the session.
+	ask, agreed bool
+	in          io.Reader // what rd reads once drained: conn, or zr
+	zr          *linkzstd.Reader
 
 	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
 	scratch []byte     // guarded by writeMu
@@ -71,7 +83,11 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 // each, all within t.Timeout. The main link and the side links share it; m
 // is what they count differently.
 func (l *Link) handshake(conn net.Conn, t Target, m meter) (*session, error) {
-	c := &session{l: l, conn: conn, rd: wire.NewCommandReader(conn, wire.Limits{}), timeout: t.Timeout, meter: m}
+	c := &session{l: l, conn: conn, rd: wire.NewCommandReader(conn, wire.Limits{}), timeout: t.Timeout, meter: m,
+		primary: t.Addr, ask: t.Compress, in: conn}
+	if c.primary == "" { // Serve's caller dialled
+		c.primary = conn.RemoteAddr().String()
+	}
 	conn.SetDeadline(time.Now().Add(t.Timeout))
 	if err := c.hello(t.User, t.Pass); err != nil {
 		return nil, fmt.Errorf("handshake: %w", err)
@@ -137,7 +153,13 @@ func (c *session) hello(user, pass string) error {
 	}
 	port := strconv.Itoa(c.l.host.ListeningPort())
 	batch = wire.AppendCommand(batch, "REPLCONF", "listening-port", port)
-	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2")
+	// capa replproxy tells an upstream replproxy that this replica is a
+	// proxy (its traffic control and INFO's Links single those out); Redis
+	// and Valkey ignore a capa they do not know.
+	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2", "capa", "replproxy")
+	if c.ask {
+		batch = wire.AppendCommand(batch, "REPLCONF", "link-compression", "zstd")
+	}
 	if _, err := c.conn.Write(batch); err != nil {
 		return err
 	}
@@ -157,6 +179,17 @@ func (c *session) hello(user, pass string) error {
 		}
 		if reply[0] == '-' {
 			c.l.log.Info("primary refused a handshake option (non critical)", "command", what, "reply", clip(reply, 120))
+		}
+	}
+	if c.ask {
+		reply, err := c.readLine()
+		if err != nil {
+			return fmt.Errorf("REPLCONF link-compression: %w", err)
+		}
+		if reply[0] == '+' {
+			c.agreed = true
+		} else {
+			c.l.compressionRefused(c.primary, reply)
 		}
 	}
 	return nil
@@ -180,6 +213,7 @@ func (c *session) psync() error {
 	}
 	switch {
 	case hasPrefixFold(reply, "+FULLRESYNC"):
+		c.decompress(true)
 		return c.fullSync(reply)
 	case hasPrefixFold(reply, "+CONTINUE"):
 		if replID == "?" {
@@ -187,11 +221,30 @@ func (c *session) psync() error {
 			// answering the question asked.
 			return fmt.Errorf("PSYNC: %w: %q in reply to PSYNC ? -1", ErrBadReply, clip(reply, 120))
 		}
+		c.decompress(true)
 		return c.partialSync(reply)
 	case hasPrefixFold(reply, "-NOMASTERLINK"), hasPrefixFold(reply, "-LOADING"):
 		return fmt.Errorf("PSYNC: %w: %s", ErrTryLater, clip(reply, 120))
 	default:
 		return fmt.Errorf("PSYNC: unexpected reply %q", clip(reply, 120))
+	}
+}
+
+// decompress starts reading a compressed session's bytes through a
+// linkzstd.Reader, when the primary agreed to compress: its first byte is
+// the one after the PSYNC reply line just read, which the handshake's reader
+// may already hold. The payload readers and the stream loop then read
+// through the new reader, unchanged; ACKs still write conn, plain. main
+// says the session is the main link's, whose figures Compression shows.
+func (c *session) decompress(main bool) {
+	if !c.agreed || c.zr != nil {
+		return
+	}
+	c.zr = linkzstd.NewReader(drainThen{c.rd, c.conn})
+	c.in = c.zr
+	c.rd = wire.NewCommandReader(c.zr, wire.Limits{})
+	if main {
+		c.l.mainSession(c.zr)
 	}
 }
 

@@ -35,11 +35,13 @@ package upstream
 import (
 	"crypto/tls"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -130,6 +132,10 @@ type Target struct {
 	// TLS, when not nil, is the client config to dial the primary with
 	// (tls-replication); the handshake is part of the dial, within Timeout.
 	TLS *tls.Config
+	// Compress is repl-link-compression zstd: the handshake asks the
+	// primary (REPLCONF link-compression zstd) to compress what it sends
+	// after the PSYNC reply line; a refusal leaves the link plain.
+	Compress bool
 }
 
 // Counters are the proxy's counters the link adds to. Every one is an atomic
@@ -145,6 +151,7 @@ type Counters struct {
 	QueryLimits    *atomic.Int64 // links dropped for unpublished bytes past Host.QueryLimit
 	ReplInputBytes *atomic.Int64 // every byte from the primary, main and side links
 	FetchBytes     *atomic.Int64 // payload bytes received by side links
+	LinkCorrupt    *atomic.Int64 // links, main or side, ended by corrupt compressed input
 }
 
 // Options are what New needs besides the Host.
@@ -214,6 +221,22 @@ type Link struct {
 	applied   atomic.Int64 // offset of the last complete command outside MULTI
 	syncTotal atomic.Int64 // RDB size during a full sync (-1 when unknown: EOF mark)
 	syncRead  atomic.Int64 // RDB bytes received so far
+
+	mode atomic.Int32 // the main link's compression (a LinkMode): set by its handshake
+
+	// The compressed links' figures: the main link's sessions that ended
+	// (mainDone) plus the one in progress (mainZR, nil when plain), and the
+	// side links' (fetched). Its mutex makes a session's move from mainZR to
+	// mainDone one step for Compression's readers; a leaf, held only to read
+	// or add figures.
+	figures struct {
+		sync.Mutex
+		mainZR    *linkzstd.Reader
+		mainSince time.Time // when mainZR's session began
+		mainDone  linkzstd.Stats
+		fetched   linkzstd.Stats
+		refusals  map[string]bool // primary + reply pairs logged once (compressionRefused)
+	}
 
 	retargetCh chan struct{} // capacity 1: replicaof or its credentials changed
 	ackCh      chan struct{} // capacity 1: what the host would acknowledge may have risen
@@ -294,4 +317,118 @@ func (l *Link) Retarget() {
 	case l.retargetCh <- struct{}{}:
 	default:
 	}
+}
+
+// A LinkMode is the main link's compression, as INFO's upstream_link line
+// names it.
+type LinkMode int32
+
+const (
+	LinkPlain   LinkMode = iota // repl-link-compression no: not asked
+	LinkZstd                    // asked and agreed: compressed after the PSYNC reply line
+	LinkRefused                 // asked and refused (a redis-server, allow no): plain
+)
+
+func (m LinkMode) String() string {
+	switch m {
+	case LinkZstd:
+		return "zstd"
+	case LinkRefused:
+		return "refused"
+	}
+	return "no"
+}
+
+// LinkStatus is a link's compression at one moment: its mode and the
+// codec's figures.
+type LinkStatus struct {
+	Mode string // "zstd", "no" or "refused"
+	// Stats are the main link's decompressed (Raw) and received (Wire)
+	// bytes and the decoder's CPU time, over every compressed session since
+	// the link was made, the current one included, so that they only grow
+	// (the metrics are counters); zero while no session was compressed.
+	Stats linkzstd.Stats
+	// Session are the current session's figures alone, and Since when it
+	// began (zero when the current session is plain or there is none): the
+	// link's throughput is Session.Wire over the time since.
+	Session linkzstd.Stats
+	Since   time.Time
+}
+
+// Compression returns the main link's compression: the current session's
+// mode and the figures of its compressed sessions.
+func (l *Link) Compression() LinkStatus {
+	st := LinkStatus{Mode: LinkMode(l.mode.Load()).String()}
+	l.figures.Lock()
+	defer l.figures.Unlock()
+	st.Stats = l.figures.mainDone
+	if zr := l.figures.mainZR; zr != nil {
+		st.Session, st.Since = zr.Stats(), l.figures.mainSince
+		st.Stats = addStats(st.Stats, st.Session)
+	}
+	return st
+}
+
+// FetchCompression returns the side links' figures (snapshot fetches,
+// filtered fetches) over every compressed one that ended.
+func (l *Link) FetchCompression() linkzstd.Stats {
+	l.figures.Lock()
+	defer l.figures.Unlock()
+	return l.figures.fetched
+}
+
+func addStats(a, b linkzstd.Stats) linkzstd.Stats {
+	return linkzstd.Stats{Raw: a.Raw + b.Raw, Wire: a.Wire + b.Wire, CPU: a.CPU + b.CPU}
+}
+
+// maxRefusals bounds the refusals remembered for logging once: primaries
+// and their replies are few, and past the bound a new one is logged again
+// rather than held forever.
+const maxRefusals = 64
+
+// compressionRefused logs a primary's refusal of link compression once per
+// primary and reply, not at every reconnect: a redis-server always refuses,
+// and the directive is meant to be set everywhere.
+func (l *Link) compressionRefused(primary, reply string) {
+	reply = clip(reply, 120)
+	key := primary + "\x00" + reply
+	l.figures.Lock()
+	seen := l.figures.refusals[key]
+	if !seen {
+		if l.figures.refusals == nil || len(l.figures.refusals) >= maxRefusals {
+			l.figures.refusals = make(map[string]bool)
+		}
+		l.figures.refusals[key] = true
+	}
+	l.figures.Unlock()
+	if !seen {
+		l.log.Info("primary refused link compression, the link stays plain", "primary", primary, "reply", reply)
+	}
+}
+
+// mainSession records zr, the compressed reader of the main link's new
+// session (nil: plain), as the one Compression reads.
+func (l *Link) mainSession(zr *linkzstd.Reader) {
+	l.figures.Lock()
+	defer l.figures.Unlock()
+	l.figures.mainZR, l.figures.mainSince = zr, time.Now()
+}
+
+// sessionEnded adds the figures of a compressed session that ended to the
+// totals, main or side link, and releases its decoder.
+func (l *Link) sessionEnded(zr *linkzstd.Reader, main bool) {
+	if zr == nil {
+		return
+	}
+	l.figures.Lock()
+	if main {
+		l.figures.mainDone = addStats(l.figures.mainDone, zr.Stats())
+		if l.figures.mainZR == zr {
+			l.figures.mainZR = nil
+		}
+	} else {
+		l.figures.fetched = addStats(l.figures.fetched, zr.Stats())
+	}
+	l.figures.Unlock()
+	zr.Close()
 }

@@ -124,18 +124,21 @@ func toSink(sink PayloadSink, p []byte) error {
 // source is where payload and stream bytes come from: what the handshake
 // reader has buffered first, then the connection itself, so that once the
 // buffer is drained every read goes straight from the socket into a block.
-func (c *session) source() io.Reader { return drainThen{c.rd, c.conn} }
+// On a compressed link the connection's place is the decompressing reader,
+// which copies each verified chunk into the block (the one copy compression
+// costs).
+func (c *session) source() io.Reader { return drainThen{c.rd, c.in} }
 
 type drainThen struct {
-	rd   *wire.CommandReader
-	conn net.Conn
+	rd *wire.CommandReader
+	in io.Reader
 }
 
 func (d drainThen) Read(p []byte) (int, error) {
 	if d.rd.Buffered() > 0 {
 		return d.rd.Reader().Read(p)
 	}
-	return d.conn.Read(p)
+	return d.in.Read(p)
 }
 
 // deadline pushes the read deadline out at most once a second, so that the

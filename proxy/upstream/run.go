@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -123,6 +125,20 @@ func (l *Link) Serve(ctx context.Context, conn net.Conn, t Target) (wasUp bool, 
 	c, err := l.handshake(conn, t, mainMeter{l})
 	if err != nil {
 		return false, err
+	}
+	defer func() {
+		l.sessionEnded(c.zr, true) // after every reader of it returned
+		if isCorrupt(err) {
+			l.linkCorrupt(c.primary, err)
+		}
+	}()
+	switch {
+	case c.agreed:
+		l.mode.Store(int32(LinkZstd))
+	case c.ask:
+		l.mode.Store(int32(LinkRefused))
+	default:
+		l.mode.Store(int32(LinkPlain))
 	}
 	if err := c.psync(); err != nil {
 		return false, err
@@ -251,6 +267,7 @@ func (l *Link) fetch(ctx context.Context, opts []string, started func(*replbuf.S
 	if err != nil {
 		return nil, err
 	}
+	defer func() { l.sessionEnded(c.zr, false) }()
 	if err := c.send("REPLCONF", "rdb-only", "1"); err != nil {
 		return nil, err
 	}
@@ -283,8 +300,30 @@ func (l *Link) fetch(ctx context.Context, opts []string, started func(*replbuf.S
 	if err != nil {
 		return nil, err
 	}
+	c.decompress(false) // a fetched snapshot crosses a compressed link compressed too
 	// readPayload renews the read deadline itself: no read of the side link
 	// goes without one, or a silent primary would stall every waiting replica.
 	sn, _, err := c.readPayload(replID, offset, started)
+	if isCorrupt(err) {
+		l.linkCorrupt(c.primary, err)
+	}
 	return sn, err
+}
+
+// isCorrupt reports whether err is compressed input that failed its check.
+// A chunk cut by the connection's end (linkzstd's io.ErrUnexpectedEOF) is
+// not: it is a link that ended, as a plain one's mid-command end is, and is
+// neither counted nor logged as corruption (it resyncs all the same).
+func isCorrupt(err error) bool {
+	return errors.Is(err, linkzstd.ErrCorrupt) && !errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// linkCorrupt counts and logs a link, main or side, that corrupt compressed
+// input ended. Nothing of the chunk that failed its check was used (the
+// reader verifies a chunk before it returns a byte of it), so the main
+// link's stream stays whole and it resyncs partially; a side link's
+// snapshot is failed and fetched again.
+func (l *Link) linkCorrupt(primary string, err error) {
+	l.counters.LinkCorrupt.Add(1)
+	l.log.Warn("compressed link corrupt, resyncing", "primary", primary, "error", err)
 }

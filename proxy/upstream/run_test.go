@@ -77,11 +77,11 @@ func newTestLink(t *testing.T) (*Link, *testHost) {
 	pool := replbuf.NewPool(0)
 	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
 	t.Cleanup(func() { h.st.Close(nil) })
-	var c [10]atomic.Int64
+	var c [11]atomic.Int64
 	return New(h, Options{Pool: pool, Counters: Counters{
 		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
 		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
-		QueryLimits: &c[9],
+		QueryLimits: &c[9], LinkCorrupt: &c[10],
 	}}), h
 }
 

@@ -38,7 +38,10 @@ func (c *session) streamLoop() error {
 	l := c.l
 	st := l.host.Stream()
 	src := c.source()
-	fs := newFlushingSource(c.rd, c.conn, l.host.Published)
+	var fs *flushingSource
+	if c.zr == nil { // compressed, the socket's bytes are not the stream's
+		fs = newFlushingSource(c.rd, c.conn, l.host.Published)
+	}
 	if fs != nil {
 		src = fs
 		defer fs.flush()

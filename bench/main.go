@@ -80,6 +80,7 @@ type options struct {
 	regionsDataMB  int
 	regionsSeconds int
 	regionsLoads   []int
+	regionsData    []string
 	note           string   // free text for RESULTS.md
 	args           []string // the flags that shape the figures, for RESULTS.md
 }
@@ -117,6 +118,7 @@ func parseOptions(args []string) (*options, error) {
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
 	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
 	regionsLoads := fs.String("regions-loads", "90,120", "regions: the steady loads, in percent of the link's rate of stream")
+	regionsData := fs.String("regions-data", regionDataNames(), "regions: the data kinds, of "+regionDataNames())
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
 	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
 	if err := fs.Parse(args); err != nil {
@@ -154,6 +156,12 @@ func parseOptions(args []string) (*options, error) {
 	o.restartRep = pick(*restartRep, 5, 2)
 	o.benchCount = pick(*benchCount, 10, 3)
 	o.regionsDataMB = pick(*regionsDataMB, 1024, 128)
+	o.regionsData = strings.Split(*regionsData, ",")
+	for _, d := range o.regionsData {
+		if !strings.Contains(","+regionDataNames()+",", ","+d+",") {
+			return nil, fmt.Errorf("-regions-data: unknown data kind %q (%s)", d, regionDataNames())
+		}
+	}
 	o.regionsSeconds = pick(*regionsSeconds, 60, 15)
 	if o.regionsMbit <= 0 {
 		return nil, errors.New("-regions-mbit: want a positive integer")
@@ -395,7 +403,7 @@ func (o *options) plan() string {
 	}
 	if o.sections["regions"] {
 		p("regions: %d Mbit/s each way between two namespaces, %d MiB of dataset, data %s × link %s: proxy B's full sync, then loads of %v%% of the link for %d s each",
-			o.regionsMbit, o.regionsDataMB, regionDataNames(), strings.Join(linkModes, ","), o.regionsLoads, o.regionsSeconds)
+			o.regionsMbit, o.regionsDataMB, strings.Join(o.regionsData, ","), strings.Join(linkModes, ","), o.regionsLoads, o.regionsSeconds)
 	}
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +127,8 @@ type regionSync struct {
 	linkA       linkFigures   // proxy A's link line for proxy B after the sync
 	linkB       linkFigures   // proxy B's upstream_link after the sync
 	compression string        // proxy B's upstream_link compression= ("" when INFO has no Links section)
+	syncsA      int64         // full and partial syncs proxy A served in the window (1: proxy B's alone)
+	corrupt     int64         // proxy B's link_corrupt_errors after the sync
 }
 
 // regionStream is one steady load through the link.
@@ -183,10 +186,16 @@ func readLink(ctx context.Context, p *cluster.Process, line, host string) (linkF
 	if v == "" {
 		return linkFigures{}, "", nil
 	}
-	raw, _ := strconv.ParseInt(linkField(v, "raw_bytes"), 10, 64)
-	wire, _ := strconv.ParseInt(linkField(v, "wire_bytes"), 10, 64)
-	cpu, _ := strconv.ParseFloat(linkField(v, "cpu_sec"), 64)
-	return linkFigures{ok: true, raw: raw, wire: wire, cpu: cpu}, linkField(v, "compression"), nil
+	// An upstream_link's side-link fetches (fetch_*; absent on a linkN
+	// line) cross the same link, so they count with its main link.
+	l := linkFigures{ok: true}
+	for _, prefix := range []string{"", "fetch_"} {
+		raw, _ := strconv.ParseInt(linkField(v, prefix+"raw_bytes"), 10, 64)
+		wire, _ := strconv.ParseInt(linkField(v, prefix+"wire_bytes"), 10, 64)
+		cpu, _ := strconv.ParseFloat(linkField(v, prefix+"cpu_sec"), 64)
+		l.raw, l.wire, l.cpu = l.raw+raw, l.wire+wire, l.cpu+cpu
+	}
+	return l, linkField(v, "compression"), nil
 }
 
 // linkField is key's value in an INFO value of the form k=v,k=v.
@@ -207,6 +216,9 @@ func runRegions(ctx context.Context, o *options, proxyBin string) (*regionsResul
 		return res, nil
 	}
 	for _, d := range regionDatas {
+		if !slices.Contains(o.regionsData, d.name) {
+			continue
+		}
 		cells, err := regionsData(ctx, o, proxyBin, res, d)
 		if err != nil {
 			return nil, fmt.Errorf("regions, %s: %w", d.name, err)
@@ -216,8 +228,8 @@ func runRegions(ctx context.Context, o *options, proxyBin string) (*regionsResul
 	return res, nil
 }
 
-// regionsData runs one data kind: namespaces, primary and proxy A, the
-// fill, then proxy B and its replicas under each link mode.
+// regionsData runs one data kind in one pair of namespaces, under each
+// link mode in turn.
 func regionsData(ctx context.Context, o *options, proxyBin string, res *regionsResult, d regionData) (cells []regionCell, err error) {
 	pair, err := netns.New(netns.Options{RateBitsPerSec: res.rateBits})
 	if err != nil {
@@ -236,29 +248,9 @@ func regionsData(ctx context.Context, o *options, proxyBin string, res *regionsR
 	placeA := cluster.Place{Host: pair.AddrA, Command: pair.A.Command, Dial: pair.A.DialContext}
 	placeB := cluster.Place{Host: pair.AddrB, Command: pair.B.Command, Dial: pair.B.DialContext}
 
-	primary, err := c.StartRedisAt(ctx, placeA, "primary", append([]string{"--repl-diskless-sync", "yes",
-		"--repl-diskless-sync-delay", "0"}, noReplicaLimit()...)...)
-	if err != nil {
-		return nil, err
-	}
-	logf("regions %s: filling the primary with %d MiB of dataset", d.name, res.dataMB)
-	dataMB, err := fillDataset(ctx, primary, d.fill(), int64(res.dataMB)<<20)
-	if err != nil {
-		return nil, err
-	}
-	proxyA, err := c.StartProxyAt(ctx, placeA, "proxy-a", primary, noReplicaLimit()...)
-	if err != nil {
-		return nil, err
-	}
-	if err := cluster.WaitLinkUp(ctx, linkTimeout, proxyA); err != nil {
-		return nil, fmt.Errorf("proxy A: %w", err)
-	}
-	if _, err := cluster.WaitOffsets(ctx, linkTimeout, primary, proxyA); err != nil {
-		return nil, fmt.Errorf("proxy A: %w", err)
-	}
 	for _, mode := range linkModes {
-		cell := regionCell{data: d.name, mode: mode, dataMB: dataMB}
-		if err := regionMode(ctx, o, c, pair, placeB, primary, proxyA, d, &cell); err != nil {
+		cell := regionCell{data: d.name, mode: mode}
+		if err := regionMode(ctx, o, c, pair, placeA, placeB, d, &cell); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
@@ -290,11 +282,50 @@ func fillDataset(ctx context.Context, primary *cluster.Process, next func([]byte
 	}
 }
 
-// regionMode measures cell's link mode: proxy B's full sync from proxy A,
-// its replicas, the steady loads. Proxy B and its replicas are stopped at
+// regionMode measures cell's link mode on servers of its own: the primary
+// filled with the data kind's dataset, proxy A's own full sync (in region
+// A), proxy B's full sync from proxy A, its replicas, the steady loads.
+// Every server is started afresh for each mode, so that both modes sync
+// the same dataset from as fresh a snapshot (the loads add keys: one
+// mode's full sync after the other's loads would carry more) and the
+// memory of one mode is given back before the next. Each is stopped at
 // the end.
-func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns.Pair, placeB cluster.Place,
-	primary, proxyA *cluster.Process, d regionData, cell *regionCell) (err error) {
+func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns.Pair, placeA, placeB cluster.Place,
+	d regionData, cell *regionCell) (err error) {
+	var started []*cluster.Process
+	defer func() {
+		// A proxy's dir holds a snapshot and a log of the dataset's size:
+		// gone with the mode, so that the run's disk use stays one mode's.
+		for _, p := range slices.Backward(started) {
+			if serr := p.Stop(); err == nil {
+				err = serr
+			}
+			if rerr := os.RemoveAll(p.Dir()); err == nil {
+				err = rerr
+			}
+		}
+	}()
+	primary, err := c.StartRedisAt(ctx, placeA, "primary-"+cell.mode, append([]string{"--repl-diskless-sync", "yes",
+		"--repl-diskless-sync-delay", "0"}, noReplicaLimit()...)...)
+	if err != nil {
+		return err
+	}
+	started = append(started, primary)
+	logf("regions %s, link %s: filling the primary with %d MiB of dataset", d.name, cell.mode, o.regionsDataMB)
+	if cell.dataMB, err = fillDataset(ctx, primary, d.fill(), int64(o.regionsDataMB)<<20); err != nil {
+		return err
+	}
+	proxyA, err := c.StartProxyAt(ctx, placeA, "proxy-a-"+cell.mode, primary, noReplicaLimit()...)
+	if err != nil {
+		return err
+	}
+	started = append(started, proxyA)
+	if err := cluster.WaitLinkUp(ctx, linkTimeout, proxyA); err != nil {
+		return fmt.Errorf("proxy A: %w", err)
+	}
+	if _, err := cluster.WaitOffsets(ctx, linkTimeout, primary, proxyA); err != nil {
+		return fmt.Errorf("proxy A: %w", err)
+	}
 	args := noReplicaLimit()
 	if cell.mode != "no" {
 		args = append(args, "--repl-link-compression", cell.mode)
@@ -307,20 +338,18 @@ func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns
 	if err != nil {
 		return err
 	}
+	syncsA0, err := syncCount(ctx, proxyA)
+	if err != nil {
+		return err
+	}
 	logf("regions %s, link %s: proxy B's full sync across the link", cell.data, cell.mode)
 	start := time.Now()
 	proxyB, err := c.StartProxyAt(ctx, placeB, "proxy-b-"+cell.mode, proxyA, args...)
 	if err != nil {
 		return err
 	}
+	started = append(started, proxyB)
 	var replicas []*cluster.Process
-	defer func() {
-		for _, p := range append(replicas, proxyB) {
-			if serr := p.Stop(); err == nil {
-				err = serr
-			}
-		}
-	}()
 	if err := cluster.WaitLinkUp(ctx, linkTimeout, proxyB); err != nil {
 		return fmt.Errorf("proxy B: %w", err)
 	}
@@ -346,14 +375,24 @@ func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns
 	if s.rdbBytes, err = proxyB.InfoInt(ctx, "all", "upstream_rdb_bytes"); err != nil {
 		return err
 	}
+	syncsA1, err := syncCount(ctx, proxyA)
+	if err != nil {
+		return err
+	}
+	s.syncsA = syncsA1 - syncsA0
+	if f, err := proxyB.Info(ctx, "proxy"); err != nil {
+		return err
+	} else {
+		s.corrupt, _ = strconv.ParseInt(f["link_corrupt_errors"], 10, 64)
+	}
 	if s.linkA, _, err = readLink(ctx, proxyA, "", pair.AddrB); err != nil {
 		return err
 	}
 	if s.linkB, s.compression, err = readLink(ctx, proxyB, "upstream_link", ""); err != nil {
 		return err
 	}
-	logf("regions %s, link %s: full sync %.1f s, %.0f MB across for %.0f MB of RDB (link says %q)", cell.data, cell.mode,
-		s.elapsed.Seconds(), float64(s.crossedAB)/1e6, float64(s.rdbBytes)/1e6, s.compression)
+	logf("regions %s, link %s: full sync %.1f s, %.0f MB across for %.0f MB of RDB (link says %q, %d sync(s) served by proxy A, %d corrupt)",
+		cell.data, cell.mode, s.elapsed.Seconds(), float64(s.crossedAB)/1e6, float64(s.rdbBytes)/1e6, s.compression, s.syncsA, s.corrupt)
 
 	for i := range regionReplicas {
 		r, err := c.StartRedisAt(ctx, placeB, fmt.Sprintf("replica%d-%s", i+1, cell.mode),
@@ -362,6 +401,7 @@ func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns
 			return err
 		}
 		replicas = append(replicas, r)
+		started = append(started, r)
 	}
 	if err := cluster.WaitLinkUp(ctx, linkTimeout, replicas...); err != nil {
 		return fmt.Errorf("replicas: %w", err)
@@ -436,7 +476,7 @@ func regionLoad(ctx context.Context, o *options, pair *netns.Pair, primary, prox
 		return st, err
 	}
 
-	w := load.Commands{Addr: primary.Addr(), Dial: primary.Place().Dial, Rate: int64(rate), Next: d.stream()}
+	w := load.Commands{Addr: primary.Addr(), Dial: primary.Place().Dial, Rate: int64(rate), Next: pregenerate(d.stream(), total)}
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -509,6 +549,29 @@ sampling:
 	}
 	st.digestsSame, err = digestsEqual(ctx, &servers{primary: primary, replicas: replicas})
 	return st, err
+}
+
+// pregenerate runs next for total bytes of commands before the load starts
+// and returns a generator that hands them out one by one (then next's
+// further commands): on a machine this loaded, generating JSON documents
+// while pacing them fell behind the rate asked; copying them out does not.
+func pregenerate(next func([]byte) []byte, total int64) func([]byte) []byte {
+	buf := make([]byte, 0, total+64<<10)
+	var ends []int
+	for int64(len(buf)) < total {
+		buf = next(buf)
+		ends = append(ends, len(buf))
+	}
+	i, start := 0, 0
+	return func(dst []byte) []byte {
+		if i == len(ends) {
+			return next(dst)
+		}
+		dst = append(dst, buf[start:ends[i]]...)
+		start = ends[i]
+		i++
+		return dst
+	}
 }
 
 // sampleLag is the primary's offset minus the furthest-behind replica's.

@@ -154,8 +154,10 @@ func (r *results) regionsMarkdown(p printer) {
 	p("by `tc … tbf` on both ends (internal/netns). Region A: the primary and proxy A (a replica of")
 	p("the primary); region B: proxy B (a replica of proxy A, `--repl-link-compression` *plain* =")
 	p("`no`, or `zstd`) and %d redis-server replicas of proxy B. Only the link A→B crosses the", regionReplicas)
-	p("veth. Per data kind one primary and one proxy A, filled with %d MiB of dataset; proxy B and its", x.dataMB)
-	p("replicas are started afresh for each link mode, in the same run. Every server gets")
+	p("veth. Every server is started afresh for each data kind and link mode, in the same run: the")
+	p("primary filled with %d MiB of dataset (the same seeded commands under both modes), proxy A's", x.dataMB)
+	p("own full sync (within region A), then proxy B's across the link, then the loads; so both")
+	p("modes sync the same dataset from a fresh snapshot. Every server gets")
 	p("`client-output-buffer-limit replica 0 0 0`, so that a lagging link is measured, not dropped.")
 	if r.opts.quick {
 		p("This quick run's dataset is %d MiB, not the full run's 1 GiB.", x.dataMB)
@@ -170,7 +172,9 @@ func (r *results) regionsMarkdown(p printer) {
 	p("- *across A→B*, *B→A*: bytes the veth's counters (`ip -s link`) counted, Ethernet, IP and TCP")
 	p("  headers included.")
 	p("- *full sync*: from starting proxy B (empty dir) until its offset equals the primary's; proxy A")
-	p("  serves it the snapshot it holds. *RDB* is proxy B's `upstream_rdb_bytes` (uncompressed).")
+	p("  serves it the snapshot of its own full sync. *RDB* is proxy B's `upstream_rdb_bytes`")
+	p("  (uncompressed); *syncs by A*: syncs proxy A served meanwhile (1: proxy B's alone); *corrupt*:")
+	p("  proxy B's `link_corrupt_errors`.")
 	p("- *load*: the data kind's own commands (fresh, never repeated batches), paced at that percent")
 	p("  of the link's rate in command bytes for %d s; the stream is the primary's offset delta.", x.seconds)
 	p("- *lag*: the primary's offset minus the furthest-behind replica's, sampled every %v under the", lagSampleInterval)
@@ -182,11 +186,11 @@ func (r *results) regionsMarkdown(p printer) {
 	p("")
 	p("### Full sync of proxy B across the link")
 	p("")
-	p("| data | link | dataset MB | RDB MB | across A→B MB | across ÷ RDB | B→A MB | time s | proxy A CPU s | proxy B CPU s | link CPU A s | link CPU B s | link (INFO) |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	p("| data | link | dataset MB | RDB MB | across A→B MB | across ÷ RDB | B→A MB | time s | proxy A CPU s | proxy B CPU s | link CPU A s | link CPU B s | link (INFO) | syncs by A | corrupt |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
 	for _, c := range x.cells {
 		if c.skipped != "" {
-			p("| %s | %s | %.0f | not measured: %s |%s", c.data, linkName(c.mode), c.dataMB, mdEscape(c.skipped), strings.Repeat(" |", 9))
+			p("| %s | %s | %.0f | not measured: %s |%s", c.data, linkName(c.mode), c.dataMB, mdEscape(c.skipped), strings.Repeat(" |", 11))
 			continue
 		}
 		s := c.sync
@@ -197,9 +201,9 @@ func (r *results) regionsMarkdown(p printer) {
 		if s.linkB.ok {
 			lb = fmt.Sprintf("%.2f", s.linkB.cpu)
 		}
-		p("| %s | %s | %.0f | %.0f | %.0f | %.3f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s |", c.data, linkName(c.mode), c.dataMB,
+		p("| %s | %s | %.0f | %.0f | %.0f | %.3f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s | %d | %d |", c.data, linkName(c.mode), c.dataMB,
 			float64(s.rdbBytes)/1e6, float64(s.crossedAB)/1e6, float64(s.crossedAB)/float64(s.rdbBytes), float64(s.crossedBA)/1e6,
-			s.elapsed.Seconds(), s.cpuA.Seconds(), s.cpuB.Seconds(), la, lb, cmp.Or(s.compression, "–"))
+			s.elapsed.Seconds(), s.cpuA.Seconds(), s.cpuB.Seconds(), la, lb, cmp.Or(s.compression, "–"), s.syncsA, s.corrupt)
 	}
 	p("")
 	p("### Steady loads through the link")

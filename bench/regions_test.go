@@ -71,3 +71,12 @@ func TestRegionGoals(t *testing.T) {
 		}
 	}
 }
+
+func TestPregenerate(t *testing.T) {
+	live, pre := benchmarkKeys(true), pregenerate(benchmarkKeys(true), 2000)
+	for i := range 10 { // past the 2000 bytes pregenerated, into next's own
+		if a, b := string(live(nil)), string(pre(nil)); a != b {
+			t.Fatalf("command %d: %q, pregenerated %q", i, a, b)
+		}
+	}
+}

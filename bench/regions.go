@@ -111,10 +111,14 @@ type regionsResult struct {
 type regionCell struct {
 	data    string
 	mode    string // proxy B's repl-link-compression
-	skipped string // why this cell was not measured; "" when it was
+	failed  string // what stopped this cell short (it keeps what it measured before); "" when nothing
 	dataMB  float64
+	synced  bool // sync holds proxy B's full sync
 	sync    regionSync
-	streams []regionStream // one per load
+	streams []regionStream // one per load measured
+	// digestsSame: DEBUG DIGEST of the primary and of every replica agree
+	// after the loads; digested says whether they were compared.
+	digested, digestsSame bool
 }
 
 // regionSync is proxy B's full sync from proxy A across the link.
@@ -133,20 +137,19 @@ type regionSync struct {
 
 // regionStream is one steady load through the link.
 type regionStream struct {
-	pct         int           // the load, percent of the link's rate
-	rate        float64       // stream bytes per second, measured
-	loadTime    time.Duration // the load's own length
-	bytes       int64         // stream written: the primary's offset delta
-	crossedAB   int64
-	crossedBA   int64
-	lag         sample.Summary // bytes: primary offset − the furthest-behind replica's, sampled under load
-	lagP99      float64
-	catchUp     time.Duration // load end until every replica has it all
-	cpuA, cpuB  time.Duration // process CPU
-	linkA       linkFigures   // delta over the load
-	linkB       linkFigures
-	resyncs     int64 // full and partial syncs served by proxy A and proxy B, full syncs by the primary, during the load
-	digestsSame bool
+	pct        int           // the load, percent of the link's rate
+	rate       float64       // stream bytes per second, measured
+	loadTime   time.Duration // the load's own length
+	bytes      int64         // stream written: the primary's offset delta
+	crossedAB  int64
+	crossedBA  int64
+	lag        sample.Summary // bytes: primary offset − the furthest-behind replica's, sampled under load
+	lagP99     float64
+	catchUp    time.Duration // load end until every replica has it all
+	cpuA, cpuB time.Duration // process CPU
+	linkA      linkFigures   // delta over the load
+	linkB      linkFigures
+	resyncs    int64 // full and partial syncs served by proxy A and proxy B, full syncs by the primary, during the load
 }
 
 // linkFigures are a Links line's counters (INFO `# Links`); ok is false
@@ -254,8 +257,8 @@ func regionsData(ctx context.Context, o *options, proxyBin string, res *regionsR
 			if ctx.Err() != nil {
 				return nil, err
 			}
-			cell.skipped = err.Error()
-			logf("regions %s, link %s: not measured: %v", d.name, mode, err)
+			cell.failed = err.Error()
+			logf("regions %s, link %s: stopped short: %v", d.name, mode, err)
 		}
 		cells = append(cells, cell)
 	}
@@ -358,6 +361,7 @@ func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns
 	}
 	s := &cell.sync
 	s.elapsed = time.Since(start)
+	cell.synced = true
 	ab1, ba1, err := pair.Counters()
 	if err != nil {
 		return err
@@ -418,6 +422,12 @@ func regionMode(ctx context.Context, o *options, c *cluster.Cluster, pair *netns
 			cell.data, cell.mode, pct, st.rate/1e6, float64(st.crossedAB)/float64(st.bytes), st.lag.Max/1e6, st.catchUp.Seconds())
 		cell.streams = append(cell.streams, st)
 	}
+	// Once, after the loads: a digest of a GB-sized dataset takes long on
+	// a loaded machine.
+	if cell.digestsSame, err = digestsEqual(ctx, &servers{primary: primary, replicas: replicas}); err != nil {
+		return err
+	}
+	cell.digested = true
 	return nil
 }
 
@@ -547,8 +557,7 @@ sampling:
 		slices.Sort(lags)
 		st.lagP99 = lags[min(len(lags)-1, len(lags)*99/100)]
 	}
-	st.digestsSame, err = digestsEqual(ctx, &servers{primary: primary, replicas: replicas})
-	return st, err
+	return st, nil
 }
 
 // pregenerate runs next for total bytes of commands before the load starts

@@ -40,7 +40,7 @@ func linkName(mode string) string {
 
 func (r *regionsResult) cell(data, mode string) (regionCell, bool) {
 	for _, c := range r.cells {
-		if c.data == data && c.mode == mode && c.skipped == "" {
+		if c.data == data && c.mode == mode && c.synced {
 			return c, true
 		}
 	}
@@ -186,11 +186,11 @@ func (r *results) regionsMarkdown(p printer) {
 	p("")
 	p("### Full sync of proxy B across the link")
 	p("")
-	p("| data | link | dataset MB | RDB MB | across A→B MB | across ÷ RDB | B→A MB | time s | proxy A CPU s | proxy B CPU s | link CPU A s | link CPU B s | link (INFO) | syncs by A | corrupt |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+	p("| data | link | dataset MB | RDB MB | across A→B MB | across ÷ RDB | B→A MB | time s | proxy A CPU s | proxy B CPU s | link CPU A s | link CPU B s | link (INFO) | syncs by A | corrupt | digests equal |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, c := range x.cells {
-		if c.skipped != "" {
-			p("| %s | %s | %.0f | not measured: %s |%s", c.data, linkName(c.mode), c.dataMB, mdEscape(c.skipped), strings.Repeat(" |", 11))
+		if !c.synced {
+			p("| %s | %s | %.0f | not measured: %s |%s", c.data, linkName(c.mode), c.dataMB, mdEscape(c.failed), strings.Repeat(" |", 12))
 			continue
 		}
 		s := c.sync
@@ -201,26 +201,29 @@ func (r *results) regionsMarkdown(p printer) {
 		if s.linkB.ok {
 			lb = fmt.Sprintf("%.2f", s.linkB.cpu)
 		}
-		p("| %s | %s | %.0f | %.0f | %.0f | %.3f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s | %d | %d |", c.data, linkName(c.mode), c.dataMB,
+		p("| %s | %s | %.0f | %.0f | %.0f | %.3f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s | %d | %d | %s |", c.data, linkName(c.mode), c.dataMB,
 			float64(s.rdbBytes)/1e6, float64(s.crossedAB)/1e6, float64(s.crossedAB)/float64(s.rdbBytes), float64(s.crossedBA)/1e6,
-			s.elapsed.Seconds(), s.cpuA.Seconds(), s.cpuB.Seconds(), la, lb, cmp.Or(s.compression, "–"), s.syncsA, s.corrupt)
+			s.elapsed.Seconds(), s.cpuA.Seconds(), s.cpuB.Seconds(), la, lb, cmp.Or(s.compression, "–"), s.syncsA, s.corrupt, digestText(c))
 	}
 	p("")
 	p("### Steady loads through the link")
 	p("")
-	p("| data | link | load | stream MB/s | stream MB | across A→B per GB of stream | B→A per GB | lag MB: median, p99, max | max lag, s of load | catch-up s | proxy A CPU s/GB | proxy B CPU s/GB | link CPU A s/GB | link CPU B s/GB | resyncs | digests equal |")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	p("| data | link | load | stream MB/s | stream MB | across A→B per GB of stream | B→A per GB | lag MB: median, p99, max | max lag, s of load | catch-up s | proxy A CPU s/GB | proxy B CPU s/GB | link CPU A s/GB | link CPU B s/GB | resyncs |")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, c := range x.cells {
-		if c.skipped != "" {
-			continue
-		}
 		for _, s := range c.streams {
-			p("| %s | %s | %d%% | %.2f | %.0f | %.3f | %.3f | %.2f, %.2f, %.2f | %.2f | %.2f | %.3f | %.3f | %s | %s | %d | %s |",
+			p("| %s | %s | %d%% | %.2f | %.0f | %.3f | %.3f | %.2f, %.2f, %.2f | %.2f | %.2f | %.3f | %.3f | %s | %s | %d |",
 				c.data, linkName(c.mode), s.pct, s.rate/1e6, float64(s.bytes)/1e6,
 				float64(s.crossedAB)/float64(s.bytes), float64(s.crossedBA)/float64(s.bytes),
 				s.lag.Median/1e6, s.lagP99/1e6, s.lag.Max/1e6, s.lagSeconds(s.lag.Max), s.catchUp.Seconds(),
 				perGB(s.cpuA, s.bytes), perGB(s.cpuB, s.bytes), fmtLink(s.linkA, s.bytes), fmtLink(s.linkB, s.bytes),
-				s.resyncs, yesNo(s.digestsSame))
+				s.resyncs)
+		}
+	}
+	for _, c := range x.cells {
+		if c.failed != "" {
+			p("")
+			p("**%s, %s link: stopped short** (the rows above are what it measured before): %s", c.data, linkName(c.mode), mdEscape(c.failed))
 		}
 	}
 	gs := x.goals22()
@@ -261,8 +264,10 @@ func (x *regionsResult) summary(p printer) {
 	}
 	p("regions (%d Mbit/s, %d MiB dataset):", x.rateBits/1e6, x.dataMB)
 	for _, c := range x.cells {
-		if c.skipped != "" {
-			p("  %s %s: not measured: %s", c.data, linkName(c.mode), c.skipped)
+		if c.failed != "" {
+			p("  %s %s: stopped short: %s", c.data, linkName(c.mode), c.failed)
+		}
+		if !c.synced {
 			continue
 		}
 		p("  %-15s %-5s full sync %.1f s, across ÷ RDB %.3f", c.data, linkName(c.mode), c.sync.elapsed.Seconds(),
@@ -282,4 +287,12 @@ func (x *regionsResult) summary(p printer) {
 		}
 		p("issue 22's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
 	}
+}
+
+// digestText is whether the cell's replicas equal its primary.
+func digestText(c regionCell) string {
+	if !c.digested {
+		return "not compared"
+	}
+	return yesNo(c.digestsSame)
 }

@@ -51,8 +51,8 @@ func TestRegionGoals(t *testing.T) {
 			linkA: linkFigures{ok: true, cpu: cpuA}, linkB: linkFigures{ok: true, cpu: cpuB}}
 	}
 	x := &regionsResult{cells: []regionCell{
-		{data: "cache-like", mode: "no", sync: regionSync{crossedAB: 1000e6}, streams: []regionStream{stream(1020e6, 0, 0, 50e6)}},
-		{data: "cache-like", mode: "zstd", sync: regionSync{crossedAB: 250e6}, streams: []regionStream{stream(300e6, 0.5, 0.4, 1e6)}},
+		{data: "cache-like", mode: "no", synced: true, sync: regionSync{crossedAB: 1000e6}, streams: []regionStream{stream(1020e6, 0, 0, 50e6)}},
+		{data: "cache-like", mode: "zstd", synced: true, sync: regionSync{crossedAB: 250e6}, streams: []regionStream{stream(300e6, 0.5, 0.4, 1e6)}},
 	}}
 	met := map[string]bool{}
 	for _, g := range x.goals22() {

@@ -82,6 +82,8 @@ bench-engine:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./replbuf/
 
 # fuzz runs each fuzz target for a short while; FUZZTIME=5m for longer runs.
+# A run of linkzstd's targets costs a decoder's history (about 1 MiB), so the
+# default minute spent minimizing each new input would be most of a run.
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./replbuf/
@@ -94,6 +96,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecoverMeta$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzMeta$$' -fuzztime $(FUZZTIME) ./proxy/snapfile/
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
+	$(GO) test -run '^$$' -fuzz '^FuzzCorruptChunk$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 
 # demo starts a real primary, replproxy and three real replicas of the proxy on
 # 127.0.0.1, writes data to the primary and checks that every replica matches it.

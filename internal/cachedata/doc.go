@@ -28,6 +28,10 @@
 // Every command is encoded as a RESP array of bulk strings, exactly as a
 // primary writes it to its replicas (no SELECT: database 0).
 //
+// By bytes (seed 1, 100,000 commands): documents 72%, session hashes 23%,
+// short strings 3%, counters 1.5%; a command is 440 B on average, a
+// document 816 B, a session hash 419 B.
+//
 // # Concurrency
 //
 // A Gen is owned by one goroutine; it holds no lock and no global state

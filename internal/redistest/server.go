@@ -108,11 +108,25 @@ func StartServer(t testing.TB, args ...string) *Server {
 	return startServer(t, nil, args)
 }
 
+// StartServerBinary is [StartServer] with bin, another server that takes
+// redis-server's arguments (valkey-server), in redis-server's place. The
+// caller finds bin (and skips when it is missing).
+func StartServerBinary(t testing.TB, bin string, args ...string) *Server {
+	t.Helper()
+	return startServerBin(t, bin, nil, args)
+}
+
 // startServer is StartServer, serving TLS only with tlsConf as the probe's
 // client config when it is not nil.
 func startServer(t testing.TB, tlsConf *tls.Config, args []string) *Server {
 	t.Helper()
 	bin, _ := Require(t)
+	return startServerBin(t, bin, tlsConf, args)
+}
+
+// startServerBin is startServer with the program to run.
+func startServerBin(t testing.TB, bin string, tlsConf *tls.Config, args []string) *Server {
+	t.Helper()
 	dir := t.TempDir() // before t.Cleanup below, so it is removed after the log is shown
 	s := &Server{
 		t:       t,

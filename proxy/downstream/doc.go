@@ -14,7 +14,12 @@
 //     +FULLRESYNC), the payload, then the stream from its cursor with
 //     writev; the memory window: a replica further behind than
 //     Host.MemoryWindow while the stream log runs is sent from the log and
-//     moves back to a cursor of the same stream generation;
+//     moves back to a cursor of the same stream generation; for a
+//     downstream proxy whose handshake agreed to link compression
+//     (Handshake.Compression), everything after the PSYNC reply line goes
+//     through a linkzstd.Writer, one per connection, flushed after every
+//     write operation (writer.compress, writer.flush), with neither
+//     sendfile, nor write slices, nor the inline fan-out;
 //   - its ACK reader (readLoop) and its state (State), offset and ACK time;
 //   - its limits (limits.go: client-output-buffer-limit replica and
 //     repl-timeout, judged on what it owns by OverLimit, which the proxy's
@@ -58,8 +63,8 @@
 // (syscall.RawConn.Write with a callback that always returns true, so that
 // a full socket returns EAGAIN instead of parking the producer). A write
 // loop joins the Fanout when it starts streaming from memory over a plain
-// TCP socket; TLS replicas, and anything that is not a socket, keep their
-// write loop for every byte.
+// TCP socket; TLS replicas, compressed links, and anything that is not a
+// socket, keep their write loop for every byte.
 //
 // One writer per socket: the replica's owner flag (inlineSender.owner) says
 // who may write its socket and use its cursor, and only the holder changes

@@ -292,8 +292,8 @@ func TestReaderEOF(t *testing.T) {
 // boundary is io.EOF, any other is io.ErrUnexpectedEOF and ErrCorrupt, and
 // in both cases exactly the whole chunks before the cut are returned.
 func TestReaderTruncated(t *testing.T) {
-	data := cachedata.New(4).FillRESP(4000)
-	wire := wireOf(t, data, 700)
+	data := cachedata.New(4).FillRESP(2500)
+	wire := wireOf(t, data, 600)
 	cs := chunks(t, wire)
 	ends := map[int]int{0: 0} // wire offset of a chunk boundary -> raw bytes before it
 	off, raw := 0, 0
@@ -452,11 +452,11 @@ func TestReaderClose(t *testing.T) {
 // TestNoAllocs checks the steady state of Write, Flush and Read allocates
 // nothing, at a live stream's small flushes and at full chunks.
 func TestNoAllocs(t *testing.T) {
-	data := cachedata.New(5).FillRESP(8 << 20)
+	data := cachedata.New(5).FillRESP(4 << 20)
 	for _, every := range []int{600, 16 << 10, MaxChunkRaw} {
 		t.Run(fmt.Sprint(every), func(t *testing.T) {
 			var wire bytes.Buffer
-			wire.Grow(400*every + 1<<20) // never grows inside AllocsPerRun
+			wire.Grow(200*every + 1<<20) // never grows inside AllocsPerRun
 			w := NewWriter(&wire)
 			defer w.Close()
 			off := 0
@@ -468,10 +468,10 @@ func TestNoAllocs(t *testing.T) {
 				w.Flush()
 				off += every
 			}
-			for range 200 { // the encoder's tables and history grow first
+			for range 100 { // the encoder's tables and history grow first
 				step()
 			}
-			if a := testing.AllocsPerRun(200, step); a != 0 {
+			if a := testing.AllocsPerRun(100, step); a != 0 {
 				t.Errorf("Write+Flush: %.1f allocs per run", a)
 			}
 			r := NewReader(bytes.NewReader(wire.Bytes()))
@@ -482,12 +482,25 @@ func TestNoAllocs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for range 200 {
+			for range 100 {
 				read()
 			}
-			if a := testing.AllocsPerRun(200, read); a != 0 {
+			if a := testing.AllocsPerRun(100, read); a != 0 {
 				t.Errorf("Read: %.1f allocs per run", a)
 			}
 		})
+	}
+}
+
+// TestStatsCPU checks both halves count CPU when chunks are small (timed
+// one in sampleEvery) and large (each timed).
+func TestStatsCPU(t *testing.T) {
+	data := cachedata.New(6).FillRESP(1 << 20)
+	for _, every := range []int{600, MaxChunkRaw} {
+		rec, ws := encode(t, data, []int{every}, every)
+		_, rs, err := decode(t, rec.wire(), 4096)
+		if err != io.EOF || ws.CPU <= 0 || rs.CPU <= 0 {
+			t.Errorf("flush every %d: writer CPU %v, reader CPU %v, read ended with %v", every, ws.CPU, rs.CPU, err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +47,10 @@ type Reader struct {
 	header [headerSize]byte
 	err    error
 
-	// raw, wire and cpu are Stats: written by the owner, read atomically
-	// by anyone.
-	rawBytes, wire, cpu atomic.Int64
+	// rawBytes and wire are Stats: written by the owner, read atomically
+	// by anyone; so is cpu's total.
+	rawBytes, wire atomic.Int64
+	cpu            cpuMeter
 }
 
 // chunkSource serves one chunk's body to the decoder and nothing past it:
@@ -138,15 +138,13 @@ func (r *Reader) next() error {
 	out := r.raw[:raw+1]
 	got := 0
 	var err error
-	runtime.LockOSThread()
-	t0 := threadCPU()
+	t0, weight := r.cpu.begin(int(raw))
 	for got < int(raw) && err == nil {
 		var n int
 		n, err = r.dec.Read(out[got:])
 		got += n
 	}
-	r.cpu.Add(int64(threadCPU() - t0))
-	runtime.UnlockOSThread()
+	r.cpu.end(t0, weight)
 	switch {
 	case err != nil && got < int(raw):
 		return fmt.Errorf("linkzstd: decode chunk of %d raw bytes after %d: %w: %w", raw, got, err, ErrCorrupt)
@@ -179,7 +177,7 @@ func (r *Reader) Buffered() int { return len(r.raw) - r.served }
 
 // Stats returns the Reader's figures; safe from any goroutine.
 func (r *Reader) Stats() Stats {
-	return Stats{Raw: r.rawBytes.Load(), Wire: r.wire.Load(), CPU: time.Duration(r.cpu.Load())}
+	return Stats{Raw: r.rawBytes.Load(), Wire: r.wire.Load(), CPU: time.Duration(r.cpu.total.Load())}
 }
 
 // Close releases the decoder; bytes not yet returned are dropped and every

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -49,9 +48,10 @@ type Writer struct {
 	crc     uint32
 	err     error
 
-	// raw, wire and cpu are Stats: written by the owner, read atomically
-	// by anyone.
-	raw, wire, cpu atomic.Int64
+	// raw and wire are Stats: written by the owner, read atomically by
+	// anyone; so is cpu's total.
+	raw, wire atomic.Int64
+	cpu       cpuMeter
 }
 
 // chunkBuffer is the encoder's destination: it appends to b.
@@ -65,9 +65,15 @@ func (c *chunkBuffer) Write(p []byte) (int, error) {
 // NewWriter returns a Writer whose chunks go to dst. The first chunk opens
 // the connection's one zstd frame; no chunk closes it.
 func NewWriter(dst io.Writer) *Writer {
+	return newWriter(dst, encoderOptions()...)
+}
+
+// newWriter is NewWriter with other encoder options, for the codec
+// benchmark's comparisons; the options must keep the encoder synchronous.
+func newWriter(dst io.Writer, opts ...zstd.EOption) *Writer {
 	w := &Writer{dst: dst}
 	w.chunk.b = make([]byte, headerSize, headerSize+MaxChunkWire)
-	enc, err := zstd.NewWriter(&w.chunk, encoderOptions()...)
+	enc, err := zstd.NewWriter(&w.chunk, opts...)
 	if err != nil {
 		// The options are constants: an error is a broken invariant.
 		panic(fmt.Sprintf("linkzstd: encoder options: %v", err))
@@ -91,11 +97,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 		if w.pending+take == MaxChunkRaw {
 			// The encoder's block is MaxChunkRaw: this Write encodes it,
 			// so it is measured as Flush's encoding is.
-			runtime.LockOSThread()
-			t0 := threadCPU()
+			t0, weight := w.cpu.begin(MaxChunkRaw)
 			_, err = w.enc.Write(p[:take])
-			w.cpu.Add(int64(threadCPU() - t0))
-			runtime.UnlockOSThread()
+			w.cpu.end(t0, weight)
 		} else {
 			_, err = w.enc.Write(p[:take])
 		}
@@ -124,11 +128,9 @@ func (w *Writer) Flush() error {
 	if w.pending == 0 {
 		return nil
 	}
-	runtime.LockOSThread()
-	t0 := threadCPU()
+	t0, weight := w.cpu.begin(w.pending)
 	err := w.enc.Flush()
-	w.cpu.Add(int64(threadCPU() - t0))
-	runtime.UnlockOSThread()
+	w.cpu.end(t0, weight)
 	if err != nil {
 		w.err = fmt.Errorf("linkzstd: compress: %w", err)
 		return w.err
@@ -159,7 +161,7 @@ func (w *Writer) Buffered() int { return w.pending }
 
 // Stats returns the Writer's figures; safe from any goroutine.
 func (w *Writer) Stats() Stats {
-	return Stats{Raw: w.raw.Load(), Wire: w.wire.Load(), CPU: time.Duration(w.cpu.Load())}
+	return Stats{Raw: w.raw.Load(), Wire: w.wire.Load(), CPU: time.Duration(w.cpu.total.Load())}
 }
 
 // Close releases the encoder; pending bytes are dropped and every later

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,4 +285,63 @@ func readStream(t *testing.T, st *replbuf.Stream, from int64, n int) string {
 		}
 	}
 	return b.String()
+}
+
+// fetchHost is a compressHost whose primary is at addr, for side links.
+type fetchHost struct {
+	compressHost
+	addr string
+}
+
+func (h fetchHost) Target() Target {
+	return Target{Addr: h.addr, Timeout: 5 * time.Second, Compress: true}
+}
+
+// TestCompressedFetch: a side link (REPLCONF rdb-only) negotiates as the
+// main link does, and its snapshot arrives compressed, whole, its figures
+// added to FetchCompression once it ended.
+func TestCompressedFetch(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rdb := testRDB(t)
+	f := &fakeCompressor{reply: "+OK", rdb: rdb}
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		f.conn = conn
+		f.run()
+	}()
+	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
+	t.Cleanup(func() { h.st.Close(nil) })
+	var c [11]atomic.Int64
+	l := New(fetchHost{compressHost{h}, ln.Addr().String()}, Options{Pool: replbuf.NewPool(0), Counters: Counters{
+		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
+		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
+		QueryLimits: &c[9], LinkCorrupt: &c[10],
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sn, err := l.FetchSnapshot(ctx, func(*replbuf.Snapshot, int64) (PayloadSink, error) { return nil, nil })
+	if err != nil {
+		t.Fatalf("FetchSnapshot: %v (the primary was sent %q)", err, f.commands())
+	}
+	defer sn.Release()
+	if sn.Size() != int64(len(rdb)) {
+		t.Fatalf("snapshot of %d bytes, want %d", sn.Size(), len(rdb))
+	}
+	if !slices.Contains(f.commands(), "REPLCONF link-compression zstd") {
+		t.Fatalf("the side link did not ask for compression: %q", f.commands())
+	}
+	if st := l.FetchCompression(); st.Raw < int64(len(rdb)) || st.Wire == 0 {
+		t.Fatalf("FetchCompression() = %+v, want the payload counted", st)
+	}
+	if st := l.Compression(); st.Stats != (linkzstd.Stats{}) {
+		t.Fatalf("the main link's figures %+v, want none: a side link's are its own", st)
+	}
 }

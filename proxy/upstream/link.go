@@ -21,6 +21,16 @@
 //     link's one session.
 //   - handshake.go: dial, then PING, AUTH, REPLCONF and PSYNC, shared by the
 //     main and the side links, and the parsers of the primary's replies.
+//     REPLCONF capa always says replproxy (Redis ignores it: an upstream
+//     replproxy learns its replica is a proxy), and under
+//     repl-link-compression zstd (Target.Compress) one more REPLCONF asks
+//     for link-compression zstd: on +OK everything after the PSYNC reply
+//     line is read through a linkzstd.Reader (decompress), so that the
+//     payload readers and the stream loop read raw bytes as on a plain
+//     link, and ACKs still go plain; on a refusal the link stays plain and
+//     the refusal is logged once per primary and reply
+//     (compressionRefused). A chunk that fails its check ends the link
+//     (LinkCorrupt), none of its bytes used, and it resyncs.
 //   - payload.go: the RDB payload of a sync, read into a new snapshot.
 //   - stream.go: the stream loop and the ACK loop, and what they
 //     acknowledge (Host.AckOffset: the ack-policy).
@@ -29,7 +39,10 @@
 // stream's producer side; a session's ACK goroutine only writes ACKs, under
 // the session's write lock. A side link is owned by the goroutine that
 // called FetchSnapshot. The link takes no lock of the proxy's: it calls Host
-// with none of its own held, and Host's methods take what they need.
+// with none of its own held, and Host's methods take what they need. The
+// compression figures' mutex (Link.figures) is a leaf, held only to read or
+// add figures and to note a refusal, never across I/O or a call out; the
+// log line of a refusal is written after it is released.
 package upstream
 
 import (

@@ -51,7 +51,7 @@ func (l *Link) Run(ctx context.Context) {
 		}
 		l.counters.LinkFailures.Add(1)
 		switch {
-		case errors.Is(err, ErrStreamProtocol), errors.Is(err, ErrQueryBufferLimit):
+		case errors.Is(err, ErrStreamProtocol), errors.Is(err, ErrQueryBufferLimit), isCorrupt(err):
 			backoff = nextBackoff(backoff) // up, but not healthy: do not hammer the primary
 		case wasUp:
 			backoff = 0

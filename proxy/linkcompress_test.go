@@ -1,0 +1,380 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/cachedata"
+	"github.com/replproxy/replproxy/internal/redistest"
+)
+
+// writeCache sends n cache-like commands (internal/cachedata) to c,
+// pipelined in batches, and reads every reply.
+func writeCache(t testing.TB, c *redistest.Client, g *cachedata.Gen, n int) {
+	t.Helper()
+	for n > 0 {
+		batch := min(n, 500)
+		for _, argv := range g.Commands(batch) {
+			if err := c.Send(argv...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for range batch {
+			if _, err := c.Receive(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n -= batch
+	}
+}
+
+// linkFields parses the k=v fields of an INFO links line.
+func linkFields(t testing.TB, line string) map[string]string {
+	t.Helper()
+	if line == "" {
+		t.Fatal("no such INFO links line")
+	}
+	f := map[string]string{}
+	for _, kv := range strings.Split(line, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		f[k] = v
+	}
+	return f
+}
+
+// checkCompressed fails unless a links line says its link is compressed
+// and made fewer bytes on the wire than it carried.
+func checkCompressed(t testing.TB, what string, f map[string]string) {
+	t.Helper()
+	raw, _ := strconv.ParseInt(f["raw_bytes"], 10, 64)
+	wire, _ := strconv.ParseInt(f["wire_bytes"], 10, 64)
+	ratio, _ := strconv.ParseFloat(f["ratio"], 64)
+	if f["compression"] != "zstd" || raw == 0 || wire >= raw || ratio <= 1 {
+		t.Fatalf("%s: %v; want compression=zstd with wire_bytes < raw_bytes and ratio > 1", what, f)
+	}
+	t.Logf("%s: raw %d, wire %d, ratio %.2f, cpu %s s", what, raw, wire, ratio, f["cpu_sec"])
+}
+
+// TestCompressedProxyChain: primary → proxy A → proxy B (asking for a
+// compressed link) → 2 replicas, with cache-like writes during B's initial
+// full sync and after. Every replica ends equal to the primary, B at the
+// primary's offset and its replicas on the primary's replid; both proxies'
+// INFO links show a compressed link that saved bytes. B's link, killed on
+// A, continues by partial resync; a replica of B pointed at the primary
+// continues by partial resync there.
+func TestCompressedProxyChain(t *testing.T) {
+	primary, pc := startPrimary(t)
+	g := cachedata.New(22)
+	writeCache(t, pc, g, 4000)
+	a, ac := startProxyOf(t, primary)
+
+	// Writes while B makes its first full sync (and its replicas theirs).
+	stop := make(chan struct{})
+	var writes sync.WaitGroup
+	wc := redistest.Dial(t, primary.Addr())
+	writes.Go(func() {
+		wg := cachedata.New(23)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			writeCache(t, wc, wg, 200)
+		}
+	})
+	b := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(a.Port()), "--repl-link-compression", "zstd")
+	bc := redistest.Dial(t, b.AddrString())
+	waitLinkUp(t, bc)
+	_, rcs := redistest.StartReplicas(t, 2, b.AddrString())
+	redistest.WaitFor(t, 30*time.Second, "B's replicas online", func() bool {
+		for _, rc := range rcs {
+			if rc.Info(t, "replication")["master_link_status"] != "up" {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	writes.Wait()
+	writeCache(t, pc, g, 2000)
+
+	redistest.WaitSynced(t, pc, rcs...)
+	waitOffsetsEqual(t, pc, bc)
+	replID := pc.Info(t, "replication")["master_replid"]
+	for i, rc := range rcs {
+		if got := rc.Info(t, "replication")["master_replid"]; got != replID {
+			t.Fatalf("replica %d of B has replid %s, want the primary's %s", i, got, replID)
+		}
+	}
+	checkCompressed(t, "A link0", linkFields(t, ac.Info(t, "links")["link0"]))
+	checkCompressed(t, "B upstream_link", linkFields(t, bc.Info(t, "links")["upstream_link"]))
+
+	// B's link killed on A: it continues by partial resync.
+	partialOK := ac.InfoInt(t, "stats", "sync_partial_ok")
+	fullA := ac.InfoInt(t, "stats", "sync_full")
+	fullPrimary := pc.InfoInt(t, "stats", "sync_full")
+	if n := ac.MustDo(t, "CLIENT", "KILL", "TYPE", "replica").String(); n != "1" {
+		t.Fatalf("CLIENT KILL TYPE replica on A killed %s, want 1 (B)", n)
+	}
+	redistest.WaitFor(t, 15*time.Second, "B back by partial resync", func() bool {
+		return ac.InfoInt(t, "stats", "sync_partial_ok") == partialOK+1 &&
+			bc.Info(t, "replication")["master_link_status"] == "up"
+	})
+	writeCache(t, pc, g, 1000)
+	redistest.WaitSynced(t, pc, rcs...)
+	if got := ac.InfoInt(t, "stats", "sync_full"); got != fullA {
+		t.Errorf("A's sync_full went from %d to %d across B's reconnect", fullA, got)
+	}
+	checkCompressed(t, "B upstream_link after the reconnect", linkFields(t, bc.Info(t, "links")["upstream_link"]))
+
+	// A replica of B, pointed at the primary itself, continues there.
+	primaryPartial := pc.InfoInt(t, "stats", "sync_partial_ok")
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	rcs[0].MustDo(t, "REPLICAOF", host, port)
+	redistest.WaitFor(t, 15*time.Second, "replica continued on the primary", func() bool {
+		return pc.InfoInt(t, "stats", "sync_partial_ok") == primaryPartial+1 &&
+			rcs[0].Info(t, "replication")["master_link_status"] == "up"
+	})
+	writeCache(t, pc, g, 500)
+	redistest.WaitSynced(t, pc, rcs...)
+	if got := pc.InfoInt(t, "stats", "sync_full"); got != fullPrimary {
+		t.Errorf("the primary's sync_full went from %d to %d: a reconnect cost a full sync", fullPrimary, got)
+	}
+}
+
+// flipRelay relays a compressed proxy-to-proxy link (B dials it; it dials
+// A) and, once armed, flips one byte in the body of the next compressed
+// chunk of A's direction that it relays, once over its whole life: it
+// reads A's plain replies up to the PSYNC reply line and then the chunk
+// framing (linkzstd's 12-byte headers), so that the flip lands in a body
+// and the link fails by its check, not by a length that leaves it waiting.
+type flipRelay struct {
+	ln      net.Listener
+	target  string
+	armed   atomic.Bool
+	flipped atomic.Bool
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func startFlipRelay(t *testing.T, target string) *flipRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &flipRelay{ln: ln, target: target}
+	r.wg.Go(r.acceptLoop)
+	t.Cleanup(func() {
+		ln.Close()
+		r.mu.Lock()
+		for _, c := range r.conns {
+			c.Close()
+		}
+		r.mu.Unlock()
+		r.wg.Wait()
+	})
+	return r
+}
+
+func (r *flipRelay) port() string { return strconv.Itoa(r.ln.Addr().(*net.TCPAddr).Port) }
+
+func (r *flipRelay) acceptLoop() {
+	for {
+		down, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", r.target)
+		if err != nil {
+			down.Close()
+			continue
+		}
+		r.mu.Lock()
+		r.conns = append(r.conns, down, up)
+		r.mu.Unlock()
+		r.wg.Go(func() { io.Copy(up, down); up.Close() })
+		r.wg.Go(func() { r.relayDown(up, down); down.Close() })
+	}
+}
+
+// relayDown copies A's direction: plain lines to the PSYNC reply, then
+// chunks, one of which it may alter.
+func (r *flipRelay) relayDown(up, down net.Conn) {
+	br := bufio.NewReader(up)
+	for {
+		line, err := br.ReadString('\n')
+		if _, werr := io.WriteString(down, line); err != nil || werr != nil {
+			return
+		}
+		if strings.HasPrefix(line, "+FULLRESYNC") || strings.HasPrefix(line, "+CONTINUE") {
+			break
+		}
+	}
+	var hdr [12]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[0:4]))
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		if r.armed.Load() && len(body) >= 32 && r.flipped.CompareAndSwap(false, true) {
+			body[len(body)/2] ^= 0xff
+		}
+		if _, err := down.Write(append(hdr[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// TestCompressedLinkCorrupt: one byte of the compressed stream flipped on
+// the way from A to B: B logs it once, counts link_corrupt_errors 1 and
+// continues by partial resync (nothing of the corrupt chunk was used), and
+// its replica ends equal to the primary.
+func TestCompressedLinkCorrupt(t *testing.T) {
+	primary, pc := startPrimary(t)
+	g := cachedata.New(7)
+	writeCache(t, pc, g, 2000)
+	a, ac := startProxyOf(t, primary)
+	relay := startFlipRelay(t, a.AddrString())
+	b := startProxy(t, "--replicaof", "127.0.0.1", relay.port(), "--repl-link-compression", "zstd")
+	bc := redistest.Dial(t, b.AddrString())
+	waitLinkUp(t, bc)
+	_, rcs := redistest.StartReplicas(t, 1, b.AddrString())
+	redistest.WaitSynced(t, pc, rcs...)
+	partialOK := ac.InfoInt(t, "stats", "sync_partial_ok")
+	fullA := ac.InfoInt(t, "stats", "sync_full")
+
+	relay.armed.Store(true)
+	writeCache(t, pc, g, 1000)
+	redistest.WaitFor(t, 15*time.Second, "a flipped chunk", relay.flipped.Load)
+	redistest.WaitFor(t, 15*time.Second, "B back by partial resync", func() bool {
+		return ac.InfoInt(t, "stats", "sync_partial_ok") == partialOK+1 &&
+			bc.Info(t, "replication")["master_link_status"] == "up"
+	})
+	writeCache(t, pc, g, 500)
+	redistest.WaitSynced(t, pc, rcs...)
+	if got := bc.InfoInt(t, "proxy", "link_corrupt_errors"); got != 1 {
+		t.Errorf("link_corrupt_errors %d, want 1", got)
+	}
+	if n := b.Log.Count("compressed link corrupt, resyncing"); n != 1 {
+		t.Errorf("the corrupt link was logged %d times, want once", n)
+	}
+	if got := ac.InfoInt(t, "stats", "sync_full"); got != fullA {
+		t.Errorf("A's sync_full went from %d to %d: the corrupt link cost a full sync", fullA, got)
+	}
+}
+
+// refusalLogged is what B logs, once per primary and reply, when its
+// primary refuses link compression.
+const refusalLogged = "primary refused link compression, the link stays plain"
+
+// TestCompressionRefusedByRedis (Must show 2): a proxy asking for a
+// compressed link from a real redis-server gets its refusal and a plain
+// link (upstream_link compression=refused), logs the refusal exactly once
+// across reconnects, and its replicas equal the primary. The same against
+// valkey-server, when one is on PATH (optional: it is not built here, and
+// CI does not require it).
+func TestCompressionRefusedByRedis(t *testing.T) {
+	t.Run("redis-server", func(t *testing.T) {
+		primary, pc := startPrimary(t)
+		refusedByServer(t, primary, pc)
+	})
+	t.Run("valkey-server", func(t *testing.T) {
+		bin, err := exec.LookPath("valkey-server")
+		if err != nil {
+			t.Skip("valkey-server is not on PATH (optional, not under CI): the redis-server case ran")
+		}
+		primary := redistest.StartServerBinary(t, bin, "--repl-diskless-sync-delay", "0")
+		refusedByServer(t, primary, redistest.Dial(t, primary.Addr()))
+	})
+}
+
+func refusedByServer(t *testing.T, primary *redistest.Server, pc *redistest.Client) {
+	g := cachedata.New(9)
+	writeCache(t, pc, g, 1000)
+	p, xc := startProxyOf(t, primary, "--repl-link-compression", "zstd")
+	_, rcs := redistest.StartReplicas(t, 2, p.AddrString())
+	redistest.WaitSynced(t, pc, rcs...)
+	for i := range 2 {
+		connects := xc.InfoInt(t, "proxy", "upstream_connects")
+		pc.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+		redistest.WaitFor(t, 15*time.Second, "the proxy reconnected", func() bool {
+			return xc.InfoInt(t, "proxy", "upstream_connects") > connects &&
+				xc.Info(t, "replication")["master_link_status"] == "up"
+		})
+		writeCache(t, pc, g, 300)
+		redistest.WaitSynced(t, pc, rcs...)
+		t.Logf("reconnect %d done", i+1)
+	}
+	if f := linkFields(t, xc.Info(t, "links")["upstream_link"]); f["compression"] != "refused" || f["wire_bytes"] != "0" {
+		t.Errorf("upstream_link %v, want compression=refused and no compressed bytes", f)
+	}
+	if n := p.Log.Count(refusalLogged); n != 1 {
+		t.Errorf("the refusal was logged %d times over 3 connections, want once:\n%s", n, p.Log.String())
+	}
+	if !p.Log.Contains("Unrecognized REPLCONF option") {
+		t.Errorf("the log does not give the primary's reply")
+	}
+	// capa replproxy rides on the capa REPLCONF, which the server accepts
+	// (it ignores a capa it does not know) rather than refuses.
+	if p.Log.Contains("primary refused a handshake option") {
+		t.Errorf("the server refused a handshake option (capa replproxy?):\n%s", p.Log.String())
+	}
+}
+
+// TestCompressionRefusedByProxy: an upstream proxy with
+// repl-link-compression-allow no refuses, with its reason; the link stays
+// plain on both sides and the data equal.
+func TestCompressionRefusedByProxy(t *testing.T) {
+	primary, pc := startPrimary(t)
+	g := cachedata.New(11)
+	writeCache(t, pc, g, 1000)
+	a, ac := startProxyOf(t, primary, "--repl-link-compression-allow", "no")
+	b := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(a.Port()), "--repl-link-compression", "zstd")
+	bc := redistest.Dial(t, b.AddrString())
+	waitLinkUp(t, bc)
+	_, rcs := redistest.StartReplicas(t, 1, b.AddrString())
+	writeCache(t, pc, g, 500)
+	redistest.WaitSynced(t, pc, rcs...)
+	if f := linkFields(t, bc.Info(t, "links")["upstream_link"]); f["compression"] != "refused" {
+		t.Errorf("B's upstream_link %v, want compression=refused", f)
+	}
+	f := linkFields(t, ac.Info(t, "links")["link0"])
+	if f["compression"] != "no" || f["ratio"] != "1.00" || f["raw_bytes"] != f["wire_bytes"] || f["raw_bytes"] == "0" {
+		t.Errorf("A's link0 %v, want a plain link (compression=no, ratio=1.00, raw = wire > 0)", f)
+	}
+	if n := b.Log.Count(refusalLogged); n != 1 || !b.Log.Contains("repl-link-compression-allow is no") {
+		t.Errorf("B logged the refusal %d times (want once, with A's reason):\n%s", n, b.Log.String())
+	}
+
+	// CONFIG SET on A applies from B's next connection.
+	ac.MustDo(t, "CONFIG", "SET", "repl-link-compression-allow", "yes")
+	if got := ac.MustDo(t, "CONFIG", "GET", "repl-link-compression-allow").String(); !strings.Contains(got, "yes") {
+		t.Fatalf("CONFIG GET repl-link-compression-allow: %s", got)
+	}
+	ac.MustDo(t, "CLIENT", "KILL", "TYPE", "replica")
+	redistest.WaitFor(t, 15*time.Second, "B back on a compressed link", func() bool {
+		return linkFields(t, bc.Info(t, "links")["upstream_link"])["compression"] == "zstd" &&
+			bc.Info(t, "replication")["master_link_status"] == "up"
+	})
+	writeCache(t, pc, g, 500)
+	redistest.WaitSynced(t, pc, rcs...)
+	checkCompressed(t, "A link0 after CONFIG SET", linkFields(t, ac.Info(t, "links")["link0"]))
+}

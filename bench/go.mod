@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/replproxy/replproxy v0.0.0
 	github.com/tidwall/resp v0.1.1
 	gonum.org/v1/plot v0.17.0
 )
@@ -21,3 +22,8 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
+
+// The harness uses the product's own internal/netns and internal/cachedata:
+// Go's internal rule admits it (the paths share github.com/replproxy/replproxy),
+// and the replace builds them from this checkout.
+replace github.com/replproxy/replproxy => ../

@@ -1,9 +1,11 @@
 // Command bench is the benchmark harness of issue 12: the evidence that
 // fan-out is cheaper through replproxy, written to bench/RESULTS.md with
 // charts next to it. It is a module of its own (bench/go.mod), so that the
-// product's go.mod does not carry the plotting library; it imports nothing of
-// replproxy's packages, but builds cmd/replproxy and runs replbuf's
-// benchmarks from the product's root (-root, by default the parent folder).
+// product's go.mod does not carry the plotting library; of replproxy's
+// packages it imports only internal/netns and internal/cachedata (through
+// a replace of the main module by the parent folder), and it builds
+// cmd/replproxy and runs replbuf's benchmarks from the product's root
+// (-root, by default the parent folder).
 // Run it in bench/:
 //
 //	make bench           # the full run (go run . in bench/)
@@ -17,6 +19,8 @@
 //	goals.go      issue 20's goals, met or missed per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
 //	restart.go    the proxy SIGKILLed under load and started again
+//	regions.go    two regions (network namespaces) joined by a rate-limited
+//	              link, plain against compressed (needs root, ip and tc)
 //
 // Every server runs on 127.0.0.1 in a temp dir and is stopped when its run
 // ends, on error and on Ctrl-C too (package cluster). The harness lives here,
@@ -70,8 +74,15 @@ type options struct {
 	proxyArgs  []string // -proxy-args: more replproxy arguments for every proxy a run starts
 	profile    bool     // perf-record the proxy at profilePoints
 	dryRun     bool     // list the points and exit
-	note       string   // free text for RESULTS.md
-	args       []string // the flags that shape the figures, for RESULTS.md
+	// regions: the veth's rate each way in Mbit/s, the dataset in MiB,
+	// each steady load's seconds and rates (percent of the link).
+	regionsMbit    int
+	regionsDataMB  int
+	regionsSeconds int
+	regionsLoads   []int
+	regionsData    []string
+	note           string   // free text for RESULTS.md
+	args           []string // the flags that shape the figures, for RESULTS.md
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -82,7 +93,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
-	sections := fs.String("sections", "engine,streaming,fullsync,restart", "which measurements to run")
+	sections := fs.String("sections", "engine,streaming,fullsync,restart,regions", "which measurements to run")
 	reps := fs.Int("reps", 0, "runs per streaming point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
 	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
@@ -103,6 +114,11 @@ func parseOptions(args []string) (*options, error) {
 	proxyArgs := fs.String("proxy-args", "", "more replproxy arguments for every proxy a run starts, before the variant's own (e.g. \"--repl-backlog-size 64mb\")")
 	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per point (proxied, log on: 512 B values to 1 replica and 16 KiB to 4; and TLS at the TLS row's N and size, with the TLS row) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
+	fs.IntVar(&o.regionsMbit, "regions-mbit", 100, "regions: the rate of the link between the two namespaces, Mbit/s each way (tbf)")
+	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
+	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
+	regionsLoads := fs.String("regions-loads", "90,120", "regions: the steady loads, in percent of the link's rate of stream")
+	regionsData := fs.String("regions-data", regionDataNames(), "regions: the data kinds, of "+regionDataNames())
 	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
 	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
 	if err := fs.Parse(args); err != nil {
@@ -139,6 +155,17 @@ func parseOptions(args []string) (*options, error) {
 	o.syncReps = pick(*syncReps, 3, 1)
 	o.restartRep = pick(*restartRep, 5, 2)
 	o.benchCount = pick(*benchCount, 10, 3)
+	o.regionsDataMB = pick(*regionsDataMB, 1024, 128)
+	o.regionsData = strings.Split(*regionsData, ",")
+	for _, d := range o.regionsData {
+		if !strings.Contains(","+regionDataNames()+",", ","+d+",") {
+			return nil, fmt.Errorf("-regions-data: unknown data kind %q (%s)", d, regionDataNames())
+		}
+	}
+	o.regionsSeconds = pick(*regionsSeconds, 60, 15)
+	if o.regionsMbit <= 0 {
+		return nil, errors.New("-regions-mbit: want a positive integer")
+	}
 	o.benchTime = *benchTime
 	o.proxyArgs = strings.Fields(*proxyArgs)
 	if o.benchTime == "" {
@@ -155,6 +182,7 @@ func parseOptions(args []string) (*options, error) {
 		{&o.syncN, *syncN, "1,4,8", "1,4"},
 		{&o.logOff, *logOff, "1,4,8", "4"},
 		{&o.logFull, *logFull, "1,4,8", "4"},
+		{&o.regionsLoads, *regionsLoads, "", ""},
 	}
 	for _, l := range lists {
 		s := l.flag
@@ -200,7 +228,7 @@ func parseOptions(args []string) (*options, error) {
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		switch s {
-		case "engine", "streaming", "fullsync", "restart":
+		case "engine", "streaming", "fullsync", "restart", "regions":
 			o.sections[s] = true
 		default:
 			return nil, fmt.Errorf("-sections: unknown section %q", s)
@@ -323,6 +351,11 @@ func run(ctx context.Context, o *options) error {
 			r.restart = append(r.restart, x)
 		}
 	}
+	if o.sections["regions"] {
+		if r.regions, err = runRegions(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
 	r.finished = time.Now().UTC()
 	r.loadEnd = loadAverage()
 	if err := r.write(); err != nil {
@@ -367,6 +400,10 @@ func (o *options) plan() string {
 		for _, v := range restartVariants(o) {
 			p("restart: proxied (%s), %d replicas, %d MB/s, %d runs", v.name, o.restartN, o.restartMBs, o.restartRep)
 		}
+	}
+	if o.sections["regions"] {
+		p("regions: %d Mbit/s each way between two namespaces, %d MiB of dataset, data %s × link %s: proxy B's full sync, then loads of %v%% of the link for %d s each",
+			o.regionsMbit, o.regionsDataMB, strings.Join(o.regionsData, ","), strings.Join(linkModes, ","), o.regionsLoads, o.regionsSeconds)
 	}
 	return b.String()
 }

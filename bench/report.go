@@ -21,6 +21,7 @@ type results struct {
 	fullsync          *fullSyncResult
 	restart           []*restartResult // one per variant
 	profiles          []*profileResult
+	regions           *regionsResult
 }
 
 // fmtS is a summary as "median (min–max)", or the median alone for one run.
@@ -102,15 +103,16 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("| replproxy | %s, tree %s |", m.proxy, m.commit)
 	p("| load average (1, 5, 15 min) | %s at the start, %s at the end |", m.loadStart, r.loadEnd)
 	p("")
-	p("Every server listens on 127.0.0.1 (loopback) and runs from a fresh temp dir; servers are")
-	p("started afresh for every run. Figures are medians, with the range (min–max) in parentheses.")
-	p("CPU is read from `/proc/<pid>/stat` (utime + stime + cutime + cstime, the last two being")
+	p("Every server listens on 127.0.0.1 (loopback; the regions section's on its two network")
+	p("namespaces' addresses) and runs from a fresh temp dir; servers are started afresh for every run. ")
+	p("Figures are medians, with the range (min–max) in parentheses. CPU is read from `/proc/<pid>/stat` (utime + stime + cutime + cstime, the last two being")
 	p("fork children the process has reaped), peak RSS from `VmHWM` in `/proc/<pid>/status`.")
 	r.engineMarkdown(p, charts)
 	r.streamingMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)
 	r.restartMarkdown(p)
 	r.profileMarkdown(p)
+	r.regionsMarkdown(p)
 }
 
 type printer func(format string, args ...any)
@@ -454,6 +456,9 @@ func (r *results) summary() string {
 		if x.report == "" {
 			p("profile (%s): skipped: %s", x.point.variant, x.skipped)
 		}
+	}
+	if r.regions != nil {
+		r.regions.summary(p)
 	}
 	return b.String()
 }

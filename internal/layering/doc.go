@@ -28,5 +28,6 @@
 //     write a new file under a temporary name and rename it into place)
 //     imports nothing of the module.
 //   - nothing outside cmd/ imports cmd/, and nothing outside bench/ imports
-//     bench/, tests included.
+//     bench/, tests included; bench/ (a module of its own) imports of the
+//     product only internal/netns and internal/cachedata.
 package layering

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,34 +61,77 @@ func (c *Cluster) Close() error {
 	return first
 }
 
+// Place is where a process runs: the address it binds (and its replicas
+// and the harness dial), how its command is started, and how the harness
+// dials it. The zero Place is loopback in the harness's own network
+// namespace; a Place inside another namespace (the regions section) starts
+// its command there (`ip netns exec`) and dials from inside it.
+type Place struct {
+	Host    string                                      // the address to bind and dial; "" is 127.0.0.1
+	Command func(name string, args ...string) *exec.Cmd // nil is exec.Command
+	// Dial connects the harness to an address of this place; nil dials
+	// from the harness's own namespace.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (pl Place) host() string { return cmp.Or(pl.Host, "127.0.0.1") }
+
+// protected is protected-mode no off loopback: with protected mode on and
+// no password, Redis 7.0 (and replproxy, as it) refuses every client that
+// is not on a loopback address, a replica from the other region included.
+func (pl Place) protected() []string {
+	if pl.host() == "127.0.0.1" {
+		return nil
+	}
+	return []string{"--protected-mode", "no"}
+}
+
+func (pl Place) command(name string, args ...string) *exec.Cmd {
+	if pl.Command == nil {
+		return exec.Command(name, args...)
+	}
+	return pl.Command(name, args...)
+}
+
 // StartRedis starts redis-server with the harness's fixed settings (no
 // persistence, DEBUG enabled, 127.0.0.1) followed by args, and waits until it
 // answers PING.
 func (c *Cluster) StartRedis(ctx context.Context, name string, args ...string) (*Process, error) {
-	return c.start(ctx, name, func(p *Process) *exec.Cmd {
+	return c.StartRedisAt(ctx, Place{}, name, args...)
+}
+
+// StartRedisAt is StartRedis at pl, bound to pl's address.
+func (c *Cluster) StartRedisAt(ctx context.Context, pl Place, name string, args ...string) (*Process, error) {
+	return c.start(ctx, pl, name, func(p *Process) *exec.Cmd {
 		a := []string{
-			"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--port", strconv.Itoa(p.Port), "--bind", pl.host(), "--save", "", "--appendonly", "no",
 			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return exec.Command("redis-server", append(append(a, p.tlsArgs()...), args...)...)
+		return pl.command("redis-server", slices.Concat(a, pl.protected(), p.tlsArgs(), args)...)
 	})
 }
 
 // StartProxy starts replproxy as a replica of upstream (its TLS port after
 // EnableTLS), followed by args, and waits until it answers PING.
 func (c *Cluster) StartProxy(ctx context.Context, name string, upstream *Process, args ...string) (*Process, error) {
-	return c.start(ctx, name, func(p *Process) *exec.Cmd {
+	return c.StartProxyAt(ctx, Place{}, name, upstream, args...)
+}
+
+// StartProxyAt is StartProxy at pl, bound to pl's address; it dials
+// upstream's address.
+func (c *Cluster) StartProxyAt(ctx context.Context, pl Place, name string, upstream *Process, args ...string) (*Process, error) {
+	return c.start(ctx, pl, name, func(p *Process) *exec.Cmd {
 		a := []string{
-			"--port", strconv.Itoa(p.Port), "--bind", "127.0.0.1",
-			"--replicaof", "127.0.0.1", strconv.Itoa(upstream.ReplPort()), "--dir", p.dir,
+			"--port", strconv.Itoa(p.Port), "--bind", pl.host(),
+			"--replicaof", upstream.Host(), strconv.Itoa(upstream.ReplPort()), "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
-		return exec.Command(c.proxyBin, slices.Concat(a, p.tlsArgs(), c.proxyArgs, args)...)
+		return pl.command(c.proxyBin, slices.Concat(a, pl.protected(), p.tlsArgs(), c.proxyArgs, args)...)
 	})
 }
 
-func (c *Cluster) start(ctx context.Context, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
+func (c *Cluster) start(ctx context.Context, pl Place, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -96,7 +140,7 @@ func (c *Cluster) start(ctx context.Context, name string, command func(p *Proces
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{Name: name, Port: port, dir: dir, command: command}
+	p := &Process{Name: name, Port: port, dir: dir, command: command, place: pl}
 	if c.tlsArgs != nil {
 		if p.TLSPort, err = c.freePort(); err != nil {
 			return nil, err
@@ -104,7 +148,7 @@ func (c *Cluster) start(ctx context.Context, name string, command func(p *Proces
 		p.tls = c.tlsArgs
 	}
 	p.client = redis.NewClient(&redis.Options{
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Protocol: 2,
+		Addr: net.JoinHostPort(pl.host(), strconv.Itoa(port)), Protocol: 2, Dialer: pl.Dial,
 		DisableIdentity: true, MaxRetries: -1, ReadTimeout: 30 * time.Second,
 	})
 	c.procs = append(c.procs, p)
@@ -136,12 +180,22 @@ type Process struct {
 	Port    int // plain port: the harness's commands, and replication without TLS
 	TLSPort int // TLS port, 0 unless the cluster has EnableTLS
 	dir     string
+	place   Place
 	tls     []string // TLS arguments; nil without TLS
 	command func(p *Process) *exec.Cmd
 	client  *redis.Client
 	cmd     *exec.Cmd     // the running process; nil when stopped
 	done    chan struct{} // closed when cmd has exited
 }
+
+// Host is the address p binds and its replicas dial.
+func (p *Process) Host() string { return p.place.host() }
+
+// Place is where p runs.
+func (p *Process) Place() Place { return p.place }
+
+// Addr is p's plain host:port.
+func (p *Process) Addr() string { return net.JoinHostPort(p.Host(), strconv.Itoa(p.Port)) }
 
 // ReplPort is the port a replica of p dials: TLSPort under TLS, else Port.
 func (p *Process) ReplPort() int {

@@ -58,18 +58,22 @@ func (p *Process) Offset(ctx context.Context) (int64, error) {
 	return p.InfoInt(ctx, "replication", "master_repl_offset")
 }
 
+// digestTimeout bounds DEBUG DIGEST, which hashes the whole dataset: many
+// seconds for a GB of it on a loaded machine, past the client's timeout.
+const digestTimeout = 5 * time.Minute
+
 // Digest is DEBUG DIGEST: a hash of the whole dataset.
 func (p *Process) Digest(ctx context.Context) (string, error) {
-	d, err := p.client.Do(ctx, "DEBUG", "DIGEST").Text()
+	d, err := p.client.WithTimeout(digestTimeout).Do(ctx, "DEBUG", "DIGEST").Text()
 	if err != nil {
 		return "", fmt.Errorf("cluster: %s: DEBUG DIGEST: %w", p.Name, err)
 	}
 	return d, nil
 }
 
-// ReplicaOf sends REPLICAOF 127.0.0.1 <upstream's ReplPort>.
+// ReplicaOf sends REPLICAOF <upstream's Host> <upstream's ReplPort>.
 func (p *Process) ReplicaOf(ctx context.Context, upstream *Process) error {
-	return p.client.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(upstream.ReplPort())).Err()
+	return p.client.SlaveOf(ctx, upstream.Host(), strconv.Itoa(upstream.ReplPort())).Err()
 }
 
 // CPU reads the process's CPU time from /proc.

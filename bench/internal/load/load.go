@@ -2,6 +2,9 @@
 // pipelined SETs of one value size over a few connections, with a raw RESP
 // writer so that generating the load costs little CPU next to what it
 // measures (each batch is built once and written again and again).
+// Commands is the other load: every command fresh from a generator (the
+// cache-like data, redis-benchmark's keys), paced, for a link whose cost
+// depends on the bytes themselves (a compressed one).
 package load
 
 import (

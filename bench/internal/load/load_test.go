@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 
 	"github.com/tidwall/resp"
@@ -101,5 +102,45 @@ func TestRunCancel(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// counting appends SET c:<i> <i> for i = 0, 1, ...: every command distinct.
+func counting() func([]byte) []byte {
+	i := 0
+	return func(dst []byte) []byte {
+		s := strconv.Itoa(i)
+		i++
+		dst = append(dst, "*3\r\n$3\r\nSET\r\n"...)
+		dst = appendBulk(dst, []byte("c:"+s))
+		return appendBulk(dst, []byte(s))
+	}
+}
+
+func TestCommandsRun(t *testing.T) {
+	addr, cmds := fakePrimary(t, ":1\r\n")
+	n, err := Commands{Addr: addr, Batch: 5, Next: counting()}.Run(context.Background(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1000 {
+		t.Errorf("wrote %d bytes, want at least 1000", n)
+	}
+	var want int64
+	next := counting()
+	seen := <-cmds
+	for range seen {
+		want += int64(len(next(nil)))
+	}
+	if seen%5 != 0 || want != n {
+		t.Errorf("primary saw %d commands (%d bytes) for %d bytes written, want whole batches of 5", seen, want, n)
+	}
+}
+
+func TestCommandsErrorReply(t *testing.T) {
+	addr, _ := fakePrimary(t, "-OOM no\r\n")
+	_, err := Commands{Addr: addr, Batch: 1, Next: counting()}.Run(context.Background(), 1<<20)
+	if !errors.Is(err, ErrReply) {
+		t.Errorf("err = %v, want ErrReply", err)
 	}
 }

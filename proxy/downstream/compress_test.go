@@ -12,7 +12,6 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
-	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -25,24 +24,11 @@ func TestReplicaCompressedFullSync(t *testing.T) {
 	e := newTestEnv(t)
 	host, peer := e.host, e.peer
 	st := e.hist.Stream()
-	st.Append([]byte("0123456789"))
-	id := replid.New()
-	sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
 	rdb := linkRDB(t)
-	sn.Append(rdb)
-	if err := sn.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	rd, err := sn.NewReader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := st.Attach(11)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := e.fullSyncPlan(t, rdb)
+	id := plan.ReplID
 	hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}
-	r := e.replica(hs, history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
+	r := e.replica(hs, plan)
 	if !r.IsProxy() {
 		t.Fatal("a replica that sent capa replproxy is not a proxy")
 	}

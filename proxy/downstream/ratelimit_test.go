@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/replbuf"
-	"github.com/replproxy/replproxy/replid"
 )
 
 // paceConn is the connection under a pacer in the tests: it records each
@@ -268,25 +266,12 @@ func TestReplicaPacedPayload(t *testing.T) {
 			e := newTestEnv(t)
 			e.host.rate.Store(2 << 20)
 			st := e.hist.Stream()
-			st.Append([]byte("0123456789"))
-			id := replid.New()
-			sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
 			payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB, then its CRC64 trailer
 			payload = binary.LittleEndian.AppendUint64(payload, replbuf.CRC64(0, payload))
-			sn.Append(payload)
-			if err := sn.Complete(); err != nil {
-				t.Fatal(err)
-			}
-			rd, err := sn.NewReader()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur, err := st.Attach(11)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := e.fullSyncPlan(t, payload)
+			id := plan.ReplID
 			hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: proxy}
-			r := e.replica(hs, history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
+			r := e.replica(hs, plan)
 			if r.IsProxy() != proxy {
 				t.Fatalf("IsProxy %v with capa replproxy %v", r.IsProxy(), proxy)
 			}
@@ -341,25 +326,11 @@ func TestReplicaPacedCompressedPayload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t)
 			e.host.rate.Store(tc.rate)
-			st := e.hist.Stream()
-			st.Append([]byte("0123456789"))
-			id := replid.New()
-			sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
 			payload := binary.LittleEndian.AppendUint64(slices.Clone(tc.payload), replbuf.CRC64(0, tc.payload))
-			sn.Append(payload)
-			if err := sn.Complete(); err != nil {
-				t.Fatal(err)
-			}
-			rd, err := sn.NewReader()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur, err := st.Attach(11)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := e.fullSyncPlan(t, payload)
+			id := plan.ReplID
 			hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}
-			r := e.replica(hs, history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
+			r := e.replica(hs, plan)
 			start := time.Now()
 			go r.Run(context.Background())
 			br := bufio.NewReader(e.peer)

@@ -49,17 +49,16 @@ func TestChoosePath(t *testing.T) {
 	}
 }
 
-// TestReplicaFullFromMemory: +FULLRESYNC, "$<len>" and a complete snapshot
-// in memory, then the stream after it; the replica is online.
-func TestReplicaFullFromMemory(t *testing.T) {
-	e := newTestEnv(t)
-	host, peer := e.host, e.peer
+// fullSyncPlan puts "0123456789" on e's stream and returns the plan of a
+// full sync from a complete snapshot of payload at offset 10, with the
+// stream after it: what PlanFull gives a replica when memory holds both.
+func (e *testReplica) fullSyncPlan(t *testing.T, payload []byte) history.Plan {
+	t.Helper()
 	st := e.hist.Stream()
 	st.Append([]byte("0123456789"))
 	id := replid.New()
 	sn := replbuf.NewSnapshot(id, 10, replbuf.NewPool(0), time.Now())
-	rdb := linkRDB(t)
-	sn.Append(rdb)
+	sn.Append(payload)
 	if err := sn.Complete(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,19 @@ func TestReplicaFullFromMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.replica(Handshake{CapaEOF: true, CapaPSync2: true}, history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur})
+	return history.Plan{ReplID: id, Offset: 10, Snapshot: sn, Reader: rd, Cursor: cur}
+}
+
+// TestReplicaFullFromMemory: +FULLRESYNC, "$<len>" and a complete snapshot
+// in memory, then the stream after it; the replica is online.
+func TestReplicaFullFromMemory(t *testing.T) {
+	e := newTestEnv(t)
+	host, peer := e.host, e.peer
+	st := e.hist.Stream()
+	rdb := linkRDB(t)
+	plan := e.fullSyncPlan(t, rdb)
+	id := plan.ReplID
+	r := e.replica(Handshake{CapaEOF: true, CapaPSync2: true}, plan)
 	go r.Run(context.Background())
 	br := bufio.NewReader(peer)
 	want := "+FULLRESYNC " + id + " 10\r\n$" + strconv.Itoa(len(rdb)) + "\r\n" + string(rdb)

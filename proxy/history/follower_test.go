@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 	"github.com/replproxy/replproxy/streamlog"
 )
@@ -300,5 +301,89 @@ func TestLagMarks(t *testing.T) {
 	m.appendedTo(2, int64(10+lagMarkCount))
 	if b, age := m.lag(2, int64(20+lagMarkCount), t0.Add(time.Hour), start); b != 10 || age != 0 {
 		t.Fatalf("past the ring: lag %d, %s; want 10 bytes, no age (no mark covers them)", b, age)
+	}
+}
+
+// TestFollowerLogStartsAtInstall: right after a full sync the primary sends
+// what it buffered meanwhile at once; while the follower is still busy (here
+// a segment write held by the disk), megabytes go past the 1 MiB backlog.
+// The new generation's first byte stays pinned from Install until the
+// follower takes it, so that the log starts where the new snapshot's
+// stream does and a replica synced from that snapshot can be served.
+func TestFollowerLogStartsAtInstall(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	gfs := newGateFS(streamlog.RootFS{Root: root})
+	l, _, err := streamlog.Open(streamlog.Options{FS: gfs, MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	h := newTestHistory(t, replid.New(), 100) // backlog 1 MiB
+	h.SetLog(l)
+	f := NewFollower(h, l, hclog.NewNullLogger(), FollowerConfig{
+		Fsync:       func() Fsync { return FsyncNo },
+		BehindLimit: func() int64 { return 64 << 20 },
+		Retry:       10 * time.Millisecond,
+		SyncEvery:   time.Hour,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	defer func() { cancel(); gfs.let(); <-done }()
+
+	st := h.Stream()
+	cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")
+	appendN := func(n int) {
+		t.Helper()
+		for range n {
+			if err := st.Append(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(1)
+	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == st.Offset() })
+
+	// The follower is held in a write of the old generation.
+	gfs.shut()
+	appendN(1)
+	<-gfs.held
+
+	// A new full sync, then 4 MiB at once, past the backlog.
+	id := replid.New()
+	sn := replbuf.NewSnapshot(id, 5000, replbuf.NewPool(0), time.Now())
+	if err := sn.Append(testRDB(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	h.Install(sn)
+	appendN((4 << 20) / len(cmd))
+	if st.Offset()-5000 <= 2<<20 {
+		t.Fatalf("%d bytes since the install: the test needs well over the 1 MiB backlog", st.Offset()-5000)
+	}
+	gfs.let()
+	redistest.WaitFor(t, 10*time.Second, "the log to hold the new generation", func() bool {
+		_, last := l.Bounds()
+		return l.Identity().ReplID == id && last == st.Offset()
+	})
+	if first, _ := l.Bounds(); first != 5001 {
+		t.Fatalf("the new generation's log starts at %d; want 5001, the snapshot's next byte", first)
+	}
+	plan, start := h.PlanFull()
+	if start != nil || plan.Snapshot != sn || (plan.Cursor == nil && plan.FromLog == nil) {
+		t.Fatalf("PlanFull: snapshot %v, fetch %v: want the new snapshot with its stream, no fetch", plan.Snapshot == sn, start != nil)
+	}
+	plan.Reader.Close()
+	if plan.Cursor != nil {
+		plan.Cursor.Close()
+	}
+	if plan.FromLog != nil {
+		plan.FromLog.Close()
 	}
 }

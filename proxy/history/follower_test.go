@@ -169,13 +169,21 @@ func (f gateFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-// TestFollowerRestartsBehind: a follower whose disk holds its write while
-// the stream runs on reports its lag in bytes and seconds; once it falls
-// behind by more than BehindLimit it lets go of the stream's blocks (the
-// stream trims to its backlog), counts a restart (not an error), and after
-// Retry the log starts again as a new generation from the memory backlog
-// and catches up: lag 0.
-func TestFollowerRestartsBehind(t *testing.T) {
+// gatedFollower is a follower of a fresh history (a sync at offset 100,
+// a 1 MiB backlog) writing its log through a gateFS, running until the
+// test ends, and a 16 KB SET to append to the stream.
+type gatedFollower struct {
+	t   *testing.T
+	h   *History
+	l   *streamlog.Log
+	f   *Follower
+	gfs *gateFS
+	cmd []byte
+}
+
+// startGatedFollower starts a gatedFollower with limit as its BehindLimit.
+func startGatedFollower(t *testing.T, limit int64) *gatedFollower {
+	t.Helper()
 	root, err := os.OpenRoot(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -187,10 +195,8 @@ func TestFollowerRestartsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	a := replid.New()
-	h := newTestHistory(t, a, 100) // backlog 1 MiB
+	h := newTestHistory(t, replid.New(), 100)
 	h.SetLog(l)
-	const limit = 2 << 20
 	f := NewFollower(h, l, hclog.NewNullLogger(), FollowerConfig{
 		Fsync:       func() Fsync { return FsyncNo },
 		BehindLimit: func() int64 { return limit },
@@ -200,18 +206,32 @@ func TestFollowerRestartsBehind(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
-	defer func() { cancel(); gfs.let(); <-done }()
+	t.Cleanup(func() { cancel(); gfs.let(); <-done }) // before the log's Close: cleanups run last first
+	return &gatedFollower{t: t, h: h, l: l, f: f, gfs: gfs,
+		cmd: []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")}
+}
 
-	st := h.Stream()
-	cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")
-	appendN := func(n int) {
-		t.Helper()
-		for range n {
-			if err := st.Append(cmd); err != nil {
-				t.Fatal(err)
-			}
+// appendSETs appends n of g's SETs to the stream.
+func (g *gatedFollower) appendSETs(n int) {
+	g.t.Helper()
+	for range n {
+		if err := g.h.Stream().Append(g.cmd); err != nil {
+			g.t.Fatal(err)
 		}
 	}
+}
+
+// TestFollowerRestartsBehind: a follower whose disk holds its write while
+// the stream runs on reports its lag in bytes and seconds; once it falls
+// behind by more than BehindLimit it lets go of the stream's blocks (the
+// stream trims to its backlog), counts a restart (not an error), and after
+// Retry the log starts again as a new generation from the memory backlog
+// and catches up: lag 0.
+func TestFollowerRestartsBehind(t *testing.T) {
+	const limit = 2 << 20
+	g := startGatedFollower(t, limit)
+	l, f, gfs, st := g.l, g.f, g.gfs, g.h.Stream()
+	appendN, cmdLen := g.appendSETs, len(g.cmd)
 	appendN(4)
 	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == st.Offset() })
 	if lag, age := f.Lag(time.Now()); lag != 0 || age != 0 {
@@ -224,7 +244,7 @@ func TestFollowerRestartsBehind(t *testing.T) {
 	gfs.shut()
 	appendN(1)
 	<-gfs.held
-	appendN(8 * limit / len(cmd))
+	appendN(8 * limit / cmdLen)
 	var lag int64
 	var age time.Duration
 	redistest.WaitFor(t, 10*time.Second, "the lag's age above 0 while the write waits", func() bool {
@@ -311,40 +331,9 @@ func TestLagMarks(t *testing.T) {
 // follower takes it, so that the log starts where the new snapshot's
 // stream does and a replica synced from that snapshot can be served.
 func TestFollowerLogStartsAtInstall(t *testing.T) {
-	root, err := os.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	gfs := newGateFS(streamlog.RootFS{Root: root})
-	l, _, err := streamlog.Open(streamlog.Options{FS: gfs, MaxBytes: 64 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	h := newTestHistory(t, replid.New(), 100) // backlog 1 MiB
-	h.SetLog(l)
-	f := NewFollower(h, l, hclog.NewNullLogger(), FollowerConfig{
-		Fsync:       func() Fsync { return FsyncNo },
-		BehindLimit: func() int64 { return 64 << 20 },
-		Retry:       10 * time.Millisecond,
-		SyncEvery:   time.Hour,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
-	defer func() { cancel(); gfs.let(); <-done }()
-
-	st := h.Stream()
-	cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")
-	appendN := func(n int) {
-		t.Helper()
-		for range n {
-			if err := st.Append(cmd); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	g := startGatedFollower(t, 64<<20)
+	h, l, gfs, st := g.h, g.l, g.gfs, g.h.Stream()
+	appendN, cmdLen := g.appendSETs, len(g.cmd)
 	appendN(1)
 	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == st.Offset() })
 
@@ -363,7 +352,7 @@ func TestFollowerLogStartsAtInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Install(sn)
-	appendN((4 << 20) / len(cmd))
+	appendN((4 << 20) / cmdLen)
 	if st.Offset()-5000 <= 2<<20 {
 		t.Fatalf("%d bytes since the install: the test needs well over the 1 MiB backlog", st.Offset()-5000)
 	}

@@ -85,11 +85,11 @@ func (s *flushingSource) Read(p []byte) (int, error) {
 	return s.n, s.err
 }
 
-// readFD is the syscall.RawConn.Read callback: one read(2); on EAGAIN the
-// held bytes go to the host before the poller waits (false).
+// readFD is the syscall.RawConn.Read callback: one read(2) (rawRead); on
+// EAGAIN the held bytes go to the host before the poller waits (false).
 func (s *flushingSource) readFD(fd uintptr) bool {
 	for {
-		n, err := syscall.Read(int(fd), s.p)
+		n, err := rawRead(fd, s.p)
 		switch {
 		case err == syscall.EINTR:
 			continue

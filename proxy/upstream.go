@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -73,6 +74,8 @@ func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64
 func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffset(applied) }
 
 func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBufferLimit }
+
+func (h upstreamHost) ReadCoalesce() time.Duration { return h.s.config().ReplReadCoalesce }
 
 // Published sends the new bytes to the caught-up replicas from the link's
 // goroutine (downstream.Fanout), instead of waking their write loops.

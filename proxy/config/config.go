@@ -25,6 +25,9 @@ const (
 	// MinQueryLimit is the least client-query-buffer-limit and
 	// proto-max-bulk-len Redis accepts (1 MiB).
 	MinQueryLimit = 1 << 20
+	// MaxReadCoalesce is the longest repl-read-coalesce-usec: past it a
+	// byte would wait longer than anyone would trade for CPU.
+	MaxReadCoalesce = 100 * time.Millisecond
 )
 
 // LogLevel is a Redis log level, the value of the loglevel directive.
@@ -239,6 +242,15 @@ type Config struct {
 	// and real replicas, are never paced. A change applies to payloads in
 	// progress from their next write. Default 0: unlimited. Proxy-only.
 	ReplLinkSyncRateLimit int64
+	// ReplReadCoalesce is `repl-read-coalesce-usec`, in microseconds in the
+	// directive: how long the primary's stream may gather in the proxy's
+	// socket before the proxy reads it, while it arrives at 64 KiB or more
+	// per that time; a slower stream is read as it arrives. Each read's
+	// wake-up costs the proxy more than the bytes it brings at small
+	// values; a byte relayed waits at most this long for it. 0 reads every
+	// stream as it arrives. TLS links are read as they arrive. Default
+	// 1000 (1 ms). A change applies at the link's next wait. Proxy-only.
+	ReplReadCoalesce time.Duration
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
 	// default: the proxy acknowledges to its primary what it has received,
@@ -336,14 +348,15 @@ type Config struct {
 // DefaultConfig returns a new Config holding every default.
 func DefaultConfig() *Config {
 	return &Config{
-		Port:            6379,
-		Bind:            []string{"127.0.0.1"},
-		ProtectedMode:   true,
-		ReplBacklogSize: 1 << 20,
-		ReplTimeout:     60 * time.Second,
-		ShutdownTimeout: 10 * time.Second,
-		ReplLogSize:     1 << 30,
-		ReplLogFsync:    FsyncEverySec,
+		Port:             6379,
+		Bind:             []string{"127.0.0.1"},
+		ProtectedMode:    true,
+		ReplBacklogSize:  1 << 20,
+		ReplTimeout:      60 * time.Second,
+		ReplReadCoalesce: time.Millisecond,
+		ShutdownTimeout:  10 * time.Second,
+		ReplLogSize:      1 << 30,
+		ReplLogFsync:     FsyncEverySec,
 
 		ReplLinkCompression:      LinkCompressionNo,
 		ReplLinkCompressionAllow: true,
@@ -401,6 +414,7 @@ func (c *Config) Validate() error {
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
 		{"repl-link-sync-rate-limit", checkNonNegative(c.ReplLinkSyncRateLimit)},
+		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},
@@ -534,6 +548,13 @@ const maxAckReplicas = math.MaxInt32
 func checkAckReplicas(n int) error {
 	if n < 0 || int64(n) > maxAckReplicas {
 		return fmt.Errorf("%w %d: replicas must be between 1 and %d", ErrInvalidValue, n, int64(maxAckReplicas))
+	}
+	return nil
+}
+
+func checkReadCoalesce(d time.Duration) error {
+	if d < 0 || d > MaxReadCoalesce || d%time.Microsecond != 0 {
+		return fmt.Errorf("%w %v: must be whole microseconds from 0 to %v", ErrInvalidValue, d, MaxReadCoalesce)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestDefaultConfig(t *testing.T) {
 
 		ReplLinkCompression:      LinkCompressionNo,
 		ReplLinkCompressionAllow: true,
+		ReplReadCoalesce:         time.Millisecond,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,

@@ -148,6 +148,18 @@ var directives = []directive{
 		return d
 	}(),
 	{
+		name: "repl-read-coalesce-usec", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, int64(MaxReadCoalesce/time.Microsecond))
+			if err != nil {
+				return err
+			}
+			c.ReplReadCoalesce = time.Duration(n) * time.Microsecond
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(int64(c.ReplReadCoalesce/time.Microsecond), 10) },
+	},
+	{
 		name: "repl-timeout", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
 			n, err := parseIntRange(args[0], 1, maxSeconds)

@@ -1,10 +1,12 @@
 package upstream
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -34,7 +36,41 @@ type flushingSource struct {
 	n   int
 	err error
 	fn  func(fd uintptr) bool // s.readFD, made once so that no read allocates
+
+	co coalescer
 }
+
+// A coalescer lets a fast stream gather in the primary's socket before the
+// stream loop reads it: while the stream arrives faster than denseBytes
+// per window (repl-read-coalesce-usec), the socket's SO_RCVLOWAT is raised
+// to lowat, so that the kernel wakes the loop only once that much has
+// arrived, and the wait is bounded by a read deadline one window away; a
+// slower stream is read as it arrives. Each wake-up of the loop costs the
+// proxy far more than the bytes it brings at small values (the scheduler,
+// the poller, one writev per replica), and at 512 B values it was most of
+// the relay's CPU; a byte waits at most one window for it, and only while
+// at least denseBytes arrive per window. Owned by the stream loop.
+type coalescer struct {
+	window func() time.Duration // Host.ReadCoalesce, read at every wait
+	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
+
+	lowat    int       // SO_RCVLOWAT while the stream is dense; 0 while it is not
+	armed    bool      // the read deadline is a coalescing one
+	expired  bool      // the last wait ended at its coalescing deadline, and nothing was read since
+	parkedAt time.Time // when the last wait began
+	read     int64     // bytes read since then
+	waits    int64     // waits begun, for tests
+}
+
+const (
+	// denseBytes per window make a stream dense; below a quarter of it
+	// (or after a window with nothing) it is read as it arrives again.
+	denseBytes = 64 << 10
+	// lowatMax bounds SO_RCVLOWAT; it is also at most a quarter of the
+	// socket's receive buffer when set, which the kernel would otherwise
+	// grow (and clamp the window to) to fit it.
+	lowatMax = 1 << 20
+)
 
 // newFlushingSource returns conn's flushing source, or nil when conn is no
 // plain socket (TLS, a pipe): the loop then tells the host after every
@@ -51,6 +87,12 @@ func newFlushingSource(rd *wire.CommandReader, conn net.Conn, publish func()) *f
 	s := &flushingSource{rd: rd, rc: rc, conn: conn, publish: publish}
 	s.fn = s.readFD
 	return s
+}
+
+// coalesce lets s coalesce reads in windows of window() (0: never); dl is
+// the read deadline that holds between them.
+func (s *flushingSource) coalesce(window func() time.Duration, dl *deadline) {
+	s.co.window, s.co.dl = window, dl
 }
 
 // published records n bytes just published, and tells the host at once
@@ -77,6 +119,13 @@ func (s *flushingSource) Read(p []byte) (int, error) {
 	}
 	s.p, s.n, s.err = p, 0, nil
 	err := s.rc.Read(s.fn) // the read deadline applies: the poller's wait
+	if err != nil && s.co.armed && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The window ended before lowat bytes arrived: read what did.
+		s.co.armed = false
+		s.co.dl.rearm()
+		s.co.expired = true
+		err = s.rc.Read(s.fn)
+	}
 	s.p = nil
 	if err != nil {
 		s.flush() // the link ends: nothing is held back from replicas
@@ -95,6 +144,9 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			s.flush()
+			if s.co.window != nil {
+				s.park(fd)
+			}
 			return false
 		case err != nil:
 			// As net.Conn.Read reports it.
@@ -104,7 +156,70 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 			s.err = io.EOF
 		default:
 			s.n = n
+			s.co.read += int64(n)
+			s.co.expired = false
 		}
 		return true
 	}
+}
+
+// park prepares the wait that follows an empty read: it decides from the
+// bytes read since the last wait whether the stream is dense, sets
+// SO_RCVLOWAT when that changed, and bounds a dense wait by a deadline one
+// window away.
+func (s *flushingSource) park(fd uintptr) {
+	co := &s.co
+	now := time.Now()
+	w := co.window()
+	since := now.Sub(co.parkedAt)
+	// The rate of the last cycle, in bytes per window.
+	perWindow := int64(0)
+	if since > 0 && w > 0 {
+		perWindow = int64(float64(co.read) * float64(w) / float64(since))
+	}
+	co.parkedAt, co.read = now, 0
+	co.waits++
+	switch {
+	case w <= 0 || co.expired || (co.lowat > 0 && perWindow < denseBytes/4):
+		if co.lowat > 0 {
+			s.setLowat(fd, 0)
+		}
+	case co.lowat == 0 && perWindow >= denseBytes:
+		s.setLowat(fd, lowatFor(fd, perWindow))
+	case co.lowat > 0 && perWindow > int64(2*co.lowat) && co.lowat < lowatMax:
+		// Woken by lowat much sooner than the window: raise it, as far as
+		// the receive buffer (which the kernel grows for a fast stream)
+		// allows.
+		if l := lowatFor(fd, perWindow); l > co.lowat {
+			s.setLowat(fd, l)
+		}
+	}
+	co.expired = false
+	if co.lowat > 0 {
+		s.conn.SetReadDeadline(now.Add(w))
+		co.armed = true
+	} else if co.armed {
+		co.armed = false
+		co.dl.rearm()
+	}
+}
+
+// lowatFor is the SO_RCVLOWAT for a stream of perWindow bytes per window:
+// that, within [denseBytes/2, lowatMax] and at most a quarter of the
+// socket's receive buffer.
+func lowatFor(fd uintptr, perWindow int64) int {
+	l := int(min(max(perWindow, denseBytes/2), lowatMax))
+	if rcvbuf, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
+		l = min(l, rcvbuf/4)
+	}
+	return max(l, 1)
+}
+
+// setLowat sets SO_RCVLOWAT to v (0: the default, 1 byte). A socket that
+// refuses it is read as it arrives.
+func (s *flushingSource) setLowat(fd uintptr, v int) {
+	if err := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(v, 1)); err != nil || v <= 1 {
+		v = 0
+	}
+	s.co.lowat = v
 }

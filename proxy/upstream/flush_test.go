@@ -87,3 +87,155 @@ func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
 		t.Fatalf("read after the primary closed: %v, want EOF", err)
 	}
 }
+
+// coalescePair is a loopback TCP connection read through a flushing source
+// that coalesces in windows of window, under a repl-timeout of timeout.
+func coalescePair(t *testing.T, window, timeout time.Duration) (primary net.Conn, s *flushingSource) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	primary, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Close() })
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	s = newFlushingSource(wire.NewCommandReader(conn, wire.Limits{}), conn, func() {})
+	dl := &deadline{conn: conn, timeout: timeout}
+	dl.touch(time.Now())
+	s.coalesce(func() time.Duration { return window }, dl)
+	return primary, s
+}
+
+// TestCoalescerFastStream: a stream of 1 KiB writes arriving far faster
+// than denseBytes per window is read in far fewer waits than writes, every
+// byte in order; once it stops, the last bytes come within about a window,
+// not at lowat, and the socket is read as it arrives again.
+func TestCoalescerFastStream(t *testing.T) {
+	const window = 20 * time.Millisecond
+	primary, s := coalescePair(t, window, time.Minute)
+	const writes, size = 4096, 1024
+	go func() {
+		chunk := make([]byte, size)
+		for i := range writes {
+			for j := range chunk {
+				chunk[j] = byte(i + j)
+			}
+			if _, err := primary.Write(chunk); err != nil {
+				return
+			}
+			if i%16 == 15 {
+				time.Sleep(100 * time.Microsecond) // about 100 MB/s: dense
+			}
+		}
+	}()
+	buf := make([]byte, 16<<10)
+	for got := 0; got < writes*size; {
+		n, err := s.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range n {
+			i, j := (got+k)/size, (got+k)%size
+			if buf[k] != byte(i+j) {
+				t.Fatalf("byte %d: %d, want %d", got+k, buf[k], byte(i+j))
+			}
+		}
+		got += n
+	}
+	if s.co.waits*8 > writes {
+		t.Fatalf("%d waits for %d writes: the reads did not coalesce", s.co.waits, writes)
+	}
+	if s.co.lowat == 0 {
+		t.Fatal("a dense stream left SO_RCVLOWAT at the default")
+	}
+	t.Logf("%d waits for %d writes of %d bytes; lowat %d", s.co.waits, writes, size, s.co.lowat)
+
+	// One small write after the stream stopped: it comes at the window's
+	// end, not when lowat bytes would have gathered (never).
+	time.Sleep(3 * window)
+	start := time.Now()
+	primary.Write([]byte("tail"))
+	n, err := s.Read(buf)
+	if err != nil || string(buf[:n]) != "tail" {
+		t.Fatalf("read after the stream stopped: %q, %v", buf[:n], err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the tail took %v, window %v", took, window)
+	}
+	// The next wait finds nothing: the stream is read as it arrives.
+	go func() {
+		time.Sleep(3 * window)
+		primary.Write([]byte("x"))
+	}()
+	if _, err := s.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if s.co.lowat != 0 || s.co.armed {
+		t.Fatalf("after a silent window: lowat %d, armed %v; want 0, false", s.co.lowat, s.co.armed)
+	}
+}
+
+// TestCoalescerSlowStream: writes that arrive slower than denseBytes per
+// window are read as they arrive: SO_RCVLOWAT is never raised, and no
+// write waits for the window.
+func TestCoalescerSlowStream(t *testing.T) {
+	const window = 50 * time.Millisecond
+	primary, s := coalescePair(t, window, time.Minute)
+	buf := make([]byte, 16<<10)
+	for range 20 {
+		time.Sleep(2 * time.Millisecond)
+		primary.Write(make([]byte, 100)) // 100 B per 2 ms: 2.5 KB per window
+		for got := 0; got < 100; {
+			n, err := s.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+		if s.co.lowat != 0 || s.co.armed {
+			t.Fatalf("a slow stream: lowat %d, armed %v; want 0, false", s.co.lowat, s.co.armed)
+		}
+	}
+}
+
+// TestCoalescerReplTimeout: a dense stream that goes silent still ends in
+// the repl-timeout's error, not in one of the coalescing deadlines.
+func TestCoalescerReplTimeout(t *testing.T) {
+	const window = 5 * time.Millisecond
+	primary, s := coalescePair(t, window, 100*time.Millisecond)
+	buf := make([]byte, 16<<10)
+	go func() {
+		chunk := make([]byte, 32<<10)
+		for range 64 {
+			if _, err := primary.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	var got int
+	for got < 64*32<<10 {
+		n, err := s.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		got += n
+	}
+	start := time.Now()
+	_, err := s.Read(buf)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read of a silent primary: %v, want a timeout", err)
+	}
+	// touch set it at repl-timeout + deadlineRefresh from the start.
+	if took := time.Since(start); took < window*4 {
+		t.Fatalf("timed out after %v: a coalescing deadline, not the repl-timeout's", took)
+	}
+}

@@ -88,6 +88,10 @@ type Host interface {
 	// main link may hold unpublished (0: no limit). Read at every read of
 	// the stream, so that a change applies at once.
 	QueryLimit() int64
+	// ReadCoalesce is repl-read-coalesce-usec: how long a fast stream may
+	// gather in the primary's socket before the main link reads it (0:
+	// never; see coalescer). Read before every wait of a plain TCP link.
+	ReadCoalesce() time.Duration
 	// Published is told, on the link's goroutine, that publishes made new
 	// stream bytes visible, so that the host may send them to replicas from
 	// this goroutine; it must never block. On a plain TCP link it is told

@@ -150,6 +150,11 @@ type deadline struct {
 	set     time.Time
 }
 
+// rearm sets the deadline touch last set again, after a shorter one.
+func (d *deadline) rearm() {
+	d.conn.SetReadDeadline(d.set.Add(d.timeout + deadlineRefresh))
+}
+
 func (d *deadline) touch(now time.Time) {
 	if now.Sub(d.set) >= deadlineRefresh {
 		d.conn.SetReadDeadline(now.Add(d.timeout + deadlineRefresh))

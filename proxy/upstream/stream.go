@@ -47,6 +47,9 @@ func (c *session) streamLoop() error {
 		defer fs.flush()
 	}
 	dl := deadline{conn: c.conn, timeout: c.timeout}
+	if fs != nil {
+		fs.coalesce(l.host.ReadCoalesce, &dl)
+	}
 	for {
 		now := time.Now()
 		dl.touch(now)

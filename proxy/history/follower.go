@@ -308,6 +308,7 @@ func (f *Follower) follow(ctx context.Context) error {
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
 	defer gather.Stop()
+	wrote := false // the last batch taken was written
 	for {
 		if e := h.Epoch(); e != epoch {
 			// A new replid at the same generation (+CONTINUE <new id>).
@@ -326,6 +327,19 @@ func (f *Follower) follow(ctx context.Context) error {
 		if len(*bufs) == 0 {
 			if ctx.Err() != nil {
 				return ctx.Err() // drained: everything published is in the log
+			}
+			if wrote && f.cfg.Fsync() != FsyncAlways {
+				// It wrote last time round: the stream is flowing, so sleep
+				// one gatherDelay and take what came, without asking each
+				// publish to wake it first (one wake-up per batch, not two).
+				wrote = false
+				gather.Reset(gatherDelay)
+				select {
+				case <-gather.C:
+				case <-ctx.Done():
+					gather.Stop()
+				}
+				continue
 			}
 			if err := cur.Wait(ctx); err != nil && ctx.Err() == nil {
 				return err
@@ -370,6 +384,7 @@ func (f *Follower) follow(ctx context.Context) error {
 			return err
 		}
 		f.appended()
+		wrote = true
 		if err := cur.Advance(n); err != nil {
 			return err
 		}

@@ -328,29 +328,26 @@ func (f *Follower) follow(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err() // drained: everything published is in the log
 			}
-			if wrote && f.cfg.Fsync() != FsyncAlways {
-				// It wrote last time round: the stream is flowing, so sleep
-				// one gatherDelay and take what came, without asking each
-				// publish to wake it first (one wake-up per batch, not two).
-				wrote = false
-				gather.Reset(gatherDelay)
-				select {
-				case <-gather.C:
-				case <-ctx.Done():
-					gather.Stop()
+			// Under repl-log-fsync always each batch is synced as it is
+			// written: nothing gathers.
+			gathering := f.cfg.Fsync() != FsyncAlways
+			// It wrote last time round: the stream is flowing, so it sleeps
+			// one gatherDelay and takes what came, without asking each
+			// publish to wake it first (one wake-up per batch, not two).
+			flowing := wrote && gathering
+			wrote = false
+			if !flowing {
+				if err := cur.Wait(ctx); err != nil && ctx.Err() == nil {
+					return err
 				}
-				continue
 			}
-			if err := cur.Wait(ctx); err != nil && ctx.Err() == nil {
-				return err
-			}
-			if f.cfg.Fsync() != FsyncAlways && cur.Lag() < gatherBytes {
-				// Woken by a publish of a few KiB: let more arrive before
-				// writing, so that the log costs one wake-up and one writev
-				// per gatherDelay at most instead of one per publish, which at
-				// small values was most of its cost. The bytes wait in memory
-				// for that long; under everysec they wait up to a second for
-				// their fsync anyway.
+			if flowing || (gathering && cur.Lag() < gatherBytes) {
+				// Woken by a publish of a few KiB (or flowing): let more
+				// arrive before writing, so that the log costs one wake-up
+				// and one writev per gatherDelay at most instead of one per
+				// publish, which at small values was most of its cost. The
+				// bytes wait in memory for that long; under everysec they
+				// wait up to a second for their fsync anyway.
 				gather.Reset(gatherDelay)
 				select {
 				case <-gather.C:

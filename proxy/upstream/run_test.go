@@ -54,7 +54,7 @@ func (h *testHost) QueryLimit() int64 { return 0 }
 
 // ReadCoalesce is on, so that every stream test runs through the coalescer.
 func (h *testHost) ReadCoalesce() time.Duration { return time.Millisecond }
-func (h *testHost) Published()        {}
+func (h *testHost) Published()                  {}
 
 func (h *testHost) PayloadStarted(*replbuf.Snapshot, int64) (PayloadSink, error) {
 	h.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,8 +46,9 @@ type flushingSource struct {
 // stream loop reads it: while the stream arrives faster than denseBytes
 // per window (repl-read-coalesce-usec), the socket's SO_RCVLOWAT is raised
 // to lowat, so that the kernel wakes the loop only once that much has
-// arrived, and the wait is bounded by a read deadline one window away; a
-// slower stream is read as it arrives. Each wake-up of the loop costs the
+// arrived, and the wait is bounded by the window (waitRaw's ppoll, or a
+// read deadline in the poller with one P); a slower stream is read as it
+// arrives. Each wake-up of the loop costs the
 // proxy far more than the bytes it brings at small values (the scheduler,
 // the poller, one writev per replica), and at 512 B values it was most of
 // the relay's CPU; a byte waits at most one window for it, and only while
@@ -54,12 +57,16 @@ type coalescer struct {
 	window func() time.Duration // Host.ReadCoalesce, read at every wait
 	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
 
-	lowat    int       // SO_RCVLOWAT while the stream is dense; 0 while it is not
-	armed    bool      // the read deadline is a coalescing one
-	expired  bool      // the last wait ended at its coalescing deadline, and nothing was read since
-	parkedAt time.Time // when the last wait began
-	read     int64     // bytes read since then
-	waits    int64     // waits begun, for tests
+	lowat    int           // SO_RCVLOWAT while the stream is dense; 0 while it is not
+	armed    bool          // the wait is bounded by a coalescing window
+	armedFor time.Duration // that window
+	deadline bool          // the bound is the conn's read deadline (a wait in the poller), not rawWait's
+	rawOff   bool          // rawWait failed once (or a test chose the poller): dense waits are the poller's
+	expired  bool          // the last wait ended at its coalescing deadline, and nothing was read since
+	parkedAt time.Time     // when the last wait began
+	read     int64         // bytes read since then
+	waits    int64         // waits begun, for tests
+	rawWaits atomic.Int64  // of them, those waitRaw made (read by tests while a wait runs)
 }
 
 const (
@@ -119,9 +126,9 @@ func (s *flushingSource) Read(p []byte) (int, error) {
 	}
 	s.p, s.n, s.err = p, 0, nil
 	err := s.rc.Read(s.fn) // the read deadline applies: the poller's wait
-	if err != nil && s.co.armed && errors.Is(err, os.ErrDeadlineExceeded) {
+	if err != nil && s.co.armed && s.co.deadline && errors.Is(err, os.ErrDeadlineExceeded) {
 		// The window ended before lowat bytes arrived: read what did.
-		s.co.armed = false
+		s.co.armed, s.co.deadline = false, false
 		s.co.dl.rearm()
 		s.co.expired = true
 		err = s.rc.Read(s.fn)
@@ -147,7 +154,11 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 			if s.co.window != nil {
 				s.park(fd)
 			}
-			return false
+			if s.co.armed && !s.co.deadline {
+				s.waitRaw(fd)
+				continue
+			}
+			return false // the poller waits
 		case err != nil:
 			// As net.Conn.Read reports it.
 			s.err = &net.OpError{Op: "read", Net: "tcp", Source: s.conn.LocalAddr(), Addr: s.conn.RemoteAddr(),
@@ -196,11 +207,55 @@ func (s *flushingSource) park(fd uintptr) {
 	}
 	co.expired = false
 	if co.lowat > 0 {
-		s.conn.SetReadDeadline(now.Add(w))
-		co.armed = true
+		co.armed, co.armedFor = true, w
+		if raw := rawWaits && !co.rawOff && runtime.GOMAXPROCS(0) >= 2; !raw {
+			s.conn.SetReadDeadline(now.Add(w))
+			co.deadline = true
+		} else if co.deadline {
+			co.deadline = false
+			co.dl.rearm()
+		}
 	} else if co.armed {
 		co.armed = false
-		co.dl.rearm()
+		if co.deadline {
+			co.deadline = false
+			co.dl.rearm()
+		}
+	}
+}
+
+// waitRaw is the wait of a dense stream, bounded by its window: rawWait,
+// on the stream loop's thread and P, instead of a wait in Go's poller.
+// Either way the thread sleeps once per wait; through the poller the
+// runtime also wakes a second thread for the goroutine the poller readies
+// (an idle P looks for work), which finds none and sleeps again, and
+// every window's read deadline wakes the thread blocked in the poller to
+// recompute its timeout: at 512 B values, 1 replica, those were about
+// three quarters of the proxy's context switches. Holding the P for a
+// window (repl-read-coalesce-usec, 1 ms by default) while the stream is
+// dense costs the other goroutines that P for as long, which is why it is
+// done only with two Ps or more (runtime.GOMAXPROCS) and only while the
+// stream is dense: a stream that leaves a window empty is read as it
+// arrives again, its waits the poller's. The runtime's preemption and a
+// stop of the world interrupt it (EINTR), as they do a goroutine that
+// runs. After the wait the loop reads again: what arrived, lowat bytes or
+// fewer at the window's end.
+func (s *flushingSource) waitRaw(fd uintptr) {
+	s.co.rawWaits.Add(1)
+	ready, err := rawWait(fd, s.co.armedFor)
+	switch {
+	case err == syscall.EINTR:
+	case err != nil:
+		// Never expected of ppoll on one descriptor; the poller takes the
+		// dense waits from now on; this one ends as an empty window does,
+		// so that lowat goes back to a byte before the poller waits.
+		s.co.rawOff = true
+		s.co.armed = false
+		s.co.expired = true
+	case !ready:
+		// The window ended before lowat bytes arrived: read what did.
+		s.co.armed = false
+		s.co.expired = true
 	}
 }
 

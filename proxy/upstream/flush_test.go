@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,9 +89,46 @@ func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
 	}
 }
 
+// waitModes are the two ways a dense stream's wait is made: rawWait on
+// the loop's P (with two Ps or more), or the poller under a read deadline
+// (one P, or rawWait unavailable). Each coalescer test runs in both.
+var waitModes = []struct {
+	name string
+	raw  bool
+}{{"raw", true}, {"poller", false}}
+
+// inWaitModes runs test once per wait mode; raw runs under two Ps at
+// least, so that the flushing source waits with rawWait.
+func inWaitModes(t *testing.T, test func(t *testing.T, raw bool)) {
+	for _, m := range waitModes {
+		t.Run(m.name, func(t *testing.T) {
+			if m.raw {
+				if !rawWaits {
+					t.Skip("no raw waits on this platform")
+				}
+				if runtime.GOMAXPROCS(0) < 2 {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+				}
+			}
+			test(t, m.raw)
+		})
+	}
+}
+
+// checkWaitMode fails unless the dense waits were made the way raw says.
+func checkWaitMode(t *testing.T, s *flushingSource, raw bool) {
+	t.Helper()
+	if n := s.co.rawWaits.Load(); raw && n == 0 {
+		t.Fatal("no dense wait was a raw one")
+	} else if !raw && n != 0 {
+		t.Fatalf("%d raw waits with raw waits off", n)
+	}
+}
+
 // coalescePair is a loopback TCP connection read through a flushing source
-// that coalesces in windows of window, under a repl-timeout of timeout.
-func coalescePair(t *testing.T, window, timeout time.Duration) (primary net.Conn, s *flushingSource) {
+// that coalesces in windows of window, under a repl-timeout of timeout;
+// raw says whether its dense waits may be raw ones.
+func coalescePair(t *testing.T, window, timeout time.Duration, raw bool) (primary net.Conn, s *flushingSource) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,6 +149,7 @@ func coalescePair(t *testing.T, window, timeout time.Duration) (primary net.Conn
 	dl := &deadline{conn: conn, timeout: timeout}
 	dl.touch(time.Now())
 	s.coalesce(func() time.Duration { return window }, dl)
+	s.co.rawOff = !raw
 	return primary, s
 }
 
@@ -118,9 +157,11 @@ func coalescePair(t *testing.T, window, timeout time.Duration) (primary net.Conn
 // than denseBytes per window is read in far fewer waits than writes, every
 // byte in order; once it stops, the last bytes come within about a window,
 // not at lowat, and the socket is read as it arrives again.
-func TestCoalescerFastStream(t *testing.T) {
+func TestCoalescerFastStream(t *testing.T) { inWaitModes(t, testCoalescerFastStream) }
+
+func testCoalescerFastStream(t *testing.T, raw bool) {
 	const window = 20 * time.Millisecond
-	primary, s := coalescePair(t, window, time.Minute)
+	primary, s := coalescePair(t, window, time.Minute, raw)
 	const writes, size = 4096, 1024
 	go func() {
 		chunk := make([]byte, size)
@@ -156,7 +197,8 @@ func TestCoalescerFastStream(t *testing.T) {
 	if s.co.lowat == 0 {
 		t.Fatal("a dense stream left SO_RCVLOWAT at the default")
 	}
-	t.Logf("%d waits for %d writes of %d bytes; lowat %d", s.co.waits, writes, size, s.co.lowat)
+	checkWaitMode(t, s, raw)
+	t.Logf("%d waits (%d raw) for %d writes of %d bytes; lowat %d", s.co.waits, s.co.rawWaits.Load(), writes, size, s.co.lowat)
 
 	// One small write after the stream stopped: it comes at the window's
 	// end, not when lowat bytes would have gathered (never).
@@ -186,9 +228,11 @@ func TestCoalescerFastStream(t *testing.T) {
 // TestCoalescerSlowStream: writes that arrive slower than denseBytes per
 // window are read as they arrive: SO_RCVLOWAT is never raised, and no
 // write waits for the window.
-func TestCoalescerSlowStream(t *testing.T) {
+func TestCoalescerSlowStream(t *testing.T) { inWaitModes(t, testCoalescerSlowStream) }
+
+func testCoalescerSlowStream(t *testing.T, raw bool) {
 	const window = 50 * time.Millisecond
-	primary, s := coalescePair(t, window, time.Minute)
+	primary, s := coalescePair(t, window, time.Minute, raw)
 	buf := make([]byte, 16<<10)
 	for range 20 {
 		time.Sleep(2 * time.Millisecond)
@@ -200,17 +244,19 @@ func TestCoalescerSlowStream(t *testing.T) {
 			}
 			got += n
 		}
-		if s.co.lowat != 0 || s.co.armed {
-			t.Fatalf("a slow stream: lowat %d, armed %v; want 0, false", s.co.lowat, s.co.armed)
+		if n := s.co.rawWaits.Load(); s.co.lowat != 0 || s.co.armed || n != 0 {
+			t.Fatalf("a slow stream: lowat %d, armed %v, %d raw waits; want 0, false, 0", s.co.lowat, s.co.armed, n)
 		}
 	}
 }
 
 // TestCoalescerReplTimeout: a dense stream that goes silent still ends in
 // the repl-timeout's error, not in one of the coalescing deadlines.
-func TestCoalescerReplTimeout(t *testing.T) {
+func TestCoalescerReplTimeout(t *testing.T) { inWaitModes(t, testCoalescerReplTimeout) }
+
+func testCoalescerReplTimeout(t *testing.T, raw bool) {
 	const window = 5 * time.Millisecond
-	primary, s := coalescePair(t, window, 100*time.Millisecond)
+	primary, s := coalescePair(t, window, 100*time.Millisecond, raw)
 	buf := make([]byte, 16<<10)
 	go func() {
 		chunk := make([]byte, 32<<10)
@@ -237,5 +283,59 @@ func TestCoalescerReplTimeout(t *testing.T) {
 	// touch set it at repl-timeout + deadlineRefresh from the start.
 	if took := time.Since(start); took < window*4 {
 		t.Fatalf("timed out after %v: a coalescing deadline, not the repl-timeout's", took)
+	}
+}
+
+// TestRawWaitYieldsToTheWorld: a raw wait holds its P for up to a window,
+// but a stop of the world (here a GC's) does not wait for the window's
+// end: the runtime's signal ends the wait (EINTR) and the loop yields, as
+// a goroutine that runs would. With a window of 5 s and a stream that
+// stopped while dense, a GC completes within a second.
+func TestRawWaitYieldsToTheWorld(t *testing.T) {
+	if !rawWaits {
+		t.Skip("no raw waits on this platform")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	const window = 5 * time.Second
+	primary, s := coalescePair(t, window, time.Minute, true)
+	const burst = 4 << 20
+	// As if the last wait had just begun, so that the first wait's rate
+	// is the burst's, whether or not a read found the socket empty in it.
+	s.co.parkedAt = time.Now()
+	go primary.Write(make([]byte, burst))
+	var got atomic.Int64
+	var rawAtEnd atomic.Int64 // raw waits made by the time the burst was read
+	rawAtEnd.Store(-1)
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := s.Read(buf)
+			if got.Add(int64(n)) == burst && rawAtEnd.Load() < 0 {
+				rawAtEnd.Store(s.co.rawWaits.Load())
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	// Read whole, the stream dense: the next wait is a raw one, for up to
+	// the window, and nothing more comes.
+	redistest.WaitFor(t, 10*time.Second, "a raw wait after the burst", func() bool {
+		n := rawAtEnd.Load()
+		return n >= 0 && s.co.rawWaits.Load() > n
+	})
+	time.Sleep(10 * time.Millisecond) // inside ppoll by now
+	start := time.Now()
+	runtime.GC()
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a GC during a raw wait took %v: it waited for the window (%v)", took, window)
+	}
+	primary.Close() // the wait ends at the stream's end
+	if err := <-done; err != io.EOF {
+		t.Fatalf("read after the primary closed: %v, want EOF", err)
 	}
 }

@@ -2,7 +2,10 @@ package upstream
 
 import (
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawRead is read(2) on the link's non-blocking socket as a raw system call
@@ -23,4 +26,26 @@ func rawRead(fd uintptr, p []byte) (int, error) {
 		return 0, errno
 	}
 	return int(n), nil
+}
+
+// rawWaits says that the stream loop may wait for a dense stream with
+// rawWait (see flushingSource.waitRaw).
+const rawWaits = true
+
+// rawWait waits, as a raw system call, until fd is readable or d has
+// passed, and reports whether it is: ppoll(2) on the one descriptor, whose
+// readiness for a TCP socket honours SO_RCVLOWAT (the kernel reports it
+// readable once that many bytes arrived). The scheduler is not told: the
+// goroutine's P stays with it while it waits, which is why it is used only
+// for waits a coalescing window bounds (see flushingSource.waitRaw). A
+// signal ends it early (EINTR, never restarted for ppoll): the runtime's
+// preemption reaches the goroutine as it does one running.
+func rawWait(fd uintptr, d time.Duration) (ready bool, err error) {
+	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	n, _, errno := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if errno != 0 {
+		return false, errno
+	}
+	return n > 0, nil
 }

@@ -239,7 +239,10 @@ func (s *flushingSource) park(fd uintptr) {
 // arrives again, its waits the poller's. The runtime's preemption and a
 // stop of the world interrupt it (EINTR), as they do a goroutine that
 // runs. After the wait the loop reads again: what arrived, lowat bytes or
-// fewer at the window's end.
+// fewer at the window's end. A Close meanwhile wakes no raw wait, and the
+// socket stays open until the read in progress returns: it is seen by the
+// next Read, once this one has returned its bytes (at most a window and a
+// read after it began) or, after an empty window, by the poller's wait.
 func (s *flushingSource) waitRaw(fd uintptr) {
 	s.co.rawWaits.Add(1)
 	ready, err := rawWait(fd, s.co.armedFor)

@@ -339,3 +339,52 @@ func TestRawWaitYieldsToTheWorld(t *testing.T) {
 		t.Fatalf("read after the primary closed: %v, want EOF", err)
 	}
 }
+
+// TestRawWaitEndsAtClose: a Close of the link while its stream is dense,
+// every wait a raw one, ends the reads within about a window: the socket
+// stays open until the read in progress returns, and the loop, which keeps
+// finding bytes, sees the Close after its next wait.
+func TestRawWaitEndsAtClose(t *testing.T) {
+	if !rawWaits {
+		t.Skip("no raw waits on this platform")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	const window = 50 * time.Millisecond
+	primary, s := coalescePair(t, window, time.Minute, true)
+	go func() { // dense until the link closes
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := primary.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := s.Read(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	redistest.WaitFor(t, 10*time.Second, "raw waits", func() bool { return s.co.rawWaits.Load() > 3 })
+	closed := make(chan struct{})
+	start := time.Now()
+	go func() {
+		s.conn.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waiting after 5 s: the dense loop never saw it")
+	}
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
+	}
+	t.Logf("closed after %v (window %v)", time.Since(start), window)
+}

@@ -103,15 +103,23 @@ func inWaitModes(t *testing.T, test func(t *testing.T, raw bool)) {
 	for _, m := range waitModes {
 		t.Run(m.name, func(t *testing.T) {
 			if m.raw {
-				if !rawWaits {
-					t.Skip("no raw waits on this platform")
-				}
-				if runtime.GOMAXPROCS(0) < 2 {
-					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-				}
+				withRawWaits(t)
 			}
 			test(t, m.raw)
 		})
+	}
+}
+
+// withRawWaits skips t where there are no raw waits, and runs it under
+// two Ps at least, which they need.
+func withRawWaits(t *testing.T) {
+	t.Helper()
+	if !rawWaits {
+		t.Skip("no raw waits on this platform")
+	}
+	if n := runtime.GOMAXPROCS(0); n < 2 {
+		runtime.GOMAXPROCS(2)
+		t.Cleanup(func() { runtime.GOMAXPROCS(n) })
 	}
 }
 
@@ -292,12 +300,7 @@ func testCoalescerReplTimeout(t *testing.T, raw bool) {
 // a goroutine that runs would. With a window of 5 s and a stream that
 // stopped while dense, a GC completes within a second.
 func TestRawWaitYieldsToTheWorld(t *testing.T) {
-	if !rawWaits {
-		t.Skip("no raw waits on this platform")
-	}
-	if runtime.GOMAXPROCS(0) < 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	}
+	withRawWaits(t)
 	const window = 5 * time.Second
 	primary, s := coalescePair(t, window, time.Minute, true)
 	const burst = 4 << 20
@@ -345,12 +348,7 @@ func TestRawWaitYieldsToTheWorld(t *testing.T) {
 // stays open until the read in progress returns, and the loop, which keeps
 // finding bytes, sees the Close after its next wait.
 func TestRawWaitEndsAtClose(t *testing.T) {
-	if !rawWaits {
-		t.Skip("no raw waits on this platform")
-	}
-	if runtime.GOMAXPROCS(0) < 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	}
+	withRawWaits(t)
 	const window = 50 * time.Millisecond
 	primary, s := coalescePair(t, window, time.Minute, true)
 	go func() { // dense until the link closes

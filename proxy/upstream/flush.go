@@ -60,6 +60,7 @@ type coalescer struct {
 	lowat    int           // SO_RCVLOWAT while the stream is dense; 0 while it is not
 	armed    bool          // the wait is bounded by a coalescing window
 	armedFor time.Duration // that window
+	rawUntil time.Time     // when a raw wait's window ends
 	deadline bool          // the bound is the conn's read deadline (a wait in the poller), not rawWait's
 	rawOff   bool          // rawWait failed once (or a test chose the poller): dense waits are the poller's
 	expired  bool          // the last wait ended at its coalescing deadline, and nothing was read since
@@ -207,7 +208,7 @@ func (s *flushingSource) park(fd uintptr) {
 	}
 	co.expired = false
 	if co.lowat > 0 {
-		co.armed, co.armedFor = true, w
+		co.armed, co.armedFor, co.rawUntil = true, w, now.Add(w)
 		if raw := rawWaits && !co.rawOff && runtime.GOMAXPROCS(0) >= 2; !raw {
 			s.conn.SetReadDeadline(now.Add(w))
 			co.deadline = true
@@ -237,17 +238,22 @@ func (s *flushingSource) park(fd uintptr) {
 // done only with two Ps or more (runtime.GOMAXPROCS) and only while the
 // stream is dense: a stream that leaves a window empty is read as it
 // arrives again, its waits the poller's. The runtime's preemption and a
-// stop of the world interrupt it (EINTR), as they do a goroutine that
-// runs. After the wait the loop reads again: what arrived, lowat bytes or
-// fewer at the window's end. A Close meanwhile wakes no raw wait, and the
+// stop of the world interrupt it (EINTR; sysmon preempts a goroutine that
+// has not been rescheduled for 10 ms, which one waiting raw through dense
+// windows never is): the goroutine yields (runtime.Gosched) and then waits
+// out the rest of the window, its lowat kept. After the wait the loop
+// reads again: what arrived, lowat bytes or fewer at the window's end. A Close meanwhile wakes no raw wait, and the
 // socket stays open until the read in progress returns: it is seen by the
 // next Read, once this one has returned its bytes (at most a window and a
 // read after it began) or, after an empty window, by the poller's wait.
 func (s *flushingSource) waitRaw(fd uintptr) {
 	s.co.rawWaits.Add(1)
-	ready, err := rawWait(fd, s.co.armedFor)
+	ready, err := rawWait(fd, time.Until(s.co.rawUntil))
+	for err == syscall.EINTR {
+		runtime.Gosched()
+		ready, err = rawWait(fd, time.Until(s.co.rawUntil))
+	}
 	switch {
-	case err == syscall.EINTR:
 	case err != nil:
 		// Never expected of ppoll on one descriptor; the poller takes the
 		// dense waits from now on; this one ends as an empty window does,

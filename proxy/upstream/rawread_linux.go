@@ -42,7 +42,7 @@ const rawWaits = true
 // preemption reaches the goroutine as it does one running.
 func rawWait(fd uintptr, d time.Duration) (ready bool, err error) {
 	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	ts := unix.NsecToTimespec(d.Nanoseconds())
+	ts := unix.NsecToTimespec(max(d, 0).Nanoseconds()) // a window already over: look once
 	n, _, errno := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 	if errno != 0 {
 		return false, errno

@@ -57,17 +57,16 @@ type coalescer struct {
 	window func() time.Duration // Host.ReadCoalesce, read at every wait
 	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
 
-	lowat    int           // SO_RCVLOWAT while the stream is dense; 0 while it is not
-	armed    bool          // the wait is bounded by a coalescing window
-	armedFor time.Duration // that window
-	rawUntil time.Time     // when a raw wait's window ends
-	deadline bool          // the bound is the conn's read deadline (a wait in the poller), not rawWait's
-	rawOff   bool          // rawWait failed once (or a test chose the poller): dense waits are the poller's
-	expired  bool          // the last wait ended at its coalescing deadline, and nothing was read since
-	parkedAt time.Time     // when the last wait began
-	read     int64         // bytes read since then
-	waits    int64         // waits begun, for tests
-	rawWaits atomic.Int64  // of them, those waitRaw made (read by tests while a wait runs)
+	lowat    int          // SO_RCVLOWAT while the stream is dense; 0 while it is not
+	armed    bool         // the wait is bounded by a coalescing window
+	rawUntil time.Time    // when the raw wait's window ends
+	deadline bool         // the bound is the conn's read deadline (a wait in the poller), not rawWait's
+	rawOff   bool         // rawWait failed once (or a test chose the poller): dense waits are the poller's
+	expired  bool         // the last wait ended at its coalescing deadline, and nothing was read since
+	parkedAt time.Time    // when the last wait began
+	read     int64        // bytes read since then
+	waits    int64        // waits begun, for tests
+	rawWaits atomic.Int64 // of them, those waitRaw made (read by tests while a wait runs)
 }
 
 const (
@@ -208,7 +207,7 @@ func (s *flushingSource) park(fd uintptr) {
 	}
 	co.expired = false
 	if co.lowat > 0 {
-		co.armed, co.armedFor, co.rawUntil = true, w, now.Add(w)
+		co.armed, co.rawUntil = true, now.Add(w)
 		if raw := rawWaits && !co.rawOff && runtime.GOMAXPROCS(0) >= 2; !raw {
 			s.conn.SetReadDeadline(now.Add(w))
 			co.deadline = true

@@ -117,12 +117,12 @@
 // under wmu, lets wmu go, and fsyncs them under smu, so that appends go on
 // during the fsync and Synced advances to what was written before it
 // began. Sealing a segment waits for no fsync either: its files are handed
-// to the next Sync, which fsyncs them first (the syncer's next round under
-// everysec, the follower's Sync after the batch under always), or, when no
-// Sync came before the next roll (repl-log-fsync no, or segments sealed
-// faster than Syncs come), the writer fsyncs them then, so that at most
-// one sealed segment waits and the fsyncs are the ones sealing made, a
-// segment later. A failed Sync is
+// to the next Sync, which fsyncs them first, and SealedReady tells the
+// syncer to make that Sync at once (under everysec; under always the
+// follower's Sync after the batch does); only when maxSealed segments
+// already wait (repl-log-fsync no, or segments sealed faster than the
+// syncer syncs them) does the writer fsync the oldest itself, so that
+// every segment is durable by the time maxSealed more are. A failed Sync is
 // sticky, as a failed Append: the writer's next call returns it, and
 // Stats.Err and Err report it. Any number of Readers read at the same
 // time, and anyone may ask for the figures (Stats, Err, IndexBytes,
@@ -131,10 +131,12 @@
 // Locks, in the order they are taken: wmu (held across the writer's
 // writes, and the fsync of a sealed segment no Sync took, so nothing that
 // only reads takes it), then smu (held across a Sync's fsyncs; the writer
-// takes it only to hand over or close the files a Sync may be fsyncing, at
-// a roll, Reset or Close), then mu (the segment index and the readers' counts; the writer
-// takes it briefly, after its I/O, to publish what it wrote, so a reader
-// sees whole records only), then status (the sticky error and the last
+// takes it only to close the files a Sync may be fsyncing, at Reset or
+// Close), then sealedMu (the sealed segments waiting for a Sync, handed
+// over at a roll and taken by a Sync, for no I/O), then mu (the segment
+// index and the readers' counts; the writer takes it briefly, after its
+// I/O, to publish what it wrote, so a reader sees whole records only),
+// then status (the sticky error and the last
 // sync, written after the I/O they report). Neither mu nor status is held
 // across I/O, so the figures never wait behind the disk. Readers open
 // their own file handles: retention may remove a segment a reader has open, which on

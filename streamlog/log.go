@@ -50,6 +50,9 @@ const (
 	minSegmentBytes = 64 << 10
 	// maxSegmentBytes is the default size of a segment, when MaxBytes allows.
 	maxSegmentBytes = 64 << 20
+	// maxSealed is how many sealed segments may wait for a Sync before
+	// the writer syncs the oldest itself (Log.retire).
+	maxSealed = 4
 	// mergeBelow is the size under which a record of the in-memory index
 	// takes in the next chunk appended (or recovered) instead of being
 	// followed by a new one: under small writes the stream comes in chunks
@@ -123,10 +126,13 @@ type Log struct {
 	// takes it, so no fsync runs on a closed file. Taken under wmu, or
 	// alone; status is taken under it.
 	smu sync.Mutex
-	// sealed are the files of the segment sealed last, until a Sync (or
-	// the next roll, or Close) has synced them: guarded by smu, handed
-	// over by the writer (retire, under wmu too).
-	sealed sealedFiles
+	// sealed are the files of the segments sealed and not yet synced,
+	// oldest first, at most maxSealed (retire): appended by the writer,
+	// taken by a Sync (under smu) or by the writer past maxSealed. The
+	// last lock but status: taken under wmu or smu, or alone, for no I/O.
+	sealedMu    sync.Mutex
+	sealed      []sealedFiles
+	sealedReady chan struct{} // SealedReady's
 
 	// status is the writer's figures: written under wmu once the I/O they
 	// report is done, read by Stats and Err without wmu, so that INFO and
@@ -160,7 +166,8 @@ func Open(opts Options) (*Log, Recovery, error) {
 		seg = min(max(opts.MaxBytes/8, minSegmentBytes), maxSegmentBytes)
 	}
 	l := &Log{fsys: opts.FS, maxBytes: opts.MaxBytes, segBytes: max(seg, minSegmentBytes), readers: map[int64]int{},
-		entries: make([]byte, 0, entryBatch*entrySize)}
+		entries: make([]byte, 0, entryBatch*entrySize), sealed: make([]sealedFiles, 0, maxSealed+1),
+		sealedReady: make(chan struct{}, 1)}
 	l.id = Identity{ReplID2: replid.None, SecondOffset: -1}
 	rec, err := l.recover()
 	if err != nil {
@@ -183,11 +190,14 @@ func (l *Log) closeFiles() {
 		l.crc.Close()
 		l.seg, l.crc, l.vec = nil, nil, nil
 	}
-	if l.sealed.seg != nil {
-		l.sealed.seg.Close()
-		l.sealed.crc.Close()
-		l.sealed = sealedFiles{}
+	l.sealedMu.Lock()
+	for _, f := range l.sealed {
+		f.seg.Close()
+		f.crc.Close()
 	}
+	clear(l.sealed)
+	l.sealed = l.sealed[:0]
+	l.sealedMu.Unlock()
 }
 
 // Identity returns the replication identity the log's stream is under.

@@ -122,20 +122,32 @@ func TestRollWritesMetaOnce(t *testing.T) {
 	}
 }
 
-// TestSealedSegmentSyncedBySync: sealing a segment waits for no fsync; the
-// next Sync syncs the sealed segment's files before the newest one's, and
-// Synced covers both. Without a Sync in between, the next roll syncs it
-// (at most one sealed segment waits), and Close syncs the last.
+// TestSealedSegmentSyncedBySync: sealing a segment waits for no fsync and
+// tells the syncer (SealedReady); the next Sync syncs the sealed segment's
+// files before the newest one's, and Synced covers both. Without a Sync,
+// up to maxSealed sealed segments wait, and the writer syncs the oldest
+// only past that; Close syncs those left.
 func TestSealedSegmentSyncedBySync(t *testing.T) {
 	const seg = 64 << 10
 	l, cfs, _ := openCounted(t, Options{MaxBytes: 1 << 30, SegmentBytes: seg})
 	synced := func(first int64) (int, int) {
 		return cfs.get(cfs.syncs, segName(first, segExt)), cfs.get(cfs.syncs, segName(first, crcExt))
 	}
-	data := stream(4*seg, 9)
+	ready := func() bool {
+		select {
+		case <-l.SealedReady():
+			return true
+		default:
+			return false
+		}
+	}
+	data := stream((maxSealed+3)*seg, 9)
 	// Into the second segment: the first is sealed, not synced.
 	if err := l.Append(data[:seg+100], true); err != nil {
 		t.Fatal(err)
+	}
+	if !ready() {
+		t.Fatal("a segment was sealed, and SealedReady did not say so")
 	}
 	// A CRC file is synced once when its segment starts (its header,
 	// before meta.json lists it): the counts below are past that.
@@ -154,24 +166,25 @@ func TestSealedSegmentSyncedBySync(t *testing.T) {
 	if st := l.Stats(); st.Synced != seg+100 {
 		t.Fatalf("Synced %d, want %d", st.Synced, seg+100)
 	}
-	// Two rolls without a Sync: the second syncs what the first sealed.
-	if err := l.Append(data[seg+100:3*seg+100], true); err != nil {
+	// maxSealed+1 rolls without a Sync: the last syncs the oldest waiting.
+	if err := l.Append(data[seg+100:(maxSealed+2)*seg+100], true); err != nil {
 		t.Fatal(err)
 	}
 	if s, c := synced(seg + 1); s != 2 || c != 3 {
-		t.Fatalf("segment sealed two rolls ago synced %d+%d times; want twice each (by Sync, then at the second roll)", s, c-1)
+		t.Fatalf("the oldest of %d sealed segments waiting synced %d+%d times; want twice each (by Sync, then by the writer)", maxSealed+1, s, c-1)
 	}
-	if s, c := synced(2*seg + 1); s != 0 || c != 1 {
-		t.Fatalf("segment sealed last synced %d+%d times; want none yet", s, c-1)
+	for k := int64(2); k <= maxSealed+1; k++ {
+		if s, c := synced(k*seg + 1); s != 0 || c != 1 {
+			t.Fatalf("sealed segment %d synced %d+%d times; want none yet", k, s, c-1)
+		}
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := synced(2*seg + 1); s != 1 {
-		t.Fatalf("sealed segment synced %d times by Close; want once", s)
-	}
-	if s, _ := synced(3*seg + 1); s != 1 {
-		t.Fatalf("newest segment synced %d times by Close; want once", s)
+	for k := int64(2); k <= maxSealed+2; k++ {
+		if s, _ := synced(k*seg + 1); s != 1 {
+			t.Fatalf("segment %d synced %d times by Close; want once", k, s)
+		}
 	}
 }
 

@@ -535,13 +535,16 @@ func (f *Follower) syncLoop(ctx context.Context) {
 			// holds it, the bytes published meanwhile get an age too.
 			st := f.hist.Stream()
 			f.marks.mark(st.Generation(), st.Offset(), time.Now())
-			if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
-				continue
-			}
-			// An empty log (no identity yet) has nothing to sync.
-			if err := f.log.Sync(); err != nil && f.log.Identity().ReplID != "" {
-				f.endRound(fmt.Errorf("%w: %w", errSyncFailed, err))
-			}
+		case <-f.log.SealedReady():
+			// A sealed segment waits: synced now, here, so that the
+			// follower need not sync it itself a few rolls later.
+		}
+		if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
+			continue
+		}
+		// An empty log (no identity yet) has nothing to sync.
+		if err := f.log.Sync(); err != nil && f.log.Identity().ReplID != "" {
+			f.endRound(fmt.Errorf("%w: %w", errSyncFailed, err))
 		}
 	}
 }

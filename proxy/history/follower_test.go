@@ -376,3 +376,41 @@ func TestFollowerLogStartsAtInstall(t *testing.T) {
 		plan.FromLog.Close()
 	}
 }
+
+// TestFollowerSyncsSealedAtOnce: under everysec, a segment sealed is synced
+// by the syncer at once (streamlog's SealedReady), not at its next period
+// nor by the follower a few rolls later: with a period of an hour, the
+// synced offset still moves past the sealed segments as they are sealed.
+func TestFollowerSyncsSealedAtOnce(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	l, _, err := streamlog.Open(streamlog.Options{FS: streamlog.RootFS{Root: root}, MaxBytes: 64 << 20, SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	h := newTestHistory(t, replid.New(), 100)
+	h.SetLog(l)
+	f := NewFollower(h, l, hclog.NewNullLogger(), FollowerConfig{
+		Fsync:       func() Fsync { return FsyncEverySec },
+		BehindLimit: func() int64 { return 0 },
+		Retry:       time.Hour,
+		SyncEvery:   time.Hour,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16000\r\n" + strings.Repeat("v", 16000) + "\r\n")
+	for range 13 { // about 200 KiB: three segments sealed
+		if err := h.Stream().Append(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := h.Stream().Offset()
+	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == end })
+	redistest.WaitFor(t, 10*time.Second, "the sealed segments to be synced", func() bool { return l.Stats().Synced > 100+3*(64<<10)-(64<<10) })
+}

@@ -294,7 +294,11 @@ func (l *Log) retire() error {
 	if oldest.seg == nil {
 		return nil
 	}
-	// No Sync can have it any more: it was taken out under sealedMu.
+	// Taken out under sealedMu, so no Sync takes it from the list; but a
+	// Sync under way may have taken it as its newest segment, before the
+	// rolls since: under smu, it is closed only once that Sync is done.
+	l.smu.Lock()
+	defer l.smu.Unlock()
 	err := syncFiles(oldest.seg, oldest.crc)
 	oldest.seg.Close()
 	oldest.crc.Close()
@@ -306,26 +310,28 @@ func (l *Log) retire() error {
 // at its next period, so that the writer does not sync it itself.
 func (l *Log) SealedReady() <-chan struct{} { return l.sealedReady }
 
-// syncSealed syncs and closes the files retire handed over, oldest first.
-// REQUIRES: smu held.
-func (l *Log) syncSealed() error {
+// syncSealed syncs and closes the files retire handed over, oldest first,
+// and reports whether newest's were among them: a Sync's newest segment,
+// taken before a roll sealed it, is synced (and closed) here then, and
+// must not be synced again. REQUIRES: smu held.
+func (l *Log) syncSealed(newest File) (newestSynced bool, err error) {
 	var take [maxSealed]sealedFiles
 	l.sealedMu.Lock()
 	k := copy(take[:], l.sealed)
 	clear(l.sealed)
 	l.sealed = l.sealed[:0]
 	l.sealedMu.Unlock()
-	var err error
 	for _, f := range take[:k] {
 		if err == nil {
 			err = syncFiles(f.seg, f.crc)
 		}
+		newestSynced = newestSynced || (newest != nil && f.seg == newest)
 		// Closed even when a sync failed: a failed fsync is never retried
 		// on the same file (the log's error is sticky).
 		f.seg.Close()
 		f.crc.Close()
 	}
-	return err
+	return newestSynced, err
 }
 
 // syncFiles syncs the newest segment's bytes, then its checksums.
@@ -368,10 +374,11 @@ func (l *Log) Sync() error {
 	l.smu.Lock() // under wmu: the files cannot be closed before it is held
 	l.wmu.Unlock()
 	defer l.smu.Unlock()
-	if err := l.syncSealed(); err != nil {
+	newestSynced, err := l.syncSealed(seg)
+	if err != nil {
 		return l.fail(err)
 	}
-	if seg != nil {
+	if seg != nil && !newestSynced {
 		if err := syncFiles(seg, crc); err != nil {
 			return l.fail(err)
 		}

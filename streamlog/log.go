@@ -248,7 +248,7 @@ func (l *Log) Close() error {
 		// The segment sealed last first, if no Sync took it: the older
 		// bytes durable before the newer.
 		l.smu.Lock()
-		err = l.syncSealed()
+		_, err = l.syncSealed(nil)
 		l.smu.Unlock()
 		if err == nil && l.seg != nil {
 			if err = l.seal(); err == nil {

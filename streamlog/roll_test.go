@@ -213,3 +213,50 @@ func TestEntriesOneWritePerCall(t *testing.T) {
 		t.Fatalf("%d bytes, %d entries; want 3 MiB and 1 in 13 records", st.Bytes, l.segs[0].entries)
 	}
 }
+
+// TestSyncDuringRolls: a syncer that syncs at every seal (SealedReady), as
+// the proxy's does, beside a writer rolling small segments faster than it
+// syncs them: no Sync fails (none fsyncs a file the writer has closed, the
+// newest it took included, even once more than maxSealed rolls have passed
+// since), everything reads back, and Close leaves it all synced.
+func TestSyncDuringRolls(t *testing.T) {
+	const seg = 64 << 10
+	l, _ := openDir(t, t.TempDir(), Options{MaxBytes: 1 << 30, SegmentBytes: seg})
+	if err := l.Reset(testID, 0); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	syncErr := make(chan error, 1)
+	go func() {
+		defer close(syncErr)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-l.SealedReady():
+			}
+			if err := l.Sync(); err != nil {
+				syncErr <- err
+				return
+			}
+		}
+	}()
+	data := stream(200*seg, 12)
+	for p := data; len(p) > 0; {
+		n := min(len(p), 20000)
+		if err := l.Append(p[:n], true); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		p = p[n:]
+	}
+	close(stop)
+	if err := <-syncErr; err != nil {
+		t.Fatalf("a Sync beside the rolls failed: %v", err)
+	}
+	if got := readAll(t, l, 1); !bytes.Equal(got, data) {
+		t.Fatal("the log does not read back as appended")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

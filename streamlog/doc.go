@@ -132,7 +132,7 @@
 // writes, and the fsync of a sealed segment no Sync took, so nothing that
 // only reads takes it), then smu (held across a Sync's fsyncs; the writer
 // takes it only to close the files a Sync may be fsyncing, at Reset or
-// Close), then sealedMu (the sealed segments waiting for a Sync, handed
+// Close, or at a roll past maxSealed), then sealedMu (the sealed segments waiting for a Sync, handed
 // over at a roll and taken by a Sync, for no I/O), then mu (the segment
 // index and the readers' counts; the writer takes it briefly, after its
 // I/O, to publish what it wrote, so a reader sees whole records only),

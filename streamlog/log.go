@@ -122,8 +122,8 @@ type Log struct {
 
 	// smu is held by a Sync across its fsync of the newest segment's files,
 	// which it takes under wmu and fsyncs after releasing wmu, so that
-	// appends go on meanwhile; closing those files (closeFiles, under wmu)
-	// takes it, so no fsync runs on a closed file. Taken under wmu, or
+	// appends go on meanwhile; closing those files (closeFiles, and retire
+	// past maxSealed, under wmu) takes it, so no fsync runs on a closed file. Taken under wmu, or
 	// alone; status is taken under it.
 	smu sync.Mutex
 	// sealed are the files of the segments sealed and not yet synced,

@@ -123,8 +123,8 @@ type Log struct {
 	// smu is held by a Sync across its fsync of the newest segment's files,
 	// which it takes under wmu and fsyncs after releasing wmu, so that
 	// appends go on meanwhile; closing those files (closeFiles, and retire
-	// past maxSealed, under wmu) takes it, so no fsync runs on a closed file. Taken under wmu, or
-	// alone; status is taken under it.
+	// past maxSealed, under wmu) takes it, so no fsync runs on a closed
+	// file. Taken under wmu, or alone; status is taken under it.
 	smu sync.Mutex
 	// sealed are the files of the segments sealed and not yet synced,
 	// oldest first, at most maxSealed (retire): appended by the writer,
@@ -245,8 +245,8 @@ func (l *Log) Close() error {
 	}
 	var err error
 	if l.stickyErr() == nil {
-		// The segment sealed last first, if no Sync took it: the older
-		// bytes durable before the newer.
+		// The sealed segments no Sync took first: the older bytes
+		// durable before the newer.
 		l.smu.Lock()
 		_, err = l.syncSealed(nil)
 		l.smu.Unlock()

@@ -262,6 +262,11 @@ func (l *Log) seal() error {
 // sealedFiles are a sealed segment's files, open until they are synced.
 type sealedFiles struct{ seg, crc File }
 
+func (f sealedFiles) close() {
+	f.seg.Close()
+	f.crc.Close()
+}
+
 // retire hands the sealed newest segment's files to the next Sync, which
 // fsyncs them before the newest one's, so that sealing waits for no fsync:
 // the syncer, woken at once (SealedReady), makes them durable under
@@ -300,8 +305,7 @@ func (l *Log) retire() error {
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	err := syncFiles(oldest.seg, oldest.crc)
-	oldest.seg.Close()
-	oldest.crc.Close()
+	oldest.close()
 	return err
 }
 
@@ -328,8 +332,7 @@ func (l *Log) syncSealed(newest File) (newestSynced bool, err error) {
 		newestSynced = newestSynced || (newest != nil && f.seg == newest)
 		// Closed even when a sync failed: a failed fsync is never retried
 		// on the same file (the log's error is sticky).
-		f.seg.Close()
-		f.crc.Close()
+		f.close()
 	}
 	return newestSynced, err
 }

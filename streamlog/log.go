@@ -192,8 +192,7 @@ func (l *Log) closeFiles() {
 	}
 	l.sealedMu.Lock()
 	for _, f := range l.sealed {
-		f.seg.Close()
-		f.crc.Close()
+		f.close()
 	}
 	clear(l.sealed)
 	l.sealed = l.sealed[:0]

@@ -17,8 +17,8 @@
 //   - One producer. Only one goroutine adds bytes: ReadOnce reads an io.Reader
 //     (the upstream socket) straight into the tail's free space and then
 //     publishes the new fill level atomically; readers never look past a
-//     published level. The receive path copies nothing. Fill, Publish,
-//     Discard, ReadOnce, ReadFrom, Append, Reset and Close are the
+//     published level. The receive path copies nothing. Fill, FillBuffers,
+//     Publish, Discard, ReadOnce, ReadFrom, Append, Reset and Close are the
 //     producer's methods.
 //   - Fill, then publish. Bytes are filled first and published second, so
 //     that the producer can check them in place before anyone sees them (the
@@ -28,10 +28,13 @@
 //     makes a prefix of the filled bytes visible (ErrPublish for an end
 //     outside [Offset, Filled]) and links those blocks first; Discard drops
 //     the rest and gives their blocks back to the pool, which it may do
-//     because no reader can reach them. ReadOnce is Fill then Publish of
-//     everything filled. Offset, Backlog, trimming, OutputBufferSize and
-//     every cursor stop at the published end; Usage counts the blocks of
-//     unpublished bytes apart (Unpublished).
+//     because no reader can reach them. FillBuffers is Fill with one read
+//     (readv) into the tail's room and further new blocks at once, so that
+//     a fast upstream costs one read per MiB rather than per block; the
+//     new blocks it did not reach go back to the pool. ReadOnce is Fill
+//     then Publish of everything filled. Offset, Backlog, trimming,
+//     OutputBufferSize and every cursor stop at the published end; Usage
+//     counts the blocks of unpublished bytes apart (Unpublished).
 //   - Cursors. A Cursor is one replica's position. Pending hands out the next
 //     bytes as slices of the shared blocks in the cursor's own net.Buffers (at
 //     most 1024 slices and MaxBatchBytes), which the replica's goroutine writes

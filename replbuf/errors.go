@@ -38,9 +38,9 @@ var (
 	// end or after the last filled byte.
 	ErrPublish = errors.New("replbuf: publish outside the filled range")
 
-	// ErrShortRead is returned by Fill (and so ReadOnce and ReadFrom) when the
-	// io.Reader returns a count that cannot be: negative, or more than the room
-	// it was given. Despite the name, no read is too short: a short read is
+	// ErrShortRead is returned by Fill (and so ReadOnce and ReadFrom) and
+	// FillBuffers when the reader returns a count that cannot be: negative, or
+	// more than the room it was given. Despite the name, no read is too short: a short read is
 	// normal and is kept.
 	ErrShortRead = errors.New("replbuf: reader returned an invalid count")
 )

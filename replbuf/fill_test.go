@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,153 @@ func fillAll(t testing.TB, s *Stream, data []byte, step int) {
 		if !bytes.Equal(p, want[:len(p)]) {
 			t.Fatal("Fill returned other bytes than it read")
 		}
+	}
+}
+
+// fillAllBuffers is fillAll with FillBuffers, each offering room for want
+// bytes; it checks that the slices returned are the bytes just read, in
+// order, none empty.
+func fillAllBuffers(t testing.TB, s *Stream, data []byte, step, want int) {
+	t.Helper()
+	r := &chunkReader{data: data}
+	for len(r.data) > 0 {
+		r.sizes = append(r.sizes[:0], step)
+		rest := r.data
+		ps, err := s.FillBuffers(r, want)
+		if err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+		for _, p := range ps {
+			if len(p) == 0 || !bytes.Equal(p, rest[:len(p)]) {
+				t.Fatal("FillBuffers returned other bytes than it read")
+			}
+			rest = rest[len(p):]
+		}
+	}
+}
+
+// spacesReader records the room FillBuffers offers it and reads n bytes
+// of a pattern into it (n < 0: claims -n bytes more than it was offered).
+type spacesReader struct {
+	from   int64 // the offset of the next byte
+	n      int
+	err    error
+	spaces []int // the length of each buffer offered, last call
+}
+
+func (r *spacesReader) ReadBuffers(bufs [][]byte) (int, error) {
+	r.spaces = r.spaces[:0]
+	room := 0
+	for _, b := range bufs {
+		r.spaces = append(r.spaces, len(b))
+		room += len(b)
+	}
+	if r.n < 0 {
+		return room - r.n, nil
+	}
+	data := pattern(r.from, r.n)
+	got := 0
+	for _, b := range bufs {
+		got += copy(b, data[got:])
+	}
+	r.from += int64(got)
+	return got, r.err
+}
+
+// TestFillBuffers: one FillBuffers offers the last block's room and as many
+// new blocks as want needs (MaxFillBlocks at most), returns the bytes read
+// as one slice per block they reached, keeps those blocks unpublished and
+// gives the others back to the pool at once; an impossible count fills
+// nothing, and a closed stream refuses.
+func TestFillBuffers(t *testing.T) {
+	pool := NewPool(2 * MaxFillBlocks)
+	pool.poison = true
+	s := NewStream(0, &Config{BacklogSize: 64 * BlockSize, Pool: pool})
+	appendPattern(t, s, BlockSize-100) // the tail has 100 bytes of room
+	c, err := s.Attach(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	end := s.Offset()
+	drain(t, c)
+	// Warm the pool, so that the blocks FillBuffers takes come from its
+	// free list and those it gives back show there.
+	fillAll(t, s, bytes.Repeat([]byte{0xee}, 8*BlockSize), BlockSize)
+	s.Discard()
+	free := pool.Stats().FreeBlocks
+
+	r := &spacesReader{from: end + 1, n: BlockSize + 300}
+	ps, err := s.FillBuffers(r, 3*BlockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{100, BlockSize, BlockSize, BlockSize}; !slices.Equal(r.spaces, want) {
+		t.Fatalf("room offered %v, want %v (the tail's, then new blocks up to 3 blocks' worth)", r.spaces, want)
+	}
+	var lens []int
+	for _, p := range ps {
+		lens = append(lens, len(p))
+	}
+	if want := []int{100, BlockSize, 200}; !slices.Equal(lens, want) {
+		t.Fatalf("slices of %v bytes, want %v", lens, want)
+	}
+	expectBytes(t, "filled", slices.Concat(ps...), end+1)
+	if s.Offset() != end || s.Filled() != end+BlockSize+300 {
+		t.Fatalf("offset %d filled %d, want %d and %d", s.Offset(), s.Filled(), end, end+BlockSize+300)
+	}
+	if got := pool.Stats().FreeBlocks; got != free-2 {
+		t.Fatalf("%d free blocks after the fill, want %d: the block no byte reached goes back", got, free-2)
+	}
+	if u := s.Usage(); u.Unpublished != 2*BlockFootprint {
+		t.Fatalf("unpublished %d, want two blocks", u.Unpublished)
+	}
+	checkInvariants(t, s, c)
+	if err := s.Publish(s.Filled()); err != nil {
+		t.Fatal(err)
+	}
+	got := drain(t, c)
+	if len(got) != BlockSize+300 {
+		t.Fatalf("cursor got %d bytes, want %d", len(got), BlockSize+300)
+	}
+	expectBytes(t, "published", got, end+1)
+
+	// Room for more than MaxFillBlocks is capped there, and a read that
+	// fits in the tail's room gives every new block back.
+	r.n = 5
+	before := pool.Stats()
+	if _, err := s.FillBuffers(r, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.spaces) != MaxFillBlocks {
+		t.Fatalf("%d buffers offered for a huge want, want %d", len(r.spaces), MaxFillBlocks)
+	}
+	after := pool.Stats()
+	if after.FreeBlocks-before.FreeBlocks != int(after.Allocated-before.Allocated) || s.Usage().Unpublished != 0 {
+		t.Fatalf("pool %+v before a 5-byte read, %+v after, unpublished %d: every new block should be free again",
+			before, after, s.Usage().Unpublished)
+	}
+	free = after.FreeBlocks
+
+	// Nothing read, with an error: no slice, the error, nothing kept.
+	r.n, r.err = 0, io.EOF
+	filled := s.Filled()
+	ps, err = s.FillBuffers(r, 4*BlockSize)
+	if len(ps) != 0 || err != io.EOF || s.Filled() != filled || pool.Stats().FreeBlocks != free {
+		t.Fatalf("empty read: %d slices, %v, filled %d (was %d), %d free", len(ps), err, s.Filled(), filled, pool.Stats().FreeBlocks)
+	}
+	// A count larger than the room offered fills nothing.
+	r.n, r.err = -1, nil
+	if _, err := s.FillBuffers(r, 4*BlockSize); !errors.Is(err, ErrShortRead) {
+		t.Fatalf("count past the room: %v, want ErrShortRead", err)
+	}
+	if s.Filled() != filled || pool.Stats().FreeBlocks != free {
+		t.Fatalf("after an impossible count: filled %d (was %d), %d free blocks", s.Filled(), filled, pool.Stats().FreeBlocks)
+	}
+	checkInvariants(t, s, c)
+	s.Close(nil)
+	if _, err := s.FillBuffers(r, BlockSize); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FillBuffers after Close: %v, want ErrClosed", err)
 	}
 }
 
@@ -313,7 +461,11 @@ func TestFillPublishDiscardConcurrent(t *testing.T) {
 		data := pattern(s.Filled()+1, goodN)
 		garbageN := rng.IntN(2 * BlockSize)
 		data = append(data, bytes.Repeat([]byte{0xee}, garbageN)...)
-		fillAll(t, s, data, 1+rng.IntN(BlockSize))
+		if rng.IntN(2) == 0 {
+			fillAll(t, s, data, 1+rng.IntN(BlockSize))
+		} else {
+			fillAllBuffers(t, s, data, 1+rng.IntN(4*BlockSize), rng.IntN(4*BlockSize))
+		}
 		// Publish the good bytes in one or two steps, then drop the rest.
 		good := s.Offset() + int64(goodN)
 		if rng.IntN(2) == 0 {
@@ -375,6 +527,45 @@ func TestSteadyStateAllocsFillPublish(t *testing.T) {
 type limitedPrefilled struct{ n int }
 
 func (r *limitedPrefilled) Read(p []byte) (int, error) { return min(len(p), r.n), nil }
+
+func (r *limitedPrefilled) ReadBuffers(bufs [][]byte) (int, error) {
+	room := 0
+	for _, b := range bufs {
+		room += len(b)
+	}
+	return min(room, r.n), nil
+}
+
+// TestSteadyStateAllocsFillBuffers is TestSteadyStateAllocsFillPublish for
+// FillBuffers: reads spanning several blocks, a prefix published, blocks
+// the reads did not reach given back, garbage dropped. Once the pool and
+// the scratch slices have their sizes it allocates nothing.
+func TestSteadyStateAllocsFillBuffers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	s, c, send := allocRig(t)
+	r := &limitedPrefilled{n: 3*BlockSize + 100}
+	step := func() {
+		for range 2 {
+			if _, err := s.FillBuffers(r, 6*BlockSize); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Publish(s.Offset() + (s.Filled()-s.Offset())/2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Publish(s.Filled()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FillBuffers(r, BlockSize); err != nil { // garbage, dropped
+			t.Fatal(err)
+		}
+		s.Discard()
+		sendAll(t, c, send)
+	}
+	expectNoAllocs(t, "FillBuffers cycle", step)
+}
 
 // TestPublishManyBlocksPlacesPending: one Publish that links many blocks
 // trims the backlog behind them, but a cursor waiting for an offset in one of

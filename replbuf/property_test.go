@@ -29,6 +29,28 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// ReadBuffers is Read into several buffers, as readv: one read's bytes (the
+// next size, or less when the buffers hold less) spread over bufs in order.
+func (r *chunkReader) ReadBuffers(bufs [][]byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(r.data)
+	if len(r.sizes) > 0 {
+		n = min(n, r.sizes[0])
+		r.sizes = r.sizes[1:]
+	}
+	got := 0
+	for _, b := range bufs {
+		if got == n {
+			break
+		}
+		got += copy(b, r.data[got:n])
+	}
+	r.data = r.data[got:]
+	return got, nil
+}
+
 // model is the trivial reference: every byte of the generation in one slice.
 type model struct {
 	start  int64  // offset before the first byte
@@ -140,8 +162,9 @@ func runModel(t *testing.T, seed uint64, rng choices, steps int) {
 		}
 	}
 
-	// fill reads data into the stream with Fill (or ReadOnce, which also
-	// publishes everything filled before) in random read sizes.
+	// fill reads data into the stream with Fill, FillBuffers (room for a
+	// random number of bytes) or ReadOnce (which also publishes everything
+	// filled before) in random read sizes.
 	fill := func(step int, data []byte, once bool) {
 		r := &chunkReader{data: data}
 		for range 4 {
@@ -150,13 +173,23 @@ func runModel(t *testing.T, seed uint64, rng choices, steps int) {
 		for {
 			var p []byte
 			var err error
-			if once {
+			switch {
+			case once:
 				p, err = s.ReadOnce(r)
-			} else {
+			case rng.IntN(2) == 0:
 				p, err = s.Fill(r)
+			default:
+				var ps [][]byte
+				ps, err = s.FillBuffers(r, rng.IntN(4*BlockSize))
+				for _, q := range ps {
+					if len(q) == 0 {
+						t.Fatalf("seed %d step %d: FillBuffers returned an empty slice", seed, step)
+					}
+					p = append(p, q...)
+				}
 			}
 			if !bytes.Equal(p, data[:len(p)]) {
-				t.Fatalf("seed %d step %d: Fill/ReadOnce returned other bytes", seed, step)
+				t.Fatalf("seed %d step %d: Fill/FillBuffers/ReadOnce returned other bytes", seed, step)
 			}
 			data = data[len(p):]
 			if err == io.EOF {

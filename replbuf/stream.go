@@ -47,12 +47,17 @@ type Stream struct {
 	npending atomic.Int32 // len(mu.pending), read without the lock by the producer
 	nwaiters atomic.Int32 // len(mu.waiters), read without the lock by the producer
 
-	// Bytes filled but not yet published (Fill, Publish, Discard) lie after
+	// Bytes filled but not yet published (Fill, FillBuffers, Publish, Discard) lie after
 	// end: in the tail's free space, then in the blocks of unpublished, which
 	// no reader can reach (they are neither in the index nor linked from the
 	// tail), so Discard can take them back without asking anyone.
 	filled      atomic.Int64 // offset of the last filled byte, >= end; producer-only writes
 	unpublished []*block     // blocks after the tail holding filled bytes; owned by the producer
+
+	// FillBuffers' scratch, owned by the producer: the free space offered
+	// to one read, and the new bytes it returns.
+	fillSpaces [][]byte
+	fillBytes  [][]byte
 
 	// mu guards the index and the cursor lists. The producer takes it when it
 	// publishes into new blocks and when it has cursors to place or wake;
@@ -127,8 +132,8 @@ func (s *Stream) BacklogSize() int64 { return s.backlogSize.Load() }
 //
 // The returned slice aliases a block: the producer may scan it but must not
 // modify it, and it is valid only until the next call of a producer method.
-// Fill, Publish, Discard, ReadOnce, ReadFrom, Append, Reset and Close are the
-// producer's methods: they must not be called concurrently with each other.
+// Fill, FillBuffers, Publish, Discard, ReadOnce, ReadFrom, Append, Reset and
+// Close are the producer's methods: they must not be called concurrently with each other.
 func (s *Stream) Fill(r io.Reader) ([]byte, error) {
 	if s.closed.Load() != nil {
 		return nil, ErrClosed
@@ -142,6 +147,73 @@ func (s *Stream) Fill(r io.Reader) ([]byte, error) {
 	return b.buf[pos : pos+n : pos+n], err
 }
 
+// MaxFillBlocks bounds the blocks one FillBuffers reads into: 1 MiB, the
+// most a coalesced read of the proxy's stream loop waits for.
+const MaxFillBlocks = 64
+
+// A BuffersReader reads into several buffers with one call, in order, as
+// readv(2) does: bufs[0] first, then bufs[1], and so on. It returns the
+// bytes read in all of them, at most their total length, and may return
+// an error with bytes, as io.Reader does.
+type BuffersReader interface {
+	ReadBuffers(bufs [][]byte) (int, error)
+}
+
+// FillBuffers is Fill with one ReadBuffers into up to want bytes of free
+// space (at least the last block's, at most MaxFillBlocks blocks'): the
+// last filled block's room, then new blocks. One read then takes what a
+// fast upstream has buffered, however many blocks it spans, where Fill
+// takes one block's room per read. Blocks the read did not reach go back
+// to the pool at once. It returns the new bytes as slices of the blocks,
+// in order (none when nothing was read), and ReadBuffers' error; the
+// slices and the outer slice follow Fill's aliasing rules (valid until the
+// next producer call). FillBuffers is a producer method.
+func (s *Stream) FillBuffers(r BuffersReader, want int) ([][]byte, error) {
+	if s.closed.Load() != nil {
+		return nil, ErrClosed
+	}
+	b, pos := s.fillSpace()
+	s.fillSpaces = append(s.fillSpaces[:0], b.buf[pos:])
+	room := BlockSize - pos
+	for room < want && len(s.fillSpaces) < MaxFillBlocks {
+		b = s.newBlockAfter(b)
+		s.fillSpaces = append(s.fillSpaces, b.buf)
+		room += BlockSize
+	}
+	n, err := r.ReadBuffers(s.fillSpaces)
+	if n < 0 || n > room {
+		s.returnFillBlocks(len(s.fillSpaces) - 1) // the first holds what it held
+		clear(s.fillSpaces)
+		return nil, ErrShortRead
+	}
+	s.filled.Add(int64(n))
+	s.fillBytes = s.fillBytes[:0]
+	reached := 1
+	for i, space := range s.fillSpaces {
+		k := min(n, len(space))
+		if k == 0 {
+			break
+		}
+		s.fillBytes = append(s.fillBytes, space[:k:k])
+		n -= k
+		reached = i + 1
+	}
+	s.returnFillBlocks(len(s.fillSpaces) - reached)
+	clear(s.fillSpaces)
+	return s.fillBytes, err
+}
+
+// returnFillBlocks gives the last k unpublished blocks back to the pool: the
+// new blocks a FillBuffers read did not reach, which nobody else ever saw.
+func (s *Stream) returnFillBlocks(k int) {
+	last := len(s.unpublished) - k
+	for _, b := range s.unpublished[last:] {
+		s.pool.put(b)
+	}
+	clear(s.unpublished[last:])
+	s.unpublished = s.unpublished[:last]
+}
+
 // fillSpace returns the block the next filled byte goes to and its index
 // there, starting an unpublished block when the last one is full.
 func (s *Stream) fillSpace() (*block, int) {
@@ -152,11 +224,17 @@ func (s *Stream) fillSpace() (*block, int) {
 	if pos := int(s.filled.Load() + 1 - b.start); pos < BlockSize {
 		return b, pos
 	}
+	return s.newBlockAfter(b), 0
+}
+
+// newBlockAfter starts an unpublished block whose first byte follows b's
+// last.
+func (s *Stream) newBlockAfter(b *block) *block {
 	nb := s.pool.get()
 	nb.start = b.start + BlockSize
 	nb.id.Store(b.id.Load() + 1)
 	s.unpublished = append(s.unpublished, nb)
-	return nb, 0
+	return nb
 }
 
 // Filled returns the offset of the last byte filled, published or not. Safe

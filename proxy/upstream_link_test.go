@@ -467,6 +467,35 @@ func TestLinkSplitEverywhere(t *testing.T) {
 	}
 }
 
+// TestLinkLongStreamInFewReads: a stream of many blocks that arrives at
+// once over TCP, which the stream loop takes with reads of several blocks
+// each, is held byte for byte at its offsets, and a GETACK far into it
+// (in a later block of such a read) is answered with the offset before it.
+func TestLinkLongStreamInFewReads(t *testing.T) {
+	rdb := linkRDB(t)
+	var b strings.Builder
+	b.WriteString("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n")
+	value := strings.Repeat("v", 10000)
+	for i := 0; b.Len() < 150<<10; i++ {
+		b.WriteString(linkRESP("set", "k"+strconv.Itoa(i), value))
+	}
+	before := b.Len()
+	b.WriteString(linkGetAck)
+	for i := 0; b.Len() < 300<<10; i++ {
+		b.WriteString(linkRESP("set", "m"+strconv.Itoa(i), value))
+	}
+	stream := b.String()
+	sc := linkFullSized(rdb)
+	sc.stream = stream
+	sc.getAck = "REPLCONF ACK " + strconv.Itoa(linkOffset+before)
+	srv := linkNewServer(t, hclog.Warn)
+	res := linkSession(t, srv, linkTCP, "", "", linkTimeout, func(f *fakeLink) error { return sc.play(f, nil) })
+	if err := linkVerify(srv, res, linkWant{psync: "PSYNC ? -1", rdb: rdb, snapOffset: linkOffset, replID: linkReplID,
+		replID2: replid.None, secondOffset: -1, from: linkOffset + 1, stream: stream}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLinkAuth: the AUTH a replica sends (PROTOCOL §1.1): none without
 // masterauth, AUTH <pass> with it, AUTH <user> <pass> with masteruser too; a
 // PING answered -NOAUTH does not stop the handshake.

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -87,6 +88,87 @@ func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
 	if _, err := s.Read(buf); err != io.EOF {
 		t.Fatalf("read after the primary closed: %v, want EOF", err)
 	}
+}
+
+// TestFlushingSourceReadsIntoSeveralBuffers: ReadBuffers takes what the
+// socket holds into all the buffers it is given with one readv, in order,
+// where Read takes one buffer's room; bytes the handshake reader buffered
+// come first, into the first buffer; EOF ends it as it ends Read.
+func TestFlushingSourceReadsIntoSeveralBuffers(t *testing.T) {
+	primary, conn := tcpPair(t)
+	rd := wire.NewCommandReader(conn, wire.Limits{})
+	s := newFlushingSource(rd, conn, func() {})
+	// A line the handshake reads, with the start of the payload behind it
+	// in the same write: the reader buffers that start.
+	head := []byte("+CONTINUE\r\nabc")
+	if _, err := primary.Write(head); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := rd.ReadReplyLine(64); err != nil || string(line) != "+CONTINUE" {
+		t.Fatalf("handshake line %q, %v", line, err)
+	}
+	const size = 3*16384 + 100
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*131 + i>>9)
+	}
+	if _, err := primary.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // loopback has queued it all
+	bufs := make([][]byte, 5)
+	for i := range bufs {
+		bufs[i] = make([]byte, 16384)
+	}
+	n, err := s.ReadBuffers(bufs)
+	if err != nil || n != 3 || string(bufs[0][:3]) != "abc" {
+		t.Fatalf("first read %d bytes %q, %v: want the handshake reader's 3 buffered bytes", n, bufs[0][:n], err)
+	}
+	var got []byte
+	calls := 0
+	for len(got) < size {
+		n, err := s.ReadBuffers(bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		for _, b := range bufs {
+			k := min(n, len(b))
+			got = append(got, b[:k]...)
+			n -= k
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("the bytes read are not the bytes written, in order")
+	}
+	if calls > 2 {
+		t.Fatalf("%d reads for %d bytes queued in the socket, with room for all of them in each", calls, size)
+	}
+	primary.Close()
+	if _, err := s.ReadBuffers(bufs); err != io.EOF {
+		t.Fatalf("read after the primary closed: %v, want EOF", err)
+	}
+}
+
+// tcpPair is a loopback TCP connection: the far end, and the near one.
+func tcpPair(t *testing.T) (far, near net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	far, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { far.Close() })
+	near, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { near.Close() })
+	return far, near
 }
 
 // waitModes are the two ways a dense stream's wait is made: rawWait on

@@ -28,6 +28,16 @@ func rawRead(fd uintptr, p []byte) (int, error) {
 	return int(n), nil
 }
 
+// rawReadv is readv(2) into iov, as rawRead is read(2): a raw system call
+// on the non-blocking socket.
+func rawReadv(fd uintptr, iov []syscall.Iovec) (int, error) {
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
 // rawWaits says that the stream loop may wait for a dense stream with
 // rawWait (see flushingSource.waitRaw).
 const rawWaits = true

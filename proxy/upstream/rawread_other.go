@@ -5,11 +5,18 @@ package upstream
 import (
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // rawRead is read(2) through the syscall package where raw system calls
 // are not worth their platform details.
 func rawRead(fd uintptr, p []byte) (int, error) { return syscall.Read(int(fd), p) }
+
+// rawReadv reads into iov's first buffer alone: a short read, which the
+// stream loop takes as any other.
+func rawReadv(fd uintptr, iov []syscall.Iovec) (int, error) {
+	return syscall.Read(int(fd), unsafe.Slice(iov[0].Base, iov[0].Len))
+}
 
 // rawWaits: elsewhere every wait is the poller's.
 const rawWaits = false

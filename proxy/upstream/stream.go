@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/replbuf"
 )
 
 const (
@@ -35,12 +36,11 @@ const (
 // refuses never reaches a replica, which would otherwise fail on it,
 // reconnect and be sent it again.
 func (c *session) streamLoop() error {
-	l := c.l
-	st := l.host.Stream()
+	st := c.l.host.Stream()
 	src := c.source()
 	var fs *flushingSource
 	if c.zr == nil { // compressed, the socket's bytes are not the stream's
-		fs = newFlushingSource(c.rd, c.conn, l.host.Published)
+		fs = newFlushingSource(c.rd, c.conn, c.l.host.Published)
 	}
 	if fs != nil {
 		src = fs
@@ -48,52 +48,33 @@ func (c *session) streamLoop() error {
 	}
 	dl := deadline{conn: c.conn, timeout: c.timeout}
 	if fs != nil {
-		fs.coalesce(l.host.ReadCoalesce, &dl)
+		fs.coalesce(c.l.host.ReadCoalesce, &dl)
 	}
+	var one [1][]byte
+	want := replbuf.BlockSize
 	for {
 		now := time.Now()
 		dl.touch(now)
-		p, err := st.Fill(src)
-		if len(p) > 0 {
-			l.lastIO.Store(now.UnixNano())
-			l.counters.ReplInputBytes.Add(int64(len(p)))
-			ev, serr := l.scanner.Feed(p)
-			applied := l.scanner.Applied()
-			before := st.Offset()
-			if perr := st.Publish(applied); perr != nil {
-				return fmt.Errorf("publish stream up to %d: %w", applied, perr)
-			}
-			l.applied.Store(applied)
-			if applied > before {
-				if fs != nil {
-					fs.published(applied - before) // told before the next read waits
-				} else {
-					l.host.Published()
-				}
-			}
-			if ev.GetAck {
-				if werr := c.ack(ev.GetAckOffset, false); werr != nil {
-					return fmt.Errorf("answer GETACK: %w", werr)
-				}
-			}
-			if held := st.Filled() - applied; serr == nil && held > 0 {
-				if limit := l.host.QueryLimit(); limit > 0 && held > limit {
-					l.counters.QueryLimits.Add(1)
-					l.log.Error("unpublished stream from primary over master-query-buffer-limit",
-						"unpublished-bytes", held, "limit-bytes", limit, "repl-offset", applied)
-					return fmt.Errorf("%w: %d bytes after offset %d", ErrQueryBufferLimit, held, applied)
-				}
-			}
-			if serr != nil {
-				l.counters.StreamErrors.Add(1)
-				bad := int64(-1)
-				if pe := (*wire.ProtocolError)(nil); errors.As(serr, &pe) {
-					bad = pe.Offset
-				}
-				l.log.Error("malformed stream from primary", "error", serr, "error-offset", bad, "repl-offset", applied)
-				return fmt.Errorf("%w: %w", ErrStreamProtocol, serr)
+		// A plain socket is read with readv into as many blocks as the
+		// last read filled, twice over (fillWant); any other source (TLS,
+		// a compressed link) one block's room at a time.
+		var ps [][]byte
+		var err error
+		if fs != nil {
+			ps, err = st.FillBuffers(fs, want)
+			want = fillWant(ps)
+		} else {
+			one[0], err = st.Fill(src)
+			ps = one[:]
+		}
+		// Each slice is taken as one read was before: scanned, published,
+		// a GETACK in it answered.
+		for _, p := range ps {
+			if terr := c.take(st, fs, p, now); terr != nil {
+				return terr
 			}
 		}
+		one[0] = nil
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -102,6 +83,69 @@ func (c *session) streamLoop() error {
 			return fmt.Errorf("read stream: %w", err)
 		}
 	}
+}
+
+// fillWant is the room the stream loop's next read offers, given the
+// slices the last one filled: twice what it took, from one block to
+// replbuf.MaxFillBlocks blocks, so that a dense stream is read in a few
+// calls per wake-up and a sparse one costs no more blocks than it uses.
+func fillWant(ps [][]byte) int {
+	n := 0
+	for _, p := range ps {
+		n += len(p)
+	}
+	return min(max(2*n, replbuf.BlockSize), replbuf.MaxFillBlocks*replbuf.BlockSize)
+}
+
+// take scans the stream bytes p, filled at now and not yet published (the
+// last filled, or followed by others of the same read), publishes the
+// commands the scanner accepted whole, and answers a GETACK among them.
+func (c *session) take(st *replbuf.Stream, fs *flushingSource, p []byte, now time.Time) error {
+	if len(p) == 0 {
+		return nil
+	}
+	l := c.l
+	l.lastIO.Store(now.UnixNano())
+	l.counters.ReplInputBytes.Add(int64(len(p)))
+	ev, serr := l.scanner.Feed(p)
+	applied := l.scanner.Applied()
+	before := st.Offset()
+	if perr := st.Publish(applied); perr != nil {
+		return fmt.Errorf("publish stream up to %d: %w", applied, perr)
+	}
+	l.applied.Store(applied)
+	if applied > before {
+		if fs != nil {
+			fs.published(applied - before) // told before the next read waits
+		} else {
+			l.host.Published()
+		}
+	}
+	if ev.GetAck {
+		if werr := c.ack(ev.GetAckOffset, false); werr != nil {
+			return fmt.Errorf("answer GETACK: %w", werr)
+		}
+	}
+	// What the scanner holds back: the bytes scanned (the stream up to
+	// p's end, which the scanner has taken) past what it applied.
+	if held := l.scanner.Offset() - applied; serr == nil && held > 0 {
+		if limit := l.host.QueryLimit(); limit > 0 && held > limit {
+			l.counters.QueryLimits.Add(1)
+			l.log.Error("unpublished stream from primary over master-query-buffer-limit",
+				"unpublished-bytes", held, "limit-bytes", limit, "repl-offset", applied)
+			return fmt.Errorf("%w: %d bytes after offset %d", ErrQueryBufferLimit, held, applied)
+		}
+	}
+	if serr != nil {
+		l.counters.StreamErrors.Add(1)
+		bad := int64(-1)
+		if pe := (*wire.ProtocolError)(nil); errors.As(serr, &pe) {
+			bad = pe.Offset
+		}
+		l.log.Error("malformed stream from primary", "error", serr, "error-offset", bad, "repl-offset", applied)
+		return fmt.Errorf("%w: %w", ErrStreamProtocol, serr)
+	}
+	return nil
 }
 
 // ackLoop sends REPLCONF ACK <applied offset> once a second, as a replica

@@ -89,6 +89,22 @@ func (p *Pool) get() *block {
 	return &block{buf: make([]byte, BlockSize)}
 }
 
+// getFree returns a block from the free list, or nil when it is empty: for
+// room that may go unused (FillBuffers), which should cost no allocation.
+func (p *Pool) getFree() *block {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.mu.free)
+	if n == 0 {
+		return nil
+	}
+	b := p.mu.free[n-1]
+	p.mu.free[n-1] = nil
+	p.mu.free = p.mu.free[:n-1]
+	p.mu.reused++
+	return b
+}
+
 // put takes back a block that nothing references any more.
 func (p *Pool) put(b *block) {
 	b.used.Store(0)

@@ -30,8 +30,9 @@
 //     the rest and gives their blocks back to the pool, which it may do
 //     because no reader can reach them. FillBuffers is Fill with one read
 //     (readv) into the tail's room and further new blocks at once, so that
-//     a fast upstream costs one read per MiB rather than per block; the
-//     new blocks it did not reach go back to the pool. ReadOnce is Fill
+//     a fast upstream costs one read per MiB rather than per block; past
+//     one new block that room is the pool's free blocks only, and what the
+//     read did not reach goes back to the pool. ReadOnce is Fill
 //     then Publish of everything filled. Offset, Backlog, trimming,
 //     OutputBufferSize and every cursor stop at the published end; Usage
 //     counts the blocks of unpublished bytes apart (Unpublished).

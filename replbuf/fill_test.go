@@ -82,10 +82,11 @@ func (r *spacesReader) ReadBuffers(bufs [][]byte) (int, error) {
 }
 
 // TestFillBuffers: one FillBuffers offers the last block's room and as many
-// new blocks as want needs (MaxFillBlocks at most), returns the bytes read
-// as one slice per block they reached, keeps those blocks unpublished and
-// gives the others back to the pool at once; an impossible count fills
-// nothing, and a closed stream refuses.
+// new blocks as want needs (MaxFillBlocks at most; past the first, only
+// blocks the pool has free), returns the bytes read as one slice per block
+// they reached, keeps those blocks unpublished and gives the others back
+// to the pool at once; an impossible count fills nothing, and a closed
+// stream refuses.
 func TestFillBuffers(t *testing.T) {
 	pool := NewPool(2 * MaxFillBlocks)
 	pool.poison = true
@@ -98,13 +99,24 @@ func TestFillBuffers(t *testing.T) {
 	defer c.Close()
 	end := s.Offset()
 	drain(t, c)
+	// With no free block in the pool, the room offered past the tail's is
+	// one new block, however much is wanted: room the read may not reach
+	// is never allocated for it.
+	r := &spacesReader{from: end + 1}
+	if _, err := s.FillBuffers(r, 10*BlockSize); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{100, BlockSize}; !slices.Equal(r.spaces, want) {
+		t.Fatalf("room offered with no free block %v, want %v", r.spaces, want)
+	}
 	// Warm the pool, so that the blocks FillBuffers takes come from its
 	// free list and those it gives back show there.
-	fillAll(t, s, bytes.Repeat([]byte{0xee}, 8*BlockSize), BlockSize)
+	fillAll(t, s, bytes.Repeat([]byte{0xee}, (MaxFillBlocks+4)*BlockSize), BlockSize)
 	s.Discard()
 	free := pool.Stats().FreeBlocks
 
-	r := &spacesReader{from: end + 1, n: BlockSize + 300}
+	r.n = BlockSize + 300
+
 	ps, err := s.FillBuffers(r, 3*BlockSize)
 	if err != nil {
 		t.Fatal(err)

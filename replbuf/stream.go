@@ -161,10 +161,11 @@ type BuffersReader interface {
 
 // FillBuffers is Fill with one ReadBuffers into up to want bytes of free
 // space (at least the last block's, at most MaxFillBlocks blocks'): the
-// last filled block's room, then new blocks. One read then takes what a
-// fast upstream has buffered, however many blocks it spans, where Fill
-// takes one block's room per read. Blocks the read did not reach go back
-// to the pool at once. It returns the new bytes as slices of the blocks,
+// last filled block's room, then new blocks: one as Fill takes it, and
+// past it only blocks the pool has free, so that room the read may leave
+// unused costs no allocation. One read then takes what a fast upstream has
+// buffered, however many blocks it spans, where Fill takes one block's
+// room per read. Blocks the read did not reach go back to the pool at once. It returns the new bytes as slices of the blocks,
 // in order (none when nothing was read), and ReadBuffers' error; the
 // slices and the outer slice follow Fill's aliasing rules (valid until the
 // next producer call). FillBuffers is a producer method.
@@ -176,7 +177,19 @@ func (s *Stream) FillBuffers(r BuffersReader, want int) ([][]byte, error) {
 	s.fillSpaces = append(s.fillSpaces[:0], b.buf[pos:])
 	room := BlockSize - pos
 	for room < want && len(s.fillSpaces) < MaxFillBlocks {
-		b = s.newBlockAfter(b)
+		// One block past the last's room is allocated when the pool has
+		// none free, as Fill would when that room is full; beyond it, room
+		// the read may leave unused is only the pool's free blocks, so that
+		// what it does not reach goes back without having been allocated
+		// (each such block would otherwise be garbage once the free list is
+		// full, and a heap that grows with it).
+		var nb *block
+		if len(s.fillSpaces) == 1 {
+			nb = s.pool.get()
+		} else if nb = s.pool.getFree(); nb == nil {
+			break
+		}
+		b = s.linkUnpublished(b, nb)
 		s.fillSpaces = append(s.fillSpaces, b.buf)
 		room += BlockSize
 	}
@@ -224,13 +237,12 @@ func (s *Stream) fillSpace() (*block, int) {
 	if pos := int(s.filled.Load() + 1 - b.start); pos < BlockSize {
 		return b, pos
 	}
-	return s.newBlockAfter(b), 0
+	return s.linkUnpublished(b, s.pool.get()), 0
 }
 
-// newBlockAfter starts an unpublished block whose first byte follows b's
-// last.
-func (s *Stream) newBlockAfter(b *block) *block {
-	nb := s.pool.get()
+// linkUnpublished makes nb, an empty block, the unpublished block whose
+// first byte follows b's last, and returns it.
+func (s *Stream) linkUnpublished(b, nb *block) *block {
 	nb.start = b.start + BlockSize
 	nb.id.Store(b.id.Load() + 1)
 	s.unpublished = append(s.unpublished, nb)

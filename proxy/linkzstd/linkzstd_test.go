@@ -393,12 +393,18 @@ func TestReaderRefusesBadChunk(t *testing.T) {
 			return append(c, 0)
 		}},
 		{"a body byte flipped", func(c []byte) []byte { c[len(c)-1] ^= 0x40; return c }},
+		{"the body cut short, its length matching", func(c []byte) []byte {
+			binary.BigEndian.PutUint32(c[0:], binary.BigEndian.Uint32(c)-3)
+			return c[:len(c)-3]
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := bytes.Join([][]byte{cs[0], tc.alter(bytes.Clone(cs[1])), cs[2]}, nil)
 			got, _, err := decode(t, bad, 4)
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("read ended with %v, want ErrCorrupt", err)
+			// Every chunk arrived whole: corrupt, never a link cut short
+			// (which is io.ErrUnexpectedEOF, and not counted as corruption).
+			if !errors.Is(err, ErrCorrupt) || errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("read ended with %v, want ErrCorrupt and not io.ErrUnexpectedEOF", err)
 			}
 			if !bytes.Equal(got, data[:15]) {
 				t.Fatalf("returned %q, want only the first chunk's %q", got, data[:15])

@@ -147,7 +147,10 @@ func (r *Reader) next() error {
 	r.cpu.end(t0, weight)
 	switch {
 	case err != nil && got < int(raw):
-		return fmt.Errorf("linkzstd: decode chunk of %d raw bytes after %d: %w: %w", raw, got, err, ErrCorrupt)
+		// The body was read whole: whatever the decoder says, even that it
+		// ran out of input (chunkSource's io.ErrUnexpectedEOF), the chunk is
+		// corrupt, not cut by the link's end, so its error is not wrapped.
+		return fmt.Errorf("linkzstd: decode chunk of %d raw bytes after %d: %v: %w", raw, got, err, ErrCorrupt)
 	case got > int(raw):
 		return fmt.Errorf("linkzstd: chunk decodes to more than its %d raw bytes: %w", raw, ErrCorrupt)
 	case r.body.off != len(r.body.b):

@@ -15,19 +15,7 @@ type chunkReader struct {
 	sizes []int
 }
 
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	n := len(r.data)
-	if len(r.sizes) > 0 {
-		n = min(n, r.sizes[0])
-		r.sizes = r.sizes[1:]
-	}
-	n = copy(p, r.data[:n])
-	r.data = r.data[n:]
-	return n, nil
-}
+func (r *chunkReader) Read(p []byte) (int, error) { return r.ReadBuffers([][]byte{p}) }
 
 // ReadBuffers is Read into several buffers, as readv: one read's bytes (the
 // next size, or less when the buffers hold less) spread over bufs in order.

@@ -19,21 +19,7 @@ import (
 // once a read finds the socket empty, before it waits, or at once past
 // flushBudget; the read deadline and EOF still end reads.
 func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	primary, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer primary.Close()
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	primary, conn := tcpPair(t)
 	var told atomic.Int64
 	s := newFlushingSource(wire.NewCommandReader(conn, wire.Limits{}), conn, func() { told.Add(1) })
 	if s == nil {
@@ -220,21 +206,7 @@ func checkWaitMode(t *testing.T, s *flushingSource, raw bool) {
 // raw says whether its dense waits may be raw ones.
 func coalescePair(t *testing.T, window, timeout time.Duration, raw bool) (primary net.Conn, s *flushingSource) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	primary, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { primary.Close() })
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	primary, conn := tcpPair(t)
 	s = newFlushingSource(wire.NewCommandReader(conn, wire.Limits{}), conn, func() {})
 	dl := &deadline{conn: conn, timeout: timeout}
 	dl.touch(time.Now())

@@ -47,10 +47,11 @@ type Stream struct {
 	npending atomic.Int32 // len(mu.pending), read without the lock by the producer
 	nwaiters atomic.Int32 // len(mu.waiters), read without the lock by the producer
 
-	// Bytes filled but not yet published (Fill, FillBuffers, Publish, Discard) lie after
-	// end: in the tail's free space, then in the blocks of unpublished, which
-	// no reader can reach (they are neither in the index nor linked from the
-	// tail), so Discard can take them back without asking anyone.
+	// Bytes filled but not yet published (Fill, FillBuffers, Publish,
+	// Discard) lie after end: in the tail's free space, then in the blocks
+	// of unpublished, which no reader can reach (they are neither in the
+	// index nor linked from the tail), so Discard can take them back
+	// without asking anyone.
 	filled      atomic.Int64 // offset of the last filled byte, >= end; producer-only writes
 	unpublished []*block     // blocks after the tail holding filled bytes; owned by the producer
 
@@ -133,7 +134,8 @@ func (s *Stream) BacklogSize() int64 { return s.backlogSize.Load() }
 // The returned slice aliases a block: the producer may scan it but must not
 // modify it, and it is valid only until the next call of a producer method.
 // Fill, FillBuffers, Publish, Discard, ReadOnce, ReadFrom, Append, Reset and
-// Close are the producer's methods: they must not be called concurrently with each other.
+// Close are the producer's methods: they must not be called concurrently
+// with each other.
 func (s *Stream) Fill(r io.Reader) ([]byte, error) {
 	if s.closed.Load() != nil {
 		return nil, ErrClosed

@@ -89,24 +89,45 @@ func (p *Pool) get() *block {
 	return &block{buf: make([]byte, BlockSize)}
 }
 
-// getFree returns a block from the free list, or nil when it is empty: for
-// room that may go unused (FillBuffers), which should cost no allocation.
-func (p *Pool) getFree() *block {
+// takeFree appends up to n blocks of the free list to dst, under one lock,
+// and returns it: room that may go unused (FillBuffers), which should cost
+// no allocation, and no lock per block.
+func (p *Pool) takeFree(dst []*block, n int) []*block {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := len(p.mu.free)
-	if n == 0 {
-		return nil
+	k := len(p.mu.free)
+	n = min(n, k)
+	for i := k - 1; i >= k-n; i-- {
+		dst = append(dst, p.mu.free[i])
+		p.mu.free[i] = nil
 	}
-	b := p.mu.free[n-1]
-	p.mu.free[n-1] = nil
-	p.mu.free = p.mu.free[:n-1]
-	p.mu.reused++
-	return b
+	p.mu.free = p.mu.free[:k-n]
+	p.mu.reused += int64(n)
+	return dst
 }
 
 // put takes back a block that nothing references any more.
 func (p *Pool) put(b *block) {
+	p.reset(b)
+	p.mu.Lock()
+	p.keepLocked(b)
+	p.mu.Unlock()
+}
+
+// putAll is put of every block of bs, under one lock.
+func (p *Pool) putAll(bs []*block) {
+	for _, b := range bs {
+		p.reset(b)
+	}
+	p.mu.Lock()
+	for _, b := range bs {
+		p.keepLocked(b)
+	}
+	p.mu.Unlock()
+}
+
+// reset empties a released block (and poisons it in tests).
+func (p *Pool) reset(b *block) {
 	b.used.Store(0)
 	b.refs.Store(0)
 	b.next.Store(nil)
@@ -115,11 +136,14 @@ func (p *Pool) put(b *block) {
 			b.buf[i] = 0xdb
 		}
 	}
-	p.mu.Lock()
+}
+
+// keepLocked puts b on the free list if it has room; otherwise b is left
+// to the garbage collector. REQUIRES: mu held.
+func (p *Pool) keepLocked(b *block) {
 	if len(p.mu.free) < p.maxFree {
 		p.mu.free = append(p.mu.free, b)
 	}
-	p.mu.Unlock()
 }
 
 // DropFree gives every free block back to the garbage collector and returns

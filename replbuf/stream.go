@@ -59,6 +59,7 @@ type Stream struct {
 	// to one read, and the new bytes it returns.
 	fillSpaces [][]byte
 	fillBytes  [][]byte
+	fillFree   []*block
 
 	// mu guards the index and the cursor lists. The producer takes it when it
 	// publishes into new blocks and when it has cursors to place or wake;
@@ -178,22 +179,26 @@ func (s *Stream) FillBuffers(r BuffersReader, want int) ([][]byte, error) {
 	b, pos := s.fillSpace()
 	s.fillSpaces = append(s.fillSpaces[:0], b.buf[pos:])
 	room := BlockSize - pos
-	for room < want && len(s.fillSpaces) < MaxFillBlocks {
-		// One block past the last's room is allocated when the pool has
-		// none free, as Fill would when that room is full; beyond it, room
-		// the read may leave unused is only the pool's free blocks, so that
-		// what it does not reach goes back without having been allocated
-		// (each such block would otherwise be garbage once the free list is
-		// full, and a heap that grows with it).
-		var nb *block
-		if len(s.fillSpaces) == 1 {
-			nb = s.pool.get()
-		} else if nb = s.pool.getFree(); nb == nil {
-			break
-		}
-		b = s.linkUnpublished(b, nb)
+	// One block past the last's room is allocated when the pool has none
+	// free, as Fill would when that room is full; beyond it, room the read
+	// may leave unused is only the pool's free blocks (taken under one
+	// lock), so that what it does not reach goes back without having been
+	// allocated (each such block would otherwise be garbage once the free
+	// list is full, and a heap that grows with it).
+	if room < want {
+		b = s.linkUnpublished(b, s.pool.get())
 		s.fillSpaces = append(s.fillSpaces, b.buf)
 		room += BlockSize
+	}
+	if room < want {
+		extra := min((want-room+BlockSize-1)/BlockSize, MaxFillBlocks-len(s.fillSpaces))
+		s.fillFree = s.pool.takeFree(s.fillFree[:0], extra)
+		for _, nb := range s.fillFree {
+			b = s.linkUnpublished(b, nb)
+			s.fillSpaces = append(s.fillSpaces, b.buf)
+			room += BlockSize
+		}
+		clear(s.fillFree)
 	}
 	n, err := r.ReadBuffers(s.fillSpaces)
 	if n < 0 || n > room {
@@ -222,9 +227,7 @@ func (s *Stream) FillBuffers(r BuffersReader, want int) ([][]byte, error) {
 // new blocks a FillBuffers read did not reach, which nobody else ever saw.
 func (s *Stream) returnFillBlocks(k int) {
 	last := len(s.unpublished) - k
-	for _, b := range s.unpublished[last:] {
-		s.pool.put(b)
-	}
+	s.pool.putAll(s.unpublished[last:])
 	clear(s.unpublished[last:])
 	s.unpublished = s.unpublished[:last]
 }

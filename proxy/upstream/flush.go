@@ -34,48 +34,64 @@ type flushingSource struct {
 	held    int64    // bytes published and not yet told to the host
 
 	// The read in progress, for readFD: into p alone, or into the buffers
-	// of iov (readv) when there are several.
-	p   []byte
-	iov []syscall.Iovec
-	one [1][]byte // Read's one buffer, as ReadBuffers takes them
-	n   int
-	err error
-	fn  func(fd uintptr) bool // s.readFD, made once so that no read allocates
+	// of iov (readv) when there are several, room bytes in all.
+	p    []byte
+	iov  []syscall.Iovec
+	room int
+	one  [1][]byte // Read's one buffer, as ReadBuffers takes them
+	n    int
+	err  error
+	fn   func(fd uintptr) bool // s.readFD, made once so that no read allocates
+
+	// drained says that the last read took less than its room: the socket
+	// was empty then, so the next read would fail with EAGAIN, and a
+	// coalescing wait is made without it (see readFD). parked says that
+	// the wait after the next read that fails is prepared already.
+	drained, parked bool
+	reads           int64 // read system calls made, for tests
 
 	co coalescer
 }
 
-// A coalescer lets a fast stream gather in the primary's socket before the
-// stream loop reads it: while the stream arrives faster than denseBytes
-// per window (repl-read-coalesce-usec), the socket's SO_RCVLOWAT is raised
-// to lowat, so that the kernel wakes the loop only once that much has
-// arrived, and the wait is bounded by the window (waitRaw's ppoll, or a
-// read deadline in the poller with one P); a slower stream is read as it
-// arrives. Each wake-up of the loop costs the
-// proxy far more than the bytes it brings at small values (the scheduler,
-// the poller, one writev per replica), and at 512 B values it was most of
-// the relay's CPU; a byte waits at most one window for it, and only while
-// at least denseBytes arrive per window. Owned by the stream loop.
+// A coalescer lets the stream gather in the primary's socket before the
+// stream loop reads it, while it arrives more often than once per window
+// (repl-read-coalesce-usec): a primary under a steady load sends its
+// replicas a packet per turn of its event loop, thousands a second, and a
+// wake-up of the loop costs the proxy far more than the bytes it brings
+// (the scheduler, the poller, one writev per replica). While it coalesces,
+// the socket's SO_RCVLOWAT is raised to lowat, so that the kernel wakes
+// the loop only once that much has arrived, and each wait is bounded by
+// the window (waitRaw's ppoll, or a read deadline in the poller with one
+// P): the loop then wakes about once per window however many packets came
+// in it, and a byte waits at most one window. A stream is coalesced once
+// its waits in the poller come less than a window apart on average
+// (cycle), or a window's worth of it brings denseBytes; a window that ends
+// with nothing in it ends the coalescing, and the socket is read as it
+// arrives again. Owned by the stream loop.
 type coalescer struct {
 	window func() time.Duration // Host.ReadCoalesce, read at every wait
 	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
 
-	lowat    int          // SO_RCVLOWAT while the stream is dense; 0 while it is not
-	armed    bool         // the wait is bounded by a coalescing window
-	rawUntil time.Time    // when the raw wait's window ends
-	deadline bool         // the bound is the conn's read deadline (a wait in the poller), not rawWait's
-	rawOff   bool         // rawWait failed once (or a test chose the poller): dense waits are the poller's
-	expired  bool         // the last wait ended at its coalescing deadline, and nothing was read since
-	parkedAt time.Time    // when the last wait began
-	read     int64        // bytes read since then
-	waits    int64        // waits begun, for tests
-	rawWaits atomic.Int64 // of them, those waitRaw made (read by tests while a wait runs)
+	lowat    int           // SO_RCVLOWAT while the stream is coalesced; 0 while it is not
+	cycle    time.Duration // the stream's pace: a moving average of the time between waits in the poller
+	armed    bool          // the wait is bounded by a coalescing window
+	rawUntil time.Time     // when the raw wait's window ends
+	deadline bool          // the bound is the conn's read deadline (a wait in the poller), not rawWait's
+	rawOff   bool          // rawWait failed once (or a test chose the poller): dense waits are the poller's
+	expired  bool          // the last wait ended at its coalescing deadline, and nothing was read since
+	parkedAt time.Time     // when the last wait began
+	read     int64         // bytes read since then
+	waits    int64         // waits begun, for tests
+	rawWaits atomic.Int64  // of them, those waitRaw made (read by tests while a wait runs)
 }
 
 const (
-	// denseBytes per window make a stream dense; below a quarter of it
-	// (or after a window with nothing) it is read as it arrives again.
+	// denseBytes per window make a stream coalesced whatever its pace in
+	// the poller (a burst read in a few large reads).
 	denseBytes = 64 << 10
+	// cycleMax bounds a sample of coalescer.cycle, so that after a silence
+	// a steady stream is coalesced again within a few dozen waits.
+	cycleMax = time.Second
 	// lowatMax bounds SO_RCVLOWAT; it is also at most a quarter of the
 	// socket's receive buffer when set, which the kernel would otherwise
 	// grow (and clamp the window to) to fit it.
@@ -140,13 +156,15 @@ func (s *flushingSource) ReadBuffers(bufs [][]byte) (int, error) {
 	if s.rd.Buffered() > 0 {
 		return s.rd.Reader().Read(bufs[0])
 	}
-	s.p, s.n, s.err = bufs[0], 0, nil
+	s.p, s.n, s.err, s.room = bufs[0], 0, nil, len(bufs[0])
 	if len(bufs) > 1 {
+		s.room = 0
 		for _, b := range bufs {
 			if len(b) > 0 {
 				v := syscall.Iovec{Base: &b[0]}
 				v.SetLen(len(b))
 				s.iov = append(s.iov, v)
+				s.room += len(b)
 			}
 		}
 	}
@@ -170,26 +188,40 @@ func (s *flushingSource) ReadBuffers(bufs [][]byte) (int, error) {
 
 // readFD is the syscall.RawConn.Read callback: one read(2) (rawRead), or
 // readv(2) (rawReadv) into several buffers; on EAGAIN the held bytes go to
-// the host before the poller waits (false).
+// the host before the loop waits: in a coalescing window (waitRaw), or in
+// the poller (false).
+//
+// After a read that took less than its room the socket was empty, and a
+// coalescing window is waited for without reading first: ppoll sees the
+// socket's level (what arrived since included), and the read would only
+// have failed; that is one system call less per window. A wait in the
+// poller still needs the read that fails: RawConn.Read forgets readiness
+// the poller saw before it began.
 func (s *flushingSource) readFD(fd uintptr) bool {
 	for {
+		if s.drained {
+			s.drained = false
+			if s.prepare(fd) {
+				continue
+			}
+			s.parked = true
+		}
 		var n int
 		var err error
+		s.reads++
 		if len(s.iov) > 0 {
 			n, err = rawReadv(fd, s.iov)
 		} else {
 			n, err = rawRead(fd, s.p)
 		}
+		parked := s.parked
+		s.parked = false
 		switch {
 		case err == syscall.EINTR:
+			s.parked = parked
 			continue
 		case err == syscall.EAGAIN:
-			s.flush()
-			if s.co.window != nil {
-				s.park(fd)
-			}
-			if s.co.armed && !s.co.deadline {
-				s.waitRaw(fd)
+			if !parked && s.prepare(fd) {
 				continue
 			}
 			return false // the poller waits
@@ -201,6 +233,7 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 			s.err = io.EOF
 		default:
 			s.n = n
+			s.drained = n < s.room
 			s.co.read += int64(n)
 			s.co.expired = false
 		}
@@ -208,10 +241,25 @@ func (s *flushingSource) readFD(fd uintptr) bool {
 	}
 }
 
+// prepare flushes what is held and prepares the loop's wait: in a
+// coalescing window, made at once (waitRaw), after which it reports true
+// (read again); or in the poller (false).
+func (s *flushingSource) prepare(fd uintptr) bool {
+	s.flush()
+	if s.co.window != nil {
+		s.park(fd)
+	}
+	if s.co.armed && !s.co.deadline {
+		s.waitRaw(fd)
+		return true
+	}
+	return false
+}
+
 // park prepares the wait that follows an empty read: it decides from the
-// bytes read since the last wait whether the stream is dense, sets
-// SO_RCVLOWAT when that changed, and bounds a dense wait by a deadline one
-// window away.
+// stream's pace and the bytes read since the last wait whether the stream
+// is coalesced (see coalescer), sets SO_RCVLOWAT when that changed, and
+// bounds a coalescing wait by a deadline one window away.
 func (s *flushingSource) park(fd uintptr) {
 	co := &s.co
 	now := time.Now()
@@ -222,14 +270,23 @@ func (s *flushingSource) park(fd uintptr) {
 	if since > 0 && w > 0 {
 		perWindow = int64(float64(co.read) * float64(w) / float64(since))
 	}
+	if co.lowat == 0 {
+		// A wait in the poller ended: the stream's pace, over the last
+		// few of them (a quarter's weight to the newest).
+		sample := min(since, cycleMax)
+		if co.waits == 0 {
+			co.cycle = sample
+		}
+		co.cycle += (sample - co.cycle) / 4
+	}
 	co.parkedAt, co.read = now, 0
 	co.waits++
 	switch {
-	case w <= 0 || co.expired || (co.lowat > 0 && perWindow < denseBytes/4):
+	case w <= 0 || co.expired:
 		if co.lowat > 0 {
 			s.setLowat(fd, 0)
 		}
-	case co.lowat == 0 && perWindow >= denseBytes:
+	case co.lowat == 0 && (perWindow >= denseBytes || co.cycle < w):
 		s.setLowat(fd, lowatFor(fd, perWindow))
 	case co.lowat > 0 && perWindow > int64(2*co.lowat) && co.lowat < lowatMax:
 		// Woken by lowat much sooner than the window: raise it, as far as
@@ -306,7 +363,7 @@ func (s *flushingSource) waitRaw(fd uintptr) {
 // socket's receive buffer.
 func lowatFor(fd uintptr, perWindow int64) int {
 	l := int(min(max(perWindow, denseBytes/2), lowatMax))
-	if rcvbuf, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
+	if rcvbuf, err := rawGetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF); err == nil {
 		l = min(l, rcvbuf/4)
 	}
 	return max(l, 1)
@@ -315,7 +372,7 @@ func lowatFor(fd uintptr, perWindow int64) int {
 // setLowat sets SO_RCVLOWAT to v (0: the default, 1 byte). A socket that
 // refuses it is read as it arrives.
 func (s *flushingSource) setLowat(fd uintptr, v int) {
-	if err := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(v, 1)); err != nil || v <= 1 {
+	if err := rawSetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, max(v, 1)); err != nil || v <= 1 {
 		v = 0
 	}
 	s.co.lowat = v

@@ -287,18 +287,18 @@ func testCoalescerFastStream(t *testing.T, raw bool) {
 	}
 }
 
-// TestCoalescerSlowStream: writes that arrive slower than denseBytes per
+// TestCoalescerSlowStream: writes that arrive less often than once per
 // window are read as they arrive: SO_RCVLOWAT is never raised, and no
 // write waits for the window.
 func TestCoalescerSlowStream(t *testing.T) { inWaitModes(t, testCoalescerSlowStream) }
 
 func testCoalescerSlowStream(t *testing.T, raw bool) {
-	const window = 50 * time.Millisecond
+	const window = 10 * time.Millisecond
 	primary, s := coalescePair(t, window, time.Minute, raw)
 	buf := make([]byte, 16<<10)
 	for range 20 {
-		time.Sleep(2 * time.Millisecond)
-		primary.Write(make([]byte, 100)) // 100 B per 2 ms: 2.5 KB per window
+		time.Sleep(2 * window)
+		primary.Write(make([]byte, 100))
 		for got := 0; got < 100; {
 			n, err := s.Read(buf)
 			if err != nil {
@@ -309,6 +309,76 @@ func testCoalescerSlowStream(t *testing.T, raw bool) {
 		if n := s.co.rawWaits.Load(); s.co.lowat != 0 || s.co.armed || n != 0 {
 			t.Fatalf("a slow stream: lowat %d, armed %v, %d raw waits; want 0, false, 0", s.co.lowat, s.co.armed, n)
 		}
+	}
+}
+
+// TestCoalescerPacedStream: small writes that arrive many times per window
+// (a primary's packets under a steady load, far below denseBytes per
+// window) are coalesced: read in about one wait and one read per window,
+// not one of each per write, every byte in order and none later than a
+// window or so; once they stop, a window with nothing in it ends the
+// coalescing.
+func TestCoalescerPacedStream(t *testing.T) { inWaitModes(t, testCoalescerPacedStream) }
+
+func testCoalescerPacedStream(t *testing.T, raw bool) {
+	const window = 20 * time.Millisecond
+	const writes, size, every = 200, 100, 2 * time.Millisecond // 10 writes, 1 KB per window
+	primary, s := coalescePair(t, window, time.Minute, raw)
+	start := time.Now()
+	go func() {
+		for i := range writes {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+			b := make([]byte, size)
+			for j := range b {
+				b[j] = byte(i)
+			}
+			if _, err := primary.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 16<<10)
+	var late time.Duration
+	for got := 0; got < writes*size; {
+		n, err := s.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range n {
+			if want := byte((got + k) / size); buf[k] != want {
+				t.Fatalf("byte %d: %d, want %d", got+k, buf[k], want)
+			}
+		}
+		got += n
+		// The last byte read was written at about start + (its write) * every.
+		sent := start.Add(time.Duration((got-1)/size) * every)
+		late = max(late, time.Since(sent))
+	}
+	waits, reads := s.co.waits, s.reads
+	t.Logf("%d waits (%d raw), %d reads for %d writes; latest byte %v after its write", waits, s.co.rawWaits.Load(), reads, writes, late)
+	// 400 ms of writes are 20 windows: allow for the waits before the
+	// stream is found paced, and for a loaded machine.
+	if waits*3 > writes || reads*3 > writes {
+		t.Fatalf("%d waits and %d reads for %d writes: the reads did not coalesce", waits, reads, writes)
+	}
+	if s.co.lowat == 0 {
+		t.Fatal("a paced stream left SO_RCVLOWAT at the default")
+	}
+	if late > 10*window {
+		t.Fatalf("a byte came %v after its write, window %v", late, window)
+	}
+	checkWaitMode(t, s, raw)
+	// The writes stopped: the next wait's window is empty, and the one
+	// after it reads as the stream arrives.
+	go func() {
+		time.Sleep(3 * window)
+		primary.Write([]byte("x"))
+	}()
+	if _, err := s.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if s.co.lowat != 0 || s.co.armed {
+		t.Fatalf("after a silent window: lowat %d, armed %v; want 0, false", s.co.lowat, s.co.armed)
 	}
 }
 

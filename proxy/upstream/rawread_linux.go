@@ -59,3 +59,30 @@ func rawWait(fd uintptr, d time.Duration) (ready bool, err error) {
 	}
 	return n > 0, nil
 }
+
+// rawGetsockoptInt is getsockopt(2) of an int option as a raw system call,
+// and rawSetsockoptInt setsockopt(2): the coalescer changes SO_RCVLOWAT
+// each time the stream starts or stops coalescing, often right after every
+// P was idle, and a syscall the scheduler is told of then wakes the
+// runtime's monitor thread, which then polls in 20 µs steps for as long
+// as the proxy works (see rawRead).
+func rawGetsockoptInt(fd uintptr, level, opt int) (int, error) {
+	var v int32
+	l := uint32(unsafe.Sizeof(v))
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&v)), uintptr(unsafe.Pointer(&l)), 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(v), nil
+}
+
+func rawSetsockoptInt(fd uintptr, level, opt, value int) error {
+	v := int32(value)
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}

@@ -22,3 +22,11 @@ func rawReadv(fd uintptr, iov []syscall.Iovec) (int, error) {
 const rawWaits = false
 
 func rawWait(fd uintptr, d time.Duration) (bool, error) { return false, syscall.ENOSYS }
+
+func rawGetsockoptInt(fd uintptr, level, opt int) (int, error) {
+	return syscall.GetsockoptInt(int(fd), level, opt)
+}
+
+func rawSetsockoptInt(fd uintptr, level, opt, value int) error {
+	return syscall.SetsockoptInt(int(fd), level, opt, value)
+}

@@ -78,8 +78,15 @@ func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBuffer
 func (h upstreamHost) ReadCoalesce() time.Duration { return h.s.config().ReplReadCoalesce }
 
 // Published sends the new bytes to the caught-up replicas from the link's
-// goroutine (downstream.Fanout), instead of waking their write loops.
-func (h upstreamHost) Published() { h.s.fanout.Flush() }
+// goroutine (downstream.Fanout), instead of waking their write loops, and
+// tells the stream log's follower how far the stream has come, so that it
+// wakes for a record's worth rather than for every publish.
+func (h upstreamHost) Published() {
+	h.s.fanout.Flush()
+	if d := h.s.durable; d != nil {
+		d.follow.Nudge(h.s.hist.Stream().Offset())
+	}
+}
 
 // PayloadStarted counts a full sync's payload while it arrives and decides
 // whether it goes to dir as it does (payload_disk.go).

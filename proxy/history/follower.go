@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,9 @@ type FollowerConfig struct {
 	Retry time.Duration
 	// SyncEvery is the syncer's period under FsyncEverySec.
 	SyncEvery time.Duration
+	// AppendEvery is how often a flowing stream is appended (see
+	// appendInterval, the default when 0).
+	AppendEvery time.Duration
 	// Appended, when set, is called after every batch appended and when a
 	// round ends (the log no longer follows), so that readers waiting at
 	// the log's end look again; it must not block.
@@ -125,6 +129,14 @@ type Follower struct {
 	// /metrics).
 	marks lagMarks
 
+	// gathering is the offset of the follower's cursor while it sleeps to
+	// let the stream gather (see appendInterval), 0 otherwise: Nudge reads
+	// it to wake the follower once gatherBytes are pending. Written by
+	// Run's goroutine, and cleared by the Nudge that wakes it.
+	gathering atomic.Int64
+	// nudge ends a gathering sleep (capacity 1; Nudge's send never blocks).
+	nudge chan struct{}
+
 	round struct {
 		sync.Mutex
 		// end ends the follower's current round with a cause (the
@@ -136,7 +148,26 @@ type Follower struct {
 // NewFollower returns the follower of h's stream into l, which h serves
 // plans from (SetLog). lg names the log in its lines.
 func NewFollower(h *History, l *streamlog.Log, lg hclog.Logger, cfg FollowerConfig) *Follower {
-	return &Follower{hist: h, log: l, lg: lg, cfg: cfg}
+	return &Follower{hist: h, log: l, lg: lg, cfg: cfg, nudge: make(chan struct{}, 1)}
+}
+
+// Nudge is told by the stream's producer, after it publishes, that the
+// stream's end is end: it wakes a follower gathering the stream (see
+// appendInterval) once gatherBytes are pending, so that a fast stream is
+// appended a record at a time and pins no more, while a slow one costs the
+// follower one wake-up per appendInterval, not one per publish. It never
+// blocks, and costs an atomic load while the follower is not gathering.
+func (f *Follower) Nudge(end int64) {
+	from := f.gathering.Load()
+	if from == 0 || end+1-from < gatherBytes {
+		return
+	}
+	if f.gathering.CompareAndSwap(from, 0) {
+		select {
+		case f.nudge <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Recovered records that the log holds the stream's current generation,
@@ -303,8 +334,8 @@ func (f *Follower) follow(ctx context.Context) error {
 		f.lg.Info("stream log resumed", "offset", cur.Offset(), "new-generation", restarted)
 	}
 	epoch := h.Epoch()
-	// gather holds a woken follower back for a moment when little is
-	// pending (see gatherDelay); created stopped, reused.
+	// gather holds the follower back while the stream gathers (see
+	// appendInterval); created stopped, reused.
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
 	defer gather.Stop()
@@ -331,9 +362,10 @@ func (f *Follower) follow(ctx context.Context) error {
 			// Under repl-log-fsync always each batch is synced as it is
 			// written: nothing gathers.
 			gathering := f.cfg.Fsync() != FsyncAlways
-			// It wrote last time round: the stream is flowing, so it sleeps
-			// one gatherDelay and takes what came, without asking each
-			// publish to wake it first (one wake-up per batch, not two).
+			// It wrote last time round: the stream is flowing, so it
+			// gathers at once, without asking a publish to wake it first
+			// (one wake-up per batch, not two). Idle, it waits for the
+			// next publish, and then gathers.
 			flowing := wrote && gathering
 			wrote = false
 			if !flowing {
@@ -342,18 +374,7 @@ func (f *Follower) follow(ctx context.Context) error {
 				}
 			}
 			if flowing || (gathering && cur.Lag() < gatherBytes) {
-				// Woken by a publish of a few KiB (or flowing): let more
-				// arrive before writing, so that the log costs one wake-up
-				// and one writev per gatherDelay at most instead of one per
-				// publish, which at small values was most of its cost. The
-				// bytes wait in memory for that long; under everysec they
-				// wait up to a second for their fsync anyway.
-				gather.Reset(gatherDelay)
-				select {
-				case <-gather.C:
-				case <-ctx.Done():
-					gather.Stop()
-				}
+				f.gather(ctx, gather, cur)
 			}
 			continue
 		}
@@ -397,17 +418,45 @@ func (f *Follower) follow(ctx context.Context) error {
 	}
 }
 
-// A follower woken with less than gatherBytes pending waits gatherDelay
-// before it writes (unless repl-log-fsync is always, where each batch is
-// synced as it is written). The delay bounds how much later than the
-// replicas the log has a byte; gatherBytes is one full record.
+// While the stream flows, the follower appends once per appendInterval, or
+// as soon as gatherBytes are pending (the producer's Nudge), whichever
+// comes first (unless repl-log-fsync is always, where each batch is synced
+// as it is written): a paced stream of a few thousand small publishes a
+// second costs the log ten wake-ups and writes a second rather than one
+// per publish, which, with the runtime's scheduler and monitor threads
+// each write woke, was most of the log's cost; a fast one is appended a
+// record at a time. The interval bounds how much later than the replicas
+// the log has a byte (what a crash of the proxy loses of the log, which
+// the primary sends again), and gatherBytes what the follower pins while
+// it gathers.
 //
 // A follower more than behindBytes behind writes one record per call.
 const (
-	gatherDelay = 2 * time.Millisecond
-	gatherBytes = streamlog.RecordMax
-	behindBytes = 4 * streamlog.RecordMax
+	appendInterval = 100 * time.Millisecond
+	gatherBytes    = streamlog.RecordMax
+	behindBytes    = 4 * streamlog.RecordMax
 )
+
+// gather sleeps while the stream gathers: AppendEvery, or until a Nudge
+// says gatherBytes are pending, or ctx ends.
+func (f *Follower) gather(ctx context.Context, t *time.Timer, cur *replbuf.Cursor) {
+	f.gathering.Store(cur.Offset())
+	// Published before the nudge could look: a stream that is already far
+	// enough ahead is taken at once.
+	if cur.Lag() >= gatherBytes {
+		f.gathering.Store(0)
+		return
+	}
+	t.Reset(cmp.Or(f.cfg.AppendEvery, appendInterval))
+	select {
+	case <-t.C:
+	case <-f.nudge:
+		t.Stop()
+	case <-ctx.Done():
+		t.Stop()
+	}
+	f.gathering.Store(0)
+}
 
 // reset starts a new generation of the log where memory holds the stream,
 // and attaches there. The cursor attaches first and pins the stream from

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,4 +422,97 @@ func TestFollowerSyncsSealedAtOnce(t *testing.T) {
 	end := h.Stream().Offset()
 	redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool { _, last := l.Bounds(); return last == end })
 	redistest.WaitFor(t, 10*time.Second, "the sealed segments to be synced", func() bool { return l.Stats().Synced > 100+2*(64<<10) })
+}
+
+// writeCountFS counts the writes to the log's segment files.
+type writeCountFS struct {
+	streamlog.FS
+	writes atomic.Int64
+}
+
+func (c *writeCountFS) OpenFile(name string, flag int, perm fs.FileMode) (streamlog.File, error) {
+	file, err := c.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return file, err
+	}
+	return countedFile{file, c}, nil
+}
+
+// countedFile is a segment file seen by writeCountFS. It hides the
+// *os.File, so the log writes it slice by slice: a write per record slice.
+type countedFile struct {
+	streamlog.File
+	c *writeCountFS
+}
+
+func (f countedFile) Write(p []byte) (int, error) {
+	f.c.writes.Add(1)
+	return f.File.Write(p)
+}
+
+// TestFollowerGathersPacedStream: a stream published a small command at a
+// time, hundreds of times a second, is appended about once per
+// AppendEvery, not once per publish; a Nudge once gatherBytes are pending
+// wakes a follower that would otherwise sleep for an hour; and the log
+// holds every byte in the end.
+func TestFollowerGathersPacedStream(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+	}{{"paced", 50 * time.Millisecond}, {"nudged", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfs *writeCountFS
+			h, l, f := runFollower(t, streamlog.Options{MaxBytes: 64 << 20},
+				func(fs streamlog.FS) streamlog.FS { cfs = &writeCountFS{FS: fs}; return cfs },
+				FollowerConfig{
+					Fsync:       func() Fsync { return FsyncEverySec },
+					BehindLimit: func() int64 { return 0 },
+					Retry:       time.Hour,
+					SyncEvery:   time.Hour,
+					AppendEvery: tc.every,
+				}, nil)
+			st := h.Stream()
+			cmd := []byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+			if tc.name == "paced" {
+				const publishes = 300
+				for range publishes {
+					if err := st.Append(cmd); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				redistest.WaitFor(t, 10*time.Second, "the log to hold the stream", func() bool {
+					_, last := l.Bounds()
+					return last == st.Offset()
+				})
+				// 300 ms or more of publishes: about 6 appends at 50 ms;
+				// each is one segment write (or two, a record cut at a
+				// block's end), whatever a loaded machine stretches.
+				if n := cfs.writes.Load(); n > publishes/10 {
+					t.Fatalf("%d segment writes for %d publishes: the follower did not gather", n, publishes)
+				}
+				t.Logf("%d segment writes for %d publishes", cfs.writes.Load(), publishes)
+				return
+			}
+			// The follower is gathering (it sleeps for an hour) once a
+			// first publish woke it; a Nudge with gatherBytes pending ends
+			// its sleep.
+			if err := st.Append(cmd); err != nil {
+				t.Fatal(err)
+			}
+			redistest.WaitFor(t, 10*time.Second, "the follower to gather", func() bool { return f.gathering.Load() > 0 })
+			big := make([]byte, 0, gatherBytes+len(cmd))
+			for len(big) < gatherBytes {
+				big = append(big, cmd...)
+			}
+			if err := st.Append(big); err != nil {
+				t.Fatal(err)
+			}
+			f.Nudge(st.Offset())
+			redistest.WaitFor(t, 10*time.Second, "the nudged follower to append", func() bool {
+				_, last := l.Bounds()
+				return last == st.Offset()
+			})
+		})
+	}
 }

@@ -298,9 +298,9 @@ func TestLogDiskFailure(t *testing.T) {
 // TestLogSyncFailureShows: a failed fsync (repl-log-fsync everysec, the
 // disk otherwise fine, nothing appended after it) is a fault of the log like
 // a failed write: the log stops at once, INFO persistence says
-// repl_log_status:down with the sync's error, and one WARN says why. The
-// syncer used to log it at Debug while INFO kept saying ok until the next
-// append failed on the log's sticky error.
+// repl_log_status:down with the sync's error, and one WARN says why, rather
+// than INFO saying ok until the next append fails on the log's sticky
+// error.
 func TestLogSyncFailureShows(t *testing.T) {
 	ffs := &faultFS{}
 	primary, pc := startPrimary(t)
@@ -319,7 +319,10 @@ func TestLogSyncFailureShows(t *testing.T) {
 	writeValues(t, pc, "k", 10, 100)
 	waitLogged(t, pc, xc)
 
+	// The syncer syncs what was appended since its last sync: one more
+	// value, written while the disk fails syncs (its write succeeds).
 	ffs.setSync(true)
+	writeValues(t, pc, "last", 1, 100)
 	redistest.WaitFor(t, 10*time.Second, "repl_log_status:down after a failed sync", func() bool {
 		return xc.Info(t, "persistence")["repl_log_status"] == "down"
 	})

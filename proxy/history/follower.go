@@ -59,7 +59,8 @@ import (
 //     (published end, time) the follower takes as it goes (lagMarks): no
 //     cost per byte, and the age grows while a write blocks.
 //   - fsync: under FsyncAlways the follower syncs after every batch; under
-//     FsyncEverySec a second goroutine, the syncer, syncs once a SyncEvery.
+//     FsyncEverySec a second goroutine, the syncer, syncs once a SyncEvery
+//     while the follower appends (an idle log costs no wake-up).
 //     A failed sync is a fault of the log like a failed write: the syncer
 //     ends the follower's round with it, and the follower stops the log
 //     (down, counted, its WARN), so that INFO says so at once rather than at
@@ -136,6 +137,9 @@ type Follower struct {
 	gathering atomic.Int64
 	// nudge ends a gathering sleep (capacity 1; Nudge's send never blocks).
 	nudge chan struct{}
+	// dirty tells the syncer that the follower appended (capacity 1;
+	// the follower's send never blocks): an idle log costs no wake-up.
+	dirty chan struct{}
 
 	round struct {
 		sync.Mutex
@@ -148,7 +152,7 @@ type Follower struct {
 // NewFollower returns the follower of h's stream into l, which h serves
 // plans from (SetLog). lg names the log in its lines.
 func NewFollower(h *History, l *streamlog.Log, lg hclog.Logger, cfg FollowerConfig) *Follower {
-	return &Follower{hist: h, log: l, lg: lg, cfg: cfg, nudge: make(chan struct{}, 1)}
+	return &Follower{hist: h, log: l, lg: lg, cfg: cfg, nudge: make(chan struct{}, 1), dirty: make(chan struct{}, 1)}
 }
 
 // Nudge is told by the stream's producer, after it publishes, that the
@@ -402,6 +406,10 @@ func (f *Follower) follow(ctx context.Context) error {
 			return err
 		}
 		f.appended()
+		select {
+		case f.dirty <- struct{}{}:
+		default:
+		}
 		wrote = true
 		if err := cur.Advance(n); err != nil {
 			return err
@@ -568,29 +576,47 @@ func recordPrefix(batch [][]byte) [][]byte {
 	return batch
 }
 
-// syncLoop syncs the log once a SyncEvery under FsyncEverySec, until ctx
-// ends. A failed sync makes the log's error sticky; the follower's round
-// is ended with it, so that the follower stops the log now (see the top of
-// the file).
+// syncLoop syncs the log under FsyncEverySec, once a SyncEvery at most
+// and only after the follower appended, until ctx ends: an idle log is
+// neither synced nor woken for, as Redis's everysec fsyncs only an AOF that
+// grew; a sealed segment is synced at once. A failed sync makes the log's
+// error sticky; the follower's round is ended with it, so that the follower
+// stops the log now (see the top of the file).
 func (f *Follower) syncLoop(ctx context.Context) {
-	t := time.NewTicker(f.cfg.SyncEvery)
+	var last time.Time // when the last sync began
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	defer t.Stop()
 	for {
+		sealed := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			// A mark a second, whatever the follower does: while a write
-			// holds it, the bytes published meanwhile get an age too.
-			st := f.hist.Stream()
-			f.marks.mark(st.Generation(), st.Offset(), time.Now())
+		case <-f.dirty:
 		case <-f.log.SealedReady():
-			// A sealed segment waits: synced now, here, so that the
-			// follower need not sync it itself a few rolls later.
+			sealed = true
 		}
+		// The rest of the period since the last sync, unless a sealed
+		// segment waits: synced now, here, so that the follower need not
+		// sync it itself a few rolls later.
+		if wait := time.Until(last.Add(f.cfg.SyncEvery)); !sealed && wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-f.log.SealedReady():
+				t.Stop()
+			}
+		}
+		// A mark per sync, whatever the follower does: while a write
+		// holds it, the bytes published meanwhile get an age too.
+		st := f.hist.Stream()
+		f.marks.mark(st.Generation(), st.Offset(), time.Now())
 		if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
 			continue
 		}
+		last = time.Now()
 		// An empty log (no identity yet) has nothing to sync.
 		if err := f.log.Sync(); err != nil && f.log.Identity().ReplID != "" {
 			f.endRound(fmt.Errorf("%w: %w", errSyncFailed, err))

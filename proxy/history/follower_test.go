@@ -54,8 +54,8 @@ func (f syncFaultFile) Sync() error {
 
 // TestFollower: the follower appends what the stream publishes to the log
 // under the stream's identity, and the log serves plans; a failed sync
-// (everysec, nothing appended after it) stops the log at once, counted and
-// with its error; Run returns once its context ends.
+// (everysec, after an append, nothing appended after it) stops the log at
+// once, counted and with its error; Run returns once its context ends.
 func TestFollower(t *testing.T) {
 	ffs := &syncFaultFS{}
 	root, err := os.OpenRoot(t.TempDir())
@@ -101,7 +101,12 @@ func TestFollower(t *testing.T) {
 		t.Fatalf("down %v with %d errors before any fault", f.Down(), f.Errors())
 	}
 
+	// A sync follows an append: the first one after the disk fails
+	// stops the log, with nothing appended after it.
 	ffs.set(true)
+	if err := h.Stream().Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
 	redistest.WaitFor(t, 10*time.Second, "the failed sync to stop the log", f.Down)
 	if f.Errors() != 1 || !strings.Contains(f.LastError(), "sync failed") || !strings.Contains(f.LastError(), "injected") {
 		t.Fatalf("%d errors, last %q; want one, the failed sync's", f.Errors(), f.LastError())
@@ -424,10 +429,11 @@ func TestFollowerSyncsSealedAtOnce(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "the sealed segments to be synced", func() bool { return l.Stats().Synced > 100+2*(64<<10) })
 }
 
-// writeCountFS counts the writes to the log's segment files.
+// writeCountFS counts the writes to the log's segment files, and their
+// syncs.
 type writeCountFS struct {
 	streamlog.FS
-	writes atomic.Int64
+	writes, syncs atomic.Int64
 }
 
 func (c *writeCountFS) OpenFile(name string, flag int, perm fs.FileMode) (streamlog.File, error) {
@@ -448,6 +454,36 @@ type countedFile struct {
 func (f countedFile) Write(p []byte) (int, error) {
 	f.c.writes.Add(1)
 	return f.File.Write(p)
+}
+
+func (f countedFile) Sync() error {
+	f.c.syncs.Add(1)
+	return f.File.Sync()
+}
+
+// TestSyncerIdle: under everysec the syncer syncs what the follower
+// appended, once, and then nothing while nothing is appended: an idle
+// log makes no system call and no wake-up for its sync.
+func TestSyncerIdle(t *testing.T) {
+	var cfs *writeCountFS
+	h, l, _ := runFollower(t, streamlog.Options{MaxBytes: 64 << 20},
+		func(fs streamlog.FS) streamlog.FS { cfs = &writeCountFS{FS: fs}; return cfs },
+		FollowerConfig{
+			Fsync:       func() Fsync { return FsyncEverySec },
+			BehindLimit: func() int64 { return 0 },
+			Retry:       time.Hour,
+			SyncEvery:   10 * time.Millisecond,
+		}, nil)
+	st := h.Stream()
+	if err := st.Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 10*time.Second, "the stream synced", func() bool { return l.Stats().Synced == st.Offset() })
+	synced := cfs.syncs.Load()
+	time.Sleep(20 * 10 * time.Millisecond) // twenty periods
+	if n := cfs.syncs.Load(); n != synced {
+		t.Fatalf("%d segment syncs in twenty idle periods, want none", n-synced)
+	}
 }
 
 // TestFollowerGathersPacedStream: a stream published a small command at a

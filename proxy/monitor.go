@@ -6,32 +6,90 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
 // monitorInterval is how often the monitor checks replicas (Redis's
 // clientsCron and replicationCron run at 10 Hz and 1 Hz).
 const monitorInterval = 100 * time.Millisecond
 
+// While nothing moves (see activity) for quietAfter, the monitor runs once
+// per quietInterval instead: an idle proxy then wakes a few times a
+// second in all, as an idle redis-server does, rather than ten times for
+// the monitor alone, each wake-up also waking the runtime's own threads.
+// Nothing it watches can change fast while nothing moves: a replica's
+// buffer grows only with the stream, memory only with the stream or a
+// payload, and repl-timeout is counted in seconds. The stream's producer
+// (Published) and a payload's start wake it at once (wakeMonitor).
+const (
+	quietAfter    = time.Second
+	quietInterval = time.Second
+)
+
 // monitor enforces the replica output-buffer limits and repl-timeout, and
 // releases retired snapshots once nobody reads them. It closes a replica's
 // connection, which ends its goroutines; it never waits on a replica.
 func (s *Server) monitor(ctx context.Context) {
-	t := time.NewTicker(monitorInterval)
+	t := time.NewTimer(monitorInterval)
 	defer t.Stop()
+	var last activity
+	var stillSince time.Time // when last was first seen
 	for {
+		var now time.Time
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			s.checkReplicas(now)
-			s.releaseRetired()
-			s.enforceMaxMemory(now)
-			s.persistSnapshot()
-			s.refetchBeforeStale(now)
-			s.returnReleasedMemory(now)
-			s.notifyStatus()
-			s.monitorRounds.Add(1)
+		case now = <-t.C:
+		case <-s.monitorWake:
+			now = time.Now()
+			t.Stop()
 		}
+		s.checkReplicas(now)
+		s.releaseRetired()
+		s.enforceMaxMemory(now)
+		s.persistSnapshot()
+		s.refetchBeforeStale(now)
+		s.returnReleasedMemory(now)
+		s.notifyStatus()
+		s.monitorRounds.Add(1)
+		next := monitorInterval
+		if a := s.activity(); a != last || stillSince.IsZero() {
+			last, stillSince = a, now
+		} else if now.Sub(stillSince) >= quietAfter {
+			next = quietInterval
+		}
+		s.monitorQuiet.Store(next == quietInterval)
+		t.Reset(next)
+	}
+}
+
+// wakeMonitor runs the monitor's next round now if it is quiet (see
+// quietAfter); it never blocks, and costs an atomic load otherwise.
+func (s *Server) wakeMonitor() {
+	if s.monitorQuiet.Load() && s.monitorQuiet.CompareAndSwap(true, false) {
+		select {
+		case s.monitorWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// activity is what the monitor compares round to round to know that
+// nothing moves: the stream, a payload or fetch arriving, bytes sent to
+// replicas (a sync included), and connections.
+type activity struct {
+	streamEnd, replOutput, payloadBytes, fetchBytes, connections int64
+	upstream                                                     upstream.State
+}
+
+func (s *Server) activity() activity {
+	return activity{
+		streamEnd:    s.hist.Stream().Offset(),
+		replOutput:   s.stats.replOutputBytes.Load(),
+		payloadBytes: s.stats.upstreamRDBBytes.Load(),
+		fetchBytes:   s.stats.snapshotFetchBytes.Load(),
+		connections:  s.stats.connectionsReceived.Load(),
+		upstream:     s.up.State(),
 	}
 }
 

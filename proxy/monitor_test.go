@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
 )
 
@@ -42,5 +44,30 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 	}
 	if since.Closed() {
 		t.Error("a replica planned since the change was disconnected")
+	}
+}
+
+// TestMonitorQuiet: with nothing moving, the monitor slows to a round per
+// quietInterval after quietAfter, and the stream's producer (Published),
+// once the stream moves, brings a round at once, the next ones at
+// monitorInterval again.
+func TestMonitorQuiet(t *testing.T) {
+	p := startProxy(t) // no primary: nothing moves
+	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.monitorQuiet.Load)
+	rounds := p.monitorRounds.Load()
+	time.Sleep(quietInterval + quietInterval/2)
+	if n := p.monitorRounds.Load() - rounds; n > 2 {
+		t.Fatalf("%d monitor rounds in %v while quiet, want at most 2", n, quietInterval+quietInterval/2)
+	}
+	rounds = p.monitorRounds.Load()
+	// The stream moves (as the link's goroutine would move it), and its
+	// producer says so.
+	if err := p.hist.Stream().Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	upstreamHost{p.Server}.Published()
+	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.monitorRounds.Load() > rounds })
+	if p.monitorQuiet.Load() {
+		t.Fatal("the monitor is quiet right after a publish woke it")
 	}
 }

@@ -52,6 +52,11 @@ type Server struct {
 	// monitorRounds counts the monitor's completed rounds; written by the
 	// monitor only, read by tests that must know a round has passed.
 	monitorRounds atomic.Int64
+	// monitorQuiet says that the monitor runs at quietInterval (written by
+	// the monitor, cleared by wakeMonitor); monitorWake (capacity 1) ends
+	// its wait.
+	monitorQuiet atomic.Bool
+	monitorWake  chan struct{}
 
 	stats   stats
 	up      *upstream.Link // the link to the primary (package upstream, upstream.go)
@@ -197,6 +202,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
+		monitorWake: make(chan struct{}, 1),
 	}
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)

@@ -86,11 +86,13 @@ func (h upstreamHost) Published() {
 	if d := h.s.durable; d != nil {
 		d.follow.Nudge(h.s.hist.Stream().Offset())
 	}
+	h.s.wakeMonitor()
 }
 
 // PayloadStarted counts a full sync's payload while it arrives and decides
 // whether it goes to dir as it does (payload_disk.go).
 func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+	h.s.wakeMonitor() // memory grows while it arrives
 	return h.s.payloadStarted(sn, size)
 }
 

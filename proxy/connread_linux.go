@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// connReader returns what a client's command reader reads conn through: a
+// plain TCP connection is read by rawConnReader, anything else (TLS) as it
+// is.
+func connReader(conn net.Conn) io.Reader {
+	tc, ok := conn.(*net.TCPConn)
+	if !ok {
+		return conn
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return conn
+	}
+	r := &rawConnReader{rc: rc, conn: conn}
+	r.fn = r.readFD
+	return r
+}
+
+// A rawConnReader reads a TCP connection with read(2) as a raw system call
+// (syscall.RawSyscall), waiting in the poller as net.Conn.Read does, with
+// its deadlines. The socket is non-blocking, so the call cannot wait, and
+// a system call the scheduler is told of, entered while every P was idle,
+// wakes the runtime's monitor thread, which then polls in 20 µs steps for
+// as long as the proxy works: every replica's ACK once a second did that
+// on an idle proxy. Owned by the reader's one goroutine.
+type rawConnReader struct {
+	rc   syscall.RawConn
+	conn net.Conn // for the addresses of a read's error
+	p    []byte
+	n    int
+	err  error
+	fn   func(fd uintptr) bool // readFD, made once so that no read allocates
+}
+
+func (r *rawConnReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n, r.err = p, 0, nil
+	err := r.rc.Read(r.fn)
+	r.p = nil
+	if err != nil {
+		return 0, err // a deadline, or a closed connection
+	}
+	return r.n, r.err
+}
+
+// readFD is the syscall.RawConn.Read callback: one read(2); false on EAGAIN,
+// so that the poller waits.
+func (r *rawConnReader) readFD(fd uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		switch errno {
+		case 0:
+			if n == 0 {
+				r.err = io.EOF
+			}
+			r.n = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			// As net.Conn.Read reports it.
+			r.err = &net.OpError{Op: "read", Net: "tcp", Source: r.conn.LocalAddr(), Addr: r.conn.RemoteAddr(),
+				Err: os.NewSyscallError("read", errno)}
+			return true
+		}
+	}
+}

@@ -6,9 +6,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
 )
 

@@ -221,6 +221,8 @@ func replyCases() []replyCase {
 		{[]string{"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n", ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"},
 		{[]string{"PUBLISH", sentinelHello, "x"}, ":0\r\n", ""},
 		{[]string{"SHUTDOWN", "ABORT"}, "-ERR No shutdown in progress.\r\n", ""},
+		// RESET returns to RESP2: what follows answers alike in both runs.
+		{[]string{"RESET"}, "+RESET\r\n", ""},
 		{[]string{"GET", "k"}, "-ERR replproxy relays replication only; 'get' is not served here (send it to the primary)\r\n", ""},
 		{[]string{"QUIT"}, "+OK\r\n", ""}, // last: the connection closes
 	}

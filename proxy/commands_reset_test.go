@@ -12,20 +12,16 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// How a step's replies from the proxy and from redis-server are compared.
-const (
-	sameBytes  = iota // byte for byte
-	sameShape         // the same types throughout (respShape)
-	sameFields        // CLIENT INFO: the fields named in the step hold the same values
-	closedNow         // no reply is read: the connection was closed after the previous one
-)
+// closedNow is a sideStep's comparison that reads no reply: the
+// connection was closed after the previous one.
+const closedNow = sameFields + 1
 
 // A sideStep is one command sent the same way to the proxy and to a
 // redis-server 7.0.
 type sideStep struct {
 	conn   int // which of the side's two clients sends it: 0 or 1
 	args   []string
-	cmp    int
+	cmp    int      // repliesAgree's how, or closedNow
 	fields []string // for sameFields
 }
 
@@ -48,36 +44,10 @@ func runBeside(t *testing.T, what string, p *testProxy, r *redistest.Server, ste
 			continue
 		}
 		got, want := x[st.conn].do(st.args...), y[st.conn].do(st.args...)
-		ok := false
-		switch st.cmp {
-		case sameBytes:
-			ok = got == want
-		case sameShape:
-			ok = respShape(t, got) == respShape(t, want)
-		case sameFields:
-			if got[0] != want[0] || (got[0] != '$' && got[0] != '=') {
-				break
-			}
-			g, w := lineFields(bulkText(t, got)), lineFields(bulkText(t, want))
-			ok = true
-			for _, f := range st.fields {
-				ok = ok && g[f] == w[f]
-			}
-		}
-		if !ok {
+		if !repliesAgree(t, st.cmp, got, want, st.fields) {
 			t.Errorf("%s: the proxy answered %.300q, redis-server %.300q", name, got, want)
 		}
 	}
-}
-
-// lineFields splits one CLIENT LIST line into its fields.
-func lineFields(line string) map[string]string {
-	out := map[string]string{}
-	for _, f := range strings.Fields(line) {
-		k, v, _ := strings.Cut(f, "=")
-		out[k] = v
-	}
-	return out
 }
 
 // readEOF reports whether c's connection ends without another byte.

@@ -20,12 +20,12 @@ import (
 // one still sending its headers), once that has lasted reclaimAfter, and
 // closes it. So clients that keep their connections open (keep-alive
 // clients asking every few seconds, slow-loris clients sending a header
-// byte at a time) cannot keep a new connection, a liveness probe's, in the
-// accept queue for longer than about reclaimAfter. reclaimAfter also bounds
-// how fast such clients can make each other's connections churn (at most
-// cap per reclaimAfter), where reclaiming at once would let two sets of
-// them reconnect in a loop as fast as the CPU allows. Its owner tells it
-// which connections have a request in progress (connState).
+// byte at a time) cannot keep the next connection in the accept queue, a
+// liveness probe's, out for longer than about reclaimAfter. reclaimAfter
+// also bounds how fast such clients can make each other's connections
+// churn (at most cap per reclaimAfter), where reclaiming at once would let
+// two sets of them reconnect in a loop as fast as the CPU allows. Its owner
+// tells it which connections have a request in progress (connState).
 type limitListener struct {
 	net.Listener
 	cap          int

@@ -42,8 +42,11 @@ const ShutdownWait = 5 * time.Second
 //     are needed: the first alone leaves the port to clients that ask more
 //     often than reclaimAfter, the second alone to clients that ask seldom
 //     or send their headers slowly. A new connection thus waits about
-//     reclaimAfter, or one reply, whatever the others do; below the cap
-//     connections are kept alive as usual.
+//     reclaimAfter, or one reply (writeTimeout at most), however the 8
+//     connections ahead of it behave; below the cap connections are kept
+//     alive as usual. What it cannot skip is its turn in the accept queue:
+//     N connections opened just before it, and then left silent, delay it
+//     by about N/MaxConns times reclaimAfter.
 //   - a slot is held for a bounded time: the request's headers within
 //     readHeaderTimeout, the whole request within readTimeout, the reply
 //     within writeTimeout (a client that does not read /metrics no longer

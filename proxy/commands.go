@@ -52,6 +52,7 @@ func commandTable() map[string]command {
 		"sync":      {arity: 1, run: (*Server).cmdSync},
 		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
 		"hello":     {arity: -1, noAuth: true, run: (*Server).cmdHello},
+		"reset":     {arity: 1, noAuth: true, run: (*Server).cmdReset},
 		"time":      {arity: 1, run: (*Server).cmdTime},
 		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
 		"latency":   {arity: -2, run: (*Server).cmdLatency},
@@ -508,7 +509,7 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 	case sub == "setinfo" && len(args) == 4:
 		s.clientSetInfo(c, string(args[2]), string(args[3]))
 	case sub == "kill" && len(args) >= 3:
-		s.clientKill(c, args[2:])
+		return s.clientKill(c, args[2:])
 	default:
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", clip(sub, 64)))
 	}
@@ -562,48 +563,66 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
-// LADDR, TYPE (normal|replica|slave|master) and SKIPME filters.
-func (s *Server) clientKill(c *client, args [][]byte) {
+// LADDR, TYPE (normal|replica|slave|master|pubsub), USER and SKIPME
+// filters, parsed in order as Redis 7.0 parses them: the first bad option
+// is the reply. Every client is the default user's, authenticated or not,
+// as in Redis: USER default matches them all, and any other name is no
+// user. A client that kills itself (SKIPME no, or the old form naming its
+// own address) gets its reply, and its connection is closed after it.
+func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
 	var id int64
 	var addr, laddr, typ string
 	skipMe := true
 	if oldForm {
 		addr = string(args[0])
-	} else {
-		if len(args)%2 != 0 {
+		skipMe = false
+	}
+	for i := 0; !oldForm && i < len(args); i += 2 {
+		if i+1 == len(args) {
 			c.out = wire.AppendError(c.out, "ERR syntax error")
-			return
+			return false
 		}
-		for i := 0; i < len(args); i += 2 {
-			val := string(args[i+1])
-			switch strings.ToLower(string(args[i])) {
-			case "id":
-				n, err := strconv.ParseInt(val, 10, 64)
-				if err != nil || n <= 0 {
-					c.out = wire.AppendError(c.out, "ERR client-id should be greater than 0")
-					return
-				}
-				id = n
-			case "addr":
-				addr = val
-			case "laddr":
-				laddr = val
-			case "type":
-				typ = strings.ToLower(val)
-				if typ == "slave" {
-					typ = "replica"
-				}
-				if typ != "normal" && typ != "replica" && typ != "master" && typ != "pubsub" {
-					c.out = wire.AppendError(c.out, "ERR Unknown client type '"+clip(val, 32)+"'")
-					return
-				}
-			case "skipme":
-				skipMe = !strings.EqualFold(val, "no")
+		val := string(args[i+1])
+		switch strings.ToLower(string(args[i])) {
+		case "id":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n <= 0 {
+				c.out = wire.AppendError(c.out, "ERR client-id should be greater than 0")
+				return false
+			}
+			id = n
+		case "addr":
+			addr = val
+		case "laddr":
+			laddr = val
+		case "type":
+			typ = strings.ToLower(val)
+			if typ == "slave" {
+				typ = "replica"
+			}
+			if typ != "normal" && typ != "replica" && typ != "master" && typ != "pubsub" {
+				c.out = wire.AppendError(c.out, "ERR Unknown client type '"+clip(val, 32)+"'")
+				return false
+			}
+		case "user":
+			if val != "default" {
+				c.out = wire.AppendError(c.out, "ERR No such user '"+clip(val, 128)+"'")
+				return false
+			}
+		case "skipme":
+			switch {
+			case strings.EqualFold(val, "yes"):
+				skipMe = true
+			case strings.EqualFold(val, "no"):
+				skipMe = false
 			default:
 				c.out = wire.AppendError(c.out, "ERR syntax error")
-				return
+				return false
 			}
+		default:
+			c.out = wire.AppendError(c.out, "ERR syntax error")
+			return false
 		}
 	}
 	var victims []*client
@@ -617,15 +636,20 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 			typ == "normal" && (isReplica || o.subCount.Load() > 0),
 			typ == "pubsub" && (isReplica || o.subCount.Load() == 0),
 			typ == "master",
-			skipMe && o == c && !oldForm:
+			skipMe && o == c:
 			continue
 		}
 		victims = append(victims, o)
 	}
 	for _, o := range victims {
-		if r := o.asReplica.Load(); r != nil {
+		switch r := o.asReplica.Load(); {
+		case o == c:
+			// Closed once its reply is written: runClient ends on quit.
+			downstream.FirstReason(&c.reason, downstream.CloseKilled)
+			quit = true
+		case r != nil:
 			r.Close(downstream.CloseKilled, nil)
-		} else {
+		default:
 			o.closeFor(downstream.CloseKilled)
 		}
 	}
@@ -635,7 +659,8 @@ func (s *Server) clientKill(c *client, args [][]byte) {
 		} else {
 			c.out = wire.AppendSimple(c.out, "OK")
 		}
-		return
+		return quit
 	}
 	c.out = wire.AppendInt(c.out, int64(len(victims)))
+	return quit
 }

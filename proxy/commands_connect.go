@@ -11,9 +11,9 @@ import (
 
 // The commands client libraries and monitoring tools send on connect, or
 // poll, answered as Redis 7.0 answers them in RESP2 and RESP3, so that they
-// connect without errors: HELLO, CLIENT INFO and SETINFO, TIME, SLOWLOG and
-// LATENCY (the proxy runs no commands worth timing: both are always empty),
-// and SHUTDOWN.
+// connect without errors: HELLO, RESET, CLIENT INFO and SETINFO, TIME,
+// SLOWLOG and LATENCY (the proxy runs no commands worth timing: both are
+// always empty), and SHUTDOWN.
 
 // noAuthHello is Redis 7.0's reply to HELLO without AUTH from a client that
 // has not authenticated.
@@ -99,6 +99,33 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	c.out = wire.AppendBulkString(c.out, role)
 	c.out = wire.AppendBulkString(c.out, "modules")
 	c.out = wire.AppendArrayHeader(c.out, 0)
+	return false
+}
+
+// cmdReset is RESET, as Redis 7.0's resetCommand serves it: the connection
+// returns to a new one's state and +RESET is the reply. Of what Redis
+// resets, the proxy keeps: the subscriptions (left without an unsubscribe
+// message; the outbox is written out and dropped, so that the connection may
+// even become a replica), the protocol (RESP2), the name, and the
+// authentication (back to the default user, authenticated only when it
+// needs no password: with requirepass the client must AUTH again, and its
+// reader is under the pre-AUTH limits again). MULTI, WATCH, MONITOR,
+// tracking, SELECT's database, CLIENT REPLY and NO-EVICT are not served, so
+// there is nothing of them to reset. A replica never gets here: its
+// connection carries no commands once it is one (Redis refuses RESET from
+// one).
+func (s *Server) cmdReset(c *client, _ [][]byte) bool {
+	if c.box != nil {
+		c.queueOut() // replies before RESET's are written first
+		s.stopOutbox(c)
+		c.box = nil
+		c.subs = nil
+		c.subCount.Store(0)
+	}
+	c.resp.Store(uint32(wire.RESP2))
+	c.name.Store(nil)
+	c.authed = !s.clientConf().requirePass
+	c.out = wire.AppendSimple(c.out, "RESET")
 	return false
 }
 

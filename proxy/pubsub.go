@@ -336,7 +336,7 @@ func (s *Server) closedByPubSubLimit(c *client, reason downstream.CloseReason, p
 	s.stats.outputLimitDisconnects.Add(1)
 	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit pubsub",
-			"limit", which, "pending", pending, "suppressed", n)
+			"limit-class", which, "pending-bytes", pending, "suppressed", n)
 	}
 	c.closeFor(reason)
 }

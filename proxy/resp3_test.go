@@ -221,6 +221,8 @@ func replyCases() []replyCase {
 		{[]string{"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n", ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"},
 		{[]string{"PUBLISH", sentinelHello, "x"}, ":0\r\n", ""},
 		{[]string{"SHUTDOWN", "ABORT"}, "-ERR No shutdown in progress.\r\n", ""},
+		// RESET returns to RESP2: what follows answers alike in both runs.
+		{[]string{"RESET"}, "+RESET\r\n", ""},
 		{[]string{"GET", "k"}, "-ERR replproxy relays replication only; 'get' is not served here (send it to the primary)\r\n", ""},
 		{[]string{"QUIT"}, "+OK\r\n", ""}, // last: the connection closes
 	}
@@ -314,6 +316,52 @@ func bulkText(t testing.TB, reply string) string {
 	return body
 }
 
+// How a reply of the proxy and one of redis-server to the same command are
+// compared (repliesAgree).
+const (
+	sameBytes  = iota // byte for byte
+	sameShape         // the same types throughout (respShape)
+	sameKind          // the same type of reply
+	sameFields        // CLIENT INFO: the fields named hold the same values (else byte for byte)
+)
+
+// repliesAgree reports whether got, the proxy's reply, and want,
+// redis-server's, agree as how says; fields are sameFields's.
+func repliesAgree(t testing.TB, how int, got, want string, fields []string) bool {
+	t.Helper()
+	switch how {
+	case sameBytes:
+		return got == want
+	case sameShape:
+		return respShape(t, got) == respShape(t, want)
+	case sameKind:
+		return got[0] == want[0]
+	case sameFields:
+		if got[0] != want[0] || (got[0] != '$' && got[0] != '=') {
+			return got == want
+		}
+		g, w := lineFields(bulkText(t, got)), lineFields(bulkText(t, want))
+		for _, f := range fields {
+			if g[f] != w[f] {
+				return false
+			}
+		}
+		return true
+	}
+	t.Fatalf("no comparison %d", how)
+	return false
+}
+
+// lineFields splits one CLIENT LIST line into its fields.
+func lineFields(line string) map[string]string {
+	out := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		out[k] = v
+	}
+	return out
+}
+
 // respShape returns the types of a raw RESP2/RESP3 reply: each element's
 // type byte, aggregates with their length and elements, scalars without
 // their value ("%1[$ $]" for a map of one pair of bulk strings).
@@ -371,9 +419,9 @@ func TestRepliesMatchRedis(t *testing.T) {
 	redisSrv := redistest.StartServer(t)
 	p := startProxy(t)
 	const (
-		exact = iota
-		shape // the same types throughout
-		kind  // the same type of reply (Redis's holds entries the proxy has none of)
+		exact = sameBytes
+		shape = sameShape
+		kind  = sameKind // Redis's holds entries the proxy has none of
 	)
 	cases := []struct {
 		args []string
@@ -449,16 +497,7 @@ func TestRepliesMatchRedis(t *testing.T) {
 		}
 		for _, tc := range cases {
 			got, want := x.do(tc.args...), r.do(tc.args...)
-			var ok bool
-			switch tc.cmp {
-			case exact:
-				ok = got == want
-			case shape:
-				ok = respShape(t, got) == respShape(t, want)
-			case kind:
-				ok = got[0] == want[0]
-			}
-			if !ok {
+			if !repliesAgree(t, tc.cmp, got, want, nil) {
 				t.Errorf("RESP%s: %q: the proxy answered %.200q, redis-server %.200q", proto, tc.args, got, want)
 			}
 		}
@@ -487,7 +526,7 @@ func TestRepliesMatchRedis(t *testing.T) {
 		{[]string{"CONFIG", "GET", "repl-timeout"}, exact},
 	} {
 		got, want := x.do(tc.args...), r.do(tc.args...)
-		if (tc.cmp == exact && got != want) || (tc.cmp == shape && respShape(t, got) != respShape(t, want)) {
+		if !repliesAgree(t, tc.cmp, got, want, nil) {
 			t.Errorf("requirepass: %q: the proxy answered %.200q, redis-server %.200q", tc.args, got, want)
 		}
 	}

@@ -18,7 +18,9 @@ import (
 // to the child's command line), and checkJSONLog holds each line to the
 // table of fields in README's "Logs": a line that is not one JSON object, a
 // key the table does not list, or a value not of the key's type fails the
-// test, so the table stays complete and true.
+// test, so the table stays complete and true. TestLogCallsMatchReadme
+// (logcalls_test.go) holds every logging call of the source to the same
+// table, those no test reaches included.
 
 // readmeFields is README's table of log fields, key to type, read once.
 var readmeFields = sync.OnceValues(func() (map[string]string, error) {

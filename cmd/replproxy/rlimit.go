@@ -58,11 +58,12 @@ func fileLimiter(log hclog.Logger) func(maxclients int) int {
 		}
 		// setErr is nil when a smaller step was allowed: the key is left out
 		// then, since an "error" is always a string in the logs.
-		kv := []any{"maxclients", maxclients, "needed", want, "limit", best}
+		const msg = "cannot raise the open file limit as far as maxclients needs"
 		if setErr != nil {
-			kv = append(kv, "error", setErr)
+			log.Warn(msg, "maxclients", maxclients, "needed", want, "limit", best, "error", setErr)
+		} else {
+			log.Warn(msg, "maxclients", maxclients, "needed", want, "limit", best)
 		}
-		log.Warn("cannot raise the open file limit as far as maxclients needs", kv...)
 		return int(best - reservedFDs)
 	}
 }

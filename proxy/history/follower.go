@@ -279,7 +279,7 @@ func (f *Follower) restart() {
 	lag, age := f.Lag(time.Now())
 	f.down.Store(true)
 	f.lg.Warn("stream log fell behind the memory window: restarting it as a new generation",
-		"lag-bytes", lag, "lag-seconds", age.Seconds(), "window", f.cfg.BehindLimit(), "retry-in", f.cfg.Retry)
+		"lag-bytes", lag, "lag-ms", age.Milliseconds(), "window-bytes", f.cfg.BehindLimit(), "retry-in-ms", f.cfg.Retry.Milliseconds())
 }
 
 // appended tells the readers at the log's end (FollowerConfig.Appended).

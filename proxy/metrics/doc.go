@@ -5,7 +5,9 @@
 //
 // The listener, bounded to MaxConns connections at a time (limitListener:
 // connections past the cap wait in the kernel's accept queue, holding no
-// descriptor of the process), the http.Server with its timeouts, and the
+// descriptor of the process; at the cap a slot is held by a request in
+// progress, not by a connection, so that a probe gets in whatever the
+// other clients do), the http.Server with its timeouts, and the
 // list of replproxy_ metrics with their names, help and labels
 // (metricSpecs), named by Prometheus's rules (units, _total on counters,
 // labels that add up; README's metrics table lists them, and a test keeps
@@ -30,10 +32,13 @@
 //
 // # Locks
 //
-// No mutex: the listener's slots are a channel, its close a sync.Once. A
-// scrape holds nothing while it calls Figures or Ready, so the locks those
-// take (the proxy's, each alone) have no place in an order with this
-// package; nothing is called back under a lock here.
+// One mutex, the listener's, a leaf: it guards the connections holding
+// slots and whether each has a request in progress (connState, from
+// net/http's goroutines), and nothing under it blocks or does I/O: a
+// reclaimed connection is closed once it is released. A scrape holds
+// nothing while it calls Figures or Ready, so the locks those take (the
+// proxy's, each alone) have no place in an order with this package;
+// nothing is called back under a lock here.
 //
 // # Example
 //

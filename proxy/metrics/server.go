@@ -19,8 +19,10 @@ import (
 const ShutdownWait = 5 * time.Second
 
 // The monitoring port is reachable by whoever can reach the host (the
-// Kubernetes example binds it to 0.0.0.0), so what a stranger can make it
-// hold is bounded, in time and in descriptors:
+// Kubernetes example binds it to 0.0.0.0, and probes /healthz for liveness
+// with a 2 s timeout), so what a stranger can make it hold is bounded, in
+// time and in descriptors, and a probe on a new connection gets in however
+// the others behave:
 //
 //   - MaxConns connections are served at once. The listener stops
 //     accepting at the cap (limitListener): connections past it wait in the
@@ -31,6 +33,20 @@ const ShutdownWait = 5 * time.Second
 //     snapshot files keep theirs. Refusing at the cap instead (accept, then
 //     close) would cost a descriptor and a goroutine per attempt and tell a
 //     prober nothing it could retry on.
+//   - at the cap, a slot belongs to a request, not to a connection: the
+//     connection that has gone longest with no request in progress (idle
+//     between keep-alive requests, or still sending its headers) is closed
+//     for the one waiting, once that has lasted reclaimAfter; and every
+//     reply is sent with "Connection: close", so a connection whose
+//     requests follow each other closely gives its slot up after one. Both
+//     are needed: the first alone leaves the port to clients that ask more
+//     often than reclaimAfter, the second alone to clients that ask seldom
+//     or send their headers slowly. A new connection thus waits about
+//     reclaimAfter, or one reply (writeTimeout at most), however the 8
+//     connections ahead of it behave; below the cap connections are kept
+//     alive as usual. What it cannot skip is its turn in the accept queue:
+//     N connections opened just before it, and then left silent, delay it
+//     by about N/MaxConns times reclaimAfter.
 //   - a slot is held for a bounded time: the request's headers within
 //     readHeaderTimeout, the whole request within readTimeout, the reply
 //     within writeTimeout (a client that does not read /metrics no longer
@@ -42,6 +58,12 @@ const ShutdownWait = 5 * time.Second
 const (
 	// MaxConns is how many monitoring connections are served at once.
 	MaxConns = 8
+
+	// reclaimAfter is how long a connection must have gone without a
+	// request in progress before, at the cap, its slot goes to a new one:
+	// longer than a client on a network takes to send its request once
+	// connected, short beside a probe's timeout of a second or two.
+	reclaimAfter = 200 * time.Millisecond
 
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
@@ -78,9 +100,10 @@ type Server struct {
 // connection under the timeouts. The Server owns ln from then on (Close,
 // Shutdown).
 func (m *Server) Attach(ln net.Listener) {
-	m.ln = newLimitListener(ln, MaxConns)
+	m.ln = newLimitListener(ln, MaxConns, reclaimAfter)
 	m.srv = &http.Server{
-		Handler:           m.Handler(),
+		Handler:           m.closeWhenFull(m.Handler()),
+		ConnState:         m.ln.connState,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      cmp.Or(m.write, writeTimeout),
@@ -88,6 +111,18 @@ func (m *Server) Attach(ln net.Listener) {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          m.ErrorLog,
 	}
+}
+
+// closeWhenFull has h's replies close their connection while every slot is
+// taken, so that a connection holds its slot for one request when others
+// wait for one.
+func (m *Server) closeWhenFull(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.ln.full() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Addr returns the listener's address.

@@ -126,7 +126,8 @@ func openFDs(t testing.TB) int {
 // /healthz over one keep-alive connection and then stay, idle. Every one is
 // answered, in turns of the cap; the server never holds more than
 // MaxConns of them (the rest wait in the kernel's accept queue, with
-// no descriptor of the process), and it closes the idle ones, so its
+// no descriptor of the process), and it closes the idle ones (for those
+// waiting, then after the idle timeout), so its
 // descriptors come back to what they were while the clients are still
 // there. The descriptors are the process's: the clients' own 300 are
 // subtracted.

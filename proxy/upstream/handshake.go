@@ -52,6 +52,7 @@ type session struct {
 
 	writeMu sync.Mutex // guards writes to conn: the reader answers GETACK, ackLoop sends ACKs
 	scratch []byte     // guarded by writeMu
+	raw     rawWriter  // guarded by writeMu
 	acked   int64      // guarded by writeMu: the highest offset this session acknowledged
 	lastAck time.Time  // guarded by writeMu: when this session last sent an ACK or GETACK answer
 	warmEnd time.Time  // guarded by writeMu: until when ACKs are never kept quiet (ackLoop sets it)
@@ -105,10 +106,17 @@ func (c *session) send(args ...string) error {
 // sendLocked is send with writeMu held.
 func (c *session) sendLocked(args ...string) error {
 	c.scratch = wire.AppendCommand(c.scratch[:0], args...)
+	// A command of a few dozen bytes fits in the socket's buffer: one raw
+	// write takes it, without the scheduler (see rawWriter). What it did
+	// not take, a full buffer or a failed write, goes as any write does.
+	p := c.scratch[c.raw.write(c.conn, c.scratch):]
+	if len(p) == 0 {
+		return nil
+	}
 	// Every write gets its own deadline: the handshake's covers only the
 	// handshake, and a long payload must not leave the ACK after it expired.
 	c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.conn.Write(c.scratch)
+	_, err := c.conn.Write(p)
 	return err
 }
 

@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"net"
 	"syscall"
 	"time"
 	"unsafe"
@@ -30,3 +31,8 @@ func rawGetsockoptInt(fd uintptr, level, opt int) (int, error) {
 func rawSetsockoptInt(fd uintptr, level, opt, value int) error {
 	return syscall.SetsockoptInt(int(fd), level, opt, value)
 }
+
+// A rawWriter writes nothing here: every write is net.Conn's.
+type rawWriter struct{}
+
+func (w *rawWriter) write(conn net.Conn, p []byte) int { return 0 }

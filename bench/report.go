@@ -19,6 +19,7 @@ type results struct {
 	engine            *engineResult
 	streaming         *streamingResult
 	fullsync          *fullSyncResult
+	paced             *pacedResult
 	restart           []*restartResult // one per variant
 	profiles          []*profileResult
 	regions           *regionsResult
@@ -40,16 +41,21 @@ func sizeName(b int) string {
 	switch {
 	case b == mixedSize:
 		return fmt.Sprintf("mixed %s–%s", sizeName(mixedMin), sizeName(mixedMax))
+	case b == cacheSize:
+		return "cache-like mix"
 	case b >= 1<<10 && b%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
 	return fmt.Sprintf("%d B", b)
 }
 
-// fileSize is sizeName for file names: "16KiB", "mixed".
+// fileSize is sizeName for file names: "16KiB", "mixed", "cache".
 func fileSize(b int) string {
-	if b == mixedSize {
+	switch b {
+	case mixedSize:
 		return "mixed"
+	case cacheSize:
+		return "cache"
 	}
 	return strings.ReplaceAll(sizeName(b), " ", "")
 }
@@ -109,6 +115,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("fork children the process has reaped), peak RSS from `VmHWM` in `/proc/<pid>/status`.")
 	r.engineMarkdown(p, charts)
 	r.streamingMarkdown(p, charts)
+	r.pacedMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)
 	r.restartMarkdown(p)
 	r.profileMarkdown(p)
@@ -431,6 +438,9 @@ func (r *results) summary() string {
 			p("  TLS's cost, N=%d %s %-7s (%s): relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
 				c.replicas, sizeName(c.valueSize), c.topology, c.variant, c.relayText(), c.primaryTLS-c.primaryPlain, c.primaryPlain, c.primaryTLS)
 		}
+	}
+	if r.paced != nil {
+		r.paced.summary(p)
 	}
 	if f := r.fullsync; f != nil {
 		p("full sync (%d MiB):", f.dataMB)

@@ -28,15 +28,14 @@ func (s *streamingResult) sizes() []int {
 	return out
 }
 
-// compareSizes orders value sizes ascending, the mixed row last.
+// compareSizes orders value sizes ascending, the mixes (negative) last:
+// the mixed row, then the cache-like mix.
 func compareSizes(a, b int) int {
-	switch {
-	case a == b:
-		return 0
-	case a == mixedSize:
-		return 1
-	case b == mixedSize:
-		return -1
+	if (a < 0) != (b < 0) {
+		return cmp.Compare(b, a)
+	}
+	if a < 0 {
+		return cmp.Compare(b, a) // mixedSize, -1, before cacheSize, -2
 	}
 	return cmp.Compare(a, b)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,9 +32,10 @@ import (
 //
 // Each connection writes its commands from a ring built before the load
 // starts, again and again, so that generating the load costs one write
-// system call per connection and tick and no formatting. One goroutine
-// writes every connection and, every replyEvery, reads the replies that
-// have arrived without waiting for any, so the schedule never stalls on a
+// system call per connection and tick and no formatting. One goroutine,
+// which sleeps between ticks on a thread of its own (sleepUntil), writes
+// every connection and, every replyEvery, reads the replies that have
+// arrived without waiting for any, so the schedule never stalls on a
 // reply; it waits for them only when the load stops.
 type Paced struct {
 	Addr  string        // host:port of the primary
@@ -210,6 +212,12 @@ func (r *PacedRun) Stop() (PacedStats, error) {
 // writeLoop writes every connection's share each tick and reads replies
 // every replyEvery, until Stop; then it reads the last replies.
 func (r *PacedRun) writeLoop() error {
+	// The loop keeps its thread, so that sleepUntil can sleep on it
+	// unseen by the scheduler. It unlocks before it returns: a goroutine
+	// that exits locked takes its thread with it, and a server the
+	// harness started from that thread would get its Pdeathsig.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	p := r.p
 	replyTicks := max(int64(replyEvery/p.Tick), 1)
 	scratch := make([]byte, 64<<10) // replies, read and dropped
@@ -217,9 +225,7 @@ func (r *PacedRun) writeLoop() error {
 	var lastTick int64
 	for t := int64(1); ; t++ {
 		at := r.start.Add(time.Duration(t) * p.Tick)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d)
-		}
+		sleepUntil(at)
 		select {
 		case <-r.stop:
 			return r.drain(scratch)

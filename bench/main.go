@@ -365,7 +365,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	r := &results{opts: o, started: time.Now().UTC()}
-	r.machine = readMachine(ctx, o.goCmd, proxyBin)
+	r.machine = readMachine(ctx, o.goCmd, o.root, proxyBin)
 	if o.sections["engine"] {
 		logf("engine: go test -bench (count %d, benchtime %s)", o.benchCount, o.benchTime)
 		if r.engine, err = runEngine(ctx, o); err != nil {

@@ -107,6 +107,9 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("| Go | %s |", m.goVersion)
 	p("| Redis | %s |", m.redis)
 	p("| replproxy | %s, tree %s |", m.proxy, m.commit)
+	if m.harness != m.commit {
+		p("| harness | tree %s (-root %s) |", m.harness, o.root)
+	}
 	p("| load average (1, 5, 15 min) | %s at the start, %s at the end |", m.loadStart, r.loadEnd)
 	p("")
 	p("Every server listens on 127.0.0.1 (loopback; the regions section's on its two network")

@@ -65,14 +65,7 @@ func (x *pacedResult) peer(p pacedPoint, t topology, v variant) (pacedSummary, b
 
 // sizes are the value sizes of the points, ascending, the mixes last.
 func (x *pacedResult) sizes() []int {
-	var out []int
-	for _, s := range x.points {
-		if !slices.Contains(out, s.point.valueSize) {
-			out = append(out, s.point.valueSize)
-		}
-	}
-	slices.SortFunc(out, compareSizes)
-	return out
+	return sortedSizes(x.points, func(s pacedSummary) int { return s.point.valueSize })
 }
 
 // chartSize is the value size the charts are drawn at: 512 B when the run
@@ -267,11 +260,7 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 	p("chained relay's wake-ups + %d per second; the log adds ≤ %.0f%% to the relay's CPU (log on ÷", idleExtraSwitches, 100*(pacedLogExtra-1))
 	p("log off).")
 	p("")
-	p("| goal | row | measured | target | met |")
-	p("|---|---|---|---|---|")
-	for _, g := range gs {
-		p("| %s | %s | %s | %s | %s |", g.goal, g.row, g.measured, g.target, metMissed(g.met))
-	}
+	goalsTable(p, gs)
 }
 
 // pacedHeading is a value size's heading in the paced section.
@@ -308,13 +297,5 @@ func (x *pacedResult) summary(p printer) {
 			p("  WARNING: %s: %d resync(s), digests equal: %s", s.point, s.extraSyncs, yesNo(s.digestsSame))
 		}
 	}
-	if gs := x.goals37(); len(gs) > 0 {
-		met := 0
-		for _, g := range gs {
-			if g.met {
-				met++
-			}
-		}
-		p("issue 37's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
-	}
+	goalsCount(p, 37, x.goals37())
 }

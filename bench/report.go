@@ -452,15 +452,7 @@ func (r *results) summary() string {
 				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
 		}
 	}
-	if gs := r.goals20(); len(gs) > 0 {
-		met := 0
-		for _, g := range gs {
-			if g.met {
-				met++
-			}
-		}
-		p("issue 20's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
-	}
+	goalsCount(p, 20, r.goals20())
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))

@@ -120,7 +120,7 @@ type pacedRun struct {
 	relayCPU, primaryCPU, loadCPU time.Duration
 	switches                      int64   // the relay's context switches, all its threads
 	syscalls                      int64   // the relay's read and write system calls
-	late                          float64 // the load's ticks that ran late, share of all (the whole run)
+	missed                        float64 // the load's ticks without a wake-up of their own, share of the window's
 	extraSyncs                    int64   // full syncs on the primary and resyncs by the relay, during the run
 	digestsSame                   bool    // idle rows: not compared, true
 }
@@ -133,7 +133,7 @@ func pctCore(cpu, d time.Duration) float64 { return 100 * cpu.Seconds() / d.Seco
 // pacedMark is what a run reads at each end of its window.
 type pacedMark struct {
 	at                   time.Time
-	commands             int64
+	progress             load.PacedStats
 	offset               int64
 	relayCPU, primaryCPU procstat.CPU
 	loadCPU              procstat.CPU
@@ -147,7 +147,7 @@ type pacedMark struct {
 func readMark(ctx context.Context, s *servers, l *load.PacedRun) (m pacedMark, err error) {
 	m.at = time.Now()
 	if l != nil {
-		m.commands, _ = l.Sent()
+		m.progress = l.Progress()
 	}
 	if m.relayCPU, err = s.relay.CPU(); err != nil {
 		return m, err
@@ -232,7 +232,8 @@ func pacedOnce(ctx context.Context, o *options, proxyBin string, pt pacedPoint, 
 	}
 	run = pacedRun{
 		window:     m1.at.Sub(m0.at),
-		commands:   m1.commands - m0.commands,
+		commands:   m1.progress.Commands - m0.progress.Commands,
+		missed:     m1.progress.Sub(m0.progress).Missed(),
 		bytes:      m1.offset - m0.offset,
 		relayCPU:   m1.relayCPU.Sub(m0.relayCPU).Total(),
 		primaryCPU: m1.primaryCPU.Sub(m0.primaryCPU).Total(),
@@ -241,11 +242,9 @@ func pacedOnce(ctx context.Context, o *options, proxyBin string, pt pacedPoint, 
 		syscalls:   m1.io.Sub(m0.io).Total(),
 	}
 	if l != nil {
-		st, err := l.Stop()
-		if err != nil {
+		if _, err := l.Stop(); err != nil {
 			return run, fmt.Errorf("load: %w", err)
 		}
-		run.late = float64(st.Late) / float64(max(st.Ticks, 1))
 		if held := perSecond(run.commands, run.window); held < (1-pacedShortfall)*float64(pt.rate) {
 			return run, fmt.Errorf("the load held %.0f SETs/s in the window, %.1f%% short of %d (the harness could not keep the rate: too little CPU?)",
 				held, 100*(1-held/float64(pt.rate)), pt.rate)
@@ -278,14 +277,14 @@ type pacedSummary struct {
 	syscalls    sample.Summary // relay read and write system calls per second
 	primaryCore sample.Summary // primary CPU, % of a core
 	loadCore    sample.Summary // the harness, % of a core
-	late        sample.Summary // the load's late ticks, % of its ticks
+	missed      sample.Summary // the load's ticks without a wake-up of their own, %
 	extraSyncs  int64          // summed over runs
 	digestsSame bool           // in every run
 }
 
 func summarisePaced(p pacedPoint, runs []pacedRun) pacedSummary {
 	s := pacedSummary{point: p, runs: len(runs), digestsSame: true}
-	var held, mbps, gb, core, sw, calls, prim, ld, late []float64
+	var held, mbps, gb, core, sw, calls, prim, ld, missed []float64
 	for _, r := range runs {
 		held = append(held, perSecond(r.commands, r.window))
 		mbps = append(mbps, float64(r.bytes)/1e6/r.window.Seconds())
@@ -297,13 +296,13 @@ func summarisePaced(p pacedPoint, runs []pacedRun) pacedSummary {
 		calls = append(calls, perSecond(r.syscalls, r.window))
 		prim = append(prim, pctCore(r.primaryCPU, r.window))
 		ld = append(ld, pctCore(r.loadCPU, r.window))
-		late = append(late, 100*r.late)
+		missed = append(missed, 100*r.missed)
 		s.extraSyncs += r.extraSyncs
 		s.digestsSame = s.digestsSame && r.digestsSame
 	}
 	s.held, s.mbps, s.relayCPUGB, s.relayCore = sample.Of(held), sample.Of(mbps), sample.Of(gb), sample.Of(core)
 	s.switches, s.syscalls, s.primaryCore = sample.Of(sw), sample.Of(calls), sample.Of(prim)
-	s.loadCore, s.late = sample.Of(ld), sample.Of(late)
+	s.loadCore, s.missed = sample.Of(ld), sample.Of(missed)
 	return s
 }
 
@@ -342,10 +341,10 @@ func runPaced(ctx context.Context, o *options, proxyBin string) (*pacedResult, e
 				logf("paced run %d %-36s relay %5.2f%% of a core %6.1f switches/s %6.1f calls/s", rep, pt,
 					pctCore(r.relayCPU, r.window), perSecond(r.switches, r.window), perSecond(r.syscalls, r.window))
 			} else {
-				logf("paced run %d %-36s %6.0f/s %6.2f MB/s, relay %6.2f s/replica-GB %5.1f%% of a core %6.0f switches/s %6.0f calls/s, primary %5.1f%%, load %4.1f%% (%.1f%% ticks late)",
+				logf("paced run %d %-36s %6.0f/s %6.2f MB/s, relay %6.2f s/replica-GB %5.1f%% of a core %6.0f switches/s %6.0f calls/s, primary %5.1f%%, load %4.1f%% (%.1f%% ticks missed)",
 					rep, pt, perSecond(r.commands, r.window), float64(r.bytes)/1e6/r.window.Seconds(), perGB(r.relayCPU, r.bytes*int64(pt.replicas)),
 					pctCore(r.relayCPU, r.window), perSecond(r.switches, r.window), perSecond(r.syscalls, r.window),
-					pctCore(r.primaryCPU, r.window), pctCore(r.loadCPU, r.window), 100*r.late)
+					pctCore(r.primaryCPU, r.window), pctCore(r.loadCPU, r.window), 100*r.missed)
 			}
 			runs[pt] = append(runs[pt], r)
 		}

@@ -190,8 +190,8 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 	p("stream log on) and *proxy, log off* (`--repl-log-size 0`).")
 	p("")
 	p("- *held /s*: the SETs the load wrote per second in the window; a run below %.0f%% of the rate", 100*(1-pacedShortfall))
-	p("  asked fails. *late %%*: the load's millisecond ticks that woke more than a tick late (their")
-	p("  SETs went with the next tick).")
+	p("  asked fails. *missed %%*: the load's millisecond ticks in the window that had no wake-up of")
+	p("  their own (the harness woke late, and wrote their SETs with a later tick's: a burstier load).")
 	p("- *stream MB/s*: the primary's offset delta ÷ the window.")
 	p("- *relay CPU s/replica-GB*: the relay's CPU ÷ (stream GB × N); *%% of a core*: its CPU ÷ the")
 	p("  window.")
@@ -207,7 +207,7 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 		p("")
 		p("### %s", pacedHeading(size))
 		p("")
-		p("| rate /s | N | relay | held /s | stream MB/s | relay CPU s/replica-GB | %% of a core | ÷ chained | context switches/s | ÷ chained | read+write calls/s | primary %% of a core | load %% of a core | late %% | digests equal | resyncs |")
+		p("| rate /s | N | relay | held /s | stream MB/s | relay CPU s/replica-GB | %% of a core | ÷ chained | context switches/s | ÷ chained | read+write calls/s | primary %% of a core | load %% of a core | missed %% | digests equal | resyncs |")
 		p("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 		for _, s := range x.points {
 			if s.point.valueSize != size {
@@ -217,7 +217,7 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 				relayLabel(s.point), fmtS(s.held, 0), fmtS(s.mbps, 2), fmtS(s.relayCPUGB, 2), fmtS(s.relayCore, 1),
 				x.vsChained(s, func(s pacedSummary) float64 { return s.relayCPUGB.Median }), fmtS(s.switches, 0),
 				x.vsChained(s, func(s pacedSummary) float64 { return s.switches.Median }), fmtS(s.syscalls, 0),
-				fmtS(s.primaryCore, 1), fmtS(s.loadCore, 1), fmtS(s.late, 1), yesNo(s.digestsSame), s.extraSyncs)
+				fmtS(s.primaryCore, 1), fmtS(s.loadCore, 1), fmtS(s.missed, 1), yesNo(s.digestsSame), s.extraSyncs)
 		}
 		if size != chartSize {
 			continue

@@ -163,13 +163,13 @@ func TestPacedSummarise(t *testing.T) {
 	pt := pacedPoint{1000, 512, 4, proxied, logOn.name}
 	runs := []pacedRun{
 		{window: 10 * time.Second, commands: 10000, bytes: 5e6, relayCPU: time.Second, primaryCPU: 2 * time.Second,
-			switches: 30000, syscalls: 50000, late: 0.01, digestsSame: true},
+			switches: 30000, syscalls: 50000, missed: 0.01, digestsSame: true},
 		{window: 10 * time.Second, commands: 9990, bytes: 5e6, relayCPU: 2 * time.Second, switches: 10000, digestsSame: false, extraSyncs: 1},
 	}
 	s := summarisePaced(pt, runs)
 	// 1 CPU-s over 5 MB × 4 replicas is 50 s/replica-GB; 2 CPU-s is 100.
 	if s.relayCPUGB.Median != 75 || s.relayCore.Median != 15 || s.switches.Median != 2000 || s.held.Min != 999 ||
-		s.late.Max != 1 || s.digestsSame || s.extraSyncs != 1 || s.mbps.Median != 0.5 {
+		s.missed.Max != 1 || s.digestsSame || s.extraSyncs != 1 || s.mbps.Median != 0.5 {
 		t.Errorf("summary %+v", s)
 	}
 	if idle := summarisePaced(pacedPoint{replicas: 4, topology: chained, variant: plain.name}, runs); idle.relayCPUGB.N != 0 {

@@ -28,7 +28,8 @@ import (
 // command per millisecond, each connection in turn every 20 ms; at
 // 20,000, one per connection every millisecond. The schedule is kept by
 // the clock: a tick that runs late writes what the ticks it missed were
-// due, so the rate holds and the lateness is counted (PacedStats).
+// due, so the rate holds, and counts the ticks it missed (PacedStats.Missed):
+// their commands went out with a later tick's, a burstier load than asked.
 //
 // Each connection writes its commands from a ring built before the load
 // starts, again and again, so that generating the load costs one write
@@ -106,13 +107,14 @@ func (p Paced) ring(c int) (ring []byte, ends []int) {
 	return ring, ends
 }
 
-// PacedStats are a paced load's figures, from its start until it stopped.
+// PacedStats are a paced load's figures from its start: so far
+// (PacedRun.Progress) or in all (PacedRun.Stop).
 type PacedStats struct {
-	Commands, Bytes int64         // written (and answered)
-	Elapsed         time.Duration // from the start to the last tick that ran
-	Ticks           int64         // the writer's wake-ups
-	Late            int64         // wake-ups more than one Tick after their time: ticks missed, whose commands went with the next
-	MaxLate         time.Duration // the latest wake-up, after its time
+	Commands, Bytes int64         // written (Stop's: and answered)
+	Ticks           int64         // the schedule's ticks that have passed
+	Wakeups         int64         // the writer's: one per tick when on time, one for several when late
+	Elapsed         time.Duration // from the start to the last wake-up
+	MaxLate         time.Duration // the latest wake-up, after its tick
 }
 
 // Rate is the commands written per second.
@@ -123,14 +125,53 @@ func (s PacedStats) Rate() float64 {
 	return float64(s.Commands) / s.Elapsed.Seconds()
 }
 
+// Missed is the share of ticks that had no wake-up of their own: the
+// writer woke late, and wrote their commands with a later tick's.
+func (s PacedStats) Missed() float64 {
+	if s.Ticks <= 0 {
+		return 0
+	}
+	return 1 - float64(s.Wakeups)/float64(s.Ticks)
+}
+
+// Sub is the figures between an earlier reading and s; its MaxLate is s's.
+func (s PacedStats) Sub(earlier PacedStats) PacedStats {
+	return PacedStats{
+		Commands: s.Commands - earlier.Commands, Bytes: s.Bytes - earlier.Bytes,
+		Ticks: s.Ticks - earlier.Ticks, Wakeups: s.Wakeups - earlier.Wakeups,
+		Elapsed: s.Elapsed - earlier.Elapsed, MaxLate: s.MaxLate,
+	}
+}
+
+// pacedProgress is PacedStats published by writeLoop once per tick, for
+// Progress to read from another goroutine.
+type pacedProgress struct {
+	commands, bytes, ticks, wakeups, elapsed, maxLate atomic.Int64
+}
+
+func (p *pacedProgress) store(s PacedStats) {
+	p.commands.Store(s.Commands)
+	p.bytes.Store(s.Bytes)
+	p.ticks.Store(s.Ticks)
+	p.wakeups.Store(s.Wakeups)
+	p.elapsed.Store(int64(s.Elapsed))
+	p.maxLate.Store(int64(s.MaxLate))
+}
+
+func (p *pacedProgress) load() PacedStats {
+	return PacedStats{
+		Commands: p.commands.Load(), Bytes: p.bytes.Load(), Ticks: p.ticks.Load(), Wakeups: p.wakeups.Load(),
+		Elapsed: time.Duration(p.elapsed.Load()), MaxLate: time.Duration(p.maxLate.Load()),
+	}
+}
+
 // PacedRun is a paced load running: Start returns it, Stop ends it.
 type PacedRun struct {
 	p        Paced
 	ctx      context.Context
 	conns    []*pacedConn // owned by writeLoop
 	start    time.Time
-	commands atomic.Int64 // written so far; writeLoop adds once per tick
-	bytes    atomic.Int64
+	progress pacedProgress // writeLoop stores once per tick
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	done     chan struct{} // closed when writeLoop has returned
@@ -191,11 +232,9 @@ func (r *PacedRun) closeConns() {
 	}
 }
 
-// Sent is the commands and bytes written so far, as of the last tick.
-// Safe to call from any goroutine.
-func (r *PacedRun) Sent() (commands, bytes int64) {
-	return r.commands.Load(), r.bytes.Load()
-}
+// Progress is the load's figures so far, as of its last wake-up. Safe to
+// call from any goroutine.
+func (r *PacedRun) Progress() PacedStats { return r.progress.load() }
 
 // Done is closed when the load has ended: stopped, or failed (Stop says how).
 func (r *PacedRun) Done() <-chan struct{} { return r.done }
@@ -234,14 +273,11 @@ func (r *PacedRun) writeLoop() error {
 		default:
 		}
 		now := time.Now()
-		late := now.Sub(at)
-		st.Ticks++
-		if late > p.Tick {
-			st.Late++
-		}
-		st.MaxLate = max(st.MaxLate, late)
+		st.Wakeups++
+		st.MaxLate = max(st.MaxLate, now.Sub(at))
 		// The ticks that have passed: t itself, and any a late wake-up missed.
 		t = max(t, int64(now.Sub(r.start)/p.Tick))
+		st.Ticks = t
 		var cmds, written int64
 		for c, pc := range r.conns {
 			k := p.due(t, c) - pc.sent
@@ -257,13 +293,10 @@ func (r *PacedRun) writeLoop() error {
 			}
 			cmds, written = cmds+k, written+n
 		}
-		if cmds > 0 {
-			st.Commands += cmds
-			st.Bytes += written
-			r.commands.Add(cmds)
-			r.bytes.Add(written)
-		}
+		st.Commands += cmds
+		st.Bytes += written
 		st.Elapsed = now.Sub(r.start)
+		r.progress.store(*st)
 		if t-lastTick >= replyTicks {
 			lastTick = t
 			for _, pc := range r.conns {

@@ -75,8 +75,8 @@ func TestPacedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, b := run.Sent(); c != st.Commands || b != st.Bytes {
-		t.Errorf("Sent = %d, %d; stats %+v", c, b, st)
+	if pr := run.Progress(); pr != st {
+		t.Errorf("Progress = %+v; Stop's %+v", pr, st)
 	}
 	// The schedule's count at the last tick, give or take a tick's share.
 	if want := float64(p.Rate) * st.Elapsed.Seconds(); float64(st.Commands) < want-5 || float64(st.Commands) > want+5 {
@@ -100,8 +100,12 @@ func TestPacedRun(t *testing.T) {
 	if int64(total) != st.Commands || slices.Max(seen)-slices.Min(seen) > 1 {
 		t.Errorf("the primary saw %v commands per connection (%d), the load wrote %d", seen, total, st.Commands)
 	}
-	if st.Ticks < 200 {
-		t.Errorf("%d ticks in %v", st.Ticks, st.Elapsed)
+	if ticks := int64(st.Elapsed / time.Millisecond); st.Ticks != ticks || st.Wakeups > ticks || st.Wakeups < 100 || st.Missed() < 0 {
+		t.Errorf("%d ticks, %d wake-ups in %v", st.Ticks, st.Wakeups, st.Elapsed)
+	}
+	half := PacedStats{Commands: 10, Bytes: 100, Ticks: 4, Wakeups: 2, Elapsed: time.Second}
+	if d := st.Sub(half); d.Commands != st.Commands-10 || d.Ticks != st.Ticks-4 || d.Elapsed != st.Elapsed-time.Second || half.Missed() != 0.5 {
+		t.Errorf("Sub = %+v, Missed = %v", d, half.Missed())
 	}
 }
 

@@ -62,18 +62,21 @@ promtool:
 	@promtool --version 2>&1 | head -1
 
 # bench measures the engine, streaming (direct, chained through a redis-server,
-# through replproxy), full syncs, a proxy restart and two regions (network
-# namespaces joined by a 100 Mbit/s veth, a plain against a zstd link between
-# two proxies) against real Redis, and writes bench/RESULTS.md with charts
-# beside it. The regions section needs root, ip and tc: without them it is
-# skipped and RESULTS.md and the summary say why. QUICK=1 is a run of a few
-# minutes; BENCH_ARGS passes more flags (go run . -h in bench/ lists them), e.g.
+# through replproxy), the relays at paced rates and idle, full syncs, a proxy
+# restart and two regions (network namespaces joined by a 100 Mbit/s veth, a
+# plain against a zstd link between two proxies) against real Redis, and
+# writes bench/RESULTS.md with charts beside it. The regions section needs
+# root, ip and tc: without them it is skipped and RESULTS.md and the summary
+# say why. QUICK=1 is a run of a few minutes; BENCH_ARGS passes more flags (go
+# run . -h in bench/ lists them), e.g.
 #   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
 #   make bench BENCH_ARGS=-dry-run    # list the points a run measures
 #   make bench BENCH_ARGS=-profile    # add perf profiles of the proxy (needs perf)
 #   make bench BENCH_ARGS='-sections streaming -proxy-args "--repl-backlog-size 64mb"'
 #   sudo make bench QUICK=1 BENCH_ARGS=-sections=regions   # the regions alone
-# It runs in bench/ (its own module); it builds replproxy from this folder.
+#   make bench BENCH_ARGS='-sections=paced -root /path/to/other/tree'   # that tree's proxy
+# It runs in bench/ (its own module); it builds replproxy from this folder, or
+# from -root.
 bench: redis
 	GO=$(GO) $(GO) -C bench run . $(if $(QUICK),-quick) $(BENCH_ARGS)
 

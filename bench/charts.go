@@ -162,6 +162,17 @@ func (r *results) drawCharts() (map[string]string, error) {
 			}
 		}
 	}
+	if x := r.paced; x != nil {
+		size := x.chartSize()
+		for _, n := range x.chartNs() {
+			if err := draw(fmt.Sprintf("paced-%d", n), fmt.Sprintf("paced-relay-N%d", n), func(path string) error {
+				return lineChart(path, fmt.Sprintf("Relay CPU at a paced rate, %s values, N=%d", sizeName(size), n),
+					"SETs per second", "relay CPU, % of a core", x.relaySeries(size, n))
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if f := r.fullsync; f != nil {
 		byTopo := func(get func(syncSummary) sample.Summary) []series {
 			var out []series

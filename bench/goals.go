@@ -136,11 +136,31 @@ func (r *results) goals20Markdown(p printer) {
 	p("%d MiB; the engine ≥ %.2f× raw writev at 0 allocs/op; the primary behind the proxy pays no", logRSSExtra>>20, engineVsRaw)
 	p("more than behind a chained redis-server.")
 	p("")
+	goalsTable(p, gs)
+}
+
+// goalsTable prints goal rows as RESULTS.md's met/missed table.
+func goalsTable(p printer, gs []goal20) {
 	p("| goal | row | measured | target | met |")
 	p("|---|---|---|---|---|")
 	for _, g := range gs {
 		p("| %s | %s | %s | %s | %s |", g.goal, g.row, g.measured, g.target, metMissed(g.met))
 	}
+}
+
+// goalsCount prints how many of an issue's goal rows were met, for the
+// summary at the end of a run; nothing when there are none.
+func goalsCount(p printer, issue int, gs []goal20) {
+	if len(gs) == 0 {
+		return
+	}
+	met := 0
+	for _, g := range gs {
+		if g.met {
+			met++
+		}
+	}
+	p("issue %d's goals: %d of %d rows met (RESULTS.md lists each)", issue, met, len(gs))
 }
 
 func metMissed(b bool) string {

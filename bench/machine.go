@@ -17,11 +17,14 @@ type machine struct {
 	goVersion string
 	redis     string // redis-server --version
 	proxy     string // replproxy --version
-	commit    string // git describe of the tree measured, when known
+	commit    string // git describe of the tree measured (-root), when known
+	harness   string // git describe of the harness's own tree, when known
 	loadStart string // /proc/loadavg when the run began
 }
 
-func readMachine(ctx context.Context, goCmd, proxyBin string) machine {
+// readMachine reads the machine, the tools, and the trees: root's, whose
+// proxy is proxyBin, and the harness's (the working directory).
+func readMachine(ctx context.Context, goCmd, root, proxyBin string) machine {
 	m := machine{
 		cores:     runtime.NumCPU(),
 		cpu:       cpuModel(),
@@ -29,7 +32,8 @@ func readMachine(ctx context.Context, goCmd, proxyBin string) machine {
 		goVersion: firstLine(output(ctx, goCmd, "env", "GOVERSION")),
 		redis:     firstLine(output(ctx, "redis-server", "--version")),
 		proxy:     firstLine(output(ctx, proxyBin, "--version")),
-		commit:    firstLine(output(ctx, "git", "describe", "--always", "--dirty")),
+		commit:    firstLine(output(ctx, "git", "-C", root, "describe", "--always", "--dirty")),
+		harness:   firstLine(output(ctx, "git", "describe", "--always", "--dirty")),
 		loadStart: loadAverage(),
 	}
 	return m

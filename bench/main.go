@@ -11,10 +11,12 @@
 //	make bench           # the full run (go run . in bench/)
 //	make bench QUICK=1   # a few minutes on 2 cores (go run . -quick in bench/)
 //
-// It measures four things, each in its own file:
+// It measures these, each in its own file:
 //
 //	engine.go     the replbuf fan-out engine vs raw writev (go test -bench)
 //	streaming.go  direct, chained and proxied replication of one write load
+//	paced.go      chained and proxied at a steady rate from many clients,
+//	              and idle
 //	floor.go      the send and disk floors measured beside its rows
 //	goals.go      issue 20's goals, met or missed per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
@@ -74,6 +76,16 @@ type options struct {
 	proxyArgs  []string // -proxy-args: more replproxy arguments for every proxy a run starts
 	profile    bool     // perf-record the proxy at profilePoints
 	dryRun     bool     // list the points and exit
+	// paced: the rates (SETs/s), value sizes (and cacheSize), replica
+	// counts at every rate and at the lowest alone, each run's measured
+	// seconds, the load's connections, and the idle row's seconds.
+	pacedRates   []int
+	pacedSizes   []int
+	pacedN       []int
+	pacedWideN   []int
+	pacedSeconds int
+	pacedConns   int
+	idleSeconds  int
 	// regions: the veth's rate each way in Mbit/s, the dataset in MiB,
 	// each steady load's seconds and rates (percent of the link).
 	regionsMbit    int
@@ -93,8 +105,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
-	sections := fs.String("sections", "engine,streaming,fullsync,restart,regions", "which measurements to run")
-	reps := fs.Int("reps", 0, "runs per streaming point (default 3; quick 3)")
+	sections := fs.String("sections", "engine,streaming,paced,fullsync,restart,regions", "which measurements to run")
+	reps := fs.Int("reps", 0, "runs per streaming and paced point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
 	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
 	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 128)")
@@ -115,6 +127,13 @@ func parseOptions(args []string) (*options, error) {
 	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per point (proxied, log on: 512 B values to 1 replica and 16 KiB to 4; and TLS at the TLS row's N and size, with the TLS row) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	fs.IntVar(&o.regionsMbit, "regions-mbit", 100, "regions: the rate of the link between the two namespaces, Mbit/s each way (tbf)")
+	pacedRates := fs.String("paced-rates", "", "paced: total SETs per second (default 1000,5000,20000; quick 1000,20000)")
+	pacedSizes := fs.String("paced-sizes", "", "paced: value sizes in bytes, and \"cache\" for internal/cachedata's cache-like mix of commands (default 128,512,4096,cache; quick 512)")
+	pacedN := fs.String("paced-replicas", "", "paced: replica counts measured at every rate (default 1,4; quick 1,4)")
+	pacedWideN := fs.String("paced-wide-replicas", "", "paced: replica counts measured at the lowest rate only, \"none\" for none (default 16; quick none)")
+	pacedSeconds := fs.Int("paced-seconds", 0, fmt.Sprintf("paced: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
+	fs.IntVar(&o.pacedConns, "paced-conns", 20, "paced: the load's connections, each writing its share every millisecond")
+	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
 	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
 	regionsLoads := fs.String("regions-loads", "90,120", "regions: the steady loads, in percent of the link's rate of stream")
@@ -163,6 +182,11 @@ func parseOptions(args []string) (*options, error) {
 		}
 	}
 	o.regionsSeconds = pick(*regionsSeconds, 60, 15)
+	o.pacedSeconds = pick(*pacedSeconds, 20, 8)
+	o.idleSeconds = pick(*idleSeconds, 60, 15)
+	if o.pacedConns <= 0 {
+		return nil, errors.New("-paced-conns: want a positive integer")
+	}
 	if o.regionsMbit <= 0 {
 		return nil, errors.New("-regions-mbit: want a positive integer")
 	}
@@ -183,17 +207,31 @@ func parseOptions(args []string) (*options, error) {
 		{&o.logOff, *logOff, "1,4,8", "4"},
 		{&o.logFull, *logFull, "1,4,8", "4"},
 		{&o.regionsLoads, *regionsLoads, "", ""},
+		{&o.pacedRates, *pacedRates, "1000,5000,20000", "1000,20000"},
+		{&o.pacedSizes, *pacedSizes, "128,512,4096,cache", "512"},
+		{&o.pacedN, *pacedN, "1,4", "1,4"},
+		{&o.pacedWideN, *pacedWideN, "16", "none"},
 	}
 	for _, l := range lists {
 		s := l.flag
 		if s == "" {
 			s = map[bool]string{false: l.full, true: l.quick}[o.quick]
 		}
+		if s == "none" && l.dst == &o.pacedWideN {
+			continue
+		}
 		if *l.dst, err = parseInts(s); err != nil {
 			return nil, err
 		}
-		if l.dst != &o.sizes && slices.Contains(*l.dst, mixedSize) {
-			return nil, fmt.Errorf("%q: \"mixed\" is a value size, not a replica count", s)
+		// Each list of sizes takes its own mix; no other list takes one.
+		for _, mix := range []struct {
+			size       int
+			name, flag string
+			sizes      *[]int
+		}{{mixedSize, "mixed", "-sizes", &o.sizes}, {cacheSize, "cache", "-paced-sizes", &o.pacedSizes}} {
+			if l.dst != mix.sizes && slices.Contains(*l.dst, mix.size) {
+				return nil, fmt.Errorf("%q: %q is a value of %s only", s, mix.name, mix.flag)
+			}
 		}
 	}
 	withLogOff, withLogFull, withTLSRow := false, false, false
@@ -228,7 +266,7 @@ func parseOptions(args []string) (*options, error) {
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		switch s {
-		case "engine", "streaming", "fullsync", "restart", "regions":
+		case "engine", "streaming", "paced", "fullsync", "restart", "regions":
 			o.sections[s] = true
 		default:
 			return nil, fmt.Errorf("-sections: unknown section %q", s)
@@ -237,13 +275,18 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
-// parseInts parses positive integers separated by commas, and "mixed" as
-// mixedSize (only -sizes lists it; parseOptions checks).
+// parseInts parses positive integers separated by commas, "mixed" as
+// mixedSize and "cache" as cacheSize (only -sizes lists the one and
+// -paced-sizes the other; parseOptions checks).
 func parseInts(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "mixed" {
+		switch strings.TrimSpace(f) {
+		case "mixed":
 			out = append(out, mixedSize)
+			continue
+		case "cache":
+			out = append(out, cacheSize)
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -322,7 +365,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	r := &results{opts: o, started: time.Now().UTC()}
-	r.machine = readMachine(ctx, o.goCmd, proxyBin)
+	r.machine = readMachine(ctx, o.goCmd, o.root, proxyBin)
 	if o.sections["engine"] {
 		logf("engine: go test -bench (count %d, benchtime %s)", o.benchCount, o.benchTime)
 		if r.engine, err = runEngine(ctx, o); err != nil {
@@ -331,6 +374,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	if o.sections["streaming"] {
 		if r.streaming, err = runStreaming(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
+	if o.sections["paced"] {
+		if r.paced, err = runPaced(ctx, o, proxyBin); err != nil {
 			return err
 		}
 	}
@@ -391,6 +439,16 @@ func (o *options) plan() string {
 			for _, pt := range profilePoints(o) {
 				p("  profile: one more run, proxied %s N=%d %s, under perf record", pt.variant, pt.replicas, sizeName(pt.valueSize))
 			}
+		}
+	}
+	if o.sections["paced"] {
+		pts := pacedPoints(o)
+		p("paced: %d points × %d runs, %d connections, %.0f s of warm-up then %d s measured:", len(pts), o.reps, o.pacedConns, pacedWarmup.Seconds(), o.pacedSeconds)
+		for _, pt := range pts {
+			p("  %s", pt)
+		}
+		for _, pt := range idlePoints() {
+			p("  %s, %d s measured", pt, o.idleSeconds)
 		}
 	}
 	if o.sections["fullsync"] {

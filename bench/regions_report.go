@@ -239,11 +239,7 @@ func (r *results) regionsMarkdown(p printer) {
 	p("sampled lag ≤ %.0f s of the load and its replicas caught up ≤ %.0f s after it stops (the plain", regionLagSeconds, regionLagSeconds)
 	p("link's figures beside it, for the load that saturates it).")
 	p("")
-	p("| goal | row | measured | target | met |")
-	p("|---|---|---|---|---|")
-	for _, g := range gs {
-		p("| %s | %s | %s | %s | %s |", g.goal, g.row, g.measured, g.target, metMissed(g.met))
-	}
+	goalsTable(p, gs)
 }
 
 // mdEscape keeps an error message on one table row.
@@ -278,15 +274,7 @@ func (x *regionsResult) summary(p printer) {
 				perGB(s.cpuA, s.bytes), perGB(s.cpuB, s.bytes))
 		}
 	}
-	if gs := x.goals22(); len(gs) > 0 {
-		met := 0
-		for _, g := range gs {
-			if g.met {
-				met++
-			}
-		}
-		p("issue 22's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
-	}
+	goalsCount(p, 22, x.goals22())
 }
 
 // digestText is whether the cell's replicas equal its primary.

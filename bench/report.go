@@ -19,6 +19,7 @@ type results struct {
 	engine            *engineResult
 	streaming         *streamingResult
 	fullsync          *fullSyncResult
+	paced             *pacedResult
 	restart           []*restartResult // one per variant
 	profiles          []*profileResult
 	regions           *regionsResult
@@ -40,16 +41,21 @@ func sizeName(b int) string {
 	switch {
 	case b == mixedSize:
 		return fmt.Sprintf("mixed %s–%s", sizeName(mixedMin), sizeName(mixedMax))
+	case b == cacheSize:
+		return "cache-like mix"
 	case b >= 1<<10 && b%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", b>>10)
 	}
 	return fmt.Sprintf("%d B", b)
 }
 
-// fileSize is sizeName for file names: "16KiB", "mixed".
+// fileSize is sizeName for file names: "16KiB", "mixed", "cache".
 func fileSize(b int) string {
-	if b == mixedSize {
+	switch b {
+	case mixedSize:
 		return "mixed"
+	case cacheSize:
+		return "cache"
 	}
 	return strings.ReplaceAll(sizeName(b), " ", "")
 }
@@ -101,6 +107,9 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("| Go | %s |", m.goVersion)
 	p("| Redis | %s |", m.redis)
 	p("| replproxy | %s, tree %s |", m.proxy, m.commit)
+	if m.harness != m.commit {
+		p("| harness | tree %s (-root %s) |", m.harness, o.root)
+	}
 	p("| load average (1, 5, 15 min) | %s at the start, %s at the end |", m.loadStart, r.loadEnd)
 	p("")
 	p("Every server listens on 127.0.0.1 (loopback; the regions section's on its two network")
@@ -109,6 +118,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("fork children the process has reaped), peak RSS from `VmHWM` in `/proc/<pid>/status`.")
 	r.engineMarkdown(p, charts)
 	r.streamingMarkdown(p, charts)
+	r.pacedMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)
 	r.restartMarkdown(p)
 	r.profileMarkdown(p)
@@ -432,6 +442,9 @@ func (r *results) summary() string {
 				c.replicas, sizeName(c.valueSize), c.topology, c.variant, c.relayText(), c.primaryTLS-c.primaryPlain, c.primaryPlain, c.primaryTLS)
 		}
 	}
+	if r.paced != nil {
+		r.paced.summary(p)
+	}
 	if f := r.fullsync; f != nil {
 		p("full sync (%d MiB):", f.dataMB)
 		for _, pt := range f.points {
@@ -439,15 +452,7 @@ func (r *results) summary() string {
 				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
 		}
 	}
-	if gs := r.goals20(); len(gs) > 0 {
-		met := 0
-		for _, g := range gs {
-			if g.met {
-				met++
-			}
-		}
-		p("issue 20's goals: %d of %d rows met (RESULTS.md lists each)", met, len(gs))
-	}
+	goalsCount(p, 20, r.goals20())
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))

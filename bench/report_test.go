@@ -203,6 +203,27 @@ func TestReportTop(t *testing.T) {
 	}
 }
 
+// checkGoals checks that gs has every row of want ("goal row"), met or
+// missed as want says, and returns gs by those keys.
+func checkGoals(t *testing.T, gs []goal20, want map[string]bool) map[string]goal20 {
+	t.Helper()
+	got := map[string]goal20{}
+	for _, g := range gs {
+		got[g.goal+" "+g.row] = g
+	}
+	for key, met := range want {
+		g, ok := got[key]
+		if !ok {
+			t.Errorf("no goal row %q; have %v", key, slices.Sorted(maps.Keys(got)))
+			continue
+		}
+		if g.met != met {
+			t.Errorf("%q: met = %v, want %v (%+v)", key, g.met, met, g)
+		}
+	}
+	return got
+}
+
 func TestGoals20(t *testing.T) {
 	one := func(v float64) sample.Summary { return sample.Of([]float64{v}) }
 	s := &streamingResult{points: []streamSummary{
@@ -219,11 +240,7 @@ func TestGoals20(t *testing.T) {
 		{point: streamPoint{proxied, logOff.name, 1, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(1.5)},
 	}}
 	r := &results{streaming: s, engine: &engineResult{rows: []engineRow{{replicas: 1, ratio: 0.96, fanoutAllocs: one(0)}, {replicas: 8, ratio: 0.9, fanoutAllocs: one(0)}}}}
-	got := map[string]goal20{}
-	for _, g := range r.goals20() {
-		got[g.goal+" "+g.row] = g
-	}
-	for key, met := range map[string]bool{
+	checkGoals(t, r.goals20(), map[string]bool{
 		"relay ÷ chained N=4 512 B, log on":                                   true,
 		"relay ÷ send floor (floor > 0.6 × chained) N=4 16 KiB, log on, full": true,
 		// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ the cheaper dd floor 0.2 = 1.0 ≤ 1.5.
@@ -235,16 +252,7 @@ func TestGoals20(t *testing.T) {
 		"primary: proxied ÷ chained N=4 512 B, log off": false,
 		"engine ÷ raw writev 1 replicas":                true,
 		"engine ÷ raw writev 8 replicas":                false,
-	} {
-		g, ok := got[key]
-		if !ok {
-			t.Errorf("no goal row %q; have %v", key, slices.Collect(maps.Keys(got)))
-			continue
-		}
-		if g.met != met {
-			t.Errorf("%q: met = %v, want %v (%+v)", key, g.met, met, g)
-		}
-	}
+	})
 	if lc := s.logCosts(); len(lc) != 1 || math.Abs(lc[0].vsFloor()-1) > 1e-9 {
 		t.Errorf("logCosts = %+v", lc)
 	}

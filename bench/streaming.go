@@ -231,31 +231,12 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 		return run, err
 	}
 	defer closeCluster(c, &err)
-	s := &servers{}
-	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
-		return run, err
-	}
-	relayArgs := noReplicaLimit()
+	var relayArgs []string
 	if v.fullLog && p.topology == proxied {
-		relayArgs = append(relayArgs, fullLogArgs(o)...)
+		relayArgs = fullLogArgs(o)
 	}
-	if s.relay, err = startRelay(ctx, c, p.topology, v, s.primary, relayArgs...); err != nil {
-		return run, err
-	}
-	if s.replicas, err = startReplicas(ctx, c, p.replicas, s.upstream()); err != nil {
-		return run, err
-	}
-	all := append([]*cluster.Process{}, s.replicas...)
-	if err := cluster.WaitLinkUp(ctx, linkTimeout, all...); err != nil {
-		return run, err
-	}
-	// One write every replica must apply: after a diskless full sync the
-	// primary holds the stream back until the replica's first ACK, so the
-	// measured load starts in the steady state.
-	if err := s.primary.Client().Set(ctx, "bench:warmup", "1", 0).Err(); err != nil {
-		return run, err
-	}
-	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...); err != nil {
+	s, err := startSteady(ctx, c, p.topology, v, p.replicas, relayArgs...)
+	if err != nil {
 		return run, err
 	}
 	if v.fullLog && s.relay != nil {
@@ -298,7 +279,7 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	if err != nil {
 		return run, err
 	}
-	off1, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, all...)
+	off1, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, s.replicas...)
 	if err != nil {
 		return run, fmt.Errorf("catching up: %w", err)
 	}

@@ -165,6 +165,35 @@ func startRelay(ctx context.Context, c *cluster.Cluster, t topology, v variant, 
 	return relay, nil
 }
 
+// startSteady starts the primary, t's relay (with noReplicaLimit, then
+// relayArgs) and n replicas of it, and returns once every replica has
+// applied one write: after a diskless full sync the primary holds the
+// stream back until the replica's first ACK, so that a load started then
+// measures the steady state.
+func startSteady(ctx context.Context, c *cluster.Cluster, t topology, v variant, n int, relayArgs ...string) (*servers, error) {
+	s := &servers{}
+	var err error
+	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
+		return nil, err
+	}
+	if s.relay, err = startRelay(ctx, c, t, v, s.primary, append(noReplicaLimit(), relayArgs...)...); err != nil {
+		return nil, err
+	}
+	if s.replicas, err = startReplicas(ctx, c, n, s.upstream()); err != nil {
+		return nil, err
+	}
+	if err := cluster.WaitLinkUp(ctx, linkTimeout, s.replicas...); err != nil {
+		return nil, err
+	}
+	if err := s.primary.Client().Set(ctx, "bench:warmup", "1", 0).Err(); err != nil {
+		return nil, err
+	}
+	if _, err := cluster.WaitOffsets(ctx, linkTimeout, s.primary, s.replicas...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // startReplicas starts n redis-servers; attached, they replicate from up at
 // once, otherwise they wait for ReplicaOf.
 func startReplicas(ctx context.Context, c *cluster.Cluster, n int, up *cluster.Process) ([]*cluster.Process, error) {

@@ -18,25 +18,30 @@ func variantLabel(p streamPoint) string {
 // sizes are the value sizes of the points, in ascending order and the
 // mixed row last (the TLS row's size may be one the grid does not have).
 func (s *streamingResult) sizes() []int {
+	return sortedSizes(s.points, func(pt streamSummary) int { return pt.point.valueSize })
+}
+
+// sortedSizes are the distinct value sizes of rows, ascending, the mixes
+// last.
+func sortedSizes[T any](rows []T, size func(T) int) []int {
 	var out []int
-	for _, pt := range s.points {
-		if !slices.Contains(out, pt.point.valueSize) {
-			out = append(out, pt.point.valueSize)
+	for _, r := range rows {
+		if v := size(r); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	slices.SortFunc(out, compareSizes)
 	return out
 }
 
-// compareSizes orders value sizes ascending, the mixed row last.
+// compareSizes orders value sizes ascending, the mixes (negative) last:
+// the mixed row, then the cache-like mix.
 func compareSizes(a, b int) int {
-	switch {
-	case a == b:
-		return 0
-	case a == mixedSize:
-		return 1
-	case b == mixedSize:
-		return -1
+	if (a < 0) != (b < 0) {
+		return cmp.Compare(b, a)
+	}
+	if a < 0 {
+		return cmp.Compare(b, a) // mixedSize, -1, before cacheSize, -2
 	}
 	return cmp.Compare(a, b)
 }

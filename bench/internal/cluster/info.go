@@ -92,6 +92,22 @@ func (p *Process) HWM() (int64, error) {
 	return procstat.ReadHWM(p.PID())
 }
 
+// Switches is the context switches of all the process's threads.
+func (p *Process) Switches() (procstat.Switches, error) {
+	if p.cmd == nil {
+		return procstat.Switches{}, fmt.Errorf("cluster: %s is not running", p.Name)
+	}
+	return procstat.ReadSwitches(p.PID())
+}
+
+// IO is the process's count of read and write system calls.
+func (p *Process) IO() (procstat.IO, error) {
+	if p.cmd == nil {
+		return procstat.IO{}, fmt.Errorf("cluster: %s is not running", p.Name)
+	}
+	return procstat.ReadIO(p.PID())
+}
+
 // WaitLinkUp waits until every replica reports master_link_status:up.
 func WaitLinkUp(ctx context.Context, timeout time.Duration, replicas ...*Process) error {
 	return poll(ctx, timeout, func() (bool, error) {

@@ -2,9 +2,11 @@
 // pipelined SETs of one value size over a few connections, with a raw RESP
 // writer so that generating the load costs little CPU next to what it
 // measures (each batch is built once and written again and again).
-// Commands is the other load: every command fresh from a generator (the
+// Commands is a second load: every command fresh from a generator (the
 // cache-like data, redis-benchmark's keys), paced, for a link whose cost
-// depends on the bytes themselves (a compressed one).
+// depends on the bytes themselves (a compressed one). Paced is the third: a
+// fixed rate of commands from many connections, each writing its share
+// every millisecond, as a primary's clients do when it is not saturated.
 package load
 
 import (

@@ -75,3 +75,49 @@ func TestReadSelf(t *testing.T) {
 		t.Errorf("ReadHWM = %d, %v", hwm, err)
 	}
 }
+
+func TestParseSwitches(t *testing.T) {
+	status := "Name:\treplproxy\nThreads:\t7\nvoluntary_ctxt_switches:\t1200\nnonvoluntary_ctxt_switches:\t34\n"
+	got, err := ParseSwitches([]byte(status))
+	if err != nil || got != (Switches{Voluntary: 1200, Nonvoluntary: 34}) || got.Total() != 1234 {
+		t.Errorf("ParseSwitches = %+v, %v", got, err)
+	}
+	if d := got.Sub(Switches{Voluntary: 200, Nonvoluntary: 4}); d != (Switches{Voluntary: 1000, Nonvoluntary: 30}) {
+		t.Errorf("Sub = %+v", d)
+	}
+	for _, bad := range []string{"Name:\tx\n", "voluntary_ctxt_switches:\t1\n", "voluntary_ctxt_switches:\tx\nnonvoluntary_ctxt_switches:\t1\n"} {
+		if _, err := ParseSwitches([]byte(bad)); !errors.Is(err, ErrFormat) {
+			t.Errorf("ParseSwitches(%q) err = %v", bad, err)
+		}
+	}
+}
+
+func TestParseIO(t *testing.T) {
+	text := "rchar: 6976\nwchar: 10\nsyscr: 12\nsyscw: 3\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+	got, err := ParseIO([]byte(text))
+	if err != nil || got != (IO{ReadCalls: 12, WriteCalls: 3}) || got.Total() != 15 {
+		t.Errorf("ParseIO = %+v, %v", got, err)
+	}
+	if d := got.Sub(IO{ReadCalls: 2, WriteCalls: 1}); d != (IO{ReadCalls: 10, WriteCalls: 2}) {
+		t.Errorf("Sub = %+v", d)
+	}
+	if _, err := ParseIO([]byte("rchar: 1\nsyscr: 2\n")); !errors.Is(err, ErrFormat) {
+		t.Errorf("no syscw: err = %v", err)
+	}
+}
+
+// TestReadSwitchesSelf reads the test process, whose threads (the Go
+// runtime's) have all switched at least once.
+func TestReadSwitchesSelf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc")
+	}
+	s, err := ReadSwitches(os.Getpid())
+	if err != nil || s.Total() <= 0 {
+		t.Errorf("ReadSwitches = %+v, %v", s, err)
+	}
+	c, err := ReadIO(os.Getpid())
+	if err != nil || c.ReadCalls <= 0 {
+		t.Errorf("ReadIO = %+v, %v", c, err)
+	}
+}

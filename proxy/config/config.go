@@ -28,6 +28,12 @@ const (
 	// MaxReadCoalesce is the longest repl-read-coalesce-usec: past it a
 	// byte would wait longer than anyone would trade for CPU.
 	MaxReadCoalesce = 100 * time.Millisecond
+	// SyncRatePiece is the largest piece of a full-sync payload a
+	// downstream proxy reads whole before its read deadline is renewed:
+	// one chunk of a compressed link (proxy/linkzstd: a 12-byte header and
+	// at most 129 KiB of body; a test in proxy keeps the two equal). A
+	// repl-link-sync-rate-limit must move it within repl-timeout.
+	SyncRatePiece = 12 + 129<<10
 )
 
 // LogLevel is a Redis log level, the value of the loglevel directive.
@@ -240,7 +246,9 @@ type Config struct {
 	// replica that said capa replproxy) may take of its link, counted in
 	// bytes on the wire, each link alone. The stream after the payload,
 	// and real replicas, are never paced. A change applies to payloads in
-	// progress from their next write. Default 0: unlimited. Proxy-only.
+	// progress from their next write. Default 0: unlimited. Otherwise at
+	// least SyncRatePiece bytes per repl-timeout (2202 at 60 s), which
+	// Validate checks. Proxy-only.
 	ReplLinkSyncRateLimit int64
 	// ReplReadCoalesce is `repl-read-coalesce-usec`, in microseconds in the
 	// directive: how long the primary's stream may gather in the proxy's
@@ -413,7 +421,7 @@ func (c *Config) Validate() error {
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
-		{"repl-link-sync-rate-limit", checkNonNegative(c.ReplLinkSyncRateLimit)},
+		{"repl-link-sync-rate-limit", checkSyncRate(c.ReplLinkSyncRateLimit, c.ReplTimeout)},
 		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
@@ -562,6 +570,24 @@ func checkReadCoalesce(d time.Duration) error {
 func checkNonNegative(n int64) error {
 	if n < 0 {
 		return fmt.Errorf("%w %d: must not be negative", ErrInvalidValue, n)
+	}
+	return nil
+}
+
+// checkSyncRate accepts 0 (unlimited) or a repl-link-sync-rate-limit that
+// sends SyncRatePiece bytes within repl-timeout: below that a downstream
+// proxy waits longer than its repl-timeout for the rest of a chunk it reads
+// whole, drops the link and starts its full sync again, forever.
+// repl-timeout is checked before it.
+func checkSyncRate(rate int64, timeout time.Duration) error {
+	if rate <= 0 || timeout <= 0 {
+		return checkNonNegative(rate)
+	}
+	least := int64(math.Ceil(SyncRatePiece / timeout.Seconds()))
+	if rate < least {
+		return fmt.Errorf("%w %d: at least %d bytes a second, to send a downstream proxy the largest piece it reads whole "+
+			"(a compressed chunk, %d bytes) within repl-timeout (%ss); 0 for unlimited", ErrInvalidValue, rate, least, SyncRatePiece,
+			formatSeconds(timeout))
 	}
 	return nil
 }

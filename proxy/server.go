@@ -46,6 +46,10 @@ type Server struct {
 
 	onMaxMemory func(int64)
 	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
+	// machineMemory returns the machine's memory, which bounds a payload
+	// held in memory whole (payload_disk.go): the package's machineMemory,
+	// or Options.machineMemory (a test seam). Read-only.
+	machineMemory func() int64
 	// refetchAfter is when the monitor may next start a background
 	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
 	refetchAfter time.Time
@@ -142,6 +146,8 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
+	// machineMemory, when set, replaces the machine's memory (tests).
+	machineMemory func() int64
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -197,6 +203,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		configFile:  opts.ConfigFile,
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
+
+		machineMemory: opts.machineMemory,
+	}
+	if s.machineMemory == nil {
+		s.machineMemory = machineMemory
 	}
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)

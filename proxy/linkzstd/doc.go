@@ -36,6 +36,12 @@
 // whole blocks), requires exactly R bytes out and the body consumed whole,
 // checks the CRC, and only then serves the bytes. The decoder's window and
 // memory are bounded (8 MiB), so hostile input cannot make it hold more.
+// It decodes no faster than its consumer reads: the next chunk is read
+// from the source and decoded only once every byte of the one before was
+// returned, so it holds at most one chunk (MaxChunkRaw) not yet returned,
+// however far a few bytes on the wire decompress. What the consumer keeps
+// of the bytes is the consumer's to bound (a payload held in memory is
+// refused past what memory may hold).
 // Any failure is an error wrapping ErrCorrupt (a network error is
 // returned as itself), and the Reader is dead: every later Read returns it.
 // The link resyncs; nothing of the failed chunk was returned.

@@ -335,6 +335,53 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TestReaderDecodesOnDemand: a Reader decodes no faster than its consumer
+// reads. Over 500 chunks of 128 KiB of zeros (64 MiB that are a few bytes
+// each on the wire, as a hostile primary's payload would be), read 4 KiB
+// at a time, it holds at most one chunk's raw bytes not yet returned, and
+// has read from its source exactly the chunks whose bytes it has begun to
+// return: never the next one before the consumer asks for it.
+func TestReaderDecodesOnDemand(t *testing.T) {
+	const n = 500
+	rec := &chunkRecorder{}
+	w := NewWriter(rec)
+	zeros := make([]byte, MaxChunkRaw)
+	for range n {
+		if _, err := w.Write(zeros); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if len(rec.writes) != n {
+		t.Fatalf("%d chunks written; want %d", len(rec.writes), n)
+	}
+	src := &countingReader{r: bytes.NewReader(rec.wire())}
+	r := NewReader(src)
+	defer r.Close()
+	buf := make([]byte, 4<<10)
+	read, wantSrc := int64(0), 0
+	for {
+		k, err := r.Read(buf)
+		if k > 0 && read%MaxChunkRaw == 0 {
+			wantSrc += len(rec.writes[read/MaxChunkRaw]) // this Read began a chunk
+		}
+		read += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Buffered() > MaxChunkRaw || src.n != wantSrc {
+			t.Fatalf("after %d bytes returned: %d decoded and not returned, %d read from the source; want at most %d and %d",
+				read, r.Buffered(), src.n, MaxChunkRaw, wantSrc)
+		}
+	}
+	if read != n*MaxChunkRaw {
+		t.Fatalf("%d bytes read; want %d", read, n*MaxChunkRaw)
+	}
+}
+
 func TestReaderHeaderBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

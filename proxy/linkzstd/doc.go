@@ -52,7 +52,9 @@
 // connection. The window, and so the ratio, is the link's own history:
 // frames started afresh at shared positions would lose most of it on small
 // writes. Downstream proxies are few (one per region, a standby), so the
-// cost is paid once or twice, not per replica. Links sit at different
+// cost is paid once or twice, not per replica. A Writer holds at most
+// WriterMemory (its Memory, until Close), which the proxy counts per link
+// and bounds by capping the number of compressed links. Links sit at different
 // positions after an outage (one catching up from disk, one live), so a
 // shared compressed copy would serve only one of them. And a shared
 // encoder would tie one slow WAN link to the others.

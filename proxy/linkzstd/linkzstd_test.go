@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/replproxy/replproxy/internal/cachedata"
@@ -555,5 +556,69 @@ func TestStatsCPU(t *testing.T) {
 		if err != io.EOF || ws.CPU <= 0 || rs.CPU <= 0 {
 			t.Errorf("flush every %d: writer CPU %v, reader CPU %v, read ended with %v", every, ws.CPU, rs.CPU, err)
 		}
+	}
+}
+
+// TestWriterMemory: a Writer holds at most WriterMemory, what the proxy
+// counts for each compressed link (INFO mem_link_compression), and not much
+// less at its largest. The encoder's block buffers grow with the blocks it
+// has made, so a Writer's heap depends on its stream: for each pattern, 20
+// Writers grow the Go heap by at most 20 × WriterMemory, and the largest
+// (cache-like data, then random data, each in flushes of a chunk and a
+// half) by at least 85% of it. Memory reports WriterMemory from NewWriter
+// to Close, and 0 after.
+func TestWriterMemory(t *testing.T) {
+	const n = 20
+	cache := cachedata.New(1).FillRESP(4 << 20)
+	random := make([]byte, 4<<20)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	largest := int64(0)
+	for _, tc := range []struct {
+		name  string
+		data  [][]byte
+		flush int
+	}{
+		{"cache then random, 200000-byte flushes", [][]byte{cache, random}, 200_000},
+		{"random then cache, 16 KiB flushes", [][]byte{random, cache}, 16 << 10},
+		{"cache, 600-byte flushes", [][]byte{cache[:1<<20]}, 600},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ws := make([]*Writer, n)
+		for i := range ws {
+			ws[i] = NewWriter(io.Discard)
+			if got := ws[i].Memory(); got != WriterMemory {
+				t.Fatalf("a new Writer's Memory() = %d; want WriterMemory, %d", got, WriterMemory)
+			}
+			for _, data := range tc.data {
+				for off := 0; off+tc.flush <= len(data); off += tc.flush {
+					ws[i].Write(data[off : off+tc.flush])
+					if err := ws[i].Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+		t.Logf("%s: a Writer holds %d bytes; WriterMemory is %d", tc.name, per, WriterMemory)
+		if per > WriterMemory {
+			t.Errorf("%s: a Writer holds %d bytes of heap; more than WriterMemory, %d", tc.name, per, WriterMemory)
+		}
+		largest = max(largest, per)
+		for _, w := range ws {
+			w.Close()
+			if got := w.Memory(); got != 0 {
+				t.Fatalf("a closed Writer's Memory() = %d; want 0", got)
+			}
+		}
+	}
+	if largest < WriterMemory*85/100 {
+		t.Errorf("the largest Writer holds %d bytes; WriterMemory, %d, is more than it needs", largest, WriterMemory)
 	}
 }

@@ -52,6 +52,8 @@ type Writer struct {
 	// anyone; so is cpu's total.
 	raw, wire atomic.Int64
 	cpu       cpuMeter
+	// held is Memory's figure: written by the owner, read by anyone.
+	held atomic.Int64
 }
 
 // chunkBuffer is the encoder's destination: it appends to b.
@@ -79,6 +81,7 @@ func newWriter(dst io.Writer, opts ...zstd.EOption) *Writer {
 		panic(fmt.Sprintf("linkzstd: encoder options: %v", err))
 	}
 	w.enc = enc
+	w.held.Store(WriterMemory)
 	return w
 }
 
@@ -156,6 +159,17 @@ func (w *Writer) Flush() error {
 	return nil
 }
 
+// WriterMemory is what a Writer holds, at most: its encoder's history (the
+// 256 KiB window and a block), hash table and block buffers, which grow with
+// the blocks it has made, and its chunk buffer; TestWriterMemory measures
+// 0.9 to 1.2 MB over cache-like, random and small-flush streams. The proxy
+// counts it for each compressed link (mem_link_compression).
+const WriterMemory = 1280 << 10
+
+// Memory returns what the Writer holds, counted at its bound: WriterMemory
+// from NewWriter to Close, 0 after. Safe from any goroutine.
+func (w *Writer) Memory() int64 { return w.held.Load() }
+
 // Buffered returns the raw bytes written and not yet flushed.
 func (w *Writer) Buffered() int { return w.pending }
 
@@ -175,6 +189,7 @@ func (w *Writer) Close() {
 	w.enc = nil
 	w.chunk.b = nil
 	w.pending = 0
+	w.held.Store(0)
 	if w.err == nil {
 		w.err = errWriterClosed
 	}

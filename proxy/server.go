@@ -101,6 +101,10 @@ type Server struct {
 	// fanout is the set of replicas the upstream link sends to inline after
 	// each publish (downstream.Fanout), under its own lock, a leaf.
 	fanout downstream.Fanout
+	// linkSlots are the connections agreed to a compressed link, against
+	// repl-link-compression-max-links (an atomic): each client's goroutine
+	// takes its slot at REPLCONF and gives it back at its end.
+	linkSlots downstream.LinkSlots
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
@@ -108,6 +112,7 @@ type Server struct {
 	acceptLog logLimiter               // accept errors
 	limitLog  logLimiter               // clients closed by a buffer limit
 	tlsLog    logLimiter               // failed TLS handshakes
+	linkLog   logLimiter               // compressed links refused past repl-link-compression-max-links
 
 	// life is the server's lifetime: Run sets it up, Close ends it.
 	life struct {

@@ -34,6 +34,15 @@ const (
 	// at most 129 KiB of body; a test in proxy keeps the two equal). A
 	// repl-link-sync-rate-limit must move it within repl-timeout.
 	SyncRatePiece = 12 + 129<<10
+	// DefaultLinkCompressionMaxLinks is repl-link-compression-max-links'
+	// default: compressed links are to downstream proxies, one or two per
+	// region, and 16 encoders of at most 1.25 MiB each (20 MiB) stay within
+	// the 32 MiB by which RSS may exceed used_memory before memory is
+	// returned to the OS, so that even a full set closing at once leaves
+	// no more than that behind.
+	DefaultLinkCompressionMaxLinks = 16
+	// maxLinkCompressionMaxLinks is its largest value: maxclients' range.
+	maxLinkCompressionMaxLinks = maxClientsLimit
 )
 
 // LogLevel is a Redis log level, the value of the loglevel directive.
@@ -200,6 +209,16 @@ type Config struct {
 	// proxy that asks for it. Default true; applies to the next handshake.
 	// Proxy-only.
 	ReplLinkCompressionAllow bool
+	// ReplLinkCompressionMaxLinks is `repl-link-compression-max-links`: the
+	// most links to downstream proxies this proxy compresses at once (each
+	// holds an encoder of about 1 MiB, mem_link_compression). Past it a
+	// REPLCONF link-compression zstd is refused, as
+	// repl-link-compression-allow no refuses it, and that link stays plain.
+	// Default DefaultLinkCompressionMaxLinks; 0 means no cap (as maxmemory
+	// 0 means no limit: repl-link-compression-allow no is the way to
+	// compress none). A lower value leaves the links already compressed as
+	// they are. Proxy-only.
+	ReplLinkCompressionMaxLinks int64
 	// ReplTimeout is `repl-timeout`, in whole seconds in the directive: how
 	// long the upstream or a downstream replica may stay silent. Default 60s;
 	// must be positive.
@@ -366,8 +385,9 @@ func DefaultConfig() *Config {
 		ReplLogSize:      1 << 30,
 		ReplLogFsync:     FsyncEverySec,
 
-		ReplLinkCompression:      LinkCompressionNo,
-		ReplLinkCompressionAllow: true,
+		ReplLinkCompression:         LinkCompressionNo,
+		ReplLinkCompressionAllow:    true,
+		ReplLinkCompressionMaxLinks: DefaultLinkCompressionMaxLinks,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{},
 			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
@@ -418,6 +438,7 @@ func (c *Config) Validate() error {
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
 		{"repl-link-compression", checkEnum(c.ReplLinkCompression, linkCompressions)},
+		{"repl-link-compression-max-links", checkRange(c.ReplLinkCompressionMaxLinks, 0, maxLinkCompressionMaxLinks)},
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
@@ -613,6 +634,13 @@ func checkOutputLimits(l *OutputBufferLimits) error {
 func checkAtLeast(n, lo int64) error {
 	if n < lo {
 		return fmt.Errorf("%w %d: must be at least %d", ErrInvalidValue, n, lo)
+	}
+	return nil
+}
+
+func checkRange(n, lo, hi int64) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("%w %d: must be between %d and %d inclusive", ErrInvalidValue, n, lo, hi)
 	}
 	return nil
 }

@@ -39,9 +39,10 @@ func TestDefaultConfig(t *testing.T) {
 		MetricsBind:     "127.0.0.1",
 		TLSAuthClients:  TLSAuthYes,
 
-		ReplLinkCompression:      LinkCompressionNo,
-		ReplLinkCompressionAllow: true,
-		ReplReadCoalesce:         time.Millisecond,
+		ReplLinkCompression:         LinkCompressionNo,
+		ReplLinkCompressionAllow:    true,
+		ReplLinkCompressionMaxLinks: 16,
+		ReplReadCoalesce:            time.Millisecond,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -90,6 +91,8 @@ func TestValidate(t *testing.T) {
 		{"policy empty", func(c *Config) { c.MaxMemoryPolicy = "" }, "maxmemory-policy"},
 		{"policy unknown", func(c *Config) { c.MaxMemoryPolicy = "allkeys-lru" }, "maxmemory-policy"},
 		{"maxclients zero", func(c *Config) { c.MaxClients = 0 }, "maxclients"},
+		{"compressed links no cap", func(c *Config) { c.ReplLinkCompressionMaxLinks = 0 }, ""},
+		{"compressed links negative", func(c *Config) { c.ReplLinkCompressionMaxLinks = -1 }, "repl-link-compression-max-links"},
 		{"dir empty", func(c *Config) { c.Dir = "" }, "dir"},
 		{"loglevel empty", func(c *Config) { c.LogLevel = "" }, "loglevel"},
 		{"loglevel upper", func(c *Config) { c.LogLevel = "DEBUG" }, "loglevel"},

@@ -52,6 +52,8 @@
 //	repl-timeout                 60                      yes      ReplTimeout
 //	repl-link-compression        no                      yes      ReplLinkCompression
 //	repl-link-compression-allow  yes                     yes      ReplLinkCompressionAllow
+//	repl-link-compression-max-links
+//	                             16 (0: no cap)          yes      ReplLinkCompressionMaxLinks
 //	shutdown-timeout             10                      yes      ShutdownTimeout
 //	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
 //	repl-snapshot-max-stream-since

@@ -42,7 +42,8 @@ func (s *Server) memoryFigures() eviction.Figures {
 		Runtime:    s.runtimeBaseline,
 	}
 	f.Snapshots, f.SnapshotsOnDisk = s.hist.SnapshotBytes()
-	f.NormalClients, f.ReplicaClients, f.Replicas = s.clients.bufferBytes()
+	cm := s.clients.memory()
+	f.NormalClients, f.ReplicaClients, f.Replicas, f.LinkCompression = cm.normal, cm.replicaClients, cm.replicas, cm.links
 	if s.durable != nil {
 		f.LogIndex = s.durable.log.IndexBytes()
 	}

@@ -565,10 +565,46 @@ func TestStatsCPU(t *testing.T) {
 // has made, so a Writer's heap depends on its stream: for each pattern, 20
 // Writers grow the Go heap by at most 20 × WriterMemory, and the largest
 // (cache-like data, then random data, each in flushes of a chunk and a
-// half) by at least 85% of it. Memory reports WriterMemory from NewWriter
-// to Close, and 0 after.
+// half) by at least 85% of it. Before its first chunk a Writer holds at
+// most writerMemoryFresh, and at least 85% of it. Memory reports
+// writerMemoryFresh until the first chunk, WriterMemory from then to
+// Close, and 0 after.
 func TestWriterMemory(t *testing.T) {
 	const n = 20
+	heapOf := func(make func() []*Writer) (per int64, ws []*Writer) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ws = make()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n, ws
+	}
+	fresh, ws := heapOf(func() []*Writer {
+		ws := make([]*Writer, n)
+		for i := range ws {
+			ws[i] = NewWriter(io.Discard)
+		}
+		return ws
+	})
+	t.Logf("a new Writer holds %d bytes; writerMemoryFresh is %d", fresh, writerMemoryFresh)
+	if fresh > writerMemoryFresh || fresh < writerMemoryFresh*85/100 {
+		t.Errorf("a new Writer holds %d bytes of heap; writerMemoryFresh is %d (want 85%% to 100%% of it)", fresh, writerMemoryFresh)
+	}
+	for _, w := range ws {
+		if got := w.Memory(); got != writerMemoryFresh {
+			t.Fatalf("a new Writer's Memory() = %d; want writerMemoryFresh, %d", got, writerMemoryFresh)
+		}
+		w.Write([]byte("PING"))
+		if got := w.Memory(); got != writerMemoryFresh {
+			t.Fatalf("a Writer's Memory() = %d before its first chunk; want writerMemoryFresh, %d", got, writerMemoryFresh)
+		}
+		w.Flush()
+		if got := w.Memory(); got != WriterMemory {
+			t.Fatalf("a Writer's Memory() = %d after its first chunk; want WriterMemory, %d", got, WriterMemory)
+		}
+		w.Close()
+	}
 	cache := cachedata.New(1).FillRESP(4 << 20)
 	random := make([]byte, 4<<20)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -585,27 +621,21 @@ func TestWriterMemory(t *testing.T) {
 		{"random then cache, 16 KiB flushes", [][]byte{random, cache}, 16 << 10},
 		{"cache, 600-byte flushes", [][]byte{cache[:1<<20]}, 600},
 	} {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		ws := make([]*Writer, n)
-		for i := range ws {
-			ws[i] = NewWriter(io.Discard)
-			if got := ws[i].Memory(); got != WriterMemory {
-				t.Fatalf("a new Writer's Memory() = %d; want WriterMemory, %d", got, WriterMemory)
-			}
-			for _, data := range tc.data {
-				for off := 0; off+tc.flush <= len(data); off += tc.flush {
-					ws[i].Write(data[off : off+tc.flush])
-					if err := ws[i].Flush(); err != nil {
-						t.Fatal(err)
+		per, ws := heapOf(func() []*Writer {
+			ws := make([]*Writer, n)
+			for i := range ws {
+				ws[i] = NewWriter(io.Discard)
+				for _, data := range tc.data {
+					for off := 0; off+tc.flush <= len(data); off += tc.flush {
+						ws[i].Write(data[off : off+tc.flush])
+						if err := ws[i].Flush(); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
 			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+			return ws
+		})
 		t.Logf("%s: a Writer holds %d bytes; WriterMemory is %d", tc.name, per, WriterMemory)
 		if per > WriterMemory {
 			t.Errorf("%s: a Writer holds %d bytes of heap; more than WriterMemory, %d", tc.name, per, WriterMemory)

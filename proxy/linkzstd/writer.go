@@ -81,7 +81,7 @@ func newWriter(dst io.Writer, opts ...zstd.EOption) *Writer {
 		panic(fmt.Sprintf("linkzstd: encoder options: %v", err))
 	}
 	w.enc = enc
-	w.held.Store(WriterMemory)
+	w.held.Store(writerMemoryFresh)
 	return w
 }
 
@@ -138,6 +138,9 @@ func (w *Writer) Flush() error {
 		w.err = fmt.Errorf("linkzstd: compress: %w", err)
 		return w.err
 	}
+	if w.held.Load() != WriterMemory {
+		w.held.Store(WriterMemory) // the encoder made its history
+	}
 	body := len(w.chunk.b) - headerSize
 	if body < 1 || body > MaxChunkWire {
 		// A chunk the Reader would refuse is never sent.
@@ -160,14 +163,20 @@ func (w *Writer) Flush() error {
 }
 
 // WriterMemory is what a Writer holds, at most: its encoder's history (the
-// 256 KiB window and a block), hash table and block buffers, which grow with
-// the blocks it has made, and its chunk buffer; TestWriterMemory measures
-// 0.9 to 1.2 MB over cache-like, random and small-flush streams. The proxy
-// counts it for each compressed link (mem_link_compression).
+// 256 KiB window and a block, allocated at the first chunk), hash table and
+// block buffers, which grow with the blocks it has made, and its chunk
+// buffer; TestWriterMemory measures 0.9 to 1.2 MB over cache-like, random
+// and small-flush streams. The proxy counts it for each compressed link
+// (mem_link_compression).
 const WriterMemory = 1280 << 10
 
-// Memory returns what the Writer holds, counted at its bound: WriterMemory
-// from NewWriter to Close, 0 after. Safe from any goroutine.
+// writerMemoryFresh is what a Writer holds before its first chunk: all but
+// the encoder's history and grown buffers (TestWriterMemory).
+const writerMemoryFresh = 496 << 10
+
+// Memory returns what the Writer holds, counted at its bounds:
+// writerMemoryFresh from NewWriter to its first chunk, WriterMemory from
+// then to Close, 0 after. Safe from any goroutine.
 func (w *Writer) Memory() int64 { return w.held.Load() }
 
 // Buffered returns the raw bytes written and not yet flushed.

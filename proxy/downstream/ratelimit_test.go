@@ -234,6 +234,17 @@ func TestPacerContext(t *testing.T) {
 	}
 }
 
+// newPipePacer returns a pacer at rate, by the wall clock, over a pipe
+// whose other end reads as fast as it can, and the time it slept; the pipe
+// is closed when the test ends.
+func newPipePacer(t testing.TB, rate int64) (*pacer, *atomic.Int64) {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	go io.Copy(io.Discard, b)
+	slept := new(atomic.Int64)
+	return newPacer(a, func() int64 { return rate }, time.Minute, slept), slept
+}
+
 // TestPacerRealClock: by the wall clock, 4 MB through a pacer at 2 MB/s
 // to a socket that reads as fast as it can take at least 1.5 s: a cap that
 // is not applied fails this (it is no performance goal: the bound is what
@@ -241,12 +252,7 @@ func TestPacerContext(t *testing.T) {
 // longer). The time slept is not bounded below: writes that are slow
 // already need less of it.
 func TestPacerRealClock(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	go io.Copy(io.Discard, b)
-	defer b.Close()
-	var slept atomic.Int64
-	p := newPacer(a, func() int64 { return 2 << 20 }, time.Minute, &slept)
+	p, slept := newPipePacer(t, 2<<20)
 	p.begin(context.Background())
 	start := time.Now()
 	block := make([]byte, 16<<10)
@@ -270,12 +276,7 @@ func TestPacerRealClock(t *testing.T) {
 // the time that passed, never going back; then the write ends with its
 // context, the time slept so far counted.
 func TestPacerCountsWhileThrottled(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	go io.Copy(io.Discard, b)
-	defer b.Close()
-	var slept atomic.Int64
-	p := newPacer(a, func() int64 { return 4 << 10 }, time.Minute, &slept)
+	p, slept := newPipePacer(t, 4<<10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p.begin(ctx)

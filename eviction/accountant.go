@@ -32,6 +32,10 @@ type Figures struct {
 	Runtime int64
 	// LogIndex is the stream log's in-memory index.
 	LogIndex int64
+	// LinkCompression is the encoders of the compressed links to
+	// downstream proxies, one per link. Replica memory: not counted for
+	// eviction, as replicas' output buffers are not.
+	LinkCompression int64
 }
 
 // Report is the accounting of Figures with Redis 7's names (INFO memory).
@@ -47,6 +51,7 @@ type Report struct {
 	FreeBlocks              int64 // mem_free_blocks (replproxy)
 	Runtime                 int64 // mem_runtime (replproxy)
 	LogIndex                int64 // mem_repl_log_index (replproxy)
+	LinkCompression         int64 // mem_link_compression (replproxy)
 	Counted                 int64 // used_memory - mem_not_counted_for_evict
 }
 
@@ -54,7 +59,10 @@ type Report struct {
 // replbuf's (Redis 7's formulas, src/object.c getMemoryOverheadData and
 // src/evict.c freeMemoryGetNotCountedMemory): the backlog part is counted up
 // to repl-backlog-size plus its blocks' overhead; whatever replicas pin beyond
-// that is not, nor are the free blocks.
+// that is not, nor are the free blocks, nor the compressed links' encoders:
+// like a replica's output buffer in Redis, they are the replicas' memory,
+// which evicting cannot shrink, so counting them would let downstream
+// proxies connecting evict snapshots (invariant 8).
 func Account(f Figures) Report {
 	u := f.Stream
 	r := Report{
@@ -64,13 +72,14 @@ func Account(f Figures) Report {
 		FreeBlocks:              f.FreeBlocks,
 		Runtime:                 f.Runtime,
 		LogIndex:                f.LogIndex,
+		LinkCompression:         f.LinkCompression,
 		ClientsNormal:           f.NormalClients + u.Unpublished,
 	}
 	r.UsedMemory = u.Allocated() + f.Snapshots + f.FreeBlocks +
-		f.NormalClients + f.ReplicaClients + f.Runtime + f.LogIndex
+		f.NormalClients + f.ReplicaClients + f.Runtime + f.LogIndex + f.LinkCompression
 	r.ReplicationBacklog, r.ClientsSlaves = u.Split(f.Replicas > 0)
 	r.ClientsSlaves += f.ReplicaClients
-	r.NotCountedForEvict = u.NotCountedForEvict + f.FreeBlocks
+	r.NotCountedForEvict = u.NotCountedForEvict + f.FreeBlocks + f.LinkCompression
 	r.Counted = r.UsedMemory - r.NotCountedForEvict
 	return r
 }

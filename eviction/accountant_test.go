@@ -33,6 +33,8 @@ func TestAccount(t *testing.T) {
 			67*fp + 1100, mib + 100, 65*fp - mib + 1000, 2 * fp, 65*fp - 1052736},
 		{"admin clients and the primary's query buffer", Figures{Stream: u, NormalClients: 300},
 			67*fp + 400, 65*fp + 100, 0, 2*fp + 300, 65*fp - 1052736},
+		{"compressed links are used, not counted", Figures{Stream: u, Replicas: 2, LinkCompression: 5000},
+			67*fp + 5100, mib + 100, 65*fp - mib, 2 * fp, 65*fp - 1052736 + 5000},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +92,12 @@ func TestReplicaBuffersNeverCount(t *testing.T) {
 		f.FreeBlocks = int64(extra) * replbuf.BlockFootprint
 		if got := counted(f); got != before {
 			t.Fatalf("%d free blocks moved counted memory from %d to %d", extra, before, got)
+		}
+		// Compressed links' encoders are the replicas' too.
+		f = base
+		f.LinkCompression = int64(extra) << 20
+		if got := counted(f); got != before || Account(f).UsedMemory != Account(base).UsedMemory+f.LinkCompression {
+			t.Fatalf("%d MiB of link encoders moved counted memory from %d to %d, or are not in used memory", extra, before, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
@@ -14,9 +15,22 @@ import (
 // handshake (downstream.Handshake reads them), and only ACK and GETACK are
 // not answered. A replica's own REPLCONFs never come here: its read loop
 // reads them. link-compression is agreed to under
-// repl-link-compression-allow as it is now.
+// repl-link-compression-allow and repl-link-compression-max-links as they
+// are now; past the cap it is refused (the link stays plain, as a refusal
+// by repl-link-compression-allow no leaves it) and logged, at most once a
+// second. The slot an agreement takes is the client's until its end
+// (serveClient).
 func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
-	switch answer, errReply := c.hs.ReplconfAllowing(args, s.config().ReplLinkCompressionAllow); {
+	cfg := s.config()
+	pol := downstream.CompressionPolicy{Allow: cfg.ReplLinkCompressionAllow, MaxLinks: cfg.ReplLinkCompressionMaxLinks, Slots: &s.linkSlots}
+	answer, errReply, capped := c.hs.ReplconfAllowing(args, pol)
+	if capped {
+		if ok, n := s.linkLog.allow(time.Now(), logEvery); ok {
+			c.log.Warn("compressed link refused: repl-link-compression-max-links reached; the link stays plain",
+				"repl-link-compression-max-links", pol.MaxLinks, "suppressed", n)
+		}
+	}
+	switch {
 	case !answer:
 	case errReply != "":
 		c.out = wire.AppendError(c.out, errReply)

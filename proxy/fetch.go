@@ -50,8 +50,8 @@ func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool,
 	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 		s.wakeMonitor() // memory grows while it arrives
 		// The same rule as the main link's payload: a declared size dir
-		// cannot hold is refused here, unread.
-		pf, err := s.payloadSink(sn, size, "fetch")
+		// or memory cannot hold is refused here, unread.
+		pf, sink, err := s.payloadSink(sn, size, "fetch")
 		if err != nil {
 			return nil, err
 		}
@@ -63,10 +63,7 @@ func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool,
 			return nil, err
 		}
 		started = true
-		if pf == nil {
-			return nil, nil // followed in memory (no typed nil in the interface)
-		}
-		return pf, nil
+		return sink, nil // nil: followed in memory
 	})
 	if err != nil && !started {
 		return false, err

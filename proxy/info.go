@@ -178,6 +178,7 @@ func (s *Server) writeInfoMemory(w infoWriter, r *report) {
 	w.kv("mem_free_blocks_count", ps.FreeBlocks)
 	w.kv("mem_runtime", rep.Runtime)
 	w.kv("mem_repl_log_index", rep.LogIndex)
+	w.kv("mem_link_compression", rep.LinkCompression)
 	w.kv("go_heap_alloc", ms.HeapAlloc)
 	w.kv("go_heap_sys", ms.HeapSys)
 	w.kv("go_gc_cycles", ms.NumGC)

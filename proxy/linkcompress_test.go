@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/replproxy/replproxy/internal/cachedata"
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 )
 
 // writeCache sends n cache-like commands (internal/cachedata) to c,
@@ -377,4 +381,163 @@ func TestCompressionRefusedByProxy(t *testing.T) {
 	writeCache(t, pc, g, 500)
 	redistest.WaitSynced(t, pc, rcs...)
 	checkCompressed(t, "A link0 after CONFIG SET", linkFields(t, ac.Info(t, "links")["link0"]))
+}
+
+// TestCompressedLinksMemory: 100 downstream proxies that asked for a
+// compressed link (the cap raised to 100) hold an encoder each, counted in
+// used_memory as mem_link_compression (and in mem_not_counted_for_evict,
+// as replicas' buffers are): used_memory grows with the Go heap, and
+// /metrics shows the category, the categories adding up to used memory. The 101st
+// is refused, as repl-link-compression-allow no refuses, logged, and keeps
+// a plain link. Once the 100 close, mem_link_compression is 0 and within
+// 10 s the memory is given back: the Go heap is within a fifth of the
+// links' growth of what it was before them, and what the process keeps
+// within used_memory + 32 MiB, as after any release, without waiting for
+// the runtime's forced collection; the cap's slots are free again.
+func TestCompressedLinksMemory(t *testing.T) {
+	const links = 100
+	h := startFakePrimary(t, fakeGoodMain(0), nil)
+	p := newTestProxy(t, proxySetup{level: hclog.Warn, args: append(h.replicaOf(),
+		"--repl-log-size", "0", "--repl-link-compression-max-links", strconv.Itoa(links))})
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	replID := xc.Info(t, "replication")["master_replid"]
+	memory := func() (used, link, notCounted int64) {
+		m := xc.Info(t, "memory")
+		used, _ = strconv.ParseInt(m["used_memory"], 10, 64)
+		link, _ = strconv.ParseInt(m["mem_link_compression"], 10, 64)
+		notCounted, _ = strconv.ParseInt(m["mem_not_counted_for_evict"], 10, 64)
+		return used, link, notCounted
+	}
+	// ask opens a downstream proxy's connection and asks for compression:
+	// the reply to REPLCONF link-compression zstd.
+	ask := func() (*rawReplica, string) {
+		r := newRawReplica(t, p)
+		if err := r.send("REPLCONF", "capa", "replproxy", "capa", "psync2"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := r.readLine(); err != nil || line != "+OK" {
+			t.Fatalf("REPLCONF capa: %q %v", line, err)
+		}
+		if err := r.send("REPLCONF", "link-compression", "zstd"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.readLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, line
+	}
+	// resume continues r from the proxy's offset: +CONTINUE.
+	resume := func(r *rawReplica) {
+		off := xc.InfoInt(t, "replication", "master_repl_offset")
+		if line, err := r.psync(replID, strconv.FormatInt(off+1, 10)); err != nil || line != "+CONTINUE "+replID {
+			t.Fatalf("PSYNC: %q %v", line, err)
+		}
+	}
+
+	var before, with runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	used0, link0, notCounted0 := memory()
+	if link0 != 0 {
+		t.Fatalf("mem_link_compression %d before any link", link0)
+	}
+	rs := make([]*rawReplica, links)
+	for i := range rs {
+		r, line := ask()
+		if line != "+OK" {
+			t.Fatalf("link %d: REPLCONF link-compression zstd answered %q", i, line)
+		}
+		resume(r)
+		rs[i] = r
+	}
+	want := int64(links) * linkzstd.WriterMemory
+	redistest.WaitFor(t, 10*time.Second, "every link's encoder counted", func() bool {
+		_, link, _ := memory()
+		return link == want
+	})
+	used1, link1, notCounted1 := memory()
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	heap := int64(with.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d compressed links: used_memory +%d KiB (mem_link_compression %d KiB), Go heap +%d KiB",
+		links, (used1-used0)>>10, link1>>10, heap>>10)
+	if used1-used0 < link1 || notCounted1-notCounted0 < link1 {
+		t.Errorf("used_memory grew by %d and mem_not_counted_for_evict by %d; want both at least mem_link_compression, %d",
+			used1-used0, notCounted1-notCounted0, link1)
+	}
+	if used1-used0 < heap*8/10 {
+		t.Errorf("used_memory grew by %d while the Go heap grew by %d: the links' memory is not counted", used1-used0, heap)
+	}
+	// /metrics: a category of its own, and the categories still add up.
+	_, m := renderReport(t, p.Server, p.report(reportAll))
+	sum := 0.0
+	for series, v := range m {
+		if strings.HasPrefix(series, "replproxy_memory_bytes{") {
+			sum += v
+		}
+	}
+	if got := m[`replproxy_memory_bytes{category="link_compression"}`]; got != float64(want) || sum != m["replproxy_used_memory_bytes"] {
+		t.Errorf("replproxy_memory_bytes{category=\"link_compression\"} %v, want %d; the categories add up to %v, used memory %v",
+			got, want, sum, m["replproxy_used_memory_bytes"])
+	}
+
+	// Past the cap: refused, logged, and the link stays plain.
+	r, line := ask()
+	if want := "-ERR link-compression refused: repl-link-compression-max-links (100) reached"; line != want {
+		t.Fatalf("link %d: REPLCONF link-compression zstd answered %q; want %q", links+1, line, want)
+	}
+	resume(r)
+	for _, want := range []string{"*1", "$4", "PING"} { // the fake primary's next PING, plain
+		if line, err := r.readLine(); err != nil || line != want {
+			t.Fatalf("the refused link's stream: %q %v; want %q, plain", line, err, want)
+		}
+	}
+	if !p.Log.Contains("compressed link refused: repl-link-compression-max-links reached") {
+		t.Error("no log line says why the link was refused")
+	}
+	if _, link, _ := memory(); link != want {
+		t.Errorf("mem_link_compression %d with a plain link more; want %d", link, want)
+	}
+	r.conn.Close()
+
+	// Closed: counted no more, and given back.
+	for _, r := range rs {
+		r.conn.Close()
+	}
+	redistest.WaitFor(t, 10*time.Second, "the links' encoders released", func() bool {
+		_, link, _ := memory()
+		return link == 0
+	})
+	// The encoders are garbage: the monitor sees used_memory fall and has
+	// them collected and returned, so the heap comes back to what it was
+	// (with no collection, it would hold them until the runtime's forced
+	// one, two minutes on), and the process keeps no more than after any
+	// release.
+	var used, retained, heapNow int64
+	redistest.WaitFor(t, 10*time.Second, "the links' memory collected and returned", func() bool {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms) // no collection of its own
+		used, retained, heapNow = p.memoryReport().UsedMemory, retainedMemory(), int64(ms.HeapAlloc)
+		return heapNow <= int64(before.HeapAlloc)+heap/5 && retained <= used+returnMemoryDrop
+	})
+	t.Logf("closed: used_memory %d MiB, retained %d MiB, Go heap %d MiB (%d MiB before the links)",
+		used>>20, retained>>20, heapNow>>20, before.HeapAlloc>>20)
+	r, line = ask()
+	if line != "+OK" {
+		t.Fatalf("after the links closed, REPLCONF link-compression zstd answered %q", line)
+	}
+	// CONFIG SET applies to the next handshake: the link above holds the
+	// one slot of a cap of 1.
+	xc.MustDo(t, "CONFIG", "SET", "repl-link-compression-max-links", "1")
+	if got := xc.MustDo(t, "CONFIG", "GET", "repl-link-compression-max-links").String(); !strings.Contains(got, "1") {
+		t.Fatalf("CONFIG GET repl-link-compression-max-links: %s", got)
+	}
+	r2, line := ask()
+	if want := "-ERR link-compression refused: repl-link-compression-max-links (1) reached"; line != want {
+		t.Fatalf("under CONFIG SET repl-link-compression-max-links 1, a second link: %q; want %q", line, want)
+	}
+	r2.conn.Close()
+	r.conn.Close()
 }

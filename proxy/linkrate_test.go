@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 )
 
 // replicasOf returns the replicas of p that are (proxy) or are not downstream
@@ -163,5 +165,42 @@ func TestLinkSyncRateLimit(t *testing.T) {
 	})
 	if pd, rd := pc.Digest(t), rc.Digest(t); pd != rd {
 		t.Errorf("the real replica's digest %s; the primary's %s", rd, pd)
+	}
+}
+
+// TestSyncRateLimitTooLowRefused: CONFIG SET of a repl-link-sync-rate-limit
+// that could not send a downstream proxy the largest piece it reads whole
+// (config.SyncRatePiece) within repl-timeout is refused with an error that
+// says the least it may be, and changes nothing; so is a repl-timeout that
+// would leave the cap in force below that floor. At 1 byte a second a
+// downstream proxy's full sync would time out and retry forever.
+func TestSyncRateLimitTooLowRefused(t *testing.T) {
+	p := startProxy(t)
+	a := adminDial(t, p)
+	for _, tc := range []struct {
+		args []string
+		want string // prefix of the raw reply
+	}{
+		{[]string{"CONFIG", "SET", "repl-link-sync-rate-limit", "1"},
+			"-ERR CONFIG SET failed - config: repl-link-sync-rate-limit: invalid value 1: at least 2202 bytes a second"},
+		{[]string{"CONFIG", "GET", "repl-link-sync-rate-limit"}, "*2\r\n$25\r\nrepl-link-sync-rate-limit\r\n$1\r\n0\r\n"},
+		{[]string{"CONFIG", "SET", "repl-link-sync-rate-limit", "2202"}, "+OK"},
+		{[]string{"CONFIG", "SET", "repl-timeout", "30"},
+			"-ERR CONFIG SET failed - config: repl-link-sync-rate-limit: invalid value 2202: at least 4404 bytes a second"},
+		{[]string{"CONFIG", "GET", "repl-timeout"}, "*2\r\n$12\r\nrepl-timeout\r\n$2\r\n60\r\n"},
+		{[]string{"CONFIG", "SET", "repl-link-sync-rate-limit", "0", "repl-timeout", "1"}, "+OK"},
+	} {
+		if got := a.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%v answered %q; want %q...", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestSyncRatePieceIsAChunk: the floor of repl-link-sync-rate-limit is
+// reckoned on the longest compressed chunk, which proxy/config (which may
+// not import proxy/linkzstd) states as a number of its own.
+func TestSyncRatePieceIsAChunk(t *testing.T) {
+	if config.SyncRatePiece != linkzstd.MaxChunk {
+		t.Fatalf("config.SyncRatePiece %d; the longest compressed chunk is %d", config.SyncRatePiece, linkzstd.MaxChunk)
 	}
 }

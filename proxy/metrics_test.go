@@ -255,6 +255,7 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{"replproxy_snapshot_offset_bytes", "snapshot_offset"},
 		{`replproxy_memory_bytes{category="snapshots"}`, "mem_snapshots"},
 		{`replproxy_memory_bytes{category="replication_backlog"}`, "mem_replication_backlog"},
+		{`replproxy_memory_bytes{category="link_compression"}`, "mem_link_compression"},
 		{`replproxy_replicas_closed_total{reason="killed"}`, "replicas_closed_killed"},
 		{"replproxy_upstream_link_up", ""},
 	}

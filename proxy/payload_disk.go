@@ -45,6 +45,21 @@ import (
 //     logged and retried, and nothing of it is served.
 //   - A dir that cannot take the file (read-only, missing) does not stop
 //     replication: the payload stays in memory, as before, with a warning.
+//   - Refused too: a payload that stays in memory whole (the stream log
+//     off, and no maxmemory-policy evict-snapshots) and cannot fit there:
+//     larger than the machine's memory (MemTotal, or the cgroup's limit
+//     when lower: machineMemory). A declared size larger than that is
+//     refused before any of it is read, as dir's free space refuses one
+//     above; an EOF-marked payload, once it grows past it (an
+//     upstream.LimitSink). A hostile primary on a compressed link, whose
+//     chunks of zeros decompress 1,700 times larger, cannot make the proxy
+//     hold more than that either. maxmemory is not that bound: where it
+//     binds a payload (evict-snapshots) the payload goes to dir past it,
+//     bounded by dir's free space; under noeviction the proxy holds what
+//     its primary sends over maxmemory and says so (mem_over_maxmemory), as
+//     a Redis replica loads its primary's RDB whatever its maxmemory
+//     (replica-ignore-maxmemory): refusing it would stop replication
+//     instead.
 //
 // Nobody reads the payload while it arrives, so nothing pins what the
 // window lets go: replicas wait for install on the main link. A fetch's
@@ -78,28 +93,35 @@ const (
 // errPayloadTooLarge refuses a payload whose declared size dir cannot hold.
 var errPayloadTooLarge = errors.New("full sync payload larger than the free space of dir")
 
+// errPayloadOverMemory refuses a payload held in memory whole that memory
+// cannot hold.
+var errPayloadOverMemory = errors.New("full sync payload larger than memory may hold")
+
 // payloadStarted is upstream.Host.PayloadStarted: it records sn as the
 // arriving payload and decides when it goes to dir (see the top of the
 // file). From the upstream link's goroutine, no lock held.
 func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	f, err := s.payloadSink(sn, size, "main")
+	f, sink, err := s.payloadSink(sn, size, "main")
 	if err != nil {
 		return nil, err
 	}
 	if f == nil {
 		s.hist.PayloadArriving(sn, nil)
-		return nil, nil // memory only (no typed nil in the interface)
+	} else {
+		s.hist.PayloadArriving(sn, f)
 	}
-	s.hist.PayloadArriving(sn, f)
-	return f, nil
+	return sink, nil
 }
 
 // payloadSink is the one rule, for a main link's payload and a fetched one
-// alike, of whether a payload of the declared size (-1: EOF-marked) may go
-// to dir as it arrives: the file it would go to (nil: it stays in memory),
-// or errPayloadTooLarge when dir cannot hold the declared size. link names
+// alike, of where a payload of the declared size (-1: EOF-marked) goes as
+// it arrives: the file it would go to (nil: it stays in memory), and the
+// sink the link writes it through (the file; for a payload memory holds
+// whole, the bound of what memory may hold; nil for none). It refuses,
+// before anything is read, a declared size dir cannot hold
+// (errPayloadTooLarge) or memory cannot (errPayloadOverMemory). link names
 // the link in logs. No lock held.
-func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, error) {
+func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, upstream.PayloadSink, error) {
 	cfg := s.config()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
 	if s.durable != nil {
@@ -110,17 +132,41 @@ func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*pa
 			limit, evict = room, true
 		}
 	}
-	if limit < 0 || size >= 0 && size <= limit {
-		return nil, nil // never past the limit: memory holds it
+	if limit < 0 {
+		bound, err := payloadMemoryBound(s.machineMemory(), size)
+		if bound == nil || err != nil {
+			return nil, nil, err // no typed nil in the interface
+		}
+		return nil, bound, nil
+	}
+	if size >= 0 && size <= limit {
+		return nil, nil, nil // never past the limit: memory holds it
 	}
 	if size > limit {
 		free, err := snapfile.FreeSpace(cfg.Dir)
 		if err == nil && size > free {
-			return nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
+			return nil, nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
 		}
 	}
-	return &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
-		evict: evict, log: s.log.With("link", link)}, nil
+	f := &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
+		evict: evict, log: s.log.With("link", link)}
+	return f, f, nil
+}
+
+// payloadMemoryBound is the rule for a payload memory holds whole, given
+// the machine's memory: a declared size (size >= 0) larger than it is
+// refused; an EOF-marked payload gets a sink that refuses it once it grows
+// past it. Neither, when the machine's memory is not known (0).
+func payloadMemoryBound(machine, size int64) (*upstream.LimitSink, error) {
+	switch {
+	case machine <= 0:
+		return nil, nil
+	case size > machine:
+		return nil, fmt.Errorf("%w: %d bytes declared, the machine's memory %d", errPayloadOverMemory, size, machine)
+	case size >= 0:
+		return nil, nil // read through a reader that stops at size
+	}
+	return &upstream.LimitSink{Limit: machine, Err: fmt.Errorf("%w: more than the machine's memory %d", errPayloadOverMemory, machine)}, nil
 }
 
 // payloadFile is the upstream.PayloadSink of a payload that goes to dir once

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -198,5 +199,81 @@ func TestDeclaredPayloadLargerThanDisk(t *testing.T) {
 	}
 	if got := xc.InfoInt(t, "memory", "mem_snapshots"); got != 0 {
 		t.Errorf("mem_snapshots %d after the refusal, want 0", got)
+	}
+}
+
+// TestDeclaredPayloadLargerThanMemory: with the stream log off, a payload
+// that would stay in memory and cannot fit there is refused: one whose
+// declared size is larger than the machine's memory before any of it is
+// read, an EOF-marked one once it grows past it; each is logged, and the
+// link retries. The first case is a hostile primary on a compressed link:
+// 1 TiB declared, then 2,000 chunks of 128 KiB of zeros (about 76 KB on
+// the wire, 262 MB once decompressed), against the machine's real memory;
+// the others fake a machine of 64 and 16 MiB.
+func TestDeclaredPayloadLargerThanMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		machine  int64 // the machine's memory, faked; 0: the real one
+		args     []string
+		send     func(t *testing.T, hc *fakeLink)
+		maxBytes int64  // the most of the payload the proxy may read
+		log      string // what its log line says
+	}{
+		{"compressed 1 TiB", 0, []string{"--repl-link-compression", "zstd"}, func(t *testing.T, hc *fakeLink) {
+			hc.mustWrite(t, hc.fullResync())
+			hc.conn.SetWriteDeadline(time.Now().Add(fakeIOTimeout))
+			z := linkzstd.NewWriter(hc.conn)
+			defer z.Close()
+			if _, err := io.WriteString(z, "$1099511627776\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			zeros := make([]byte, linkzstd.MaxChunkRaw)
+			for range 2000 { // a write may fail once the proxy hung up
+				if _, err := z.Write(zeros); err != nil {
+					break
+				}
+			}
+		}, 0, "larger than memory may hold: 1099511627776 bytes declared, the machine's memory"},
+		{"declared over the machine's memory", 64 << 20, nil, func(t *testing.T, hc *fakeLink) {
+			chunk := payloadChunk(t, 64<<10)
+			hc.mustWrite(t, hc.fullResync()+"$"+strconv.Itoa(100<<20)+"\r\n")
+			for range 16 { // 1 MiB the proxy must not read
+				if hc.writeRaw(chunk) != nil {
+					break
+				}
+			}
+		}, 0, "larger than memory may hold: 104857600 bytes declared, the machine's memory 67108864"},
+		{"EOF-marked past the machine's memory", 16 << 20, nil, func(t *testing.T, hc *fakeLink) {
+			chunk := payloadChunk(t, 64<<10)
+			hc.mustWrite(t, hc.fullResync()+"$EOF:"+linkEOFMark+"\r\n")
+			for range 24 << 20 / len(chunk) {
+				if hc.writeRaw(chunk) != nil {
+					break
+				}
+			}
+		}, 16<<20 + 64<<10, "larger than memory may hold: more than the machine's memory 16777216"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startFakePrimary(t, fakeHandOver, nil)
+			ps := proxySetup{args: append(h.replicaOf(), append([]string{"--repl-timeout", "10", "--repl-log-size", "0"}, tc.args...)...)}
+			if tc.machine > 0 {
+				ps.opts.machineMemory = func() int64 { return tc.machine }
+			}
+			p := newTestProxy(t, ps)
+			hc := h.next(t)
+			tc.send(t, hc)
+			hc.waitHangUp(t)
+			xc := redistest.Dial(t, p.AddrString())
+			if got := xc.InfoInt(t, "proxy", "upstream_rdb_bytes"); got > tc.maxBytes {
+				t.Errorf("upstream_rdb_bytes %d: the proxy read more than %d of a payload memory cannot hold", got, tc.maxBytes)
+			}
+			h.next(t) // the link retries, after logging why it failed
+			if !p.Log.Contains(tc.log) {
+				t.Errorf("no log line says %q", tc.log)
+			}
+			if got := xc.InfoInt(t, "memory", "mem_snapshots"); got != 0 {
+				t.Errorf("mem_snapshots %d after the refusal, want 0", got)
+			}
+		})
 	}
 }

@@ -157,19 +157,31 @@ func (g *registry) ackOffsets(epoch uint64) (offs, times []int64) {
 	return offs, times
 }
 
-// bufferBytes adds up what the clients' buffers hold, replicas apart, and
-// counts the replicas, without building a list (the monitor asks ten times a
-// second).
-func (g *registry) bufferBytes() (normal, replicaClients int64, replicas int) {
+// clientMemory is what the clients hold, by memory category.
+type clientMemory struct {
+	normal, replicaClients int64 // their buffers: admin clients', replicas'
+	links                  int64 // the encoders of replicas' compressed links
+	replicas               int   // the replicas, those waiting for a snapshot included
+}
+
+// memory adds up what the clients' buffers hold, replicas apart, and their
+// links' encoders, and counts the replicas, without building a list (the
+// monitor asks ten times a second).
+func (g *registry) memory() clientMemory {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var m clientMemory
 	for _, c := range g.byID {
 		// bufferBytes and replicaSet read only atomics: nothing blocks here.
 		if b := c.bufferBytes(); c.replicaSet() {
-			replicaClients += b
+			m.replicaClients += b
 		} else {
-			normal += b
+			m.normal += b
 		}
 	}
-	return normal, replicaClients, len(g.replicas)
+	for r := range g.replicas {
+		m.links += r.LinkMemory() // an atomic
+	}
+	m.replicas = len(g.replicas)
+	return m
 }

@@ -389,6 +389,7 @@ func (r *report) figures() metrics.Figures {
 		{Label: "free_blocks", Value: m.FreeBlocks},
 		{Label: "runtime", Value: m.Runtime},
 		{Label: "repl_log_index", Value: m.LogIndex},
+		{Label: "link_compression", Value: m.LinkCompression},
 	}
 	f.ReplicationBuffers, f.SnapshotsOnDisk = m.TotalReplicationBuffers, m.SnapshotsOnDisk
 	f.MemoryNotCountedForEvict, f.MemoryCountedForEvict = m.NotCountedForEvict, m.Counted

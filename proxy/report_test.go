@@ -163,7 +163,7 @@ func TestMemoryCategoriesAddUp(t *testing.T) {
 			n++
 		}
 	}
-	if used := m["replproxy_used_memory_bytes"]; n < 7 || sum != used || used <= 0 {
+	if used := m["replproxy_used_memory_bytes"]; n < 8 || sum != used || used <= 0 {
 		t.Fatalf("sum of %d memory_bytes categories %v, used_memory_bytes %v", n, sum, used)
 	}
 }

@@ -46,6 +46,10 @@ type Server struct {
 
 	onMaxMemory func(int64)
 	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
+	// machineMemory returns the machine's memory, which bounds a payload
+	// held in memory whole (payload_disk.go): the package's machineMemory,
+	// or Options.machineMemory (a test seam). Read-only.
+	machineMemory func() int64
 	// refetchAfter is when the monitor may next start a background
 	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
 	refetchAfter time.Time
@@ -102,6 +106,10 @@ type Server struct {
 	// fanout is the set of replicas the upstream link sends to inline after
 	// each publish (downstream.Fanout), under its own lock, a leaf.
 	fanout downstream.Fanout
+	// linkSlots are the connections agreed to a compressed link, against
+	// repl-link-compression-max-links (an atomic): each client's goroutine
+	// takes its slot at REPLCONF and gives it back at its end.
+	linkSlots downstream.LinkSlots
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
 	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
@@ -109,6 +117,7 @@ type Server struct {
 	acceptLog logLimiter               // accept errors
 	limitLog  logLimiter               // clients closed by a buffer limit
 	tlsLog    logLimiter               // failed TLS handshakes
+	linkLog   logLimiter               // compressed links refused past repl-link-compression-max-links
 
 	// life is the server's lifetime: Run sets it up, Close ends it.
 	life struct {
@@ -147,6 +156,8 @@ type Options struct {
 	logFS func(streamlog.FS) streamlog.FS
 	// logRetry, when set, replaces logRetryInterval (tests).
 	logRetry time.Duration
+	// machineMemory, when set, replaces the machine's memory (tests).
+	machineMemory func() int64
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -203,6 +214,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
 		monitorWake: make(chan struct{}, 1),
+
+		machineMemory: opts.machineMemory,
+	}
+	if s.machineMemory == nil {
+		s.machineMemory = machineMemory
 	}
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)

@@ -28,6 +28,21 @@ const (
 	// MaxReadCoalesce is the longest repl-read-coalesce-usec: past it a
 	// byte would wait longer than anyone would trade for CPU.
 	MaxReadCoalesce = 100 * time.Millisecond
+	// SyncRatePiece is the largest piece of a full-sync payload a
+	// downstream proxy reads whole before its read deadline is renewed:
+	// one chunk of a compressed link (proxy/linkzstd: a 12-byte header and
+	// at most 129 KiB of body; a test in proxy keeps the two equal). A
+	// repl-link-sync-rate-limit must move it within repl-timeout.
+	SyncRatePiece = 12 + 129<<10
+	// DefaultLinkCompressionMaxLinks is repl-link-compression-max-links'
+	// default: compressed links are to downstream proxies, one or two per
+	// region, and 16 encoders of at most 1.25 MiB each (20 MiB) stay within
+	// the 32 MiB by which RSS may exceed used_memory before memory is
+	// returned to the OS, so that even a full set closing at once leaves
+	// no more than that behind.
+	DefaultLinkCompressionMaxLinks = 16
+	// maxLinkCompressionMaxLinks is its largest value: maxclients' range.
+	maxLinkCompressionMaxLinks = maxClientsLimit
 )
 
 // LogLevel is a Redis log level, the value of the loglevel directive.
@@ -194,6 +209,16 @@ type Config struct {
 	// proxy that asks for it. Default true; applies to the next handshake.
 	// Proxy-only.
 	ReplLinkCompressionAllow bool
+	// ReplLinkCompressionMaxLinks is `repl-link-compression-max-links`: the
+	// most links to downstream proxies this proxy compresses at once (each
+	// holds an encoder of about 1 MiB, mem_link_compression). Past it a
+	// REPLCONF link-compression zstd is refused, as
+	// repl-link-compression-allow no refuses it, and that link stays plain.
+	// Default DefaultLinkCompressionMaxLinks; 0 means no cap (as maxmemory
+	// 0 means no limit: repl-link-compression-allow no is the way to
+	// compress none). A lower value leaves the links already compressed as
+	// they are. Proxy-only.
+	ReplLinkCompressionMaxLinks int64
 	// ReplTimeout is `repl-timeout`, in whole seconds in the directive: how
 	// long the upstream or a downstream replica may stay silent. Default 60s;
 	// must be positive.
@@ -240,7 +265,9 @@ type Config struct {
 	// replica that said capa replproxy) may take of its link, counted in
 	// bytes on the wire, each link alone. The stream after the payload,
 	// and real replicas, are never paced. A change applies to payloads in
-	// progress from their next write. Default 0: unlimited. Proxy-only.
+	// progress from their next write. Default 0: unlimited. Otherwise at
+	// least SyncRatePiece bytes per repl-timeout (2202 at 60 s), which
+	// Validate checks. Proxy-only.
 	ReplLinkSyncRateLimit int64
 	// ReplReadCoalesce is `repl-read-coalesce-usec`, in microseconds in the
 	// directive: how long the primary's stream may gather in the proxy's
@@ -358,8 +385,9 @@ func DefaultConfig() *Config {
 		ReplLogSize:      1 << 30,
 		ReplLogFsync:     FsyncEverySec,
 
-		ReplLinkCompression:      LinkCompressionNo,
-		ReplLinkCompressionAllow: true,
+		ReplLinkCompression:         LinkCompressionNo,
+		ReplLinkCompressionAllow:    true,
+		ReplLinkCompressionMaxLinks: DefaultLinkCompressionMaxLinks,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Normal:  OutputBufferLimit{},
 			Replica: OutputBufferLimit{Hard: 256 << 20, Soft: 64 << 20, SoftPeriod: 60 * time.Second},
@@ -410,10 +438,11 @@ func (c *Config) Validate() error {
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
 		{"repl-link-compression", checkEnum(c.ReplLinkCompression, linkCompressions)},
+		{"repl-link-compression-max-links", checkRange(c.ReplLinkCompressionMaxLinks, 0, maxLinkCompressionMaxLinks)},
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
-		{"repl-link-sync-rate-limit", checkNonNegative(c.ReplLinkSyncRateLimit)},
+		{"repl-link-sync-rate-limit", checkSyncRate(c.ReplLinkSyncRateLimit, c.ReplTimeout)},
 		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
@@ -566,6 +595,24 @@ func checkNonNegative(n int64) error {
 	return nil
 }
 
+// checkSyncRate accepts 0 (unlimited) or a repl-link-sync-rate-limit that
+// sends SyncRatePiece bytes within repl-timeout: below that a downstream
+// proxy waits longer than its repl-timeout for the rest of a chunk it reads
+// whole, drops the link and starts its full sync again, forever.
+// repl-timeout is checked before it.
+func checkSyncRate(rate int64, timeout time.Duration) error {
+	if rate <= 0 || timeout <= 0 {
+		return checkNonNegative(rate)
+	}
+	least := int64(math.Ceil(SyncRatePiece / timeout.Seconds()))
+	if rate < least {
+		return fmt.Errorf("%w %d: at least %d bytes a second, to send a downstream proxy the largest piece it reads whole "+
+			"(a compressed chunk, %d bytes) within repl-timeout (%ss); 0 for unlimited", ErrInvalidValue, rate, least, SyncRatePiece,
+			formatSeconds(timeout))
+	}
+	return nil
+}
+
 func checkOutputLimits(l *OutputBufferLimits) error {
 	for _, class := range []struct {
 		name  string
@@ -587,6 +634,13 @@ func checkOutputLimits(l *OutputBufferLimits) error {
 func checkAtLeast(n, lo int64) error {
 	if n < lo {
 		return fmt.Errorf("%w %d: must be at least %d", ErrInvalidValue, n, lo)
+	}
+	return nil
+}
+
+func checkRange(n, lo, hi int64) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("%w %d: must be between %d and %d inclusive", ErrInvalidValue, n, lo, hi)
 	}
 	return nil
 }

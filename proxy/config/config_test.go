@@ -39,9 +39,10 @@ func TestDefaultConfig(t *testing.T) {
 		MetricsBind:     "127.0.0.1",
 		TLSAuthClients:  TLSAuthYes,
 
-		ReplLinkCompression:      LinkCompressionNo,
-		ReplLinkCompressionAllow: true,
-		ReplReadCoalesce:         time.Millisecond,
+		ReplLinkCompression:         LinkCompressionNo,
+		ReplLinkCompressionAllow:    true,
+		ReplLinkCompressionMaxLinks: 16,
+		ReplReadCoalesce:            time.Millisecond,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,
@@ -90,6 +91,8 @@ func TestValidate(t *testing.T) {
 		{"policy empty", func(c *Config) { c.MaxMemoryPolicy = "" }, "maxmemory-policy"},
 		{"policy unknown", func(c *Config) { c.MaxMemoryPolicy = "allkeys-lru" }, "maxmemory-policy"},
 		{"maxclients zero", func(c *Config) { c.MaxClients = 0 }, "maxclients"},
+		{"compressed links no cap", func(c *Config) { c.ReplLinkCompressionMaxLinks = 0 }, ""},
+		{"compressed links negative", func(c *Config) { c.ReplLinkCompressionMaxLinks = -1 }, "repl-link-compression-max-links"},
 		{"dir empty", func(c *Config) { c.Dir = "" }, "dir"},
 		{"loglevel empty", func(c *Config) { c.LogLevel = "" }, "loglevel"},
 		{"loglevel upper", func(c *Config) { c.LogLevel = "DEBUG" }, "loglevel"},
@@ -226,5 +229,60 @@ func TestSecretsNotInErrors(t *testing.T) {
 				t.Fatalf("error %v", err)
 			}
 		})
+	}
+}
+
+// TestSyncRateLimitFloor: a repl-link-sync-rate-limit that cannot move
+// SyncRatePiece bytes within repl-timeout is refused, by Validate (CONFIG
+// SET) and at startup, with an error that names the least rate and 0; at
+// and above that floor, and 0 (unlimited), it is accepted, whatever the
+// order of the two directives.
+func TestSyncRateLimitFloor(t *testing.T) {
+	floor60 := int64(SyncRatePiece+59) / 60 // 2202 at the default repl-timeout
+	for _, tc := range []struct {
+		name    string
+		rate    int64
+		timeout time.Duration
+		ok      bool
+	}{
+		{"unlimited", 0, time.Minute, true},
+		{"one byte a second", 1, time.Minute, false},
+		{"just below the floor", floor60 - 1, time.Minute, false},
+		{"at the floor", floor60, time.Minute, true},
+		{"a piece a second at repl-timeout 1", SyncRatePiece, time.Second, true},
+		{"below it at repl-timeout 1", SyncRatePiece - 1, time.Second, false},
+		{"12mb", 12 << 20, time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.ReplLinkSyncRateLimit, c.ReplTimeout = tc.rate, tc.timeout
+			err := c.Validate()
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Directive != "repl-link-sync-rate-limit" || !errors.Is(err, ErrInvalidValue) {
+				t.Fatalf("Validate = %v; want an invalid repl-link-sync-rate-limit", err)
+			}
+			least := (SyncRatePiece + int64(tc.timeout/time.Second) - 1) / int64(tc.timeout/time.Second)
+			if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("at least %d", least)) || !strings.Contains(msg, "0 for unlimited") {
+				t.Fatalf("error %q; want it to name the least rate, %d, and 0", msg, least)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"--repl-link-sync-rate-limit", "1"},
+		{"--repl-timeout", "1", "--repl-link-sync-rate-limit", "100kb"},
+		{"--repl-link-sync-rate-limit", "100kb", "--repl-timeout", "1"},
+	} {
+		if _, err := Parse(args); !errors.Is(err, ErrInvalidValue) {
+			t.Errorf("Parse(%q) = %v; want the start refused", args, err)
+		}
+	}
+	if _, err := Parse([]string{"--repl-timeout", "1", "--repl-link-sync-rate-limit", "130kb"}); err != nil {
+		t.Errorf("a 130kb cap at repl-timeout 1: %v", err)
 	}
 }

@@ -139,6 +139,18 @@ var directives = []directive{
 	}(),
 	enumDirective("repl-link-compression", true, func(c *Config) *LinkCompression { return &c.ReplLinkCompression }, linkCompressions),
 	boolDirective("repl-link-compression-allow", true, func(c *Config) *bool { return &c.ReplLinkCompressionAllow }),
+	{
+		name: "repl-link-compression-max-links", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, maxLinkCompressionMaxLinks)
+			if err != nil {
+				return err
+			}
+			c.ReplLinkCompressionMaxLinks = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(c.ReplLinkCompressionMaxLinks, 10) },
+	},
 	sizeDirective("repl-link-sync-rate-limit", func(c *Config) *int64 { return &c.ReplLinkSyncRateLimit }, 0),
 	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
 	func() directive {

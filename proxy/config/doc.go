@@ -52,12 +52,16 @@
 //	repl-timeout                 60                      yes      ReplTimeout
 //	repl-link-compression        no                      yes      ReplLinkCompression
 //	repl-link-compression-allow  yes                     yes      ReplLinkCompressionAllow
+//	repl-link-compression-max-links
+//	                             16 (0: no cap)          yes      ReplLinkCompressionMaxLinks
 //	shutdown-timeout             10                      yes      ShutdownTimeout
 //	repl-snapshot-refresh        0 (never)               yes      ReplSnapshotRefresh
 //	repl-snapshot-max-stream-since
 //	                             0 (¾ of repl-log-size)  yes      ReplSnapshotMaxStreamSince
 //	backup-max-stream-since      0 (no stream since)     yes      BackupMaxStreamSince
-//	repl-link-sync-rate-limit    0 (unlimited)           yes      ReplLinkSyncRateLimit
+//	repl-link-sync-rate-limit    0 (unlimited; else at   yes      ReplLinkSyncRateLimit
+//	                             least SyncRatePiece
+//	                             per repl-timeout)
 //	repl-read-coalesce-usec      1000 (0: never)         yes      ReplReadCoalesce
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit

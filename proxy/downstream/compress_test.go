@@ -19,7 +19,8 @@ import (
 // to compression gets the +FULLRESYNC line plain and everything after it
 // (payload header, RDB, stream) in linkzstd chunks, each write operation
 // flushed, so that every byte arrives without waiting for more; its figures
-// count the raw bytes and the chunks.
+// count the raw bytes and the chunks, and its encoder's memory until the
+// replica ends.
 func TestReplicaCompressedFullSync(t *testing.T) {
 	e := newTestEnv(t)
 	host, peer := e.host, e.peer
@@ -60,8 +61,14 @@ func TestReplicaCompressedFullSync(t *testing.T) {
 	if ls.Mode != "zstd" || ls.Stats.Raw != int64(len(want)+6) || ls.Stats.Wire == 0 {
 		t.Fatalf("Compression() = %+v, want zstd with %d raw bytes", ls, len(want)+6)
 	}
+	if got := r.LinkMemory(); got != linkzstd.WriterMemory {
+		t.Fatalf("LinkMemory() = %d while streaming; want linkzstd.WriterMemory, %d", got, linkzstd.WriterMemory)
+	}
 	peer.Close()
 	<-host.ended
+	if got := r.LinkMemory(); got != 0 {
+		t.Fatalf("LinkMemory() = %d once ended; want 0: its encoder is released", got)
+	}
 }
 
 // TestReplicaPlainProxyLink: a downstream proxy with a plain link shows
@@ -81,8 +88,8 @@ func TestReplicaPlainProxyLink(t *testing.T) {
 	n := len("+CONTINUE ") + 40 + 2 + len("hello")
 	readN(t, br, peer, n)
 	redistest.WaitFor(t, 10*time.Second, "the bytes counted", func() bool { return r.Compression().Stats.Raw == int64(n) })
-	if ls := r.Compression(); ls.Mode != "no" || ls.Stats.Wire != int64(n) || ls.Stats.CPU != 0 {
-		t.Fatalf("Compression() = %+v, want no, %d bytes raw and wire", ls, n)
+	if ls := r.Compression(); ls.Mode != "no" || ls.Stats.Wire != int64(n) || ls.Stats.CPU != 0 || r.LinkMemory() != 0 {
+		t.Fatalf("Compression() = %+v, LinkMemory() = %d; want no, %d bytes raw and wire, no encoder", ls, r.LinkMemory(), n)
 	}
 	peer.Close()
 	<-host.ended

@@ -3,7 +3,10 @@
 //
 //   - the handshake: what REPLCONF said before PSYNC (Handshake, read by
 //     Handshake.Replconf), and the replica's later REPLCONF ACKs, read by
-//     the same rules (handshake.go);
+//     the same rules (handshake.go); the cap on compressed links, a slot
+//     per connection agreed to link-compression zstd, held from that
+//     REPLCONF to the connection's end (linkslots.go: LinkSlots,
+//     CompressionPolicy), and each link's encoder memory (LinkMemory);
 //   - sync execution (writer.go): the sync path its history.Plan asks for
 //     (choosePath: partial from memory or from the stream log, full from a
 //     snapshot in memory or a file in dir, awaiting the shared fetch, a

@@ -58,19 +58,24 @@ func (h Handshake) Address(addr string) string {
 // to answer (ACK and GETACK are never answered), and with which error
 // reply; none ("") is +OK. A refused option leaves the ones before it
 // applied, as Redis does. It is [Handshake.ReplconfAllowing] with link
-// compression allowed (repl-link-compression-allow's default).
+// compression allowed and not capped (repl-link-compression-allow's
+// default).
 func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
-	return h.ReplconfAllowing(args, true)
+	answer, errReply, _ = h.ReplconfAllowing(args, CompressionPolicy{Allow: true})
+	return answer, errReply
 }
 
-// ReplconfAllowing is Replconf where allowCompression is
-// repl-link-compression-allow in force: link-compression zstd is agreed to
-// (+OK, Compression "zstd") only when it is true, and refused with
-// LinkCompressionRefused otherwise; link-compression no is always +OK and
-// plain; any other value is refused as unsupported.
-func (h *Handshake) ReplconfAllowing(args [][]byte, allowCompression bool) (answer bool, errReply string) {
+// ReplconfAllowing is Replconf under pol, the link compression in force:
+// link-compression zstd is agreed to (+OK, Compression "zstd") when
+// pol.Allow and a slot of pol.Slots is free under pol.MaxLinks (taken
+// then, once per connection, and given back by EndCompression or by a
+// later link-compression no), and refused otherwise, with
+// LinkCompressionRefused or, past the cap, LinkCompressionCapped (capped
+// reports that one, for the caller's log line); link-compression no is
+// always +OK and plain; any other value is refused as unsupported.
+func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answer bool, errReply string, capped bool) {
 	if len(args)%2 == 0 {
-		return true, "ERR syntax error"
+		return true, "ERR syntax error", false
 	}
 	for i := 1; i < len(args); i += 2 {
 		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
@@ -78,16 +83,16 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, allowCompression bool) (answ
 		case "listening-port":
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 0 || n > 65535 {
-				return true, "ERR value is not an integer or out of range"
+				return true, "ERR value is not an integer or out of range", false
 			}
 			h.Port = n
 		case "ip-address":
 			if len(val) >= 256 {
-				return true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more"
+				return true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", false
 			}
 			if !validIP(val) {
 				// It is shown in INFO's "slaveN:ip=...,port=..." lines.
-				return true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters"
+				return true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", false
 			}
 			h.IP = val
 		case "capa":
@@ -102,9 +107,9 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, allowCompression bool) (answ
 		case "ack":
 			// No reply, ever; from a client that is not a replica, ignored
 			// (a replica's are read by its own loop: replconfAck).
-			return false, ""
+			return false, "", false
 		case "getack":
-			return false, "" // we are no replica of our replicas
+			return false, "", false // we are no replica of our replicas
 		case "rdb-only":
 			switch val {
 			case "0", "1":
@@ -112,33 +117,37 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, allowCompression bool) (answ
 			default: // Redis's range check, and its replies
 				// string2ll's integers: no '+', no leading zero.
 				if n, err := strconv.ParseInt(val, 10, 64); err != nil || strconv.FormatInt(n, 10) != val {
-					return true, "ERR value is not an integer or out of range"
+					return true, "ERR value is not an integer or out of range", false
 				}
-				return true, "ERR value is out of range, value must between 0 and 1"
+				return true, "ERR value is out of range, value must between 0 and 1", false
 			}
 		case "rdb-filter-only":
 			if bad := badFilter(val); bad != "" {
-				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64)
+				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64), false
 			}
 			h.Filtered, h.Filter = true, val
 		case "link-compression":
 			switch strings.ToLower(val) {
 			case "zstd":
-				if !allowCompression {
-					return true, LinkCompressionRefused
+				switch {
+				case !pol.Allow:
+					return true, LinkCompressionRefused, false
+				case h.Compression == "zstd" || pol.Slots == nil:
+				case !pol.Slots.take(pol.MaxLinks):
+					return true, LinkCompressionCapped(pol.MaxLinks), true
 				}
 				h.Compression = "zstd"
 			case "no":
-				h.Compression = ""
+				h.EndCompression(pol.Slots)
 			default:
-				return true, "ERR Unsupported link-compression: " + clip(val, 64)
+				return true, "ERR Unsupported link-compression: " + clip(val, 64), false
 			}
 		case "version":
 		default:
-			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64)
+			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64), false
 		}
 	}
-	return true, ""
+	return true, "", false
 }
 
 // badFilter returns the first word of an rdb-filter-only value that is no

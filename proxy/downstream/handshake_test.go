@@ -89,8 +89,8 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"lz4", "ERR Unsupported link-compression: lz4"},
 	} {
 		var h Handshake
-		answer, errReply := h.ReplconfAllowing([][]byte{[]byte("REPLCONF"), []byte("link-compression"), []byte(tc.val)}, false)
-		if !answer || errReply != tc.errReply || h != (Handshake{}) {
+		answer, errReply, capped := h.ReplconfAllowing([][]byte{[]byte("REPLCONF"), []byte("link-compression"), []byte(tc.val)}, CompressionPolicy{})
+		if !answer || errReply != tc.errReply || capped || h != (Handshake{}) {
 			t.Errorf("allow no, link-compression %q: %v, %q, %+v; want %q, a plain link", tc.val, answer, errReply, h, tc.errReply)
 		}
 	}
@@ -109,5 +109,59 @@ func TestHandshakeReplconf(t *testing.T) {
 		if !answer || errReply != tc.errReply || h != tc.want {
 			t.Errorf("rdb-filter-only %q: %v, %q, %+v; want %q, %+v", tc.val, answer, errReply, h, tc.errReply, tc.want)
 		}
+	}
+}
+
+// TestLinkCompressionCap: under repl-link-compression-max-links 2, two
+// connections agree to zstd (one slot each, asking twice takes no more),
+// the third is refused with LinkCompressionCapped, capped, and stays plain;
+// link-compression no and EndCompression give a slot back, once, so the
+// third then agrees. Without a cap (0), any number agree.
+func TestLinkCompressionCap(t *testing.T) {
+	var slots LinkSlots
+	pol := CompressionPolicy{Allow: true, MaxLinks: 2, Slots: &slots}
+	zstd := [][]byte{[]byte("REPLCONF"), []byte("link-compression"), []byte("zstd")}
+	no := [][]byte{[]byte("REPLCONF"), []byte("link-compression"), []byte("no")}
+	ask := func(h *Handshake, args [][]byte) (string, bool) {
+		t.Helper()
+		answer, errReply, capped := h.ReplconfAllowing(args, pol)
+		if !answer {
+			t.Fatalf("%q: no answer", args)
+		}
+		return errReply, capped
+	}
+	var a, b, c Handshake
+	for _, h := range []*Handshake{&a, &a, &b} {
+		if reply, capped := ask(h, zstd); reply != "" || capped || h.Compression != "zstd" {
+			t.Fatalf("within the cap: %q, capped %v, %+v", reply, capped, *h)
+		}
+	}
+	if slots.Held() != 2 {
+		t.Fatalf("%d slots held by two connections", slots.Held())
+	}
+	if reply, capped := ask(&c, zstd); reply != LinkCompressionCapped(2) || !capped || c.Compression != "" {
+		t.Fatalf("past the cap: %q, capped %v, %+v; want %q, a plain link", reply, capped, c, LinkCompressionCapped(2))
+	}
+	if reply, _ := ask(&a, no); reply != "" || a.Compression != "" || slots.Held() != 1 {
+		t.Fatalf("link-compression no: %q, %+v, %d slots held", reply, a, slots.Held())
+	}
+	a.EndCompression(&slots) // a plain link's end gives nothing back
+	if reply, capped := ask(&c, zstd); reply != "" || capped || slots.Held() != 2 {
+		t.Fatalf("a slot given back: %q, capped %v, %d slots held", reply, capped, slots.Held())
+	}
+	b.EndCompression(&slots)
+	c.EndCompression(&slots)
+	if slots.Held() != 0 {
+		t.Fatalf("%d slots held once every connection ended", slots.Held())
+	}
+	pol.MaxLinks = 0
+	hs := make([]Handshake, 100)
+	for i := range hs {
+		if reply, capped := ask(&hs[i], zstd); reply != "" || capped {
+			t.Fatalf("no cap, link %d: %q, capped %v", i, reply, capped)
+		}
+	}
+	if slots.Held() != 100 {
+		t.Fatalf("%d slots held by 100 connections without a cap", slots.Held())
 	}
 }

@@ -28,6 +28,10 @@ import (
 // into pieces smaller than the blocks it is held in.
 const minPaceBurst = 16 << 10
 
+// throttleTick is the longest a pacer sleeps before it counts the time
+// slept: how stale the throttled time read meanwhile may be.
+const throttleTick = 100 * time.Millisecond
+
 // paceCopyBuf is the pacer's buffer for a file it is handed (ReadFrom) while
 // it paces: a throttled payload cannot use sendfile.
 const paceCopyBuf = 64 << 10
@@ -35,9 +39,17 @@ const paceCopyBuf = 64 << 10
 // A pacer is the writer's connection while a payload is sent to a downstream
 // proxy: its Write lets through at most rate bytes a second, with a burst of
 // about 100 ms of bytes (at least minPaceBurst), by sleeping before each
-// piece. Off (before begin, after end) it is the connection below. It sits
-// under a compressing writer when there is one, so that what it counts is
-// bytes on the wire. Owned by the replica's write loop.
+// piece, and counts the time slept as it passes (throttleTick). Off (before
+// begin, after end) it is the connection below. It sits under a compressing
+// writer when there is one, so that what it counts is bytes on the wire.
+// Owned by the replica's write loop.
+//
+// repl-link-sync-rate-limit is at least config.SyncRatePiece bytes per
+// repl-timeout (config.Validate), so that the largest piece a downstream
+// proxy reads whole, a compressed chunk, reaches it within its timeout: a
+// lower rate would have its reads time out and its full sync start over,
+// forever. Pieces smaller than minPaceBurst would not help there, since a
+// compressed chunk is read whole whatever the pieces it comes in.
 type pacer struct {
 	net.Conn // the connection below: the socket, or what writes to it
 
@@ -125,10 +137,17 @@ func (p *pacer) wait(rate, burst int64, k int) error {
 	if d <= 0 {
 		return nil
 	}
-	if err := p.sleep(p.ctx, d); err != nil {
-		return err
+	// In slices, each counted as it ends, so that the throttled time
+	// (INFO's throttled_ms) grows while the payload is held back rather
+	// than at the end of a sleep that may last seconds.
+	for d > 0 {
+		slice := min(d, throttleTick)
+		if err := p.sleep(p.ctx, slice); err != nil {
+			return err
+		}
+		p.slept.Add(int64(slice))
+		d -= slice
 	}
-	p.slept.Add(int64(d))
 	return p.Conn.SetWriteDeadline(p.now().Add(p.timeout))
 }
 

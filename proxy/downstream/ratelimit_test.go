@@ -30,6 +30,8 @@ type paceConn struct {
 	total     int64
 	writes    []int
 	over      int64 // the most bytes written beyond rate × elapsed
+	waited    int   // writes that came later than the one before (or the start), by the clock
+	last      time.Time
 	rate      *atomic.Int64
 	deadlines int
 	readFrom  int64
@@ -39,6 +41,10 @@ func (c *paceConn) Write(b []byte) (int, error) {
 	c.writes = append(c.writes, len(b))
 	c.total += int64(len(b))
 	if c.clock != nil {
+		if c.clock.t.After(c.last) {
+			c.waited++
+		}
+		c.last = c.clock.t
 		allowed := int64(c.clock.t.Sub(c.start).Seconds() * float64(c.rate.Load()))
 		c.over = max(c.over, c.total-allowed)
 	}
@@ -54,15 +60,18 @@ func (c *paceConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // fakeClock is a pacer's time in the tests: its sleeps move it on at once.
+// longest is the longest sleep asked for.
 type fakeClock struct {
-	t     time.Time
-	slept int
+	t       time.Time
+	slept   int
+	longest time.Duration
 }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
 func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
 	c.slept++
+	c.longest = max(c.longest, d)
 	c.t = c.t.Add(d)
 	return ctx.Err()
 }
@@ -71,7 +80,7 @@ func newFakePacer(rate int64) (*pacer, *paceConn, *fakeClock, *atomic.Int64) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	var r, slept atomic.Int64
 	r.Store(rate)
-	conn := &paceConn{clock: clock, start: clock.t, rate: &r}
+	conn := &paceConn{clock: clock, start: clock.t, last: clock.t, rate: &r}
 	p := newPacer(conn, r.Load, time.Minute, &slept)
 	p.now, p.sleep = clock.now, clock.sleep
 	return p, conn, clock, &r
@@ -81,7 +90,7 @@ func newFakePacer(rate int64) (*pacer, *paceConn, *fakeClock, *atomic.Int64) {
 // pacer takes its size over the rate, less one burst, by the pacer's clock;
 // never more than one burst (100 ms of bytes) is ahead of the rate; every
 // piece is at most a burst; the time slept is counted; the deadline is
-// renewed after each sleep.
+// renewed after each wait, which sleeps in slices of at most throttleTick.
 func TestPacerHoldsRate(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -123,8 +132,11 @@ func TestPacerHoldsRate(t *testing.T) {
 			if got := time.Duration(p.slept.Load()); got != elapsed {
 				t.Errorf("throttled %v; want the time slept, %v", got, elapsed)
 			}
-			if conn.deadlines != clock.slept {
-				t.Errorf("%d deadlines renewed after %d sleeps", conn.deadlines, clock.slept)
+			if conn.deadlines != conn.waited {
+				t.Errorf("%d deadlines renewed for %d pieces that waited", conn.deadlines, conn.waited)
+			}
+			if clock.slept < conn.waited || clock.longest > throttleTick {
+				t.Errorf("%d sleeps, the longest %v, for %d pieces that waited; each at most %v", clock.slept, clock.longest, conn.waited, throttleTick)
 			}
 		})
 	}
@@ -222,6 +234,17 @@ func TestPacerContext(t *testing.T) {
 	}
 }
 
+// newPipePacer returns a pacer at rate, by the wall clock, over a pipe
+// whose other end reads as fast as it can, and the time it slept; the pipe
+// is closed when the test ends.
+func newPipePacer(t testing.TB, rate int64) (*pacer, *atomic.Int64) {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	go io.Copy(io.Discard, b)
+	slept := new(atomic.Int64)
+	return newPacer(a, func() int64 { return rate }, time.Minute, slept), slept
+}
+
 // TestPacerRealClock: by the wall clock, 4 MB through a pacer at 2 MB/s
 // to a socket that reads as fast as it can take at least 1.5 s: a cap that
 // is not applied fails this (it is no performance goal: the bound is what
@@ -229,12 +252,7 @@ func TestPacerContext(t *testing.T) {
 // longer). The time slept is not bounded below: writes that are slow
 // already need less of it.
 func TestPacerRealClock(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	go io.Copy(io.Discard, b)
-	defer b.Close()
-	var slept atomic.Int64
-	p := newPacer(a, func() int64 { return 2 << 20 }, time.Minute, &slept)
+	p, slept := newPipePacer(t, 2<<20)
 	p.begin(context.Background())
 	start := time.Now()
 	block := make([]byte, 16<<10)
@@ -248,6 +266,46 @@ func TestPacerRealClock(t *testing.T) {
 	}
 	if time.Duration(slept.Load()) > time.Since(start) {
 		t.Errorf("throttled %v in %v", time.Duration(slept.Load()), time.Since(start))
+	}
+}
+
+// TestPacerCountsWhileThrottled: the time a pacer holds a payload back is
+// counted as it passes, not when the sleep ends: at 4 KiB/s the second
+// 16 KiB piece waits 4 s, and within the first second of that wait the
+// throttled time (INFO's throttled_ms) already shows it, never more than
+// the time that passed, never going back; then the write ends with its
+// context, the time slept so far counted.
+func TestPacerCountsWhileThrottled(t *testing.T) {
+	p, slept := newPipePacer(t, 4<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.begin(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := p.Write(make([]byte, 2*minPaceBurst))
+		done <- err
+	}()
+	var last time.Duration
+	redistest.WaitFor(t, 2*time.Second, "throttled time counted during the sleep", func() bool {
+		got := time.Duration(slept.Load())
+		if got < last || got > time.Since(start) {
+			t.Fatalf("throttled %v after %v (%v before)", got, time.Since(start), last)
+		}
+		last = got
+		return got >= 300*time.Millisecond
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the paced write ended (%v) before the 4 s its second piece waits", err)
+	default:
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write: %v; want context.Canceled", err)
+	}
+	if got := time.Duration(slept.Load()); got < last || got > time.Since(start) {
+		t.Errorf("throttled %v in all after %v (%v seen during the sleep)", got, time.Since(start), last)
 	}
 }
 

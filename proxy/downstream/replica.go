@@ -232,6 +232,16 @@ func (r *Replica) Compression() LinkStatus {
 	return st
 }
 
+// LinkMemory is what its link's encoder holds (linkzstd.Writer.Memory):
+// linkzstd.WriterMemory from the PSYNC reply of a compressed link until
+// the write loop releases it, 0 for a plain link. Any goroutine.
+func (r *Replica) LinkMemory() int64 {
+	if z := r.zw.Load(); z != nil {
+		return z.Memory()
+	}
+	return 0
+}
+
 // Throttled is the time its full-sync payloads were held back by
 // repl-link-sync-rate-limit, in all (0 for a replica that is no proxy).
 func (r *Replica) Throttled() time.Duration { return time.Duration(r.throttled.Load()) }

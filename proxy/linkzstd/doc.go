@@ -36,6 +36,12 @@
 // whole blocks), requires exactly R bytes out and the body consumed whole,
 // checks the CRC, and only then serves the bytes. The decoder's window and
 // memory are bounded (8 MiB), so hostile input cannot make it hold more.
+// It decodes no faster than its consumer reads: the next chunk is read
+// from the source and decoded only once every byte of the one before was
+// returned, so it holds at most one chunk (MaxChunkRaw) not yet returned,
+// however far a few bytes on the wire decompress. What the consumer keeps
+// of the bytes is the consumer's to bound (a payload held in memory is
+// refused past what memory may hold).
 // Any failure is an error wrapping ErrCorrupt (a network error is
 // returned as itself), and the Reader is dead: every later Read returns it.
 // The link resyncs; nothing of the failed chunk was returned.
@@ -46,7 +52,9 @@
 // connection. The window, and so the ratio, is the link's own history:
 // frames started afresh at shared positions would lose most of it on small
 // writes. Downstream proxies are few (one per region, a standby), so the
-// cost is paid once or twice, not per replica. Links sit at different
+// cost is paid once or twice, not per replica. A Writer holds at most
+// WriterMemory (its Memory, until Close), which the proxy counts per link
+// and bounds by capping the number of compressed links. Links sit at different
 // positions after an outage (one catching up from disk, one live), so a
 // shared compressed copy would serve only one of them. And a shared
 // encoder would tie one slow WAN link to the others.

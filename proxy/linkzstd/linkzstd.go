@@ -19,6 +19,9 @@ const (
 	// headerSize is a chunk header's length: C, R and the CRC-32C of the
 	// raw bytes, each 4 bytes big-endian.
 	headerSize = 12
+	// MaxChunk is the longest chunk on the wire, header and body: what a
+	// Reader reads whole before it returns a byte of it.
+	MaxChunk = headerSize + MaxChunkWire
 )
 
 // ErrCorrupt is wrapped by every error of a Reader that is not the source's

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/replproxy/replproxy/internal/cachedata"
@@ -335,6 +336,53 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TestReaderDecodesOnDemand: a Reader decodes no faster than its consumer
+// reads. Over 500 chunks of 128 KiB of zeros (64 MiB that are a few bytes
+// each on the wire, as a hostile primary's payload would be), read 4 KiB
+// at a time, it holds at most one chunk's raw bytes not yet returned, and
+// has read from its source exactly the chunks whose bytes it has begun to
+// return: never the next one before the consumer asks for it.
+func TestReaderDecodesOnDemand(t *testing.T) {
+	const n = 500
+	rec := &chunkRecorder{}
+	w := NewWriter(rec)
+	zeros := make([]byte, MaxChunkRaw)
+	for range n {
+		if _, err := w.Write(zeros); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if len(rec.writes) != n {
+		t.Fatalf("%d chunks written; want %d", len(rec.writes), n)
+	}
+	src := &countingReader{r: bytes.NewReader(rec.wire())}
+	r := NewReader(src)
+	defer r.Close()
+	buf := make([]byte, 4<<10)
+	read, wantSrc := int64(0), 0
+	for {
+		k, err := r.Read(buf)
+		if k > 0 && read%MaxChunkRaw == 0 {
+			wantSrc += len(rec.writes[read/MaxChunkRaw]) // this Read began a chunk
+		}
+		read += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Buffered() > MaxChunkRaw || src.n != wantSrc {
+			t.Fatalf("after %d bytes returned: %d decoded and not returned, %d read from the source; want at most %d and %d",
+				read, r.Buffered(), src.n, MaxChunkRaw, wantSrc)
+		}
+	}
+	if read != n*MaxChunkRaw {
+		t.Fatalf("%d bytes read; want %d", read, n*MaxChunkRaw)
+	}
+}
+
 func TestReaderHeaderBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -508,5 +556,99 @@ func TestStatsCPU(t *testing.T) {
 		if err != io.EOF || ws.CPU <= 0 || rs.CPU <= 0 {
 			t.Errorf("flush every %d: writer CPU %v, reader CPU %v, read ended with %v", every, ws.CPU, rs.CPU, err)
 		}
+	}
+}
+
+// TestWriterMemory: a Writer holds at most WriterMemory, what the proxy
+// counts for each compressed link (INFO mem_link_compression), and not much
+// less at its largest. The encoder's block buffers grow with the blocks it
+// has made, so a Writer's heap depends on its stream: for each pattern, 20
+// Writers grow the Go heap by at most 20 × WriterMemory, and the largest
+// (cache-like data, then random data, each in flushes of a chunk and a
+// half) by at least 85% of it. Before its first chunk a Writer holds at
+// most writerMemoryFresh, and at least 85% of it. Memory reports
+// writerMemoryFresh until the first chunk, WriterMemory from then to
+// Close, and 0 after.
+func TestWriterMemory(t *testing.T) {
+	const n = 20
+	heapOf := func(make func() []*Writer) (per int64, ws []*Writer) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ws = make()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n, ws
+	}
+	fresh, ws := heapOf(func() []*Writer {
+		ws := make([]*Writer, n)
+		for i := range ws {
+			ws[i] = NewWriter(io.Discard)
+		}
+		return ws
+	})
+	t.Logf("a new Writer holds %d bytes; writerMemoryFresh is %d", fresh, writerMemoryFresh)
+	if fresh > writerMemoryFresh || fresh < writerMemoryFresh*85/100 {
+		t.Errorf("a new Writer holds %d bytes of heap; writerMemoryFresh is %d (want 85%% to 100%% of it)", fresh, writerMemoryFresh)
+	}
+	for _, w := range ws {
+		if got := w.Memory(); got != writerMemoryFresh {
+			t.Fatalf("a new Writer's Memory() = %d; want writerMemoryFresh, %d", got, writerMemoryFresh)
+		}
+		w.Write([]byte("PING"))
+		if got := w.Memory(); got != writerMemoryFresh {
+			t.Fatalf("a Writer's Memory() = %d before its first chunk; want writerMemoryFresh, %d", got, writerMemoryFresh)
+		}
+		w.Flush()
+		if got := w.Memory(); got != WriterMemory {
+			t.Fatalf("a Writer's Memory() = %d after its first chunk; want WriterMemory, %d", got, WriterMemory)
+		}
+		w.Close()
+	}
+	cache := cachedata.New(1).FillRESP(4 << 20)
+	random := make([]byte, 4<<20)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	largest := int64(0)
+	for _, tc := range []struct {
+		name  string
+		data  [][]byte
+		flush int
+	}{
+		{"cache then random, 200000-byte flushes", [][]byte{cache, random}, 200_000},
+		{"random then cache, 16 KiB flushes", [][]byte{random, cache}, 16 << 10},
+		{"cache, 600-byte flushes", [][]byte{cache[:1<<20]}, 600},
+	} {
+		per, ws := heapOf(func() []*Writer {
+			ws := make([]*Writer, n)
+			for i := range ws {
+				ws[i] = NewWriter(io.Discard)
+				for _, data := range tc.data {
+					for off := 0; off+tc.flush <= len(data); off += tc.flush {
+						ws[i].Write(data[off : off+tc.flush])
+						if err := ws[i].Flush(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			return ws
+		})
+		t.Logf("%s: a Writer holds %d bytes; WriterMemory is %d", tc.name, per, WriterMemory)
+		if per > WriterMemory {
+			t.Errorf("%s: a Writer holds %d bytes of heap; more than WriterMemory, %d", tc.name, per, WriterMemory)
+		}
+		largest = max(largest, per)
+		for _, w := range ws {
+			w.Close()
+			if got := w.Memory(); got != 0 {
+				t.Fatalf("a closed Writer's Memory() = %d; want 0", got)
+			}
+		}
+	}
+	if largest < WriterMemory*85/100 {
+		t.Errorf("the largest Writer holds %d bytes; WriterMemory, %d, is more than it needs", largest, WriterMemory)
 	}
 }

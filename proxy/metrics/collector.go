@@ -306,7 +306,7 @@ var metricSpecs = []metricSpec{
 	{"memory_bytes", gauge, "used_memory by category (INFO memory's mem_<category>; clients_replicas is mem_clients_slaves); disjoint: they add up to used_memory_bytes.", []string{"category"}},
 	{"replication_buffers_bytes", gauge, "The stream's blocks, backlog and what replicas pin beyond it (mem_total_replication_buffers): memory_bytes' replication_backlog and clients_replicas less their index and client buffers.", nil},
 	{"snapshots_on_disk_bytes", gauge, "Snapshots spilled to dir, not in used memory (mem_snapshots_on_disk).", nil},
-	{"memory_not_counted_for_evict_bytes", gauge, "Used memory maxmemory does not count: the stream beyond the backlog, free blocks (mem_not_counted_for_evict).", nil},
+	{"memory_not_counted_for_evict_bytes", gauge, "Used memory maxmemory does not count: the stream beyond the backlog, free blocks, compressed links' encoders (mem_not_counted_for_evict).", nil},
 	{"memory_counted_for_evict_bytes", gauge, "Used memory maxmemory counts (mem_counted_for_evict).", nil},
 }
 

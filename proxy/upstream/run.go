@@ -232,22 +232,28 @@ func (l *Link) FetchFiltered(ctx context.Context, filter string, limit int64) (*
 		if size > limit {
 			return nil, fmt.Errorf("filtered snapshot of %d bytes: more than the %d this proxy relays", size, limit)
 		}
-		return &limitSink{limit: limit}, nil
+		return &LimitSink{Limit: limit, Err: fmt.Errorf("filtered snapshot: more than the %d bytes this proxy relays", limit)}, nil
 	})
 }
 
-// limitSink refuses a payload once more than limit bytes of it arrived: an
-// EOF-marked payload declares no size.
-type limitSink struct{ n, limit int64 }
+// A LimitSink is a PayloadSink that keeps nothing and refuses a payload, with
+// Err, once more than Limit bytes of it arrived: an EOF-marked payload
+// declares no size to refuse it by before it is read. Owned by the link's
+// goroutine, as every sink is.
+type LimitSink struct {
+	Limit int64
+	Err   error
+	n     int64 // the payload's bytes so far
+}
 
-func (s *limitSink) Write(p []byte) error {
-	if s.n += int64(len(p)); s.n > s.limit {
-		return fmt.Errorf("filtered snapshot: more than the %d bytes this proxy relays", s.limit)
+func (s *LimitSink) Write(p []byte) error {
+	if s.n += int64(len(p)); s.n > s.Limit {
+		return s.Err
 	}
 	return nil
 }
-func (s *limitSink) Commit() error { return nil }
-func (s *limitSink) Abort()        {}
+func (s *LimitSink) Commit() error { return nil }
+func (s *LimitSink) Abort()        {}
 
 // fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
 // option pairs of opts (each refusal a *RefusedError), PSYNC ? -1, and the

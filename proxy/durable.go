@@ -133,8 +133,8 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 		},
 		// The follower pins what it has not yet appended, as a replica pins
 		// what it has not sent: a window bounds both (a disk slower than the
-		// stream restarts the log instead of growing memory), the log's at
-		// least logBehindMin.
+		// stream restarts the log instead of growing memory), the log's
+		// repl-log-window.
 		BehindLimit: s.logBehindLimit,
 		Retry:       retry,
 		SyncEvery:   time.Second,
@@ -153,16 +153,10 @@ func (s *Server) memoryWindow() int64 {
 	return max(s.config().ReplBacklogSize, minMemoryWindow)
 }
 
-// logBehindMin is the least the stream log may fall behind the stream
-// before it restarts: a burst the disk takes in a second or two (a few tens
-// of MB written faster than pages are allocated on an empty log) must not
-// cost the log its history, which at the replicas' 16 MiB it did.
-const logBehindMin = 64 << 20
-
 // logBehindLimit is how far the log's follower may fall behind the stream's
-// end before the log restarts: the memory window, at least logBehindMin.
+// end before the log restarts: repl-log-window, at least the memory window.
 func (s *Server) logBehindLimit() int64 {
-	return max(s.memoryWindow(), logBehindMin)
+	return max(s.memoryWindow(), s.config().ReplLogWindow)
 }
 
 // logLive reports whether the stream log follows the stream now.

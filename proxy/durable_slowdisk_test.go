@@ -117,7 +117,7 @@ func TestLogSlowDisk(t *testing.T) {
 	// loaded machine's scheduling (the slack), where a follower holding on
 	// would pin all 96 MB.
 	sfs.rate.Store(4 << 20)
-	const window, slack = logBehindMin, 32 << 20
+	window, slack := p.logBehindLimit(), int64(32<<20)
 	var peak, peakLag, maxLag int64
 	var maxAge float64
 	for i := range 48 { // 48 × 20 × 100 KB = 96 MB
@@ -268,4 +268,42 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// TestLogWindowDirective: repl-log-window is the follower's window, shown in
+// INFO persistence as it applies: at least the memory window.
+func TestLogWindowDirective(t *testing.T) {
+	p := startProxy(t)
+	a := adminDial(t, p)
+	window := func() string {
+		t.Helper()
+		for _, line := range strings.Split(a.do("INFO", "persistence"), "\r\n") {
+			if v, ok := strings.CutPrefix(line, "repl_log_window:"); ok {
+				return v
+			}
+		}
+		t.Fatal("no repl_log_window in INFO persistence")
+		return ""
+	}
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "67108864"},
+		{[]string{"repl-log-window", "128mb"}, "134217728"},
+		{[]string{"repl-backlog-size", "256mb"}, "268435456"}, // the memory window is larger
+		{[]string{"repl-backlog-size", "1mb"}, "134217728"},
+	} {
+		if tc.set != nil {
+			if r := a.do(append([]string{"CONFIG", "SET"}, tc.set...)...); r != "+OK\r\n" {
+				t.Fatalf("CONFIG SET %q: %q", tc.set, r)
+			}
+		}
+		if got := window(); got != tc.want || strconv.FormatInt(p.logBehindLimit(), 10) != tc.want {
+			t.Fatalf("after %q: repl_log_window %s, follower's limit %d; want %s", tc.set, got, p.logBehindLimit(), tc.want)
+		}
+	}
+	if r := a.do("CONFIG", "SET", "repl-log-window", "1mb"); !strings.HasPrefix(r, "-ERR") {
+		t.Fatalf("CONFIG SET repl-log-window 1mb: %q, want an error", r)
+	}
 }

@@ -203,6 +203,7 @@ func writeInfoLog(w infoWriter, r logReport) {
 	w.kv("repl_log_status", status)
 	w.kv("repl_log_size", r.size)
 	w.kv("repl_log_fsync", r.fsync)
+	w.kv("repl_log_window", r.window)
 	w.kv("repl_log_replid", r.replID)
 	w.kv("repl_log_first_offset", st.First)
 	w.kv("repl_log_last_offset", st.Last)

@@ -160,6 +160,7 @@ type logReport struct {
 	live    bool   // following the stream (status ok), not down
 	size    int64  // repl-log-size
 	fsync   string // repl-log-fsync
+	window  int64  // repl-log-window as it applies (Server.logBehindLimit)
 	replID  string
 	stats   streamlog.Stats
 	syncAge int64 // seconds since the last fsync; -1 before the first
@@ -253,7 +254,7 @@ func (s *Server) logReport(now time.Time) logReport {
 		return r
 	}
 	r.open, r.live = true, !d.follow.Down()
-	r.size, r.fsync = cfg.ReplLogSize, string(cfg.ReplLogFsync)
+	r.size, r.fsync, r.window = cfg.ReplLogSize, string(cfg.ReplLogFsync), s.logBehindLimit()
 	r.replID = d.log.Identity().ReplID
 	r.stats = d.log.Stats()
 	r.syncAge = -1

@@ -28,6 +28,14 @@ const (
 	// MaxReadCoalesce is the longest repl-read-coalesce-usec: past it a
 	// byte would wait longer than anyone would trade for CPU.
 	MaxReadCoalesce = 100 * time.Millisecond
+	// DefaultReplLogWindow is repl-log-window's default: a burst the disk
+	// takes in a second or two (a few tens of MB written faster than pages
+	// are allocated on an empty log) must not cost the log its history.
+	DefaultReplLogWindow = 64 << 20
+	// MinReplLogWindow is the least repl-log-window: a few of the batches
+	// the follower writes at a time (proxy/history), below which it would
+	// restart while it merely gathers.
+	MinReplLogWindow = 4 << 20
 	// SyncRatePiece is the largest piece of a full-sync payload a
 	// downstream proxy reads whole before its read deadline is renewed:
 	// one chunk of a compressed link (proxy/linkzstd: a 12-byte header and
@@ -235,6 +243,14 @@ type Config struct {
 	ReplLogSize int64
 	// ReplLogFsync is `repl-log-fsync`: always, everysec (default) or no.
 	ReplLogFsync LogFsync
+	// ReplLogWindow is `repl-log-window` in bytes: how far the stream log's
+	// follower may fall behind the stream's end before it lets go of the
+	// stream's blocks and the log restarts as a new generation, so that a
+	// disk slower than the stream costs memory up to this and no more; it
+	// applies as at least the memory window (repl-backlog-size, at least
+	// 16 MiB), which memory holds anyway. Default DefaultReplLogWindow, at
+	// least MinReplLogWindow. Proxy-only.
+	ReplLogWindow int64
 	// ReplSnapshotRefresh is `repl-snapshot-refresh`, in whole seconds in
 	// the directive: with the stream log on, the least time between two
 	// snapshots the proxy fetches from the primary in the background, with
@@ -384,6 +400,7 @@ func DefaultConfig() *Config {
 		ShutdownTimeout:  10 * time.Second,
 		ReplLogSize:      1 << 30,
 		ReplLogFsync:     FsyncEverySec,
+		ReplLogWindow:    DefaultReplLogWindow,
 
 		ReplLinkCompression:         LinkCompressionNo,
 		ReplLinkCompressionAllow:    true,
@@ -437,6 +454,7 @@ func (c *Config) Validate() error {
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
 		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
 		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
+		{"repl-log-window", checkLogWindow(c.ReplLogWindow)},
 		{"repl-link-compression", checkEnum(c.ReplLinkCompression, linkCompressions)},
 		{"repl-link-compression-max-links", checkRange(c.ReplLinkCompressionMaxLinks, 0, maxLinkCompressionMaxLinks)},
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
@@ -584,6 +602,13 @@ func checkAckReplicas(n int) error {
 func checkReadCoalesce(d time.Duration) error {
 	if d < 0 || d > MaxReadCoalesce || d%time.Microsecond != 0 {
 		return fmt.Errorf("%w %v: must be whole microseconds from 0 to %v", ErrInvalidValue, d, MaxReadCoalesce)
+	}
+	return nil
+}
+
+func checkLogWindow(n int64) error {
+	if n < MinReplLogWindow {
+		return fmt.Errorf("%w %d: repl-log-window must be at least %d", ErrInvalidValue, n, MinReplLogWindow)
 	}
 	return nil
 }

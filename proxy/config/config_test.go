@@ -26,6 +26,7 @@ func TestDefaultConfig(t *testing.T) {
 		ShutdownTimeout: 10 * time.Second,
 		ReplLogSize:     1 << 30,
 		ReplLogFsync:    FsyncEverySec,
+		ReplLogWindow:   64 << 20,
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},

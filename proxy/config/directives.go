@@ -153,6 +153,7 @@ var directives = []directive{
 	},
 	sizeDirective("repl-link-sync-rate-limit", func(c *Config) *int64 { return &c.ReplLinkSyncRateLimit }, 0),
 	enumDirective("repl-log-fsync", true, func(c *Config) *LogFsync { return &c.ReplLogFsync }, logFsyncs),
+	sizeDirective("repl-log-window", func(c *Config) *int64 { return &c.ReplLogWindow }, MinReplLogWindow),
 	func() directive {
 		// Startup-only: the log is opened (or not) and recovered at start.
 		d := sizeDirective("repl-log-size", func(c *Config) *int64 { return &c.ReplLogSize }, 0)

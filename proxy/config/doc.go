@@ -63,6 +63,7 @@
 //	                             least SyncRatePiece
 //	                             per repl-timeout)
 //	repl-read-coalesce-usec      1000 (0: never)         yes      ReplReadCoalesce
+//	repl-log-window              64mb (min 4mb)          yes      ReplLogWindow
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit
 //	                             replica 256mb 64mb 60

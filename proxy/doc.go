@@ -67,7 +67,8 @@
 //     protocol among its receivers (a push for RESP3);
 //   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
 //     timeouts and output limits enforced, maxmemory and eviction, memory
-//     given back to the OS, snapshots spilled to dir;
+//     given back to the OS, snapshots spilled to dir; ten rounds a second,
+//     one while nothing moves (the stream's producer wakes it);
 //   - one report (report.go), the figures read once from every part, from
 //     which INFO (written in info.go alone) and /metrics are both made, so
 //     that the two never compute a figure twice; the counters behind them

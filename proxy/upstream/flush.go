@@ -77,7 +77,7 @@ type coalescer struct {
 	armed    bool          // the wait is bounded by a coalescing window
 	rawUntil time.Time     // when the raw wait's window ends
 	deadline bool          // the bound is the conn's read deadline (a wait in the poller), not rawWait's
-	rawOff   bool          // rawWait failed once (or a test chose the poller): dense waits are the poller's
+	rawOff   bool          // rawWait failed once (or a test chose the poller): coalescing waits are the poller's
 	expired  bool          // the last wait ended at its coalescing deadline, and nothing was read since
 	parkedAt time.Time     // when the last wait began
 	read     int64         // bytes read since then
@@ -315,7 +315,7 @@ func (s *flushingSource) park(fd uintptr) {
 	}
 }
 
-// waitRaw is the wait of a dense stream, bounded by its window: rawWait,
+// waitRaw is the wait of a coalesced stream, bounded by its window: rawWait,
 // on the stream loop's thread and P, instead of a wait in Go's poller.
 // Either way the thread sleeps once per wait; through the poller the
 // runtime also wakes a second thread for the goroutine the poller readies
@@ -324,12 +324,12 @@ func (s *flushingSource) park(fd uintptr) {
 // recompute its timeout: at 512 B values, 1 replica, those were about
 // three quarters of the proxy's context switches. Holding the P for a
 // window (repl-read-coalesce-usec, 1 ms by default) while the stream is
-// dense costs the other goroutines that P for as long, which is why it is
-// done only with two Ps or more (runtime.GOMAXPROCS) and only while the
-// stream is dense: a stream that leaves a window empty is read as it
+// coalesced costs the other goroutines that P for as long, which is why it
+// is done only with two Ps or more (runtime.GOMAXPROCS) and only while the
+// stream is coalesced: a stream that leaves a window empty is read as it
 // arrives again, its waits the poller's. The runtime's preemption and a
 // stop of the world interrupt it (EINTR; sysmon preempts a goroutine that
-// has not been rescheduled for 10 ms, which one waiting raw through dense
+// has not been rescheduled for 10 ms, which one waiting raw through
 // windows never is): the goroutine yields (runtime.Gosched) and then waits
 // out the rest of the window, its lowat kept. After the wait the loop
 // reads again: what arrived, lowat bytes or fewer at the window's end. A Close meanwhile wakes no raw wait, and the

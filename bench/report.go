@@ -227,6 +227,7 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 	}
 	r.variantsMarkdown(p, charts)
 	r.goals20Markdown(p)
+	s.logGoals37Markdown(p)
 	p("")
 	p("### Against the goals")
 	p("")
@@ -433,9 +434,9 @@ func (r *results) summary() string {
 			}
 		}
 		for _, c := range s.logCosts() {
-			p("  stream log's cost, N=%d %s (%s): proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream; dd floor %.2f (page cache) %.2f (O_DIRECT) s/GB, log ÷ floor %s",
-				c.replicas, sizeName(c.valueSize), c.variant, c.perReplicaGB, c.on, c.off, c.perStreamGB, c.ddBuffered, c.ddDirect,
-				fmtRatio(c.perStreamGB, c.ddFloor()))
+			p("  stream log's cost, N=%d %s (%s): proxy %+.2f s/replica-GB (%.2f on, %.2f off), %+.2f s/GB of stream; %s floor dd %s + CRC-32C %s s/GB, log ÷ floor %s",
+				c.replicas, sizeName(c.valueSize), c.variant, c.perReplicaGB, c.on, c.off, c.perStreamGB, floorKind(c.full()),
+				fmtFloor(c.ddFloor), fmtFloor(c.crcFloor), fmtRatio(c.perStreamGB, c.floor()))
 		}
 		for _, c := range s.tlsCosts() {
 			p("  TLS's cost, N=%d %s %-7s (%s): relay %s, primary %+.2f s/GB (%.2f plain, %.2f TLS)",
@@ -453,6 +454,7 @@ func (r *results) summary() string {
 		}
 	}
 	goalsCount(p, 20, r.goals20())
+	goalsCount(p, 37, r.goals37())
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))

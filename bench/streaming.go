@@ -68,6 +68,7 @@ type streamRun struct {
 	logRestarts int64         // proxy with its log on: restarts of the log for falling behind, during the load
 	digestsSame bool
 	logBehind   time.Duration // proxy with its log on: every replica has it all until the log has it too
+	logWindow   int64         // proxy with its log on: how far its log's follower may fall behind, bytes
 	// logFloor is the log's floor (proxy with its log on, without TLS)
 	// for floorBytes: the full log's after a full-log run, the empty
 	// log's after the others; zero when not measured.
@@ -95,6 +96,7 @@ type streamSummary struct {
 	streamMB          float64        // median stream per run
 	sendFloor         sample.Summary // the send floor at this N, CPU-s per replica-GB, measured beside this row
 	logBehind         sample.Summary // seconds the log finished after the replicas; log-on variants only
+	logWindow         sample.Summary // the follower's window, bytes; log-on variants only
 	ddFloor           sample.Summary // the log's floor: dd's CPU-s per GB through the page cache
 	crcFloor          sample.Summary // the log's floor: CRC-32C's CPU-s per GB
 }
@@ -108,10 +110,11 @@ type streamingResult struct {
 // CPU-s per replica-GB measured beside the point, one per repetition.
 func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSummary {
 	s := streamSummary{point: p, runs: len(runs), digestsSame: true, sendFloor: sample.Of(floors)}
-	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb, behind, dd, crc []float64
+	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb, behind, window, dd, crc []float64
 	for _, r := range runs {
 		if variantNamed(p.variant).log && p.topology == proxied {
 			behind = append(behind, r.logBehind.Seconds())
+			window = append(window, float64(r.logWindow))
 		}
 		if r.floorBytes > 0 {
 			dd = append(dd, perGB(r.logFloor.dd, r.floorBytes))
@@ -133,7 +136,8 @@ func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSu
 	s.mbps, s.primaryCPUGB, s.relayCPUReplicaGB = sample.Of(mbps), sample.Of(pcpu), sample.Of(rcpu)
 	s.loadCPUGB, s.lag, s.relayHWM = sample.Of(lcpu), sample.Of(lag), sample.Of(hwm)
 	s.streamMB = sample.Of(mb).Median
-	s.logBehind, s.ddFloor, s.crcFloor = sample.Of(behind), sample.Of(dd), sample.Of(crc)
+	s.logBehind, s.logWindow = sample.Of(behind), sample.Of(window)
+	s.ddFloor, s.crcFloor = sample.Of(dd), sample.Of(crc)
 	return s
 }
 
@@ -315,6 +319,9 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	}
 	if logged {
 		run.logBehind = logDone.Sub(done)
+		if run.logWindow, err = followerWindow(ctx, s.relay); err != nil {
+			return run, err
+		}
 		if !v.tls {
 			// The log's floor on the proxy's own dir, the servers idle:
 			// the full log's for a full-log run, else the empty log's. A
@@ -390,6 +397,54 @@ func logRestarts(ctx context.Context, s *servers, v variant) (int64, error) {
 		return 0, nil
 	}
 	return strconv.ParseInt(n, 10, 64)
+}
+
+// The proxy's own floors of its windows (proxy/durable.go): the memory
+// window is repl-backlog-size, at least proxyMemoryWindowMin, and the log's
+// follower may fall behind by that, at least proxyLogBehindMin.
+const (
+	proxyMemoryWindowMin = 16 << 20
+	proxyLogBehindMin    = 64 << 20
+)
+
+// followerWindow is how far the proxy's log follower may fall behind the
+// stream, holding what it has not appended in memory meanwhile (the
+// proxy's logBehindLimit).
+func followerWindow(ctx context.Context, relay *cluster.Process) (int64, error) {
+	f, err := relay.Info(ctx, "persistence")
+	if err != nil {
+		return 0, err
+	}
+	return followerWindowOf(f, func() (string, error) {
+		m, err := relay.Client().ConfigGet(ctx, "repl-backlog-size").Result()
+		if err != nil {
+			return "", fmt.Errorf("%s: CONFIG GET repl-backlog-size: %w", relay.Name, err)
+		}
+		return m["repl-backlog-size"], nil
+	})
+}
+
+// followerWindowOf is the follower's window from the proxy's INFO
+// persistence fields: repl_log_window where the proxy shows it, else
+// computed as the proxy computes it from repl-backlog-size, which backlog
+// returns as CONFIG GET does (bytes).
+func followerWindowOf(persistence map[string]string, backlog func() (string, error)) (int64, error) {
+	if v, ok := persistence["repl_log_window"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO persistence repl_log_window = %q", v)
+		}
+		return n, nil
+	}
+	v, err := backlog()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("repl-backlog-size = %q", v)
+	}
+	return max(n, proxyMemoryWindowMin, proxyLogBehindMin), nil
 }
 
 // waitLogged waits until the proxy's stream log holds the stream up to off.

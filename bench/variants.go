@@ -59,6 +59,7 @@ type logCost struct {
 	perReplicaGB, perStreamGB float64
 	ddFloor, crcFloor         float64 // the log's floor, its dd and its CRC-32C, s/GB; 0 when not measured
 	hwmOn, hwmOff             float64 // the proxy's peak RSS, MB
+	window                    float64 // the log's follower's window, bytes (log on)
 	logBehind                 float64 // s the log finished after the replicas (log on)
 }
 
@@ -88,6 +89,14 @@ func floorKind(full bool) string {
 		return "full-log"
 	}
 	return "empty-log"
+}
+
+// fmtMiB is a size in bytes as MiB, "–" when it is not known.
+func fmtMiB(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v/(1<<20))
 }
 
 // fmtFloor is a floor in s/GB, "–" when it was not measured.
@@ -120,7 +129,7 @@ func (s *streamingResult) logCosts() []logCost {
 		c := logCost{replicas: pt.point.replicas, valueSize: pt.point.valueSize, variant: pt.point.variant,
 			on: pt.relayCPUReplicaGB.Median, off: off.relayCPUReplicaGB.Median,
 			ddFloor: measured(pt.ddFloor), crcFloor: measured(pt.crcFloor),
-			hwmOn: pt.relayHWM.Median, hwmOff: off.relayHWM.Median, logBehind: pt.logBehind.Median}
+			hwmOn: pt.relayHWM.Median, hwmOff: off.relayHWM.Median, window: measured(pt.logWindow), logBehind: pt.logBehind.Median}
 		c.perReplicaGB = c.on - c.off
 		c.perStreamGB = c.perReplicaGB * float64(c.replicas)
 		out = append(out, c)
@@ -194,14 +203,16 @@ func (r *results) variantsMarkdown(p printer, charts map[string]string) {
 		p("are recycled files), has dd overwrite a file already allocated and written (`conv=notrunc`, a")
 		p("first dd pass beforehand); the *empty-log* floor, for *log on*, has it write a new file. *log ÷")
 		p("floor*: the log's cost per GB of stream ÷ dd + CRC. *log behind s*: how long after every")
-		p("replica had the stream the log had it too (the relay's CPU is read then).")
+		p("replica had the stream the log had it too (the relay's CPU is read then). *window*: how far")
+		p("the log's follower may fall behind the stream, holding it in memory (INFO persistence")
+		p("`repl_log_window`, or from `repl-backlog-size` as the proxy computes it).")
 		p("")
-		p("| N | value | variant | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream | floor | dd s/GB | CRC-32C s/GB | log ÷ floor | log behind s | peak RSS MB, log on | log off |")
-		p("|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+		p("| N | value | variant | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream | floor | dd s/GB | CRC-32C s/GB | log ÷ floor | log behind s | peak RSS MB, log on | log off | window MiB |")
+		p("|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range logs {
-			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %s | %s | %s | %s | %.3f | %.0f | %.0f |", c.replicas, sizeName(c.valueSize), c.variant,
+			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %s | %s | %s | %s | %.3f | %.0f | %.0f | %s |", c.replicas, sizeName(c.valueSize), c.variant,
 				c.on, c.off, c.perReplicaGB, c.perStreamGB, floorKind(c.full()), fmtFloor(c.ddFloor), fmtFloor(c.crcFloor), fmtRatio(c.perStreamGB, c.floor()),
-				c.logBehind, c.hwmOn, c.hwmOff)
+				c.logBehind, c.hwmOn, c.hwmOff, fmtMiB(c.window))
 		}
 		p("")
 	}

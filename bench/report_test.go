@@ -108,25 +108,33 @@ func TestEngineFrom(t *testing.T) {
 	var rs []gobench.Result
 	for _, n := range engineSizes {
 		for _, name := range []string{"Fanout", "RawWritev"} {
-			mbs := 100.0
+			m := map[string]float64{"MB/s": 100, "allocs/op": 0, "B/op": 0}
 			if name == "Fanout" {
-				mbs = 90
+				m["MB/s"], m["blocks/read"] = 90, 15.5
 			}
-			rs = append(rs, gobench.Result{
-				Name:    name + "/replicas=" + strconv.Itoa(n),
-				Metrics: map[string]float64{"MB/s": mbs, "allocs/op": 0, "B/op": 0},
-			})
+			rs = append(rs, gobench.Result{Name: name + "/replicas=" + strconv.Itoa(n), Metrics: m})
 		}
 	}
 	e, err := engineFrom(rs, "cmd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(e.rows) != 3 || math.Abs(e.rows[2].ratio-0.9) > 1e-9 {
+	if len(e.rows) != 3 || math.Abs(e.rows[2].ratio-0.9) > 1e-9 || e.rows[0].fanoutRead.Median != 15.5 {
 		t.Errorf("rows = %+v", e.rows)
 	}
 	if _, err := engineFrom(rs[:2], "cmd"); err == nil {
 		t.Error("missing benchmarks: no error")
+	}
+	var b strings.Builder
+	(&results{engine: e}).engineMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, nil)
+	for _, want := range []string{
+		"| 8 | 90 | 100 | 0.90 | 0 | 0 | 15.5 |",
+		"Goal: engine ≥ 0.95 × raw writev at every replica count, 0 allocs/op.",
+		"`FillBuffers`",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the engine section lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

@@ -153,38 +153,39 @@ func (s *streamingResult) relayGoals20() []goal20 {
 }
 
 func (r *results) goals20Markdown(p printer) {
-	gs := r.goals20()
-	if len(gs) == 0 {
-		return
-	}
-	p("")
-	p("### Against issue 20's goals")
-	p("")
-	p("Each goal at every row of this run that has what it needs, from the medians above: the proxy's")
-	p("relay CPU with the log on ≤ the chained redis-server's, and ≤ %.1f× at N ≥ %d, or, where the", relayVsChainedWide, wideN)
-	p("send floor itself is above %.1f× the chained relay, ≤ %.1f× the floor (the row says which);", relayVsChainedWide, relayVsFloor)
-	p("512 B and 1 KiB values at N=1 with the log off ≤ %.1f s/replica-GB; the engine ≥ %.2f× raw", smallValueCPU, engineVsRaw)
-	p("writev at 0 allocs/op; the primary behind the proxy pays no more than behind a chained")
-	p("redis-server.")
-	p("")
-	goalsTable(p, gs)
+	goalsSection(p, "Against issue 20's goals", r.goals20(), func() {
+		p("Each goal at every row of this run that has what it needs, from the medians above: the proxy's")
+		p("relay CPU with the log on ≤ the chained redis-server's, and ≤ %.1f× at N ≥ %d, or, where the", relayVsChainedWide, wideN)
+		p("send floor itself is above %.1f× the chained relay, ≤ %.1f× the floor (the row says which);", relayVsChainedWide, relayVsFloor)
+		p("512 B and 1 KiB values at N=1 with the log off ≤ %.1f s/replica-GB; the engine ≥ %.2f× raw", smallValueCPU, engineVsRaw)
+		p("writev at 0 allocs/op; the primary behind the proxy pays no more than behind a chained")
+		p("redis-server.")
+	})
 }
 
 // logGoals37Markdown is issue 37's goals for the stream log, at the
 // streaming rows.
 func (s *streamingResult) logGoals37Markdown(p printer) {
-	gs := s.logGoals37()
+	goalsSection(p, "Against issue 37's goals for the stream log", s.logGoals37(), func() {
+		p("At every row with the log on and a log-off row beside it, from the medians above: the log's")
+		p("cost per GB of stream ≤ %.1f× the full-log floor with a full log (recycled segments) and ≤", logVsFloorFull)
+		p("%.1f× the empty-log floor from an empty one (the floors: dd through the page cache + CRC-32C,", logVsFloorEmpty)
+		p("measured beside the row); peak RSS with the log on ≤ with it off + the log's follower's window")
+		p("+ %d MiB.", logRSSSlack>>20)
+	})
+}
+
+// goalsSection prints a section of goal rows: its heading, the lines intro
+// prints (what each goal asks) and the met/missed table; nothing without
+// rows.
+func goalsSection(p printer, heading string, gs []goal20, intro func()) {
 	if len(gs) == 0 {
 		return
 	}
 	p("")
-	p("### Against issue 37's goals for the stream log")
+	p("### %s", heading)
 	p("")
-	p("At every row with the log on and a log-off row beside it, from the medians above: the log's")
-	p("cost per GB of stream ≤ %.1f× the full-log floor with a full log (recycled segments) and ≤", logVsFloorFull)
-	p("%.1f× the empty-log floor from an empty one (the floors: dd through the page cache + CRC-32C,", logVsFloorEmpty)
-	p("measured beside the row); peak RSS with the log on ≤ with it off + the log's follower's window")
-	p("+ %d MiB.", logRSSSlack>>20)
+	intro()
 	p("")
 	goalsTable(p, gs)
 }

@@ -247,20 +247,13 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 			p("| %s | %s | %s | %s | %s |", relayLabel(s.point), fmtS(s.switches, 1), extra, fmtS(s.relayCore, 2), fmtS(s.syscalls, 1))
 		}
 	}
-	gs := x.goals37()
-	if len(gs) == 0 {
-		return
-	}
-	p("")
-	p("### Against issue 37's goals")
-	p("")
-	p("Each goal at every row of this run that has what it needs, from the medians above: the proxy")
-	p("at its defaults (log on) pays ≤ %.1f× the chained redis-server's relay CPU per replica-GB at", pacedVsChained)
-	p("N=1 and ≤ %.1f× at N ≥ %d, and makes ≤ %.1f× its context switches per second; idle, ≤ the", pacedVsChainedWide, wideN, pacedSwitchesVsChained)
-	p("chained relay's wake-ups + %d per second; the log adds ≤ %.0f%% to the relay's CPU (log on ÷", idleExtraSwitches, 100*(pacedLogExtra-1))
-	p("log off).")
-	p("")
-	goalsTable(p, gs)
+	goalsSection(p, "Against issue 37's goals", x.goals37(), func() {
+		p("Each goal at every row of this run that has what it needs, from the medians above: the proxy")
+		p("at its defaults (log on) pays ≤ %.1f× the chained redis-server's relay CPU per replica-GB at", pacedVsChained)
+		p("N=1 and ≤ %.1f× at N ≥ %d, and makes ≤ %.1f× its context switches per second; idle, ≤ the", pacedVsChainedWide, wideN, pacedSwitchesVsChained)
+		p("chained relay's wake-ups + %d per second; the log adds ≤ %.0f%% to the relay's CPU (log on ÷", idleExtraSwitches, 100*(pacedLogExtra-1))
+		p("log off).")
+	})
 }
 
 // pacedHeading is a value size's heading in the paced section.

@@ -22,6 +22,7 @@ type engineRow struct {
 	fanout, raw   sample.Summary // MB/s
 	fanoutAllocs  sample.Summary // allocs/op
 	fanoutBytesOp sample.Summary // B/op
+	fanoutRead    sample.Summary // blocks/read: the producer's blocks per FillBuffers
 	rawAllocs     sample.Summary
 	ratio         float64 // median fanout MB/s ÷ median raw MB/s
 	runs          int     // -count
@@ -72,6 +73,7 @@ func engineFrom(results []gobench.Result, command string) (*engineResult, error)
 			raw:           raw.Metrics["MB/s"],
 			fanoutAllocs:  fanout.Metrics["allocs/op"],
 			fanoutBytesOp: fanout.Metrics["B/op"],
+			fanoutRead:    fanout.Metrics["blocks/read"],
 			rawAllocs:     raw.Metrics["allocs/op"],
 			runs:          min(fanout.Runs, raw.Runs),
 		}

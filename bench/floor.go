@@ -13,12 +13,14 @@ package main
 //     value size; a relay's writes are as large as it is behind, not as the
 //     primary's commands. What a relay pays above it is its own work:
 //     reading the primary, parsing, waking up, writing small batches.
-//   - The disk floor: dd of the same number of bytes into the proxy's dir
-//     (the same file system the log writes), over a file allocated
-//     beforehand (fallocate, dd conv=notrunc), once through the page cache
-//     and once with oflag=direct, CPU from dd's own rusage.
+//   - The log's floor: dd of the same number of bytes through the page
+//     cache (bs=1M, fdatasync) into the proxy's dir (the file system the
+//     log writes), plus the CPU of their CRC-32C computed in process: the
+//     write and the checksum the log cannot do without. With a full log
+//     (recycled segments) the dd overwrites a file already allocated and
+//     written; from an empty log it writes a new file.
 //
-// Each floor moves at most floorBytes per replica (or of disk), so that it
+// Each floor moves at most floorBytes per replica (or of log), so that it
 // stays short: it is a rate, CPU-s per GB, which does not need the row's
 // whole volume.
 
@@ -26,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"os"
@@ -178,52 +181,116 @@ func sendFloor(ctx context.Context, n int, perReplica int64) (time.Duration, err
 // given buffer instead of splicing.
 type onlyReader struct{ io.Reader }
 
-// diskFloor runs dd of size bytes (whole MiB) into dir over a file allocated
-// beforehand, through the page cache (conv=notrunc,fdatasync: the dirty
-// pages are written back before the next run starts) and with oflag=direct,
-// and returns dd's CPU (user + system, from its rusage) for each. Each dd
-// writes its own fresh fallocated file, so both pay the same: blocks
-// allocated, extents converted from unwritten as they are written (as a
-// preallocated log segment's are on its first pass). dd also reads
-// /dev/zero, which costs it a clear of each buffer: a little more than the
-// disk alone.
-func diskFloor(ctx context.Context, dir string, size int64) (buffered, direct time.Duration, err error) {
-	for _, m := range []struct {
-		dst  *time.Duration
-		name string
-		args []string
-	}{
-		{&buffered, "dd-floor-buffered", []string{"conv=notrunc,fdatasync"}},
-		{&direct, "dd-floor-direct", []string{"conv=notrunc", "oflag=direct"}},
-	} {
-		if *m.dst, err = ddOnce(ctx, filepath.Join(dir, m.name), size, m.args); err != nil {
-			return 0, 0, err
-		}
-	}
-	return buffered, direct, nil
+// logFloor is the stream log's floor for one run: what writing size bytes
+// through the page cache into the proxy's dir and checksumming them cost,
+// the two parts the log cannot do without.
+type logFloor struct {
+	dd  time.Duration // dd's user + system CPU (from its rusage)
+	crc time.Duration // the CRC-32C's thread CPU
 }
 
-func ddOnce(ctx context.Context, path string, size int64, args []string) (time.Duration, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, fmt.Errorf("disk floor: %w", err)
+// diskFloor is the log's floor for size bytes (whole MiB) in dir: dd of
+// them with bs=1M and fdatasync through the page cache, and the CPU of
+// their CRC-32C (crcFloor). overwrite picks the dd: a full log's recycled
+// segments are files already allocated and written, so the dd overwrites
+// a file written once beforehand (conv=notrunc, the pages it replaces
+// already allocated); an empty log's segments are new, so the dd writes a
+// new file, allocating its blocks as it goes. fdatasync makes dd wait for
+// writeback, so that the next run starts with no dirty pages. dd also reads
+// /dev/zero, which costs it a clear of each buffer: a little more than the
+// disk alone.
+func diskFloor(ctx context.Context, dir string, size int64, overwrite bool) (logFloor, error) {
+	var f logFloor
+	path := filepath.Join(dir, "dd-floor")
+	if _, err := os.Lstat(path); err == nil {
+		return f, fmt.Errorf("disk floor: %s exists", path)
 	}
 	defer os.Remove(path)
-	err = syscall.Fallocate(int(f.Fd()), 0, 0, size)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	conv := "conv=fdatasync"
+	if overwrite {
+		// The first pass allocates and writes the file; only the second,
+		// over it, is measured.
+		if _, err := dd(ctx, path, size, conv); err != nil {
+			return f, err
+		}
+		conv = "conv=notrunc,fdatasync"
 	}
-	if err != nil {
-		return 0, fmt.Errorf("disk floor: fallocate %s: %w", path, err)
+	var err error
+	if f.dd, err = dd(ctx, path, size, conv); err != nil {
+		return f, err
 	}
-	cmd := exec.CommandContext(ctx, "dd", append([]string{"if=/dev/zero", "of=" + path, "bs=1M",
-		fmt.Sprintf("count=%d", size>>20), "status=none"}, args...)...)
+	if f.crc, err = crcFloor(size); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// dd writes size bytes (whole MiB) of /dev/zero to path with bs=1M and
+// conv, and returns its user + system CPU.
+func dd(ctx context.Context, path string, size int64, conv string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, "dd", "if=/dev/zero", "of="+path, "bs=1M",
+		fmt.Sprintf("count=%d", size>>20), "status=none", conv)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("disk floor: dd %v: %w: %s", args, err, out)
+		return 0, fmt.Errorf("disk floor: dd %s: %w: %s", conv, err, out)
 	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return 0, errors.New("disk floor: no rusage for dd")
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// crcBufferBytes is the CRC floor's buffer, reused pass after pass: larger
+// than any cache, so that each pass reads memory, as the log's CRC of
+// stream bytes that arrived a while ago does.
+const crcBufferBytes = 64 << 20
+
+// castagnoli is the CRC-32C table, the stream log's checksum.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcSink keeps the CRC floor's result, so that the computation is not
+// dropped.
+var crcSink atomic.Uint32
+
+// crcFloor computes the CRC-32C of size bytes in process (crcCPU over a
+// buffer of crcBufferBytes) and returns the CPU of the computation alone.
+func crcFloor(size int64) (time.Duration, error) {
+	return crcCPU(size, crcBufferBytes)
+}
+
+// crcCPU computes the CRC-32C of size bytes, passing over a buffer of at
+// most bufBytes (crcPattern) as many times as it takes, and returns the
+// thread's CPU (getrusage RUSAGE_THREAD, the goroutine locked to it) for
+// the computation alone; the result goes to crcSink.
+func crcCPU(size int64, bufBytes int) (time.Duration, error) {
+	buf := crcPattern(int(min(size, int64(bufBytes))))
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0, err := threadCPU()
+	if err != nil {
+		return 0, err
+	}
+	var sum uint32
+	for left := size; left > 0; {
+		k := min(left, int64(len(buf)))
+		sum = crc32.Update(sum, castagnoli, buf[:k])
+		left -= k
+	}
+	c1, err := threadCPU()
+	if err != nil {
+		return 0, err
+	}
+	crcSink.Store(sum)
+	return c1 - c0, nil
+}
+
+// crcPattern is the CRC floor's buffer of n bytes, every one written:
+// memory never written would read as the kernel's one zero page, always in
+// cache.
+func crcPattern(n int) []byte {
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = byte(i*131 + i>>9 + 7)
+	}
+	return buf
 }

@@ -17,8 +17,10 @@
 //	streaming.go  direct, chained and proxied replication of one write load
 //	paced.go      chained and proxied at a steady rate from many clients,
 //	              and idle
-//	floor.go      the send and disk floors measured beside its rows
-//	goals.go      issue 20's goals, met or missed per row
+//	floor.go      the send floor and the log's floors measured beside its
+//	              rows
+//	goals.go      issue 20's goals and issue 37's for the stream log, met
+//	              or missed per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
 //	restart.go    the proxy SIGKILLed under load and started again
 //	regions.go    two regions (network namespaces) joined by a rate-limited
@@ -427,7 +429,7 @@ func (o *options) plan() string {
 	if o.sections["streaming"] {
 		pts := streamPoints(o)
 		p("streaming: %d points × %d runs, %d MiB each:", len(pts), o.reps, o.streamMB)
-		p("  beside each N and size, every run: the send floor (%d MiB per replica); after each log-on run: the dd floor (%d MiB, twice)",
+		p("  beside each N and size, every run: the send floor (%d MiB per replica); after each log-on run: the log's floor (%d MiB: dd, twice over a full log's file, and CRC-32C)",
 			floorBytes(o)>>20, floorBytes(o)>>20)
 		if len(o.logFull) > 0 {
 			p("  %s: --repl-log-size %dmb, %d MiB written before each run", logFull.name, o.fullLogMB, fullLogFill(o)>>20)

@@ -247,20 +247,13 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 			p("| %s | %s | %s | %s | %s |", relayLabel(s.point), fmtS(s.switches, 1), extra, fmtS(s.relayCore, 2), fmtS(s.syscalls, 1))
 		}
 	}
-	gs := x.goals37()
-	if len(gs) == 0 {
-		return
-	}
-	p("")
-	p("### Against issue 37's goals")
-	p("")
-	p("Each goal at every row of this run that has what it needs, from the medians above: the proxy")
-	p("at its defaults (log on) pays ≤ %.1f× the chained redis-server's relay CPU per replica-GB at", pacedVsChained)
-	p("N=1 and ≤ %.1f× at N ≥ %d, and makes ≤ %.1f× its context switches per second; idle, ≤ the", pacedVsChainedWide, wideN, pacedSwitchesVsChained)
-	p("chained relay's wake-ups + %d per second; the log adds ≤ %.0f%% to the relay's CPU (log on ÷", idleExtraSwitches, 100*(pacedLogExtra-1))
-	p("log off).")
-	p("")
-	goalsTable(p, gs)
+	goalsSection(p, "Against issue 37's goals", x.goals37(), func() {
+		p("Each goal at every row of this run that has what it needs, from the medians above: the proxy")
+		p("at its defaults (log on) pays ≤ %.1f× the chained redis-server's relay CPU per replica-GB at", pacedVsChained)
+		p("N=1 and ≤ %.1f× at N ≥ %d, and makes ≤ %.1f× its context switches per second; idle, ≤ the", pacedVsChainedWide, wideN, pacedSwitchesVsChained)
+		p("chained relay's wake-ups + %d per second; the log adds ≤ %.0f%% to the relay's CPU (log on ÷", idleExtraSwitches, 100*(pacedLogExtra-1))
+		p("log off).")
+	})
 }
 
 // pacedHeading is a value size's heading in the paced section.
@@ -271,8 +264,8 @@ func pacedHeading(size int) string {
 	return sizeName(size) + " values"
 }
 
-// summary prints the paced section's medians, a line per row, and its
-// goals' count.
+// summary prints the paced section's medians, a line per row;
+// results.summary counts issue 37's goals.
 func (x *pacedResult) summary(p printer) {
 	p("paced, medians (relay %% of a core; context switches/s):")
 	for _, s := range x.points {
@@ -297,5 +290,4 @@ func (x *pacedResult) summary(p printer) {
 			p("  WARNING: %s: %d resync(s), digests equal: %s", s.point, s.extraSyncs, yesNo(s.digestsSame))
 		}
 	}
-	goalsCount(p, 37, x.goals37())
 }

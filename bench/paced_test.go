@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,10 +151,8 @@ func TestPacedMarkdown(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var b2 strings.Builder
-	r.paced.summary(func(format string, args ...any) { fmt.Fprintf(&b2, format+"\n", args...) })
-	if !strings.Contains(b2.String(), "issue 37's goals: 7 of 13 rows met") || !strings.Contains(b2.String(), "(0.50× CPU/GB)") {
-		t.Errorf("summary:\n%s", b2.String())
+	if sum := r.summary(); !strings.Contains(sum, "issue 37's goals: 7 of 13 rows met") || !strings.Contains(sum, "(0.50× CPU/GB)") {
+		t.Errorf("summary:\n%s", sum)
 	}
 }
 

@@ -226,20 +226,13 @@ func (r *results) regionsMarkdown(p printer) {
 			p("**%s, %s link: stopped short** (the rows above are what it measured before): %s", c.data, linkName(c.mode), mdEscape(c.failed))
 		}
 	}
-	gs := x.goals22()
-	if len(gs) == 0 {
-		return
-	}
-	p("")
-	p("### Against issue 22's goals")
-	p("")
-	p("On the cache-like data ≥ %.0f× fewer bytes across the link with zstd, for the full sync and per", regionBytesFactor)
-	p("GB of stream; ≤ %.1f CPU-s per GB of stream compressing on proxy A and ≤ %.1f decompressing on", regionCompressCPU, regionDecompressCPU)
-	p("proxy B (the link's own cpu_sec where INFO has it); under each load, the zstd link's largest")
-	p("sampled lag ≤ %.0f s of the load and its replicas caught up ≤ %.0f s after it stops (the plain", regionLagSeconds, regionLagSeconds)
-	p("link's figures beside it, for the load that saturates it).")
-	p("")
-	goalsTable(p, gs)
+	goalsSection(p, "Against issue 22's goals", x.goals22(), func() {
+		p("On the cache-like data ≥ %.0f× fewer bytes across the link with zstd, for the full sync and per", regionBytesFactor)
+		p("GB of stream; ≤ %.1f CPU-s per GB of stream compressing on proxy A and ≤ %.1f decompressing on", regionCompressCPU, regionDecompressCPU)
+		p("proxy B (the link's own cpu_sec where INFO has it); under each load, the zstd link's largest")
+		p("sampled lag ≤ %.0f s of the load and its replicas caught up ≤ %.0f s after it stops (the plain", regionLagSeconds, regionLagSeconds)
+		p("link's figures beside it, for the load that saturates it).")
+	})
 }
 
 // mdEscape keeps an error message on one table row.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -107,25 +108,33 @@ func TestEngineFrom(t *testing.T) {
 	var rs []gobench.Result
 	for _, n := range engineSizes {
 		for _, name := range []string{"Fanout", "RawWritev"} {
-			mbs := 100.0
+			m := map[string]float64{"MB/s": 100, "allocs/op": 0, "B/op": 0}
 			if name == "Fanout" {
-				mbs = 90
+				m["MB/s"], m["blocks/read"] = 90, 15.5
 			}
-			rs = append(rs, gobench.Result{
-				Name:    name + "/replicas=" + strconv.Itoa(n),
-				Metrics: map[string]float64{"MB/s": mbs, "allocs/op": 0, "B/op": 0},
-			})
+			rs = append(rs, gobench.Result{Name: name + "/replicas=" + strconv.Itoa(n), Metrics: m})
 		}
 	}
 	e, err := engineFrom(rs, "cmd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(e.rows) != 3 || math.Abs(e.rows[2].ratio-0.9) > 1e-9 {
+	if len(e.rows) != 3 || math.Abs(e.rows[2].ratio-0.9) > 1e-9 || e.rows[0].fanoutRead.Median != 15.5 {
 		t.Errorf("rows = %+v", e.rows)
 	}
 	if _, err := engineFrom(rs[:2], "cmd"); err == nil {
 		t.Error("missing benchmarks: no error")
+	}
+	var b strings.Builder
+	(&results{engine: e}).engineMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, nil)
+	for _, want := range []string{
+		"| 8 | 90 | 100 | 0.90 | 0 | 0 | 15.5 |",
+		"Goal: engine ≥ 0.95 × raw writev at every replica count, 0 allocs/op.",
+		"`FillBuffers`",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the engine section lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 
@@ -231,7 +240,7 @@ func TestGoals20(t *testing.T) {
 		{point: streamPoint{chained, plain.name, 4, 512}, primaryCPUGB: one(4), relayCPUReplicaGB: one(1), sendFloor: one(0.3)},
 		// 0.5 ≤ 0.6 × chained: met by the chained clause (the floor, 0.3, is under 0.6 × 1).
 		{point: streamPoint{proxied, logOn.name, 4, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(0.5), sendFloor: one(0.3),
-			relayHWM: one(100), ddBuffered: one(0.4), ddDirect: one(0.2)},
+			relayHWM: one(100), ddFloor: one(0.1), crcFloor: one(0.1), logWindow: one(64 << 20)},
 		{point: streamPoint{proxied, logOff.name, 4, 512}, primaryCPUGB: one(5), relayCPUReplicaGB: one(0.45), relayHWM: one(50)},
 		{point: streamPoint{chained, plain.name, 4, 16384}, primaryCPUGB: one(4), relayCPUReplicaGB: one(0.5), sendFloor: one(0.4)},
 		// 0.42 > 0.6 × 0.5, but the floor 0.4 > 0.6 × 0.5: the floor clause, 0.42 ≤ 1.1 × 0.4, met.
@@ -243,17 +252,110 @@ func TestGoals20(t *testing.T) {
 	checkGoals(t, r.goals20(), map[string]bool{
 		"relay ÷ chained N=4 512 B, log on":                                   true,
 		"relay ÷ send floor (floor > 0.6 × chained) N=4 16 KiB, log on, full": true,
-		// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ the cheaper dd floor 0.2 = 1.0 ≤ 1.5.
-		"log's cost ÷ dd floor N=4 512 B, log on": true,
-		// 100 − 50 MB is over 32 MiB.
-		"peak RSS, log on − off N=4 512 B, log on":      false,
-		"small values, log off N=1 512 B, log off":      false,
-		"primary: proxied ÷ chained N=4 512 B, log on":  true,
-		"primary: proxied ÷ chained N=4 512 B, log off": false,
-		"engine ÷ raw writev 1 replicas":                true,
-		"engine ÷ raw writev 8 replicas":                false,
+		"small values, log off N=1 512 B, log off":                            false,
+		"primary: proxied ÷ chained N=4 512 B, log on":                        true,
+		"primary: proxied ÷ chained N=4 512 B, log off":                       false,
+		"engine ÷ raw writev 1 replicas":                                      true,
+		"engine ÷ raw writev 8 replicas":                                      false,
 	})
+	for _, g := range r.goals20() {
+		if strings.Contains(g.goal, "log's cost") || strings.Contains(g.goal, "peak RSS") {
+			t.Errorf("issue 20's goals have issue 37's %q", g.goal)
+		}
+	}
+	// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ (dd 0.1 + CRC 0.1) = 1.0.
 	if lc := s.logCosts(); len(lc) != 1 || math.Abs(lc[0].vsFloor()-1) > 1e-9 {
 		t.Errorf("logCosts = %+v", lc)
+	}
+}
+
+// logGoalsFixture is four log-on rows with their log-off rows: at N=1 and
+// N=4, from empty and full, 16 KiB values.
+func logGoalsFixture() *streamingResult {
+	one := func(v float64) sample.Summary { return sample.Of([]float64{v}) }
+	row := func(n int, v variant, cpu, hwm, dd, crc, window float64) streamSummary {
+		s := streamSummary{point: streamPoint{proxied, v.name, n, 16384}, relayCPUReplicaGB: one(cpu), relayHWM: one(hwm)}
+		if v.log {
+			s.ddFloor, s.crcFloor, s.logWindow = sample.Of(nonZero(dd)), sample.Of(nonZero(crc)), one(window)
+		}
+		return s
+	}
+	const w = 64 << 20
+	return &streamingResult{points: []streamSummary{
+		row(1, logOff, 0.3, 40, 0, 0, 0),
+		// (0.5 − 0.3) × 1 = 0.2 s/GB ÷ (0.1 + 0.05) = 1.33 ≤ 1.5; RSS +80 MB = 76.3 MiB ≤ 64 + 16.
+		row(1, logOn, 0.5, 120, 0.1, 0.05, w),
+		// 0.2 s/GB ÷ 0.15 = 1.33 > 1.3; RSS +90 MB = 85.8 MiB > 80 MiB.
+		row(1, logFull, 0.5, 130, 0.1, 0.05, w),
+		row(4, logOff, 0.3, 40, 0, 0, 0),
+		// (0.35 − 0.3) × 4 = 0.2 ÷ (0.12 + 0.04) = 1.25 ≤ 1.3; RSS +100 MB ≤ a window of 128 MiB + 16.
+		row(4, logFull, 0.35, 140, 0.12, 0.04, 2*w),
+		// No floor measured (a dd that failed): only the RSS goal.
+		row(4, logOn, 0.35, 50, 0, 0, w),
+	}}
+}
+
+// nonZero is v as the samples of a summary: none for 0, as a floor that
+// was not measured has none.
+func nonZero(v float64) []float64 {
+	if v == 0 {
+		return nil
+	}
+	return []float64{v}
+}
+
+func TestLogGoals37(t *testing.T) {
+	s := logGoalsFixture()
+	got := checkGoals(t, s.logGoals37(), map[string]bool{
+		"log's cost ÷ empty-log floor N=1 16 KiB, log on":      true,
+		"peak RSS, log on − off N=1 16 KiB, log on":            true,
+		"log's cost ÷ full-log floor N=1 16 KiB, log on, full": false,
+		"peak RSS, log on − off N=1 16 KiB, log on, full":      false,
+		"log's cost ÷ full-log floor N=4 16 KiB, log on, full": true,
+		"peak RSS, log on − off N=4 16 KiB, log on, full":      true,
+		"peak RSS, log on − off N=4 16 KiB, log on":            true,
+	})
+	if len(got) != 7 {
+		t.Errorf("%d goal rows, want 7 (no floor goal without a floor)", len(got))
+	}
+	g := got["log's cost ÷ full-log floor N=4 16 KiB, log on, full"]
+	if want := "+0.20 s/GB ÷ (dd 0.12 + CRC 0.04) = 1.25"; g.measured != want || g.target != "≤ 1.3" {
+		t.Errorf("full-log floor goal %+v, want measured %q, target ≤ 1.3", g, want)
+	}
+	if g := got["peak RSS, log on − off N=4 16 KiB, log on, full"]; g.target != "≤ window 128 + 16 MiB" {
+		t.Errorf("RSS goal target %q", g.target)
+	}
+	// The run's count of issue 37's goals has the stream log's rows.
+	r := &results{opts: &options{out: t.TempDir()}, streaming: s}
+	if sum := r.summary(); !strings.Contains(sum, "issue 37's goals: 5 of 7 rows met") {
+		t.Errorf("summary:\n%s", sum)
+	}
+}
+
+func TestLogCostMarkdown(t *testing.T) {
+	o, err := parseOptions([]string{"-quick", "-stream-mb", "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &results{opts: o, streaming: logGoalsFixture()}
+	var b strings.Builder
+	r.variantsMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, nil)
+	r.streaming.logGoals37Markdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) })
+	md := b.String()
+	for _, want := range []string{
+		"| 1 | 16 KiB | log on | 0.50 | 0.30 | +0.20 | +0.20 | empty-log | 0.10 | 0.05 | 1.33 | 0.000 | 120 | 40 | 64 |",
+		"| 1 | 16 KiB | log on, full | 0.50 | 0.30 | +0.20 | +0.20 | full-log | 0.10 | 0.05 | 1.33 | 0.000 | 130 | 40 | 64 |",
+		"| 4 | 16 KiB | log on | 0.35 | 0.30 | +0.05 | +0.20 | empty-log | – | – | – | 0.000 | 50 | 40 | 64 |",
+		"over 64 MiB",
+		"### Against issue 37's goals for the stream log",
+		"| log's cost ÷ full-log floor | N=1 16 KiB, log on, full | +0.20 s/GB ÷ (dd 0.10 + CRC 0.05) = 1.33 | ≤ 1.3 | **missed** |",
+		"| peak RSS, log on − off | N=1 16 KiB, log on | 120 − 40 MB = +76.3 MiB | ≤ window 64 + 16 MiB | met |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the stream log's tables lack %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "O_DIRECT") {
+		t.Error("the stream log's tables still speak of O_DIRECT")
 	}
 }

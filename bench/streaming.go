@@ -68,10 +68,12 @@ type streamRun struct {
 	logRestarts int64         // proxy with its log on: restarts of the log for falling behind, during the load
 	digestsSame bool
 	logBehind   time.Duration // proxy with its log on: every replica has it all until the log has it too
-	// ddBuffered and ddDirect are the disk floor's CPU (proxy with its
-	// log on, without TLS) for ddBytes; 0 when not measured.
-	ddBuffered, ddDirect time.Duration
-	ddBytes              int64
+	logWindow   int64         // proxy with its log on: how far its log's follower may fall behind, bytes
+	// logFloor is the log's floor (proxy with its log on, without TLS)
+	// for floorBytes: the full log's after a full-log run, the empty
+	// log's after the others; zero when not measured.
+	logFloor   logFloor
+	floorBytes int64
 }
 
 const gb = 1e9
@@ -94,8 +96,9 @@ type streamSummary struct {
 	streamMB          float64        // median stream per run
 	sendFloor         sample.Summary // the send floor at this N, CPU-s per replica-GB, measured beside this row
 	logBehind         sample.Summary // seconds the log finished after the replicas; log-on variants only
-	ddBuffered        sample.Summary // the disk floor, dd CPU-s per GB through the page cache
-	ddDirect          sample.Summary // the disk floor with O_DIRECT
+	logWindow         sample.Summary // the follower's window, bytes; log-on variants only
+	ddFloor           sample.Summary // the log's floor: dd's CPU-s per GB through the page cache
+	crcFloor          sample.Summary // the log's floor: CRC-32C's CPU-s per GB
 }
 
 type streamingResult struct {
@@ -107,14 +110,15 @@ type streamingResult struct {
 // CPU-s per replica-GB measured beside the point, one per repetition.
 func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSummary {
 	s := streamSummary{point: p, runs: len(runs), digestsSame: true, sendFloor: sample.Of(floors)}
-	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb, behind, ddb, ddd []float64
+	var mbps, pcpu, rcpu, lcpu, lag, hwm, mb, behind, window, dd, crc []float64
 	for _, r := range runs {
 		if variantNamed(p.variant).log && p.topology == proxied {
 			behind = append(behind, r.logBehind.Seconds())
+			window = append(window, float64(r.logWindow))
 		}
-		if r.ddBytes > 0 {
-			ddb = append(ddb, perGB(r.ddBuffered, r.ddBytes))
-			ddd = append(ddd, perGB(r.ddDirect, r.ddBytes))
+		if r.floorBytes > 0 {
+			dd = append(dd, perGB(r.logFloor.dd, r.floorBytes))
+			crc = append(crc, perGB(r.logFloor.crc, r.floorBytes))
 		}
 		mbps = append(mbps, float64(r.bytes)/1e6/r.elapsed.Seconds())
 		pcpu = append(pcpu, perGB(r.primaryCPU, r.bytes))
@@ -132,7 +136,8 @@ func summariseStream(p streamPoint, runs []streamRun, floors []float64) streamSu
 	s.mbps, s.primaryCPUGB, s.relayCPUReplicaGB = sample.Of(mbps), sample.Of(pcpu), sample.Of(rcpu)
 	s.loadCPUGB, s.lag, s.relayHWM = sample.Of(lcpu), sample.Of(lag), sample.Of(hwm)
 	s.streamMB = sample.Of(mb).Median
-	s.logBehind, s.ddBuffered, s.ddDirect = sample.Of(behind), sample.Of(ddb), sample.Of(ddd)
+	s.logBehind, s.logWindow = sample.Of(behind), sample.Of(window)
+	s.ddFloor, s.crcFloor = sample.Of(dd), sample.Of(crc)
 	return s
 }
 
@@ -202,9 +207,9 @@ func runStreaming(ctx context.Context, o *options, proxyBin string) (*streamingR
 			logf("streaming run %d %-7s %-12s N=%d %s: %6.1f MB in %6.2f s, primary %.2f s/GB, relay %.2f s/replica-GB, lag %.3f s",
 				rep, p.topology, p.variant, p.replicas, sizeName(p.valueSize), float64(r.bytes)/1e6, r.elapsed.Seconds(),
 				perGB(r.primaryCPU, r.bytes), perGB(r.relayCPU, r.bytes*int64(p.replicas)), r.lag.Seconds())
-			if r.ddBytes > 0 {
-				logf("disk floor run %d: dd %.2f s/GB through the page cache, %.2f s/GB with O_DIRECT (%d MiB)", rep,
-					perGB(r.ddBuffered, r.ddBytes), perGB(r.ddDirect, r.ddBytes), r.ddBytes>>20)
+			if r.floorBytes > 0 {
+				logf("log floor run %d (%s): dd %.2f s/GB, CRC-32C %.2f s/GB (%d MiB)", rep, floorKind(variantNamed(p.variant).fullLog),
+					perGB(r.logFloor.dd, r.floorBytes), perGB(r.logFloor.crc, r.floorBytes), r.floorBytes>>20)
 			}
 			runs[p] = append(runs[p], r)
 		}
@@ -314,17 +319,21 @@ func streamOnce(ctx context.Context, o *options, proxyBin string, p streamPoint,
 	}
 	if logged {
 		run.logBehind = logDone.Sub(done)
+		if run.logWindow, err = followerWindow(ctx, s.relay); err != nil {
+			return run, err
+		}
 		if !v.tls {
-			// The disk floor on the proxy's own dir, the servers idle. A
-			// file system that refuses it (tmpfs has no O_DIRECT) costs
-			// the row its floor, not the run.
-			run.ddBytes = floorBytes(o)
-			if run.ddBuffered, run.ddDirect, err = diskFloor(ctx, s.relay.Dir(), run.ddBytes); err != nil {
+			// The log's floor on the proxy's own dir, the servers idle:
+			// the full log's for a full-log run, else the empty log's. A
+			// floor that fails (no dd, a full disk) costs the row its
+			// floor, not the run.
+			run.floorBytes = floorBytes(o)
+			if run.logFloor, err = diskFloor(ctx, s.relay.Dir(), run.floorBytes, v.fullLog); err != nil {
 				if ctx.Err() != nil {
 					return run, err
 				}
-				logf("disk floor: none for this run: %v", err)
-				run.ddBytes, run.ddBuffered, run.ddDirect, err = 0, 0, 0, nil
+				logf("log floor: none for this run: %v", err)
+				run.floorBytes, run.logFloor, err = 0, logFloor{}, nil
 			}
 		}
 	}
@@ -388,6 +397,54 @@ func logRestarts(ctx context.Context, s *servers, v variant) (int64, error) {
 		return 0, nil
 	}
 	return strconv.ParseInt(n, 10, 64)
+}
+
+// The proxy's own floors of its windows (proxy/durable.go): the memory
+// window is repl-backlog-size, at least proxyMemoryWindowMin, and the log's
+// follower may fall behind by that, at least proxyLogBehindMin.
+const (
+	proxyMemoryWindowMin = 16 << 20
+	proxyLogBehindMin    = 64 << 20
+)
+
+// followerWindow is how far the proxy's log follower may fall behind the
+// stream, holding what it has not appended in memory meanwhile (the
+// proxy's logBehindLimit).
+func followerWindow(ctx context.Context, relay *cluster.Process) (int64, error) {
+	f, err := relay.Info(ctx, "persistence")
+	if err != nil {
+		return 0, err
+	}
+	return followerWindowOf(f, func() (string, error) {
+		m, err := relay.Client().ConfigGet(ctx, "repl-backlog-size").Result()
+		if err != nil {
+			return "", fmt.Errorf("%s: CONFIG GET repl-backlog-size: %w", relay.Name, err)
+		}
+		return m["repl-backlog-size"], nil
+	})
+}
+
+// followerWindowOf is the follower's window from the proxy's INFO
+// persistence fields: repl_log_window where the proxy shows it, else
+// computed as the proxy computes it from repl-backlog-size, which backlog
+// returns as CONFIG GET does (bytes).
+func followerWindowOf(persistence map[string]string, backlog func() (string, error)) (int64, error) {
+	if v, ok := persistence["repl_log_window"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO persistence repl_log_window = %q", v)
+		}
+		return n, nil
+	}
+	v, err := backlog()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("repl-backlog-size = %q", v)
+	}
+	return max(n, proxyMemoryWindowMin, proxyLogBehindMin), nil
 }
 
 // waitLogged waits until the proxy's stream log holds the stream up to off.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/replproxy/replproxy/bench/internal/sample"
 )
 
 // variantLabel is a point's variant as the tables show it: "–" for the
@@ -48,31 +50,53 @@ func compareSizes(a, b int) int {
 
 // logCost is what the stream log costs the proxy at one point: its CPU with
 // the log on (from empty, or full) minus off, per replica-GB and per GB of
-// stream (× N), against the disk floor measured beside the log-on run.
+// stream (× N), against the log's floor measured beside the log-on run:
+// the full log's for a full-log row, the empty log's for the others.
 type logCost struct {
 	replicas, valueSize       int
 	variant                   string  // logOn or logFull
 	on, off                   float64 // s/replica-GB
 	perReplicaGB, perStreamGB float64
-	ddBuffered, ddDirect      float64 // the disk floor, dd s/GB; 0 when not measured
+	ddFloor, crcFloor         float64 // the log's floor, its dd and its CRC-32C, s/GB; 0 when not measured
 	hwmOn, hwmOff             float64 // the proxy's peak RSS, MB
+	window                    float64 // the log's follower's window, bytes (log on)
 	logBehind                 float64 // s the log finished after the replicas (log on)
 }
 
-// ddFloor is the cheaper of the two dd floors: what the disk asks at least.
-func (c logCost) ddFloor() float64 {
-	if c.ddBuffered <= 0 || c.ddDirect <= 0 {
-		return max(c.ddBuffered, c.ddDirect)
-	}
-	return min(c.ddBuffered, c.ddDirect)
-}
+// full reports whether the row's log was full (recycling its segments).
+func (c logCost) full() bool { return c.variant == logFull.name }
 
-// vsFloor is the log's cost per GB of stream ÷ the disk floor; 0 without one.
-func (c logCost) vsFloor() float64 {
-	if c.ddFloor() <= 0 {
+// floor is the log's floor, dd and CRC-32C, s/GB; 0 without a dd.
+func (c logCost) floor() float64 {
+	if c.ddFloor <= 0 {
 		return 0
 	}
-	return c.perStreamGB / c.ddFloor()
+	return c.ddFloor + c.crcFloor
+}
+
+// vsFloor is the log's cost per GB of stream ÷ its floor; 0 without one.
+func (c logCost) vsFloor() float64 {
+	if c.floor() <= 0 {
+		return 0
+	}
+	return c.perStreamGB / c.floor()
+}
+
+// floorKind names the log's floor a row is held to: "full-log" for a full
+// log, "empty-log" for one that starts empty.
+func floorKind(full bool) string {
+	if full {
+		return "full-log"
+	}
+	return "empty-log"
+}
+
+// fmtMiB is a size in bytes as MiB, "–" when it is not known.
+func fmtMiB(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v/(1<<20))
 }
 
 // fmtFloor is a floor in s/GB, "–" when it was not measured.
@@ -81,6 +105,15 @@ func fmtFloor(v float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// measured is a summary's median, 0 when it has no measurement (a floor
+// that failed in every run).
+func measured(s sample.Summary) float64 {
+	if s.N == 0 {
+		return 0
+	}
+	return s.Median
 }
 
 func (s *streamingResult) logCosts() []logCost {
@@ -95,8 +128,8 @@ func (s *streamingResult) logCosts() []logCost {
 		}
 		c := logCost{replicas: pt.point.replicas, valueSize: pt.point.valueSize, variant: pt.point.variant,
 			on: pt.relayCPUReplicaGB.Median, off: off.relayCPUReplicaGB.Median,
-			ddBuffered: pt.ddBuffered.Median, ddDirect: pt.ddDirect.Median,
-			hwmOn: pt.relayHWM.Median, hwmOff: off.relayHWM.Median, logBehind: pt.logBehind.Median}
+			ddFloor: measured(pt.ddFloor), crcFloor: measured(pt.crcFloor),
+			hwmOn: pt.relayHWM.Median, hwmOff: off.relayHWM.Median, window: measured(pt.logWindow), logBehind: pt.logBehind.Median}
 		c.perReplicaGB = c.on - c.off
 		c.perStreamGB = c.perReplicaGB * float64(c.replicas)
 		out = append(out, c)
@@ -160,21 +193,26 @@ func (r *results) variantsMarkdown(p printer, charts map[string]string) {
 		p("The stream log: the proxy's CPU with the log on (*log on*: `repl-log-size 1gb`, the default,")
 		p("from an empty log; *log on, full*: a full log recycling its segments) minus with")
 		p("`--repl-log-size 0` (off), medians of the same run. Per GB of stream is per replica-GB × N:")
-		p("the log is written once, whatever N, so its share shrinks as N grows. The disk floor: `dd")
-		p("bs=1M` of %d MiB into the proxy's dir right after each log-on run (the servers idle), each", floorBytes(r.opts)>>20)
-		p("time into a fresh file allocated beforehand (fallocate, `conv=notrunc`), once through the")
-		p("page cache (with `fdatasync`, so that writeback ends before the next run) and once with")
-		p("`oflag=direct`; dd's own user + system CPU from its rusage, per GB (it includes dd's reads")
-		p("of /dev/zero). *log ÷ dd floor* is the log's cost per GB of stream ÷ the cheaper of the two.")
-		p("*log behind s*: how long after every replica had the stream the log had it too (the relay's")
-		p("CPU is read then).")
+		p("the log is written once, whatever N, so its share shrinks as N grows. The log's floor, measured")
+		p("right after each log-on run (the servers idle) over %d MiB, is what the log cannot do without:", floorBytes(r.opts)>>20)
+		p("the write through the page cache, `dd if=/dev/zero bs=1M conv=fdatasync` into the proxy's dir")
+		p("(dd's own user + system CPU from its rusage; it includes dd's reads of /dev/zero, and")
+		p("`fdatasync` ends writeback before the next run), plus the checksum, the CRC-32C of as many")
+		p("bytes computed in the harness (one thread's CPU, `RUSAGE_THREAD`, over a %d MiB buffer", crcBufferBytes>>20)
+		p("written beforehand and reused). The *full-log* floor, for *log on, full* (whose new segments")
+		p("are recycled files), has dd overwrite a file already allocated and written (`conv=notrunc`, a")
+		p("first dd pass beforehand); the *empty-log* floor, for *log on*, has it write a new file. *log ÷")
+		p("floor*: the log's cost per GB of stream ÷ dd + CRC. *log behind s*: how long after every")
+		p("replica had the stream the log had it too (the relay's CPU is read then). *window*: how far")
+		p("the log's follower may fall behind the stream, holding it in memory (INFO persistence")
+		p("`repl_log_window`, or from `repl-backlog-size` as the proxy computes it).")
 		p("")
-		p("| N | value | variant | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream | dd floor s/GB, page cache | O_DIRECT | log ÷ dd floor | log behind s | peak RSS MB, log on | log off |")
-		p("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("| N | value | variant | proxy s/replica-GB, log on | log off | log's cost s/replica-GB | log's cost s/GB of stream | floor | dd s/GB | CRC-32C s/GB | log ÷ floor | log behind s | peak RSS MB, log on | log off | window MiB |")
+		p("|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range logs {
-			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %s | %s | %s | %.3f | %.0f | %.0f |", c.replicas, sizeName(c.valueSize), c.variant,
-				c.on, c.off, c.perReplicaGB, c.perStreamGB, fmtFloor(c.ddBuffered), fmtFloor(c.ddDirect), fmtRatio(c.perStreamGB, c.ddFloor()),
-				c.logBehind, c.hwmOn, c.hwmOff)
+			p("| %d | %s | %s | %.2f | %.2f | %+.2f | %+.2f | %s | %s | %s | %s | %.3f | %.0f | %.0f | %s |", c.replicas, sizeName(c.valueSize), c.variant,
+				c.on, c.off, c.perReplicaGB, c.perStreamGB, floorKind(c.full()), fmtFloor(c.ddFloor), fmtFloor(c.crcFloor), fmtRatio(c.perStreamGB, c.floor()),
+				c.logBehind, c.hwmOn, c.hwmOff, fmtMiB(c.window))
 		}
 		p("")
 	}

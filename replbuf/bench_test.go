@@ -14,17 +14,22 @@ import (
 // 16 KiB block of stream delivered to every replica, so b.SetBytes is
 // BlockSize×N in both and ns/op and MB/s compare directly:
 //
-//	BenchmarkFanout/replicas=N     the engine: a producer publishes blocks
-//	                               into the stream, N cursors send them
+//	BenchmarkFanout/replicas=N     the engine: a producer fills the stream
+//	                               as the proxy's stream loop does and
+//	                               publishes each read, N cursors send it
 //	                               with writev
 //	BenchmarkRawWritev/replicas=N  N goroutines send pre-filled 16 KiB
 //	                               buffers with writev, 1 MiB per call
 //
-// Both send pre-filled buffers: the engine's producer reads from a stand-in
-// reader that returns at once, its bytes being those already in the block, so
-// the two differ only by the engine's own work (publication, wake-ups, refs,
-// trimming, block reuse). Filling a block costs one copy of 16 KiB, in the
-// proxy the kernel's recv copy; BenchmarkAppend measures it on its own.
+// The producer fills through FillBuffers, offering twice what its last read
+// took (one block to MaxFillBlocks, as the proxy's fillWant), from a reader
+// that returns fanoutRead bytes per read, as a socket holding a window of
+// stream does, and publishes once per read. Both send pre-filled buffers:
+// the reader returns at once, its bytes being those already in the blocks,
+// so the two differ only by the engine's own work (filling, publication,
+// wake-ups, refs, trimming, block reuse). Filling costs one copy of the
+// bytes, in the proxy the kernel's recv copy; BenchmarkAppend measures it on
+// its own.
 //
 // Receivers are the same in both: one goroutine per socket reading into a
 // 256 KiB buffer until it has the whole stream. The ratio engine/raw is read
@@ -76,6 +81,40 @@ func BenchmarkRawWritev(b *testing.B) {
 // proxy itself never waits: it has output-buffer limits instead).
 const window = 4 << 20
 
+// fanoutRead is what one read of BenchmarkFanout's producer returns: 16
+// blocks, a millisecond's coalescing window (the proxy's default
+// repl-read-coalesce-usec) of a stream of 256 MB/s.
+const fanoutRead = 16 * BlockSize
+
+// fanoutProducer fills a stream as BenchmarkFanout's producer does.
+type fanoutProducer struct {
+	s    *Stream
+	read limitedPrefilled
+	want int // the room the next FillBuffers offers
+}
+
+// fill does one read of at most limit bytes (fanoutRead at most) into the
+// stream with FillBuffers, publishes it, and returns its length. The room
+// it offers the next read is twice what this one took, from one block to
+// MaxFillBlocks blocks, as the proxy's stream loop offers (fillWant in
+// proxy/upstream).
+func (p *fanoutProducer) fill(limit int) (int, error) {
+	p.read.n = min(limit, fanoutRead)
+	ps, err := p.s.FillBuffers(&p.read, max(p.want, BlockSize))
+	if err != nil {
+		return 0, err
+	}
+	if err := p.s.Publish(p.s.Filled()); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range ps {
+		n += len(b)
+	}
+	p.want = min(max(2*n, BlockSize), MaxFillBlocks*BlockSize)
+	return n, nil
+}
+
 func benchFanout(b *testing.B, n int) {
 	warm := int64(2*(window+DefaultBacklogSize)/BlockSize) * BlockSize
 	total := int64(b.N)*BlockSize + warm
@@ -125,15 +164,21 @@ func benchFanout(b *testing.B, n int) {
 		return m
 	}
 
-	produce := func(blocks int) {
-		for range blocks {
-			if _, err := s.ReadOnce(prefilled{}); err != nil {
+	// produce fills and publishes blocks' worth of stream, a read at a
+	// time, the last read cut to what is left, and returns the reads.
+	p := &fanoutProducer{s: s}
+	produce := func(blocks int) (reads int) {
+		for left := blocks * BlockSize; left > 0; reads++ {
+			n, err := p.fill(left)
+			if err != nil {
 				b.Fatal(err)
 			}
+			left -= n
 			for s.Offset()-slowest() > window {
 				<-progress
 			}
 		}
+		return reads
 	}
 	// Warm up: fill the pool with the blocks the window and the backlog
 	// need, so that the timed loop measures the steady state.
@@ -145,9 +190,10 @@ func benchFanout(b *testing.B, n int) {
 	b.SetBytes(int64(BlockSize * n))
 	b.ReportAllocs()
 	b.ResetTimer()
-	produce(b.N)
+	reads := produce(b.N)
 	r.done.Wait()
 	b.StopTimer()
+	b.ReportMetric(float64(b.N)/float64(reads), "blocks/read")
 	cancel()
 	writers.Wait()
 	if err, ok := failed.Load().(error); ok {
@@ -267,4 +313,46 @@ func TestSteadyStateAllocs(t *testing.T) {
 		sendAll(t, c, send)
 	}
 	expectNoAllocs(t, "block produced and sent", step)
+}
+
+// TestFanoutProducer: BenchmarkFanout's producer publishes each read whole;
+// its reads grow from one block to fanoutRead as the room it offers grows
+// (the pool holding free blocks, as after the benchmark's warm-up); a read
+// is cut to what is asked; and, once blocks are being reused, producing
+// and sending a read to a replica allocates nothing.
+func TestFanoutProducer(t *testing.T) {
+	s, c, send := allocRig(t)
+	// Blocks the backlog lets go: the pool's free blocks, the room past
+	// two blocks that FillBuffers may offer.
+	appendPattern(t, s, 2*fanoutRead)
+	sendAll(t, c, send)
+	p := &fanoutProducer{s: s}
+	var reads []int
+	for len(reads) < 64 && (len(reads) == 0 || reads[len(reads)-1] < fanoutRead) {
+		n, err := p.fill(fanoutRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads = append(reads, n)
+		if s.Offset() != s.Filled() {
+			t.Fatalf("published %d of %d filled", s.Offset(), s.Filled())
+		}
+		sendAll(t, c, send)
+	}
+	if reads[0] != BlockSize || reads[len(reads)-1] != fanoutRead {
+		t.Errorf("reads %v: want %d first, growing to %d", reads, BlockSize, fanoutRead)
+	}
+	if n, err := p.fill(100); err != nil || n != 100 {
+		t.Errorf("a read cut to 100 bytes took %d, %v", n, err)
+	}
+	if testing.Short() {
+		return
+	}
+	step := func() {
+		if _, err := p.fill(fanoutRead); err != nil {
+			t.Fatal(err)
+		}
+		sendAll(t, c, send)
+	}
+	expectNoAllocs(t, "read of fanoutRead produced and sent", step)
 }

@@ -48,7 +48,7 @@ func (s *Server) runFetch(ctx context.Context, f *history.Fetch) {
 // another attempt.
 func (s *Server) fetchOnce(ctx context.Context, f *history.Fetch) (started bool, err error) {
 	sn, err := s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-		s.wakeMonitor() // memory grows while it arrives
+		s.wakeMonitorNow() // memory grows while it arrives
 		// The same rule as the main link's payload: a declared size dir
 		// or memory cannot hold is refused here, unread.
 		pf, sink, err := s.payloadSink(sn, size, "fetch")

@@ -19,11 +19,14 @@ const monitorInterval = 100 * time.Millisecond
 // the monitor alone, each wake-up also waking the runtime's own threads.
 // Nothing it watches can change fast while nothing moves: a replica's
 // buffer grows only with the stream, memory only with the stream or a
-// payload, and repl-timeout is counted in seconds. The stream's producer
-// (Published) and a payload's start wake it at once (wakeMonitor).
+// payload, and repl-timeout is counted in seconds. Fewer than quietBytes
+// moved count as nothing (the primary's PING every 10 s, a trickle of
+// writes). The stream's producer, once quietBytes have come since, and a
+// payload's start wake it at once (wakeMonitor, wakeMonitorNow).
 const (
 	quietAfter    = time.Second
 	quietInterval = time.Second
+	quietBytes    = 64 << 10
 )
 
 // monitor enforces the replica output-buffer limits and repl-timeout, and
@@ -32,8 +35,8 @@ const (
 func (s *Server) monitor(ctx context.Context) {
 	t := time.NewTimer(monitorInterval)
 	defer t.Stop()
-	var last activity
-	var stillSince time.Time // when last was first seen
+	var since activity       // what was seen when it last moved
+	var stillSince time.Time // when that was
 	for {
 		var now time.Time
 		select {
@@ -53,19 +56,28 @@ func (s *Server) monitor(ctx context.Context) {
 		s.notifyStatus()
 		s.monitorRounds.Add(1)
 		next := monitorInterval
-		if a := s.activity(); a != last || stillSince.IsZero() {
-			last, stillSince = a, now
+		if a := s.activity(); !a.stillSince(since) || stillSince.IsZero() {
+			since, stillSince = a, now
 		} else if now.Sub(stillSince) >= quietAfter {
 			next = quietInterval
 		}
+		s.monitorQuietFrom.Store(since.streamEnd)
 		s.monitorQuiet.Store(next == quietInterval)
 		t.Reset(next)
 	}
 }
 
 // wakeMonitor runs the monitor's next round now if it is quiet (see
-// quietAfter); it never blocks, and costs an atomic load otherwise.
+// quietAfter) and quietBytes of stream came since it went quiet; it never
+// blocks, and costs an atomic load while the monitor is not quiet.
 func (s *Server) wakeMonitor() {
+	if s.monitorQuiet.Load() && s.hist.Stream().Offset()-s.monitorQuietFrom.Load() >= quietBytes {
+		s.wakeMonitorNow()
+	}
+}
+
+// wakeMonitorNow runs the monitor's next round now if it is quiet.
+func (s *Server) wakeMonitorNow() {
 	if s.monitorQuiet.Load() && s.monitorQuiet.CompareAndSwap(true, false) {
 		select {
 		case s.monitorWake <- struct{}{}:
@@ -76,7 +88,7 @@ func (s *Server) wakeMonitor() {
 
 // activity is what the monitor compares round to round to know that
 // nothing moves: the stream, a payload or fetch arriving, bytes sent to
-// replicas (a sync included), and connections.
+// replicas (a sync included), connections, and the upstream link's state.
 type activity struct {
 	streamEnd, replOutput, payloadBytes, fetchBytes, connections int64
 	upstream                                                     upstream.State
@@ -91,6 +103,17 @@ func (s *Server) activity() activity {
 		connections:  s.stats.connectionsReceived.Load(),
 		upstream:     s.up.State(),
 	}
+}
+
+// stillSince reports whether nothing moved from b to a: no connection and
+// no change of the link's state, and fewer than quietBytes moved in all.
+// The stream's end counts only forward: a new generation starts it anew,
+// and is a change of state.
+func (a activity) stillSince(b activity) bool {
+	moved := (a.streamEnd - b.streamEnd) + (a.replOutput - b.replOutput) +
+		(a.payloadBytes - b.payloadBytes) + (a.fetchBytes - b.fetchBytes)
+	return a.connections == b.connections && a.upstream == b.upstream &&
+		a.streamEnd >= b.streamEnd && moved >= 0 && moved < quietBytes
 }
 
 // checkReplicas applies client-output-buffer-limit replica and repl-timeout.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +50,9 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 }
 
 // TestMonitorQuiet: with nothing moving, the monitor slows to a round per
-// quietInterval after quietAfter, and the stream's producer (Published),
-// once the stream moves, brings a round at once, the next ones at
+// quietInterval after quietAfter; a few bytes of stream (the primary's
+// PING) leave it quiet, and the stream's producer (Published), once
+// quietBytes have come, brings a round at once, the next ones at
 // monitorInterval again.
 func TestMonitorQuiet(t *testing.T) {
 	p := startProxy(t) // no primary: nothing moves
@@ -59,13 +62,22 @@ func TestMonitorQuiet(t *testing.T) {
 	if n := p.monitorRounds.Load() - rounds; n > 2 {
 		t.Fatalf("%d monitor rounds in %v while quiet, want at most 2", n, quietInterval+quietInterval/2)
 	}
-	rounds = p.monitorRounds.Load()
 	// The stream moves (as the link's goroutine would move it), and its
 	// producer says so.
-	if err := p.hist.Stream().Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	st, host := p.hist.Stream(), upstreamHost{p.Server}
+	if err := st.Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	upstreamHost{p.Server}.Published()
+	host.Published()
+	if !p.monitorQuiet.Load() {
+		t.Fatal("a PING woke the quiet monitor")
+	}
+	rounds = p.monitorRounds.Load()
+	value := strings.Repeat("v", quietBytes)
+	if err := st.Append([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(len(value)) + "\r\n" + value + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	host.Published()
 	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.monitorRounds.Load() > rounds })
 	if p.monitorQuiet.Load() {
 		t.Fatal("the monitor is quiet right after a publish woke it")

@@ -57,10 +57,12 @@ type Server struct {
 	// monitor only, read by tests that must know a round has passed.
 	monitorRounds atomic.Int64
 	// monitorQuiet says that the monitor runs at quietInterval (written by
-	// the monitor, cleared by wakeMonitor); monitorWake (capacity 1) ends
-	// its wait.
-	monitorQuiet atomic.Bool
-	monitorWake  chan struct{}
+	// the monitor, cleared by wakeMonitorNow), monitorQuietFrom the
+	// stream's end it compares with meanwhile (written by the monitor);
+	// monitorWake (capacity 1) ends its wait.
+	monitorQuiet     atomic.Bool
+	monitorQuietFrom atomic.Int64
+	monitorWake      chan struct{}
 
 	stats   stats
 	up      *upstream.Link // the link to the primary (package upstream, upstream.go)

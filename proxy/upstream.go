@@ -92,7 +92,7 @@ func (h upstreamHost) Published() {
 // PayloadStarted counts a full sync's payload while it arrives and decides
 // whether it goes to dir as it does (payload_disk.go).
 func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	h.s.wakeMonitor() // memory grows while it arrives
+	h.s.wakeMonitorNow() // memory grows while it arrives
 	return h.s.payloadStarted(sn, size)
 }
 

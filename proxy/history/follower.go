@@ -158,7 +158,7 @@ func NewFollower(h *History, l *streamlog.Log, lg hclog.Logger, cfg FollowerConf
 // Nudge is told by the stream's producer, after it publishes, that the
 // stream's end is end: it wakes a follower gathering the stream (see
 // appendInterval) once gatherBytes are pending, so that a fast stream is
-// appended a few records at a time and pins no more, while a slow one costs the
+// appended a record at a time and pins no more, while a slow one costs the
 // follower one wake-up per appendInterval, not one per publish. It never
 // blocks, and costs an atomic load while the follower is not gathering.
 func (f *Follower) Nudge(end int64) {
@@ -433,8 +433,7 @@ func (f *Follower) follow(ctx context.Context) error {
 // second costs the log ten wake-ups and writes a second rather than one
 // per publish, which, with the runtime's scheduler and monitor threads
 // each write woke, was most of the log's cost; a fast one is appended a
-// few records per wake-up (a wake-up costs the log as much as writing a
-// few hundred KiB). The interval bounds how much later than the replicas
+// record at a time. The interval bounds how much later than the replicas
 // the log has a byte (what a crash of the proxy loses of the log, which
 // the primary sends again), and gatherBytes what the follower pins while
 // it gathers.
@@ -442,8 +441,8 @@ func (f *Follower) follow(ctx context.Context) error {
 // A follower more than behindBytes behind writes one record per call.
 const (
 	appendInterval = 100 * time.Millisecond
-	gatherBytes    = 4 * streamlog.RecordMax
-	behindBytes    = 4 * gatherBytes
+	gatherBytes    = streamlog.RecordMax
+	behindBytes    = 4 * streamlog.RecordMax
 )
 
 // gather sleeps while the stream gathers: AppendEvery, or until a Nudge

@@ -627,6 +627,15 @@ func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	}
 	var victims []*client
 	for _, o := range s.clients.clients() {
+		// A client already closed for a reason is on its way out of the
+		// list: Redis frees a killed client at once, so it is neither
+		// counted nor killed again.
+		if downstream.CloseReason(o.reason.Load()) != downstream.CloseNone {
+			continue
+		}
+		if r := o.asReplica.Load(); r != nil && r.Closed() {
+			continue
+		}
 		isReplica := o.replicaSet()
 		switch {
 		case id != 0 && o.id != id,

@@ -12,6 +12,28 @@ import (
 	"github.com/replproxy/replproxy/replid"
 )
 
+// liveHeap is the heap the last collection found live: unlike HeapAlloc,
+// it holds nothing allocated since, so it shows what a collection freed.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// waitUntil calls cond every 50 ms until it returns true or timeout
+// passes, and reports whether it did: for a wait whose failure states
+// the figures cond last saw.
+func waitUntil(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // runtimeRetained is what the Go runtime holds from the OS: everything it
 // mapped less the heap pages it has released.
 func runtimeRetained() int64 {

@@ -30,8 +30,14 @@ type sideStep struct {
 // replies.
 func runBeside(t *testing.T, what string, p *testProxy, r *redistest.Server, steps []sideStep) {
 	t.Helper()
-	x := [2]*adminConn{adminDial(t, p), adminDial(t, p)}
-	y := [2]*adminConn{dialAddr(t, r.Addr()), dialAddr(t, r.Addr())}
+	// A connection is a client of the server once a reply came back on it:
+	// before, a step on the other connection may not see it yet.
+	ready := func(c *adminConn) *adminConn {
+		c.do("PING") // +PONG, or NOAUTH under requirepass
+		return c
+	}
+	x := [2]*adminConn{ready(adminDial(t, p)), ready(adminDial(t, p))}
+	y := [2]*adminConn{ready(dialAddr(t, r.Addr())), ready(dialAddr(t, r.Addr()))}
 	for i, st := range steps {
 		name := what + ": step " + itoa(int64(i+1)) + " " + strings.Join(st.args, " ")
 		if st.cmp == closedNow {
@@ -40,7 +46,7 @@ func runBeside(t *testing.T, what string, p *testProxy, r *redistest.Server, ste
 					t.Errorf("%s: %s: %v", name, side, err)
 				}
 			}
-			x[st.conn], y[st.conn] = adminDial(t, p), dialAddr(t, r.Addr())
+			x[st.conn], y[st.conn] = ready(adminDial(t, p)), ready(dialAddr(t, r.Addr()))
 			continue
 		}
 		got, want := x[st.conn].do(st.args...), y[st.conn].do(st.args...)

@@ -524,7 +524,7 @@ func TestCompressedLinksMemory(t *testing.T) {
 	// allocate after that collection is not the links' and is counted in
 	// HeapAlloc until the next one.
 	var used, retained, live int64
-	if !waitUntil(10*time.Second, func() bool {
+	if !redistest.Poll(10*time.Second, func() bool {
 		used, retained, live = p.memoryReport().UsedMemory, retainedMemory(), liveHeap()
 		return live <= liveBefore+returnMemoryDrop && retained <= used+returnMemoryDrop
 	}) {

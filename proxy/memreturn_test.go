@@ -20,20 +20,6 @@ func liveHeap() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// waitUntil calls cond every 50 ms until it returns true or timeout
-// passes, and reports whether it did: for a wait whose failure states
-// the figures cond last saw.
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-}
-
 // runtimeRetained is what the Go runtime holds from the OS: everything it
 // mapped less the heap pages it has released.
 func runtimeRetained() int64 {

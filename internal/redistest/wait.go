@@ -20,14 +20,15 @@ const (
 // t.Fatal (through [Client.MustDo], say).
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !poll(timeout, cond) {
+	if !Poll(timeout, cond) {
 		t.Fatalf("redistest: timed out after %v waiting for %s", timeout, what)
 	}
 }
 
-// poll calls cond every pollInterval until it returns true or timeout passes; it calls
-// cond at least once, and once more at the deadline.
-func poll(timeout time.Duration, cond func() bool) bool {
+// Poll calls cond every pollInterval until it returns true or timeout passes, and
+// reports whether it did; it calls cond at least once, and once more at the deadline.
+// For a wait whose failure states the figures cond last saw.
+func Poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		if cond() {
@@ -56,7 +57,7 @@ func WaitSyncedWithin(t testing.TB, timeout time.Duration, primary *Client, repl
 	t.Helper()
 	var report string
 	var fatal error // a network error: the client is broken, so waiting is pointless
-	synced := poll(timeout, func() bool {
+	synced := Poll(timeout, func() bool {
 		var ok bool
 		ok, report, fatal = syncState(primary, replicas)
 		return ok || fatal != nil

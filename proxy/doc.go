@@ -13,9 +13,14 @@
 //     snapshots, the one fetch in flight, the sync plans and full-sync
 //     reasons, eviction candidates, and the stream log's follower and
 //     syncer. It decides and returns the work it decided on (a fetch to run,
-//     a snapshot to write to dir), which the server starts on its background
-//     group after the history's lock is released (downstream.go's planFull,
-//     memory.go, snapshot_disk.go, fetch.go).
+//     a snapshot to write to dir), which package snapshots carries out.
+//   - package snapshots: the snapshot work, one owner for it: the shared
+//     fetch (its attempts, backoff, counting and logs), where an arriving
+//     payload goes (memory or dir), spills, persists and refreshes, and
+//     adoption and leftovers at start, on goroutines of its own (a Keeper,
+//     run by Run). It reaches the upstream link and the server through
+//     interfaces it declares, which upstream.go implements
+//     (snapshotSource, snapshotHost).
 //   - package downstream: a replica from PSYNC on (handshake state, sync
 //     path, ACK reader, limits, memory window, first-cause close, the close
 //     reasons clients share). downstream.go holds REPLCONF, PSYNC and SYNC
@@ -25,13 +30,10 @@
 //   - package upstream: the main link to the primary and the side links that
 //     fetch a snapshot, retried by one backoff rule. upstream.go implements
 //     its Host on the configuration and the history; ackpolicy.go decides
-//     what is acknowledged upstream under ack-policy; fetch.go runs the
-//     shared fetches; payload_disk.go decides where an arriving payload goes
-//     (memory, or dir past a small window).
+//     what is acknowledged upstream under ack-policy.
 //   - package snapfile: the snapshot files in dir (a sink renamed into place
 //     once, metadata, verify at restart, open only while unchanged);
-//     spill.go, snapshot_disk.go and payload_disk.go decide when one is
-//     written.
+//     package snapshots writes them.
 //   - package streamlog: the stream kept in dir/replproxy-log, and dir's
 //     lock. durable.go opens the log at New, recovers the history from it
 //     (the link then asks for PSYNC <replid> <end+1>) and gives it to the
@@ -65,9 +67,10 @@
 //     subscriber's outbox, through which every reply and message to it
 //     goes, written by its writeLoop; a message is encoded once per
 //     protocol among its receivers (a push for RESP3);
-//   - the monitor (monitor.go, memory.go, memreturn.go, spill.go): replica
-//     timeouts and output limits enforced, maxmemory and eviction, memory
-//     given back to the OS, snapshots spilled to dir; ten rounds a second,
+//   - the monitor (monitor.go, memory.go, memreturn.go): replica timeouts
+//     and output limits enforced, maxmemory and eviction (snapshots spilled
+//     to dir through package snapshots), memory given back to the OS, the
+//     newest snapshot persisted and refreshed; ten rounds a second,
 //     one while nothing moves (the stream's producer wakes it);
 //   - one report (report.go), the figures read once from every part, from
 //     which INFO (written in info.go alone) and /metrics are both made, so
@@ -78,8 +81,9 @@
 //
 // Run starts one accept loop per listener (and one for each listener CONFIG
 // SET opens later; a replaced listener's loop ends when it is closed), the
-// upstream link's run goroutine, the monitor and, with the stream log, the
-// history's follower (which runs and joins its syncer), and waits for all of
+// upstream link's run goroutine, the monitor, the snapshot work's Keeper
+// (whose fetches, spills and persists run on goroutines it owns and waits
+// for) and, with the stream log, the history's follower (which runs and joins its syncer), and waits for all of
 // them when it ends: the follower is the last of the stream's readers to
 // stop, after the clients, and the log is closed after it. Run's context
 // ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
@@ -94,9 +98,9 @@
 // replica (PSYNC, SYNC), its goroutine becomes the replica's read loop and
 // the replica starts its write loop (package downstream). A client's first
 // SUBSCRIBE starts its outbox's writeLoop, which serveClient stops and waits
-// for when the client ends. Snapshot fetches,
-// spills and memory returns run on the background group, which has Run's
-// lifetime. The monitoring server is served by net/http's goroutines from
+// for when the client ends. The monitor and memory returns run on the
+// background group, which has Run's lifetime; the Keeper is closed after
+// it, so that no snapshot work starts once the monitor has stopped. The monitoring server is served by net/http's goroutines from
 // Run's start to its very end (after the clients and the background group),
 // so that it answers through a graceful stop.
 //

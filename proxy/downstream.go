@@ -91,9 +91,9 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			// from the primary (downstream's writer.filtered).
 			plan = s.hist.PlanFiltered()
 		case c.hs.RDBOnly:
-			plan, err = s.planBackup()
+			plan, err = s.snaps.PlanBackup(s.config().BackupMaxStreamSince)
 		default:
-			plan, err = s.planFull()
+			plan, err = s.snaps.PlanFull()
 		}
 		if err != nil {
 			c.out = wire.AppendError(c.out, "ERR "+err.Error())
@@ -125,38 +125,6 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	} else {
 		lg.Info("full sync", "reason", refused.String(), "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
 	}
-}
-
-// planFull plans a full sync: from the newest servable snapshot, else
-// from the one snapshot fetch, started on the background group (after the
-// history's lock is released) if the plan recorded a new one. A fetch that
-// cannot start, the server stopping, is undone and the sync refused.
-func (s *Server) planFull() (history.Plan, error) {
-	plan, start := s.hist.PlanFull()
-	return s.startPlanned(plan, start)
-}
-
-// planBackup is planFull for a backup client (REPLCONF rdb-only 1): it gets
-// the snapshot alone, so a held one serves only within
-// backup-max-stream-since of the stream's end, and a fresher one is
-// fetched otherwise (History.PlanBackup), as fresh as the primary would give.
-func (s *Server) planBackup() (history.Plan, error) {
-	plan, start, err := s.hist.PlanBackup(s.config().BackupMaxStreamSince)
-	if err != nil {
-		return history.Plan{}, err
-	}
-	return s.startPlanned(plan, start)
-}
-
-// startPlanned starts start, the fetch a full sync's plan recorded (if
-// any), on the background group.
-func (s *Server) startPlanned(plan history.Plan, start *history.Fetch) (history.Plan, error) {
-	if start != nil && !s.goBackground(func(ctx context.Context) { s.runFetch(ctx, start) }) {
-		s.hist.FetchNotStarted(start)
-		s.hist.LeaveFetch(start)
-		return history.Plan{}, history.ErrShuttingDown
-	}
-	return plan, nil
 }
 
 // runReplica serves a client that became a replica, on the client's

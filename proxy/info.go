@@ -309,11 +309,11 @@ func writeInfoProxy(w infoWriter, r *report) {
 	w.kv("upstream_query_buffer_limit_drops", st.upstreamQueryLimits)
 	w.kv("link_corrupt_errors", st.upstreamLinkCorrupt)
 	w.kv("stream_generation", r.generation)
-	w.kv("snapshot_fetches", st.snapshotFetches)
+	w.kv("snapshot_fetches", st.fetches.Fetches)
 	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
-		w.kv("snapshot_fetches_"+fr.String(), st.snapshotFetchReasons[fr])
+		w.kv("snapshot_fetches_"+fr.String(), st.fetches.ByReason[fr])
 	}
-	w.kv("snapshot_fetch_failures", st.snapshotFetchFailures)
+	w.kv("snapshot_fetch_failures", st.fetches.Failures)
 	w.kv("snapshot_fetch_bytes", st.snapshotFetchBytes)
 	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
 		w.kv("sync_full_"+fr.String(), st.fullSyncs[fr])

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -85,16 +84,8 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 		case eviction.DropFreeBlocks:
 			s.pool.DropFree()
 		case eviction.EvictSnapshot:
-			s.evictSnapshot(a.ID, dir)
+			s.snaps.Evict(a.ID, dir)
 		}
-	}
-}
-
-// evictSnapshot evicts one snapshot: a retired one is released; the newest is
-// spilled to dir in the background (dropped if dir cannot be written).
-func (s *Server) evictSnapshot(id, dir string) {
-	if sn := s.hist.Evict(id); sn != nil && !s.goBackground(func(ctx context.Context) { s.spill(ctx, sn, dir) }) {
-		s.hist.SpillNotStarted(sn)
 	}
 }
 

@@ -2,12 +2,9 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/proxy/history"
-	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -54,30 +51,11 @@ func (h *replicaHost) Command(args [][]byte) {
 // waiters in the history itself: one lock at a time.
 func (h *replicaHost) Ended(r *downstream.Replica) { h.s.clients.removeReplica(r) }
 
-// filteredLimit bounds a filtered RDB the proxy relays (FetchFiltered): it
-// holds one in memory, uncounted by the history, for one replica, and Redis
-// 7.0's filters leave the functions at most.
-const filteredLimit = 8 << 20
-
-// FetchFiltered fetches the filtered RDB a replica asked for from the
-// primary, counted as a snapshot fetch (reason filtered) as it costs the
-// primary a fork; the primary's refusal is passed on as the replica's.
+// FetchFiltered is the snapshot work's (snapshots.Keeper.FetchFiltered):
+// the primary's refusal comes back as the downstream.Refusal the replica
+// passes on.
 func (h *replicaHost) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
-	s := h.s
-	sn, err := s.up.FetchFiltered(ctx, filter, filteredLimit)
-	if err != nil {
-		s.stats.snapshotFetchFailures.Add(1)
-		h.c.log.Warn("filtered snapshot fetch failed", "filter", filter, "error", err)
-		var refused *upstream.RefusedError
-		if errors.As(err, &refused) {
-			return nil, &downstream.RefusedError{Reply: refused.Reply}
-		}
-		return nil, err
-	}
-	s.stats.snapshotFetches.Add(1)
-	s.stats.snapshotFetchReasons[history.FetchFiltered].Add(1)
-	h.c.log.Info("filtered snapshot fetched", "filter", filter, "replid", sn.ReplID(), "offset", sn.Offset(), "rdb-bytes", sn.Size())
-	return sn, nil
+	return h.s.snaps.FetchFiltered(ctx, filter)
 }
 
 // replicaCounters hands a new replica the counters it adds to.

@@ -184,6 +184,7 @@ func (r logReport) fsyncLag() int64 { return max(r.stats.Last-r.stats.Synced, 0)
 func (s *Server) report(parts reportParts) *report {
 	now := time.Now()
 	r := &report{now: now, cfg: s.config(), up: s.up.Status(), id: s.identity(), stats: s.stats.read()}
+	r.stats.fetches = s.snaps.Counts()
 
 	stream := s.hist.Stream()
 	r.offset, r.filled, r.generation = stream.Offset(), stream.Filled(), stream.Generation()
@@ -321,8 +322,8 @@ func (r *report) figures() metrics.Figures {
 		OutputBufferLimitDisconnections: st.outputLimitDisconnects,
 		LinkSyncRateLimit:               r.cfg.ReplLinkSyncRateLimit,
 
-		SnapshotFetches:       st.snapshotFetches,
-		SnapshotFetchFailures: st.snapshotFetchFailures,
+		SnapshotFetches:       st.fetches.Fetches,
+		SnapshotFetchFailures: st.fetches.Failures,
 		SnapshotFetchBytes:    st.snapshotFetchBytes,
 		EvictedSnapshots:      st.evictedSnapshots,
 		EvictedBytes:          st.evictedBytes,
@@ -360,7 +361,7 @@ func (r *report) figures() metrics.Figures {
 		f.FullSyncs = append(f.FullSyncs, metrics.Count{Label: fr.String(), Value: st.fullSyncs[fr]})
 	}
 	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
-		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.snapshotFetchReasons[fr]})
+		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.fetches.ByReason[fr]})
 	}
 	if sn := r.snapshot; sn != nil {
 		f.Snapshot = &metrics.Snapshot{Size: sn.size, AgeSeconds: sn.age, Offset: sn.offset}

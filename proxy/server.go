@@ -19,6 +19,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -45,14 +46,6 @@ type Server struct {
 	pid        int
 
 	onMaxMemory func(int64)
-	spillRand   io.Reader // names temporary spill files; nil is crypto/rand (a test seam)
-	// machineMemory returns the machine's memory, which bounds a payload
-	// held in memory whole (payload_disk.go): the package's machineMemory,
-	// or Options.machineMemory (a test seam). Read-only.
-	machineMemory func() int64
-	// refetchAfter is when the monitor may next start a background
-	// snapshot fetch (snapshot_disk.go); owned by the monitor goroutine.
-	refetchAfter time.Time
 	// monitorRounds counts the monitor's completed rounds; written by the
 	// monitor only, read by tests that must know a round has passed.
 	monitorRounds atomic.Int64
@@ -64,9 +57,13 @@ type Server struct {
 	monitorQuietFrom atomic.Int64
 	monitorWake      chan struct{}
 
-	stats   stats
-	up      *upstream.Link // the link to the primary (package upstream, upstream.go)
-	durable *durable       // the stream log (durable.go); nil with repl-log-size 0
+	stats stats
+	up    *upstream.Link // the link to the primary (package upstream, upstream.go)
+	// snaps carries out the snapshot work the history decides (package
+	// snapshots, upstream.go): fetches, payloads, spills, persists. Set by
+	// New, run by Run.
+	snaps   *snapshots.Keeper
+	durable *durable // the stream log (durable.go); nil with repl-log-size 0
 	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
 	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
 	// nil when dir could not be locked (a missing or read-only dir).
@@ -141,7 +138,7 @@ type Server struct {
 	lastStatus   atomic.Pointer[string]
 	stoppingOnce sync.Once
 
-	// The background group: snapshot fetches and the monitor, with the
+	// The background group: the monitor and memory returns, with the
 	// lifetime of Run.
 	bgMu  sync.Mutex
 	bgCtx context.Context // guarded by bgMu; set by Run
@@ -160,6 +157,9 @@ type Options struct {
 	logRetry time.Duration
 	// machineMemory, when set, replaces the machine's memory (tests).
 	machineMemory func() int64
+	// spillRand, when set, names the snapshot work's temporary files
+	// instead of crypto/rand (tests).
+	spillRand io.Reader
 	// ConfigFile is the path the configuration was read from, for INFO and
 	// CONFIG REWRITE (which writes over it); "" means none, and CONFIG
 	// REWRITE then fails as in Redis.
@@ -216,11 +216,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
 		monitorWake: make(chan struct{}, 1),
-
-		machineMemory: opts.machineMemory,
-	}
-	if s.machineMemory == nil {
-		s.machineMemory = machineMemory
 	}
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
@@ -283,11 +278,12 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			s.durable = d
 			s.hist.SetLog(d.log)
 			s.recovered(d)
-			s.adoptSnapshot(cfg.Dir) // before removeSpillLeftovers, which keeps what it adopts
 		}
 	}
+	s.snaps = newSnapshots(s, opts)
+	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
 	if s.dirLock != nil {
-		s.removeSpillLeftovers(cfg.Dir) // only in a dir this proxy holds
+		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
 	}
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
@@ -318,6 +314,11 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgCtx = ctx
 	s.bgMu.Unlock()
 	s.goBackground(s.monitor)
+	snapsDone := make(chan struct{})
+	go func() {
+		defer close(snapsDone)
+		s.snaps.Run(ctx)
+	}()
 	// The monitoring server stops last, so that /metrics and /readyz answer
 	// through a graceful stop.
 	stopMetrics := s.serveMetrics()
@@ -377,6 +378,8 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgMu.Lock() // no background work starts after this
 	s.bgMu.Unlock()
 	s.bg.Wait()
+	s.snaps.Close()
+	<-snapsDone
 	stopLog()
 	<-logDone
 	stopMetrics() // before the history closes: a scrape reads it
@@ -402,6 +405,7 @@ func (s *Server) Close() error {
 		<-done
 		return nil
 	}
+	s.snaps.Close()
 	s.closeListeners()
 	s.closeMetricsListener()
 	if s.durable != nil {
@@ -515,3 +519,16 @@ func (s *Server) identity() history.Identity { return s.hist.Identity() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
 func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }
+
+// goBackground runs f on the server's background group, with the server's
+// lifetime. It reports false when the server is not running.
+func (s *Server) goBackground(f func(ctx context.Context)) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgCtx == nil || s.bgCtx.Err() != nil {
+		return false
+	}
+	ctx := s.bgCtx
+	s.bg.Go(func() { f(ctx) })
+	return true
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 )
@@ -38,10 +39,7 @@ type stats struct {
 	upstreamStreamErrors  atomic.Int64           // links dropped for stream bytes the scanner refused
 	upstreamQueryLimits   atomic.Int64           // links dropped for unpublished bytes over master-query-buffer-limit
 	upstreamLinkCorrupt   atomic.Int64           // link_corrupt_errors: links, main or side, ended by corrupt compressed input
-	snapshotFetches       atomic.Int64           // side-link snapshot fetches completed
-	snapshotFetchReasons  history.FetchCounts    // of those, per history.FetchReason
-	snapshotFetchFailures atomic.Int64           // side-link snapshot fetches that failed
-	snapshotFetchBytes    atomic.Int64           // payload bytes received by fetches
+	snapshotFetchBytes    atomic.Int64           // payload bytes received by fetches (the fetches themselves are package snapshots')
 	replicasDropped       atomic.Int64           // replicas disconnected by a limit or timeout
 	replicaCloses         downstream.CloseCounts // replicas closed, per reason
 	clientCloses          downstream.CloseCounts // other clients closed, per reason
@@ -92,11 +90,11 @@ type counters struct {
 	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
 	upstreamLinkCorrupt                                                                int64
 
-	snapshotFetches, snapshotFetchFailures, snapshotFetchBytes int64
-	snapshotFetchReasons                                       [history.NumFetchReasons]int64
-	replicasDropped                                            int64
-	replicaCloses, clientCloses                                [downstream.NumCloseReasons]int64
-	evictedSnapshots, evictedBytes                             int64
+	snapshotFetchBytes             int64
+	fetches                        snapshots.Counts // package snapshots' own
+	replicasDropped                int64
+	replicaCloses, clientCloses    [downstream.NumCloseReasons]int64
+	evictedSnapshots, evictedBytes int64
 
 	aclDeniedAuth, queryLimitDisconnects, outputLimitDisconnects int64
 	tlsConnectionsReceived, tlsHandshakeFailures                 int64
@@ -126,12 +124,10 @@ func (st *stats) read() counters {
 		upstreamQueryLimits:   st.upstreamQueryLimits.Load(),
 		upstreamLinkCorrupt:   st.upstreamLinkCorrupt.Load(),
 
-		snapshotFetches:       st.snapshotFetches.Load(),
-		snapshotFetchFailures: st.snapshotFetchFailures.Load(),
-		snapshotFetchBytes:    st.snapshotFetchBytes.Load(),
-		replicasDropped:       st.replicasDropped.Load(),
-		evictedSnapshots:      st.evictedSnapshots.Load(),
-		evictedBytes:          st.evictedBytes.Load(),
+		snapshotFetchBytes: st.snapshotFetchBytes.Load(),
+		replicasDropped:    st.replicasDropped.Load(),
+		evictedSnapshots:   st.evictedSnapshots.Load(),
+		evictedBytes:       st.evictedBytes.Load(),
 
 		aclDeniedAuth:          st.aclDeniedAuth.Load(),
 		queryLimitDisconnects:  st.queryLimitDisconnects.Load(),
@@ -143,9 +139,6 @@ func (st *stats) read() counters {
 	c.netOutputBytes = st.netOutputBytes.Load() + c.replOutputBytes
 	for i := range st.fullSyncs {
 		c.fullSyncs[i] = st.fullSyncs[i].Load()
-	}
-	for i := range st.snapshotFetchReasons {
-		c.snapshotFetchReasons[i] = st.snapshotFetchReasons[i].Load()
 	}
 	for i := range st.replicaCloses {
 		c.replicaCloses[i] = st.replicaCloses[i].Load()

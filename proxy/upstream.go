@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"time"
 
+	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -90,13 +93,12 @@ func (h upstreamHost) Published() {
 }
 
 // PayloadStarted counts a full sync's payload while it arrives and decides
-// whether it goes to dir as it does (payload_disk.go).
+// whether it goes to dir as it does (package snapshots).
 func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	h.s.wakeMonitorNow() // memory grows while it arrives
-	return h.s.payloadStarted(sn, size)
+	return h.s.snaps.PayloadStarted(sn, size)
 }
 
-func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.hist.PayloadEnded(sn) }
+func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.snaps.PayloadFailed(sn) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
@@ -119,4 +121,64 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 	epoch := s.hist.Install(sn)
 	s.fanout.Wake() // parked replicas see the new generation as Wait's would
 	s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
+}
+
+// newSnapshots builds the server's snapshot work (package snapshots), which
+// reaches the upstream link through snapshotSource and the rest of the
+// server through snapshotHost. After the stream log was opened (or not).
+func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
+	machine := opts.machineMemory
+	if machine == nil {
+		machine = machineMemory
+	}
+	return snapshots.New(snapshots.Options{
+		History:       s.hist,
+		Source:        snapshotSource{s},
+		Host:          snapshotHost{s},
+		Log:           s.log,
+		Durable:       s.durable != nil,
+		Backoff:       upstream.NextBackoff,
+		MachineMemory: machine,
+		Random:        opts.spillRand,
+	})
+}
+
+// snapshotSource is the upstream link's side links as the snapshot work
+// uses them (snapshots.Source).
+type snapshotSource struct{ s *Server }
+
+func (src snapshotSource) Fetch(ctx context.Context, started func(*replbuf.Snapshot, int64) (snapshots.Sink, error)) (*replbuf.Snapshot, error) {
+	return src.s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
+		return started(sn, size) // a nil Sink is a nil PayloadSink
+	})
+}
+
+func (src snapshotSource) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
+	return src.s.up.FetchFiltered(ctx, filter, limit)
+}
+
+func (src snapshotSource) Primary() string { return src.s.upstreamTarget().Addr }
+
+func (src snapshotSource) Connected() bool { return src.s.up.State() == upstream.StateConnected }
+
+// snapshotHost is the server as the snapshot work sees it (snapshots.Host).
+type snapshotHost struct{ s *Server }
+
+func (h snapshotHost) Settings() snapshots.Settings {
+	cfg := h.s.config()
+	return snapshots.Settings{Dir: cfg.Dir, MaxMemory: cfg.MaxMemory, EvictSnapshots: cfg.MaxMemoryPolicy == eviction.EvictSnapshots,
+		Refresh: cfg.ReplSnapshotRefresh, MaxStreamSince: cfg.ReplSnapshotMaxStreamSince, LogSize: cfg.ReplLogSize}
+}
+
+func (h snapshotHost) CountedMemory() int64 { return h.s.memoryReport().Counted }
+
+func (h snapshotHost) MemoryGrows() { h.s.wakeMonitorNow() }
+
+func (h snapshotHost) LogBounds() (first, last int64, live bool) {
+	d := h.s.durable
+	if d == nil {
+		return 0, 0, false
+	}
+	first, last = d.log.Bounds()
+	return first, last, !d.follow.Down()
 }

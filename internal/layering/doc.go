@@ -16,6 +16,9 @@
 //     internal/safefile; proxy/history (the replication history) only
 //     replbuf, eviction, streamlog, proxy/snapfile and replid: none of
 //     proxy, the replicas, upstream, metrics, config or wire.
+//   - proxy/snapshots (the snapshot work: fetches, payloads, spills,
+//     persists) only proxy/history, proxy/snapfile and replbuf: it reaches
+//     the upstream link and the server through interfaces it declares.
 //   - proxy/downstream (a replica, from PSYNC on) only proxy/history,
 //     proxy/wire, replbuf, replid and streamlog: none of proxy, upstream,
 //     metrics or config. It reads the snapshot file its plan names through

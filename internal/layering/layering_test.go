@@ -30,13 +30,16 @@ var allowed = map[string][]string{
 	"proxy/metrics":  {},
 	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
+	// The snapshot work reaches the upstream link and the server through
+	// interfaces it declares (Source, Host): neither is in its row.
+	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "replbuf"},
 	// The replica reads its plan's snapshot file (history.Plan.Spilled)
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.
 	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog", "proxy/linkzstd"},
 	"proxy": {
 		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
-		"proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
+		"proxy/snapshots", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 

@@ -72,15 +72,16 @@ type Host interface {
 	// FetchFiltered gets from the primary, over a side link, the RDB it
 	// makes under REPLCONF rdb-filter-only filter: a snapshot of its own,
 	// complete and checked, which the caller releases. The primary's own
-	// refusal is a *RefusedError.
+	// refusal is an error errors.As finds as a Refusal.
 	FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error)
 }
 
-// A RefusedError is the primary's refusal of what a replica asked for, with
-// the reply line ("-ERR ...") the replica is sent as it is.
-type RefusedError struct{ Reply string }
-
-func (e *RefusedError) Error() string { return "primary refused: " + e.Reply }
+// A Refusal is the primary's refusal of what a replica asked for, with the
+// reply line ("-ERR ...") the replica is sent as it is.
+type Refusal interface {
+	error
+	PrimaryReply() string
+}
 
 // Counters are the server's counters a replica adds to (INFO's), handed
 // over at PSYNC; each is atomic.

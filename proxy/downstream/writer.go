@@ -322,9 +322,9 @@ func (w *writer) filtered(ctx context.Context, plan *history.Plan) error {
 		err = w.r.hist.AttachFiltered(sn, plan, w.r.hs.RDBOnly)
 	}
 	if err != nil {
-		var refused *RefusedError
+		var refused Refusal
 		if errors.As(err, &refused) {
-			w.write([]byte(refused.Reply + "\r\n"))
+			w.write([]byte(refused.PrimaryReply() + "\r\n"))
 		}
 		return fullSyncError{fmt.Errorf("filtered snapshot: %w", err)}
 	}

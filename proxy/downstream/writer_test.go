@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -217,7 +218,7 @@ func TestReplicaFiltered(t *testing.T) {
 			e.host.filtered = func(filter string) (*replbuf.Snapshot, error) {
 				asked = append(asked, filter)
 				if tc.refuse != "" {
-					return nil, &RefusedError{Reply: tc.refuse}
+					return nil, fmt.Errorf("side link: %w", refusal(tc.refuse))
 				}
 				sn := replbuf.NewSnapshot(id, 5, replbuf.NewPool(0), time.Now())
 				if err := sn.Append(rdb); err != nil {
@@ -274,3 +275,10 @@ func TestReplicaFiltered(t *testing.T) {
 		})
 	}
 }
+
+// refusal is a primary's refusal as the upstream link reports it: a
+// Refusal, found through the errors that wrap it.
+type refusal string
+
+func (r refusal) Error() string        { return "PSYNC: " + string(r) }
+func (r refusal) PrimaryReply() string { return string(r) }

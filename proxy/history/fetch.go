@@ -12,11 +12,11 @@ import (
 // no held snapshot is servable. Every replica waiting meanwhile shares it,
 // and the proxy's fetch loop tries again while one waits.
 type Fetch struct {
-	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (runFetch gave up)
+	ready chan struct{} // closed once sn is set (the +FULLRESYNC arrived) or err is (the fetch was given up)
 	sn    *replbuf.Snapshot
 	err   error
 
-	// A fetch whose payload may go to dir as it arrives (payloadSink: the
+	// A fetch whose payload may go to dir as it arrives (package snapshots: the
 	// stream log is on, or maxmemory under evict-snapshots, and its size is
 	// not known to fit) is not followed in memory while it arrives: memory
 	// keeps only a window of it, which no reader could follow. Its waiters

@@ -80,7 +80,7 @@ type History struct {
 		// arriving is the payload of the main link's full sync while it
 		// arrives, counted as snapshot memory until install or
 		// PayloadEnded; arrivingFile is the file in dir it is written to
-		// as it arrives, or nil (payload_disk.go).
+		// as it arrives, or nil (package snapshots).
 		arriving     *replbuf.Snapshot
 		arrivingFile Payload
 	}
@@ -227,7 +227,7 @@ func (h *History) Newest() *replbuf.Snapshot {
 // and starts a new generation of the stream at its offset: the primary's
 // bytes from offset+1 on, under sn's replid. Every open cursor fails with
 // replbuf.ErrReset; the caller then disconnects the replicas planned before
-// Epoch. A payload written to dir as it arrived (payload_disk.go) becomes
+// Epoch. A payload written to dir as it arrived (package snapshots) becomes
 // the snapshot on disk instead: memory held only a window of it.
 func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.Lock()

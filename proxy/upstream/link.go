@@ -2,9 +2,9 @@
 // replica role. A Link keeps one connection to the primary named by
 // replicaof (the main link), syncs from it, and produces the stream the
 // proxy's replicas read; it also opens side links that fetch one snapshot
-// (REPLCONF rdb-only) for replicas needing a full sync, and retries a
-// shared fetch's attempts (FetchLoop) by the same backoff rule as the main
-// link's reconnects.
+// (REPLCONF rdb-only) for replicas needing a full sync; the snapshot work
+// (package snapshots) retries a fetch by the main link's backoff rule
+// (NextBackoff).
 //
 // # What it needs
 //

@@ -17,7 +17,7 @@ const (
 	// BackoffMin and BackoffMax bound the wait before reconnecting after
 	// failed attempts; the first retry after a link that was up is
 	// immediate, as in Redis. Snapshot fetches back off the same way
-	// (FetchLoop: nextBackoff, one rule for both).
+	// (NextBackoff, one rule for both).
 	BackoffMin = 250 * time.Millisecond
 	BackoffMax = 5 * time.Second
 )
@@ -52,11 +52,11 @@ func (l *Link) Run(ctx context.Context) {
 		l.counters.LinkFailures.Add(1)
 		switch {
 		case errors.Is(err, ErrStreamProtocol), errors.Is(err, ErrQueryBufferLimit), isCorrupt(err):
-			backoff = nextBackoff(backoff) // up, but not healthy: do not hammer the primary
+			backoff = NextBackoff(backoff) // up, but not healthy: do not hammer the primary
 		case wasUp:
 			backoff = 0
 		default:
-			backoff = nextBackoff(backoff)
+			backoff = NextBackoff(backoff)
 		}
 		l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in-ms", backoff.Milliseconds())
 		l.state.Store(int32(StateConnect))
@@ -91,9 +91,9 @@ func (l *Link) attempt(ctx context.Context, t Target) (wasUp, retargeted bool, e
 	return wasUp, retargeted, err
 }
 
-// nextBackoff is the wait before the next attempt after one that failed
+// NextBackoff is the wait before the next attempt after one that failed
 // following a wait of prev: BackoffMin first, then doubling up to BackoffMax.
-func nextBackoff(prev time.Duration) time.Duration {
+func NextBackoff(prev time.Duration) time.Duration {
 	if prev == 0 {
 		return BackoffMin
 	}
@@ -220,6 +220,9 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string { return e.Command + ": " + clip(e.Reply, 120) }
 
+// PrimaryReply is the primary's error line, for a client asking the same.
+func (e *RefusedError) PrimaryReply() string { return e.Reply }
+
 // FetchFiltered opens a side link to the configured primary and asks for the
 // RDB it makes under REPLCONF rdb-filter-only filter (Redis 7.0: "" for none
 // of the data, "functions" for the functions alone), as REPLCONF rdb-only 1
@@ -232,28 +235,28 @@ func (l *Link) FetchFiltered(ctx context.Context, filter string, limit int64) (*
 		if size > limit {
 			return nil, fmt.Errorf("filtered snapshot of %d bytes: more than the %d this proxy relays", size, limit)
 		}
-		return &LimitSink{Limit: limit, Err: fmt.Errorf("filtered snapshot: more than the %d bytes this proxy relays", limit)}, nil
+		return &limitSink{limit: limit, err: fmt.Errorf("filtered snapshot: more than the %d bytes this proxy relays", limit)}, nil
 	})
 }
 
-// A LimitSink is a PayloadSink that keeps nothing and refuses a payload, with
-// Err, once more than Limit bytes of it arrived: an EOF-marked payload
+// A limitSink is a PayloadSink that keeps nothing and refuses a payload,
+// with err, once more than limit bytes of it arrived: an EOF-marked payload
 // declares no size to refuse it by before it is read. Owned by the link's
 // goroutine, as every sink is.
-type LimitSink struct {
-	Limit int64
-	Err   error
+type limitSink struct {
+	limit int64
+	err   error
 	n     int64 // the payload's bytes so far
 }
 
-func (s *LimitSink) Write(p []byte) error {
-	if s.n += int64(len(p)); s.n > s.Limit {
-		return s.Err
+func (s *limitSink) Write(p []byte) error {
+	if s.n += int64(len(p)); s.n > s.limit {
+		return s.err
 	}
 	return nil
 }
-func (s *LimitSink) Commit() error { return nil }
-func (s *LimitSink) Abort()        {}
+func (s *limitSink) Commit() error { return nil }
+func (s *limitSink) Abort()        {}
 
 // fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
 // option pairs of opts (each refusal a *RefusedError), PSYNC ? -1, and the

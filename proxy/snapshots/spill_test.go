@@ -1,4 +1,4 @@
-package proxy
+package snapshots
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -15,12 +16,29 @@ import (
 	"github.com/replproxy/replproxy/replbuf"
 )
 
-// spillSnapshot returns a complete snapshot holding testdata's small RDB,
-// taken at (replID, offset), released when the test ends.
-func spillSnapshot(t testing.TB, p *testProxy, replID string, offset int64) *replbuf.Snapshot {
+// newDirKeeper is a Keeper of a new history writing to dir with the stream
+// log's metadata (Durable), as a proxy with the log on; its leftovers in dir
+// are removed, as at a proxy's start. It is not run: spillNow writes on the
+// test's goroutine, and a fetch it plans is never made.
+func newDirKeeper(t *testing.T, dir string) *Keeper {
 	t.Helper()
-	sn := replbuf.NewSnapshot(replID, offset, p.pool, time.Now())
-	if err := sn.Append(linkRDB(t)); err != nil {
+	pool := replbuf.NewPool(0)
+	h := newHistory(pool)
+	t.Cleanup(h.Close)
+	src := &fakeSource{primary: "127.0.0.1:6379", connected: true, hist: h, pool: pool}
+	k := New(Options{History: h, Source: src, Host: &fakeHost{set: Settings{Dir: dir}}, Durable: true,
+		Backoff: func(time.Duration) time.Duration { return time.Millisecond }})
+	t.Cleanup(func() { k.Close() })
+	k.RemoveLeftovers(dir)
+	return k
+}
+
+// spillSnapshot returns a complete snapshot holding testRDB, taken at
+// (replID, offset), released when the test ends.
+func spillSnapshot(t testing.TB, k *Keeper, replID string, offset int64) *replbuf.Snapshot {
+	t.Helper()
+	sn := replbuf.NewSnapshot(replID, offset, replbuf.NewPool(0), time.Now())
+	if err := sn.Append(testRDB); err != nil {
 		t.Fatal(err)
 	}
 	if err := sn.Complete(); err != nil {
@@ -30,15 +48,15 @@ func spillSnapshot(t testing.TB, p *testProxy, replID string, offset int64) *rep
 	return sn
 }
 
-// spillNow makes sn the proxy's newest snapshot and spills it to dir, as
-// evict-snapshots does, waiting for the spill to finish.
-func spillNow(t testing.TB, p *testProxy, sn *replbuf.Snapshot, dir string) {
+// spillNow makes sn the history's newest snapshot and spills it to dir, as
+// evict-snapshots does (Evict), on the test's goroutine.
+func spillNow(t testing.TB, k *Keeper, sn *replbuf.Snapshot, dir string) {
 	t.Helper()
-	p.hist.SetNewest(sn)
-	if p.hist.Evict(history.SnapshotID(sn)) != sn {
+	k.hist.SetNewest(sn)
+	if k.hist.Evict(history.SnapshotID(sn)) != sn {
 		t.Fatal("the newest snapshot was not handed out to spill")
 	}
-	p.spill(context.Background(), sn, dir)
+	k.writeSnapshot(context.Background(), sn, dir, true)
 }
 
 // spillDirNames lists dir's entries.
@@ -71,15 +89,15 @@ func TestSpillReplIDCannotEscapeDir(t *testing.T) {
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			p := startProxy(t, "--dir", dir)
-			spillNow(t, p, spillSnapshot(t, p, replID, 7), dir)
+			k := newDirKeeper(t, dir)
+			spillNow(t, k, spillSnapshot(t, k, replID, 7), dir)
 			if got := spillDirNames(t, base); !slices.Equal(got, []string{"dir"}) {
 				t.Fatalf("spill wrote beside dir: %q", got)
 			}
-			if got := spillDirNames(t, dir); !slices.Equal(got, []string{logDirName, snapfile.MetaName, snapfile.FileName, lockFileName}) {
-				t.Fatalf("dir holds %q, want only %q, its metadata and the stream log's", got, snapfile.FileName)
+			if got := spillDirNames(t, dir); !slices.Equal(got, []string{snapfile.MetaName, snapfile.FileName}) {
+				t.Fatalf("dir holds %q, want only %q and its metadata", got, snapfile.FileName)
 			}
-			sp := p.hist.SpilledSnapshot()
+			sp := k.hist.SpilledSnapshot()
 			if sp == nil || sp.ReplID != replID || sp.Offset != 7 {
 				t.Fatalf("spilled record %+v: the replid and offset stay in memory", sp)
 			}
@@ -97,14 +115,14 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p := startProxy(t, "--dir", dir)
+	k := newDirKeeper(t, dir)
 	const replID = "3e6f7fa1b2ac2025fc6edcca60effe8ade398925"
-	sn := spillSnapshot(t, p, replID, 1000)
+	sn := spillSnapshot(t, k, replID, 1000)
 
 	// The first random draw names a planted link; the second is free; the
 	// third names the metadata's temporary file (the stream log is on).
 	planted := "replproxy-snapshot-0101010101010101.tmp"
-	p.spillRand = bytes.NewReader(slices.Concat(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), bytes.Repeat([]byte{3}, 8)))
+	k.random = bytes.NewReader(slices.Concat(bytes.Repeat([]byte{1}, 8), bytes.Repeat([]byte{2}, 8), bytes.Repeat([]byte{3}, 8)))
 	names := []string{
 		snapfile.FileName,
 		planted,
@@ -114,7 +132,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	const victim = "precious data\n"
 	var targets []string
 	for i, name := range names {
-		target := filepath.Join(base, "target"+itoa(int64(i)))
+		target := filepath.Join(base, "target"+strconv.Itoa(i))
 		if err := os.WriteFile(target, []byte(victim), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +141,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 		}
 		targets = append(targets, target)
 	}
-	spillNow(t, p, sn, dir)
+	spillNow(t, k, sn, dir)
 
 	for _, target := range targets {
 		if b, err := os.ReadFile(target); err != nil || string(b) != victim {
@@ -134,7 +152,7 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() {
 		t.Fatalf("%s: %v %v, want the spilled regular file in place of the link", snapfile.FileName, fi, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, snapfile.FileName)); !bytes.Equal(b, linkRDB(t)) {
+	if b, _ := os.ReadFile(filepath.Join(dir, snapfile.FileName)); !bytes.Equal(b, testRDB) {
 		t.Fatal("spilled file does not hold the snapshot")
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, planted)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -167,9 +185,8 @@ func TestSpillLeftoversRemovedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startProxy(t, "--dir", dir)
+	newDirKeeper(t, dir)
 	got := spillDirNames(t, dir)
-	kept = append(kept, logDirName, lockFileName) // the stream log's
 	slices.Sort(kept)
 	if !slices.Equal(got, kept) {
 		t.Fatalf("dir after start holds %q, want %q", got, kept)
@@ -195,7 +212,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 		}, false},
 		{"symlink to a copy", func(t *testing.T, path string) {
 			cp := filepath.Join(t.TempDir(), "copy.rdb")
-			if err := os.WriteFile(cp, linkRDB(t), 0o600); err != nil {
+			if err := os.WriteFile(cp, testRDB, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			os.Remove(path)
@@ -205,7 +222,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 		}, false},
 		{"another file of the same size", func(t *testing.T, path string) {
 			other := path + ".other"
-			if err := os.WriteFile(other, linkRDB(t), 0o600); err != nil {
+			if err := os.WriteFile(other, testRDB, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Rename(other, path); err != nil {
@@ -216,10 +233,10 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := startProxy(t, "--dir", dir)
-			replID := p.hist.Identity().ReplID
-			spillNow(t, p, spillSnapshot(t, p, replID, p.hist.Stream().Offset()), dir)
-			sp := p.hist.SpilledSnapshot()
+			k := newDirKeeper(t, dir)
+			replID := k.hist.Identity().ReplID
+			spillNow(t, k, spillSnapshot(t, k, replID, k.hist.Stream().Offset()), dir)
+			sp := k.hist.SpilledSnapshot()
 			if sp == nil {
 				t.Fatal("nothing spilled")
 			}
@@ -231,7 +248,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				plan, err := p.planFull()
+				plan, err := k.PlanFull()
 				done <- result{plan, err}
 			}()
 			var res result
@@ -255,7 +272,7 @@ func TestSpillOpenedOnlyIfUnchanged(t *testing.T) {
 			if !tc.served && res.plan.Fetch == nil {
 				t.Fatal("refused file, but no fetch planned")
 			}
-			forgotten := p.hist.SpilledSnapshot() == nil
+			forgotten := k.hist.SpilledSnapshot() == nil
 			if forgotten == tc.served {
 				t.Fatalf("spilled record forgotten: %v; want it forgotten only once refused", forgotten)
 			}

@@ -1,4 +1,4 @@
-package proxy
+package snapshots
 
 import (
 	"errors"
@@ -7,19 +7,17 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapfile"
-	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
 // A sync payload as it arrives from the primary: the main link's full sync,
-// or a snapshot fetched over a side link (fetch.go). One rule for both
-// (payloadSink):
+// or a snapshot fetched over a side link. One rule for both (sinkFor):
 //
 //   - Counted: from its header on, the payload is the history's arriving
-//     snapshot (or the fetch's), in mem_snapshots and so in used_memory and what maxmemory
-//     judges, until it is installed or fails.
+//     snapshot (or the fetch's), in mem_snapshots and so in used_memory and
+//     what maxmemory judges, until it is installed or fails.
 //   - To dir as it arrives: with the stream log on, once the payload passes
 //     payloadMemoryMax; with maxmemory-policy evict-snapshots, once it would
 //     take memory past maxmemory (the room left when its header arrived).
@@ -30,28 +28,26 @@ import (
 //     the RDB, as a Redis replica with repl-diskless-load disabled writes
 //     the payload to a file. Once the last byte arrived and the CRC64
 //     checked (invariant 7), the file is fsynced and renamed into place,
-//     with its metadata when the stream log is on, and install makes it the
-//     snapshot on disk, served with sendfile; nothing is served from it
-//     before (for a fetch, fetchEnded does what install does). A payload sent to disk by maxmemory counts as an evicted
-//     snapshot, as a spill does. A smaller payload stays in memory, as
-//     before: with the stream log on, the monitor writes it to dir once
-//     whole (persistNewest).
+//     with its metadata when the stream log is on, and the history makes it
+//     the snapshot on disk, served with sendfile; nothing is served from it
+//     before. A payload sent to dir by maxmemory counts as an evicted
+//     snapshot, as a spill does. A smaller payload stays in memory; with the
+//     stream log on, Persist writes it to dir once whole.
 //   - Refused: a declared size larger than dir's free space (statfs), for a
 //     payload that would go to dir, is refused before any of it is read;
 //     the link fails, logs why and retries with backoff (a fetch, while a
-//     replica waits for it). An EOF-marked
-//     payload (size unknown) that outgrows the disk fails at the write that
-//     finds it full: the temporary file is removed, the sync fails, is
-//     logged and retried, and nothing of it is served.
+//     replica waits for it). An EOF-marked payload (size unknown) that
+//     outgrows the disk fails at the write that finds it full: the
+//     temporary file is removed, the sync fails, is logged and retried,
+//     and nothing of it is served.
 //   - A dir that cannot take the file (read-only, missing) does not stop
-//     replication: the payload stays in memory, as before, with a warning.
+//     replication: the payload stays in memory, with a warning.
 //   - Refused too: a payload that stays in memory whole (the stream log
 //     off, and no maxmemory-policy evict-snapshots) and cannot fit there:
-//     larger than the machine's memory (MemTotal, or the cgroup's limit
-//     when lower: machineMemory). A declared size larger than that is
-//     refused before any of it is read, as dir's free space refuses one
-//     above; an EOF-marked payload, once it grows past it (an
-//     upstream.LimitSink). A hostile primary on a compressed link, whose
+//     larger than the machine's memory (Options.MachineMemory). A declared
+//     size larger than that is refused before any of it is read, as dir's
+//     free space refuses one above; an EOF-marked payload, once it grows
+//     past it (memoryBound). A hostile primary on a compressed link, whose
 //     chunks of zeros decompress 1,700 times larger, cannot make the proxy
 //     hold more than that either. maxmemory is not that bound: where it
 //     binds a payload (evict-snapshots) the payload goes to dir past it,
@@ -61,25 +57,23 @@ import (
 //     (replica-ignore-maxmemory): refusing it would stop replication
 //     instead.
 //
-// Nobody reads the payload while it arrives, so nothing pins what the
-// window lets go: replicas wait for install on the main link. A fetch's
-// waiters used to follow it in memory from its first byte (an EOF-marked
-// payload to replicas with capa eof); a payload that may go to dir (one
-// whose declared size does not fit under the limit, or any EOF-marked one)
-// is no longer followed: its waiters pin the stream after it at
-// +FULLRESYNC (invariant 7: the bytes after the snapshot stay in memory, or
-// in the stream log, for them), send keepalive newlines, which renew a
-// replica's repl-timeout as a primary's do during its BGSAVE, and get the
-// file with sendfile once it is whole and checked, as any snapshot on disk
-// (or the snapshot from memory, when it stayed there). Following a windowed
-// payload would need every follower's cursor to pin the blocks it has not
-// sent, which brings memory back to the slowest follower's lag; serving
-// from the file keeps memory at the window whatever the followers do, for
-// the price of no streaming while it arrives, as with a disk-based sync.
-// Every waiter still shares the one fetch (one fork on the primary), and
-// the stream after the snapshot may come from the stream log (planFull).
-// Without the log and under maxmemory, or with a declared size within the
-// limit, a fetch is followed in memory as it arrives, as before.
+// Nobody reads a payload that may go to dir while it arrives, so nothing
+// pins what the window lets go. On the main link replicas wait for the
+// install. A fetch whose payload may go to dir (a declared size that does
+// not fit under the limit, or any EOF-marked one) is not followed: its
+// waiters pin the stream after it at +FULLRESYNC (invariant 7: the bytes
+// after the snapshot stay in memory, or in the stream log, for them), send
+// keepalive newlines, which renew a replica's repl-timeout as a primary's
+// do during its BGSAVE, and get the file with sendfile once it is whole and
+// checked, as any snapshot on disk (or the snapshot from memory, when it
+// stayed there). Following a windowed payload would need every follower's
+// cursor to pin the blocks it has not sent, which brings memory back to the
+// slowest follower's lag; serving from the file keeps memory at the window
+// whatever the followers do, for the price of no streaming while it
+// arrives, as with a disk-based sync. Every waiter still shares the one
+// fetch (one fork on the primary). Without the log and under maxmemory, or
+// with a declared size within the limit, a fetch is followed in memory as
+// it arrives.
 
 const (
 	// payloadMemoryMax is the most of a payload memory holds, with the
@@ -90,50 +84,54 @@ const (
 	payloadWindow = 4 * replbuf.BlockSize
 )
 
-// errPayloadTooLarge refuses a payload whose declared size dir cannot hold.
-var errPayloadTooLarge = errors.New("full sync payload larger than the free space of dir")
+// ErrPayloadTooLarge refuses a payload whose declared size dir cannot hold.
+var ErrPayloadTooLarge = errors.New("full sync payload larger than the free space of dir")
 
-// errPayloadOverMemory refuses a payload held in memory whole that memory
+// ErrPayloadOverMemory refuses a payload held in memory whole that memory
 // cannot hold.
-var errPayloadOverMemory = errors.New("full sync payload larger than memory may hold")
+var ErrPayloadOverMemory = errors.New("full sync payload larger than memory may hold")
 
-// payloadStarted is upstream.Host.PayloadStarted: it records sn as the
-// arriving payload and decides when it goes to dir (see the top of the
-// file). From the upstream link's goroutine, no lock held.
-func (s *Server) payloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	f, sink, err := s.payloadSink(sn, size, "main")
+// PayloadStarted records sn, the main link's full sync payload, as the
+// arriving one and returns where it goes as it arrives (nil: memory only;
+// see the top of the file). From the upstream link's goroutine.
+func (k *Keeper) PayloadStarted(sn *replbuf.Snapshot, size int64) (Sink, error) {
+	k.host.MemoryGrows()
+	f, sink, err := k.sinkFor(sn, size, "main")
 	if err != nil {
 		return nil, err
 	}
 	if f == nil {
-		s.hist.PayloadArriving(sn, nil)
+		k.hist.PayloadArriving(sn, nil)
 	} else {
-		s.hist.PayloadArriving(sn, f)
+		k.hist.PayloadArriving(sn, f)
 	}
 	return sink, nil
 }
 
-// payloadSink is the one rule, for a main link's payload and a fetched one
+// PayloadFailed ends sn, the main link's payload, which failed.
+func (k *Keeper) PayloadFailed(sn *replbuf.Snapshot) { k.hist.PayloadEnded(sn) }
+
+// sinkFor is the one rule, for a main link's payload and a fetched one
 // alike, of where a payload of the declared size (-1: EOF-marked) goes as
 // it arrives: the file it would go to (nil: it stays in memory), and the
 // sink the link writes it through (the file; for a payload memory holds
 // whole, the bound of what memory may hold; nil for none). It refuses,
 // before anything is read, a declared size dir cannot hold
-// (errPayloadTooLarge) or memory cannot (errPayloadOverMemory). link names
-// the link in logs. No lock held.
-func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, upstream.PayloadSink, error) {
-	cfg := s.config()
+// (ErrPayloadTooLarge) or memory cannot (ErrPayloadOverMemory). link names
+// the link in logs.
+func (k *Keeper) sinkFor(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, Sink, error) {
+	set := k.host.Settings()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
-	if s.durable != nil {
+	if k.durable {
 		limit = payloadMemoryMax
 	}
-	if cfg.MaxMemory > 0 && cfg.MaxMemoryPolicy == eviction.EvictSnapshots {
-		if room := max(cfg.MaxMemory-s.memoryReport().Counted, 0); limit < 0 || room < limit {
+	if set.MaxMemory > 0 && set.EvictSnapshots {
+		if room := max(set.MaxMemory-k.host.CountedMemory(), 0); limit < 0 || room < limit {
 			limit, evict = room, true
 		}
 	}
 	if limit < 0 {
-		bound, err := payloadMemoryBound(s.machineMemory(), size)
+		bound, err := memoryBoundFor(k.machine(), size)
 		if bound == nil || err != nil {
 			return nil, nil, err // no typed nil in the interface
 		}
@@ -143,36 +141,52 @@ func (s *Server) payloadSink(sn *replbuf.Snapshot, size int64, link string) (*pa
 		return nil, nil, nil // never past the limit: memory holds it
 	}
 	if size > limit {
-		free, err := snapfile.FreeSpace(cfg.Dir)
+		free, err := snapfile.FreeSpace(set.Dir)
 		if err == nil && size > free {
-			return nil, nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", errPayloadTooLarge, size, free, cfg.Dir)
+			return nil, nil, fmt.Errorf("%w: %d bytes declared, %d free in %s", ErrPayloadTooLarge, size, free, set.Dir)
 		}
 	}
-	f := &payloadFile{dir: cfg.Dir, random: s.spillRand, withMeta: s.durable != nil, sn: sn, limit: limit,
-		evict: evict, log: s.log.With("link", link)}
+	f := &payloadFile{dir: set.Dir, random: k.random, withMeta: k.durable, sn: sn, limit: limit,
+		evict: evict, log: k.log.With("link", link)}
 	return f, f, nil
 }
 
-// payloadMemoryBound is the rule for a payload memory holds whole, given
-// the machine's memory: a declared size (size >= 0) larger than it is
-// refused; an EOF-marked payload gets a sink that refuses it once it grows
-// past it. Neither, when the machine's memory is not known (0).
-func payloadMemoryBound(machine, size int64) (*upstream.LimitSink, error) {
+// memoryBoundFor is the rule for a payload memory holds whole, given the
+// machine's memory: a declared size (size >= 0) larger than it is refused;
+// an EOF-marked payload gets a sink that refuses it once it grows past it.
+// Neither, when the machine's memory is not known (0).
+func memoryBoundFor(machine, size int64) (*memoryBound, error) {
 	switch {
 	case machine <= 0:
 		return nil, nil
 	case size > machine:
-		return nil, fmt.Errorf("%w: %d bytes declared, the machine's memory %d", errPayloadOverMemory, size, machine)
+		return nil, fmt.Errorf("%w: %d bytes declared, the machine's memory %d", ErrPayloadOverMemory, size, machine)
 	case size >= 0:
 		return nil, nil // read through a reader that stops at size
 	}
-	return &upstream.LimitSink{Limit: machine, Err: fmt.Errorf("%w: more than the machine's memory %d", errPayloadOverMemory, machine)}, nil
+	return &memoryBound{limit: machine}, nil
 }
 
-// payloadFile is the upstream.PayloadSink of a payload that goes to dir once
-// it passes limit bytes. It is owned by the upstream link's goroutine, which
-// calls Write, Commit or Abort, and then Install (install reads it under
-// h.mu).
+// A memoryBound is the Sink of an EOF-marked payload memory holds whole: it
+// keeps nothing and fails the payload once more than limit bytes arrived.
+// Owned by the link's goroutine.
+type memoryBound struct {
+	limit int64
+	n     int64 // the payload's bytes so far
+}
+
+func (b *memoryBound) Write(p []byte) error {
+	if b.n += int64(len(p)); b.n > b.limit {
+		return fmt.Errorf("%w: more than the machine's memory %d", ErrPayloadOverMemory, b.limit)
+	}
+	return nil
+}
+func (b *memoryBound) Commit() error { return nil }
+func (b *memoryBound) Abort()        {}
+
+// payloadFile is the Sink of a payload that goes to dir once it passes
+// limit bytes. It is owned by the upstream link's goroutine, which calls
+// Write, Commit or Abort; the history reads Spilled and Evicted after.
 type payloadFile struct {
 	dir      string
 	random   io.Reader // names the temporary file (nil: crypto/rand)
@@ -186,6 +200,8 @@ type payloadFile struct {
 	stuck bool           // the file could not be created: memory only
 	file  *snapfile.File // the file as committed; nil before
 }
+
+var _ history.Payload = (*payloadFile)(nil)
 
 // Write takes p, the payload's newest bytes, already in sn: once the payload
 // passes limit it goes to dir, the bytes held so far first.

@@ -1,0 +1,45 @@
+// Package snapshots carries out the snapshot work package history decides
+// on: the history says what is needed (a fetch to run, a snapshot to write
+// to dir, one to adopt) and a Keeper does it, then tells the history how it
+// went. One Keeper per server.
+//
+// What it owns:
+//
+//   - The shared fetch (fetch.go): a full sync the history cannot serve
+//     from a held snapshot joins the history's one fetch in flight, which
+//     PlanFull or PlanBackup starts here; its attempts, the backoff between
+//     them (the upstream link's rule), when it is given up, its counting and
+//     its one log line per failure. A filtered RDB (FetchFiltered) is
+//     fetched for one replica and counted with the others.
+//   - Where an arriving payload goes (payload.go), one rule for the main
+//     link's full sync and a fetch: memory, or dir as it arrives, or
+//     refused before it is read.
+//   - Snapshots written to dir (spill.go, persist.go): spilled under
+//     maxmemory-policy evict-snapshots, persisted for the stream log and
+//     refreshed before the log stops covering them; adopted at start, and
+//     the leftovers of earlier runs removed.
+//
+// It reaches the upstream link only through Source, and the server only
+// through Host, both declared here; it imports history, snapfile, replbuf
+// and nothing above them.
+//
+// # Goroutines
+//
+// Run runs the background work: each fetch, spill and persist on a
+// goroutine of its own, started by the call that asked for it (PlanFull,
+// Evict, Persist, Refresh) and ended by Run's context. Work asked for
+// before Run starts with it; work asked for after Run ended, or after
+// Close, is undone in the history at once (the fetch's waiters refused, the
+// snapshot kept in memory). Run returns once every piece of work has
+// returned; Close ends it and waits.
+//
+// PayloadStarted and PayloadFailed run on the upstream link's goroutine,
+// FetchFiltered on a replica's; Refresh is called by the monitor alone,
+// which owns its schedule. Adopt and RemoveLeftovers run at start, before
+// Run.
+//
+// # Locks
+//
+// Keeper.mu guards the work group and is a leaf: the history is called with
+// it released, and no callback of Source or Host is made under it.
+package snapshots

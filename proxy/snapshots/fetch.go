@@ -1,0 +1,171 @@
+package snapshots
+
+import (
+	"context"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// PlanFull plans a full sync (History.PlanFull): from the newest servable
+// snapshot, else from the one shared fetch, started here if the plan
+// recorded a new one. A fetch that cannot start (the Keeper closed) is
+// undone and the sync refused with history.ErrShuttingDown.
+func (k *Keeper) PlanFull() (history.Plan, error) {
+	plan, start := k.hist.PlanFull()
+	return k.planned(plan, start)
+}
+
+// PlanBackup is PlanFull for a backup client (REPLCONF rdb-only 1): a held
+// snapshot serves only within maxSince bytes of the stream's end
+// (backup-max-stream-since), a fresher one is fetched otherwise
+// (History.PlanBackup).
+func (k *Keeper) PlanBackup(maxSince int64) (history.Plan, error) {
+	plan, start, err := k.hist.PlanBackup(maxSince)
+	if err != nil {
+		return history.Plan{}, err
+	}
+	return k.planned(plan, start)
+}
+
+func (k *Keeper) planned(plan history.Plan, start *history.Fetch) (history.Plan, error) {
+	if start != nil && !k.startFetch(start) {
+		k.hist.LeaveFetch(start)
+		return history.Plan{}, history.ErrShuttingDown
+	}
+	return plan, nil
+}
+
+// startFetch runs f on the work group (runFetch), or reports false after
+// telling the history it never started.
+func (k *Keeper) startFetch(f *history.Fetch) bool {
+	return k.start(job{
+		run:  func(ctx context.Context) { k.runFetch(ctx, f) },
+		undo: func() { k.hist.FetchNotStarted(f) },
+	})
+}
+
+// runFetch makes attempts at f until one hands out the snapshot, and ends f
+// with its outcome. An attempt that fails before the snapshot was handed
+// out (the primary refused, went silent, or answered what Redis never
+// sends) is retried after the link's backoff, as long as ctx lasts, the
+// configured primary is the one the fetch began with and a replica waits
+// for it (a background refresh, which none waits for, is tried once);
+// otherwise f gives up, and its waiters with it. A failure after the
+// snapshot was handed out is not retried here: the replicas following it
+// fail with it and come back for a new one. Every failed attempt is counted
+// and logged once.
+func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
+	began := k.src.Primary()
+	var backoff time.Duration
+	for {
+		started, err := k.fetchOnce(ctx, f)
+		if err == nil {
+			return
+		}
+		k.counts.failures.Add(1)
+		if started {
+			k.log.Warn("snapshot fetch failed", "error", err)
+			return
+		}
+		why := k.stopReason(ctx, began, f)
+		if why == "" {
+			backoff = k.backoff(backoff)
+			k.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", backoff.Milliseconds())
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			// The wait may have changed everything: look again.
+			if why = k.stopReason(ctx, began, f); why == "" {
+				continue
+			}
+		}
+		k.log.Warn("snapshot fetch given up", "error", err, "reason", why)
+		k.hist.FetchGaveUp(f, err)
+		return
+	}
+}
+
+// stopReason says why a failed fetch must not be tried again, or "" when
+// it should be: ctx ended (the server stops), the configured primary is not
+// the one the fetch began with, or nobody waits for it any more.
+func (k *Keeper) stopReason(ctx context.Context, began string, f *history.Fetch) string {
+	if ctx.Err() != nil {
+		return "server stopping"
+	}
+	if now := k.src.Primary(); now != began || now == "" {
+		return "replicaof changed"
+	}
+	if k.hist.FetchWaiters(f) == 0 {
+		return "no replica waits"
+	}
+	return ""
+}
+
+// fetchOnce makes one attempt at f. started reports whether the snapshot was
+// handed out (the history's FetchStarted); a failure before that leaves f
+// open for another attempt.
+func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch) (started bool, err error) {
+	sn, err := k.src.Fetch(ctx, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+		k.host.MemoryGrows()
+		// The same rule as the main link's payload: a declared size dir
+		// or memory cannot hold is refused here, unread.
+		pf, sink, err := k.sinkFor(sn, size, "fetch")
+		if err != nil {
+			return nil, err
+		}
+		var to history.Payload // nil, not a typed nil, for memory
+		if pf != nil {
+			to = pf
+		}
+		if err := k.hist.FetchStarted(f, sn, to); err != nil {
+			return nil, err
+		}
+		started = true
+		return sink, nil
+	})
+	if err != nil && !started {
+		return false, err
+	}
+	k.hist.FetchEnded(f, err)
+	if err != nil {
+		return true, err
+	}
+	k.counted(f.Reason())
+	k.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
+		"reason", f.Reason().String())
+	return true, nil
+}
+
+// counted counts one completed fetch.
+func (k *Keeper) counted(r history.FetchReason) {
+	k.counts.fetches.Add(1)
+	k.counts.byReason[r].Add(1)
+}
+
+// filteredLimit bounds a filtered RDB the proxy relays (FetchFiltered): it
+// holds one in memory, uncounted by the history, for one replica, and Redis
+// 7.0's filters leave the functions at most.
+const filteredLimit = 8 << 20
+
+// FetchFiltered fetches the filtered RDB a replica asked for (REPLCONF
+// rdb-filter-only) from the primary, on the replica's goroutine: no held
+// snapshot is filtered, and it is never the history's. It counts as a
+// snapshot fetch (reason filtered), as it costs the primary a fork; the
+// primary's refusal comes back as a Refusal, for the replica to pass on.
+func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
+	sn, err := k.src.FetchFiltered(ctx, filter, filteredLimit)
+	if err != nil {
+		k.counts.failures.Add(1)
+		k.log.Warn("snapshot fetch failed", "error", err, "filter", filter)
+		return nil, err
+	}
+	k.counted(history.FetchFiltered)
+	k.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
+		"reason", history.FetchFiltered.String(), "filter", filter)
+	return sn, nil
+}

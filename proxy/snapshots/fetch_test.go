@@ -1,0 +1,207 @@
+package snapshots
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/replbuf"
+)
+
+// fakeSource is a Source whose fetches the test scripts: each attempt calls
+// attempt, which may hand out a snapshot (start) and fail after.
+type fakeSource struct {
+	mu        sync.Mutex
+	primary   string
+	connected bool
+	attempt   func(n int, start func() error) error
+	attempts  int
+	hist      *history.History
+	pool      *replbuf.Pool
+}
+
+func (s *fakeSource) Fetch(ctx context.Context, started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
+	s.mu.Lock()
+	s.attempts++
+	n := s.attempts
+	s.mu.Unlock()
+	var sn *replbuf.Snapshot
+	start := func() error {
+		sn = replbuf.NewSnapshot(s.hist.Identity().ReplID, 0, s.pool, time.Now())
+		if _, err := started(sn, int64(len(testRDB))); err != nil {
+			return err
+		}
+		if err := sn.Append(testRDB); err != nil {
+			return err
+		}
+		return sn.Complete()
+	}
+	if err := s.attempt(n, start); err != nil {
+		return nil, err
+	}
+	return sn, nil
+}
+
+func (s *fakeSource) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
+	return nil, errors.New("not scripted")
+}
+
+func (s *fakeSource) Primary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.primary
+}
+
+func (s *fakeSource) retarget(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.primary = addr
+}
+
+func (s *fakeSource) Connected() bool { return s.connected }
+
+// testRDB is an RDB as far as the snapshot checks one: its last 8 bytes
+// are the CRC64 trailer, 0 for none.
+var testRDB = []byte("REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00")
+
+// fakeHost is a Host with fixed settings and no stream log.
+type fakeHost struct{ set Settings }
+
+func (h *fakeHost) Settings() Settings                        { return h.set }
+func (h *fakeHost) CountedMemory() int64                      { return 0 }
+func (h *fakeHost) MemoryGrows()                              {}
+func (h *fakeHost) LogBounds() (first, last int64, live bool) { return 0, 0, false }
+
+// newHistory is a history with counters of its own and a 1 MiB backlog.
+func newHistory(pool *replbuf.Pool) *history.History {
+	var evicted, evictedBytes atomic.Int64
+	return history.New(pool, 1<<20, history.Counters{EvictedSnapshots: &evicted, EvictedBytes: &evictedBytes}, hclog.NewNullLogger())
+}
+
+// newTestKeeper is a Keeper over a new history, fetching from src, with a
+// backoff of a millisecond.
+func newTestKeeper(t *testing.T, src *fakeSource) *Keeper {
+	t.Helper()
+	src.pool = replbuf.NewPool(0)
+	src.hist = newHistory(src.pool)
+	t.Cleanup(src.hist.Close)
+	return New(Options{History: src.hist, Source: src, Host: &fakeHost{set: Settings{Dir: t.TempDir()}},
+		Backoff: func(time.Duration) time.Duration { return time.Millisecond }})
+}
+
+// TestRunFetch: a fetch's attempts that fail before the snapshot is handed
+// out are retried (each counted) while a replica waits, from the same
+// primary, and while the Keeper runs; a failure after the hand-out ends the
+// fetch, not retried; otherwise the fetch is given up, and its waiters get
+// the last attempt's error.
+func TestRunFetch(t *testing.T) {
+	errAttempt := errors.New("attempt failed")
+	cases := []struct {
+		name     string
+		fails    int  // attempts that fail before the hand-out, then one succeeds
+		late     bool // the first attempt fails after the hand-out
+		unwanted bool // the replica leaves during the first attempt
+		retarget bool // the primary changes during the first attempt
+		cancel   bool // the Keeper's context ends during the first attempt
+		attempts int
+		fetched  bool // the fetch completed and was counted
+	}{
+		{name: "retried until it succeeds", fails: 2, attempts: 3, fetched: true},
+		{name: "failed after the hand-out", late: true, attempts: 1},
+		{name: "nobody waits", fails: 1, unwanted: true, attempts: 1},
+		{name: "replicaof changed", fails: 1, retarget: true, attempts: 1},
+		{name: "server stopping", fails: 1, cancel: true, attempts: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			src := &fakeSource{primary: "127.0.0.1:6379", connected: true}
+			k := newTestKeeper(t, src)
+			var f *history.Fetch
+			src.attempt = func(n int, start func() error) error {
+				switch {
+				case tc.unwanted:
+					src.hist.LeaveFetch(f)
+				case tc.retarget:
+					src.retarget("127.0.0.1:6380")
+				case tc.cancel:
+					cancel()
+				}
+				if tc.late {
+					if err := start(); err != nil {
+						return err
+					}
+					return errAttempt
+				}
+				if n <= tc.fails {
+					return errAttempt
+				}
+				return start()
+			}
+			plan, err := k.PlanFull()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f = plan.Fetch
+			if f == nil {
+				t.Fatal("no fetch planned")
+			}
+			done := make(chan error, 1)
+			go func() { done <- k.Run(ctx) }()
+			select {
+			case <-f.Ready():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the fetch never ended")
+			}
+			if tc.late {
+				// The hand-out came first; the failure follows it.
+				waitFor(t, func() bool { return k.Counts().Failures == 1 })
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			c := k.Counts()
+			if src.attempts != tc.attempts {
+				t.Errorf("%d attempts, want %d", src.attempts, tc.attempts)
+			}
+			if want := int64(min(tc.fails, tc.attempts) + btoi(tc.late)); c.Failures != want {
+				t.Errorf("%d failures counted, want %d", c.Failures, want)
+			}
+			if got := c.Fetches == 1 && c.ByReason[history.FetchReplicaNeeded] == 1; got != tc.fetched {
+				t.Errorf("counts %+v; fetched %v, want %v", c, got, tc.fetched)
+			}
+			gaveUp := tc.unwanted || tc.retarget || tc.cancel
+			if gaveUp != (f.Err() != nil) || (gaveUp && !errors.Is(f.Err(), errAttempt)) {
+				t.Errorf("the fetch's error %v; given up: %v", f.Err(), gaveUp)
+			}
+			if !gaveUp && f.Snapshot() == nil {
+				t.Error("the fetch handed out no snapshot")
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never held")
+		}
+	}
+}

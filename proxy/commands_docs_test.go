@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 var updateDocs = flag.Bool("update-command-docs", false, "rewrite command_docs.resp from a real redis-server")
 
 // rawDo sends args on conn and parses one reply, RESP2 or RESP3.
-func rawDo(t testing.TB, conn net.Conn, args ...string) respValue {
+func rawDo(t testing.TB, conn net.Conn, args ...string) commanddocs.Value {
 	t.Helper()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
@@ -31,14 +32,14 @@ func rawDo(t testing.TB, conn net.Conn, args ...string) respValue {
 	for {
 		n, err := conn.Read(chunk)
 		buf = append(buf, chunk[:n]...)
-		v, rest, perr := parseRESP3(buf, 0)
+		v, rest, perr := commanddocs.Parse(buf)
 		if perr == nil {
 			if len(rest) != 0 {
 				t.Fatalf("%v: %d bytes after the reply", args, len(rest))
 			}
 			return v
 		}
-		if !errors.Is(perr, errIncompleteDocs) {
+		if !errors.Is(perr, commanddocs.ErrIncomplete) {
 			t.Fatalf("%v: %v", args, perr)
 		}
 		if err != nil {
@@ -57,42 +58,42 @@ func served(full string) bool {
 // keepServed cuts a command's COMMAND INFO entry to the subcommands the
 // proxy serves, sorted (Redis lists them in its dict's order, which its
 // random hash seed changes from run to run).
-func keepServed(info respValue) respValue {
-	info.elems = slices.Clone(info.elems)
-	subs := &info.elems[9]
-	var kept []respValue
-	for _, s := range subs.elems {
-		if served(s.elems[0].str) {
+func keepServed(info commanddocs.Value) commanddocs.Value {
+	info.Elems = slices.Clone(info.Elems)
+	subs := &info.Elems[9]
+	var kept []commanddocs.Value
+	for _, s := range subs.Elems {
+		if served(s.Elems[0].Str) {
 			kept = append(kept, s)
 		}
 	}
-	slices.SortFunc(kept, func(a, b respValue) int { return cmp.Compare(a.elems[0].str, b.elems[0].str) })
-	subs.elems = kept
+	slices.SortFunc(kept, func(a, b commanddocs.Value) int { return cmp.Compare(a.Elems[0].Str, b.Elems[0].Str) })
+	subs.Elems = kept
 	return info
 }
 
 // keepServedDocs cuts a command's COMMAND DOCS map (or, under RESP2, its
 // array of keys and values) to the subcommands the proxy serves, sorted.
-func keepServedDocs(docs respValue) respValue {
-	docs.elems = slices.Clone(docs.elems)
-	for i := 0; i+1 < len(docs.elems); i += 2 {
-		if docs.elems[i].str != "subcommands" {
+func keepServedDocs(docs commanddocs.Value) commanddocs.Value {
+	docs.Elems = slices.Clone(docs.Elems)
+	for i := 0; i+1 < len(docs.Elems); i += 2 {
+		if docs.Elems[i].Str != "subcommands" {
 			continue
 		}
-		type pair struct{ k, v respValue }
+		type pair struct{ k, v commanddocs.Value }
 		var kept []pair
-		subs := docs.elems[i+1]
-		for j := 0; j+1 < len(subs.elems); j += 2 {
-			if served(subs.elems[j].str) {
-				kept = append(kept, pair{subs.elems[j], subs.elems[j+1]})
+		subs := docs.Elems[i+1]
+		for j := 0; j+1 < len(subs.Elems); j += 2 {
+			if served(subs.Elems[j].Str) {
+				kept = append(kept, pair{subs.Elems[j], subs.Elems[j+1]})
 			}
 		}
-		slices.SortFunc(kept, func(a, b pair) int { return cmp.Compare(a.k.str, b.k.str) })
-		subs.elems = nil
+		slices.SortFunc(kept, func(a, b pair) int { return cmp.Compare(a.k.Str, b.k.Str) })
+		subs.Elems = nil
 		for _, p := range kept {
-			subs.elems = append(subs.elems, p.k, p.v)
+			subs.Elems = append(subs.Elems, p.k, p.v)
 		}
-		docs.elems[i+1] = subs
+		docs.Elems[i+1] = subs
 	}
 	return docs
 }
@@ -122,21 +123,21 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 	rawDo(t, rconn, "HELLO", "3")
 	info := rawDo(t, rconn, append([]string{"COMMAND", "INFO"}, names...)...)
 	docs := rawDo(t, rconn, append([]string{"COMMAND", "DOCS"}, names...)...)
-	for i := range info.elems {
-		if info.elems[i].kind != '*' {
+	for i := range info.Elems {
+		if info.Elems[i].Kind != '*' {
 			t.Fatalf("redis-server has no command %s", names[i])
 		}
-		info.elems[i] = keepServed(info.elems[i])
+		info.Elems[i] = keepServed(info.Elems[i])
 	}
-	for i := 1; i < len(docs.elems); i += 2 {
-		docs.elems[i] = keepServedDocs(docs.elems[i])
+	for i := 1; i < len(docs.Elems); i += 2 {
+		docs.Elems[i] = keepServedDocs(docs.Elems[i])
 	}
-	want := appendRESP3(appendRESP3(nil, info), docs)
+	want := commanddocs.AppendRESP3(commanddocs.AppendRESP3(nil, info), docs)
 	if *updateDocs {
-		if err := os.WriteFile("command_docs.resp", want, 0o644); err != nil {
+		if err := os.WriteFile("commanddocs/command_docs.resp", want, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	} else if !bytes.Equal(commandDocsRESP, want) {
+	} else if !bytes.Equal(commanddocs.Embedded(), want) {
 		t.Errorf("command_docs.resp differs from redis-server's replies: run go test -run TestCommandDocsMatchRedis ./proxy/ -update-command-docs")
 	}
 
@@ -155,17 +156,17 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 // values of the same types, Redis's cut to what the proxy serves.
 func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, names []string) {
 	t.Helper()
-	norm := func(req []string, v respValue) respValue {
+	norm := func(req []string, v commanddocs.Value) commanddocs.Value {
 		switch strings.ToLower(req[1]) {
 		case "info":
-			for i, e := range v.elems {
-				if e.kind == '*' {
-					v.elems[i] = keepServed(e)
+			for i, e := range v.Elems {
+				if e.Kind == '*' {
+					v.Elems[i] = keepServed(e)
 				}
 			}
 		case "docs":
-			for i := 1; i < len(v.elems); i += 2 {
-				v.elems[i] = keepServedDocs(v.elems[i])
+			for i := 1; i < len(v.Elems); i += 2 {
+				v.Elems[i] = keepServedDocs(v.Elems[i])
 			}
 		}
 		return v
@@ -182,7 +183,7 @@ func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, name
 	} {
 		want, got := norm(req, rawDo(t, rconn, req...)), rawDo(t, pconn, req...)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: %.60q: the proxy answered\n%s\nredis-server\n%s", proto, req, appendRESP3(nil, got), appendRESP3(nil, want))
+			t.Errorf("%s: %.60q: the proxy answered\n%s\nredis-server\n%s", proto, req, commanddocs.AppendRESP3(nil, got), commanddocs.AppendRESP3(nil, want))
 		}
 	}
 	// Redis lists every command it has; the proxy the ones it serves.
@@ -192,14 +193,14 @@ func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, name
 		{"COMMAND", "LIST", "FILTERBY", "MODULE", "x"},
 	} {
 		var want []string
-		for _, e := range rawDo(t, rconn, req...).elems {
-			if n := e.str; slices.Contains(names, n) || served(n) {
+		for _, e := range rawDo(t, rconn, req...).Elems {
+			if n := e.Str; slices.Contains(names, n) || served(n) {
 				want = append(want, n)
 			}
 		}
 		var got []string
-		for _, e := range rawDo(t, pconn, req...).elems {
-			got = append(got, e.str)
+		for _, e := range rawDo(t, pconn, req...).Elems {
+			got = append(got, e.Str)
 		}
 		slices.Sort(want)
 		slices.Sort(got)
@@ -209,13 +210,13 @@ func commandRepliesMatch(t *testing.T, proto string, rconn, pconn net.Conn, name
 	}
 
 	// COMMAND, COMMAND INFO and COMMAND LIST have COMMAND COUNT entries.
-	count := rawDo(t, pconn, "COMMAND", "COUNT").num
+	count := rawDo(t, pconn, "COMMAND", "COUNT").Num
 	for _, req := range [][]string{{"COMMAND"}, {"COMMAND", "INFO"}, {"COMMAND", "LIST"}} {
-		if n := len(rawDo(t, pconn, req...).elems); int64(n) != count {
+		if n := len(rawDo(t, pconn, req...).Elems); int64(n) != count {
 			t.Errorf("%s: %v has %d entries, COMMAND COUNT says %d", proto, req, n, count)
 		}
 	}
-	if n := len(rawDo(t, pconn, "COMMAND", "DOCS").elems) / 2; int64(n) != count {
+	if n := len(rawDo(t, pconn, "COMMAND", "DOCS").Elems) / 2; int64(n) != count {
 		t.Errorf("%s: COMMAND DOCS has %d entries, COMMAND COUNT says %d", proto, n, count)
 	}
 }

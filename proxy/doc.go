@@ -59,7 +59,8 @@
 //     writes it over the file the server started from;
 //   - the clients (client.go, protect.go), their registry (registry.go) and
 //     the admin commands (commands.go, commands_connect.go,
-//     commands_sentinel.go, commands_docs.go, info.go); each client's
+//     commands_sentinel.go, info.go; COMMAND's entries are package
+//     commanddocs'); each client's
 //     protocol (RESP2, or RESP3 after HELLO 3), through which every reply
 //     RESP3 changes is written (client.proto and wire.Proto: maps, nulls,
 //     verbatim strings, pushes);

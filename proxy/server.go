@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
@@ -72,7 +73,7 @@ type Server struct {
 	// it was configured; set by New.
 	logOpenErr string
 	commands   map[string]command
-	cmdDocs    *commandDocs // COMMAND's entries (commands_docs.go); read-only
+	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
 	memoryState
 
 	// ln holds the client listeners (listeners.go): opened by New,
@@ -221,7 +222,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
-	docs, err := loadCommandDocs(commandDocsRESP)
+	docs, err := commanddocs.LoadEmbedded()
 	if err != nil {
 		return nil, err // only a broken build: its test checks the file
 	}

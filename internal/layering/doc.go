@@ -10,6 +10,8 @@
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
+//   - proxy/commanddocs (what COMMAND says of the served commands) only
+//     proxy/wire.
 //   - proxy/wire imports nothing of the module; proxy/config only eviction
 //     and proxy/wire; proxy/upstream only replbuf, proxy/wire and replid.
 //   - proxy/snapfile (the snapshot files in dir) only replbuf, replid and

@@ -23,13 +23,14 @@ var allowed = map[string][]string{
 	"eviction":  {"replbuf"},
 	"streamlog": {"internal/safefile", "replid"},
 
-	"proxy/wire":     {},
-	"proxy/config":   {"eviction", "proxy/wire"},
-	"proxy/upstream": {"replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
-	"proxy/linkzstd": {},
-	"proxy/metrics":  {},
-	"proxy/snapfile": {"internal/safefile", "replbuf", "replid"},
-	"proxy/history":  {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
+	"proxy/wire":        {},
+	"proxy/config":      {"eviction", "proxy/wire"},
+	"proxy/upstream":    {"replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
+	"proxy/linkzstd":    {},
+	"proxy/metrics":     {},
+	"proxy/commanddocs": {"proxy/wire"},
+	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
+	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
 	// interfaces it declares (Source, Host): neither is in its row.
 	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "replbuf"},
@@ -38,7 +39,7 @@ var allowed = map[string][]string{
 	// in its row.
 	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog", "proxy/linkzstd"},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
+		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
 		"proxy/snapshots", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/sysmem"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -155,7 +156,7 @@ func (s *Server) writeInfoMemory(w infoWriter, r *report) {
 	w.b.WriteString("# Memory\r\n")
 	w.kv("used_memory", rep.UsedMemory)
 	w.kv("used_memory_human", humanize.IBytes(uint64(rep.UsedMemory)))
-	rss := rssBytes()
+	rss := sysmem.RSS()
 	w.kv("used_memory_rss", rss)
 	w.kv("used_memory_rss_human", humanize.IBytes(uint64(rss)))
 	w.kv("used_memory_peak", r.peakMemory)

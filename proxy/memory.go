@@ -1,13 +1,7 @@
 package proxy
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -87,83 +81,6 @@ func (s *Server) enforceMaxMemory(now time.Time) {
 			s.snaps.Evict(a.ID, dir)
 		}
 	}
-}
-
-// rssBytes reads the resident set size from /proc (0 where there is none).
-func rssBytes() int64 {
-	data, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(data)
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(string(f[1]), 10, 64)
-	return pages * int64(os.Getpagesize())
-}
-
-// machineMemory is the most memory the process may have when maxmemory does
-// not say: the machine's (MemTotal in /proc/meminfo), or its cgroup's limit
-// when lower (memory.max under cgroup v2, memory.limit_in_bytes under v1).
-// 0 when neither can be read. Read anew at each call: a container's limit
-// may change.
-func machineMemory() int64 {
-	total := int64(0)
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range bytes.Lines(data) {
-			if rest, ok := bytes.CutPrefix(line, []byte("MemTotal:")); ok {
-				f := bytes.Fields(rest) // "<n> kB"
-				if len(f) == 2 && string(f[1]) == "kB" {
-					if kb, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil && kb > 0 && kb < 1<<53 {
-						total = kb << 10
-					}
-				}
-				break
-			}
-		}
-	}
-	if limit := cgroupMemoryLimit(); limit > 0 && (total == 0 || limit < total) {
-		return limit
-	}
-	return total
-}
-
-// cgroupMemoryLimit returns the memory limit of the process's cgroup, 0 for
-// none or none that can be read: in its own cgroup (its paths from
-// /proc/self/cgroup), cgroup v2's memory.max or v1's memory.limit_in_bytes,
-// else the same files at the mounts' roots (a container's namespace shows
-// its own cgroup there). "max", and v1's "no limit" (near 2^63), are none.
-func cgroupMemoryLimit() int64 {
-	var paths []string
-	if data, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-		for line := range bytes.Lines(data) {
-			// id:controllers:path; v2's is 0::path.
-			f := strings.SplitN(strings.TrimSpace(string(line)), ":", 3)
-			if len(f) != 3 || !filepath.IsAbs(f[2]) {
-				continue
-			}
-			switch dir := filepath.Clean(f[2]); {
-			case f[0] == "0" && f[1] == "":
-				paths = append(paths, filepath.Join("/sys/fs/cgroup", dir, "memory.max"))
-			case slices.Contains(strings.Split(f[1], ","), "memory"):
-				paths = append(paths, filepath.Join("/sys/fs/cgroup/memory", dir, "memory.limit_in_bytes"))
-			}
-		}
-	}
-	paths = append(paths, "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
-		if err != nil || n <= 0 || n >= 1<<62 {
-			continue // "max", or v1's page-rounded 2^63-1: no limit here
-		}
-		return n
-	}
-	return 0
 }
 
 // memoryState is the server's own memory bookkeeping.

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/replproxy/replproxy/proxy/sysmem"
 )
 
 // Memory the proxy releases (a snapshot, a stream generation, a burst of
@@ -56,9 +58,9 @@ func (s *Server) returnReleasedMemory(now time.Time) {
 		return
 	}
 	s.goBackground(func(context.Context) {
-		before, start := rssBytes(), time.Now()
+		before, start := sysmem.RSS(), time.Now()
 		debug.FreeOSMemory()
-		s.log.Debug("released memory returned to the OS", "rss-before-bytes", before, "rss-after-bytes", rssBytes(),
+		s.log.Debug("released memory returned to the OS", "rss-before-bytes", before, "rss-after-bytes", sysmem.RSS(),
 			"took-ms", time.Since(start).Milliseconds())
 	})
 }

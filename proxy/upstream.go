@@ -10,6 +10,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/snapshots"
+	"github.com/replproxy/replproxy/proxy/sysmem"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -129,7 +130,7 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 	machine := opts.machineMemory
 	if machine == nil {
-		machine = machineMemory
+		machine = sysmem.Machine
 	}
 	return snapshots.New(snapshots.Options{
 		History:       s.hist,

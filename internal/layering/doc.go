@@ -10,6 +10,8 @@
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
+//   - proxy/sysmem (the process's memory as the OS reports it) imports
+//     nothing of the module.
 //   - proxy/commanddocs (what COMMAND says of the served commands) only
 //     proxy/wire.
 //   - proxy/wire imports nothing of the module; proxy/config only eviction

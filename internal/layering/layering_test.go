@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"proxy/linkzstd":    {},
 	"proxy/metrics":     {},
 	"proxy/commanddocs": {"proxy/wire"},
+	"proxy/sysmem":      {},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
@@ -40,7 +41,7 @@ var allowed = map[string][]string{
 	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog", "proxy/linkzstd"},
 	"proxy": {
 		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
-		"proxy/snapshots", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
+		"proxy/snapshots", "proxy/sysmem", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 

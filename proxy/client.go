@@ -89,7 +89,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	lim := cc.limits
 	lim.Unauthenticated = cc.requirePass
 	c.authed = !cc.requirePass
-	c.rd = wire.NewCommandReader(countingReader{connReader(conn), &s.stats.netInputBytes}, lim)
+	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.netInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	c.resp.Store(uint32(wire.RESP2))
 	return c

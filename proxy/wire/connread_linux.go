@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"io"
@@ -8,10 +8,10 @@ import (
 	"unsafe"
 )
 
-// connReader returns what a client's command reader reads conn through: a
+// ConnReader returns what a client's command reader reads conn through: a
 // plain TCP connection is read by rawConnReader, anything else (TLS) as it
 // is.
-func connReader(conn net.Conn) io.Reader {
+func ConnReader(conn net.Conn) io.Reader {
 	tc, ok := conn.(*net.TCPConn)
 	if !ok {
 		return conn

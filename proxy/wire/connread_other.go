@@ -1,0 +1,11 @@
+//go:build !linux
+
+package wire
+
+import (
+	"io"
+	"net"
+)
+
+// ConnReader returns conn: raw reads are Linux's (connread_linux.go).
+func ConnReader(conn net.Conn) io.Reader { return conn }

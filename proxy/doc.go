@@ -29,7 +29,7 @@
 //     given.
 //   - package upstream: the main link to the primary and the side links that
 //     fetch a snapshot, retried by one backoff rule. upstream.go implements
-//     its Host on the configuration and the history; ackpolicy.go decides
+//     its Host on the configuration and the history, and decides
 //     what is acknowledged upstream under ack-policy.
 //   - package snapfile: the snapshot files in dir (a sink renamed into place
 //     once, metadata, verify at restart, open only while unchanged);
@@ -47,7 +47,7 @@
 //
 //   - the Server (server.go): New, Run, Close, Shutdown and its drain
 //     (drain.go), the accept loops, the background group (goBackground), the
-//     descriptor budget (fdbudget.go: maxclients + ReservedFDs), and what a
+//     descriptor budget (protect.go: maxclients + ReservedFDs), and what a
 //     supervisor is told of its life (supervise.go: ready, status, stopping);
 //   - the listeners (listeners.go), plain (port) and TLS (tls-port),
 //     replaced by CONFIG SET port, tls-port or bind, new ones opened before
@@ -68,7 +68,7 @@
 //     subscriber's outbox, through which every reply and message to it
 //     goes, written by its writeLoop; a message is encoded once per
 //     protocol among its receivers (a push for RESP3);
-//   - the monitor (monitor.go, memory.go, memreturn.go): replica timeouts
+//   - the monitor (monitor.go, memory.go): replica timeouts
 //     and output limits enforced, maxmemory and eviction (snapshots spilled
 //     to dir through package snapshots), memory given back to the OS, the
 //     newest snapshot persisted and refreshed; ten rounds a second,

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -533,3 +532,7 @@ func (s *Server) goBackground(f func(ctx context.Context)) bool {
 	s.bg.Go(func() { f(ctx) })
 	return true
 }
+
+// ReplIDSize is the length of a replication ID: 40 lowercase hex characters
+// (Redis's CONFIG_RUN_ID_SIZE). The replid rules live in package replid.
+const ReplIDSize = replid.Size

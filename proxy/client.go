@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -324,4 +327,209 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+func (s *Server) cmdClient(c *client, args [][]byte) bool {
+	sub := strings.ToLower(string(args[1]))
+	switch {
+	case sub == "id" && len(args) == 2:
+		c.out = wire.AppendInt(c.out, c.id)
+	case sub == "getname" && len(args) == 2:
+		if n := c.name.Load(); n != nil && *n != "" {
+			c.out = wire.AppendBulkString(c.out, *n)
+		} else {
+			c.out = c.proto().AppendNull(c.out)
+		}
+	case sub == "setname" && len(args) == 3:
+		name := string(args[2])
+		if !validName(name) {
+			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
+			break
+		}
+		c.name.Store(&name)
+		c.out = wire.AppendSimple(c.out, "OK")
+	case sub == "list" && len(args) == 2:
+		c.out = c.proto().AppendVerbatim(c.out, "txt", s.clientList())
+	case sub == "info" && len(args) == 2:
+		s.clientInfo(c)
+	case sub == "setinfo" && len(args) == 4:
+		s.clientSetInfo(c, string(args[2]), string(args[3]))
+	case sub == "kill" && len(args) >= 3:
+		return s.clientKill(c, args[2:])
+	default:
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", clip(sub, 64)))
+	}
+	return false
+}
+
+// clientList renders CLIENT LIST with Redis's field names.
+func (s *Server) clientList() string {
+	now := time.Now()
+	var b strings.Builder
+	for _, c := range s.clients.clients() {
+		appendClientLine(&b, c, now)
+	}
+	return b.String()
+}
+
+// appendClientLine writes c's CLIENT LIST line (CLIENT INFO's whole reply).
+// Any goroutine: it reads only c's atomics and immutable fields.
+func appendClientLine(b *strings.Builder, c *client, now time.Time) {
+	name, cmd := "", "NULL"
+	if n := c.name.Load(); n != nil {
+		name = *n
+	}
+	if l := c.lastCmd.Load(); l != nil {
+		cmd = *l
+	}
+	flags, omem := "N", int64(0)
+	sub := c.subCount.Load()
+	// idle is since the client's last command (or message written to a
+	// subscriber), as Redis's lastinteraction; a replica sends no commands
+	// once streaming, but Redis counts each read from it, its ACKs every
+	// second, as an interaction too.
+	last := c.lastUse.Load()
+	if r := c.asReplica.Load(); r != nil {
+		last = max(last, r.AckTime())
+		flags = "S"
+		if cur := r.Cursor(); cur != nil {
+			omem = cur.OutputBufferSize()
+		}
+	} else if b := c.boxBytes.Load(); sub > 0 || b > 0 {
+		// Redis's P while subscribed to a channel; omem the outbox.
+		if sub > 0 {
+			flags = "P"
+		}
+		omem = b
+	}
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
+		c.id, c.addr, c.laddr, c.fd, name,
+		int64(now.Sub(c.created)/time.Second),
+		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd, c.proto())
+}
+
+// clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
+// LADDR, TYPE (normal|replica|slave|master|pubsub), USER and SKIPME
+// filters, parsed in order as Redis 7.0 parses them: the first bad option
+// is the reply. Every client is the default user's, authenticated or not,
+// as in Redis: USER default matches them all, and any other name is no
+// user. A client that kills itself (SKIPME no, or the old form naming its
+// own address) gets its reply, and its connection is closed after it.
+func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
+	oldForm := len(args) == 1
+	f := killFilter{skipMe: true}
+	if oldForm {
+		f.addr, f.skipMe = string(args[0]), false
+	} else if reply := f.parse(args); reply != "" {
+		c.out = wire.AppendError(c.out, reply)
+		return false
+	}
+	var victims []*client
+	for _, o := range s.clients.clients() {
+		if f.matches(o, c) {
+			victims = append(victims, o)
+		}
+	}
+	for _, o := range victims {
+		switch r := o.asReplica.Load(); {
+		case o == c:
+			// Closed once its reply is written: runClient ends on quit.
+			downstream.FirstReason(&c.reason, downstream.CloseKilled)
+			quit = true
+		case r != nil:
+			r.Close(downstream.CloseKilled, nil)
+		default:
+			o.closeFor(downstream.CloseKilled)
+		}
+	}
+	if oldForm {
+		if len(victims) == 0 {
+			c.out = wire.AppendError(c.out, "ERR No such client")
+		} else {
+			c.out = wire.AppendSimple(c.out, "OK")
+		}
+		return quit
+	}
+	c.out = wire.AppendInt(c.out, int64(len(victims)))
+	return quit
+}
+
+// A killFilter is CLIENT KILL's filters; zero values match every client.
+type killFilter struct {
+	id          int64
+	addr, laddr string
+	typ         string // normal, replica, master or pubsub
+	skipMe      bool
+}
+
+// parse reads the filter pairs of args in order and returns the reply to
+// the first bad one ("" when all are good).
+func (f *killFilter) parse(args [][]byte) (reply string) {
+	for i := 0; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			return "ERR syntax error"
+		}
+		val := string(args[i+1])
+		switch strings.ToLower(string(args[i])) {
+		case "id":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n <= 0 {
+				return "ERR client-id should be greater than 0"
+			}
+			f.id = n
+		case "addr":
+			f.addr = val
+		case "laddr":
+			f.laddr = val
+		case "type":
+			f.typ = strings.ToLower(val)
+			if f.typ == "slave" {
+				f.typ = "replica"
+			}
+			if f.typ != "normal" && f.typ != "replica" && f.typ != "master" && f.typ != "pubsub" {
+				return "ERR Unknown client type '" + clip(val, 32) + "'"
+			}
+		case "user":
+			if val != "default" {
+				return "ERR No such user '" + clip(val, 128) + "'"
+			}
+		case "skipme":
+			switch {
+			case strings.EqualFold(val, "yes"):
+				f.skipMe = true
+			case strings.EqualFold(val, "no"):
+				f.skipMe = false
+			default:
+				return "ERR syntax error"
+			}
+		default:
+			return "ERR syntax error"
+		}
+	}
+	return ""
+}
+
+// matches reports whether f kills o, for CLIENT KILL sent by c. A client
+// already closed for a reason is on its way out of the list: Redis frees a
+// killed client at once, so it is neither counted nor killed again.
+func (f *killFilter) matches(o, c *client) bool {
+	if downstream.CloseReason(o.reason.Load()) != downstream.CloseNone {
+		return false
+	}
+	if r := o.asReplica.Load(); r != nil && r.Closed() {
+		return false
+	}
+	isReplica := o.replicaSet()
+	switch {
+	case f.id != 0 && o.id != f.id,
+		f.addr != "" && o.addr != f.addr,
+		f.laddr != "" && o.laddr != f.laddr,
+		f.typ == "replica" && !isReplica,
+		f.typ == "normal" && (isReplica || o.subCount.Load() > 0),
+		f.typ == "pubsub" && (isReplica || o.subCount.Load() == 0),
+		f.typ == "master",
+		f.skipMe && o == c:
+		return false
+	}
+	return true
 }

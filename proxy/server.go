@@ -246,15 +246,30 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
+	if err := s.openDir(cfg, opts); err != nil {
+		s.closeListeners()
+		s.closeMetricsListener()
+		return nil, err
+	}
+	if s.onMaxMemory != nil {
+		s.onMaxMemory(cfg.MaxMemory)
+	}
+	return s, nil
+}
+
+// openDir takes dir's lock, opens the stream log when it is configured and
+// recovers the history from it, then builds the snapshot work, which adopts
+// the snapshot on disk and removes the leftovers of earlier runs. In New,
+// after the listeners: only a dir another proxy holds fails it.
+func (s *Server) openDir(cfg *config.Config, opts Options) error {
+	log := s.log
 	// Before anything touches dir, whatever the log's setting: the lock
 	// refuses a second proxy on it, before it removes the files the first
 	// serves from (dirlock.go).
 	lock, err := streamlog.LockDir(cfg.Dir)
 	switch {
 	case errors.Is(err, streamlog.ErrDirLocked):
-		s.closeListeners()
-		s.closeMetricsListener()
-		return nil, err
+		return err
 	case err != nil:
 		// A dir that cannot be locked (missing, read-only) never stops
 		// relaying; nothing in it is touched, the log is not opened.
@@ -285,10 +300,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if s.dirLock != nil {
 		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
 	}
-	if s.onMaxMemory != nil {
-		s.onMaxMemory(cfg.MaxMemory)
-	}
-	return s, nil
+	return nil
 }
 
 // ErrServerClosed is returned by Run on a server that was closed or has run

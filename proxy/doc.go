@@ -20,7 +20,7 @@
 //     adoption and leftovers at start, on goroutines of its own (a Keeper,
 //     run by Run). It reaches the upstream link and the server through
 //     interfaces it declares, which upstream.go implements
-//     (snapshotSource, snapshotHost).
+//     (the link is its Source; snapshotHost, snapshotSettings).
 //   - package downstream: a replica from PSYNC on (handshake state, sync
 //     path, ACK reader, limits, memory window, first-cause close, the close
 //     reasons clients share). downstream.go holds REPLCONF, PSYNC and SYNC

@@ -117,6 +117,7 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
 		s.onMaxMemory(next.MaxMemory)
 	}
+	s.snaps.Configure(s.snapshotSettings(next))
 	if next.LogLevel != prev.LogLevel {
 		s.log.SetLevel(HCLogLevel(next.LogLevel))
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"cmp"
-	"context"
 	"net"
 	"slices"
 	"strconv"
@@ -127,8 +126,9 @@ func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
 }
 
 // newSnapshots builds the server's snapshot work (package snapshots), which
-// reaches the upstream link through snapshotSource and the rest of the
-// server through snapshotHost. After the stream log was opened (or not).
+// fetches over the upstream link's side links and reads the rest of the
+// server through snapshotHost and the settings it is given (here, then by
+// applyConfig after every change). After the stream log was opened (or not).
 func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 	machine := opts.machineMemory
 	if machine == nil {
@@ -136,46 +136,32 @@ func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 	}
 	return snapshots.New(snapshots.Options{
 		History:       s.hist,
-		Source:        snapshotSource{s},
+		Source:        s.up,
 		Host:          snapshotHost{s},
 		Log:           s.log,
 		Durable:       s.durable != nil,
 		Backoff:       upstream.NextBackoff,
 		MachineMemory: machine,
 		Random:        opts.spillRand,
+		Settings:      s.snapshotSettings(s.config()),
+		Wake:          s.monitorWake,
 	})
 }
 
-// snapshotSource is the upstream link's side links as the snapshot work
-// uses them (snapshots.Source).
-type snapshotSource struct{ s *Server }
-
-func (src snapshotSource) Fetch(ctx context.Context, started func(*replbuf.Snapshot, int64) (snapshots.Sink, error)) (*replbuf.Snapshot, error) {
-	return src.s.up.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-		return started(sn, size) // a nil Sink is a nil PayloadSink
-	})
+// snapshotSettings are the directives of cfg the snapshot work reads.
+func (s *Server) snapshotSettings(cfg *config.Config) snapshots.Settings {
+	set := snapshots.Settings{Dir: cfg.Dir, MaxMemory: cfg.MaxMemory, EvictSnapshots: cfg.MaxMemoryPolicy == eviction.EvictSnapshots,
+		Refresh: cfg.ReplSnapshotRefresh, MaxStreamSince: cfg.ReplSnapshotMaxStreamSince, LogSize: cfg.ReplLogSize}
+	if cfg.MasterHost != "" {
+		set.Primary = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+	}
+	return set
 }
-
-func (src snapshotSource) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
-	return src.s.up.FetchFiltered(ctx, filter, limit)
-}
-
-func (src snapshotSource) Primary() string { return src.s.upstreamTarget().Addr }
-
-func (src snapshotSource) Connected() bool { return src.s.up.State() == upstream.StateConnected }
 
 // snapshotHost is the server as the snapshot work sees it (snapshots.Host).
 type snapshotHost struct{ s *Server }
 
-func (h snapshotHost) Settings() snapshots.Settings {
-	cfg := h.s.config()
-	return snapshots.Settings{Dir: cfg.Dir, MaxMemory: cfg.MaxMemory, EvictSnapshots: cfg.MaxMemoryPolicy == eviction.EvictSnapshots,
-		Refresh: cfg.ReplSnapshotRefresh, MaxStreamSince: cfg.ReplSnapshotMaxStreamSince, LogSize: cfg.ReplLogSize}
-}
-
 func (h snapshotHost) CountedMemory() int64 { return h.s.memoryReport().Counted }
-
-func (h snapshotHost) MemoryGrows() { h.s.wakeMonitorNow() }
 
 func (h snapshotHost) LogBounds() (first, last int64, live bool) {
 	d := h.s.durable

@@ -57,7 +57,7 @@ func (k *Keeper) startFetch(f *history.Fetch) bool {
 // fail with it and come back for a new one. Every failed attempt is counted
 // and logged once.
 func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
-	began := k.src.Primary()
+	began := k.settings().Primary
 	var backoff time.Duration
 	for {
 		started, err := k.fetchOnce(ctx, f)
@@ -97,7 +97,7 @@ func (k *Keeper) stopReason(ctx context.Context, began string, f *history.Fetch)
 	if ctx.Err() != nil {
 		return "server stopping"
 	}
-	if now := k.src.Primary(); now != began || now == "" {
+	if now := k.settings().Primary; now != began || now == "" {
 		return "replicaof changed"
 	}
 	if k.hist.FetchWaiters(f) == 0 {
@@ -110,8 +110,8 @@ func (k *Keeper) stopReason(ctx context.Context, began string, f *history.Fetch)
 // handed out (the history's FetchStarted); a failure before that leaves f
 // open for another attempt.
 func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch) (started bool, err error) {
-	sn, err := k.src.Fetch(ctx, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
-		k.host.MemoryGrows()
+	sn, err := k.src.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+		k.memoryGrows()
 		// The same rule as the main link's payload: a declared size dir
 		// or memory cannot hold is refused here, unread.
 		pf, sink, err := k.sinkFor(sn, size, "fetch")

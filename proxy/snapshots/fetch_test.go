@@ -18,7 +18,6 @@ import (
 // attempt, which may hand out a snapshot (start) and fail after.
 type fakeSource struct {
 	mu        sync.Mutex
-	primary   string
 	connected bool
 	attempt   func(n int, start func() error) error
 	attempts  int
@@ -26,7 +25,7 @@ type fakeSource struct {
 	pool      *replbuf.Pool
 }
 
-func (s *fakeSource) Fetch(ctx context.Context, started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
+func (s *fakeSource) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
 	s.mu.Lock()
 	s.attempts++
 	n := s.attempts
@@ -52,31 +51,20 @@ func (s *fakeSource) FetchFiltered(ctx context.Context, filter string, limit int
 	return nil, errors.New("not scripted")
 }
 
-func (s *fakeSource) Primary() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.primary
-}
-
-func (s *fakeSource) retarget(addr string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.primary = addr
-}
-
 func (s *fakeSource) Connected() bool { return s.connected }
 
 // testRDB is an RDB as far as the snapshot checks one: its last 8 bytes
 // are the CRC64 trailer, 0 for none.
 var testRDB = []byte("REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00")
 
-// fakeHost is a Host with fixed settings and no stream log.
-type fakeHost struct{ set Settings }
+// fakeHost is a Host with no memory counted and no stream log.
+type fakeHost struct{}
 
-func (h *fakeHost) Settings() Settings                        { return h.set }
-func (h *fakeHost) CountedMemory() int64                      { return 0 }
-func (h *fakeHost) MemoryGrows()                              {}
-func (h *fakeHost) LogBounds() (first, last int64, live bool) { return 0, 0, false }
+func (fakeHost) CountedMemory() int64                      { return 0 }
+func (fakeHost) LogBounds() (first, last int64, live bool) { return 0, 0, false }
+
+// testPrimary is the primary the tests' Keepers are configured with.
+const testPrimary = "127.0.0.1:6379"
 
 // newHistory is a history with counters of its own and a 1 MiB backlog.
 func newHistory(pool *replbuf.Pool) *history.History {
@@ -91,8 +79,9 @@ func newTestKeeper(t *testing.T, src *fakeSource) *Keeper {
 	src.pool = replbuf.NewPool(0)
 	src.hist = newHistory(src.pool)
 	t.Cleanup(src.hist.Close)
-	return New(Options{History: src.hist, Source: src, Host: &fakeHost{set: Settings{Dir: t.TempDir()}},
-		Backoff: func(time.Duration) time.Duration { return time.Millisecond }})
+	return New(Options{History: src.hist, Source: src, Host: fakeHost{},
+		Settings: Settings{Primary: testPrimary, Dir: t.TempDir()},
+		Backoff:  func(time.Duration) time.Duration { return time.Millisecond }})
 }
 
 // TestRunFetch: a fetch's attempts that fail before the snapshot is handed
@@ -122,7 +111,7 @@ func TestRunFetch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			src := &fakeSource{primary: "127.0.0.1:6379", connected: true}
+			src := &fakeSource{connected: true}
 			k := newTestKeeper(t, src)
 			var f *history.Fetch
 			src.attempt = func(n int, start func() error) error {
@@ -130,7 +119,7 @@ func TestRunFetch(t *testing.T) {
 				case tc.unwanted:
 					src.hist.LeaveFetch(f)
 				case tc.retarget:
-					src.retarget("127.0.0.1:6380")
+					k.Configure(Settings{Primary: "127.0.0.1:6380"})
 				case tc.cancel:
 					cancel()
 				}

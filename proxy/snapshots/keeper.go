@@ -18,28 +18,29 @@ import (
 // byte, in order, from the link's goroutine (p is valid only during the
 // call), then exactly one of Commit (the payload arrived whole and its
 // CRC64 checked) and Abort. An error from Write or Commit fails the sync.
-// The upstream link's PayloadSink has the same methods.
-type Sink interface {
+// An alias of an unnamed interface type, as the upstream link's
+// PayloadSink is: a callback returning either is the same type.
+type Sink = interface {
 	Write(p []byte) error
 	Commit() error
 	Abort()
 }
 
-// Source is the upstream link's side links, as the snapshot work uses them.
+// Source is the upstream link's side links, as the snapshot work uses them;
+// the link (*upstream.Link) is one.
 type Source interface {
-	// Fetch opens a side link to the configured primary and asks for a
-	// snapshot (REPLCONF rdb-only 1, PSYNC ? -1). started is called with
-	// the new snapshot and the payload's declared size (-1: EOF-marked) once
-	// the payload's header arrived, before its first byte; the payload
-	// then goes into the snapshot and the sink started returns (nil:
-	// memory only); an error from started refuses the payload unread.
-	Fetch(ctx context.Context, started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
+	// FetchSnapshot opens a side link to the configured primary and asks
+	// for a snapshot (REPLCONF rdb-only 1, PSYNC ? -1). started is called
+	// with the new snapshot and the payload's declared size (-1:
+	// EOF-marked) once the payload's header arrived, before its first
+	// byte; the payload then goes into the snapshot and the sink started
+	// returns (nil: memory only); an error from started refuses the
+	// payload unread.
+	FetchSnapshot(ctx context.Context, started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
 	// FetchFiltered asks for the RDB the primary makes under REPLCONF
 	// rdb-filter-only filter, refusing one over limit bytes. The primary's
 	// refusal is an error that errors.As finds as a Refusal.
 	FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error)
-	// Primary is the address of the primary replicaof names now ("": none).
-	Primary() string
 	// Connected reports whether the main link streams from the primary.
 	Connected() bool
 }
@@ -50,25 +51,25 @@ type Refusal interface {
 	PrimaryReply() string
 }
 
-// Host is what the snapshot work reads of the server it runs in: the
-// configuration in force, the memory counted against maxmemory, and the
-// stream log's extent. Each call is made with no lock of this package held.
+// Host is what the snapshot work reads of the server it runs in, only
+// where a decision needs it: the memory counted against maxmemory (a
+// payload under evict-snapshots), and the stream log's extent (refresh,
+// adoption). Each call is made with no lock of this package held.
 type Host interface {
-	Settings() Settings
 	// CountedMemory is used_memory less what is not counted for eviction.
 	CountedMemory() int64
-	// MemoryGrows says that a payload starts to arrive: the monitor looks
-	// at memory at once.
-	MemoryGrows()
 	// LogBounds is the stream log's first and last offset, and whether it
 	// follows the stream now (live).
 	LogBounds() (first, last int64, live bool)
 }
 
-// Settings are the directives the snapshot work reads, from the
-// configuration in force at each decision.
+// Settings are the directives the snapshot work reads: the server gives
+// them at New and again after every change of the configuration
+// (Configure), so that a decision reads them without a call out.
 type Settings struct {
-	Dir string
+	// Primary is the address of the primary replicaof names ("": none).
+	Primary string
+	Dir     string
 	// MaxMemory is maxmemory (0: none); EvictSnapshots says
 	// maxmemory-policy is evict-snapshots, under which a payload goes to
 	// dir past it.
@@ -97,6 +98,11 @@ type Options struct {
 	Backoff func(prev time.Duration) time.Duration
 	// MachineMemory bounds a payload held in memory whole (0: not known).
 	MachineMemory func() int64
+	// Settings are the directives in force at New (then Configure).
+	Settings Settings
+	// Wake, when not nil, is sent a token (never blocking) when a payload
+	// starts to arrive: memory grows, and the monitor looks at once.
+	Wake chan<- struct{}
 	// Random names temporary files (nil: crypto/rand); a test seam.
 	Random io.Reader
 }
@@ -116,6 +122,9 @@ type Keeper struct {
 	backoff func(time.Duration) time.Duration
 	machine func() int64
 	random  io.Reader
+	wake    chan<- struct{}
+
+	set atomic.Pointer[Settings] // the directives in force (Configure)
 
 	// refreshAfter is when Refresh may next start a background fetch;
 	// owned by Refresh's caller (the monitor).
@@ -152,8 +161,24 @@ func New(opts Options) *Keeper {
 	if machine == nil {
 		machine = func() int64 { return 0 }
 	}
-	return &Keeper{hist: opts.History, src: opts.Source, host: opts.Host, log: lg, durable: opts.Durable,
-		backoff: opts.Backoff, machine: machine, random: opts.Random}
+	k := &Keeper{hist: opts.History, src: opts.Source, host: opts.Host, log: lg, durable: opts.Durable,
+		backoff: opts.Backoff, machine: machine, random: opts.Random, wake: opts.Wake}
+	k.Configure(opts.Settings)
+	return k
+}
+
+// Configure makes set the directives in force; any goroutine.
+func (k *Keeper) Configure(set Settings) { k.set.Store(&set) }
+
+// settings are the directives in force.
+func (k *Keeper) settings() Settings { return *k.set.Load() }
+
+// memoryGrows sends Options.Wake its token: a payload starts to arrive.
+func (k *Keeper) memoryGrows() {
+	select {
+	case k.wake <- struct{}{}:
+	default: // a token waits already, or nobody watches (nil)
+	}
 }
 
 // Run runs the background work until ctx ends or Close is called, then

@@ -13,7 +13,7 @@ import (
 // history told it never started; Close is idempotent and a closed Keeper
 // does not run.
 func TestWorkBeforeRunAndAfterClose(t *testing.T) {
-	src := &fakeSource{primary: "127.0.0.1:6379", connected: true}
+	src := &fakeSource{connected: true}
 	k := newTestKeeper(t, src)
 	src.attempt = func(_ int, start func() error) error { return start() }
 	plan, err := k.PlanFull()
@@ -49,7 +49,7 @@ func TestWorkBeforeRunAndAfterClose(t *testing.T) {
 // TestCloseUndoesQueuedWork: work asked for before a Run that never comes
 // is undone at Close: the fetch's waiters are refused.
 func TestCloseUndoesQueuedWork(t *testing.T) {
-	src := &fakeSource{primary: "127.0.0.1:6379", connected: true}
+	src := &fakeSource{connected: true}
 	k := newTestKeeper(t, src)
 	plan, err := k.PlanFull()
 	if err != nil || plan.Fetch == nil {

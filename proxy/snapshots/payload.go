@@ -95,7 +95,7 @@ var ErrPayloadOverMemory = errors.New("full sync payload larger than memory may 
 // arriving one and returns where it goes as it arrives (nil: memory only;
 // see the top of the file). From the upstream link's goroutine.
 func (k *Keeper) PayloadStarted(sn *replbuf.Snapshot, size int64) (Sink, error) {
-	k.host.MemoryGrows()
+	k.memoryGrows()
 	f, sink, err := k.sinkFor(sn, size, "main")
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (k *Keeper) PayloadFailed(sn *replbuf.Snapshot) { k.hist.PayloadEnded(sn) }
 // (ErrPayloadTooLarge) or memory cannot (ErrPayloadOverMemory). link names
 // the link in logs.
 func (k *Keeper) sinkFor(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, Sink, error) {
-	set := k.host.Settings()
+	set := k.settings()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
 	if k.durable {
 		limit = payloadMemoryMax

@@ -58,7 +58,7 @@ func (k *Keeper) Persist() {
 		return
 	}
 	if sn := k.hist.PersistNewest(); sn != nil {
-		k.startWrite(sn, k.host.Settings().Dir, false)
+		k.startWrite(sn, k.settings().Dir, false)
 	}
 }
 
@@ -66,7 +66,7 @@ func (k *Keeper) Persist() {
 // the snapshot on disk is about to outlive the stream log's cover (see the
 // top of the file). From the monitor, which owns refreshAfter.
 func (k *Keeper) Refresh(now time.Time) {
-	set := k.host.Settings()
+	set := k.settings()
 	if !k.durable || set.Refresh <= 0 || now.Before(k.refreshAfter) || !k.src.Connected() {
 		return
 	}

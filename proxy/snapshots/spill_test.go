@@ -25,8 +25,8 @@ func newDirKeeper(t *testing.T, dir string) *Keeper {
 	pool := replbuf.NewPool(0)
 	h := newHistory(pool)
 	t.Cleanup(h.Close)
-	src := &fakeSource{primary: "127.0.0.1:6379", connected: true, hist: h, pool: pool}
-	k := New(Options{History: h, Source: src, Host: &fakeHost{set: Settings{Dir: dir}}, Durable: true,
+	src := &fakeSource{connected: true, hist: h, pool: pool}
+	k := New(Options{History: h, Source: src, Host: fakeHost{}, Settings: Settings{Primary: testPrimary, Dir: dir}, Durable: true,
 		Backoff: func(time.Duration) time.Duration { return time.Millisecond }})
 	t.Cleanup(func() { k.Close() })
 	k.RemoveLeftovers(dir)

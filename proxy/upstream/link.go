@@ -118,7 +118,12 @@ type Host interface {
 // Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
 // Abort (it failed, or Write or Commit did) is called. An error from Write
 // or Commit fails the sync.
-type PayloadSink interface {
+//
+// It is an alias of an unnamed interface type, so that a callback that
+// returns one is the same type as another package's that returns its own
+// alias of the same methods (package snapshots' Sink), without either
+// package importing the other.
+type PayloadSink = interface {
 	Write(p []byte) error
 	Commit() error
 	Abort()
@@ -296,6 +301,9 @@ type Status struct {
 	SyncTotal int64 // RDB size during a full sync (-1 when unknown: EOF mark)
 	SyncRead  int64 // RDB bytes received so far
 }
+
+// Connected reports whether the main link streams from the primary.
+func (l *Link) Connected() bool { return l.State() == StateConnected }
 
 // State returns the main link's state.
 func (l *Link) State() State { return State(l.state.Load()) }

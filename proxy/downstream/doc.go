@@ -7,21 +7,22 @@
 //     per connection agreed to link-compression zstd, held from that
 //     REPLCONF to the connection's end (linkslots.go: LinkSlots,
 //     CompressionPolicy), and each link's encoder memory (LinkMemory);
-//   - sync execution (writer.go): the sync path its history.Plan asks for
-//     (choosePath: partial from memory or from the stream log, full from a
-//     snapshot in memory or a file in dir, awaiting the shared fetch, a
-//     fetched payload that may go to dir; and for a replica that asked for
-//     a filtered RDB, the one the primary makes, got through
-//     Host.FetchFiltered by the write loop on a goroutine it waits for),
-//     the reply (+CONTINUE,
-//     +FULLRESYNC), the payload, then the stream from its cursor with
-//     writev; the memory window: a replica further behind than
-//     Host.MemoryWindow while the stream log runs is sent from the log and
-//     moves back to a cursor of the same stream generation; for a
+//   - sync execution (writer.go; the payload in writer_payload.go, the stream
+//     in writer_stream.go, compression in writer_compress.go): the sync path
+//     its history.Plan asks for (choosePath: partial from memory or from the
+//     stream log, full from a snapshot in memory or a file in dir, awaiting
+//     the shared fetch, a fetched payload that may go to dir; and for a
+//     replica that asked for a filtered RDB, the one the primary makes, got
+//     through Host.FetchFiltered by the write loop on a goroutine it waits
+//     for), the reply (+CONTINUE, +FULLRESYNC), the payload, then the stream
+//     from its cursor with writev; the memory window: a replica further
+//     behind than Host.MemoryWindow while the stream log runs is sent from
+//     the log and moves back to a cursor of the same stream generation; for a
 //     downstream proxy whose handshake agreed to link compression
 //     (Handshake.Compression), everything after the PSYNC reply line goes
 //     through a linkzstd.Writer, one per connection, flushed after every
-//     write operation (writer.compress, writer.flush), with neither
+//     write operation (writer.compress, writer.flush; the stream's small
+//     chunks wait a little for more: writer.flushStream), with neither
 //     sendfile, nor write slices, nor the inline fan-out;
 //   - traffic control (ratelimit.go): a downstream proxy's full-sync
 //     payloads (a replica that said capa replproxy: Replica.IsProxy) go

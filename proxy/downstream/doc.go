@@ -101,11 +101,11 @@
 // end), or by Fanout.Wake, which the proxy calls when the stream changes
 // without a publish (a new generation, the stream's end); everything the
 // write loop checks (the memory window, repl-timeout slices, limits, close
-// reasons, counters) it checks as before whenever it holds the socket. A
-// write loop that ends takes the socket back first (reclaim), so that its
-// cursor is closed only once no inline write uses it. Every stream write,
-// from either side, is bracketed by a count of writes in flight that the
-// tests assert never exceeds one.
+// reasons, counters) it checks whenever it holds the socket, as a write loop
+// that never parks does. A write loop that ends takes the socket back first
+// (reclaim), so that its cursor is closed only once no inline write uses
+// it. Every stream write, from either side, is bracketed by a count of
+// writes in flight that the tests assert never exceeds one.
 //
 // # Locks
 //

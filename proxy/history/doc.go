@@ -57,7 +57,9 @@
 // (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
 // (Identity, Newest, HeldOffset, SnapshotBytes, SpilledSnapshot, Servable,
 // the stream's figures). A Follower's Run is the follower's goroutine, and
-// starts and joins the syncer's; the package starts no other goroutine.
+// starts and joins the syncer's and, while the log resets as a new
+// generation, the reset's (the follower watches its cursor meanwhile:
+// Follower.reset); the package starts no other goroutine.
 //
 // # Lock
 //

@@ -451,16 +451,16 @@ func (f *Follower) appendFrom(ctx context.Context, st *replbuf.Stream, cur *repl
 }
 
 // While the stream flows, the follower appends once per appendInterval, or
-// as soon as gatherBytes are pending (the producer's Nudge), whichever
-// comes first (unless repl-log-fsync is always, where each batch is synced
-// as it is written): a paced stream of a few thousand small publishes a
-// second costs the log ten wake-ups and writes a second rather than one
-// per publish, which, with the runtime's scheduler and monitor threads
-// each write woke, was most of the log's cost; a fast one is appended a
-// record at a time. The interval bounds how much later than the replicas
-// the log has a byte (what a crash of the proxy loses of the log, which
-// the primary sends again), and gatherBytes what the follower pins while
-// it gathers.
+// as soon as gatherBytes are pending (the producer's Nudge), whichever comes
+// first (unless repl-log-fsync is always, where each batch is synced as it
+// is written): a paced stream of a few thousand small publishes a second
+// costs the log ten wake-ups and writes a second rather than one per
+// publish, which, with the runtime's scheduler and monitor threads each
+// write wakes, would be most of the log's cost; a fast one is appended a
+// record at a time. The interval bounds how much later than the replicas the
+// log has a byte (what a crash of the proxy loses of the log, which the
+// primary sends again), and gatherBytes what the follower pins while it
+// gathers.
 //
 // A follower more than behindBytes behind writes one record per call.
 const (

@@ -9,7 +9,7 @@
 // progress, not by a connection, so that a probe gets in whatever the
 // other clients do), the http.Server with its timeouts, and the
 // list of replproxy_ metrics with their names, help and labels
-// (metricSpecs), named by Prometheus's rules (units, _total on counters,
+// (metricSpecs, in collector.go; Figures in figures.go), named by Prometheus's rules (units, _total on counters,
 // labels that add up; README's metrics table lists them, and a test keeps
 // it complete). A replica's series are labelled by its stable identity
 // (replica_ip, replica_port), so that a reconnect continues them. It owns no figure: at each scrape it calls its owner's

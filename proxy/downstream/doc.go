@@ -7,21 +7,22 @@
 //     per connection agreed to link-compression zstd, held from that
 //     REPLCONF to the connection's end (linkslots.go: LinkSlots,
 //     CompressionPolicy), and each link's encoder memory (LinkMemory);
-//   - sync execution (writer.go): the sync path its history.Plan asks for
-//     (choosePath: partial from memory or from the stream log, full from a
-//     snapshot in memory or a file in dir, awaiting the shared fetch, a
-//     fetched payload that may go to dir; and for a replica that asked for
-//     a filtered RDB, the one the primary makes, got through
-//     Host.FetchFiltered by the write loop on a goroutine it waits for),
-//     the reply (+CONTINUE,
-//     +FULLRESYNC), the payload, then the stream from its cursor with
-//     writev; the memory window: a replica further behind than
-//     Host.MemoryWindow while the stream log runs is sent from the log and
-//     moves back to a cursor of the same stream generation; for a
+//   - sync execution (writer.go; the payload in writer_payload.go, the stream
+//     in writer_stream.go, compression in writer_compress.go): the sync path
+//     its history.Plan asks for (choosePath: partial from memory or from the
+//     stream log, full from a snapshot in memory or a file in dir, awaiting
+//     the shared fetch, a fetched payload that may go to dir; and for a
+//     replica that asked for a filtered RDB, the one the primary makes, got
+//     through Host.FetchFiltered by the write loop on a goroutine it waits
+//     for), the reply (+CONTINUE, +FULLRESYNC), the payload, then the stream
+//     from its cursor with writev; the memory window: a replica further
+//     behind than Host.MemoryWindow while the stream log runs is sent from
+//     the log and moves back to a cursor of the same stream generation; for a
 //     downstream proxy whose handshake agreed to link compression
 //     (Handshake.Compression), everything after the PSYNC reply line goes
 //     through a linkzstd.Writer, one per connection, flushed after every
-//     write operation (writer.compress, writer.flush), with neither
+//     write operation (writer.compress, writer.flush; the stream's small
+//     chunks wait a little for more: writer.flushStream), with neither
 //     sendfile, nor write slices, nor the inline fan-out;
 //   - traffic control (ratelimit.go): a downstream proxy's full-sync
 //     payloads (a replica that said capa replproxy: Replica.IsProxy) go
@@ -100,11 +101,11 @@
 // end), or by Fanout.Wake, which the proxy calls when the stream changes
 // without a publish (a new generation, the stream's end); everything the
 // write loop checks (the memory window, repl-timeout slices, limits, close
-// reasons, counters) it checks as before whenever it holds the socket. A
-// write loop that ends takes the socket back first (reclaim), so that its
-// cursor is closed only once no inline write uses it. Every stream write,
-// from either side, is bracketed by a count of writes in flight that the
-// tests assert never exceeds one.
+// reasons, counters) it checks whenever it holds the socket, as a write loop
+// that never parks does. A write loop that ends takes the socket back first
+// (reclaim), so that its cursor is closed only once no inline write uses
+// it. Every stream write, from either side, is bracketed by a count of
+// writes in flight that the tests assert never exceeds one.
 //
 // # Locks
 //

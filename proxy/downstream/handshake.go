@@ -172,8 +172,8 @@ func clip(s string, n int) string {
 
 // replconfAck returns the offset of a REPLCONF ACK among args (REPLCONF and
 // its option pairs), read as Replconf reads options: in order, up to the
-// first that ends the command (ACK, GETACK, or one refused), so that what
-// counts as an ACK is what it was when ACKs went through the command table.
+// first that ends the command (ACK, GETACK, or one refused), so that an ACK
+// counts here exactly when Replconf, reading the same options, reaches it.
 func replconfAck(args [][]byte) (off int64, ok bool) {
 	if len(args)%2 == 0 {
 		return 0, false

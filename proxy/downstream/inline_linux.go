@@ -48,8 +48,8 @@ func (v *writev) result() (n int, failed bool) {
 // cannot wait, and telling the scheduler costs more than the call. Each
 // syscall entered while every P was idle wakes the runtime's monitor thread
 // (sysmon), which then polls every 20 µs while the proxy works; on this
-// path that thread alone took a third of the proxy's CPU at 512 B values
-// (see upstream's rawRead, the same on the read side).
+// path that thread alone would take a third of the proxy's CPU at 512 B
+// values (see upstream's rawRead, the same on the read side).
 func (s *inlineSender) writeFD(fd uintptr) bool {
 	v := &s.vec
 	for {

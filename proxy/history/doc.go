@@ -20,12 +20,12 @@
 //   - eviction: the candidates it offers eviction.Plan, Evict, SpillDone,
 //     ReleaseRetired; the snapshot on disk: PersistNewest, RefetchSpilled,
 //     AdoptSpilled;
-//   - the stream log's follower and its syncer (Follower, follower.go):
-//     what the log holds of the stream, how far it is behind (Lag, in
-//     bytes and seconds), whether it is down and why, and what happens when
-//     the disk is slower than the stream: past the memory window the
-//     follower lets go of the stream's blocks and the log restarts as a new
-//     generation (Restarts) rather than the upstream being read more
+//   - the stream log's follower and its syncer (Follower, follower.go and the
+//     follower_*.go files): what the log holds of the stream, how far it is
+//     behind (Lag, in bytes and seconds), whether it is down and why, and
+//     what happens when the disk is slower than the stream: past the memory
+//     window the follower lets go of the stream's blocks and the log restarts
+//     as a new generation (Restarts) rather than the upstream being read more
 //     slowly (follower.go says why); the configuration it reads comes in as
 //     FollowerConfig's functions.
 //
@@ -57,7 +57,9 @@
 // (RecoverFrom, SetLog, AdoptSpilled); INFO, ROLE, MEMORY and /metrics read
 // (Identity, Newest, HeldOffset, SnapshotBytes, SpilledSnapshot, Servable,
 // the stream's figures). A Follower's Run is the follower's goroutine, and
-// starts and joins the syncer's; the package starts no other goroutine.
+// starts and joins the syncer's and, while the log resets as a new
+// generation, the reset's (the follower watches its cursor meanwhile:
+// Follower.reset); the package starts no other goroutine.
 //
 // # Lock
 //

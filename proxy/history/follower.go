@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +14,9 @@ import (
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// The stream log's follower and syncer (repl-log-size > 0).
+// The stream log's follower and syncer (repl-log-size > 0). The follower
+// is here; the start of a new log generation is follower_reset.go's, the
+// syncer follower_sync.go's, and the lag's marks follower_lag.go's.
 //
 //   - Writing: one goroutine, the follower, reads the stream like a replica,
 //     through its own cursor, and appends every published byte to the log,
@@ -306,8 +307,9 @@ func (f *Follower) endRound(err error) {
 }
 
 // follow attaches the follower's cursor where the log continues the stream,
-// or resets the log to the memory backlog when it cannot, and then appends
-// until an error, ctx's end (after a last drain) or a new generation.
+// or resets the log to the memory backlog when it cannot (attach), and then
+// appends (appendFrom) until an error, ctx's end (after a last drain) or a
+// new generation.
 func (f *Follower) follow(ctx context.Context) error {
 	h := f.hist
 	st := h.Stream()
@@ -316,18 +318,9 @@ func (f *Follower) follow(ctx context.Context) error {
 		return ctx.Err()
 	}
 	gen := st.Generation()
-	var cur *replbuf.Cursor
-	restarted := false
-	if gen == f.gen && !f.down.Load() && f.log.Err() == nil && f.log.Identity().ReplID != "" {
-		_, last := f.log.Bounds()
-		cur, _ = st.Attach(last + 1) // nil when the memory no longer holds it
-	}
-	if cur == nil {
-		c, err := f.reset(id, st)
-		if err != nil {
-			return err
-		}
-		cur, f.gen, restarted = c, gen, true
+	cur, restarted, err := f.attach(id, st, gen)
+	if err != nil {
+		return err
 	}
 	defer cur.Close()
 	f.marks.appendedTo(gen, cur.Offset()-1)
@@ -337,6 +330,37 @@ func (f *Follower) follow(ctx context.Context) error {
 	if f.down.Swap(false) {
 		f.lg.Info("stream log resumed", "offset", cur.Offset(), "new-generation", restarted)
 	}
+	return f.appendFrom(ctx, st, cur, gen)
+}
+
+// attach returns a cursor of st at the byte after the log's last, when the
+// log holds generation gen of the stream, follows it (not down, no error,
+// an identity) and memory still holds that byte; otherwise it resets the
+// log as a new generation (reset), records that the log continues gen, and
+// reports restarted.
+func (f *Follower) attach(id Identity, st *replbuf.Stream, gen uint64) (cur *replbuf.Cursor, restarted bool, err error) {
+	if gen == f.gen && !f.down.Load() && f.log.Err() == nil && f.log.Identity().ReplID != "" {
+		_, last := f.log.Bounds()
+		if cur, _ = st.Attach(last + 1); cur != nil { // nil when the memory no longer holds it
+			return cur, false, nil
+		}
+	}
+	cur, err = f.reset(id, st)
+	if err != nil {
+		return nil, false, err
+	}
+	f.gen = gen
+	return cur, true, nil
+}
+
+// appendFrom appends generation gen of st to the log from cur, a batch of
+// blocks at a time, gathering between batches while the stream flows (see
+// appendInterval), until an error, ctx's end once everything published is
+// in the log, a new generation, or a lag past BehindLimit (errLogBehind).
+// Under FsyncAlways each batch is synced as it is written. A new replid at
+// the same generation is recorded as it happens.
+func (f *Follower) appendFrom(ctx context.Context, st *replbuf.Stream, cur *replbuf.Cursor, gen uint64) error {
+	h := f.hist
 	epoch := h.Epoch()
 	// gather holds the follower back while the stream gathers (see
 	// appendInterval); created stopped, reused.
@@ -427,16 +451,16 @@ func (f *Follower) follow(ctx context.Context) error {
 }
 
 // While the stream flows, the follower appends once per appendInterval, or
-// as soon as gatherBytes are pending (the producer's Nudge), whichever
-// comes first (unless repl-log-fsync is always, where each batch is synced
-// as it is written): a paced stream of a few thousand small publishes a
-// second costs the log ten wake-ups and writes a second rather than one
-// per publish, which, with the runtime's scheduler and monitor threads
-// each write woke, was most of the log's cost; a fast one is appended a
-// record at a time. The interval bounds how much later than the replicas
-// the log has a byte (what a crash of the proxy loses of the log, which
-// the primary sends again), and gatherBytes what the follower pins while
-// it gathers.
+// as soon as gatherBytes are pending (the producer's Nudge), whichever comes
+// first (unless repl-log-fsync is always, where each batch is synced as it
+// is written): a paced stream of a few thousand small publishes a second
+// costs the log ten wake-ups and writes a second rather than one per
+// publish, which, with the runtime's scheduler and monitor threads each
+// write wakes, would be most of the log's cost; a fast one is appended a
+// record at a time. The interval bounds how much later than the replicas the
+// log has a byte (what a crash of the proxy loses of the log, which the
+// primary sends again), and gatherBytes what the follower pins while it
+// gathers.
 //
 // A follower more than behindBytes behind writes one record per call.
 const (
@@ -466,103 +490,6 @@ func (f *Follower) gather(ctx context.Context, t *time.Timer, cur *replbuf.Curso
 	f.gathering.Store(0)
 }
 
-// reset starts a new generation of the log where memory holds the stream,
-// and attaches there. The cursor attaches first and pins the stream from
-// there while the log resets: a fresh generation (after a full sync) must
-// begin where the snapshot's stream does, or a replica synced from that
-// snapshot finds neither memory nor the log holding the bytes after it and
-// the primary forks again for a fetch, and the reset's meta.json fsync can
-// take a second on a disk busy with the very snapshot being written, while
-// the stream runs at tens of MB/s. Dropping a long log's segments (removes
-// and fsyncs) can take seconds, though, and what the cursor pins
-// meanwhile is memory the limit is there to bound: the reset runs on a
-// goroutine of its own while this one watches the cursor's lag, and lets
-// go of it past the limit. Where it starts then moves on: the published
-// end, attached first and reset after, which is quick with nothing left
-// to drop.
-func (f *Follower) reset(id Identity, st *replbuf.Stream) (*replbuf.Cursor, error) {
-	limit := f.cfg.BehindLimit()
-	// start is where a new generation begins: the memory backlog's first
-	// byte, or within half the limit of the end when memory holds more
-	// (what a slow replica pins, or blocks not yet trimmed), so that it does
-	// not start already behind by more than all of it.
-	from, held := st.Backlog()
-	if limit > 0 && held > limit/2 {
-		from = max(from, st.Offset()+1-limit/2)
-	}
-	// After a full sync, Install pinned the generation's first byte: the
-	// log starts there, with the snapshot's stream.
-	c := f.hist.TakeLogPin(st.Generation())
-	if c != nil {
-		from = c.Offset()
-	} else if c2, err := st.Attach(from); err == nil {
-		c = c2
-	}
-	done := make(chan error, 1)
-	go func() { done <- f.log.Reset(id.log(), from-1) }()
-	kept, err := f.watchReset(done, c, limit)
-	if err != nil {
-		if kept {
-			c.Close()
-		}
-		return nil, err
-	}
-	if kept {
-		return c, nil
-	}
-	// The reset took long enough for memory to let go of from, or to leave
-	// it past half the limit behind: the generation starts at the published end
-	// instead (a command's end, so PSYNC from the log asks for whole
-	// commands). The end is read before attaching, so a burst published in
-	// between may trim it first: then again, from the new end.
-	for range 10 {
-		from = st.Offset() + 1
-		if c, err = st.Attach(from); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("attach to the stream: %w", err)
-	}
-	if err := f.log.Reset(id.log(), from-1); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// resetWatch is how often reset looks at what its cursor pins while the
-// log resets.
-const resetWatch = 10 * time.Millisecond
-
-// watchReset waits for the reset running on its own goroutine to report on
-// done, and meanwhile closes c (nil: none) once it is more than half the
-// limit (0: none) behind the stream's end, so that a slow reset pins less
-// than a slow follower may and the new generation does not start already
-// close to a restart. It returns whether c is still open, and the reset's
-// error.
-func (f *Follower) watchReset(done <-chan error, c *replbuf.Cursor, limit int64) (kept bool, err error) {
-	if c == nil {
-		return false, <-done
-	}
-	if limit <= 0 {
-		return true, <-done
-	}
-	t := time.NewTicker(resetWatch)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-done:
-			return true, err
-		case <-t.C:
-			if c.Lag() > limit/2 {
-				c.Close()
-				return false, <-done
-			}
-		}
-	}
-}
-
 // recordPrefix is the first slices of batch that one record of the log
 // takes (streamlog.RecordMax bytes at most; the first slice whatever its
 // size).
@@ -576,146 +503,7 @@ func recordPrefix(batch [][]byte) [][]byte {
 	return batch
 }
 
-// syncLoop syncs the log under FsyncEverySec, once a SyncEvery at most
-// and only after the follower appended, until ctx ends: an idle log is
-// neither synced nor woken for, as Redis's everysec fsyncs only an AOF that
-// grew; a sealed segment is synced at once. A failed sync makes the log's
-// error sticky; the follower's round is ended with it, so that the follower
-// stops the log now (see the top of the file).
-func (f *Follower) syncLoop(ctx context.Context) {
-	var last time.Time // when the last sync began
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
-	for {
-		sealed := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.dirty:
-		case <-f.log.SealedReady():
-			sealed = true
-		}
-		// The rest of the period since the last sync, unless a sealed
-		// segment waits: synced now, here, so that the follower need not
-		// sync it itself a few rolls later.
-		if wait := time.Until(last.Add(f.cfg.SyncEvery)); !sealed && wait > 0 {
-			t.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-f.log.SealedReady():
-				t.Stop()
-			}
-		}
-		// A mark per sync, whatever the follower does: while a write
-		// holds it, the bytes published meanwhile get an age too.
-		st := f.hist.Stream()
-		f.marks.mark(st.Generation(), st.Offset(), time.Now())
-		if f.cfg.Fsync() != FsyncEverySec || f.down.Load() {
-			continue
-		}
-		last = time.Now()
-		// An empty log (no identity yet) has nothing to sync.
-		if err := f.log.Sync(); err != nil && f.log.Identity().ReplID != "" {
-			f.endRound(fmt.Errorf("%w: %w", errSyncFailed, err))
-		}
-	}
-}
-
 // log converts the identity for the stream log.
 func (id Identity) log() streamlog.Identity {
 	return streamlog.Identity{ReplID: id.ReplID, ReplID2: id.ReplID2, SecondOffset: id.SecondOffset}
-}
-
-// lagMarkCount bounds the marks kept: one is taken per batch the follower
-// takes, and only those past what the log holds are kept, so a few dozen
-// cover a window of batches; past it new marks are skipped (see mark).
-const lagMarkCount = 128
-
-// lagMark says that by at, the stream was published up to off.
-type lagMark struct {
-	off int64
-	at  time.Time
-}
-
-// lagMarks measures the log's lag (Follower.Lag). A mark (off, at) says
-// that every byte up to off was published by at, so the first mark past
-// what the log holds bounds the age of the oldest byte it lacks from
-// below: it is at least now - at old. Marks are taken by the follower
-// before each batch, by the syncer once a second and by every Lag, so the
-// age is exact to a batch while the follower runs, and to a second (or the
-// last look) while a write holds it; it errs low, never high. Its lock is a
-// leaf, held for no I/O and no call out.
-type lagMarks struct {
-	sync.Mutex
-	// Guarded by the mutex; written by the follower's goroutine.
-	gen      uint64 // the stream generation appended is in
-	appended int64  // the last offset the log holds
-	valid    bool   // appended was set: the log follows or followed a stream
-	ring     [lagMarkCount]lagMark
-	head, n  int // the oldest mark's index in ring, and how many there are
-}
-
-// appendedTo records that the log holds generation gen's stream up to off,
-// and forgets the marks it no longer needs. A new generation's offsets are
-// another stream's: its marks start anew.
-func (m *lagMarks) appendedTo(gen uint64, off int64) {
-	m.Lock()
-	defer m.Unlock()
-	if gen != m.gen {
-		m.head, m.n = 0, 0
-	}
-	m.gen, m.appended, m.valid = gen, off, true
-	for m.n > 0 && m.ring[m.head].off <= off {
-		m.head, m.n = (m.head+1)%lagMarkCount, m.n-1
-	}
-}
-
-// mark records that by at the stream of generation gen was published up
-// to end. A mark of another generation than the log's (read before a new
-// one began) would date another stream's offsets, and is dropped. Nothing
-// new since the newest mark keeps that one (its time is the earlier
-// bound); with the ring full the mark is skipped, which only makes the age
-// err lower for bytes no mark covers.
-func (m *lagMarks) mark(gen uint64, end int64, at time.Time) {
-	m.Lock()
-	defer m.Unlock()
-	if gen != m.gen || end <= m.appended || m.n == lagMarkCount {
-		return
-	}
-	if m.n > 0 && m.ring[(m.head+m.n-1)%lagMarkCount].off >= end {
-		return
-	}
-	m.ring[(m.head+m.n)%lagMarkCount] = lagMark{off: end, at: at}
-	m.n++
-}
-
-// lag is Follower.Lag for a stream of generation gen published up to end.
-// start gives the offset a stream of another generation than the log's
-// starts after: all of it is lag. It is called without m's lock held (it
-// takes the stream's).
-func (m *lagMarks) lag(gen uint64, end int64, now time.Time, start func() int64) (int64, time.Duration) {
-	m.Lock()
-	valid, appended, sameGen := m.valid, m.appended, gen == m.gen
-	var at time.Time
-	for i := range m.n {
-		if mk := m.ring[(m.head+i)%lagMarkCount]; mk.off > appended {
-			at = mk.at
-			break
-		}
-	}
-	m.Unlock()
-	if !valid {
-		return 0, 0
-	}
-	if !sameGen {
-		return max(end-start(), 0), 0
-	}
-	bytes := max(end-appended, 0)
-	if bytes == 0 || at.IsZero() {
-		return bytes, 0
-	}
-	return bytes, max(now.Sub(at), 0)
 }

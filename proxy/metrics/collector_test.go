@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,5 +213,155 @@ func TestMetricDocs(t *testing.T) {
 		if !served[name] {
 			t.Errorf("the alerting rules name %s, which /metrics does not serve", name)
 		}
+	}
+}
+
+// fullFigures sets every figure: each group present, each Has flag set,
+// each list filled, the first replica online with a link, each value
+// distinct.
+func fullFigures() Figures {
+	return Figures{
+		Version: "1.2.3", Revision: "abc", GoVersion: "go1.26",
+		UpstreamLinkUp: true, UpstreamLinkState: "connected", UpstreamLinkStates: []string{"connected", "none"},
+		UpstreamLastIOSeconds: 3, HasUpstreamLastIO: true, UpstreamLinkDownSeconds: 4, HasUpstreamLinkDown: true,
+		UpstreamConnects: 5, UpstreamFullSyncs: 6, UpstreamPartialSyncs: 7, UpstreamLinkFailures: 8,
+		UpstreamRDBBytes: 9, UpstreamChecksumFailures: 10, UpstreamStreamErrors: 11, UpstreamQueryBufferLimitDrops: 12,
+		UpstreamLinkCompressed: true, UpstreamLinkRawBytes: 13, UpstreamLinkWireBytes: 14,
+		UpstreamLinkDecompressCPUSeconds: 1.25, UpstreamLinkCorrupt: 15,
+		MasterReplOffset: 16, SlaveReplOffset: 17, SlaveReadReplOffset: 18, BacklogFirstByteOffset: 19,
+		BacklogHistlen: 20, StreamGeneration: 21,
+		ConnectedReplicas: 22,
+		Replicas: []Replica{
+			{IP: "10.0.0.1", Port: "6380", State: "online", HasLag: true, Offset: 23, LagSeconds: 24, LagBytes: 25,
+				Link: &ReplicaLink{RawBytes: 26, WireBytes: 27, CompressCPUSeconds: 0.5, ThrottledSeconds: 2.75}},
+			{IP: "10.0.0.2", Port: "6381", State: "send_bulk"},
+		},
+		ReplicaStates:   []string{"online", "send_bulk"},
+		ReplicasDropped: 31, ReplicasClosed: []Count{{"killed", 32}}, ClientsClosed: []Count{{"quit", 34}},
+		SyncFull: 35, SyncPartialOK: 36, SyncPartialErr: 37, FullSyncs: []Count{{"requested", 38}},
+		ReplInputBytes: 40, ReplOutputBytes: 41, NetInputBytes: 42, NetOutputBytes: 43,
+		ConnectionsReceived: 44, RejectedConnections: 45, CommandsProcessed: 46, ConnectedClients: 47,
+		ACLAccessDeniedAuth: 48, TLSConnectionsReceived: 49, TLSHandshakeFailures: 50,
+		QueryBufferLimitDisconnections: 51, OutputBufferLimitDisconnections: 52, LinkSyncRateLimit: 53,
+		Snapshot:        &Snapshot{Size: 54, AgeSeconds: 55, Offset: 56},
+		SnapshotFetches: 57, SnapshotFetchFailures: 58, SnapshotFetchesByReason: []Count{{"refresh", 59}},
+		SnapshotFetchBytes: 60, EvictedSnapshots: 61, EvictedBytes: 62,
+		LogEnabled: true, LogUp: true,
+		Log: &Log{First: 63, Last: 64, Bytes: 65, Segments: 66, Synced: 67, FsyncLagBytes: 68,
+			LastFsyncAgeSeconds: 69, LagBytes: 70, LagSeconds: 0.125, Restarts: 71, Errors: 72,
+			PartialSyncs: 73, ReplicasMovedToDisk: 74, RecoveredBytes: 75, RecoveryCutBytes: 76},
+		SnapshotOnDisk: &DiskSnapshot{Size: 77, Offset: 78, AgeSeconds: 79},
+		UsedMemory:     80, UsedMemoryPeak: 81, MaxMemory: 82, OverMaxMemory: true,
+		Memory: []Count{{"runtime", 83}}, ReplicationBuffers: 85, SnapshotsOnDisk: 86,
+		MemoryNotCountedForEvict: 87, MemoryCountedForEvict: 88,
+	}
+}
+
+// renderSpecs is every series metricSpecs make of f, by name and label
+// values.
+func renderSpecs(f Figures) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range metricSpecs {
+		m.series(&f, func(v float64, labelValues ...string) {
+			out[m.name+"{"+strings.Join(labelValues, ",")+"}"] = v
+		})
+	}
+	return out
+}
+
+// TestMetricSpecsHaveSeries: every metric of the table takes its series
+// from the figures, with a value for each of its labels, and with every
+// figure set it shows at least one: no metric is listed without a figure.
+func TestMetricSpecsHaveSeries(t *testing.T) {
+	f := fullFigures()
+	for _, m := range metricSpecs {
+		if m.series == nil {
+			t.Errorf("%s: no series", m.name)
+			continue
+		}
+		n := 0
+		m.series(&f, func(v float64, labelValues ...string) {
+			n++
+			if len(labelValues) != len(m.labels) {
+				t.Errorf("%s: label values %q for labels %q", m.name, labelValues, m.labels)
+			}
+		})
+		if n == 0 {
+			t.Errorf("%s: no series with every figure set", m.name)
+		}
+	}
+}
+
+// TestEveryFigureRendered: a change of any one figure (any field of
+// Figures, of its groups, of its first replica and of a list's first
+// entry) changes what /metrics shows: no figure is left without a metric.
+func TestEveryFigureRendered(t *testing.T) {
+	full := fullFigures()
+	base := renderSpecs(full)
+	var walk func(v reflect.Value, path []int, name string)
+	walk = func(v reflect.Value, path []int, name string) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if v.IsNil() {
+				t.Fatalf("fullFigures leaves %s nil", name)
+			}
+			walk(v.Elem(), path, name)
+		case reflect.Slice:
+			if v.Len() == 0 {
+				t.Fatalf("fullFigures leaves %s empty", name)
+			}
+			if v.Type().Elem().Kind() == reflect.String {
+				checkFigureRendered(t, base, path, name)
+				return
+			}
+			walk(v.Index(0), path, name+"[0]")
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i), append(slices.Clone(path), i), name+"."+v.Type().Field(i).Name)
+			}
+		default:
+			checkFigureRendered(t, base, path, name)
+		}
+	}
+	walk(reflect.ValueOf(full), nil, "Figures")
+}
+
+// checkFigureRendered changes the figure at path in a fresh fullFigures
+// and reports it when the series stay those of base.
+func checkFigureRendered(t *testing.T, base map[string]float64, path []int, name string) {
+	t.Helper()
+	f := fullFigures()
+	// into follows pointers and takes a slice's first entry.
+	into := func(v reflect.Value) reflect.Value {
+		for v.Kind() == reflect.Pointer || (v.Kind() == reflect.Slice && v.Type().Elem().Kind() != reflect.String) {
+			if v.Kind() == reflect.Pointer {
+				v = v.Elem()
+			} else {
+				v = v.Index(0)
+			}
+		}
+		return v
+	}
+	v := reflect.ValueOf(&f).Elem()
+	for _, i := range path {
+		v = into(v).Field(i)
+	}
+	v = into(v)
+	switch v.Kind() {
+	case reflect.Slice: // of strings: the first
+		v.Index(0).SetString(v.Index(0).String() + "_changed")
+	case reflect.String:
+		v.SetString(v.String() + "_changed")
+	case reflect.Int64:
+		v.SetInt(v.Int() + 1000)
+	case reflect.Float64:
+		v.SetFloat(v.Float() + 0.5)
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	default:
+		t.Fatalf("%s: a figure of kind %s", name, v.Kind())
+	}
+	if maps.Equal(renderSpecs(f), base) {
+		t.Errorf("%s is in no metric's series", name)
 	}
 }

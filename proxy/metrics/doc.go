@@ -6,18 +6,19 @@
 // The listener, bounded to MaxConns connections at a time (limitListener:
 // connections past the cap wait in the kernel's accept queue, holding no
 // descriptor of the process; at the cap a slot is held by a request in
-// progress, not by a connection, so that a probe gets in whatever the
-// other clients do), the http.Server with its timeouts, and the
-// list of replproxy_ metrics with their names, help and labels
-// (metricSpecs), named by Prometheus's rules (units, _total on counters,
-// labels that add up; README's metrics table lists them, and a test keeps
-// it complete). A replica's series are labelled by its stable identity
-// (replica_ip, replica_port), so that a reconnect continues them. It owns no figure: at each scrape it calls its owner's
-// Figures function once and renders the Figures value it returns, deriving
-// nothing, so that each series is what INFO shows for the same figure
-// (proxy builds both from one report). Besides its own, /metrics carries
-// the Go runtime's and the process's collectors, from a registry of the
-// server's own (no global registry). /readyz answers with its owner's
+// progress, not by a connection, so that a probe gets in whatever the other
+// clients do), the http.Server with its timeouts, and the list of replproxy_
+// metrics with their names, help, labels and the figures each renders
+// (metricSpecs, in collector.go; Figures in figures.go), named by
+// Prometheus's rules (units, _total on counters, labels that add up; README's
+// metrics table lists them, and a test keeps it complete). A replica's series
+// are labelled by its stable identity (replica_ip, replica_port), so that a
+// reconnect continues them. It owns no figure: at each scrape it calls its
+// owner's Figures function once and renders the Figures value it returns,
+// deriving nothing, so that each series is what INFO shows for the same
+// figure (proxy builds both from one report). Besides its own, /metrics
+// carries the Go runtime's and the process's collectors, from a registry of
+// the server's own (no global registry). /readyz answers with its owner's
 // Ready function.
 //
 // It imports nothing of replproxy's: a figure it should show is a field of

@@ -138,97 +138,118 @@ func (s *StreamScanner) Feed(p []byte) (Event, error) {
 		c := p[i]
 		switch state {
 		case stateCommand:
-			switch c {
-			case '*':
+			if c == '*' {
 				state = stateCountFirst
 				// Fast path: the whole "*<count>\r\n" is in p.
 				if n, next, ok := scanNumber(p, i+1); ok && n <= maxStreamArgs {
 					i = next - 1
 					state = s.startCommand(n)
 				}
-			case '\n': // an empty inline command
-			case '\r':
-				state = stateInlineLF
-			default:
-				return ev, s.fail(msgInlineFromPeer, base+int64(i)+1)
+				continue
 			}
-		case stateInlineLF:
-			if c != '\n' {
-				return ev, s.fail(msgInlineFromPeer, base+int64(i)+1)
-			}
-			state = stateCommand
-		case stateCountFirst:
-			if c < '0' || c > '9' { // NB: Redis skips a negative count; a primary never sends one
-				return ev, s.fail(msgInvalidMultibulkLen, base+int64(i)+1)
-			}
-			num = int64(c - '0')
-			state = stateCount
-		case stateCount:
-			switch {
-			case c == '\r':
-				state = stateCountLF
-			case c >= '0' && c <= '9' && num != 0: // no leading zero
-				num = num*10 + int64(c-'0')
-				if num > maxStreamArgs {
-					return ev, s.fail(msgInvalidMultibulkLen, base+int64(i)+1)
-				}
-			default:
-				return ev, s.fail(msgInvalidMultibulkLen, base+int64(i)+1)
-			}
-		case stateCountLF:
-			if c != '\n' {
-				return ev, s.fail(msgInvalidMultibulkLen, base+int64(i)+1)
-			}
-			state = s.startCommand(num)
 		case stateDollar:
-			if c != '$' {
-				return ev, s.fail(expectedDollar(c), base+int64(i)+1)
-			}
-			state = stateLenFirst
-			// Fast path: the whole "$<length>\r\n" is in p.
-			if n, next, ok := scanNumber(p, i+1); ok {
-				i = next - 1
-				state = s.startArg(n)
-			}
-		case stateLenFirst:
-			if c < '0' || c > '9' {
-				return ev, s.fail(msgInvalidBulkLen, base+int64(i)+1)
-			}
-			num = int64(c - '0')
-			state = stateLen
-		case stateLen:
-			switch {
-			case c == '\r':
-				state = stateLenLF
-			case c >= '0' && c <= '9' && num != 0:
-				d := int64(c - '0')
-				if num > (math.MaxInt64-d)/10 { // also bounds the length to 19 digits
-					return ev, s.fail(msgInvalidBulkLen, base+int64(i)+1)
+			if c == '$' {
+				state = stateLenFirst
+				// Fast path: the whole "$<length>\r\n" is in p.
+				if n, next, ok := scanNumber(p, i+1); ok {
+					i = next - 1
+					state = s.startArg(n)
 				}
-				num = num*10 + d
-			default:
-				return ev, s.fail(msgInvalidBulkLen, base+int64(i)+1)
+				continue
 			}
-		case stateLenLF:
-			if c != '\n' {
-				return ev, s.fail(msgInvalidBulkLen, base+int64(i)+1)
-			}
-			state = s.startArg(num)
-		case stateBodyCR:
-			if c != '\r' {
-				return ev, s.fail(msgBadBulkEnding, base+int64(i)+1)
-			}
-			state = stateBodyLF
-		case stateBodyLF:
-			if c != '\n' {
-				return ev, s.fail(msgBadBulkEnding, base+int64(i)+1)
-			}
-			state = s.endArg(base+int64(i)+1, &ev)
+		}
+		var msg string
+		if state, num, msg = s.step(state, num, c, base+int64(i)+1, &ev); msg != "" {
+			return ev, s.fail(msg, base+int64(i)+1)
 		}
 	}
 	s.state, s.num = state, num
 	s.offset = base + int64(len(p))
 	return ev, nil
+}
+
+// step takes one byte c, at offset off, through the grammar where Feed's loop does not:
+// every byte of a count or length that is not whole in the fed bytes (split across feeds,
+// or too long for scanNumber), an argument's CRLF split across feeds, bare newlines, and
+// every byte that is an error. It returns the state and number after c, or an error's
+// message. A stream the primary sends in large reads seldom comes here, so that it stays
+// out of Feed's loop.
+func (s *StreamScanner) step(state scanState, num int64, c byte, off int64, ev *Event) (scanState, int64, string) {
+	switch state {
+	case stateCommand: // not '*': Feed takes it
+		switch c {
+		case '\n': // an empty inline command
+		case '\r':
+			state = stateInlineLF
+		default:
+			return state, num, msgInlineFromPeer
+		}
+	case stateInlineLF:
+		if c != '\n' {
+			return state, num, msgInlineFromPeer
+		}
+		state = stateCommand
+	case stateCountFirst:
+		if c < '0' || c > '9' { // NB: Redis skips a negative count; a primary never sends one
+			return state, num, msgInvalidMultibulkLen
+		}
+		num = int64(c - '0')
+		state = stateCount
+	case stateCount:
+		switch {
+		case c == '\r':
+			state = stateCountLF
+		case c >= '0' && c <= '9' && num != 0: // no leading zero
+			num = num*10 + int64(c-'0')
+			if num > maxStreamArgs {
+				return state, num, msgInvalidMultibulkLen
+			}
+		default:
+			return state, num, msgInvalidMultibulkLen
+		}
+	case stateCountLF:
+		if c != '\n' {
+			return state, num, msgInvalidMultibulkLen
+		}
+		state = s.startCommand(num)
+	case stateDollar: // not '$': Feed takes it
+		return state, num, expectedDollar(c)
+	case stateLenFirst:
+		if c < '0' || c > '9' {
+			return state, num, msgInvalidBulkLen
+		}
+		num = int64(c - '0')
+		state = stateLen
+	case stateLen:
+		switch {
+		case c == '\r':
+			state = stateLenLF
+		case c >= '0' && c <= '9' && num != 0:
+			d := int64(c - '0')
+			if num > (math.MaxInt64-d)/10 { // also bounds the length to 19 digits
+				return state, num, msgInvalidBulkLen
+			}
+			num = num*10 + d
+		default:
+			return state, num, msgInvalidBulkLen
+		}
+	case stateLenLF:
+		if c != '\n' {
+			return state, num, msgInvalidBulkLen
+		}
+		state = s.startArg(num)
+	case stateBodyCR:
+		if c != '\r' {
+			return state, num, msgBadBulkEnding
+		}
+		state = stateBodyLF
+	case stateBodyLF:
+		if c != '\n' {
+			return state, num, msgBadBulkEnding
+		}
+		state = s.endArg(off, ev)
+	}
+	return state, num, ""
 }
 
 // scanNumber parses "<digits>\r\n" at p[j:] when all of it is in p, has no leading zero

@@ -1,0 +1,285 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Validate checks every field and the rules that span fields. It returns the
+// first problem as an [*Error] whose Directive names the field's directive,
+// and nil when c may be used. It reads nothing but c (no file system).
+func (c *Config) Validate() error {
+	for _, check := range []struct {
+		directive string
+		err       error
+	}{
+		{"port", checkPort(c.Port, 0)},
+		{"bind", checkBind(c.Bind)},
+		{"replicaof", checkMaster(c.MasterHost, c.MasterPort)},
+		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
+		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
+		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
+		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
+		{"repl-log-size", checkNonNegative(c.ReplLogSize)},
+		{"repl-log-fsync", checkEnum(c.ReplLogFsync, logFsyncs)},
+		{"repl-log-window", checkLogWindow(c.ReplLogWindow)},
+		{"repl-link-compression", checkEnum(c.ReplLinkCompression, linkCompressions)},
+		{"repl-link-compression-max-links", checkRange(c.ReplLinkCompressionMaxLinks, 0, maxLinkCompressionMaxLinks)},
+		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
+		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
+		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
+		{"repl-link-sync-rate-limit", checkSyncRate(c.ReplLinkSyncRateLimit, c.ReplTimeout)},
+		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
+		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
+		{"ack-policy", checkAckReplicas(c.AckReplicas)},
+		{"maxmemory", checkNonNegative(c.MaxMemory)},
+		{"maxmemory-policy", checkEnum(c.MaxMemoryPolicy, evictionPolicies)},
+		{"maxclients", checkMaxClients(c.MaxClients)},
+		{"client-query-buffer-limit", checkAtLeast(c.ClientQueryBufferLimit, MinQueryLimit)},
+		{"proto-max-bulk-len", checkAtLeast(c.ProtoMaxBulkLen, MinQueryLimit)},
+		{"master-query-buffer-limit", checkAtLeast(c.MasterQueryBufferLimit, MinQueryLimit)},
+		{"dir", checkDir(c.Dir)},
+		{"loglevel", checkEnum(c.LogLevel, logLevels)},
+		{"log-format", checkEnum(c.LogFormat, logFormats)},
+		{"supervised", checkEnum(c.Supervised, supervisedModes)},
+		{"metrics-port", checkPort(c.MetricsPort, 0)},
+		{"metrics-bind", checkMetricsBind(c.MetricsBind)},
+		{"tls-port", checkPort(c.TLSPort, 0)},
+	} {
+		if check.err != nil {
+			return &Error{Directive: check.directive, Err: check.err}
+		}
+	}
+	if name, err := checkTLS(c); err != nil {
+		return &Error{Directive: name, Err: err}
+	}
+	return nil
+}
+
+func checkPort(port, lo int) error {
+	if port < lo || port > 65535 {
+		return fmt.Errorf("%w %d: port must be between %d and 65535 inclusive", ErrInvalidValue, port, lo)
+	}
+	return nil
+}
+
+func checkBind(addrs []string) error {
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: at least one bind address is required", ErrArgCount)
+	}
+	if len(addrs) > MaxBindAddrs {
+		return fmt.Errorf("%w: too many bind addresses specified (most %d)", ErrArgCount, MaxBindAddrs)
+	}
+	for _, a := range addrs {
+		if err := checkBindAddr(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBindAddr accepts what redis-server 7 accepts and can bind: an optional
+// "-" (optional address), then "*", "::*", an IP address or a host name.
+func checkBindAddr(addr string) error {
+	a := addr
+	if len(a) > 0 && a[0] == '-' {
+		a = a[1:]
+	}
+	if a == "*" || a == "::*" {
+		return nil
+	}
+	if checkHost(a) != nil {
+		return badValue(addr, "bind address must be *, ::*, an IP address or a host name, optionally prefixed by -")
+	}
+	return nil
+}
+
+// checkHost accepts an IP address (IPv6 with an optional zone) or a host name
+// made of letters, digits, '.', '-' and '_'. The narrow alphabet keeps
+// CONFIG GET's space-separated output unambiguous.
+func checkHost(h string) error {
+	if h == "" || len(h) > 255 {
+		return badValue(h, "host must be an IP address or a host name")
+	}
+	ipOnly := false
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-', c == '_':
+		case c == ':' || c == '%':
+			ipOnly = true
+		default:
+			return badValue(h, "host must be an IP address or a host name")
+		}
+	}
+	if ipOnly || h[0] == '-' {
+		if _, err := netip.ParseAddr(h); err != nil {
+			return badValue(h, "host must be an IP address or a host name")
+		}
+	}
+	return nil
+}
+
+func checkMaster(host string, port int) error {
+	if host == "" {
+		if port != 0 {
+			return fmt.Errorf("%w %d: master port set without a master host", ErrInvalidValue, port)
+		}
+		return nil
+	}
+	if err := checkHost(host); err != nil {
+		return err
+	}
+	return checkPort(port, 1)
+}
+
+func checkMasterUser(user, auth string) error {
+	if user != "" && auth == "" {
+		return fmt.Errorf("%w: masteruser requires masterauth", ErrInvalidValue)
+	}
+	return nil
+}
+
+func checkBacklog(n int64) error {
+	if n < MinReplBacklogSize {
+		return fmt.Errorf("%w %d: repl-backlog-size must be at least %d", ErrInvalidValue, n, MinReplBacklogSize)
+	}
+	return nil
+}
+
+// checkSeconds checks a duration against [lo, maxSeconds seconds]. Go
+// callers may use sub-second durations; the directives cannot.
+func checkSeconds(d, lo time.Duration) error {
+	if d < lo || d > maxSeconds*time.Second {
+		return fmt.Errorf("%w %v: must be between %v and %ds", ErrInvalidValue, d, lo, maxSeconds)
+	}
+	return nil
+}
+
+// maxAckReplicas bounds `ack-policy replicas <n>`: far above any
+// maxclients that can be served, and an int on every platform.
+const maxAckReplicas = math.MaxInt32
+
+func checkAckReplicas(n int) error {
+	if n < 0 || int64(n) > maxAckReplicas {
+		return fmt.Errorf("%w %d: replicas must be between 1 and %d", ErrInvalidValue, n, int64(maxAckReplicas))
+	}
+	return nil
+}
+
+func checkReadCoalesce(d time.Duration) error {
+	if d < 0 || d > MaxReadCoalesce || d%time.Microsecond != 0 {
+		return fmt.Errorf("%w %v: must be whole microseconds from 0 to %v", ErrInvalidValue, d, MaxReadCoalesce)
+	}
+	return nil
+}
+
+func checkLogWindow(n int64) error {
+	if n < MinReplLogWindow {
+		return fmt.Errorf("%w %d: repl-log-window must be at least %d", ErrInvalidValue, n, MinReplLogWindow)
+	}
+	return nil
+}
+
+func checkNonNegative(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%w %d: must not be negative", ErrInvalidValue, n)
+	}
+	return nil
+}
+
+// checkSyncRate accepts 0 (unlimited) or a repl-link-sync-rate-limit that
+// sends SyncRatePiece bytes within repl-timeout: below that a downstream
+// proxy waits longer than its repl-timeout for the rest of a chunk it reads
+// whole, drops the link and starts its full sync again, forever.
+// repl-timeout is checked before it.
+func checkSyncRate(rate int64, timeout time.Duration) error {
+	if rate <= 0 || timeout <= 0 {
+		return checkNonNegative(rate)
+	}
+	least := int64(math.Ceil(SyncRatePiece / timeout.Seconds()))
+	if rate < least {
+		return fmt.Errorf("%w %d: at least %d bytes a second, to send a downstream proxy the largest piece it reads whole "+
+			"(a compressed chunk, %d bytes) within repl-timeout (%ss); 0 for unlimited", ErrInvalidValue, rate, least, SyncRatePiece,
+			formatSeconds(timeout))
+	}
+	return nil
+}
+
+func checkOutputLimits(l *OutputBufferLimits) error {
+	for _, class := range []struct {
+		name  string
+		limit *OutputBufferLimit
+	}{{"normal", &l.Normal}, {"replica", &l.Replica}, {"pubsub", &l.PubSub}} {
+		for _, err := range []error{
+			checkNonNegative(class.limit.Hard),
+			checkNonNegative(class.limit.Soft),
+			checkSeconds(class.limit.SoftPeriod, 0),
+		} {
+			if err != nil {
+				return fmt.Errorf("class %s: %w", class.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkAtLeast(n, lo int64) error {
+	if n < lo {
+		return fmt.Errorf("%w %d: must be at least %d", ErrInvalidValue, n, lo)
+	}
+	return nil
+}
+
+func checkRange(n, lo, hi int64) error {
+	if n < lo || n > hi {
+		return fmt.Errorf("%w %d: must be between %d and %d inclusive", ErrInvalidValue, n, lo, hi)
+	}
+	return nil
+}
+
+func checkMaxClients(n int) error {
+	if n < 1 || int64(n) > maxClientsLimit {
+		return fmt.Errorf("%w %d: maxclients must be between 1 and %d inclusive", ErrInvalidValue, n, maxClientsLimit)
+	}
+	return nil
+}
+
+func checkDir(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: dir must not be empty", ErrInvalidValue)
+	}
+	return nil
+}
+
+func checkEnum[T ~string](v T, accepted []T) error {
+	if slices.Contains(accepted, v) {
+		return nil
+	}
+	return badValue(string(v), enumReason(accepted))
+}
+
+// enumReason is redis-server's wording for a bad enum value.
+func enumReason[T ~string](accepted []T) string {
+	s := "argument(s) must be one of the following: "
+	for i, a := range accepted {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(a)
+	}
+	return s
+}
+
+// checkMetricsBind accepts one bind address without the optional "-": the
+// metrics server has one address, and failing to bind it fails the start.
+func checkMetricsBind(addr string) error {
+	if strings.HasPrefix(addr, "-") {
+		return badValue(addr, "metrics-bind takes one address, without -")
+	}
+	return checkBindAddr(addr)
+}

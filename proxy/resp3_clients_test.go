@@ -22,7 +22,7 @@ import (
 // CLIENT LIST from the proxy and from a real redis-server replica of the same
 // primary, and decode them alike: the same types, the same keys. The one
 // difference by design is ROLE's sixth element, the proxy's own replicas
-// (README: ROLE), which none of them reads.
+// (docs/metrics.md, INFO), which none of them reads.
 
 // resp3Pair is a primary, a real redis-server replica of it and a proxy of
 // it, both links up: what a client reads from the proxy is compared with

@@ -16,15 +16,20 @@ import (
 
 // Every proxy these tests start logs JSON (TestMain adds --log-format json
 // to the child's command line), and checkJSONLog holds each line to the
-// table of fields in README's "Logs": a line that is not one JSON object, a
+// table of fields in docs/logs.md: a line that is not one JSON object, a
 // key the table does not list, or a value not of the key's type fails the
-// test, so the table stays complete and true. TestLogCallsMatchReadme
+// test, so the table stays complete and true. TestLogCallsMatchDocs
 // (logcalls_test.go) holds every logging call of the source to the same
 // table, those no test reaches included.
 
-// readmeFields is README's table of log fields, key to type, read once.
-var readmeFields = sync.OnceValues(func() (map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// logsDoc is where operators read the log fields: docs/logs.md, whose
+// table has a row per key.
+var logsDoc = filepath.Join("..", "..", "docs", "logs.md")
+
+// docLogFields is the table of log fields in docs/logs.md, key to type, read
+// once.
+var docLogFields = sync.OnceValues(func() (map[string]string, error) {
+	data, err := os.ReadFile(logsDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +58,13 @@ var readmeFields = sync.OnceValues(func() (map[string]string, error) {
 	return fields, nil
 })
 
-// checkJSONLogLines checks every line of data against README's table and
-// returns how many it checked. what names the log in failures.
+// checkJSONLogLines checks every line of data against the table of log
+// fields and returns how many it checked. what names the log in failures.
 func checkJSONLogLines(t testing.TB, what string, data []byte) int {
 	t.Helper()
-	fields, err := readmeFields()
+	fields, err := docLogFields()
 	if err != nil || len(fields) == 0 {
-		t.Fatalf("README's table of log fields: %v (%d keys)", err, len(fields))
+		t.Fatalf("the table of log fields in %s: %v (%d keys)", logsDoc, err, len(fields))
 	}
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -77,11 +82,11 @@ func checkJSONLogLines(t testing.TB, what string, data []byte) int {
 		for k, v := range rec {
 			typ, ok := fields[k]
 			if !ok {
-				t.Errorf("%s line %d: key %q is not in README's table of log fields: %s", what, n, k, line)
+				t.Errorf("%s line %d: key %q is not in the table of log fields (docs/logs.md): %s", what, n, k, line)
 				continue
 			}
 			if !hasLogType(v, typ) {
-				t.Errorf("%s line %d: %q is %T %v, README's table says %s: %s", what, n, k, v, v, typ, line)
+				t.Errorf("%s line %d: %q is %T %v, the table of log fields says %s: %s", what, n, k, v, v, typ, line)
 			}
 		}
 		for _, k := range []string{"@timestamp", "@level", "@message"} {
@@ -125,23 +130,23 @@ func checkJSONLog(t *testing.T, path string) {
 		if n == 0 {
 			t.Errorf("log %s is empty", path)
 		}
-		t.Logf("%s: %d JSON lines checked against README's table", filepath.Base(path), n)
+		t.Logf("%s: %d JSON lines checked against the table of log fields", filepath.Base(path), n)
 	})
 }
 
-func TestReadmeLogFields(t *testing.T) {
-	fields, err := readmeFields()
+func TestDocLogFields(t *testing.T) {
+	fields, err := docLogFields()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, typ := range fields {
 		if typ != "string" && typ != "integer" && typ != "boolean" {
-			t.Errorf("README's log field %q has type %q: string, integer or boolean", k, typ)
+			t.Errorf("log field %q has type %q in docs/logs.md: string, integer or boolean", k, typ)
 		}
 	}
 	for _, k := range []string{"@timestamp", "@level", "@message", "@module", "error", "reason", "took-ms"} {
 		if _, ok := fields[k]; !ok {
-			t.Errorf("README's table of log fields lacks %q", k)
+			t.Errorf("the table of log fields in docs/logs.md lacks %q", k)
 		}
 	}
 }

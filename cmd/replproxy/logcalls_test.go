@@ -22,12 +22,12 @@ import (
 )
 
 // The log lines tests produce (checkJSONLog) reach only the paths tests
-// take. TestLogCallsMatchReadme covers the rest: it type-checks every
+// take. TestLogCallsMatchDocs covers the rest: it type-checks every
 // non-test file of the module and holds every call of an hclog.Logger's
-// logging methods to README's table of log fields, as the JSON lines are
-// held to it: each key a constant string the table lists, its value of a
-// Go type that hclog writes as the table's JSON type, and each Named
-// name one of the table's @module values. A key built at run time, or
+// logging methods to the table of log fields in docs/logs.md, as the JSON
+// lines are held to it: each key a constant string the table lists, its
+// value of a Go type that hclog writes as the table's JSON type, and each
+// Named name one of the table's @module values. A key built at run time, or
 // passed in a slice (args...), cannot be checked and is refused.
 
 // hclogPath is go-hclog's import path.
@@ -94,31 +94,31 @@ func typeCheck(fset *token.FileSet, imp types.Importer, path string, files []*as
 	return info, err
 }
 
-// logTable is README's table of log fields: each key's type, and the
-// @module values.
+// logTable is the table of log fields in docs/logs.md: each key's type,
+// and the @module values.
 type logTable struct {
 	fields  map[string]string
 	modules map[string]bool
 }
 
-// readmeLogTable reads README's table of log fields.
-func readmeLogTable(t testing.TB) logTable {
+// docLogTable reads the table of log fields in docs/logs.md.
+func docLogTable(t testing.TB) logTable {
 	t.Helper()
-	fields, err := readmeFields()
+	fields, err := docLogFields()
 	if err != nil || len(fields) == 0 {
-		t.Fatalf("README's table of log fields: %v (%d keys)", err, len(fields))
+		t.Fatalf("the table of log fields in %s: %v (%d keys)", logsDoc, err, len(fields))
 	}
-	modules, err := readmeModules()
+	modules, err := docLogModules()
 	if err != nil || len(modules) == 0 {
-		t.Fatalf("README's @module values: %v (%d)", err, len(modules))
+		t.Fatalf("the @module values in %s: %v (%d)", logsDoc, err, len(modules))
 	}
 	return logTable{fields, modules}
 }
 
-// readmeModules reads the @module row's values from README's table of
+// docLogModules reads the @module row's values from the table of
 // log fields ("`replproxy`, `replproxy.upstream`, ...").
-func readmeModules() (map[string]bool, error) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+func docLogModules() (map[string]bool, error) {
+	data, err := os.ReadFile(logsDoc)
 	if err != nil {
 		return nil, err
 	}
@@ -132,11 +132,11 @@ func readmeModules() (map[string]bool, error) {
 			return mods, nil
 		}
 	}
-	return nil, errors.New("README has no @module row")
+	return nil, errors.New(logsDoc + " has no @module row")
 }
 
 // checkLogCalls reports, through report, every logging call in files whose
-// keys or values README's table does not allow.
+// keys or values the table of log fields does not allow.
 func checkLogCalls(fset *token.FileSet, files []*ast.File, info *types.Info, table logTable, report func(pos token.Position, format string, args ...any)) (calls int) {
 	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -164,7 +164,7 @@ func checkLogCalls(fset *token.FileSet, files []*ast.File, info *types.Info, tab
 				case !ok:
 					report(pos, "%s's name is not a constant string", method)
 				case !table.modules["replproxy."+name] && !table.modules[name]:
-					report(pos, "%s(%q): README's @module lists no replproxy.%s", method, name, name)
+					report(pos, "%s(%q): docs/logs.md's @module lists no replproxy.%s", method, name, name)
 				}
 				return true
 			default:
@@ -186,11 +186,11 @@ func checkLogCalls(fset *token.FileSet, files []*ast.File, info *types.Info, tab
 				}
 				typ, ok := table.fields[key]
 				if !ok {
-					report(fset.Position(kv[i].Pos()), "%s: key %q is not in README's table of log fields", method, key)
+					report(fset.Position(kv[i].Pos()), "%s: key %q is not in the table of log fields (docs/logs.md)", method, key)
 					continue
 				}
 				if got := jsonType(info.Types[kv[i+1]].Type); got != typ {
-					report(fset.Position(kv[i+1].Pos()), "%s: %q is logged as %s (a %s), README's table says %s", method, key, got, info.Types[kv[i+1]].Type, typ)
+					report(fset.Position(kv[i+1].Pos()), "%s: %q is logged as %s (a %s), the table of log fields says %s", method, key, got, info.Types[kv[i+1]].Type, typ)
 				}
 			}
 			return true
@@ -261,11 +261,11 @@ func jsonType(t types.Type) string {
 	return "not a string, integer or boolean"
 }
 
-// TestLogCallsMatchReadme: every logging call in the module's non-test
-// files uses keys README's table of log fields lists, with values of their
-// types, and names only the table's modules.
-func TestLogCallsMatchReadme(t *testing.T) {
-	table := readmeLogTable(t)
+// TestLogCallsMatchDocs: every logging call in the module's non-test
+// files uses keys the table of log fields (docs/logs.md) lists, with values
+// of their types, and names only the table's modules.
+func TestLogCallsMatchDocs(t *testing.T) {
+	table := docLogTable(t)
 	pkgs, err := moduleExports()
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ func TestLogCallsMatchReadme(t *testing.T) {
 	if calls == 0 {
 		t.Fatalf("no logging call found in %d packages", checked)
 	}
-	t.Logf("%d logging calls in %d packages checked against README's table", calls, checked)
+	t.Logf("%d logging calls in %d packages checked against the table of log fields", calls, checked)
 }
 
 // TestLogCallsChecker: the check refuses what it is meant to refuse.
@@ -345,7 +345,7 @@ func f(log hclog.Logger, key string, kv []any) {
 		t.Fatal(err)
 	}
 	bad := map[int]bool{}
-	checkLogCalls(fset, []*ast.File{f}, info, readmeLogTable(t), func(pos token.Position, format string, args ...any) {
+	checkLogCalls(fset, []*ast.File{f}, info, docLogTable(t), func(pos token.Position, format string, args ...any) {
 		bad[pos.Line] = true
 		t.Logf("refused as meant: line %d: %s", pos.Line, fmt.Sprintf(format, args...))
 	})

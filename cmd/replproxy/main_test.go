@@ -25,7 +25,7 @@ import (
 // TestMain lets the test binary act as replproxy itself, so that the signal
 // test runs the real main in a child process. Every such proxy logs JSON
 // (the directive goes last, so it wins), which the tests check line by
-// line against README's table of fields (checkJSONLog).
+// line against the table of log fields in docs/logs.md (checkJSONLog).
 func TestMain(m *testing.M) {
 	if os.Getenv("REPLPROXY_RUN_MAIN") == "1" {
 		if code, done := usage(os.Args[1:], os.Stdout); done {

@@ -188,21 +188,68 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-// TestMetricDocs: README's metrics table lists every metric (it is the one
-// list operators read), and the alerting rules in deploy/prometheus name
-// only metrics that exist.
-func TestMetricDocs(t *testing.T) {
-	served := map[string]bool{}
-	for _, m := range metricSpecs {
-		served["replproxy_"+m.name] = true
-	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// metricsDoc is where operators read the metrics: docs/metrics.md, whose
+// table "Every metric" has a row per replproxy_ metric.
+var metricsDoc = filepath.Join("..", "..", "docs", "metrics.md")
+
+// docMetrics reads the metrics table of docs/metrics.md: each metric's name
+// to its type column.
+func docMetrics(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile(metricsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range served {
-		if !strings.Contains(string(readme), "| `"+name+"`") {
-			t.Errorf("%s is not in README's metrics table", name)
+	documented := map[string]string{}
+	in := false
+	for line := range strings.Lines(string(doc)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "| metric | type | labels | INFO, and when absent |":
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "|"):
+			cells := strings.Split(line, "|")
+			if len(cells) < 4 {
+				t.Fatalf("%s: a row of the metrics table with %d cells: %s", metricsDoc, len(cells), line)
+			}
+			documented[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2])
+		case in:
+			return documented
+		}
+	}
+	if !in {
+		t.Fatalf("%s has no metrics table", metricsDoc)
+	}
+	return documented
+}
+
+// TestMetricDocs: the metrics table of docs/metrics.md lists every metric
+// with its type and no metric /metrics does not serve (it is the one list
+// operators read), and the alerting rules in deploy/prometheus name only
+// metrics that exist.
+func TestMetricDocs(t *testing.T) {
+	served := map[string]bool{}
+	documented := docMetrics(t)
+	for _, m := range metricSpecs {
+		name := "replproxy_" + m.name
+		served[name] = true
+		typ, ok := documented[name]
+		if !ok {
+			t.Errorf("%s is not in the metrics table of %s", name, metricsDoc)
+			continue
+		}
+		want := "gauge"
+		if m.kind == counter {
+			want = "counter"
+		}
+		if typ != want {
+			t.Errorf("%s is a %s; the metrics table of %s says %q", name, want, metricsDoc, typ)
+		}
+	}
+	for name := range documented {
+		if !served[name] {
+			t.Errorf("the metrics table of %s lists %s, which /metrics does not serve", metricsDoc, name)
 		}
 	}
 	rules, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "replproxy-alerts.yml"))

@@ -35,8 +35,8 @@ var replicaLabels = []string{"replica_ip", "replica_port"}
 // Prometheus's rules: the unit as a suffix in base units (_bytes, _seconds;
 // an offset is a position in bytes), _total on counters and only there,
 // replica_ never slave_, and the series of a labelled family add up to a
-// meaningful whole (memory_bytes to used_memory_bytes). README's metrics
-// table lists them with the names they replaced. Read-only.
+// meaningful whole (memory_bytes to used_memory_bytes). docs/metrics.md's
+// table lists them, and the names they replaced. Read-only.
 var metricSpecs = []metricSpec{
 	{"build_info", gauge, "1, labelled with the build: replproxy's version (replproxy_version), the VCS revision and the Go version (go_version).", []string{"version", "revision", "goversion"},
 		func(f *Figures, put putFunc) { put(1, f.Version, f.Revision, f.GoVersion) }},

@@ -10,8 +10,8 @@
 // clients do), the http.Server with its timeouts, and the list of replproxy_
 // metrics with their names, help, labels and the figures each renders
 // (metricSpecs, in collector.go; Figures in figures.go), named by
-// Prometheus's rules (units, _total on counters, labels that add up; README's
-// metrics table lists them, and a test keeps it complete). A replica's series
+// Prometheus's rules (units, _total on counters, labels that add up;
+// docs/metrics.md's table lists them, and a test keeps it complete). A replica's series
 // are labelled by its stable identity (replica_ip, replica_port), so that a
 // reconnect continues them. It owns no figure: at each scrape it calls its
 // owner's Figures function once and renders the Figures value it returns,

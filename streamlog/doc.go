@@ -86,13 +86,13 @@
 //     state: dd into a new file measured from 0.3 to 3 CPU-s per GB on the
 //     same machine, over an allocated one 0.18). KEEP_SIZE, not mode 0, so that a file's size stays what
 //     was written: recovery finds a segment's end, and bytes torn past its
-//     last entry, as before, and readers never see the allocated space. A
+//     last entry, and readers never see the allocated space. A
 //     segment is cut to its records when sealed, which frees what was
 //     allocated past them. While the log grows (retention drops nothing to
 //     recycle) the writer prepares the spare below the same way after each
 //     new segment, so the next one starts allocated too. Where the file
 //     system has no fallocate, nothing is allocated ahead and appends
-//     allocate as they write, as before.
+//     allocate as they write.
 //   - Recycling: the first segment retention drops that no reader has open
 //     becomes spare.seg, and the next new segment is that file, renamed and
 //     written over from its start. Writing over allocated blocks costs the

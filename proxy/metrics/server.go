@@ -49,8 +49,8 @@ const ShutdownWait = 5 * time.Second
 //     by about N/MaxConns times reclaimAfter.
 //   - a slot is held for a bounded time: the request's headers within
 //     readHeaderTimeout, the whole request within readTimeout, the reply
-//     within writeTimeout (a client that does not read /metrics no longer
-//     pins its slot), and an idle keep-alive connection is closed after
+//     within writeTimeout (a client that does not read /metrics does not
+//     pin its slot), and an idle keep-alive connection is closed after
 //     idleTimeout. A scraper that reuses its connection less often than
 //     that just connects again.
 //   - headers are bounded by maxHeaderBytes: the three paths take no

@@ -132,7 +132,7 @@ func (w *Sink) Close() (*File, error) {
 		return nil, err
 	}
 	// err, with fi, is only dir's fsync after the rename: the file is in
-	// place and served as before; with metadata, its write syncs dir again
+	// place and served; with metadata, its write syncs dir again
 	// and reports a failure then.
 	if w.opt.WithMeta {
 		m := w.meta

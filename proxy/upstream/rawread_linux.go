@@ -14,9 +14,8 @@ import (
 // since the call cannot wait. Telling it is what costs: a syscall entered
 // while every P was idle, as the stream loop's first read after each wait
 // is, wakes the runtime's monitor thread (sysmon), which then sleeps in
-// 20 µs steps for as long as the proxy works. With syscall.Read, that
-// thread took a third of the proxy's CPU at 512 B values (1 replica, log
-// off: 16,000 of the process's 30,000 context switches per 667 MB).
+// 20 µs steps for as long as the proxy works: at small values, a third of
+// the proxy's CPU and half its context switches would be that thread's.
 func rawRead(fd uintptr, p []byte) (int, error) {
 	var ptr unsafe.Pointer
 	if len(p) > 0 {

@@ -67,7 +67,7 @@ func (c *session) streamLoop() error {
 			one[0], err = st.Fill(src)
 			ps = one[:]
 		}
-		// Each slice is taken as one read was before: scanned, published,
+		// Each slice is taken as one read's bytes are: scanned, published,
 		// a GETACK in it answered.
 		for _, p := range ps {
 			if terr := c.take(st, fs, p, now); terr != nil {

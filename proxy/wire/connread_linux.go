@@ -30,8 +30,8 @@ func ConnReader(conn net.Conn) io.Reader {
 // its deadlines. The socket is non-blocking, so the call cannot wait, and
 // a system call the scheduler is told of, entered while every P was idle,
 // wakes the runtime's monitor thread, which then polls in 20 µs steps for
-// as long as the proxy works: every replica's ACK once a second did that
-// on an idle proxy. Owned by the reader's one goroutine.
+// as long as the proxy works: every replica's ACK once a second would do
+// that on an idle proxy. Owned by the reader's one goroutine.
 type rawConnReader struct {
 	rc   syscall.RawConn
 	conn net.Conn // for the addresses of a read's error

@@ -39,8 +39,12 @@
 //     (the link then asks for PSYNC <replid> <end+1>) and gives it to the
 //     history's follower; dirlock.go takes, moves (CONFIG SET dir) and
 //     releases the lock.
+//   - package report: a report.Report, the server's figures at one moment
+//     as plain values, and its two renderings, INFO's sections and the
+//     metrics.Figures of a scrape. report.go builds one from the parts;
+//     info.go (INFO) and metrics.go (a scrape) have it rendered.
 //   - package metrics: metrics-port's HTTP server, rendering the
-//     metrics.Figures that report.go makes of a report at each scrape;
+//     metrics.Figures package report makes of a report at each scrape;
 //     metrics.go serves it and holds /readyz's rule (readiness).
 //
 // What is this package's own:
@@ -73,10 +77,10 @@
 //     to dir through package snapshots), memory given back to the OS, the
 //     newest snapshot persisted and refreshed; ten rounds a second,
 //     one while nothing moves (the stream's producer wakes it);
-//   - one report (report.go), the figures read once from every part, from
-//     which INFO (written in info.go alone) and /metrics are both made, so
-//     that the two never compute a figure twice; the counters behind them
-//     (stats.go).
+//   - one report (report.go), the figures read once from every part into a
+//     report.Report, from which package report writes INFO and makes
+//     /metrics' figures, so that the two never compute a figure twice; the
+//     counters behind them (stats.go).
 //
 // # Goroutines
 //

@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net"
-	"runtime/debug"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/metrics"
@@ -13,10 +12,11 @@ import (
 // The monitoring HTTP server (metrics-port, metrics-bind; package metrics)
 // serves
 //
-//   - /metrics: every replproxy_ figure, read at scrape time from the same
-//     report INFO is written from (report.go): there is no second set of
-//     counters, and CONFIG RESETSTAT resets the counters INFO stats shows
-//     here too (Prometheus treats the drop as a counter reset).
+//   - /metrics: every replproxy_ figure, read at scrape time into the same
+//     report INFO is written from (report.go; package report renders
+//     both): there is no second set of counters, and CONFIG RESETSTAT
+//     resets the counters INFO stats shows here too (Prometheus treats the
+//     drop as a counter reset).
 //   - /healthz: 200 while the process serves HTTP.
 //   - /readyz: readiness, below.
 //
@@ -43,35 +43,9 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 	return nil
 }
 
-// figures is what a scrape of /metrics renders: one report, whole.
-func (s *Server) figures() metrics.Figures { return s.report(reportAll).figures() }
-
-// vcsRevision is the VCS revision the binary was built from, as the Go
-// toolchain records it (vcs.revision, with "-dirty" when the tree had
-// changes), for replproxy_build_info; "unknown" when it recorded none (a
-// test binary, a build outside a checkout or with -buildvcs=false).
-func vcsRevision() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	rev, dirty := "", false
-	for _, kv := range bi.Settings {
-		switch kv.Key {
-		case "vcs.revision":
-			rev = kv.Value
-		case "vcs.modified":
-			dirty = kv.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "unknown"
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
-}
+// figures is what a scrape of /metrics renders: one report, whole, as
+// package report renders it.
+func (s *Server) figures() metrics.Figures { return s.report(reportAll).Figures() }
 
 // MetricsAddr returns the monitoring server's address, or nil when
 // metrics-port is 0.

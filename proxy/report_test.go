@@ -10,23 +10,24 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
-	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/metrics"
+	"github.com/replproxy/replproxy/proxy/report"
 )
 
 // renderReport renders one report both ways: INFO everything's fields, and
-// the /metrics series the monitoring server makes of its figures.
-func renderReport(t testing.TB, s *Server, r *report) (info map[string]string, series map[string]float64) {
+// the /metrics series the monitoring server makes of its figures. The
+// server it was read from has no part in rendering it.
+func renderReport(t testing.TB, _ *Server, r *report.Report) (info map[string]string, series map[string]float64) {
 	t.Helper()
 	var b strings.Builder
-	for _, sec := range infoSections {
+	for _, sec := range report.InfoSections {
 		if b.Len() > 0 {
 			b.WriteString("\r\n")
 		}
-		s.writeInfoSection(&b, sec, r)
+		r.WriteInfoSection(&b, sec)
 	}
 	h := (&metrics.Server{
-		Figures: func() metrics.Figures { return r.figures() },
+		Figures: r.Figures,
 		Ready:   func() (bool, string) { return true, "" },
 	}).Handler()
 	rec := httptest.NewRecorder()
@@ -56,8 +57,8 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 	// there, its offset and lag are not (the offset would be 0, the lag
 	// the whole stream).
 	r := p.report(reportAll)
-	if len(r.replicas) != 1 {
-		t.Fatalf("%d replicas in the report, want 1", len(r.replicas))
+	if len(r.Replicas) != 1 {
+		t.Fatalf("%d replicas in the report, want 1", len(r.Replicas))
 	}
 	info, m := renderReport(t, p.Server, r)
 	slave := map[string]string{}
@@ -83,7 +84,7 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 	}
 	redistest.WaitFor(t, 10*time.Second, "the replica's ACK", func() bool {
 		r = p.report(reportAll)
-		return len(r.replicas) == 1 && r.replicas[0].hasLag
+		return len(r.Replicas) == 1 && r.Replicas[0].HasLag
 	})
 	info, m = renderReport(t, p.Server, r)
 	for _, kv := range strings.Split(info["slave0"], ",") {
@@ -106,7 +107,7 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 		{"replproxy_connected_replicas", info["connected_slaves"]},
 		{"replproxy_replica_offset_bytes" + replica, slave["offset"]},
 		{"replproxy_replica_lag_seconds" + replica, slave["lag"]},
-		{"replproxy_replica_lag_bytes" + replica, itoa(r.offset - r.replicas[0].offset)},
+		{"replproxy_replica_lag_bytes" + replica, itoa(r.Offset - r.Replicas[0].Offset)},
 		{"replproxy_connected_clients", info["connected_clients"]},
 		{`replproxy_syncs_total{result="partial_ok"}`, info["sync_partial_ok"]},
 		{"replproxy_net_input_bytes_total", info["total_net_input_bytes"]},
@@ -168,25 +169,10 @@ func TestMemoryCategoriesAddUp(t *testing.T) {
 	}
 }
 
-// TestReplicaSeriesOneIdentity: two connections under one identity (a
-// replica reconnecting while its old connection is still registered) make
-// one series, the newest connection's; distinct identities keep theirs.
-func TestReplicaSeriesOneIdentity(t *testing.T) {
-	got := replicaSeries([]replicaFigures{
-		{id: 3, ip: "10.0.0.1", port: 6379, state: downstream.Online, offset: 900, hasLag: true, lagBytes: 100},
-		{id: 4, ip: "10.0.0.2", port: 6379, state: downstream.Online, offset: 1000, hasLag: true},
-		{id: 9, ip: "10.0.0.1", port: 6379, state: downstream.SendBulk, lagBytes: 1000},
-	})
-	want := []metrics.Replica{
-		{IP: "10.0.0.1", Port: "6379", State: "send_bulk", LagBytes: 1000},
-		{IP: "10.0.0.2", Port: "6379", State: "online", HasLag: true, Offset: 1000},
+// b2i is 1 for true and 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	if len(got) != len(want) {
-		t.Fatalf("replicaSeries = %+v, want %+v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("replicaSeries[%d] = %+v, want %+v", i, got[i], want[i])
-		}
-	}
+	return 0
 }

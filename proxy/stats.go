@@ -1,19 +1,18 @@
 package proxy
 
 import (
-	"github.com/replproxy/replproxy/proxy/history"
-	"github.com/replproxy/replproxy/proxy/snapshots"
+	"sync/atomic"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/report"
 )
-
-import "sync/atomic"
 
 // stats are the server's counters, shown by INFO stats and reset by CONFIG
 // RESETSTAT. Every field is atomic: any goroutine may add to them. A counter
-// added here is loaded by read (below) into the report INFO is written from
-// (report.go, info.go), and so reaches /metrics with one line in
-// report.figures.
+// added here is loaded by read (below) into the report INFO and /metrics
+// are made from (report.go), a field of report.Counters, and so reaches
+// both with a line in each of package report's renderings.
 type stats struct {
 	connectionsReceived atomic.Int64           // total_connections_received
 	commandsProcessed   atomic.Int64           // total_commands_processed
@@ -76,73 +75,50 @@ func (s *stats) reset() {
 	}
 }
 
-// counters is the stats read at one moment, one plain value per counter: a
-// report's (report.go).
-type counters struct {
-	connectionsReceived, commandsProcessed, rejectedConnections int64
-	netInputBytes, netOutputBytes                               int64 // replication's included, as INFO shows them
-	replInputBytes, replOutputBytes                             int64
-	syncFull, syncPartialOK, syncPartialErr                     int64
-	fullSyncs                                                   [history.NumFullSyncReasons]int64
-	logPartialSyncs, replicasToDisk                             int64
+// read loads every counter, as a report's (report.go); the snapshot
+// fetches' are package snapshots', read by the report itself.
+func (st *stats) read() report.Counters {
+	c := report.Counters{
+		ConnectionsReceived: st.connectionsReceived.Load(),
+		CommandsProcessed:   st.commandsProcessed.Load(),
+		RejectedConnections: st.rejectedConnections.Load(),
+		ReplInputBytes:      st.replInputBytes.Load(),
+		ReplOutputBytes:     st.replOutputBytes.Load(),
+		SyncFull:            st.syncFull.Load(),
+		SyncPartialOK:       st.syncPartialOK.Load(),
+		SyncPartialErr:      st.syncPartialErr.Load(),
+		LogPartialSyncs:     st.logPartialSyncs.Load(),
+		ReplicasToDisk:      st.replicasToDisk.Load(),
 
-	upstreamConnects, upstreamFullSyncs, upstreamPartialSyncs, upstreamLinkFailures    int64
-	upstreamRDBBytes, upstreamChecksumFails, upstreamStreamErrors, upstreamQueryLimits int64
-	upstreamLinkCorrupt                                                                int64
+		UpstreamConnects:      st.upstreamConnects.Load(),
+		UpstreamFullSyncs:     st.upstreamFullSyncs.Load(),
+		UpstreamPartialSyncs:  st.upstreamPartialSyncs.Load(),
+		UpstreamLinkFailures:  st.upstreamLinkFailures.Load(),
+		UpstreamRDBBytes:      st.upstreamRDBBytes.Load(),
+		UpstreamChecksumFails: st.upstreamChecksumFails.Load(),
+		UpstreamStreamErrors:  st.upstreamStreamErrors.Load(),
+		UpstreamQueryLimits:   st.upstreamQueryLimits.Load(),
+		UpstreamLinkCorrupt:   st.upstreamLinkCorrupt.Load(),
 
-	snapshotFetchBytes             int64
-	fetches                        snapshots.Counts // package snapshots' own
-	replicasDropped                int64
-	replicaCloses, clientCloses    [downstream.NumCloseReasons]int64
-	evictedSnapshots, evictedBytes int64
+		SnapshotFetchBytes: st.snapshotFetchBytes.Load(),
+		ReplicasDropped:    st.replicasDropped.Load(),
+		EvictedSnapshots:   st.evictedSnapshots.Load(),
+		EvictedBytes:       st.evictedBytes.Load(),
 
-	aclDeniedAuth, queryLimitDisconnects, outputLimitDisconnects int64
-	tlsConnectionsReceived, tlsHandshakeFailures                 int64
-}
-
-// read loads every counter.
-func (st *stats) read() counters {
-	c := counters{
-		connectionsReceived: st.connectionsReceived.Load(),
-		commandsProcessed:   st.commandsProcessed.Load(),
-		rejectedConnections: st.rejectedConnections.Load(),
-		replInputBytes:      st.replInputBytes.Load(),
-		replOutputBytes:     st.replOutputBytes.Load(),
-		syncFull:            st.syncFull.Load(),
-		syncPartialOK:       st.syncPartialOK.Load(),
-		syncPartialErr:      st.syncPartialErr.Load(),
-		logPartialSyncs:     st.logPartialSyncs.Load(),
-		replicasToDisk:      st.replicasToDisk.Load(),
-
-		upstreamConnects:      st.upstreamConnects.Load(),
-		upstreamFullSyncs:     st.upstreamFullSyncs.Load(),
-		upstreamPartialSyncs:  st.upstreamPartialSyncs.Load(),
-		upstreamLinkFailures:  st.upstreamLinkFailures.Load(),
-		upstreamRDBBytes:      st.upstreamRDBBytes.Load(),
-		upstreamChecksumFails: st.upstreamChecksumFails.Load(),
-		upstreamStreamErrors:  st.upstreamStreamErrors.Load(),
-		upstreamQueryLimits:   st.upstreamQueryLimits.Load(),
-		upstreamLinkCorrupt:   st.upstreamLinkCorrupt.Load(),
-
-		snapshotFetchBytes: st.snapshotFetchBytes.Load(),
-		replicasDropped:    st.replicasDropped.Load(),
-		evictedSnapshots:   st.evictedSnapshots.Load(),
-		evictedBytes:       st.evictedBytes.Load(),
-
-		aclDeniedAuth:          st.aclDeniedAuth.Load(),
-		queryLimitDisconnects:  st.queryLimitDisconnects.Load(),
-		outputLimitDisconnects: st.outputLimitDisconnects.Load(),
-		tlsConnectionsReceived: st.tlsConnectionsReceived.Load(),
-		tlsHandshakeFailures:   st.tlsHandshakeFailures.Load(),
+		ACLDeniedAuth:          st.aclDeniedAuth.Load(),
+		QueryLimitDisconnects:  st.queryLimitDisconnects.Load(),
+		OutputLimitDisconnects: st.outputLimitDisconnects.Load(),
+		TLSConnectionsReceived: st.tlsConnectionsReceived.Load(),
+		TLSHandshakeFailures:   st.tlsHandshakeFailures.Load(),
 	}
-	c.netInputBytes = st.netInputBytes.Load() + c.replInputBytes
-	c.netOutputBytes = st.netOutputBytes.Load() + c.replOutputBytes
+	c.NetInputBytes = st.netInputBytes.Load() + c.ReplInputBytes
+	c.NetOutputBytes = st.netOutputBytes.Load() + c.ReplOutputBytes
 	for i := range st.fullSyncs {
-		c.fullSyncs[i] = st.fullSyncs[i].Load()
+		c.FullSyncs[i] = st.fullSyncs[i].Load()
 	}
 	for i := range st.replicaCloses {
-		c.replicaCloses[i] = st.replicaCloses[i].Load()
-		c.clientCloses[i] = st.clientCloses[i].Load()
+		c.ReplicaCloses[i] = st.replicaCloses[i].Load()
+		c.ClientCloses[i] = st.clientCloses[i].Load()
 	}
 	return c
 }

@@ -27,6 +27,12 @@
 //     proxy/wire, replbuf, replid and streamlog: none of proxy, upstream,
 //     metrics or config. It reads the snapshot file its plan names through
 //     history's types, without importing proxy/snapfile.
+//   - proxy/report (the server's figures at one moment, rendered as INFO
+//     and as metrics.Figures) only the packages of the figures' types
+//     (eviction, replbuf, streamlog, proxy/config, proxy/upstream,
+//     proxy/downstream, proxy/history, proxy/snapshots), proxy/metrics and
+//     proxy/sysmem: proxy builds a report, and the report never reads
+//     proxy.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of

@@ -1,0 +1,106 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/upstream"
+)
+
+// info writes the named sections of r and returns their "key:value" lines
+// as a map.
+func info(r *Report, sections ...string) map[string]string {
+	var b strings.Builder
+	for _, sec := range sections {
+		r.WriteInfoSection(&b, sec)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(b.String(), "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+// TestInfoDerivedFields: what INFO derives from a report's figures, for a
+// proxy syncing from a primary that was never up, with a downstream proxy
+// between two plain replicas and a stream log that could not be opened:
+// the sync's progress, the link's times, linkN counting the downstream
+// proxies alone, the ratios, and the log's failure.
+func TestInfoDerivedFields(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	cfg := config.DefaultConfig()
+	cfg.MasterHost, cfg.MasterPort = "10.1.2.3", 6380
+	r := &Report{
+		Now: now, Config: cfg,
+		Up: upstream.Status{State: upstream.StateSync, LastIO: now.Add(-3 * time.Second).UnixNano(),
+			Applied: 990, SyncTotal: 4000, SyncRead: 1000},
+		Offset: 1000, Filled: 1003, StreamSince: -1,
+		Replicas: []Replica{
+			{IP: "10.0.0.1", Port: 6379, State: downstream.Online, Offset: 900, Lag: 2},
+			{IP: "10.0.0.2", Port: 6379, State: downstream.Online,
+				Link: &Link{Compression: "zstd", Raw: 4096, Wire: 1024, CPU: 0.25, KBps: 1.5, Throttled: 1500 * time.Millisecond}},
+			{IP: "10.0.0.3", Port: 6379, State: downstream.SendBulk},
+		},
+		UpLink: UpstreamLink{Link: Link{Compression: "refused", Raw: 10}, FetchRaw: 44, FetchWire: 22},
+		Log:    Log{Enabled: true, OpenErr: "no such directory"},
+	}
+	got := info(r, InfoSections...)
+	for key, want := range map[string]string{
+		"role":                            "slave",
+		"master_link_status":              "down",
+		"master_last_io_seconds_ago":      "3",
+		"master_sync_in_progress":         "1",
+		"master_sync_left_bytes":          "3000",
+		"master_sync_perc":                "25.00",
+		"master_sync_last_io_seconds_ago": "3",
+		"master_link_down_since_seconds":  "-1",
+		"slave_read_repl_offset":          "1003",
+		"slave_repl_offset":               "990",
+		"connected_slaves":                "3",
+		"slave2":                          "ip=10.0.0.3,port=6379,state=send_bulk,offset=0,lag=0",
+		"upstream_link": "compression=refused,raw_bytes=10,wire_bytes=0,ratio=1.00,cpu_sec=0.000," +
+			"fetch_raw_bytes=44,fetch_wire_bytes=22,fetch_cpu_sec=0.000,input_kbps=0.00",
+		"link0": "ip=10.0.0.2,port=6379,compression=zstd,raw_bytes=4096,wire_bytes=1024,ratio=4.00," +
+			"cpu_sec=0.250,output_kbps=1.50,throttled_ms=1500",
+		"repl_log_enabled":           "1",
+		"repl_log_status":            "failed",
+		"repl_log_last_error":        "no such directory",
+		"repl_snapshot_on_disk":      "0",
+		"repl_snapshot_stream_since": "-1",
+		"snapshot_state":             "none",
+		"tcp_port":                   "6379",
+	} {
+		if got[key] != want {
+			t.Errorf("%s:%s, want %s", key, got[key], want)
+		}
+	}
+	if v, ok := got["link1"]; ok {
+		t.Errorf("link1:%s; only one replica is a downstream proxy", v)
+	}
+
+	// A proxy that is its own primary shows none of the link's fields.
+	r.Config = config.DefaultConfig()
+	got = info(r, "replication", "links")
+	for _, key := range []string{"master_host", "master_link_status", "master_last_io_seconds_ago", "upstream_link"} {
+		if v, ok := got[key]; ok {
+			t.Errorf("%s:%s with no primary", key, v)
+		}
+	}
+	if got["role"] != "master" {
+		t.Errorf("role:%s with no primary, want master", got["role"])
+	}
+}
+
+// TestInfoUnknownSection: a section INFO does not have writes nothing.
+func TestInfoUnknownSection(t *testing.T) {
+	var b strings.Builder
+	(&Report{Config: config.DefaultConfig()}).WriteInfoSection(&b, "nosuchsection")
+	if b.Len() != 0 {
+		t.Errorf("INFO nosuchsection wrote %q", b.String())
+	}
+}

@@ -1,5 +1,8 @@
 // Package redistest runs real redis-server processes for integration tests and talks
-// to them (and to the proxy, which speaks RESP too).
+// to them (and to the proxy, which speaks RESP too). It also holds what the tests of
+// every package share to stand in for a primary or a network, with no Redis: a fake
+// primary whose links a test scripts ([StartFakePrimary], [NewFakeLink]), a relay that
+// alters or cuts what it forwards ([StartRelay]), and a loopback TCP pair ([TCPPair]).
 //
 // Rules the package enforces:
 //

@@ -3,36 +3,14 @@ package upstream
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
 )
-
-// targetHost is a testHost whose primary the test names and changes.
-type targetHost struct {
-	*testHost
-	mu   sync.Mutex
-	addr string
-}
-
-func (h *targetHost) Target() Target {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return Target{Addr: h.addr}
-}
-
-func (h *targetHost) retarget(addr string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.addr = addr
-}
 
 // TestFetchLoop: a fetch's attempts that fail before the snapshot is handed
 // out are retried (each counted) while it is wanted, from the same primary,
@@ -59,8 +37,7 @@ func TestFetchLoop(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &targetHost{testHost: &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}, addr: "127.0.0.1:6379"}
-			t.Cleanup(func() { h.st.Close(nil) })
+			h := newTestHost(t, Target{Addr: "127.0.0.1:6379"})
 			l := New(h, Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -111,56 +88,34 @@ func btoi(b bool) int {
 	return 0
 }
 
-// timedHost is a testHost naming a primary at addr, with a timeout.
-type timedHost struct {
-	*testHost
-	addr string
-}
-
-func (h *timedHost) Target() Target { return Target{Addr: h.addr, Timeout: 10 * time.Second} }
-
-// filterPrimary serves one side link as a primary does a filtered fetch:
-// +OK to the handshake and to REPLCONF rdb-only, then filterReply to
-// REPLCONF rdb-filter-only, and, if that was +OK, +FULLRESYNC and payload
-// to PSYNC. It returns the listener's address and the filters it was sent.
-func filterPrimary(t *testing.T, filterReply, payload string) (string, <-chan string) {
+// filterPrimary is a fake primary that serves side links as a primary
+// does a filtered fetch: filterReply to REPLCONF rdb-filter-only (the
+// handshake's other commands get +OK), and +FULLRESYNC and payload to
+// PSYNC. It returns the primary and the filters it was sent.
+func filterPrimary(t *testing.T, filterReply, payload string) (*redistest.FakePrimary, <-chan string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	filters := make(chan string, 1)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		rd := wire.NewCommandReader(conn, wire.Limits{})
-		for {
-			cmd, err := rd.ReadCommand()
-			if err != nil {
-				return
+	p := redistest.StartFakePrimary(t, redistest.FakeOptions{
+		Reply: func(cmd string) (string, bool) {
+			filter, ok := strings.CutPrefix(cmd, "REPLCONF rdb-filter-only ")
+			if !ok {
+				return "", false
 			}
-			var reply string
-			switch name := strings.ToLower(string(cmd.Args[0])); {
-			case name == "ping":
-				reply = "+PONG\r\n"
-			case name == "replconf" && string(cmd.Args[1]) == "rdb-filter-only":
-				filters <- string(cmd.Args[2])
-				reply = filterReply + "\r\n"
-			case name == "replconf":
-				reply = "+OK\r\n"
-			case name == "psync":
-				reply = "+FULLRESYNC " + strings.Repeat("a", 40) + " 5\r\n" + payload
+			select {
+			case filters <- filter:
+			default: // a second fetch: the test fails on the first one
 			}
-			if _, err := conn.Write([]byte(reply)); err != nil {
-				return
+			return filterReply + "\r\n", true
+		},
+		Side: func(l *redistest.FakeLink) error {
+			if err := l.Write(l.FullResync() + payload); err != nil {
+				return err
 			}
-		}
-	}()
-	return ln.Addr().String(), filters
+			l.AwaitHangup()
+			return nil
+		},
+	})
+	return p, filters
 }
 
 // TestFetchFiltered: a filtered fetch sends the filter as the replica sent
@@ -168,10 +123,7 @@ func filterPrimary(t *testing.T, filterReply, payload string) (string, <-chan st
 // filter (Redis before 7.0) is a *RefusedError with its reply; a payload
 // over the limit is refused.
 func TestFetchFiltered(t *testing.T) {
-	rdb, err := os.ReadFile("../../testdata/rdb/small.rdb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb := testRDB(t)
 	sized := "$" + strconv.Itoa(len(rdb)) + "\r\n" + string(rdb)
 	mark := strings.Repeat("m", 40)
 	for _, tc := range []struct {
@@ -187,11 +139,8 @@ func TestFetchFiltered(t *testing.T) {
 		{name: "EOF-marked over the limit", filterReply: "+OK", payload: "$EOF:" + mark + "\r\n" + string(rdb) + mark, limit: 10, fails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr, filters := filterPrimary(t, tc.filterReply, tc.payload)
-			h := &timedHost{testHost: &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}, addr: addr}
-			t.Cleanup(func() { h.st.Close(nil) })
-			base, _ := newTestLink(t) // for its counters
-			l := New(h, Options{Pool: replbuf.NewPool(0), Counters: base.counters})
+			p, filters := filterPrimary(t, tc.filterReply, tc.payload)
+			l, _ := newTestLink(t, Target{Addr: p.Addr(), Timeout: 10 * time.Second}, Options{})
 			sn, err := l.FetchFiltered(t.Context(), "functions", tc.limit)
 			select {
 			case got := <-filters:
@@ -216,8 +165,8 @@ func TestFetchFiltered(t *testing.T) {
 				t.Fatal(err)
 			default:
 				defer sn.Release()
-				if sn.State() != replbuf.SnapshotComplete || sn.Size() != int64(len(rdb)) || sn.Offset() != 5 {
-					t.Fatalf("snapshot %s of %d bytes at %d, want the complete RDB at 5", sn.State(), sn.Size(), sn.Offset())
+				if sn.State() != replbuf.SnapshotComplete || sn.Size() != int64(len(rdb)) || sn.Offset() != redistest.FakeOffset {
+					t.Fatalf("snapshot %s of %d bytes at %d, want the complete RDB at %d", sn.State(), sn.Size(), sn.Offset(), redistest.FakeOffset)
 				}
 			}
 		})

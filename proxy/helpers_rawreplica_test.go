@@ -19,7 +19,7 @@ import (
 
 // This file holds a raw replica (rawReplica: a TCP client that speaks PSYNC
 // to the proxy and reads what comes back byte for byte) and the proxy the
-// fake primary (fakeprimary_test.go) feeds. Together they drive a running
+// fake primary (helpers_fakeprimary_test.go) feeds. Together they drive a running
 // proxy through what Redis never sends, and through streams the test writes
 // by hand.
 

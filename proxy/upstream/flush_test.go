@@ -409,6 +409,9 @@ func testCoalescerReplTimeout(t *testing.T, raw bool) {
 // a goroutine that runs would. With a window of 5 s and a stream that
 // stopped while dense, a GC completes within a second.
 func TestRawWaitYieldsToTheWorld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 5 s): the raw wait lasts its 5 s window")
+	}
 	withRawWaits(t)
 	const window = 5 * time.Second
 	primary, s := coalescePair(t, window, time.Minute, true)

@@ -103,6 +103,8 @@ func wrapLink(l *redistest.FakeLink) *fakeLink {
 // writes. The test closes conn, which ends the link's reading.
 func newFakeLink(conn net.Conn) *fakeLink { return wrapLink(redistest.NewFakeLink(conn)) }
 
+// The methods below are redistest.FakeLink's; await waits up to
+// linkTimeout, the repl-timeout the link tests give the upstream.
 func (f *fakeLink) write(s string) error             { return f.Write(s) }
 func (f *fakeLink) writeRaw(p []byte) error          { return f.WriteRaw(p) }
 func (f *fakeLink) payload() string                  { return f.Payload() }

@@ -30,8 +30,9 @@
 //     history's types, without importing proxy/snapfile.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
-//   - internal/redistest (the tests' real Redis servers) imports nothing of
-//     the module, and nothing but tests imports it.
+//   - internal/redistest (the tests' real Redis servers, and the fake
+//     primary, relay and TCP pair they share) imports nothing of the
+//     module, and nothing but tests imports it.
 //   - internal/safefile (the file mechanisms: open a regular file as seen,
 //     write a new file under a temporary name and rename it into place)
 //     imports nothing of the module.

@@ -17,8 +17,8 @@ import (
 )
 
 // The fake primary answers as a Redis 7.0.15 primary does, byte for byte
-// (the proxy's PROTOCOL §1.1, §2.1, §3), and sends whatever the test
-// scripts, including what Redis never sends. It serves in two ways:
+// (PROTOCOL §1.1, §2.1, §3), and sends whatever the test scripts,
+// including what Redis never sends. It serves in two ways:
 //
 //   - On a listener ([StartFakePrimary]), for a replica that connects by
 //     itself (a running proxy, a [Client]): it accepts each link, answers

@@ -19,13 +19,14 @@ vet:
 	$(GO) vet ./...
 	$(GO) -C bench vet ./...
 
-# unit runs every test that needs no Redis: REDISTEST=skip makes each test that
-# needs a redis-server or redis-cli skip, even under CI=true. (Without it the
-# integration tests skip when Redis is missing, except under CI=true, where they
-# fail: `make test` never skips.)
+# unit runs every test that needs no Redis: under -short each test that needs a
+# redis-server, redis-cli, node or promtool skips, even under CI=true, and so do
+# the few slow ones that need none. (Without -short the integration tests skip
+# when Redis is missing, except under CI=true, where they fail: `make test`
+# never skips.)
 unit: vet
-	REDISTEST=skip $(GO) test -race ./...
-	REDISTEST=skip $(GO) -C bench test -race ./...
+	$(GO) test -short -race ./...
+	$(GO) -C bench test -short -race ./...
 
 redis:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \

@@ -17,7 +17,7 @@ import (
 
 // TestConnectCommands checks the commands client libraries and monitoring
 // tools send on connect against Redis 7.0's replies under RESP2, without a
-// password (HELLO 3 and RESP3: resp3_test.go).
+// password (HELLO 3 and RESP3: resp3_integration_test.go).
 func TestConnectCommands(t *testing.T) {
 	p := startProxy(t)
 	a := adminDial(t, p)

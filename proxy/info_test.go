@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"flag"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,7 +53,7 @@ func TestGoldenAdminOutput(t *testing.T) {
 		attachRawReplica(t, p, linkOffset+1)
 		a := adminDial(t, p)
 		a.do("CLIENT", "SETNAME", "golden")
-		port := strconv.Itoa(h.ln.Addr().(*net.TCPAddr).Port)
+		port := strconv.Itoa(h.Port())
 		goldenCheck(t, "replica", a, map[string]string{"\n:" + port + "\n": "\n:<primary-port>\n"})
 	})
 }

@@ -55,6 +55,9 @@ func TestDisconnectReplicasByEpoch(t *testing.T) {
 // quietBytes have come, brings a round at once, the next ones at
 // monitorInterval again.
 func TestMonitorQuiet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 3 s): waits for the monitor to go quiet, then watches it")
+	}
 	p := startProxy(t) // no primary: nothing moves
 	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.monitorQuiet.Load)
 	rounds := p.monitorRounds.Load()

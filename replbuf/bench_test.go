@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // The fan-out benchmarks measure one thing two ways on the same kind of
@@ -46,7 +48,7 @@ type rig struct {
 func newRig(b *testing.B, n int, want int64) *rig {
 	r := &rig{}
 	for range n {
-		s, recv := tcpPair(b)
+		s, recv := redistest.TCPPair(b)
 		r.send = append(r.send, s)
 		r.done.Add(1)
 		buf := make([]byte, 256<<10)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
 )
 
 // patternByte is the byte at offset off in the streams tests produce, so that
@@ -170,7 +172,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 // other end is drained into one preallocated buffer until it closes.
 func allocRig(t testing.TB) (*Stream, *Cursor, *net.TCPConn) {
 	t.Helper()
-	send, recv := tcpPair(t)
+	send, recv := redistest.TCPPair(t)
 	go func() {
 		buf := make([]byte, 256<<10)
 		for {

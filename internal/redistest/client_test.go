@@ -1,11 +1,9 @@
 package redistest
 
 import (
-	"bufio"
 	"errors"
-	"io"
-	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -35,45 +33,18 @@ func TestAppendCommand(t *testing.T) {
 	}
 }
 
-// fakeServer accepts one connection on 127.0.0.1, reads one command line, and answers
-// with reply (nothing if reply is ""). It stops when the test ends.
+// fakeServer is a fake primary that answers the first command it is sent
+// with reply (nothing if reply is "") and every later one with +OK.
 func fakeServer(t *testing.T, reply string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- serveOne(l, reply) }()
-	t.Cleanup(func() {
-		l.Close()
-		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
-			t.Errorf("fake server: %v", err)
+	var answered atomic.Bool
+	p := StartFakePrimary(t, FakeOptions{Reply: func(string) (string, bool) {
+		if answered.Swap(true) {
+			return "", false
 		}
-	})
-	return l.Addr().String()
-}
-
-// serveOne is the fake server's loop: one connection, one reply, then it waits for the
-// client to hang up.
-func serveOne(l net.Listener, reply string) error {
-	conn, err := l.Accept()
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(conn)
-	if _, err := br.ReadString('\n'); err != nil {
-		return err
-	}
-	if reply != "" {
-		if _, err := conn.Write([]byte(reply)); err != nil {
-			return err
-		}
-	}
-	_, _ = io.Copy(io.Discard, br) // until the client closes (or the deadline)
-	return nil
+		return reply, true
+	}})
+	return p.Addr()
 }
 
 func TestClientErrors(t *testing.T) {
@@ -104,7 +75,6 @@ func TestClientErrors(t *testing.T) {
 			if _, again := c.Do("PING"); again != err {
 				t.Errorf("second Do: err = %v, want the sticky %v", again, err)
 			}
-			c.Close() // so that the fake server sees EOF before its cleanup waits for it
 		})
 	}
 }

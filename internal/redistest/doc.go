@@ -1,5 +1,8 @@
 // Package redistest runs real redis-server processes for integration tests and talks
-// to them (and to the proxy, which speaks RESP too).
+// to them (and to the proxy, which speaks RESP too). It also holds what the tests of
+// every package share to stand in for a primary or a network, with no Redis: a fake
+// primary whose links a test scripts ([StartFakePrimary], [NewFakeLink]), a relay that
+// alters or cuts what it forwards ([StartRelay]), and a loopback TCP pair ([TCPPair]).
 //
 // Rules the package enforces:
 //
@@ -14,7 +17,8 @@
 //   - Servers run with --enable-debug-command yes, so [Client.Digest] works.
 //   - When redis-server or redis-cli is missing, [Require] skips the test, except under
 //     CI (env CI=true), where it fails it: CI must never silently skip integration tests.
-//     REDISTEST=skip ([SkipEnv]) skips them all on purpose; `make unit` sets it.
+//     go test -short skips them all on purpose, even under CI=true (`make unit` runs
+//     it), as REDISTEST=skip ([SkipEnv]) does.
 //   - A process of the test's own that is not redis-server (the proxy's real binary)
 //     gets the same guarantees through [StartProcess].
 //   - A client from the npm registry (node-redis, [NodeRedis]) is installed once into the

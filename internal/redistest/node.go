@@ -28,8 +28,8 @@ const (
 // that two test binaries installing at once never see a half-installed one.
 //
 // node and npm are looked up as [RequireTool] does: missing, the test is skipped, or fails
-// under CI=true; [SkipEnv]=skip skips it. A failed install fails the test under CI=true and
-// skips it otherwise (a machine without the registry cannot run it).
+// under CI=true; -short or [SkipEnv]=skip skips it. A failed install fails the test under
+// CI=true and skips it otherwise (a machine without the registry cannot run it).
 func NodeModules(t testing.TB, spec string) string {
 	t.Helper()
 	paths := requireBinaries(t, "node", "npm")

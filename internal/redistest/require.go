@@ -10,15 +10,16 @@ import (
 )
 
 // SkipEnv is the environment variable that, set to "skip", makes [Require] skip every
-// test that needs Redis, whether or not Redis is installed and whatever CI says: `make
-// unit` sets it to run only the tests that need no Redis. Nothing else sets it, so under
-// CI=true a missing Redis still fails the test.
+// test that needs Redis, as go test -short does, whether or not Redis is installed and
+// whatever CI says. Nothing else sets it, so under CI=true without -short a missing
+// Redis still fails the test.
 const SkipEnv = "REDISTEST"
 
 // Require checks that redis-server and redis-cli are on PATH and returns their paths.
 // When one is missing it skips the test, or fails it when the environment variable CI
 // is true (as GitHub Actions, GitLab CI and most others set it): CI must never skip.
-// With [SkipEnv]=skip it skips the test without looking.
+// Under go test -short, or with [SkipEnv]=skip, it skips the test without looking:
+// `go test -short ./...` runs the tests that need no Redis, even under CI=true.
 func Require(t testing.TB) (server, cli string) {
 	t.Helper()
 	paths := requireBinaries(t, "redis-server", "redis-cli")
@@ -32,13 +33,15 @@ func RequireTool(t testing.TB, name string) string {
 	return requireBinaries(t, name)[0]
 }
 
-// requireBinaries is [Require] for any list of programs.
+// requireBinaries is [Require] for any list of programs. With none it only
+// skips under -short or SkipEnv=skip, for a test that runs a program it was
+// given by path ([StartServerBinary]).
 func requireBinaries(t testing.TB, names ...string) []string {
 	t.Helper()
-	d := findBinaries(os.Getenv, exec.LookPath, names...)
+	d := findBinaries(testing.Short(), os.Getenv, exec.LookPath, names...)
 	switch {
-	case d.skipAll:
-		t.Skipf("redistest: skipping: %s=skip (the tests that need no Redis only)", SkipEnv)
+	case d.skipAll != "":
+		t.Skipf("redistest: skipping: %s (the tests that need no Redis only)", d.skipAll)
 	case d.missing == nil:
 		return d.paths
 	case d.mustFail:
@@ -56,17 +59,21 @@ type binaryDecision struct {
 	paths    []string // one per name, "" for a missing one
 	missing  []string // names not found; nil when all were found
 	mustFail bool     // a missing binary fails the test instead of skipping it
-	skipAll  bool     // SkipEnv asks to skip: nothing was looked up
+	skipAll  string   // why every such test skips (-short, SkipEnv): nothing was looked up
 }
 
 // findBinaries looks each name up with lookPath and decides, from getenv("CI"), whether
-// a missing one fails or skips the test; getenv(SkipEnv) == "skip" skips it before any
-// look-up. It takes both functions so that the decision can be tested without
-// uninstalling Redis.
-func findBinaries(getenv func(string) string, lookPath func(string) (string, error), names ...string) binaryDecision {
+// a missing one fails or skips the test; short (go test -short) or getenv(SkipEnv) ==
+// "skip" skips it before any look-up. It takes the flag and both functions so that the
+// decision can be tested without uninstalling Redis.
+func findBinaries(short bool, getenv func(string) string, lookPath func(string) (string, error), names ...string) binaryDecision {
 	d := binaryDecision{paths: make([]string, len(names))}
-	if strings.TrimSpace(getenv(SkipEnv)) == "skip" {
-		d.skipAll = true
+	switch {
+	case short:
+		d.skipAll = "-short"
+		return d
+	case strings.TrimSpace(getenv(SkipEnv)) == "skip":
+		d.skipAll = SkipEnv + "=skip"
 		return d
 	}
 	for i, name := range names {
@@ -89,5 +96,5 @@ func isCI(getenv func(string) string) bool {
 
 // String describes d for test failure messages.
 func (d binaryDecision) String() string {
-	return fmt.Sprintf("paths=%q missing=%q mustFail=%v skipAll=%v", d.paths, d.missing, d.mustFail, d.skipAll)
+	return fmt.Sprintf("paths=%q missing=%q mustFail=%v skipAll=%q", d.paths, d.missing, d.mustFail, d.skipAll)
 }

@@ -28,6 +28,7 @@ func TestFindBinaries(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
+		short    bool
 		ci       string
 		skip     string
 		lookPath func(string) (string, error)
@@ -74,17 +75,30 @@ func TestFindBinaries(t *testing.T) {
 			want:     binaryDecision{paths: []string{"", ""}, missing: []string{"redis-server", "redis-cli"}},
 		},
 		{
+			name:     "-short skips although all are present",
+			short:    true,
+			lookPath: installed("redis-server", "redis-cli"),
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: "-short"},
+		},
+		{
+			name:     "-short skips also with CI=true",
+			short:    true,
+			ci:       "true",
+			lookPath: installed(),
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: "-short"},
+		},
+		{
 			name:     "REDISTEST=skip skips although all are present",
 			skip:     "skip",
 			lookPath: installed("redis-server", "redis-cli"),
-			want:     binaryDecision{paths: []string{"", ""}, skipAll: true},
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: "REDISTEST=skip"},
 		},
 		{
 			name:     "REDISTEST=skip skips also with CI=true",
 			ci:       "true",
 			skip:     "skip",
 			lookPath: installed(),
-			want:     binaryDecision{paths: []string{"", ""}, skipAll: true},
+			want:     binaryDecision{paths: []string{"", ""}, skipAll: "REDISTEST=skip"},
 		},
 		{
 			name:     "REDISTEST with another value changes nothing",
@@ -96,7 +110,7 @@ func TestFindBinaries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := findBinaries(env(tt.ci, tt.skip), tt.lookPath, "redis-server", "redis-cli")
+			got := findBinaries(tt.short, env(tt.ci, tt.skip), tt.lookPath, "redis-server", "redis-cli")
 			if got.String() != tt.want.String() {
 				t.Errorf("findBinaries:\n got %v\nwant %v", got, tt.want)
 			}
@@ -105,7 +119,8 @@ func TestFindBinaries(t *testing.T) {
 }
 
 // TestRequireMissing checks the skip/fail decision end to end through requireBinaries,
-// with a program name that cannot exist.
+// with a program name that cannot exist: under -short it skips before looking, also
+// with CI=true.
 func TestRequireMissing(t *testing.T) {
 	for _, ci := range []string{"", "true"} {
 		t.Run("CI="+ci, func(t *testing.T) {
@@ -113,7 +128,7 @@ func TestRequireMissing(t *testing.T) {
 			t.Setenv(SkipEnv, "") // as under `make test`, whatever the caller's environment
 			f := newFakeTB(t)
 			f.run(func(tb testing.TB) { requireBinaries(tb, "redistest-no-such-program") })
-			if ci == "true" {
+			if ci == "true" && !testing.Short() {
 				if !f.Failed() || f.skipped {
 					t.Errorf("CI=true: failed=%v skipped=%v, want a failure; log:\n%s", f.Failed(), f.skipped, f.output())
 				}

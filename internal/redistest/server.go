@@ -131,9 +131,10 @@ func StartServerIn(t testing.TB, ns Namespace, host string, args ...string) *Ser
 
 // StartServerBinary is [StartServer] with bin, another server that takes
 // redis-server's arguments (valkey-server), in redis-server's place. The
-// caller finds bin (and skips when it is missing).
+// caller finds bin (and skips when it is missing); under -short, as [Require], it skips.
 func StartServerBinary(t testing.TB, bin string, args ...string) *Server {
 	t.Helper()
+	requireBinaries(t)
 	return startServerBin(t, bin, nil, nil, "", args)
 }
 

@@ -63,26 +63,12 @@ type inlineReplica struct {
 func (e *inlineEnv) replica() *inlineReplica {
 	t := e.t
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := c.(*net.TCPConn)
+	peer, conn := redistest.TCPPair(t)
 	// Small buffers on both sides: the socket fills after some tens of
 	// KiB, so that the inline sender meets EAGAIN and short writes often.
 	// (Smaller ones make loopback TCP crawl, at one window per delayed ACK.)
 	conn.SetWriteBuffer(32 << 10)
 	peer.SetReadBuffer(32 << 10)
-	t.Cleanup(func() { conn.Close(); peer.Close() })
 	st := e.hist.Stream()
 	cur, err := st.Attach(st.Offset() + 1)
 	if err != nil {
@@ -398,16 +384,7 @@ func TestInlineOnlyPlainSockets(t *testing.T) {
 	if newInlineSender(tls.Client(a, &tls.Config{}), &out) != nil {
 		t.Error("a TLS connection got an inline sender")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := redistest.TCPPair(t)
 	if newInlineSender(c, &out) == nil && writevSupported {
 		t.Error("a TCP socket got no inline sender")
 	}

@@ -570,6 +570,9 @@ func TestStatsCPU(t *testing.T) {
 // writerMemoryFresh until the first chunk, WriterMemory from then to
 // Close, and 0 after.
 func TestWriterMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under -race (about 25 s): grows 20 Writers per pattern")
+	}
 	const n = 20
 	heapOf := func(make func() []*Writer) (per int64, ws []*Writer) {
 		var before, after runtime.MemStats

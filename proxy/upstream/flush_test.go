@@ -19,7 +19,7 @@ import (
 // once a read finds the socket empty, before it waits, or at once past
 // flushBudget; the read deadline and EOF still end reads.
 func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
-	primary, conn := tcpPair(t)
+	primary, conn := redistest.TCPPair(t)
 	var told atomic.Int64
 	s := newFlushingSource(wire.NewCommandReader(conn, wire.Limits{}), conn, func() { told.Add(1) })
 	if s == nil {
@@ -81,7 +81,7 @@ func TestFlushingSourceFlushesBeforeWaiting(t *testing.T) {
 // where Read takes one buffer's room; bytes the handshake reader buffered
 // come first, into the first buffer; EOF ends it as it ends Read.
 func TestFlushingSourceReadsIntoSeveralBuffers(t *testing.T) {
-	primary, conn := tcpPair(t)
+	primary, conn := redistest.TCPPair(t)
 	rd := wire.NewCommandReader(conn, wire.Limits{})
 	s := newFlushingSource(rd, conn, func() {})
 	// A line the handshake reads, with the start of the payload behind it
@@ -136,27 +136,6 @@ func TestFlushingSourceReadsIntoSeveralBuffers(t *testing.T) {
 	}
 }
 
-// tcpPair is a loopback TCP connection: the far end, and the near one.
-func tcpPair(t *testing.T) (far, near net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	far, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { far.Close() })
-	near, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { near.Close() })
-	return far, near
-}
-
 // waitModes are the two ways a dense stream's wait is made: rawWait on
 // the loop's P (with two Ps or more), or the poller under a read deadline
 // (one P, or rawWait unavailable). Each coalescer test runs in both.
@@ -206,7 +185,7 @@ func checkWaitMode(t *testing.T, s *flushingSource, raw bool) {
 // raw says whether its dense waits may be raw ones.
 func coalescePair(t *testing.T, window, timeout time.Duration, raw bool) (primary net.Conn, s *flushingSource) {
 	t.Helper()
-	primary, conn := tcpPair(t)
+	primary, conn := redistest.TCPPair(t)
 	s = newFlushingSource(wire.NewCommandReader(conn, wire.Limits{}), conn, func() {})
 	dl := &deadline{conn: conn, timeout: timeout}
 	dl.touch(time.Now())
@@ -430,6 +409,9 @@ func testCoalescerReplTimeout(t *testing.T, raw bool) {
 // a goroutine that runs would. With a window of 5 s and a stream that
 // stopped while dense, a GC completes within a second.
 func TestRawWaitYieldsToTheWorld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 5 s): the raw wait lasts its 5 s window")
+	}
 	withRawWaits(t)
 	const window = 5 * time.Second
 	primary, s := coalescePair(t, window, time.Minute, true)

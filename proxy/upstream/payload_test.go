@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -58,28 +58,21 @@ func TestPayloadSink(t *testing.T) {
 		{"eof, disk full", true, 100 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, h := newTestLink(t)
+			l, h := newTestLink(t, Target{}, Options{})
 			sink := &fakeSink{room: tc.room}
 			h.sink = sink
 			proxySide, primarySide := net.Pipe()
 			defer primarySide.Close()
+			f := redistest.NewFakeLink(primarySide)
 			go func() { // the primary: the handshake's replies, the payload, then silence
-				go func() {
-					br := bufio.NewReader(primarySide)
-					for {
-						if _, err := br.ReadByte(); err != nil {
-							return
-						}
-					}
-				}()
 				header := "$" + strconv.Itoa(len(rdb)) + "\r\n"
 				if tc.eof {
 					header = "$EOF:" + mark + "\r\n"
 				}
-				primarySide.Write([]byte("+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC " + linkReplID + " 1000\r\n" + header))
-				primarySide.Write(rdb)
+				f.Write("+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC " + linkReplID + " 1000\r\n" + header)
+				f.WriteRaw(rdb)
 				if tc.eof {
-					primarySide.Write([]byte(mark))
+					f.Write(mark)
 				}
 				// A pipe's Write returns once the proxy read it all: hanging
 				// up now ends a good session after its sync.

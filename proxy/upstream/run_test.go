@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -12,14 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
 // testHost is a Host on a bare stream, as the proxy's history would be
-// before its first sync.
+// before its first sync. Its primary (Target) is the one the test names,
+// and may change (retarget), as replicaof does.
 type testHost struct {
 	st       *replbuf.Stream
 	mu       sync.Mutex
+	target   Target
 	replID   string
 	installs int
 	// ack, when set, is AckOffset; nil acknowledges what was applied.
@@ -30,7 +32,28 @@ type testHost struct {
 	failed int
 }
 
-func (h *testHost) Target() Target          { return Target{} }
+// newTestHost returns a testHost on a new stream, closed when the test
+// ends, whose Target is target.
+func newTestHost(t *testing.T, target Target) *testHost {
+	t.Helper()
+	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{}), target: target}
+	t.Cleanup(func() { h.st.Close(nil) })
+	return h
+}
+
+func (h *testHost) Target() Target {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.target
+}
+
+// retarget names the primary at addr, as a changed replicaof does.
+func (h *testHost) retarget(addr string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.target.Addr = addr
+}
+
 func (h *testHost) ListeningPort() int      { return 6380 }
 func (h *testHost) Stream() *replbuf.Stream { return h.st }
 func (h *testHost) ResumeID() (string, bool) {
@@ -75,17 +98,30 @@ func (h *testHost) AckOffset(applied int64) Ack {
 	return Ack{Off: applied}
 }
 
-func newTestLink(t *testing.T) (*Link, *testHost) {
+// newTestLink returns a Link of a new testHost whose Target is target,
+// with a pool and counters of its own; opts gives the rest (its Log).
+func newTestLink(t *testing.T, target Target, opts Options) (*Link, *testHost) {
 	t.Helper()
-	pool := replbuf.NewPool(0)
-	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
-	t.Cleanup(func() { h.st.Close(nil) })
+	h := newTestHost(t, target)
 	var c [11]atomic.Int64
-	return New(h, Options{Pool: pool, Counters: Counters{
+	opts.Pool = replbuf.NewPool(0)
+	opts.Counters = Counters{
 		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
 		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
 		QueryLimits: &c[9], LinkCorrupt: &c[10],
-	}}), h
+	}
+	return New(h, opts), h
+}
+
+// testRDB returns testdata/rdb/small.rdb, a Redis 7.0 RDB with a valid
+// CRC64 trailer.
+func testRDB(t *testing.T) []byte {
+	t.Helper()
+	rdb, err := os.ReadFile("../../testdata/rdb/small.rdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb
 }
 
 // failWrites is a connection whose writes fail with errInjected once it has
@@ -109,25 +145,14 @@ func (c *failWrites) Write(p []byte) (int, error) {
 // that error, the first of its two goroutines, not with the read error the
 // closed connection then gives the stream loop.
 func TestServeReturnsACKError(t *testing.T) {
-	rdb, err := os.ReadFile("../../testdata/rdb/small.rdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, h := newTestLink(t)
+	rdb := testRDB(t)
+	l, h := newTestLink(t, Target{}, Options{})
 	proxySide, primarySide := net.Pipe()
 	defer primarySide.Close()
-	go func() { // the primary: read everything, answer the handshake, send a sized payload, then nothing
-		go func() {
-			br := bufio.NewReader(primarySide)
-			for {
-				if _, err := br.ReadByte(); err != nil {
-					return
-				}
-			}
-		}()
-		primarySide.Write([]byte("+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC " + linkReplID + " 1000\r\n$" +
-			strconv.Itoa(len(rdb)) + "\r\n"))
-		primarySide.Write(rdb)
+	f := redistest.NewFakeLink(primarySide)
+	go func() { // the primary: answer the handshake, send a sized payload, then nothing
+		f.Write("+PONG\r\n+OK\r\n+OK\r\n+FULLRESYNC " + linkReplID + " 1000\r\n$" + strconv.Itoa(len(rdb)) + "\r\n")
+		f.WriteRaw(rdb)
 	}()
 	// Three writes go through: PING, the pipelined AUTH/REPLCONF batch, PSYNC.
 	conn := &failWrites{Conn: proxySide, ok: 3}

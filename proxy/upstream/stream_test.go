@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -15,23 +16,21 @@ import (
 // While the policy is quiet, nothing is sent but in the warm-up and as a
 // keepalive every half repl-timeout.
 func TestAckHeldNeverGoesBack(t *testing.T) {
-	l, h := newTestLink(t)
+	l, h := newTestLink(t, Target{}, Options{})
 	proxySide, primarySide := net.Pipe()
 	defer proxySide.Close()
 	defer primarySide.Close()
 	c := &session{l: l, conn: proxySide, timeout: 5 * time.Second}
-	sent := make(chan string, 16)
-	go func() {
-		rd := wire.NewCommandReader(primarySide, wire.Limits{})
-		for {
-			cmd, err := rd.ReadCommand()
-			if err != nil {
-				close(sent)
-				return
-			}
-			sent <- string(cmd.Args[2])
+	f := redistest.NewFakeLink(primarySide)
+	// sent returns the offset of the next ACK the primary read, waiting up
+	// to 5 s.
+	sent := func() (string, error) {
+		args, err := f.Take(time.Now().Add(5 * time.Second))
+		if err != nil {
+			return "", err
 		}
-	}()
+		return args[2], nil
+	}
 
 	var quorum int64 // what the replicas acknowledged, -1 for too few
 	var quiet bool   // too few replicas acknowledged lately
@@ -86,18 +85,15 @@ func TestAckHeldNeverGoesBack(t *testing.T) {
 			if _, err := proxySide.Write(wire.AppendCommand(nil, "REPLCONF", "ACK", "fence")); err != nil {
 				t.Fatal(err)
 			}
-			if got := <-sent; got != "fence" {
-				t.Fatalf("%s: sent ACK %s, want nothing", step.name, got)
+			if got, err := sent(); err != nil || got != "fence" {
+				t.Fatalf("%s: sent ACK %s (%v), want nothing", step.name, got, err)
 			}
 			continue
 		}
-		select {
-		case got := <-sent:
-			if got != step.want {
-				t.Fatalf("%s: sent ACK %s, want %s", step.name, got, step.want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no ACK sent", step.name)
+		if got, err := sent(); err != nil {
+			t.Fatalf("%s: no ACK sent: %v", step.name, err)
+		} else if got != step.want {
+			t.Fatalf("%s: sent ACK %s, want %s", step.name, got, step.want)
 		}
 	}
 }

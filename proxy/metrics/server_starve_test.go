@@ -126,6 +126,9 @@ func attack(n int, run func(ctx context.Context)) (stop func()) {
 // beside three /healthz probes a second apart, each answered within
 // probeTimeout.
 func TestHealthzUnderKeepAliveAndSlowloris(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 5 s): probes a second apart under attack")
+	}
 	m := serving(t, &Server{})
 	addr := m.Addr().String()
 	var answered, lorisConns atomic.Int64

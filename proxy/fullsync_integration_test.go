@@ -71,6 +71,9 @@ func heldEOFFetch(release <-chan struct{}) func(hc *fakeLink) error {
 // payload renew the timeout. A replica that never ACKs is dropped and
 // counted in replicas_dropped.
 func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 5 s): each case waits out a repl-timeout")
+	}
 	const timeout = time.Second
 	for _, tc := range []struct {
 		name      string

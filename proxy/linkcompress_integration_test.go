@@ -159,71 +159,26 @@ func TestCompressedProxyChain(t *testing.T) {
 	}
 }
 
-// flipRelay relays a compressed proxy-to-proxy link (B dials it; it dials
-// A) and, once armed, flips one byte in the body of the next compressed
-// chunk of A's direction that it relays, once over its whole life: it
-// reads A's plain replies up to the PSYNC reply line and then the chunk
-// framing (linkzstd's 12-byte headers), so that the flip lands in a body
-// and the link fails by its check, not by a length that leaves it waiting.
-type flipRelay struct {
-	ln      net.Listener
-	target  string
+// flipTap is the A-to-B direction of a relay of a compressed
+// proxy-to-proxy link (B dials the relay; it dials A): once armed, it flips
+// one byte in the body of the next compressed chunk it relays, once over
+// its whole life. It reads A's plain replies up to the PSYNC reply line and
+// then the chunk framing (linkzstd's 12-byte headers), so that the flip
+// lands in a body and the link fails by its check, not by a length that
+// leaves it waiting.
+type flipTap struct {
 	armed   atomic.Bool
 	flipped atomic.Bool
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startFlipRelay(t *testing.T, target string) *flipRelay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &flipRelay{ln: ln, target: target}
-	r.wg.Go(r.acceptLoop)
-	t.Cleanup(func() {
-		ln.Close()
-		r.mu.Lock()
-		for _, c := range r.conns {
-			c.Close()
-		}
-		r.mu.Unlock()
-		r.wg.Wait()
-	})
-	return r
-}
-
-func (r *flipRelay) port() string { return strconv.Itoa(r.ln.Addr().(*net.TCPAddr).Port) }
-
-func (r *flipRelay) acceptLoop() {
-	for {
-		down, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", r.target)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		r.mu.Lock()
-		r.conns = append(r.conns, down, up)
-		r.mu.Unlock()
-		r.wg.Go(func() { io.Copy(up, down); up.Close() })
-		r.wg.Go(func() { r.relayDown(up, down); down.Close() })
-	}
 }
 
 // relayDown copies A's direction: plain lines to the PSYNC reply, then
-// chunks, one of which it may alter.
-func (r *flipRelay) relayDown(up, down net.Conn) {
+// chunks, one of which it may alter; it reports whether it did.
+func (r *flipTap) relayDown(_ int, down io.Writer, up io.Reader) (flipped bool) {
 	br := bufio.NewReader(up)
 	for {
 		line, err := br.ReadString('\n')
 		if _, werr := io.WriteString(down, line); err != nil || werr != nil {
-			return
+			return false
 		}
 		if strings.HasPrefix(line, "+FULLRESYNC") || strings.HasPrefix(line, "+CONTINUE") {
 			break
@@ -232,17 +187,18 @@ func (r *flipRelay) relayDown(up, down net.Conn) {
 	var hdr [12]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return
+			return flipped
 		}
 		body := make([]byte, binary.BigEndian.Uint32(hdr[0:4]))
 		if _, err := io.ReadFull(br, body); err != nil {
-			return
+			return flipped
 		}
 		if r.armed.Load() && len(body) >= 32 && r.flipped.CompareAndSwap(false, true) {
 			body[len(body)/2] ^= 0xff
+			flipped = true
 		}
 		if _, err := down.Write(append(hdr[:], body...)); err != nil {
-			return
+			return flipped
 		}
 	}
 }
@@ -256,8 +212,9 @@ func TestCompressedLinkCorrupt(t *testing.T) {
 	g := cachedata.New(7)
 	writeCache(t, pc, g, 2000)
 	a, ac := startProxyOf(t, primary)
-	relay := startFlipRelay(t, a.AddrString())
-	b := startProxy(t, "--replicaof", "127.0.0.1", relay.port(), "--repl-link-compression", "zstd")
+	flip := &flipTap{}
+	relay := redistest.StartRelay(t, "127.0.0.1:0", a.AddrString(), flip.relayDown)
+	b := startProxy(t, "--replicaof", "127.0.0.1", relay.PortString(), "--repl-link-compression", "zstd")
 	bc := redistest.Dial(t, b.AddrString())
 	waitLinkUp(t, bc)
 	_, rcs := redistest.StartReplicas(t, 1, b.AddrString())
@@ -265,9 +222,9 @@ func TestCompressedLinkCorrupt(t *testing.T) {
 	partialOK := ac.InfoInt(t, "stats", "sync_partial_ok")
 	fullA := ac.InfoInt(t, "stats", "sync_full")
 
-	relay.armed.Store(true)
+	flip.armed.Store(true)
 	writeCache(t, pc, g, 1000)
-	redistest.WaitFor(t, 15*time.Second, "a flipped chunk", relay.flipped.Load)
+	redistest.WaitFor(t, 15*time.Second, "a flipped chunk", flip.flipped.Load)
 	redistest.WaitFor(t, 15*time.Second, "B back by partial resync", func() bool {
 		return ac.InfoInt(t, "stats", "sync_partial_ok") == partialOK+1 &&
 			bc.Info(t, "replication")["master_link_status"] == "up"

@@ -19,9 +19,9 @@ import (
 
 // This file holds a raw replica (rawReplica: a TCP client that speaks PSYNC
 // to the proxy and reads what comes back byte for byte) and the proxy the
-// fake primary (fakeprimary_test.go) feeds. Together they drive a running
-// proxy through what Redis never sends, and through streams the test writes
-// by hand.
+// fake primary (helpers_fakeprimary_test.go) feeds. Together they drive a
+// running proxy through what Redis never sends, and through streams the
+// test writes by hand.
 
 // startHostileProxy runs a proxy replicating from h with a 1 s repl-timeout
 // and the smallest backlog, and waits for its link to be up.

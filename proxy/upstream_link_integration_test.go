@@ -78,31 +78,8 @@ func linkPipe(t testing.TB) (net.Conn, net.Conn) {
 // linkTCP is a loopback TCP connection.
 func linkTCP(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type accepted struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- accepted{c, err}
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := <-ch
-	if acc.err != nil {
-		a.Close()
-		t.Fatal(acc.err)
-	}
-	t.Cleanup(func() { a.Close(); acc.c.Close() })
-	return a, acc.c
+	a, b := redistest.TCPPair(t)
+	return a, b
 }
 
 var linkTransports = []struct {
@@ -136,11 +113,7 @@ func linkSession(t testing.TB, srv *Server, pair linkPair, user, pass string, ti
 	wasUp, err := srv.up.Serve(ctx, proxySide, upstream.Target{User: user, Pass: pass, Timeout: timeout})
 	primarySide.Close() // a script still writing or waiting gives up
 	scriptErr := <-scriptDone
-	<-f.done
-	for c := range f.cmds {
-		f.got = append(f.got, strings.Join(c, " "))
-	}
-	return linkResult{wasUp: wasUp, err: err, scriptErr: scriptErr, cmds: f.got}
+	return linkResult{wasUp: wasUp, err: err, scriptErr: scriptErr, cmds: f.Received()}
 }
 
 // linkScenario is one good session as a primary plays it.

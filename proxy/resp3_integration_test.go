@@ -17,7 +17,7 @@ import (
 // This file checks RESP3 on the admin path: HELLO in every detail, every
 // reply in both protocols, the replies beside a real redis-server 7.0's, and
 // the replication side, which never changes protocol. The client libraries'
-// view (go-redis, redis-cli -3, node-redis) is in resp3_clients_test.go.
+// view (go-redis, redis-cli -3, node-redis) is in resp3_clients_integration_test.go.
 
 // dialAddr opens a raw admin connection to addr (the proxy or a
 // redis-server), closed when the test ends.

@@ -164,7 +164,7 @@ func TestUpstreamStreamErrorBacksOff(t *testing.T) {
 		sess.mustWrite(t, streamGarbage)
 		sess.waitHangUp(t)
 		next := prim.next(t)
-		gaps = append(gaps, next.accepted.Sub(sess.hungUpAt))
+		gaps = append(gaps, next.Accepted().Sub(sess.HungUpAt()))
 		sess = next
 		if strings.HasPrefix(sess.psync, "PSYNC ? ") {
 			sess.mustWrite(t, sess.fullResync()+sess.payload())

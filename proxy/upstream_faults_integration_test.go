@@ -3,9 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
-	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,141 +25,18 @@ type faultPlan struct {
 	garbageReply bool
 }
 
-// faultRelay forwards connections from the proxy to a primary, each according
-// to the plan for its number (1 for the first). Its goroutines and connections
-// end with Close, which t.Cleanup calls.
-type faultRelay struct {
-	ln     net.Listener
-	target string
-	plan   func(n int) faultPlan
-
-	wg sync.WaitGroup // acceptLoop and one serveConn per connection
-	mu struct {
-		sync.Mutex
-		conns    map[net.Conn]struct{} // both sides of every open connection
-		accepted int                   // connections accepted so far
-		faults   int                   // faults injected so far
-		closed   bool
-	}
-}
-
-// faultStartRelay listens on addr ("127.0.0.1:0" for any port) and forwards
-// to target.
-func faultStartRelay(t testing.TB, addr, target string, plan func(n int) faultPlan) *faultRelay {
+// faultStartRelay starts a relay from the proxy to a primary that breaks
+// each connection according to the plan for its number (1 for the first).
+func faultStartRelay(t testing.TB, addr, target string, plan func(n int) faultPlan) *redistest.Relay {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("relay: %v", err)
-	}
-	r := &faultRelay{ln: ln, target: target, plan: plan}
-	r.mu.conns = map[net.Conn]struct{}{}
-	r.wg.Go(r.acceptLoop)
-	t.Cleanup(r.Close)
-	return r
-}
-
-// Port returns the port the relay listens on.
-func (r *faultRelay) Port() int { return r.ln.Addr().(*net.TCPAddr).Port }
-
-// Close stops accepting, closes every connection and waits for the relay's
-// goroutines. Safe to call more than once.
-func (r *faultRelay) Close() {
-	r.mu.Lock()
-	r.mu.closed = true
-	r.ln.Close()
-	for c := range r.mu.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
-// DropAll closes every open connection, as a network failure would.
-func (r *faultRelay) DropAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for c := range r.mu.conns {
-		c.Close()
-	}
-}
-
-// Stats returns the connections accepted and the faults injected so far.
-func (r *faultRelay) Stats() (accepted, faults int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.mu.accepted, r.mu.faults
-}
-
-func (r *faultRelay) acceptLoop() {
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return // Close
-		}
-		r.mu.Lock()
-		r.mu.accepted++
-		plan := r.plan(r.mu.accepted)
-		r.mu.Unlock()
-		r.wg.Go(func() { r.serveConn(c, plan) })
-	}
-}
-
-// track registers conns for Close; it reports false once the relay is closed.
-func (r *faultRelay) track(conns ...net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mu.closed {
-		return false
-	}
-	for _, c := range conns {
-		r.mu.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (r *faultRelay) untrack(conns ...net.Conn) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range conns {
-		delete(r.mu.conns, c)
-		c.Close()
-	}
-}
-
-// serveConn relays one proxy connection until either side closes or the
-// plan's fault cuts it.
-func (r *faultRelay) serveConn(down net.Conn, plan faultPlan) {
-	up, err := net.DialTimeout("tcp", r.target, 2*time.Second)
-	if err != nil {
-		down.Close()
-		return
-	}
-	if !r.track(down, up) {
-		down.Close()
-		up.Close()
-		return
-	}
-	defer r.untrack(down, up)
-	var wg sync.WaitGroup
-	wg.Go(func() { // proxy → primary, untouched
-		io.Copy(up, down)
-		if tc, ok := up.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
+	return redistest.StartRelay(t, addr, target, func(n int, down io.Writer, up io.Reader) bool {
+		return faultCopyDown(down, up, plan(n))
 	})
-	if r.copyDown(down, up, plan) {
-		r.mu.Lock()
-		r.mu.faults++
-		r.mu.Unlock()
-	}
-	down.Close()
-	up.Close()
-	wg.Wait()
 }
 
-// copyDown relays primary → proxy through a faultTap; it reports whether it
-// cut the connection.
-func (r *faultRelay) copyDown(down, up net.Conn, plan faultPlan) (cut bool) {
+// faultCopyDown relays primary → proxy through a faultTap; it reports
+// whether it cut the connection.
+func faultCopyDown(down io.Writer, up io.Reader, plan faultPlan) (cut bool) {
 	tap := faultTap{plan: plan}
 	if plan == (faultPlan{}) {
 		tap.state = faultTapPass

@@ -124,6 +124,9 @@ const hostileBurst = 64 << 10
 // path, or an offset past 2^62) is counted and tried again while the replica
 // waits, which then gets its full sync once the primary answers well.
 func TestFetchRetried(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 3 s): each case waits out fetch retries' backoff")
+	}
 	for _, tc := range []struct {
 		name string
 		bad  func(hc *fakeLink) error
@@ -215,6 +218,9 @@ func TestFetchKeepalivesRenewTimeout(t *testing.T) {
 // them, once no replica waits for it, when replicaof changes, and when the
 // server stops.
 func TestFetchRetryEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (about 3.5 s): each case waits out fetch retries' backoff")
+	}
 	refuse := func(hc *fakeLink) error { return hc.write("-ERR BGSAVE failed\r\n") }
 	setup := func(t *testing.T) (*fakePrimary, *testProxy, *rawReplica) {
 		h := startFakePrimary(t, fakeGoodMain(hostileBurst), refuse)

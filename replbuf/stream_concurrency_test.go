@@ -7,40 +7,12 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"testing"
 	"time"
-)
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t testing.TB) (send *net.TCPConn, recv *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := <-accepted
-	if a == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { c.Close(); a.Close() })
-	return c.(*net.TCPConn), a.(*net.TCPConn)
-}
+	"github.com/replproxy/replproxy/internal/redistest"
+)
 
 // writeLoop is a replica's writer: send what is pending, wait for more, until
 // the stream ends.
@@ -86,7 +58,7 @@ func TestFanoutOverTCP(t *testing.T) {
 	errs := make(chan error, 2*replicas)
 	sums := make([][32]byte, replicas)
 	for i := range replicas {
-		send, recv := tcpPair(t)
+		send, recv := redistest.TCPPair(t)
 		// Some replicas join late, from the backlog.
 		c, err := s.Attach(501)
 		if err != nil {

@@ -1,12 +1,20 @@
-// Package layering holds no code: its test keeps replproxy's package
-// layering true, as the Go standard library's go/build deps_test.go keeps
-// its own. The test reads the imports of every package in the module (with
-// go/build, the files this platform builds) and fails on an import the
-// table in layering_test.go does not allow, and on a package the table
-// does not name, so that a new package or a new edge is a decision written
-// down, not an accident.
+// Package layering keeps two rules of replproxy's code true through its
+// tests: the layering of its packages, below, and the names of the test
+// files of its library packages (names.go).
 //
-// The rules, lowest layer first:
+// layering_test.go keeps the package layering true, as the Go standard
+// library's go/build deps_test.go keeps its own. It reads the imports of
+// every package in the module (with go/build, the files this platform
+// builds) and fails on an import the table in layering_test.go does not
+// allow, and on a package the table does not name, so that a new package
+// or a new edge is a decision written down, not an accident.
+//
+// names_test.go fails on a test file of a library package (any but cmd/
+// and bench/) that is named for none of its package's source files, nor
+// for what it holds (helpers, bench, fuzz, race, norace), and is no
+// integration test that says so in its name (testFileNamed).
+//
+// The layering's rules, lowest layer first:
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
@@ -35,8 +43,9 @@
 //     proxy.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
-//   - internal/redistest (the tests' real Redis servers) imports nothing of
-//     the module, and nothing but tests imports it.
+//   - internal/redistest (the tests' real Redis servers, and the fake
+//     primary, relay and TCP pair they share) imports nothing of the
+//     module, and nothing but tests imports it.
 //   - internal/safefile (the file mechanisms: open a regular file as seen,
 //     write a new file under a temporary name and rename it into place)
 //     imports nothing of the module.

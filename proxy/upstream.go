@@ -144,7 +144,7 @@ func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 		MachineMemory: machine,
 		Random:        opts.spillRand,
 		Settings:      s.snapshotSettings(s.config()),
-		Wake:          s.monitorWake,
+		MemoryGrows:   s.wakeMonitorNow,
 	})
 }
 

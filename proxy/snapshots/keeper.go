@@ -100,9 +100,10 @@ type Options struct {
 	MachineMemory func() int64
 	// Settings are the directives in force at New (then Configure).
 	Settings Settings
-	// Wake, when not nil, is sent a token (never blocking) when a payload
-	// starts to arrive: memory grows, and the monitor looks at once.
-	Wake chan<- struct{}
+	// MemoryGrows, when not nil, is called when a payload starts to
+	// arrive, so that whoever watches memory looks (the server's monitor,
+	// if it is resting). It must not block.
+	MemoryGrows func()
 	// Random names temporary files (nil: crypto/rand); a test seam.
 	Random io.Reader
 }
@@ -122,7 +123,7 @@ type Keeper struct {
 	backoff func(time.Duration) time.Duration
 	machine func() int64
 	random  io.Reader
-	wake    chan<- struct{}
+	grows   func()
 
 	set atomic.Pointer[Settings] // the directives in force (Configure)
 
@@ -162,7 +163,7 @@ func New(opts Options) *Keeper {
 		machine = func() int64 { return 0 }
 	}
 	k := &Keeper{hist: opts.History, src: opts.Source, host: opts.Host, log: lg, durable: opts.Durable,
-		backoff: opts.Backoff, machine: machine, random: opts.Random, wake: opts.Wake}
+		backoff: opts.Backoff, machine: machine, random: opts.Random, grows: opts.MemoryGrows}
 	k.Configure(opts.Settings)
 	return k
 }
@@ -173,11 +174,10 @@ func (k *Keeper) Configure(set Settings) { k.set.Store(&set) }
 // settings are the directives in force.
 func (k *Keeper) settings() Settings { return *k.set.Load() }
 
-// memoryGrows sends Options.Wake its token: a payload starts to arrive.
+// memoryGrows tells Options.MemoryGrows that a payload starts to arrive.
 func (k *Keeper) memoryGrows() {
-	select {
-	case k.wake <- struct{}{}:
-	default: // a token waits already, or nobody watches (nil)
+	if k.grows != nil {
+		k.grows()
 	}
 }
 

@@ -23,6 +23,10 @@
 //     proxy/wire, replbuf, replid and streamlog: none of proxy, upstream,
 //     metrics or config. It reads the snapshot file its plan names through
 //     history's types, without importing proxy/snapfile.
+//   - proxy/pubsub (the channels, their subscribers and each one's
+//     outbox) only proxy/config and proxy/wire: it returns its verdict on
+//     a subscriber's output, which proxy turns into downstream's close
+//     reason.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of

@@ -37,9 +37,12 @@ var allowed = map[string][]string{
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.
 	"proxy/downstream": {"proxy/history", "proxy/wire", "replbuf", "replid", "streamlog", "proxy/linkzstd"},
+	// Pub/Sub returns its verdict on a subscriber's output (Over) for proxy
+	// to turn into a close reason: downstream is not in its row.
+	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapfile",
-		"proxy/snapshots", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
+		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/pubsub",
+		"proxy/snapfile", "proxy/snapshots", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 

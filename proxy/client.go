@@ -16,6 +16,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -53,13 +54,14 @@ type client struct {
 	rd     *wire.CommandReader
 	out    []byte
 	authed bool
-	// subs are the channels the client is subscribed to (pubsub.go).
+	// subs are the channels the client is subscribed to
+	// (commands_sentinel.go).
 	subs map[string]struct{}
 	// box, once the client first subscribed, takes every reply to it, and
-	// publishers' messages, for its writeLoop. Set by the client's
-	// goroutine before the client is first added to the pubsub; publishers
-	// read it under pubsub.mu.
-	box *outbox
+	// publishers' messages, for its WriteLoop. Set by the client's
+	// goroutine before the client is first added to the channels;
+	// publishers read it under the channels' lock (package pubsub).
+	box *pubsub.Outbox
 
 	hs downstream.Handshake // what REPLCONF said
 
@@ -67,7 +69,7 @@ type client struct {
 	outCap    atomic.Int64                       // cap of out after the last flush, for memory accounting
 	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
 	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
-	lastUse   atomic.Int64                       // unix nanos of the last command, or of the last message written to a subscriber (writeLoop)
+	lastUse   atomic.Int64                       // unix nanos of the last command, or of the last write to a subscriber (its box's WriteLoop)
 	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
 	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
 	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
@@ -245,7 +247,7 @@ func (c *client) flush() error {
 		return nil
 	}
 	if c.box != nil {
-		c.queueOut() // the outbox's writeLoop writes, in order with messages
+		c.queueOut() // the outbox's WriteLoop writes, in order with messages
 		return nil
 	}
 	lim := c.srv.clientConf().output

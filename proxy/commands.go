@@ -56,7 +56,7 @@ func commandTable() map[string]command {
 		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
 		"latency":   {arity: -2, run: (*Server).cmdLatency},
 		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
-		// Pub/Sub, as a replica serves it (commands_sentinel.go, pubsub.go).
+		// Pub/Sub, as a replica serves it (commands_sentinel.go, package pubsub).
 		"subscribe":   {arity: -2, run: (*Server).cmdSubscribe},
 		"unsubscribe": {arity: -1, run: (*Server).cmdUnsubscribe},
 		"publish":     {arity: 3, run: (*Server).cmdPublish},

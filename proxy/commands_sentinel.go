@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"slices"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -19,28 +24,29 @@ const sentinelHello = "__sentinel__:hello"
 // that has carried no message for 6 s once it is 15 s old; either way it
 // counts the replica as disconnected meanwhile and skips it when it moves
 // replicas to a promoted primary. So the proxy serves Pub/Sub as a replica
-// does (pubsub.go): a PUBLISH reaches the proxy's subscribers, Sentinel's
-// own hello comes back on its subscribed link, which therefore stays up,
-// and Sentinels that reach each other only through the proxy hear each
-// other's hellos.
+// does (package pubsub): a PUBLISH reaches the proxy's subscribers,
+// Sentinel's own hello comes back on its subscribed link, which therefore
+// stays up, and Sentinels that reach each other only through the proxy hear
+// each other's hellos.
 
 // cmdSubscribe is SUBSCRIBE channel [channel ...]: each channel confirmed
 // with the count of the client's subscriptions, as Redis replies. Over the
-// proxy's bounds (maxSubscriptions, maxChannelLen) nothing is subscribed.
+// proxy's bounds (pubsub.MaxSubscriptions, pubsub.MaxChannelLen) nothing is
+// subscribed.
 func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
 	var added []string
 	n := len(c.subs)
 	for _, ch := range args[1:] {
-		if len(ch) > maxChannelLen {
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves channel names of at most %d bytes", maxChannelLen))
+		if len(ch) > pubsub.MaxChannelLen {
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves channel names of at most %d bytes", pubsub.MaxChannelLen))
 			return false
 		}
 		if _, ok := c.subs[string(ch)]; !ok && !slices.Contains(added, string(ch)) {
 			added = append(added, string(ch))
 		}
 	}
-	if n+len(added) > maxSubscriptions {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves at most %d channels per client", maxSubscriptions))
+	if n+len(added) > pubsub.MaxSubscriptions {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR replproxy serves at most %d channels per client", pubsub.MaxSubscriptions))
 		return false
 	}
 	if c.subs == nil {
@@ -48,15 +54,15 @@ func (s *Server) cmdSubscribe(c *client, args [][]byte) bool {
 	}
 	for _, ch := range args[1:] {
 		c.subs[string(ch)] = struct{}{}
-		c.out = appendPubSubReply(c.out, c.proto(), "subscribe", ch, int64(len(c.subs)))
+		c.out = pubsub.AppendConfirm(c.out, c.proto(), "subscribe", ch, int64(len(c.subs)))
 	}
 	c.subCount.Store(int32(len(c.subs)))
 	// The confirmations go into the outbox with the client added to the
-	// channels (one hold of pubsub's lock), so that no message overtakes
+	// channels (one hold of the channels' lock), so that no message overtakes
 	// them and none published after them is missed.
 	c.startOutbox()
 	lim := s.config().ClientOutputBufferLimit.PubSub
-	c.queuedOut(s.pubsub.subscribe(c, added, c.out, lim, time.Now()))
+	c.queuedOut(s.pubsub.Subscribe(c, added, c.out, lim, time.Now()))
 	return false
 }
 
@@ -73,7 +79,7 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 			c.out = wire.AppendInt(c.out, 0)
 			return false
 		}
-		for _, ch := range subscribedChannels(c) {
+		for ch := range c.subs {
 			chans = append(chans, []byte(ch))
 		}
 	}
@@ -83,11 +89,11 @@ func (s *Server) cmdUnsubscribe(c *client, args [][]byte) bool {
 			delete(c.subs, string(ch))
 			removed = append(removed, string(ch))
 		}
-		c.out = appendPubSubReply(c.out, c.proto(), "unsubscribe", ch, int64(len(c.subs)))
+		c.out = pubsub.AppendConfirm(c.out, c.proto(), "unsubscribe", ch, int64(len(c.subs)))
 	}
 	c.subCount.Store(int32(len(c.subs)))
 	if len(removed) > 0 {
-		s.pubsub.unsubscribe(c, removed)
+		s.pubsub.Unsubscribe(c, removed)
 	}
 	return false
 }
@@ -101,9 +107,9 @@ func (s *Server) cmdPublish(c *client, args [][]byte) bool {
 		c.queueOut()
 	}
 	lim := s.config().ClientOutputBufferLimit.PubSub
-	n, victims := s.pubsub.publish(args[1], args[2], lim, time.Now())
+	n, victims := s.pubsub.Publish(args[1], args[2], lim, time.Now())
 	for _, v := range victims {
-		s.closedByPubSubLimit(v.c, v.reason, v.pending)
+		s.closedByPubSubLimit(v.Sub, v.Over, v.Pending)
 	}
 	c.out = wire.AppendInt(c.out, n)
 	return false
@@ -142,22 +148,93 @@ func cmdPingSubscribed(c *client, args [][]byte) {
 	}
 }
 
-// appendPubSubReply appends a (un)subscribe confirmation: kind, the channel,
-// and how many channels the client is subscribed to now: a push in RESP3,
-// as Redis's addReplyPubsubSubscribed writes it, an array in RESP2.
-func appendPubSubReply(b []byte, p wire.Proto, kind string, ch []byte, n int64) []byte {
-	b = p.AppendPushHeader(b, 3)
-	b = wire.AppendBulkString(b, kind)
-	b = wire.AppendBulk(b, ch)
-	return wire.AppendInt(b, n)
+// Proto is c's protocol, for a publish (pubsub.Subscriber). Any goroutine.
+func (c *client) Proto() wire.Proto { return c.proto() }
+
+// Outbox is c's outbox, for a publish (pubsub.Subscriber): set before c
+// first subscribes, read under the channels' lock.
+func (c *client) Outbox() *pubsub.Outbox { return c.box }
+
+// startOutbox gives c an outbox, and a goroutine writing it to the
+// connection, on its first SUBSCRIBE: from then on every reply to c goes
+// through it (flush), so that replies and messages reach it in order. A
+// failed write closes the connection, so that the client's goroutine ends
+// too. The client's goroutine only.
+func (c *client) startOutbox() {
+	if c.box != nil {
+		return
+	}
+	box := pubsub.NewOutbox(&c.boxBytes)
+	c.box = box
+	go func() {
+		err := box.WriteLoop(c.conn, clientWriteTimeout, func(n int, err error) {
+			c.srv.stats.netOutputBytes.Add(int64(n))
+			switch {
+			case err == nil:
+				// Redis counts a write to a client as an interaction too:
+				// a subscriber that receives messages is not idle in
+				// CLIENT LIST.
+				c.lastUse.Store(time.Now().UnixNano())
+			case !errors.Is(err, net.ErrClosed):
+				c.closeFor(downstream.CloseWriteError)
+			}
+		})
+		if err != nil {
+			c.log.Debug("subscriber write failed", "error", err)
+		}
+	}()
 }
 
-// appendPubSubMessage appends a message as a subscriber in protocol p
-// receives it: ["message", channel, payload], a push in RESP3 as Redis's
-// addReplyPubsubMessage writes it, an array in RESP2.
-func appendPubSubMessage(b []byte, p wire.Proto, ch, payload []byte) []byte {
-	b = p.AppendPushHeader(b, 3)
-	b = wire.AppendBulkString(b, "message")
-	b = wire.AppendBulk(b, ch)
-	return wire.AppendBulk(b, payload)
+// stopOutbox leaves every channel and ends c's outbox's writing, waiting for
+// it to write what is pending (QUIT's +OK). serveClient, before it closes
+// the connection: a peer that has gone fails the write at once, and one
+// that stopped reading holds it at most clientWriteTimeout.
+func (s *Server) stopOutbox(c *client) {
+	if c.box == nil {
+		return
+	}
+	s.pubsub.Unsubscribe(c, slices.Collect(maps.Keys(c.subs)))
+	c.box.Stop()
+	<-c.box.Done()
+}
+
+// queueOut moves the replies gathered in c.out into c's outbox, closing c
+// if that takes it over client-output-buffer-limit pubsub. The client's
+// goroutine only.
+func (c *client) queueOut() {
+	if len(c.out) == 0 {
+		return
+	}
+	lim := c.srv.config().ClientOutputBufferLimit.PubSub
+	c.queuedOut(c.box.Put(c.out, lim, time.Now()))
+}
+
+// queuedOut closes c if putting c.out into its outbox took it over
+// client-output-buffer-limit pubsub, and empties c.out. The client's
+// goroutine only, with no lock held.
+func (c *client) queuedOut(over pubsub.Over, pending int64) {
+	if over != pubsub.Within {
+		c.srv.closedByPubSubLimit(c, over, pending)
+	}
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	c.outCap.Store(int64(cap(c.out)))
+}
+
+// closedByPubSubLimit counts and logs a subscribed client closed for its
+// output buffer, and closes it. Any goroutine.
+func (s *Server) closedByPubSubLimit(c *client, over pubsub.Over, pending int64) {
+	reason := downstream.CloseOutputHardLimit
+	if over == pubsub.OverSoft {
+		reason = downstream.CloseOutputSoftLimit
+	}
+	s.stats.outputLimitDisconnects.Add(1)
+	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+		c.log.Warn("client closed: output buffer over client-output-buffer-limit pubsub",
+			"limit-class", over.String(), "pending-bytes", pending, "suppressed", n)
+	}
+	c.closeFor(reason)
 }

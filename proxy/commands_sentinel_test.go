@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -161,15 +162,15 @@ func TestPubSubClientList(t *testing.T) {
 func TestPubSubBounds(t *testing.T) {
 	p := startProxy(t, "--client-output-buffer-limit", "pubsub", "256kb", "0", "0")
 	a := adminDial(t, p)
-	if got := a.do("SUBSCRIBE", strings.Repeat("x", maxChannelLen+1)); !strings.HasPrefix(got, "-ERR replproxy serves channel names of at most") {
+	if got := a.do("SUBSCRIBE", strings.Repeat("x", pubsub.MaxChannelLen+1)); !strings.HasPrefix(got, "-ERR replproxy serves channel names of at most") {
 		t.Errorf("a long channel name answered %q", got)
 	}
 	many := []string{"SUBSCRIBE"}
-	for i := range maxSubscriptions + 1 {
+	for i := range pubsub.MaxSubscriptions + 1 {
 		many = append(many, "c"+itoa(int64(i)))
 	}
 	if got := a.do(many...); !strings.HasPrefix(got, "-ERR replproxy serves at most") {
-		t.Errorf("%d channels answered %q", maxSubscriptions+1, got)
+		t.Errorf("%d channels answered %q", pubsub.MaxSubscriptions+1, got)
 	}
 
 	// A subscriber that never reads: its socket buffers fill, then its

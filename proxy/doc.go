@@ -46,6 +46,13 @@
 //   - package metrics: metrics-port's HTTP server, rendering the
 //     metrics.Figures package report makes of a report at each scrape;
 //     metrics.go serves it and holds /readyz's rule (readiness).
+//   - package pubsub: the channels and their subscribers, and each
+//     subscriber's outbox, through which every reply and message to it
+//     goes, under client-output-buffer-limit pubsub; a message is encoded
+//     once per protocol among its receivers (a push for RESP3).
+//     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it,
+//     starts each subscriber's writing and closes a subscriber it finds
+//     over its limit.
 //
 // What is this package's own:
 //
@@ -68,10 +75,6 @@
 //     protocol (RESP2, or RESP3 after HELLO 3), through which every reply
 //     RESP3 changes is written (client.proto and wire.Proto: maps, nulls,
 //     verbatim strings, pushes);
-//   - Pub/Sub (pubsub.go): the channels and their subscribers, and each
-//     subscriber's outbox, through which every reply and message to it
-//     goes, written by its writeLoop; a message is encoded once per
-//     protocol among its receivers (a push for RESP3);
 //   - the monitor (monitor.go, memory.go): replica timeouts
 //     and output limits enforced, maxmemory and eviction (snapshots spilled
 //     to dir through package snapshots), memory given back to the OS, the
@@ -102,8 +105,9 @@
 // Redis creates its client before the handshake. When a client turns into a
 // replica (PSYNC, SYNC), its goroutine becomes the replica's read loop and
 // the replica starts its write loop (package downstream). A client's first
-// SUBSCRIBE starts its outbox's writeLoop, which serveClient stops and waits
-// for when the client ends. The monitor and memory returns run on the
+// SUBSCRIBE starts a goroutine for its outbox's WriteLoop (package pubsub),
+// which serveClient stops and waits for when the client ends. The monitor
+// and memory returns run on the
 // background group, which has Run's lifetime; the Keeper is closed after
 // it, so that no snapshot work starts once the monitor has stopped. The monitoring server is served by net/http's goroutines from
 // Run's start to its very end (after the clients and the background group),
@@ -116,10 +120,6 @@
 //
 //   - registry.mu is a leaf: nothing under it blocks, logs or touches a
 //     socket; callers take a list and act on it after.
-//   - pubsub.mu → outbox.mu: a publish queues its message into each
-//     subscriber's outbox under both; nothing under them blocks, logs or
-//     touches a socket, and neither is held with another lock of this
-//     package or a part's.
 //   - The configuration has no reader lock (an atomic.Pointer). Its writers
 //     serialise on liveConfig.writeMu and apply the change under it, so that
 //     changes take effect in the order they were published. Under it a
@@ -134,7 +134,10 @@
 //     taking another lock.
 //   - The parts' locks are their packages': History.mu (a leaf but for
 //     replbuf and streamlog), downstream.LogSignal's, the upstream session's
-//     writeMu, the log's. This package calls each part with none of its own
+//     writeMu, the log's, pubsub's channels' lock (→ an outbox's: a publish
+//     queues its message into each subscriber's outbox under both; nothing
+//     under them blocks, logs or touches a socket). This package calls
+//     each part with none of its own
 //     locks held. A report (INFO, a scrape) reads atomics and takes each
 //     part's lock alone; upstream's Host.AckOffset reads the configuration,
 //     then the history's epoch, then registry.mu, one at a time.

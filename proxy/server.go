@@ -19,6 +19,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
+	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -99,8 +100,8 @@ type Server struct {
 	// never held together with hist's.
 	clients *registry
 	// pubsub is the channels subscribed to and their subscribers
-	// (pubsub.go), under its own lock.
-	pubsub *pubsub
+	// (package pubsub), under its own lock.
+	pubsub *pubsub.Channels[*client]
 
 	// fanout is the set of replicas the upstream link sends to inline after
 	// each publish (downstream.Fanout), under its own lock, a leaf.
@@ -228,7 +229,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.cmdDocs = docs
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
-	s.pubsub = newPubsub()
+	s.pubsub = pubsub.New[*client]()
 	s.up = newUpstream(s)
 	tlsst, err := loadTLS(cfg) // before any socket: bad material fails the start
 	if err != nil {

@@ -45,8 +45,11 @@ var allowed = map[string][]string{
 		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapshots",
 		"proxy/sysmem", "proxy/upstream", "replbuf", "streamlog",
 	},
+	// Pub/Sub returns its verdict on a subscriber's output (Over) for proxy
+	// to turn into a close reason: downstream is not in its row.
+	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/report",
+		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

@@ -94,7 +94,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	lim := cc.limits
 	lim.Unauthenticated = cc.requirePass
 	c.authed = !cc.requirePass
-	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.netInputBytes}, lim)
+	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.NetInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	c.resp.Store(uint32(wire.RESP2))
 	return c
@@ -175,7 +175,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	}
 	downstream.FirstReason(&c.reason, reason)
 	reason = downstream.CloseReason(c.reason.Load())
-	s.stats.clientCloses.Add(reason)
+	s.stats.ClientCloses.Add(reason)
 	switch reason {
 	case downstream.CloseQueryBufferLimit, downstream.CloseOutputHardLimit, downstream.CloseOutputSoftLimit:
 		// Logged where they were found, with their figures and a rate limit.
@@ -204,7 +204,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 				c.out = wire.AppendError(c.out, "ERR "+pe.Msg)
 				c.flush()
 			case errors.Is(err, wire.ErrQueryLimit):
-				s.stats.queryLimitDisconnects.Add(1)
+				s.stats.QueryLimitDisconnects.Add(1)
 				if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 					c.log.Warn("client closed: its command reached client-query-buffer-limit",
 						"limit-bytes", cc.limits.MaxQuery, "suppressed", n)
@@ -215,7 +215,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 		if len(cmd.Args) == 0 {
 			continue
 		}
-		s.stats.commandsProcessed.Add(1)
+		s.stats.CommandsProcessed.Add(1)
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
 		if !c.replicaSet() && c.box == nil && c.overHardLimit(cc.output) {
@@ -279,7 +279,7 @@ func (c *client) flush() error {
 		c.conn.SetWriteDeadline(deadline)
 		var n int
 		n, err = c.conn.Write(pending[:min(len(pending), flushChunk)])
-		c.srv.stats.netOutputBytes.Add(int64(n))
+		c.srv.stats.NetOutputBytes.Add(int64(n))
 		pending = pending[n:]
 		var ne net.Error
 		if over && errors.As(err, &ne) && ne.Timeout() && int64(len(pending)) >= lim.Soft {
@@ -309,7 +309,7 @@ func (s *Server) closedByOutputLimit(c *client, reason downstream.CloseReason) {
 	if reason == downstream.CloseOutputSoftLimit {
 		which = "soft"
 	}
-	s.stats.outputLimitDisconnects.Add(1)
+	s.stats.OutputLimitDisconnects.Add(1)
 	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
 			"limit-class", which, "pending-bytes", len(c.out), "suppressed", n)

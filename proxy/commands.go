@@ -253,7 +253,7 @@ func (s *Server) cmdConfig(c *client, args [][]byte) bool {
 	case sub == "set" && len(args) >= 4:
 		s.configSet(c, args[2:])
 	case sub == "resetstat" && len(args) == 2:
-		s.stats.reset()
+		s.stats.Reset()
 		c.out = wire.AppendSimple(c.out, "OK")
 	case sub == "rewrite" && len(args) == 2:
 		s.configRewrite(c)

@@ -168,7 +168,7 @@ func (c *client) startOutbox() {
 	c.box = box
 	go func() {
 		err := box.WriteLoop(c.conn, clientWriteTimeout, func(n int, err error) {
-			c.srv.stats.netOutputBytes.Add(int64(n))
+			c.srv.stats.NetOutputBytes.Add(int64(n))
 			switch {
 			case err == nil:
 				// Redis counts a write to a client as an interaction too:
@@ -231,7 +231,7 @@ func (s *Server) closedByPubSubLimit(c *client, over pubsub.Over, pending int64)
 	if over == pubsub.OverSoft {
 		reason = downstream.CloseOutputSoftLimit
 	}
-	s.stats.outputLimitDisconnects.Add(1)
+	s.stats.OutputLimitDisconnects.Add(1)
 	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit pubsub",
 			"limit-class", over.String(), "pending-bytes", pending, "suppressed", n)

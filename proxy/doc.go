@@ -83,7 +83,7 @@
 //   - one report (report.go), the figures read once from every part into a
 //     report.Report, from which package report writes INFO and makes
 //     /metrics' figures, so that the two never compute a figure twice; the
-//     counters behind them (stats.go).
+//     counters behind them (report.Stats).
 //
 // # Goroutines
 //

@@ -99,15 +99,15 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			c.out = wire.AppendError(c.out, "ERR "+err.Error())
 			return
 		}
-		s.stats.syncFull.Add(1)
-		s.stats.fullSyncs[refused].Add(1)
+		s.stats.SyncFull.Add(1)
+		s.stats.FullSyncs[refused].Add(1)
 		if !legacy && replID != "?" {
-			s.stats.syncPartialErr.Add(1)
+			s.stats.SyncPartialErr.Add(1)
 		}
 	} else {
-		s.stats.syncPartialOK.Add(1)
+		s.stats.SyncPartialOK.Add(1)
 		if plan.FromLog != nil {
-			s.stats.logPartialSyncs.Add(1)
+			s.stats.LogPartialSyncs.Add(1)
 		}
 	}
 	// The replica's identity in logs is the one metrics label it by: INFO's

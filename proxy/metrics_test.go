@@ -210,7 +210,7 @@ func TestMetricsMatchInfo(t *testing.T) {
 func TestReadyzNeverSynced(t *testing.T) {
 	p := metricsProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
 	redistest.WaitFor(t, 10*time.Second, "a link attempt", func() bool {
-		return p.stats.upstreamLinkFailures.Load() > 0
+		return p.stats.UpstreamLinkFailures.Load() > 0
 	})
 	code, body := httpGet(t, p, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "upstream link ") ||

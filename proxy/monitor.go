@@ -97,10 +97,10 @@ type activity struct {
 func (s *Server) activity() activity {
 	return activity{
 		streamEnd:    s.hist.Stream().Offset(),
-		replOutput:   s.stats.replOutputBytes.Load(),
-		payloadBytes: s.stats.upstreamRDBBytes.Load(),
-		fetchBytes:   s.stats.snapshotFetchBytes.Load(),
-		connections:  s.stats.connectionsReceived.Load(),
+		replOutput:   s.stats.ReplOutputBytes.Load(),
+		payloadBytes: s.stats.UpstreamRDBBytes.Load(),
+		fetchBytes:   s.stats.SnapshotFetchBytes.Load(),
+		connections:  s.stats.ConnectionsReceived.Load(),
 		upstream:     s.up.State(),
 	}
 }
@@ -134,7 +134,7 @@ func (s *Server) checkReplicas(now time.Time) {
 			continue
 		}
 		if reason, err := r.OverLimit(now, lim); reason != downstream.CloseNone {
-			s.stats.replicasDropped.Add(1)
+			s.stats.ReplicasDropped.Add(1)
 			r.Close(reason, err)
 		}
 	}

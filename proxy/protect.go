@@ -157,7 +157,7 @@ func (l *logLimiter) allow(now time.Time, every time.Duration) (ok bool, suppres
 // and logs it at most once per logEvery: a stranger may send thousands of
 // them in one pipeline.
 func (s *Server) authFailed(c *client) {
-	s.stats.aclDeniedAuth.Add(1)
+	s.stats.ACLDeniedAuth.Add(1)
 	if ok, n := s.authLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("authentication failed", "suppressed", n)
 	}

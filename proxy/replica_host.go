@@ -61,9 +61,9 @@ func (h *replicaHost) FetchFiltered(ctx context.Context, filter string) (*replbu
 // replicaCounters hands a new replica the counters it adds to.
 func (s *Server) replicaCounters() downstream.Counters {
 	return downstream.Counters{
-		OutputBytes: &s.stats.replOutputBytes,
-		Closes:      &s.stats.replicaCloses,
-		Dropped:     &s.stats.replicasDropped,
-		ToDisk:      &s.stats.replicasToDisk,
+		OutputBytes: &s.stats.ReplOutputBytes,
+		Closes:      &s.stats.ReplicaCloses,
+		Dropped:     &s.stats.ReplicasDropped,
+		ToDisk:      &s.stats.ReplicasToDisk,
 	}
 }

@@ -31,7 +31,7 @@ const (
 func (s *Server) report(parts reportParts) *report.Report {
 	now := time.Now()
 	r := &report.Report{
-		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.identity(), Stats: s.stats.read(),
+		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.identity(), Stats: s.stats.Read(),
 		Process: report.Process{
 			Version: Version, RedisVersion: redisCompatVersion,
 			PID: s.pid, RunID: s.runID, Started: s.started, ConfigFile: s.configFile,
@@ -119,7 +119,7 @@ func (s *Server) logReport(now time.Time) report.Log {
 	r.Errors, r.LastErr = d.follow.Errors(), d.follow.LastError()
 	lag, age := d.follow.Lag(now)
 	r.LagBytes, r.LagSeconds, r.Restarts = lag, age.Seconds(), d.follow.Restarts()
-	r.PartialSyncs, r.MovedToDisk = s.stats.logPartialSyncs.Load(), s.stats.replicasToDisk.Load()
+	r.PartialSyncs, r.MovedToDisk = s.stats.LogPartialSyncs.Load(), s.stats.ReplicasToDisk.Load()
 	r.Recovered, r.Cut = d.rec.Verified, d.rec.Cut
 	return r
 }

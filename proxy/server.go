@@ -20,6 +20,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/pubsub"
+	"github.com/replproxy/replproxy/proxy/report"
 	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
@@ -58,7 +59,7 @@ type Server struct {
 	monitorQuietFrom atomic.Int64
 	monitorWake      chan struct{}
 
-	stats stats
+	stats report.Stats
 	up    *upstream.Link // the link to the primary (package upstream, upstream.go)
 	// snaps carries out the snapshot work the history decides (package
 	// snapshots, upstream.go): fetches, payloads, spills, persists. Set by
@@ -219,7 +220,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		monitorWake: make(chan struct{}, 1),
 	}
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
-		EvictedSnapshots: &s.stats.evictedSnapshots, EvictedBytes: &s.stats.evictedBytes}, log)
+		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
 	s.fileLimit = opts.FileLimit
 	s.commands = commandTable()
 	docs, err := commanddocs.LoadEmbedded()
@@ -457,16 +458,16 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 			continue
 		}
 		delay = 0
-		s.stats.connectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
+		s.stats.ConnectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
 		if isTLS {
-			s.stats.tlsConnectionsReceived.Add(1)
+			s.stats.TLSConnectionsReceived.Add(1)
 			// The handshake holds a descriptor and a goroutine for up to its
 			// timeout, so it takes a client's slot from accept on, as Redis
 			// creates the client before the handshake; past maxclients the
 			// connection is closed at once. Redis's error cannot go out
 			// before the handshake (Redis writes nothing either): it drops.
 			if !s.clients.reserve(s.config().MaxClients) {
-				s.stats.rejectedConnections.Add(1)
+				s.stats.RejectedConnections.Add(1)
 				conn.Close()
 				continue
 			}
@@ -490,7 +491,7 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, r
 		if reserved {
 			s.clients.unreserve()
 		}
-		s.stats.rejectedConnections.Add(1) // as Redis counts it
+		s.stats.RejectedConnections.Add(1) // as Redis counts it
 		wg.Go(func() { deny(conn) })
 		return
 	}
@@ -501,7 +502,7 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, r
 		c, ok = s.register(conn)
 	}
 	if !ok {
-		s.stats.rejectedConnections.Add(1)
+		s.stats.RejectedConnections.Add(1)
 		conn.Write([]byte("-ERR max number of clients reached\r\n"))
 		conn.Close()
 		return

@@ -176,7 +176,7 @@ func TestConfigResetStat(t *testing.T) {
 	p, xc := startProxyOf(t, srv)
 	pc.MustDo(t, "SET", "k", "v")
 	off := waitOffsetsEqual(t, pc, xc)
-	p.stats.evictedSnapshots.Add(1) // no eviction to provoke here: its counter stands in
+	p.stats.EvictedSnapshots.Add(1) // no eviction to provoke here: its counter stands in
 	st := p.Info("stats") + p.Info("replication") + p.Info("proxy")
 	fields := redistest.ParseInfo(st)
 	for _, f := range []string{"total_connections_received", "total_commands_processed", "total_net_input_bytes", "total_net_repl_input_bytes", "evicted_snapshots", "upstream_connects"} {

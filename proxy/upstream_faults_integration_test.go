@@ -188,10 +188,10 @@ func TestFaultRelay(t *testing.T) {
 			if !p.Log.Contains(tc.log) {
 				t.Errorf("proxy log does not mention %q", tc.log)
 			}
-			if n := p.stats.upstreamLinkFailures.Load(); n != 1 {
+			if n := p.stats.UpstreamLinkFailures.Load(); n != 1 {
 				t.Errorf("upstream link failures %d, want 1", n)
 			}
-			full, partial := p.stats.upstreamFullSyncs.Load(), p.stats.upstreamPartialSyncs.Load()
+			full, partial := p.stats.UpstreamFullSyncs.Load(), p.stats.UpstreamPartialSyncs.Load()
 			if tc.drop {
 				// The primary still holds the bytes from the proxy's offset on.
 				if full != 1 || partial != 1 {
@@ -216,7 +216,7 @@ func TestFaultConnectionRefused(t *testing.T) {
 	p := startProxy(t, "--replicaof", "127.0.0.1", strconv.Itoa(port))
 	xc := redistest.Dial(t, p.AddrString())
 	redistest.WaitFor(t, 5*time.Second, "two refused attempts", func() bool {
-		return p.stats.upstreamLinkFailures.Load() >= 2
+		return p.stats.UpstreamLinkFailures.Load() >= 2
 	})
 	if !p.Log.Contains("connection refused") || !p.Log.Contains("retry-in") {
 		t.Errorf("proxy log does not show a refused connection being retried")

@@ -106,7 +106,7 @@ func TestUpstreamRefusesBadReplID(t *testing.T) {
 	if id := p.identity().ReplID; id != linkReplID {
 		t.Errorf("replid %q, want the good primary's %q", id, linkReplID)
 	}
-	if got := p.stats.upstreamLinkFailures.Load(); got < int64(len(bad)) {
+	if got := p.stats.UpstreamLinkFailures.Load(); got < int64(len(bad)) {
 		t.Errorf("%d link failures counted, want at least %d", got, len(bad))
 	}
 	if !p.Log.Contains("not 40 lowercase hex digits") {

@@ -433,7 +433,7 @@ func TestLinkSplitEverywhere(t *testing.T) {
 					}
 				}
 			}
-			if got := srv.stats.upstreamPartialSyncs.Load(); got < int64(len(cuts)) {
+			if got := srv.stats.UpstreamPartialSyncs.Load(); got < int64(len(cuts)) {
 				t.Errorf("upstream_partial_syncs %d, want at least %d", got, len(cuts))
 			}
 		})
@@ -612,7 +612,7 @@ func TestLinkErrors(t *testing.T) {
 				if sn := srv.Snapshot(); sn != nil {
 					t.Errorf("a failed session installed snapshot %s/%d", sn.ReplID(), sn.Offset())
 				}
-				if got, want := srv.stats.upstreamChecksumFails.Load(), int64(b2i(tc.checksumOK)); got != want {
+				if got, want := srv.stats.UpstreamChecksumFails.Load(), int64(b2i(tc.checksumOK)); got != want {
 					t.Errorf("upstream checksum failures %d, want %d", got, want)
 				}
 

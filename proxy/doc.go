@@ -1,117 +1,74 @@
 // Package proxy assembles replproxy: one ordinary replica of a Redis or
 // Valkey primary upstream, a primary to any number of replicas downstream,
-// and the admin commands in between. Each part that owns state has a package
-// of its own, whose doc says what it owns, which goroutines touch it and
-// where its lock sits; this package builds them into a Server, serves the
-// clients, answers the admin commands and reports. The imports between the
-// parts are the ones internal/layering's table allows, and its test fails on
-// any other.
+// and the admin commands in between. Each part that owns state has a
+// package of its own, whose doc says what it owns, which goroutines touch it
+// and where its lock sits; internal/layering's test holds the imports
+// between them to its table. This package builds the parts into a Server,
+// serves the clients, answers the admin commands and reports.
 //
-// # Parts
+// # Parts, and the files here that hold them together
 //
-//   - package history: the replication identity, the stream, the
-//     snapshots, the one fetch in flight, the sync plans and full-sync
-//     reasons, eviction candidates, and the stream log's follower and
-//     syncer. It decides and returns the work it decided on (a fetch to run,
-//     a snapshot to write to dir), which package snapshots carries out.
-//   - package snapshots: the snapshot work, one owner for it: the shared
-//     fetch (its attempts, backoff, counting and logs), where an arriving
-//     payload goes (memory or dir), spills, persists and refreshes, and
-//     adoption and leftovers at start, on goroutines of its own (a Keeper,
-//     run by Run). It reaches the upstream link and the server through
-//     interfaces it declares, which upstream.go implements
-//     (the link is its Source; snapshotHost, snapshotSettings).
-//   - package downstream: a replica from PSYNC on (handshake state, sync
-//     path, ACK reader, limits, memory window, first-cause close, the close
-//     reasons clients share). downstream.go holds REPLCONF, PSYNC and SYNC
-//     (the history's plan, the sync counters, the hand-over to
-//     downstream.New); replica_host.go the downstream.Host each replica is
-//     given.
-//   - package upstream: the main link to the primary and the side links that
-//     fetch a snapshot, retried by one backoff rule. upstream.go implements
-//     its Host on the configuration and the history, and decides
-//     what is acknowledged upstream under ack-policy.
-//   - package snapfile: the snapshot files in dir (a sink renamed into place
-//     once, metadata, verify at restart, open only while unchanged);
-//     package snapshots writes them.
-//   - package streamlog: the stream kept in dir/replproxy-log, and dir's
-//     lock. durable.go opens the log at New, recovers the history from it
-//     (the link then asks for PSYNC <replid> <end+1>) and gives it to the
-//     history's follower; dirlock.go takes, moves (CONFIG SET dir) and
-//     releases the lock.
-//   - package report: a report.Report, the server's figures at one moment
-//     as plain values, and its two renderings, INFO's sections and the
-//     metrics.Figures of a scrape. report.go builds one from the parts;
-//     info.go (INFO) and metrics.go (a scrape) have it rendered.
-//   - package metrics: metrics-port's HTTP server, rendering the
-//     metrics.Figures package report makes of a report at each scrape;
-//     metrics.go serves it and holds /readyz's rule (readiness).
-//   - package pubsub: the channels and their subscribers, and each
-//     subscriber's outbox, through which every reply and message to it
-//     goes, under client-output-buffer-limit pubsub; a message is encoded
-//     once per protocol among its receivers (a push for RESP3).
-//     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it,
-//     starts each subscriber's writing and closes a subscriber it finds
-//     over its limit.
+//   - history: the replication identity, the stream, the snapshots, the one
+//     fetch in flight, sync plans, eviction candidates, the stream log's
+//     follower. It returns the work it decides on; snapshots carries it out.
+//   - snapshots: the snapshot work (a Keeper): the shared fetch, where an
+//     arriving payload goes, spills, persists, refreshes, adoption and
+//     leftovers. The link is its Source; upstream.go gives it snapshotHost
+//     and its settings (snapshotSettings, again after every change).
+//   - downstream: a replica from PSYNC on. downstream.go serves REPLCONF,
+//     PSYNC and SYNC up to the hand-over (downstream.New); replica_host.go is
+//     the Host each replica is given.
+//   - upstream: the main link to the primary and its side links.
+//     upstream.go is its Host, and the ack-policy (what is acknowledged).
+//   - streamlog and snapfile: the stream and the snapshot in dir.
+//     durable.go opens and recovers the log at New and runs its follower;
+//     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
+//   - report and metrics: a report.Report is the figures read once from
+//     every part (report.go) and rendered twice, INFO's text (info.go) and
+//     the monitoring server's figures (metrics.go, which also holds /readyz's
+//     rule), so that the two never compute a figure twice; report.Stats are
+//     the counters behind them.
+//   - pubsub: the channels, subscribers and their outboxes;
+//     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it.
+//   - commanddocs (COMMAND's entries), sysmem (the OS's memory figures),
+//     wire (RESP on the control path), config (redis.conf).
 //
-// What is this package's own:
-//
-//   - the Server (server.go): New, Run, Close, Shutdown and its drain
-//     (drain.go), the accept loops, the background group (goBackground), the
-//     descriptor budget (protect.go: maxclients + ReservedFDs), and what a
-//     supervisor is told of its life (supervise.go: ready, status, stopping);
-//   - the listeners (listeners.go), plain (port) and TLS (tls-port),
-//     replaced by CONFIG SET port, tls-port or bind, new ones opened before
-//     the old ones close; TLS (tls.go): the tls-* material, loaded at New and
-//     when CONFIG SET names a tls-* directive, published with the
-//     configuration naming it (a failed load changes nothing);
-//   - the configuration in force (settings.go), published copy-on-write:
-//     CONFIG SET and REPLICAOF replace it whole, CONFIG REWRITE (commands.go)
-//     writes it over the file the server started from;
-//   - the clients (client.go, protect.go), their registry (registry.go) and
-//     the admin commands (commands.go, commands_connect.go,
-//     commands_sentinel.go, info.go; COMMAND's entries are package
-//     commanddocs'); each client's
-//     protocol (RESP2, or RESP3 after HELLO 3), through which every reply
-//     RESP3 changes is written (client.proto and wire.Proto: maps, nulls,
-//     verbatim strings, pushes);
-//   - the monitor (monitor.go, memory.go): replica timeouts
-//     and output limits enforced, maxmemory and eviction (snapshots spilled
-//     to dir through package snapshots), memory given back to the OS, the
-//     newest snapshot persisted and refreshed; ten rounds a second,
-//     one while nothing moves (the stream's producer wakes it);
-//   - one report (report.go), the figures read once from every part into a
-//     report.Report, from which package report writes INFO and makes
-//     /metrics' figures, so that the two never compute a figure twice; the
-//     counters behind them (report.Stats).
+// This package's own: the Server (server.go: New, Run, Close; drain.go:
+// Shutdown's drain; supervise.go: what a supervisor is told), the listeners
+// (listeners.go) and TLS material (tls.go), replaced by CONFIG SET, new ones
+// ready before the old ones close; the configuration in force (settings.go,
+// copy-on-write; CONFIG REWRITE in commands.go); the clients (client.go,
+// protect.go: limits, protected mode, the descriptor budget), their registry
+// (registry.go) and the admin commands (commands*.go, info.go), each
+// client's protocol (RESP2, or RESP3 after HELLO 3); and the monitor
+// (monitor.go, memory.go): replica timeouts and output limits, maxmemory and
+// eviction, memory given back to the OS, the snapshot persisted and
+// refreshed; ten rounds a second, one while nothing moves.
 //
 // # Goroutines
 //
-// Run starts one accept loop per listener (and one for each listener CONFIG
-// SET opens later; a replaced listener's loop ends when it is closed), the
-// upstream link's run goroutine, the monitor, the snapshot work's Keeper
-// (whose fetches, spills and persists run on goroutines it owns and waits
-// for) and, with the stream log, the history's follower (which runs and joins its syncer), and waits for all of
-// them when it ends: the follower is the last of the stream's readers to
-// stop, after the clients, and the log is closed after it. Run's context
-// ending (or Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first
-// drains on Run's own goroutine: listeners closed, the upstream link ended,
-// then up to shutdown-timeout for the replicas to catch up.
+// Run starts one accept loop per listener (a replaced listener's loop ends
+// when it is closed), the upstream link's goroutine, the monitor and memory
+// returns (the background group), the Keeper (which owns its fetches',
+// spills' and persists' goroutines) and, with the stream log, the history's
+// follower; it waits for all of them when it ends. The follower is the last
+// of the stream's readers to stop, after the clients, and the log is closed
+// after it; the Keeper is closed after the background group, so that no
+// snapshot work starts once the monitor has stopped. Run's context ending (or
+// Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first drains on
+// Run's own goroutine: listeners closed, the link ended, then up to
+// shutdown-timeout for the replicas to catch up. The monitoring server is
+// served by net/http's goroutines from Run's start to its very end, so that
+// it answers through a graceful stop.
 //
 // Each accepted connection gets one goroutine (serveClient), which reads
 // commands and writes replies; on tls-port it first runs the handshake,
 // under a deadline (10s, or repl-timeout when shorter). The connection
-// counts against maxclients, and in connected_clients, from accept on, as
-// Redis creates its client before the handshake. When a client turns into a
-// replica (PSYNC, SYNC), its goroutine becomes the replica's read loop and
-// the replica starts its write loop (package downstream). A client's first
-// SUBSCRIBE starts a goroutine for its outbox's WriteLoop (package pubsub),
-// which serveClient stops and waits for when the client ends. The monitor
-// and memory returns run on the
-// background group, which has Run's lifetime; the Keeper is closed after
-// it, so that no snapshot work starts once the monitor has stopped. The monitoring server is served by net/http's goroutines from
-// Run's start to its very end (after the clients and the background group),
-// so that it answers through a graceful stop.
+// counts against maxclients from accept on, as Redis creates its client
+// before the handshake. A client that turns into a replica (PSYNC, SYNC)
+// lends its goroutine to the replica's read loop; the replica starts its
+// write loop. A client's first SUBSCRIBE starts its outbox's writer, which
+// serveClient stops and waits for when the client ends.
 //
 // # Locks
 //
@@ -150,14 +107,10 @@
 // # The data path
 //
 // The primary's bytes go from the socket straight into the tail of the
-// stream's last block (package upstream), are scanned in place for REPLCONF
-// GETACK and MULTI/EXEC, and are published up to the last whole command the
-// scanner accepted. Each replica's cursor hands its write loop slices of the
-// same blocks, written with writev (package downstream; a TLS replica's
-// slices go to the tls.Conn, whose encryption is the only copy): no payload
-// is copied in user space on the way through. Before its read of the
-// primary would wait (or once 256 KiB are held), the link's goroutine writes
-// the new bytes itself to the replicas that are caught up (Host.Published,
-// downstream.Fanout), one non-blocking writev each, and a replica's write
-// loop is woken only when its socket would block or it is behind.
+// stream's last block (package upstream), are scanned in place and
+// published up to the last whole command; each replica's cursor hands its
+// write loop slices of the same blocks, written with writev (package
+// downstream): no payload is copied in user space on the way through. The
+// link's goroutine writes new bytes itself to the caught-up replicas
+// (Host.Published, downstream.Fanout) before its read would wait.
 package proxy

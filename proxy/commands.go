@@ -340,6 +340,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			// Redis chdirs and replies with strerror; replproxy keeps no
 			// working directory, but a dir that is not one would fail
 			// every later spill.
+			s.io("stat dir")
 			if err := checkDirUsable(next.Dir); err != nil {
 				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
 			}
@@ -356,6 +357,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			if sameDir(prev.Dir, next.Dir) {
 				return s.changeListeners(prev, next)
 			}
+			s.io("lock dir")
 			lock, err := streamlog.LockDir(next.Dir)
 			if errors.Is(err, streamlog.ErrDirLocked) {
 				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %w", err)

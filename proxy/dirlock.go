@@ -14,6 +14,7 @@ import "github.com/replproxy/replproxy/streamlog"
 // REQUIRES: conf.writeMu held, or New before the server is shared.
 func (s *Server) swapDirLock(l *streamlog.DirLock) {
 	if s.dirLock != nil {
+		s.io("unlock dir")
 		s.dirLock.Close()
 	}
 	s.dirLock = l

@@ -238,13 +238,17 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 	keep = slices.DeleteFunc(keep, func(b boundListener) bool {
 		return b.tls && tlsPortChanged || !b.tls && portChanged
 	})
+	s.io("listen")
 	lns, port, err := openAll(next, keep, s.log)
 	if err != nil && bindChanged && errors.Is(err, syscall.EADDRINUSE) {
 		// Perhaps in use by our own listeners: close them, try again, and
 		// put the old ones back if that fails too.
+		s.io("close listeners")
 		s.replaceListeners(nil)
+		s.io("listen")
 		lns, port, err = openAll(next, nil, s.log)
 		if err != nil {
+			s.io("listen")
 			back, _, rerr := openAll(prev, nil, s.log)
 			if rerr != nil {
 				s.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
@@ -254,6 +258,7 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 		}
 	}
 	if err != nil {
+		s.io("log")
 		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
 		if portChanged {
 			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port")
@@ -265,6 +270,7 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 	}
 	next.Port = port
 	return func(published bool) {
+		s.io("close listeners")
 		if !published {
 			closeUnkept(lns, s.listenersInUse())
 			return

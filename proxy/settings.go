@@ -34,6 +34,18 @@ type liveConfig struct {
 	// other proxy lock is taken under it: the backlog size, which lives in
 	// the stream, is applied after it is released (changeConfig).
 	writeMu sync.Mutex
+
+	// ioHook, when set (by a test, before the server is shared), is
+	// called at each point where a change does I/O, with what it does
+	// ("listen", "read tls", ...); nil in production.
+	ioHook func(what string)
+}
+
+// io tells the test hook, if any, that a change is about to do I/O.
+func (s *Server) io(what string) {
+	if h := s.conf.ioHook; h != nil {
+		h(what)
+	}
 }
 
 func newSettings(cfg *config.Config, tls *tlsState) *settings {
@@ -85,6 +97,7 @@ func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.
 	if !next.UsesTLS() {
 		tlsst = nil
 	} else if tlsReloadNeeded(prev, next, reloadTLS) {
+		s.io("read tls")
 		st, err := loadTLS(next)
 		if err != nil {
 			if done != nil {
@@ -115,6 +128,7 @@ func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.
 // held.
 func (s *Server) applyConfig(prev, next *config.Config) {
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
+		s.io("memory limit") // cmd/replproxy's logs
 		s.onMaxMemory(next.MaxMemory)
 	}
 	if next.LogLevel != prev.LogLevel {

@@ -14,7 +14,6 @@ import (
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
-	"github.com/replproxy/replproxy/streamlog"
 )
 
 // A command is one entry of the command table.
@@ -311,77 +310,49 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			firstTLS = name
 		}
 	}
-	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) (func(bool), error) {
+	// The change only edits and checks: the sockets of a new port or bind,
+	// a new dir's lock and the TLS files are taken by changeConfigTLS
+	// (prepare), after it.
+	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
 		for i := 0; i < len(args); i += 2 {
 			name := strings.ToLower(string(args[i]))
 			if !config.Mutable(name) {
 				if _, known := next.Get(name); known {
-					return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
+					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
 				}
-				return nil, fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
+				return fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
 			}
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
 			// client-output-buffer-limit) split it themselves, quotes included.
 			if err := next.Set(name, string(args[i+1])); err != nil {
-				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
 			}
 		}
 		if err := next.Validate(); err != nil {
-			return nil, fmt.Errorf("ERR CONFIG SET failed - %w", err)
+			return fmt.Errorf("ERR CONFIG SET failed - %w", err)
 		}
 		if next.MaxClients != prev.MaxClients && s.fileLimit != nil {
 			if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
-				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
 			}
 		}
 		if next.Dir != prev.Dir {
 			// Redis chdirs and replies with strerror; replproxy keeps no
 			// working directory, but a dir that is not one would fail
 			// every later spill.
+			s.io("stat dir")
 			if err := checkDirUsable(next.Dir); err != nil {
-				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
 			}
 			if s.durable != nil {
 				// The stream log and dir's lock stay where they were opened:
 				// a new dir would hold none of the history a restart needs.
-				return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
+				return errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
 			}
-			// dir's lock moves with it (dirlock.go): a dir another proxy
-			// holds is refused; one that cannot be locked (read-only) is
-			// taken unlocked, as at start. One open and flock under
-			// writeMu, as checkDirUsable's stat. The same dir by another
-			// name keeps the lock it has.
-			if sameDir(prev.Dir, next.Dir) {
-				return s.changeListeners(prev, next)
-			}
-			lock, err := streamlog.LockDir(next.Dir)
-			if errors.Is(err, streamlog.ErrDirLocked) {
-				return nil, fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %w", err)
-			}
-			if err != nil {
-				s.log.Warn("dir not locked", "dir", next.Dir, "error", err)
-			}
-			done, err := s.changeListeners(prev, next)
-			if err != nil {
-				if lock != nil {
-					lock.Close()
-				}
-				return nil, err
-			}
-			return func(published bool) {
-				if published {
-					s.swapDirLock(lock)
-				} else if lock != nil {
-					lock.Close()
-				}
-				if done != nil {
-					done(published)
-				}
-			}, nil
+			// dir's lock moves with it (dirlock.go, prepareDir).
 		}
-		// Last: it opens sockets, which nothing after it may leave open.
-		return s.changeListeners(prev, next)
+		return nil
 	})
 	var tlsErr *tlsLoadError
 	if errors.As(err, &tlsErr) {
@@ -465,12 +436,12 @@ func sameDir(a, b string) bool {
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	host, port := string(args[1]), string(args[2])
 	var now *config.Config
-	err := s.changeConfig(func(_, next *config.Config) (func(bool), error) {
-		now = next
+	err := s.changeConfig(func(_, next *config.Config) error {
+		now = next // the last try's is the one published
 		if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
-			return nil, next.Set("replicaof", "no", "one")
+			return next.Set("replicaof", "no", "one")
 		}
-		return nil, next.Set("replicaof", host, port)
+		return next.Set("replicaof", host, port)
 	})
 	if err != nil {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR %v", err))

@@ -77,14 +77,21 @@
 //
 //   - registry.mu is a leaf: nothing under it blocks, logs or touches a
 //     socket; callers take a list and act on it after.
-//   - The configuration has no reader lock (an atomic.Pointer). Its writers
-//     serialise on liveConfig.writeMu and apply the change under it, so that
-//     changes take effect in the order they were published. Under it a
-//     change of port or bind takes ln (the listener set, a leaf) and opens
-//     its sockets, as Redis's single thread does; the TLS files are read and
-//     a new dir's lock is taken there too, so that they are published with
-//     the configuration naming them. The backlog size is set after, under
-//     the history's lock.
+//   - The configuration has no reader lock (an atomic.Pointer). A writer
+//     (CONFIG SET, REPLICAOF) prepares its change with no lock held: it
+//     reads the TLS files, takes a new dir's lock and opens new listeners
+//     first. It then publishes under liveConfig.writeMu, which guards
+//     pointer swaps alone (the configuration, the listener set under ln's
+//     lock, a leaf and the only lock taken under writeMu, and dir's lock),
+//     so that the material is published with the configuration naming it;
+//     a change prepared from a configuration no longer in force is undone
+//     and made again, so that none is lost. Its effects (memory limit, log
+//     level, Retarget) and the closing of what it displaced follow with no
+//     lock of this package held, in publication order; the backlog size is
+//     set then, under the history's lock. A change whose listen or dir lock
+//     fails runs again alone: the other writers wait for it, holding no
+//     lock (settings.go). releaseDir takes writeMu for the swap and
+//     releases the flock after.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O; nothing is taken
 //     under it but a load of the configuration.
 //   - life (Run and Close) and bgMu are never held while waiting or while

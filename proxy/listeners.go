@@ -132,11 +132,23 @@ func openListeners(bind []string, port int, isTLS bool, keep []boundListener, lo
 }
 
 // closeUnkept closes the listeners of lns that are not in keep.
-func closeUnkept(lns []boundListener, keep []boundListener) {
+func closeUnkept(lns []boundListener, keep []boundListener) { closeAll(without(lns, keep)) }
+
+// without returns the listeners of lns that are not in keep.
+func without(lns []boundListener, keep []boundListener) []boundListener {
+	var out []boundListener
 	for _, b := range lns {
 		if !slices.ContainsFunc(keep, func(k boundListener) bool { return k.ln == b.ln }) {
-			b.ln.Close()
+			out = append(out, b)
 		}
+	}
+	return out
+}
+
+// closeAll closes lns.
+func closeAll(lns []boundListener) {
+	for _, b := range lns {
+		b.ln.Close()
 	}
 }
 
@@ -155,29 +167,33 @@ func (s *Server) serveListeners(serve func(ln net.Listener, isTLS bool)) {
 	}
 }
 
-// replaceListeners puts lns in place of the listeners in use, serves the
-// new ones, and closes the old ones lns does not keep. It reports false,
-// closing the new ones, when the set is closed already (the server is
-// stopping).
-func (s *Server) replaceListeners(lns []boundListener) bool {
+// swapListeners puts lns in place of the listeners in use and serves the
+// new ones; it returns the old ones lns does not keep, for the caller to
+// close (which ends their accept loops), and true. When the set is closed
+// already (the server is stopping) it puts nothing in place and returns
+// the new ones of lns, and false. It takes the set's lock alone: a
+// change's publication calls it under writeMu.
+func (s *Server) swapListeners(lns []boundListener) (displaced []boundListener, ok bool) {
 	s.ln.Lock()
+	defer s.ln.Unlock()
 	old := s.ln.list
 	if s.ln.closed {
-		s.ln.Unlock()
-		closeUnkept(lns, old)
-		return false
+		return without(lns, old), false
 	}
 	s.ln.setList(lns)
 	if s.ln.serve != nil {
-		for _, b := range lns {
-			if !slices.ContainsFunc(old, func(o boundListener) bool { return o.ln == b.ln }) {
-				s.ln.serve(b.ln, b.tls)
-			}
+		for _, b := range without(lns, old) {
+			s.ln.serve(b.ln, b.tls)
 		}
 	}
-	s.ln.Unlock()
-	closeUnkept(old, lns) // ends their accept loops
-	return true
+	return without(old, lns), true
+}
+
+// replaceListeners is swapListeners that closes what it displaced.
+func (s *Server) replaceListeners(lns []boundListener) bool {
+	displaced, ok := s.swapListeners(lns)
+	closeAll(displaced)
+	return ok
 }
 
 // closeListeners closes the listeners for good; later calls do nothing.
@@ -217,36 +233,56 @@ func (s *Server) TLSAddr() net.Addr {
 // as INFO's tcp_port is Redis's server.port.
 func (s *Server) plainPort() int { return s.config().Port }
 
-// changeListeners is CONFIG SET's part for port, tls-port and bind: when
+// listenerChange is the listeners a change of port, tls-port or bind
+// prepared for its configuration: not in use until published.
+type listenerChange struct {
+	lns    []boundListener // the whole set to put in place
+	opened []boundListener // those of lns the change opened, closed if it is not published
+}
+
+// prepareListeners is a change's part for port, tls-port and bind: when
 // next changes any, it opens next's listeners (a new port: the plain ones;
 // a new tls-port: the TLS ones; a new bind: both kinds, as redis-server's
-// changeBindAddr rebinds port and tls-port), keeping those whose address,
-// kind and port stay, and settles port 0 in next; it returns what puts them
-// in place once next is published, or closes them when it is not. When a
-// new address overlaps one in use on the same port (127.0.0.1 then *), it
-// first closes the old listeners and, if the new ones still fail, opens the
-// old ones again, as redis-server's changeBindAddr does. The error is redis-server's reply
-// text. REQUIRES: s.conf.writeMu held (changeConfig's change), so that no
-// other change of the listeners runs meanwhile.
-func (s *Server) changeListeners(prev, next *config.Config) (func(published bool), error) {
+// changeBindAddr rebinds port and tls-port), keeping those in use whose
+// address, kind and port stay, and settles port 0 in next. The error is
+// redis-server's reply text; conflict says the listen may have failed on a
+// socket of ours (a sibling change's, one the change before has not closed
+// yet, or one in use that the new bind overlaps), and the change is to run
+// again alone. Alone, when a new address overlaps one in use on the same
+// port (127.0.0.1 then *), it closes the listeners in use first and, if
+// the new ones still fail, opens the old ones again, as redis-server's
+// changeBindAddr does; the configuration in force is prev's throughout,
+// as no other change runs, and the change is then never undone.
+// REQUIRES: no lock held; a change started (liveConfig.start), alone when
+// alone is set.
+func (s *Server) prepareListeners(prev, next *config.Config, alone bool) (lc *listenerChange, conflict bool, err error) {
 	bindChanged := !slices.Equal(next.Bind, prev.Bind)
 	portChanged, tlsPortChanged := next.Port != prev.Port, next.TLSPort != prev.TLSPort
 	if !portChanged && !tlsPortChanged && !bindChanged {
-		return nil, nil
+		return nil, false, nil
 	}
 	keep := s.listenersInUse()
 	keep = slices.DeleteFunc(keep, func(b boundListener) bool {
 		return b.tls && tlsPortChanged || !b.tls && portChanged
 	})
+	s.io("listen")
 	lns, port, err := openAll(next, keep, s.log)
+	if err != nil && !alone {
+		return nil, true, listenReply(portChanged, tlsPortChanged)
+	}
 	if err != nil && bindChanged && errors.Is(err, syscall.EADDRINUSE) {
 		// Perhaps in use by our own listeners: close them, try again, and
 		// put the old ones back if that fails too.
+		s.io("close listeners")
 		s.replaceListeners(nil)
+		keep = nil
+		s.io("listen")
 		lns, port, err = openAll(next, nil, s.log)
 		if err != nil {
+			s.io("listen")
 			back, _, rerr := openAll(prev, nil, s.log)
 			if rerr != nil {
+				s.io("log")
 				s.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
 			} else {
 				s.replaceListeners(back)
@@ -254,25 +290,24 @@ func (s *Server) changeListeners(prev, next *config.Config) (func(published bool
 		}
 	}
 	if err != nil {
+		s.io("log")
 		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
-		if portChanged {
-			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port")
-		}
-		if tlsPortChanged {
-			return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port")
-		}
-		return nil, errors.New("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.")
+		return nil, false, listenReply(portChanged, tlsPortChanged)
 	}
 	next.Port = port
-	return func(published bool) {
-		if !published {
-			closeUnkept(lns, s.listenersInUse())
-			return
-		}
-		if s.replaceListeners(lns) {
-			s.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", port, "tls-port", next.TLSPort)
-		}
-	}, nil
+	return &listenerChange{lns: lns, opened: without(lns, keep)}, false, nil
+}
+
+// listenReply is redis-server's reply to a CONFIG SET whose listeners could
+// not be opened.
+func listenReply(portChanged, tlsPortChanged bool) error {
+	if portChanged {
+		return errors.New("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port")
+	}
+	if tlsPortChanged {
+		return errors.New("ERR CONFIG SET failed (possibly related to argument 'tls-port') - Unable to listen on this port")
+	}
+	return errors.New("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.")
 }
 
 // listenersInUse returns the listeners in use.

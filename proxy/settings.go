@@ -1,18 +1,45 @@
 package proxy
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/streamlog"
 )
 
 // The configuration in force is published copy-on-write: readers load one
 // pointer and never take a lock; a writer (CONFIG SET, REPLICAOF) clones the
 // published value, changes the clone and publishes it. A published value is
 // never changed again, so a reader may keep it as long as it likes.
+//
+// A change runs in three steps (changeConfigTLS), and only the middle one
+// holds a lock:
+//
+//  1. prepare, with no lock held: edit the clone, validate it, and do every
+//     piece of I/O it needs (read the TLS files it names, take a new dir's
+//     lock, open the listeners of a new port, tls-port or bind);
+//  2. publish, under writeMu, with no I/O: if the configuration in force is
+//     still the one the change started from, store the new one and put
+//     what was prepared in place (pointer swaps: the listener set, dir's
+//     lock); if not, undo the preparation (close what it opened) and start
+//     again from the configuration in force, so that no change is lost;
+//  3. finish, with no lock held, after the changes published before it
+//     have finished (applied, a chain of channels): apply its effects
+//     (GOMEMLIMIT, log level, Retarget, backlog size), close what it
+//     displaced (old listeners, the old dir's lock), log.
+//
+// Changes prepare side by side, so two may want the same socket or dir lock
+// (or one a socket its predecessor has not closed yet); and a bind that
+// overlaps an address we listen on (127.0.0.1, then *) can only be opened
+// once our listener there is closed, which changes the listeners in use
+// before the configuration. A change whose listen or dir lock fails runs
+// again alone: it waits, holding no lock, until every other change has
+// finished, and none starts until it has; alone, what it cannot have is
+// no sibling's, and it may close the listeners in use (listeners.go).
 
 // settings is one published configuration, with the part of it every client
 // consults on its hot path already derived, so that both come from the same
@@ -23,17 +50,85 @@ type settings struct {
 	tls    *tlsState // the TLS material cfg names (tls.go); nil without TLS
 }
 
-// liveConfig holds the published settings.
+// liveConfig holds the published settings and orders their writers.
 type liveConfig struct {
 	cur atomic.Pointer[settings] // replaced, never changed
 
-	// writeMu serialises writers from the clone to the end of the change's
-	// effects, so two writers never lose each other's change and the
-	// effects (backlog size, GOMEMLIMIT, log level) are applied in the
-	// order the values were published. It is taken by no reader, and no
-	// other proxy lock is taken under it: the backlog size, which lives in
-	// the stream, is applied after it is released (changeConfig).
+	// writeMu guards the publication of cur, the fields below and
+	// Server.dirLock. It is taken by no reader and held for no I/O, no
+	// logging and no wait: under it a change compares and swaps pointers
+	// and counts. The listener set's lock (a leaf) is the only lock taken
+	// under it.
 	writeMu sync.Mutex
+	running int  // changes started and not finished
+	waiting int  // changes waiting to run alone; none other starts meanwhile
+	alone   bool // a change runs alone: none other starts until it finishes
+	// ended is closed (and cleared) when a change finishes or gives up, to
+	// wake the changes waiting to start; nil while none waits.
+	ended chan struct{}
+	// applied is closed once the change published last has finished: the
+	// next one applies its effects after it. nil before the first change.
+	applied chan struct{}
+	// dirReleased: releaseDir ran (the server's end), and no change puts a
+	// dir lock in place any more.
+	dirReleased bool
+
+	// ioHook, when set (by a test, before the server is shared), is
+	// called at each point where a change does I/O, with what it does
+	// ("listen", "read tls", ...); nil in production.
+	ioHook func(what string)
+}
+
+// io tells the test hook, if any, that a change is about to do I/O.
+func (s *Server) io(what string) {
+	if h := s.conf.ioHook; h != nil {
+		h(what)
+	}
+}
+
+// start begins a change and returns the settings it starts from. A change
+// that runs alone waits until no other runs, and none other starts until
+// it ends; the waits hold no lock.
+func (c *liveConfig) start(alone bool) *settings {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if alone {
+		c.waiting++
+	}
+	for c.alone || alone && c.running > 0 || !alone && c.waiting > 0 {
+		if c.ended == nil {
+			c.ended = make(chan struct{})
+		}
+		ended := c.ended
+		c.writeMu.Unlock()
+		<-ended
+		c.writeMu.Lock()
+	}
+	if alone {
+		c.waiting--
+		c.alone = true
+	}
+	c.running++
+	return c.cur.Load()
+}
+
+// endLocked ends a change begun by start(alone). REQUIRES: writeMu held.
+func (c *liveConfig) endLocked(alone bool) {
+	c.running--
+	if alone {
+		c.alone = false
+	}
+	if c.ended != nil {
+		close(c.ended)
+		c.ended = nil
+	}
+}
+
+// end is endLocked for a change that holds no lock.
+func (c *liveConfig) end(alone bool) {
+	c.writeMu.Lock()
+	c.endLocked(alone)
+	c.writeMu.Unlock()
 }
 
 func newSettings(cfg *config.Config, tls *tlsState) *settings {
@@ -48,13 +143,13 @@ func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
 
 // changeConfig lets change edit a copy of the configuration in force (prev
 // is the current one, not to be changed); when change returns nil and the
-// copy is valid, it is published and put into effect. The error is change's,
-// or the validation's. change may return a done func, for what it prepared
-// and must now put in place or undo (the listeners of a new port or bind):
-// done(true) runs after the publication, done(false) when the copy was
-// not valid or its TLS material could not be loaded, both under writeMu,
-// so that they come in publication order.
-func (s *Server) changeConfig(change func(prev, next *config.Config) (done func(published bool), err error)) error {
+// copy is valid, what it needs is prepared (listeners, dir's lock, TLS
+// material) and it is published and put into effect. The error is
+// change's, the validation's or the preparation's (Redis's reply text,
+// or a *tlsLoadError), and then nothing changed. change runs with no lock
+// held, and again from the newer configuration when another change was
+// published meanwhile: it must only edit next and check.
+func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
 	return s.changeConfigTLS(false, change)
 }
 
@@ -62,59 +157,160 @@ func (s *Server) changeConfig(change func(prev, next *config.Config) (done func(
 // when reloadTLS is set (CONFIG SET named a tls-* directive) and TLS is in
 // use, as it does anyway when a tls-* value changed. A failure to load it
 // is a *tlsLoadError, and nothing changes: the material in force stays.
-// The files are read under writeMu, so that the material is published with
-// the configuration that named it; only writers wait for it.
-func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.Config) (done func(published bool), err error)) error {
-	s.conf.writeMu.Lock()
-	cur := s.conf.cur.Load()
-	prev := cur.cfg
-	next := prev.Clone()
-	done, err := change(prev, next)
-	if err != nil {
-		s.conf.writeMu.Unlock()
-		return err
-	}
-	if err := next.Validate(); err != nil {
-		if done != nil {
-			done(false)
+// The material is published with the configuration that named it.
+func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.Config) error) error {
+	alone := false
+	for {
+		cur := s.conf.start(alone)
+		prev := cur.cfg
+		next := prev.Clone()
+		err := change(prev, next)
+		if err == nil {
+			err = next.Validate()
 		}
+		var p *prepared
+		conflict := false
+		if err == nil {
+			p, conflict, err = s.prepare(cur, next, reloadTLS, alone)
+		}
+
+		s.conf.writeMu.Lock()
+		if stale := s.conf.cur.Load() != cur; stale || conflict && !alone {
+			// Made from an older configuration, or what it could not have
+			// may be a sibling's: again, from the configuration in force,
+			// alone after a conflict. (Alone, no other change publishes:
+			// it is never stale, and never undone.)
+			s.conf.endLocked(alone)
+			s.conf.writeMu.Unlock()
+			s.undo(p)
+			alone = alone || conflict
+			continue
+		}
+		if err != nil {
+			s.conf.endLocked(alone)
+			s.conf.writeMu.Unlock()
+			return err
+		}
+		s.conf.cur.Store(newSettings(next, p.tls))
+		fin := s.publishLocked(p)
+		after := s.conf.applied
+		fin.applied = make(chan struct{})
+		s.conf.applied = fin.applied
 		s.conf.writeMu.Unlock()
-		return err
+
+		if after != nil {
+			<-after // the changes published before this one have finished
+		}
+		s.finish(prev, next, fin)
+		close(fin.applied)
+		s.conf.end(alone)
+		return nil
 	}
-	tlsst := cur.tls
+}
+
+// prepared is what a change took for its configuration before publishing
+// it: nothing in it is in use until publishLocked puts it in place.
+type prepared struct {
+	tls *tlsState       // the material next names; nil without TLS
+	dir *dirMove        // dir's new lock; nil when dir's lock stays
+	lns *listenerChange // the listeners of a new port, tls-port or bind; nil when they stay
+}
+
+// prepare does the I/O of a change from cur to next, with no lock held:
+// reads the TLS files (when needed), takes a new dir's lock, opens new
+// listeners (settling port 0 in next), in that order, so that nothing
+// after a socket can fail and leave it open. On error nothing it took is
+// kept, and conflict says the failure may be a sibling change's doing (a
+// socket or dir lock it holds).
+func (s *Server) prepare(cur *settings, next *config.Config, reloadTLS, alone bool) (p *prepared, conflict bool, err error) {
+	prev := cur.cfg
+	p = &prepared{tls: cur.tls}
 	if !next.UsesTLS() {
-		tlsst = nil
+		p.tls = nil
 	} else if tlsReloadNeeded(prev, next, reloadTLS) {
+		s.io("read tls")
 		st, err := loadTLS(next)
 		if err != nil {
-			if done != nil {
-				done(false)
-			}
-			s.conf.writeMu.Unlock()
-			return &tlsLoadError{err}
+			return nil, false, &tlsLoadError{err}
 		}
-		tlsst = st
+		p.tls = st
 	}
-	s.conf.cur.Store(newSettings(next, tlsst))
+	if p.dir, conflict, err = s.prepareDir(prev, next); err != nil {
+		return nil, conflict, err
+	}
+	if p.lns, conflict, err = s.prepareListeners(prev, next, alone); err != nil {
+		s.undo(&prepared{dir: p.dir})
+		return nil, conflict, err
+	}
+	return p, false, nil
+}
+
+// undo closes what p took; p was never published. nil does nothing.
+func (s *Server) undo(p *prepared) {
+	if p == nil {
+		return
+	}
+	if p.lns != nil && len(p.lns.opened) > 0 {
+		s.io("close listeners")
+		closeAll(p.lns.opened)
+	}
+	if p.dir != nil && p.dir.lock != nil {
+		s.io("unlock dir")
+		p.dir.lock.Close()
+	}
+}
+
+// finishing is what a published change leaves to its finish.
+type finishing struct {
+	replaced  bool               // the new listeners were put in place (the set was not closed)
+	displaced []boundListener    // the listeners they replaced, or their own when not put in place
+	dir       *dirMove           // dir's new lock, when dir moved
+	oldLock   *streamlog.DirLock // the lock dir's move displaced, or dir's new one after releaseDir
+	applied   chan struct{}      // closed once the finish is done
+}
+
+// publishLocked puts p's listeners and dir lock in place of those in use,
+// by pointer swaps, and returns what they displaced. REQUIRES: writeMu
+// held, the configuration naming them just published.
+func (s *Server) publishLocked(p *prepared) *finishing {
+	fin := &finishing{dir: p.dir}
+	if p.lns != nil {
+		fin.displaced, fin.replaced = s.swapListeners(p.lns.lns)
+	}
+	if p.dir != nil {
+		fin.oldLock = s.swapDirLockLocked(p.dir.lock)
+	}
+	return fin
+}
+
+// finish puts a published change's effects into force and closes what it
+// displaced, with no lock held, after the changes published before it have
+// finished.
+func (s *Server) finish(prev, next *config.Config, fin *finishing) {
 	s.applyConfig(prev, next)
-	if done != nil {
-		done(true)
+	if len(fin.displaced) > 0 {
+		s.io("close listeners")
+		closeAll(fin.displaced) // ends their accept loops
 	}
-	s.conf.writeMu.Unlock()
-	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		// Under the history's lock, the only proxy lock held while calling
-		// into replbuf. It applies the size published last, not next's: of
-		// two writers racing here, the later one then sets the newer value.
-		s.hist.SetBacklogSize(func() int64 { return s.config().ReplBacklogSize })
+	if fin.oldLock != nil {
+		s.io("unlock dir")
+		fin.oldLock.Close()
 	}
-	return nil
+	if fin.dir != nil && fin.dir.err != nil {
+		s.io("log")
+		s.log.Warn("dir not locked", "dir", next.Dir, "error", fin.dir.err)
+	}
+	if fin.replaced {
+		s.io("log")
+		s.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort)
+	}
 }
 
 // applyConfig puts the effects of a newly published configuration into
-// force, but for the backlog size (changeConfig). REQUIRES: s.conf.writeMu
-// held.
+// force. REQUIRES: no lock held, called in publication order (finish).
 func (s *Server) applyConfig(prev, next *config.Config) {
 	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
+		s.io("memory limit") // cmd/replproxy's logs
 		s.onMaxMemory(next.MaxMemory)
 	}
 	s.snaps.Configure(s.snapshotSettings(next))
@@ -125,6 +321,11 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
 		next.TLSReplication != prev.TLSReplication {
 		s.up.Retarget()
+	}
+	if next.ReplBacklogSize != prev.ReplBacklogSize {
+		// Under the history's lock; in publication order, so next's is the
+		// value published last of those applied yet.
+		s.hist.SetBacklogSize(func() int64 { return next.ReplBacklogSize })
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/tlsconf"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -306,7 +307,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	// same value: certificates are rotated by replacing the files.
 	firstTLS := ""
 	for i := 0; i < len(args); i += 2 {
-		if name := strings.ToLower(string(args[i])); namesTLS(name) && firstTLS == "" {
+		if name := strings.ToLower(string(args[i])); tlsconf.Names(name) && firstTLS == "" {
 			firstTLS = name
 		}
 	}

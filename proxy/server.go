@@ -22,6 +22,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/report"
 	"github.com/replproxy/replproxy/proxy/snapshots"
+	"github.com/replproxy/replproxy/proxy/tlsconf"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -232,7 +233,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.clients = newRegistry()
 	s.pubsub = pubsub.New[*client]()
 	s.up = newUpstream(s)
-	tlsst, err := loadTLS(cfg) // before any socket: bad material fails the start
+	tlsst, err := tlsconf.Load(cfg) // before any socket: bad material fails the start
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/tlsconf"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
@@ -47,7 +48,7 @@ import (
 type settings struct {
 	cfg    *config.Config // read-only once published
 	client clientConf
-	tls    *tlsState // the TLS material cfg names (tls.go); nil without TLS
+	tls    *tlsconf.Material // the TLS material cfg names (tls.go); nil without TLS
 }
 
 // liveConfig holds the published settings and orders their writers.
@@ -131,7 +132,7 @@ func (c *liveConfig) end(alone bool) {
 	c.writeMu.Unlock()
 }
 
-func newSettings(cfg *config.Config, tls *tlsState) *settings {
+func newSettings(cfg *config.Config, tls *tlsconf.Material) *settings {
 	return &settings{cfg: cfg, client: *newClientConf(cfg), tls: tls}
 }
 
@@ -211,9 +212,9 @@ func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.
 // prepared is what a change took for its configuration before publishing
 // it: nothing in it is in use until publishLocked puts it in place.
 type prepared struct {
-	tls *tlsState       // the material next names; nil without TLS
-	dir *dirMove        // dir's new lock; nil when dir's lock stays
-	lns *listenerChange // the listeners of a new port, tls-port or bind; nil when they stay
+	tls *tlsconf.Material // the material next names; nil without TLS
+	dir *dirMove          // dir's new lock; nil when dir's lock stays
+	lns *listenerChange   // the listeners of a new port, tls-port or bind; nil when they stay
 }
 
 // prepare does the I/O of a change from cur to next, with no lock held:
@@ -227,9 +228,9 @@ func (s *Server) prepare(cur *settings, next *config.Config, reloadTLS, alone bo
 	p = &prepared{tls: cur.tls}
 	if !next.UsesTLS() {
 		p.tls = nil
-	} else if tlsReloadNeeded(prev, next, reloadTLS) {
+	} else if tlsconf.ReloadNeeded(prev, next, reloadTLS) {
 		s.io("read tls")
-		st, err := loadTLS(next)
+		st, err := tlsconf.Load(next)
 		if err != nil {
 			return nil, false, &tlsLoadError{err}
 		}

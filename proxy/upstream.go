@@ -108,7 +108,7 @@ func (s *Server) upstreamTarget() upstream.Target {
 	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout,
 		Compress: cfg.ReplLinkCompression == config.LinkCompressionZstd}
 	if st := s.tlsNow(); cfg.TLSReplication && st != nil {
-		t.TLS = st.client // the material in force at this dial
+		t.TLS = st.Client // the material in force at this dial
 	}
 	if cfg.MasterHost != "" {
 		t.Addr = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))

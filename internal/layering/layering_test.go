@@ -30,6 +30,7 @@ var allowed = map[string][]string{
 	"proxy/metrics":     {},
 	"proxy/commanddocs": {"proxy/wire"},
 	"proxy/sysmem":      {},
+	"proxy/tlsconf":     {"proxy/config"},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
@@ -50,7 +51,7 @@ var allowed = map[string][]string{
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
 		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/pubsub", "proxy/report",
-		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
+		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 

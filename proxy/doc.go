@@ -35,7 +35,8 @@
 //
 // This package's own: the Server (server.go: New, Run, Close; drain.go:
 // Shutdown's drain; supervise.go: what a supervisor is told), the listeners
-// (listeners.go) and TLS material (tls.go; built by package tlsconf),
+// (listeners.go; opened by package listen) and TLS material (tls.go; built
+// by package tlsconf),
 // replaced by CONFIG SET, new ones
 // ready before the old ones close; the configuration in force (settings.go,
 // copy-on-write; CONFIG REWRITE in commands.go); the clients (client.go,

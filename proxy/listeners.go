@@ -2,17 +2,14 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/listen"
 )
 
 // listenerSet is the server's client listeners: port's (plain) and
@@ -26,34 +23,26 @@ import (
 // good. Connections accepted from a replaced listener stay open.
 type listenerSet struct {
 	sync.Mutex // a leaf but for serve's accept loops, which take no proxy lock
-	list       []boundListener
+	list       []listen.Listener
 	closed     bool                              // closed for good: nothing is served any more
 	addr       net.Addr                          // Addr's; kept while list has no listener for it during a change
 	tlsAddr    net.Addr                          // TLSAddr's; nil without tls-port, kept like addr
 	serve      func(ln net.Listener, isTLS bool) // Run's: starts an accept loop; nil before Run
 }
 
-// boundListener is a listener and the bind address it was opened for
-// (without Redis's optional "-").
-type boundListener struct {
-	addr string
-	tls  bool // on tls-port
-	ln   net.Listener
-}
-
 // setList puts lns in the set and settles the addresses Addr and TLSAddr
 // report: the first plain listener's, or the first TLS one's when there is
 // no plain one (TLS only); an address with no listener now stays as it
 // was. REQUIRES: the set's lock held, or the set not yet shared (New).
-func (ls *listenerSet) setList(lns []boundListener) {
+func (ls *listenerSet) setList(lns []listen.Listener) {
 	ls.list = lns
 	var plain, secure net.Addr
 	for _, b := range lns {
 		switch {
-		case !b.tls && plain == nil:
-			plain = b.ln.Addr()
-		case b.tls && secure == nil:
-			secure = b.ln.Addr()
+		case !b.TLS && plain == nil:
+			plain = b.Ln.Addr()
+		case b.TLS && secure == nil:
+			secure = b.Ln.Addr()
 		}
 	}
 	if secure != nil {
@@ -64,91 +53,6 @@ func (ls *listenerSet) setList(lns []boundListener) {
 	}
 	if plain != nil {
 		ls.addr = plain
-	}
-}
-
-// openAll opens cfg's listeners: a plain one per bind address on port,
-// unless port is 0 with a tls-port (TLS only, as in Redis), and a TLS one
-// per bind address on tls-port when it is set. A listener in keep with the
-// same address and kind is taken instead of a new one. It returns the
-// listeners and the plain port (port 0 without TLS picks a free one; TLS
-// only leaves 0). On error nothing it opened stays open.
-func openAll(cfg *config.Config, keep []boundListener, log hclog.Logger) ([]boundListener, int, error) {
-	var lns []boundListener
-	port := cfg.Port
-	if cfg.Port != 0 || cfg.TLSPort == 0 {
-		var err error
-		if lns, port, err = openListeners(cfg.Bind, cfg.Port, false, keep, log); err != nil {
-			return nil, 0, err
-		}
-	}
-	if cfg.TLSPort != 0 {
-		tlsLns, _, err := openListeners(cfg.Bind, cfg.TLSPort, true, keep, log)
-		if err != nil {
-			closeUnkept(lns, keep)
-			return nil, 0, err
-		}
-		lns = append(lns, tlsLns...)
-	}
-	return lns, port, nil
-}
-
-// openListeners opens a listener per bind address on port, of the kind
-// isTLS says, but takes the one of that kind in keep for an address found
-// there. An address with a leading "-" may fail to bind without failing
-// the whole, as in Redis. Port 0 picks a free port, which every further
-// address then uses; the port listened on is returned. On error nothing it
-// opened stays open.
-func openListeners(bind []string, port int, isTLS bool, keep []boundListener, log hclog.Logger) ([]boundListener, int, error) {
-	var lns []boundListener
-	fail := func(err error) ([]boundListener, int, error) {
-		closeUnkept(lns, keep)
-		return nil, 0, err
-	}
-	for _, addr := range bind {
-		optional := strings.HasPrefix(addr, "-")
-		addr = strings.TrimPrefix(addr, "-")
-		if i := slices.IndexFunc(keep, func(k boundListener) bool { return k.addr == addr && k.tls == isTLS }); i >= 0 {
-			lns = append(lns, keep[i])
-			continue
-		}
-		ln, err := listenTCP(addr, port)
-		if err != nil {
-			if optional {
-				log.Warn("optional bind address failed", "address", addr, "port", port, "error", err)
-				continue
-			}
-			return fail(fmt.Errorf("listen on %s port %d: %w", addr, port, err))
-		}
-		if port == 0 {
-			port = ln.Addr().(*net.TCPAddr).Port
-		}
-		lns = append(lns, boundListener{addr, isTLS, ln})
-	}
-	if len(lns) == 0 {
-		return fail(errors.New("no bind address could be listened on"))
-	}
-	return lns, port, nil
-}
-
-// closeUnkept closes the listeners of lns that are not in keep.
-func closeUnkept(lns []boundListener, keep []boundListener) { closeAll(without(lns, keep)) }
-
-// without returns the listeners of lns that are not in keep.
-func without(lns []boundListener, keep []boundListener) []boundListener {
-	var out []boundListener
-	for _, b := range lns {
-		if !slices.ContainsFunc(keep, func(k boundListener) bool { return k.ln == b.ln }) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// closeAll closes lns.
-func closeAll(lns []boundListener) {
-	for _, b := range lns {
-		b.ln.Close()
 	}
 }
 
@@ -163,7 +67,7 @@ func (s *Server) serveListeners(serve func(ln net.Listener, isTLS bool)) {
 	}
 	s.ln.serve = serve
 	for _, b := range s.ln.list {
-		serve(b.ln, b.tls)
+		serve(b.Ln, b.TLS)
 	}
 }
 
@@ -173,26 +77,26 @@ func (s *Server) serveListeners(serve func(ln net.Listener, isTLS bool)) {
 // already (the server is stopping) it puts nothing in place and returns
 // the new ones of lns, and false. It takes the set's lock alone: a
 // change's publication calls it under writeMu.
-func (s *Server) swapListeners(lns []boundListener) (displaced []boundListener, ok bool) {
+func (s *Server) swapListeners(lns []listen.Listener) (displaced []listen.Listener, ok bool) {
 	s.ln.Lock()
 	defer s.ln.Unlock()
 	old := s.ln.list
 	if s.ln.closed {
-		return without(lns, old), false
+		return listen.Without(lns, old), false
 	}
 	s.ln.setList(lns)
 	if s.ln.serve != nil {
-		for _, b := range without(lns, old) {
-			s.ln.serve(b.ln, b.tls)
+		for _, b := range listen.Without(lns, old) {
+			s.ln.serve(b.Ln, b.TLS)
 		}
 	}
-	return without(old, lns), true
+	return listen.Without(old, lns), true
 }
 
 // replaceListeners is swapListeners that closes what it displaced.
-func (s *Server) replaceListeners(lns []boundListener) bool {
+func (s *Server) replaceListeners(lns []listen.Listener) bool {
 	displaced, ok := s.swapListeners(lns)
-	closeAll(displaced)
+	listen.CloseAll(displaced)
 	return ok
 }
 
@@ -205,7 +109,7 @@ func (s *Server) closeListeners() {
 	}
 	s.ln.closed, s.ln.serve = true, nil
 	s.ln.Unlock()
-	closeUnkept(lns, nil)
+	listen.CloseUnkept(lns, nil)
 }
 
 // Addr returns the address of the first plain listener, or of the first
@@ -236,8 +140,8 @@ func (s *Server) plainPort() int { return s.config().Port }
 // listenerChange is the listeners a change of port, tls-port or bind
 // prepared for its configuration: not in use until published.
 type listenerChange struct {
-	lns    []boundListener // the whole set to put in place
-	opened []boundListener // those of lns the change opened, closed if it is not published
+	lns    []listen.Listener // the whole set to put in place
+	opened []listen.Listener // those of lns the change opened, closed if it is not published
 }
 
 // prepareListeners is a change's part for port, tls-port and bind: when
@@ -262,11 +166,11 @@ func (s *Server) prepareListeners(prev, next *config.Config, alone bool) (lc *li
 		return nil, false, nil
 	}
 	keep := s.listenersInUse()
-	keep = slices.DeleteFunc(keep, func(b boundListener) bool {
-		return b.tls && tlsPortChanged || !b.tls && portChanged
+	keep = slices.DeleteFunc(keep, func(b listen.Listener) bool {
+		return b.TLS && tlsPortChanged || !b.TLS && portChanged
 	})
 	s.io("listen")
-	lns, port, err := openAll(next, keep, s.log)
+	lns, port, err := listen.Open(next.Bind, next.Port, next.TLSPort, keep, s.log)
 	if err != nil && !alone {
 		return nil, true, listenReply(portChanged, tlsPortChanged)
 	}
@@ -277,10 +181,10 @@ func (s *Server) prepareListeners(prev, next *config.Config, alone bool) (lc *li
 		s.replaceListeners(nil)
 		keep = nil
 		s.io("listen")
-		lns, port, err = openAll(next, nil, s.log)
+		lns, port, err = listen.Open(next.Bind, next.Port, next.TLSPort, nil, s.log)
 		if err != nil {
 			s.io("listen")
-			back, _, rerr := openAll(prev, nil, s.log)
+			back, _, rerr := listen.Open(prev.Bind, prev.Port, prev.TLSPort, nil, s.log)
 			if rerr != nil {
 				s.io("log")
 				s.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
@@ -295,7 +199,7 @@ func (s *Server) prepareListeners(prev, next *config.Config, alone bool) (lc *li
 		return nil, false, listenReply(portChanged, tlsPortChanged)
 	}
 	next.Port = port
-	return &listenerChange{lns: lns, opened: without(lns, keep)}, false, nil
+	return &listenerChange{lns: lns, opened: listen.Without(lns, keep)}, false, nil
 }
 
 // listenReply is redis-server's reply to a CONFIG SET whose listeners could
@@ -311,28 +215,8 @@ func listenReply(portChanged, tlsPortChanged bool) error {
 }
 
 // listenersInUse returns the listeners in use.
-func (s *Server) listenersInUse() []boundListener {
+func (s *Server) listenersInUse() []listen.Listener {
 	s.ln.Lock()
 	defer s.ln.Unlock()
 	return slices.Clone(s.ln.list)
-}
-
-// listenTCP listens on port at addr as redis.conf's bind names it
-// (bindNetwork). The client listeners and the monitoring one (metrics-bind)
-// share the rule. The error is net.Listen's.
-func listenTCP(addr string, port int) (net.Listener, error) {
-	network, host := bindNetwork(addr)
-	return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
-}
-
-// bindNetwork maps a bind address to net.Listen's network and host: "*" is
-// every IPv4 address, "::*" every IPv6 one, anything else a host.
-func bindNetwork(addr string) (network, host string) {
-	switch addr {
-	case "*":
-		return "tcp4", ""
-	case "::*":
-		return "tcp6", "::"
-	}
-	return "tcp", addr
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
@@ -34,7 +35,7 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 		Ready:    s.readiness,
 		ErrorLog: s.log.StandardLogger(nil),
 	}
-	ln, err := listenTCP(cfg.MetricsBind, cfg.MetricsPort)
+	ln, err := listen.TCP(cfg.MetricsBind, cfg.MetricsPort)
 	if err != nil {
 		return fmt.Errorf("listen for metrics on %s port %d: %w", cfg.MetricsBind, cfg.MetricsPort, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/report"
@@ -238,7 +239,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.tlsListenerConfig = s.listenerTLS()
-	lns, port, err := openAll(cfg, nil, log)
+	lns, port, err := listen.Open(cfg.Bind, cfg.Port, cfg.TLSPort, nil, log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/tlsconf"
 	"github.com/replproxy/replproxy/streamlog"
 )
@@ -253,7 +254,7 @@ func (s *Server) undo(p *prepared) {
 	}
 	if p.lns != nil && len(p.lns.opened) > 0 {
 		s.io("close listeners")
-		closeAll(p.lns.opened)
+		listen.CloseAll(p.lns.opened)
 	}
 	if p.dir != nil && p.dir.lock != nil {
 		s.io("unlock dir")
@@ -264,7 +265,7 @@ func (s *Server) undo(p *prepared) {
 // finishing is what a published change leaves to its finish.
 type finishing struct {
 	replaced  bool               // the new listeners were put in place (the set was not closed)
-	displaced []boundListener    // the listeners they replaced, or their own when not put in place
+	displaced []listen.Listener  // the listeners they replaced, or their own when not put in place
 	dir       *dirMove           // dir's new lock, when dir moved
 	oldLock   *streamlog.DirLock // the lock dir's move displaced, or dir's new one after releaseDir
 	applied   chan struct{}      // closed once the finish is done
@@ -291,7 +292,7 @@ func (s *Server) finish(prev, next *config.Config, fin *finishing) {
 	s.applyConfig(prev, next)
 	if len(fin.displaced) > 0 {
 		s.io("close listeners")
-		closeAll(fin.displaced) // ends their accept loops
+		listen.CloseAll(fin.displaced) // ends their accept loops
 	}
 	if fin.oldLock != nil {
 		s.io("unlock dir")

@@ -486,10 +486,10 @@ func checkListeners(t *testing.T, p *testProxy, ports []int) {
 	var got []string
 	for _, b := range p.listenersInUse() {
 		kind := "plain"
-		if b.tls {
+		if b.TLS {
 			kind = "tls"
 		}
-		got = append(got, kind+" "+b.ln.Addr().String())
+		got = append(got, kind+" "+b.Ln.Addr().String())
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {

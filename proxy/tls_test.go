@@ -51,7 +51,7 @@ func tlsPing(addr string, conf *tls.Config) (string, error) {
 func countListeners(s *Server, isTLS bool) int {
 	n := 0
 	for _, b := range s.listenersInUse() {
-		if b.tls == isTLS {
+		if b.TLS == isTLS {
 			n++
 		}
 	}
@@ -267,8 +267,8 @@ func TestTLSReload(t *testing.T) {
 func tlsListenersOf(s *Server) []net.Listener {
 	var lns []net.Listener
 	for _, b := range s.listenersInUse() {
-		if b.tls {
-			lns = append(lns, b.ln)
+		if b.TLS {
+			lns = append(lns, b.Ln)
 		}
 	}
 	return lns
@@ -447,8 +447,8 @@ func TestTLSConfigSetTLSPort(t *testing.T) {
 	xc := redistest.Dial(t, p.AddrString())
 	plainListener := func() net.Listener {
 		for _, b := range p.listenersInUse() {
-			if !b.tls {
-				return b.ln
+			if !b.TLS {
+				return b.Ln
 			}
 		}
 		return nil

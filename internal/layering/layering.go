@@ -18,6 +18,8 @@
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
+//   - proxy/listen (the listeners a bind list names) imports nothing of
+//     the module.
 //   - proxy/tlsconf (the TLS material a configuration names) only
 //     proxy/config.
 //   - proxy/sysmem (the process's memory as the OS reports it) imports

@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"proxy/commanddocs": {"proxy/wire"},
 	"proxy/sysmem":      {},
 	"proxy/tlsconf":     {"proxy/config"},
+	"proxy/listen":      {},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
@@ -50,7 +51,7 @@ var allowed = map[string][]string{
 	// to turn into a close reason: downstream is not in its row.
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/pubsub", "proxy/report",
+		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

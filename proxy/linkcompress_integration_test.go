@@ -19,6 +19,7 @@ import (
 	"github.com/replproxy/replproxy/internal/cachedata"
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
+	"github.com/replproxy/replproxy/proxy/sysmem"
 )
 
 // writeCache sends n cache-like commands (internal/cachedata) to c,
@@ -348,7 +349,7 @@ func TestCompressionRefusedByProxy(t *testing.T) {
 // is refused, as repl-link-compression-allow no refuses, logged, and keeps
 // a plain link. Once the 100 close, mem_link_compression is 0 and within
 // 10 s the memory is given back, within the slack of any release (32 MiB,
-// returnMemoryDrop): the live Go heap comes back to what it was before
+// sysmem.ReturnMemoryDrop): the live Go heap comes back to what it was before
 // them, and what the process keeps to used_memory, each within it, without
 // waiting for the runtime's forced collection; the cap's slots are free
 // again.
@@ -474,7 +475,7 @@ func TestCompressedLinksMemory(t *testing.T) {
 	// live comes back to what it was (with no collection, it would hold
 	// them until the runtime's forced one, two minutes on), and the
 	// process keeps no more than after any release. Both within
-	// returnMemoryDrop: the monitor returns memory once used_memory has
+	// sysmem.ReturnMemoryDrop: the monitor returns memory once used_memory has
 	// fallen that far, so a collection may come while the last links
 	// still close, and a tail smaller than that waits for the runtime's
 	// own. The live heap, not HeapAlloc: what the test and the proxy
@@ -483,10 +484,10 @@ func TestCompressedLinksMemory(t *testing.T) {
 	var used, retained, live int64
 	if !redistest.Poll(10*time.Second, func() bool {
 		used, retained, live = p.memoryReport().UsedMemory, retainedMemory(), liveHeap()
-		return live <= liveBefore+returnMemoryDrop && retained <= used+returnMemoryDrop
+		return live <= liveBefore+sysmem.ReturnMemoryDrop && retained <= used+sysmem.ReturnMemoryDrop
 	}) {
 		t.Fatalf("10 s after the links closed: live heap %d MiB (%d MiB before the links, at most +%d MiB wanted), retained %d MiB, used_memory %d MiB (retained at most used_memory + %d MiB wanted)",
-			live>>20, liveBefore>>20, returnMemoryDrop>>20, retained>>20, used>>20, returnMemoryDrop>>20)
+			live>>20, liveBefore>>20, sysmem.ReturnMemoryDrop>>20, retained>>20, used>>20, sysmem.ReturnMemoryDrop>>20)
 	}
 	t.Logf("closed: used_memory %d MiB, retained %d MiB, live heap %d MiB (%d MiB before the links)",
 		used>>20, retained>>20, live>>20, liveBefore>>20)

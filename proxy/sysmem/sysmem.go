@@ -1,6 +1,8 @@
 // Package sysmem reads what the operating system says of the process's
 // memory: its resident set, and the most it may have (the machine's memory,
-// or its cgroup's limit). Read anew at each call; any goroutine.
+// or its cgroup's limit), read anew at each call from any goroutine; and it
+// decides when memory the process released is worth giving back to it
+// (Returner).
 package sysmem
 
 import (
@@ -10,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // RSS reads the resident set size from /proc (0 where there is none).
@@ -87,4 +91,49 @@ func cgroupLimit() int64 {
 		return n
 	}
 	return 0
+}
+
+// Memory a process releases (a snapshot, a stream generation, a burst of
+// blocks a slow replica pinned) becomes garbage, and the Go runtime gives
+// its pages back to the OS only after a collection, which, with nothing
+// else allocating, may not come for two minutes (the forced GC); until then
+// RSS stays at its peak, and a container limit may kill the process. So
+// when used_memory has fallen by ReturnMemoryDrop from its highest point,
+// the caller has the runtime collect and return the freed pages at once
+// (debug.FreeOSMemory), at most once per ReturnMemoryEvery, off the hot
+// path: from a background goroutine, never from a client's or the stream's.
+const (
+	// ReturnMemoryDrop is the fall in used_memory that is worth a
+	// collection: the slack the goal "RSS within used_memory + 32 MiB"
+	// allows.
+	ReturnMemoryDrop = 32 << 20
+	// ReturnMemoryEvery debounces: a forced collection costs a full GC.
+	ReturnMemoryEvery = 5 * time.Second
+)
+
+// A Returner decides when to give released memory back to the OS. Observe
+// is called from one goroutine (the server's monitor); High from any.
+type Returner struct {
+	// high is the highest used_memory seen since the last return; atomic
+	// so that High may be read from any goroutine.
+	high atomic.Int64
+	last time.Time // owned by Observe's goroutine: the last return
+}
+
+// High is the highest used_memory seen since the last return.
+func (m *Returner) High() int64 { return m.high.Load() }
+
+// Observe records used_memory at now and reports whether to return memory
+// now: used_memory lies ReturnMemoryDrop or more below its highest point
+// since the last return, and that return was ReturnMemoryEvery ago or more.
+// A fall during the debounce is remembered and returned once it ends.
+func (m *Returner) Observe(now time.Time, used int64) bool {
+	high := max(m.high.Load(), used)
+	if high-used < ReturnMemoryDrop || (!m.last.IsZero() && now.Sub(m.last) < ReturnMemoryEvery) {
+		m.high.Store(high)
+		return false
+	}
+	m.high.Store(used)
+	m.last = now
+	return true
 }

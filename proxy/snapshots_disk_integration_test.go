@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -232,5 +233,46 @@ func TestSnapshotMaxStreamSince(t *testing.T) {
 	}
 	if since := xc.InfoInt(t, "persistence", "repl_snapshot_stream_since"); since >= 256<<10 {
 		t.Fatalf("repl_snapshot_stream_since %d after the refetch, want under the bound", since)
+	}
+}
+
+// TestSpillLeftoversRemovedAtStart: a spilled snapshot cannot be served after
+// a restart (nothing records its replid), and a temporary file is a spill
+// that never finished: both are removed at start, with the files of earlier
+// versions; nothing else in dir is touched.
+func TestSpillLeftoversRemovedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	leftovers := []string{
+		snapfile.FileName,
+		"replproxy-snapshot-0123456789abcdef.tmp",
+		"replproxy-snapshot-.tmp",
+		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb",
+		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb.tmp",
+	}
+	kept := []string{
+		"dump.rdb",
+		"replproxy.conf",
+		"replproxy-snapshot.rdb.bak",
+		"replproxy-notes.tmp",
+		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade39892-1000.rdb", // 39 hex
+	}
+	for _, name := range append(slices.Clone(leftovers), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startProxy(t, "--dir", dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	kept = append(kept, logDirName, lockFileName) // the stream log's
+	slices.Sort(kept)
+	if !slices.Equal(got, kept) {
+		t.Fatalf("dir after start holds %q, want %q", got, kept)
 	}
 }

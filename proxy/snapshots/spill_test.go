@@ -160,39 +160,6 @@ func TestSpillIgnoresPlantedSymlinks(t *testing.T) {
 	}
 }
 
-// TestSpillLeftoversRemovedAtStart: a spilled snapshot cannot be served after
-// a restart (nothing records its replid), and a temporary file is a spill
-// that never finished: both are removed at start, with the files of earlier
-// versions; nothing else in dir is touched.
-func TestSpillLeftoversRemovedAtStart(t *testing.T) {
-	dir := t.TempDir()
-	leftovers := []string{
-		snapfile.FileName,
-		"replproxy-snapshot-0123456789abcdef.tmp",
-		"replproxy-snapshot-.tmp",
-		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb",
-		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade398925-1000.rdb.tmp",
-	}
-	kept := []string{
-		"dump.rdb",
-		"replproxy.conf",
-		"replproxy-snapshot.rdb.bak",
-		"replproxy-notes.tmp",
-		"replproxy-3e6f7fa1b2ac2025fc6edcca60effe8ade39892-1000.rdb", // 39 hex
-	}
-	for _, name := range append(slices.Clone(leftovers), kept...) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	newDirKeeper(t, dir)
-	got := spillDirNames(t, dir)
-	slices.Sort(kept)
-	if !slices.Equal(got, kept) {
-		t.Fatalf("dir after start holds %q, want %q", got, kept)
-	}
-}
-
 // TestSpillOpenedOnlyIfUnchanged: a full sync is served from the spilled
 // file only while dir still holds the very file the proxy wrote. A FIFO, a
 // symlink or another file put in its place is refused (without blocking)

@@ -116,7 +116,7 @@ func (h *History) logReaderLocked(replID string, off int64) *streamlog.Reader {
 // once h.mu is released (History.mu is a leaf: nothing is started under
 // it); a caller that cannot start it calls FetchNotStarted.
 func (h *History) PlanFull() (plan Plan, start *Fetch) {
-	plan, start, unservable, _ := h.planFullLocked(-1, FetchReplicaNeeded)
+	plan, start, unservable, _ := h.planFullSince(-1, FetchReplicaNeeded)
 	if unservable != nil {
 		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
 	}
@@ -139,18 +139,19 @@ var ErrBackupFetchBehind = errors.New("a snapshot fetch from further behind than
 // one fork. A held snapshot further behind is never served to it. err is
 // ErrBackupFetchBehind when the one fetch in flight is too old to join.
 func (h *History) PlanBackup(maxSince int64) (plan Plan, start *Fetch, err error) {
-	plan, start, unservable, err := h.planFullLocked(maxSince, FetchBackup)
+	plan, start, unservable, err := h.planFullSince(maxSince, FetchBackup)
 	if unservable != nil {
 		h.log.Warn("spilled snapshot not served: fetching a new one", "error", unservable)
 	}
 	return plan, start, err
 }
 
-// planFullLocked is PlanFull under h.mu, and PlanBackup with maxSince >= 0:
-// then a snapshot (held or in flight) serves only if at most maxSince bytes
-// of stream came after it, and a new fetch has reason. unservable is why a
+// planFullSince is PlanFull (maxSince < 0), and PlanBackup with maxSince >=
+// 0: then a snapshot (held or in flight) serves only if at most maxSince
+// bytes of stream came after it, and a new fetch has reason. It takes h.mu
+// for the whole plan; the caller logs after. unservable is why a
 // spilled file was refused (and forgotten), for the caller to log.
-func (h *History) planFullLocked(maxSince int64, reason FetchReason) (plan Plan, start *Fetch, unservable, err error) {
+func (h *History) planFullSince(maxSince int64, reason FetchReason) (plan Plan, start *Fetch, unservable, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	end := h.st.Offset()

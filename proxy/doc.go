@@ -13,19 +13,19 @@
 //     follower. It returns the work it decides on; snapshots carries it out.
 //   - snapshots: the snapshot work (a Keeper): the shared fetch, where an
 //     arriving payload goes, spills, persists, refreshes, adoption and
-//     leftovers. The link is its Source; upstream.go gives it snapshotHost
+//     leftovers. The link is its Source; primary.go gives it snapshotHost
 //     and its settings (snapshotSettings, again after every change).
-//   - downstream: a replica from PSYNC on. downstream.go serves REPLCONF,
+//   - downstream: a replica from PSYNC on. commands_sync.go serves REPLCONF,
 //     PSYNC and SYNC up to the hand-over (downstream.New); replica_host.go is
 //     the Host each replica is given.
 //   - upstream: the main link to the primary and its side links.
-//     upstream.go is its Host, and the ack-policy (what is acknowledged).
+//     primary.go is its Host, and the ack-policy (what is acknowledged).
 //   - streamlog and snapfile: the stream and the snapshot in dir.
 //     durable.go opens and recovers the log at New and runs its follower;
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
 //   - report and metrics: a report.Report is the figures read once from
-//     every part (report.go) and rendered twice, INFO's text (info.go) and
-//     the monitoring server's figures (metrics.go, which also holds /readyz's
+//     every part (reporting.go) and rendered twice, INFO's text and
+//     the monitoring server's figures (monitoring.go, which also holds /readyz's
 //     rule), so that the two never compute a figure twice; report.Stats are
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
@@ -41,7 +41,7 @@
 // ready before the old ones close; the configuration in force (settings.go,
 // copy-on-write; CONFIG REWRITE in commands.go); the clients (client.go,
 // protect.go: limits, protected mode, the descriptor budget), their registry
-// (registry.go) and the admin commands (commands*.go, info.go), each
+// (registry.go) and the admin commands (commands*.go, reporting.go's INFO), each
 // client's protocol (RESP2, or RESP3 after HELLO 3); and the monitor
 // (monitor.go, memory.go): replica timeouts and output limits, maxmemory and
 // eviction, memory given back to the OS, the snapshot persisted and

@@ -140,7 +140,7 @@ func (g *registry) replicaList() []*downstream.Replica {
 }
 
 // ackOffsets returns the ACK offsets of the replicas ack-policy replicas
-// counts (upstream.go's ack-policy): online, not rdb-only, planned in epoch; and, in the
+// counts (primary.go's ack-policy): online, not rdb-only, planned in epoch; and, in the
 // same order, when each last acknowledged (unix nanoseconds).
 func (g *registry) ackOffsets(epoch uint64) (offs, times []int64) {
 	g.mu.Lock()

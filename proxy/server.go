@@ -62,9 +62,9 @@ type Server struct {
 	monitorWake      chan struct{}
 
 	stats report.Stats
-	up    *upstream.Link // the link to the primary (package upstream, upstream.go)
+	up    *upstream.Link // the link to the primary (package upstream; its Host in primary.go)
 	// snaps carries out the snapshot work the history decides (package
-	// snapshots, upstream.go): fetches, payloads, spills, persists. Set by
+	// snapshots, primary.go): fetches, payloads, spills, persists. Set by
 	// New, run by Run.
 	snaps   *snapshots.Keeper
 	durable *durable // the stream log (durable.go); nil with repl-log-size 0
@@ -83,7 +83,7 @@ type Server struct {
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
 	ln listenerSet
-	// monitoring is metrics-port's server (metrics.go); nil when off. Set
+	// monitoring is metrics-port's server (monitoring.go); nil when off. Set
 	// by New, served by Run, closed at its end or by Close.
 	monitoring *metrics.Server
 

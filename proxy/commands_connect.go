@@ -281,91 +281,18 @@ func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 	return true
 }
 
-// servedSubcommands are the subcommands the proxy serves, for the commands
-// that have them. Read-only. cmdConfig, cmdClient, cmdCommand, cmdSlowlog
-// and cmdLatency must serve each one listed (a test sends each).
-var servedSubcommands = map[string][]string{
-	"client":  {"getname", "id", "info", "kill", "list", "setname"},
-	"command": {"count", "docs", "info", "list"},
-	"config":  {"get", "resetstat", "rewrite", "set"},
-	"latency": {"doctor", "graph", "histogram", "history", "latest", "reset"},
-	"slowlog": {"get", "len", "reset"},
-}
-
 // cmdCommand is COMMAND [COUNT | INFO [name ...] | DOCS [name ...] | LIST
 // [FILTERBY MODULE m | ACLCAT c | PATTERN p]], with Redis 7.0's replies,
-// over the commands the proxy serves (package commanddocs).
+// over the commands the proxy serves (package commanddocs); a misuse is
+// answered as every command's is.
 func (s *Server) cmdCommand(c *client, args [][]byte) bool {
-	d, p := s.cmdDocs, c.proto()
-	if len(args) == 1 {
-		c.out = appendCommandInfo(c.out, p, d, d.Names())
-		return false
-	}
-	switch strings.ToLower(string(args[1])) {
-	case "count":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendInt(c.out, int64(len(s.commands)))
-		}
-	case "info":
-		if len(args) == 2 {
-			c.out = appendCommandInfo(c.out, p, d, d.Names())
-			break
-		}
-		c.out = wire.AppendArrayHeader(c.out, len(args)-2)
-		for _, n := range args[2:] {
-			if info, _, ok := d.Lookup(string(n)); ok {
-				c.out = commanddocs.Append(c.out, p, info)
-			} else {
-				c.out = p.AppendNull(c.out)
-			}
-		}
-	case "docs":
-		var found []string
-		var docs []commanddocs.Value
-		if len(args) == 2 {
-			for _, n := range d.Names() {
-				found, docs = append(found, n), append(docs, d.Docs(n))
-			}
-		}
-		for _, n := range args[2:] {
-			if info, doc, ok := d.Lookup(string(n)); ok {
-				found, docs = append(found, info.Elems[0].Str), append(docs, doc)
-			}
-		}
-		// Redis's map (flattened into an array in RESP2).
-		c.out = p.AppendMapHeader(c.out, len(found))
-		for i, n := range found {
-			c.out = wire.AppendBulkString(c.out, n)
-			c.out = commanddocs.Append(c.out, p, docs[i])
-		}
-	case "list":
-		list, ok := d.Names(), true
-		if len(args) != 2 {
-			if len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") {
-				ok = false
-			} else {
-				list, ok = d.List(string(args[3]), string(args[4]))
-			}
-		}
-		if !ok {
-			c.out = wire.AppendError(c.out, "ERR syntax error")
-			break
-		}
-		c.out = wire.AppendArrayHeader(c.out, len(list))
-		for _, n := range list {
-			c.out = wire.AppendBulkString(c.out, n)
-		}
-	default:
+	var misuse commanddocs.Misuse
+	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
+	switch misuse {
+	case commanddocs.WrongArity:
+		subArity(c, args, 2)
+	case commanddocs.UnknownSubcommand:
 		unknownSub(c, args)
 	}
 	return false
-}
-
-// appendCommandInfo appends the COMMAND INFO entries of names.
-func appendCommandInfo(b []byte, p wire.Proto, d *commanddocs.Docs, names []string) []byte {
-	b = wire.AppendArrayHeader(b, len(names))
-	for _, n := range names {
-		b = commanddocs.Append(b, p, d.Info(n))
-	}
-	return b
 }

@@ -268,3 +268,95 @@ func (d *Docs) List(kind, arg string) (list []string, ok bool) {
 	}
 	return list, true
 }
+
+// A Misuse is what is wrong with a COMMAND call, for the caller to answer
+// as it answers any command's.
+type Misuse int
+
+const (
+	Fine              Misuse = iota
+	WrongArity               // a subcommand with the wrong number of arguments
+	UnknownSubcommand        // no such subcommand
+)
+
+// Reply appends COMMAND's reply to args (COMMAND [COUNT | INFO [name ...] |
+// DOCS [name ...] | LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]]) in
+// protocol p, as Redis 7.0 answers over the served commands; count is
+// COMMAND COUNT's answer. A misuse appends nothing and says what it was.
+func (d *Docs) Reply(b []byte, p wire.Proto, args [][]byte, count int) ([]byte, Misuse) {
+	if len(args) == 1 {
+		return d.appendInfo(b, p, d.names), Fine
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "count":
+		if len(args) != 2 {
+			return b, WrongArity
+		}
+		return wire.AppendInt(b, int64(count)), Fine
+	case "info":
+		if len(args) == 2 {
+			return d.appendInfo(b, p, d.names), Fine
+		}
+		b = wire.AppendArrayHeader(b, len(args)-2)
+		for _, n := range args[2:] {
+			if info, _, ok := d.Lookup(string(n)); ok {
+				b = Append(b, p, info)
+			} else {
+				b = p.AppendNull(b)
+			}
+		}
+		return b, Fine
+	case "docs":
+		return d.appendDocs(b, p, args[2:]), Fine
+	case "list":
+		list, ok := d.names, true
+		if len(args) != 2 {
+			if len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") {
+				ok = false
+			} else {
+				list, ok = d.List(string(args[3]), string(args[4]))
+			}
+		}
+		if !ok {
+			return wire.AppendError(b, "ERR syntax error"), Fine
+		}
+		b = wire.AppendArrayHeader(b, len(list))
+		for _, n := range list {
+			b = wire.AppendBulkString(b, n)
+		}
+		return b, Fine
+	}
+	return b, UnknownSubcommand
+}
+
+// appendInfo appends the COMMAND INFO entries of names.
+func (d *Docs) appendInfo(b []byte, p wire.Proto, names []string) []byte {
+	b = wire.AppendArrayHeader(b, len(names))
+	for _, n := range names {
+		b = Append(b, p, d.info[n])
+	}
+	return b
+}
+
+// appendDocs appends COMMAND DOCS of names (all commands when none):
+// Redis's map, flattened into an array in RESP2.
+func (d *Docs) appendDocs(b []byte, p wire.Proto, names [][]byte) []byte {
+	var found []string
+	var docs []Value
+	if len(names) == 0 {
+		for _, n := range d.names {
+			found, docs = append(found, n), append(docs, d.docs[n])
+		}
+	}
+	for _, n := range names {
+		if info, doc, ok := d.Lookup(string(n)); ok {
+			found, docs = append(found, info.Elems[0].Str), append(docs, doc)
+		}
+	}
+	b = p.AppendMapHeader(b, len(found))
+	for i, n := range found {
+		b = wire.AppendBulkString(b, n)
+		b = Append(b, p, docs[i])
+	}
+	return b
+}

@@ -83,3 +83,37 @@ func TestParseBounds(t *testing.T) {
 		t.Fatalf("a map in RESP2: %q", got)
 	}
 }
+
+// TestReplyMisuse: COUNT with arguments and an unknown subcommand append
+// nothing and say which misuse it was; a bad LIST filter is Redis's syntax
+// error; COUNT answers what the caller counts.
+func TestReplyMisuse(t *testing.T) {
+	d, err := LoadEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := func(s ...string) [][]byte {
+		var out [][]byte
+		for _, a := range s {
+			out = append(out, []byte(a))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		args   [][]byte
+		reply  string
+		misuse Misuse
+	}{
+		{args("COMMAND", "COUNT"), ":42\r\n", Fine},
+		{args("COMMAND", "COUNT", "x"), "", WrongArity},
+		{args("COMMAND", "NOSUCH"), "", UnknownSubcommand},
+		{args("COMMAND", "LIST", "FILTERBY", "nosuch", "x"), "-ERR syntax error\r\n", Fine},
+		{args("COMMAND", "LIST", "x"), "-ERR syntax error\r\n", Fine},
+		{args("COMMAND", "INFO", "nosuch"), "*1\r\n$-1\r\n", Fine},
+	} {
+		got, misuse := d.Reply(nil, wire.RESP2, tc.args, 42)
+		if string(got) != tc.reply || misuse != tc.misuse {
+			t.Errorf("%q: %q, %v; want %q, %v", tc.args, got, misuse, tc.reply, tc.misuse)
+		}
+	}
+}

@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sync"
 	"time"
 
@@ -65,25 +62,17 @@ type durable struct {
 // openDurable opens (recovering) the log in dir, which the caller has
 // locked (dirlock.go). wrap, when not nil, wraps the log's file layer.
 func openDurable(cfg *config.Config, lg hclog.Logger, wrap func(streamlog.FS) streamlog.FS) (*durable, error) {
-	root, err := os.OpenRoot(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("stream log: open dir: %w", err)
-	}
-	defer root.Close()
-	if err := root.Mkdir(logDirName, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("stream log: %w", err)
-	}
-	sub, err := root.OpenRoot(logDirName)
+	dirFS, err := streamlog.DirFS(cfg.Dir, logDirName)
 	if err != nil {
 		return nil, fmt.Errorf("stream log: %w", err)
 	}
-	var fsys streamlog.FS = streamlog.RootFS{Root: sub}
+	var fsys streamlog.FS = dirFS
 	if wrap != nil {
 		fsys = wrap(fsys)
 	}
 	l, rec, err := streamlog.Open(streamlog.Options{FS: fsys, MaxBytes: cfg.ReplLogSize})
 	if err != nil {
-		sub.Close()
+		dirFS.Root.Close()
 		return nil, fmt.Errorf("stream log: %w", err)
 	}
 	return &durable{log: l, rec: rec, lg: lg.Named("log")}, nil

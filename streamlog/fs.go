@@ -2,6 +2,7 @@ package streamlog
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -84,4 +85,23 @@ func (s safeFS) OpenFile(name string, flag int, perm fs.FileMode) (safefile.File
 		return nil, err // no typed nil in the interface
 	}
 	return f, nil
+}
+
+// DirFS is the RootFS of the directory name inside dir, made if it is not
+// there: the log's own directory in the proxy's dir. The root stays open
+// for as long as the log uses it.
+func DirFS(dir, name string) (RootFS, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return RootFS{}, fmt.Errorf("open dir: %w", err)
+	}
+	defer root.Close()
+	if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return RootFS{}, err
+	}
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return RootFS{}, err
+	}
+	return RootFS{Root: sub}, nil
 }

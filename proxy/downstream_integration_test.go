@@ -396,6 +396,9 @@ func TestDownstreamRedisCLI(t *testing.T) {
 	port := strconv.Itoa(p.Port())
 
 	t.Run("replica", func(t *testing.T) {
+		// redis-cli --replica asks for REPLCONF rdb-filter-only "": an RDB
+		// of nothing, which the proxy writes itself, at no fork.
+		forks := pc.InfoInt(t, "stats", "total_forks")
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		var out dsBuffer
@@ -420,6 +423,12 @@ func TestDownstreamRedisCLI(t *testing.T) {
 		})
 		if !strings.Contains(strings.ToLower(out.String()), `"set","`+key+`","`+value+`"`) {
 			t.Errorf("redis-cli --replica output has the key and value but not as a SET command:\n%s", out.String())
+		}
+		if got := pc.InfoInt(t, "stats", "total_forks"); got != forks {
+			t.Errorf("primary total_forks %d→%d for redis-cli --replica through the proxy, want no fork", forks, got)
+		}
+		if n := xc.InfoInt(t, "proxy", "snapshot_fetches_filtered"); n != 0 {
+			t.Errorf("snapshot_fetches_filtered %d, want 0: the empty RDB is the proxy's own", n)
 		}
 	})
 

@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
@@ -152,12 +153,17 @@ func (k *Keeper) counted(r history.FetchReason) {
 // 7.0's filters leave the functions at most.
 const filteredLimit = 8 << 20
 
-// FetchFiltered fetches the filtered RDB a replica asked for (REPLCONF
-// rdb-filter-only) from the primary, on the replica's goroutine: no held
-// snapshot is filtered, and it is never the history's. It counts as a
-// snapshot fetch (reason filtered), as it costs the primary a fork; the
-// primary's refusal comes back as a Refusal, for the replica to pass on.
+// FetchFiltered gets the filtered RDB a replica asked for (REPLCONF
+// rdb-filter-only), on the replica's goroutine: no held snapshot is
+// filtered, and it is never the history's. The empty filter (no keys, no
+// functions: redis-cli --replica's) is an RDB the proxy writes itself
+// (emptyRDB), at no fork. Any other is fetched from the primary and counts
+// as a snapshot fetch (reason filtered), as it costs the primary a fork;
+// the primary's refusal comes back as a Refusal, for the replica to pass on.
 func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
+	if filter == "" {
+		return k.emptyRDB()
+	}
 	sn, err := k.src.FetchFiltered(ctx, filter, filteredLimit)
 	if err != nil {
 		k.counts.failures.Add(1)
@@ -167,5 +173,25 @@ func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Sna
 	k.counted(history.FetchFiltered)
 	k.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
 		"reason", history.FetchFiltered.String(), "filter", filter)
+	return sn, nil
+}
+
+// emptyRDB is the RDB Redis 7.0 makes under REPLCONF rdb-filter-only "":
+// no keys and no functions, here the header, the end opcode and the CRC64
+// trailer, taken at the stream's end under its replid, where the primary's
+// would stand at its fork. A stream that moves on meanwhile is attached from
+// just after it all the same (History.AttachFiltered), as after a fork.
+func (k *Keeper) emptyRDB() (*replbuf.Snapshot, error) {
+	rdb := []byte("REDIS0010\xff")
+	rdb = binary.LittleEndian.AppendUint64(rdb, replbuf.CRC64(0, rdb))
+	sn := replbuf.NewSnapshot(k.hist.Identity().ReplID, k.hist.Stream().Offset(), nil, time.Now())
+	if err := sn.Append(rdb); err != nil {
+		sn.Release()
+		return nil, err
+	}
+	if err := sn.Complete(); err != nil {
+		sn.Release()
+		return nil, err
+	}
 	return sn, nil
 }

@@ -194,3 +194,40 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestEmptyFilterWrittenHere: the empty filter (redis-cli --replica's) is
+// answered with an RDB of no keys and no functions written here, complete
+// with its CRC64, at the stream's end under its replid: the primary is not
+// asked (no fork) and no fetch is counted.
+func TestEmptyFilterWrittenHere(t *testing.T) {
+	src := &fakeSource{connected: true}
+	k := newTestKeeper(t, src)
+	src.hist.Stream().Append([]byte("*1\r\n$4\r\nPING\r\n"))
+	sn, err := k.FetchFiltered(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Release()
+	if sn.State() != replbuf.SnapshotComplete || sn.ReplID() != src.hist.Identity().ReplID || sn.Offset() != src.hist.Stream().Offset() {
+		t.Fatalf("snapshot %s at %s:%d, want complete at the stream's end %s:%d", sn.State(), sn.ReplID(), sn.Offset(),
+			src.hist.Identity().ReplID, src.hist.Stream().Offset())
+	}
+	if c := k.Counts(); c.Fetches != 0 || c.Failures != 0 {
+		t.Fatalf("counts %+v: the empty RDB is no fetch", c)
+	}
+	plan := src.hist.PlanFiltered()
+	if err := src.hist.AttachFiltered(sn, &plan, false); err != nil {
+		t.Fatalf("the empty RDB does not continue the stream: %v", err)
+	}
+	if plan.Cursor != nil {
+		plan.Cursor.Close()
+	}
+	if plan.FromLog != nil {
+		plan.FromLog.Close()
+	}
+	plan.Reader.Close()
+	// Any other filter is the primary's.
+	if _, err := k.FetchFiltered(t.Context(), "functions"); err == nil || k.Counts().Failures != 1 {
+		t.Fatalf("filter functions: %v, counts %+v; want the source asked", err, k.Counts())
+	}
+}

@@ -19,7 +19,8 @@
 //     PSYNC and SYNC up to the hand-over (downstream.New); replica_host.go is
 //     the Host each replica is given.
 //   - upstream: the main link to the primary and its side links.
-//     primary.go is its Host, and the ack-policy (what is acknowledged).
+//     primary.go is its Host, and gathers the replicas' ACKs the
+//     ack-policy counts (upstream.QuorumAck).
 //   - streamlog and snapfile: the stream and the snapshot in dir.
 //     durable.go opens and recovers the log at New and runs its follower;
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/clientlist"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/pubsub"
@@ -369,45 +369,39 @@ func (s *Server) clientList() string {
 	now := time.Now()
 	var b strings.Builder
 	for _, c := range s.clients.clients() {
-		appendClientLine(&b, c, now)
+		clientlist.Append(&b, c.listed(now))
 	}
 	return b.String()
 }
 
-// appendClientLine writes c's CLIENT LIST line (CLIENT INFO's whole reply).
-// Any goroutine: it reads only c's atomics and immutable fields.
-func appendClientLine(b *strings.Builder, c *client, now time.Time) {
-	name, cmd := "", "NULL"
+// listed is c as CLIENT LIST shows it and CLIENT KILL filters it. Any
+// goroutine: it reads only c's atomics and immutable fields.
+func (c *client) listed(now time.Time) clientlist.Client {
+	f := clientlist.Client{ID: c.id, Addr: c.addr, LAddr: c.laddr, FD: c.fd, Subs: c.subCount.Load(),
+		Age: int64(now.Sub(c.created) / time.Second), Proto: int(c.proto()),
+		Closing: downstream.CloseReason(c.reason.Load()) != downstream.CloseNone}
 	if n := c.name.Load(); n != nil {
-		name = *n
+		f.Name = *n
 	}
 	if l := c.lastCmd.Load(); l != nil {
-		cmd = *l
+		f.Cmd = *l
 	}
-	flags, omem := "N", int64(0)
-	sub := c.subCount.Load()
 	// idle is since the client's last command (or message written to a
 	// subscriber), as Redis's lastinteraction; a replica sends no commands
 	// once streaming, but Redis counts each read from it, its ACKs every
 	// second, as an interaction too.
 	last := c.lastUse.Load()
 	if r := c.asReplica.Load(); r != nil {
-		last = max(last, r.AckTime())
-		flags = "S"
+		last, f.Replica = max(last, r.AckTime()), true
+		f.Closing = f.Closing || r.Closed()
 		if cur := r.Cursor(); cur != nil {
-			omem = cur.OutputBufferSize()
+			f.OMem = cur.OutputBufferSize()
 		}
-	} else if b := c.boxBytes.Load(); sub > 0 || b > 0 {
-		// Redis's P while subscribed to a channel; omem the outbox.
-		if sub > 0 {
-			flags = "P"
-		}
-		omem = b
+	} else {
+		f.OMem = c.boxBytes.Load() // a subscriber's outbox
 	}
-	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
-		c.id, c.addr, c.laddr, c.fd, name,
-		int64(now.Sub(c.created)/time.Second),
-		max(0, int64(now.Sub(time.Unix(0, last))/time.Second)), flags, sub, omem, omem, cmd, c.proto())
+	f.Idle = max(0, int64(now.Sub(time.Unix(0, last))/time.Second))
+	return f
 }
 
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
@@ -419,16 +413,17 @@ func appendClientLine(b *strings.Builder, c *client, now time.Time) {
 // own address) gets its reply, and its connection is closed after it.
 func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
-	f := killFilter{skipMe: true}
+	f := clientlist.KillFilter{SkipMe: true}
 	if oldForm {
-		f.addr, f.skipMe = string(args[0]), false
-	} else if reply := f.parse(args); reply != "" {
+		f.Addr, f.SkipMe = string(args[0]), false
+	} else if reply := f.Parse(args); reply != "" {
 		c.out = wire.AppendError(c.out, reply)
 		return false
 	}
 	var victims []*client
+	now := time.Now()
 	for _, o := range s.clients.clients() {
-		if f.matches(o, c) {
+		if f.Matches(o.listed(now), o == c) {
 			victims = append(victims, o)
 		}
 	}
@@ -454,84 +449,4 @@ func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	}
 	c.out = wire.AppendInt(c.out, int64(len(victims)))
 	return quit
-}
-
-// A killFilter is CLIENT KILL's filters; zero values match every client.
-type killFilter struct {
-	id          int64
-	addr, laddr string
-	typ         string // normal, replica, master or pubsub
-	skipMe      bool
-}
-
-// parse reads the filter pairs of args in order and returns the reply to
-// the first bad one ("" when all are good).
-func (f *killFilter) parse(args [][]byte) (reply string) {
-	for i := 0; i < len(args); i += 2 {
-		if i+1 == len(args) {
-			return "ERR syntax error"
-		}
-		val := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
-		case "id":
-			n, err := strconv.ParseInt(val, 10, 64)
-			if err != nil || n <= 0 {
-				return "ERR client-id should be greater than 0"
-			}
-			f.id = n
-		case "addr":
-			f.addr = val
-		case "laddr":
-			f.laddr = val
-		case "type":
-			f.typ = strings.ToLower(val)
-			if f.typ == "slave" {
-				f.typ = "replica"
-			}
-			if f.typ != "normal" && f.typ != "replica" && f.typ != "master" && f.typ != "pubsub" {
-				return "ERR Unknown client type '" + clip(val, 32) + "'"
-			}
-		case "user":
-			if val != "default" {
-				return "ERR No such user '" + clip(val, 128) + "'"
-			}
-		case "skipme":
-			switch {
-			case strings.EqualFold(val, "yes"):
-				f.skipMe = true
-			case strings.EqualFold(val, "no"):
-				f.skipMe = false
-			default:
-				return "ERR syntax error"
-			}
-		default:
-			return "ERR syntax error"
-		}
-	}
-	return ""
-}
-
-// matches reports whether f kills o, for CLIENT KILL sent by c. A client
-// already closed for a reason is on its way out of the list: Redis frees a
-// killed client at once, so it is neither counted nor killed again.
-func (f *killFilter) matches(o, c *client) bool {
-	if downstream.CloseReason(o.reason.Load()) != downstream.CloseNone {
-		return false
-	}
-	if r := o.asReplica.Load(); r != nil && r.Closed() {
-		return false
-	}
-	isReplica := o.replicaSet()
-	switch {
-	case f.id != 0 && o.id != f.id,
-		f.addr != "" && o.addr != f.addr,
-		f.laddr != "" && o.laddr != f.laddr,
-		f.typ == "replica" && !isReplica,
-		f.typ == "normal" && (isReplica || o.subCount.Load() > 0),
-		f.typ == "pubsub" && (isReplica || o.subCount.Load() == 0),
-		f.typ == "master",
-		f.skipMe && o == c:
-		return false
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/clientlist"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -134,7 +135,7 @@ func (s *Server) cmdReset(c *client, _ [][]byte) bool {
 // string in RESP3 as in Redis.
 func (s *Server) clientInfo(c *client) {
 	var b strings.Builder
-	appendClientLine(&b, c, time.Now())
+	clientlist.Append(&b, c.listed(time.Now()))
 	c.out = c.proto().AppendVerbatim(c.out, "txt", b.String())
 }
 

@@ -18,6 +18,8 @@
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
+//   - proxy/clientlist (CLIENT LIST's lines, CLIENT KILL's filters)
+//     imports nothing of the module.
 //   - proxy/listen (the listeners a bind list names) imports nothing of
 //     the module.
 //   - proxy/tlsconf (the TLS material a configuration names) only

@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"proxy/sysmem":      {},
 	"proxy/tlsconf":     {"proxy/config"},
 	"proxy/listen":      {},
+	"proxy/clientlist":  {},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
@@ -51,7 +52,7 @@ var allowed = map[string][]string{
 	// to turn into a close reason: downstream is not in its row.
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
+		"eviction", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,6 +15,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/clientlist"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -86,7 +86,7 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 		conn:    conn,
 		addr:    conn.RemoteAddr().String(),
 		laddr:   conn.LocalAddr().String(),
-		fd:      connFD(conn),
+		fd:      listen.FD(conn),
 		created: time.Now(),
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
@@ -105,29 +105,6 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 // verbatim string, a push), so that a command gets both by writing one.
 // Any goroutine.
 func (c *client) proto() wire.Proto { return wire.Proto(c.resp.Load()) }
-
-// connFD returns the descriptor of conn's socket (under TLS, of the
-// connection it runs on), or -1 for a connection without one (a pipe in
-// tests). Read once at accept: the number stays the connection's until it
-// is closed, and CLIENT LIST then no longer lists it.
-func connFD(conn net.Conn) int {
-	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		conn = tc.NetConn()
-	}
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return -1
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	fd := -1
-	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
-		return -1
-	}
-	return fd
-}
 
 // replicaSet reports whether the client became a replica. Any goroutine.
 func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }

@@ -31,8 +31,8 @@
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
 //     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it.
-//   - commanddocs (COMMAND's entries), sysmem (the OS's memory figures),
-//     wire (RESP on the control path), config (redis.conf).
+//   - commanddocs (COMMAND), clientlist (CLIENT LIST and KILL), listen and
+//     tlsconf (sockets, TLS files), sysmem (the OS's memory), wire, config.
 //
 // This package's own: the Server (server.go: New, Run, Close; drain.go:
 // Shutdown's drain; supervise.go: what a supervisor is told), the listeners

@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"net"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -97,23 +97,7 @@ func (c *client) bufferBytes() int64 {
 // addresses (Redis 6 also required that no bind was configured; 7.0 dropped
 // that, since its default bind listens everywhere).
 func deniedByProtectedMode(cc *clientConf, remote net.Addr) bool {
-	return cc.protectedMode && !cc.requirePass && !isLoopback(remote)
-}
-
-// isLoopback reports whether a peer connects from the loopback interface:
-// 127.0.0.0/8, ::1 (also as an IPv4-mapped address), or a unix socket.
-func isLoopback(a net.Addr) bool {
-	switch a := a.(type) {
-	case *net.UnixAddr:
-		return true
-	case *net.TCPAddr:
-		ip, ok := netip.AddrFromSlice(a.IP)
-		return ok && ip.Unmap().IsLoopback()
-	}
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return ap.Addr().Unmap().IsLoopback()
-	}
-	return false
+	return cc.protectedMode && !cc.requirePass && !listen.IsLoopback(remote)
 }
 
 // deny answers a client refused by protected mode and closes it.

@@ -1,7 +1,8 @@
 // Package listen opens the TCP listeners a configuration's bind, port and
 // tls-port name, as redis-server does: one per bind address and kind, an
 // optional address ("-") allowed to fail, port 0 settled on the first, and
-// the listeners of a kind and address that stay kept as they are. What is
+// the listeners of a kind and address that stay kept as they are; and what
+// an accepted connection is (its descriptor, whether it is local). What is
 // listened on when, and replacing the set, is the server's.
 package listen
 
@@ -9,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -126,4 +129,43 @@ func Network(addr string) (network, host string) {
 		return "tcp6", "::"
 	}
 	return "tcp", addr
+}
+
+// FD returns the descriptor of conn's socket (under TLS, of the
+// connection it runs on), or -1 for a connection without one (a pipe in
+// tests). Read once at accept: the number stays the connection's until it
+// is closed, and CLIENT LIST then no longer lists it.
+func FD(conn net.Conn) int {
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = tc.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	if raw.Control(func(f uintptr) { fd = int(f) }) != nil {
+		return -1
+	}
+	return fd
+}
+
+// IsLoopback reports whether a peer connects from the loopback interface:
+// 127.0.0.0/8, ::1 (also as an IPv4-mapped address), or a unix socket.
+func IsLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		return ok && ip.Unmap().IsLoopback()
+	}
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().IsLoopback()
+	}
+	return false
 }

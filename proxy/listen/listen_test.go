@@ -56,3 +56,41 @@ func TestOpenKeepsAndSettles(t *testing.T) {
 		t.Fatal("a required address that cannot be listened on did not fail")
 	}
 }
+
+// TestIsLoopbackAndFD: loopback is 127.0.0.0/8, ::1 (mapped or not) and a
+// unix socket, nothing else; an accepted TCP connection has a descriptor, a
+// pipe has none.
+func TestIsLoopbackAndFD(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "127.9.9.9:1": true, "[::1]:1": true,
+		"[::ffff:127.0.0.1]:1": true, "10.0.0.1:1": false, "[2001:db8::1]:1": false} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := IsLoopback(a); got != want {
+			t.Errorf("IsLoopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
+	if !IsLoopback(&net.UnixAddr{Name: "/tmp/x.sock", Net: "unix"}) {
+		t.Error("a unix socket is not loopback")
+	}
+	ln, err := TCP("127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if FD(c) < 0 {
+		t.Error("a TCP connection has no descriptor")
+	}
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if FD(p1) != -1 {
+		t.Error("a pipe has a descriptor")
+	}
+}

@@ -1,6 +1,7 @@
 package clientlist
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -30,24 +31,18 @@ func TestAppendFlags(t *testing.T) {
 // reply; a client closed already, or the sender under SKIPME yes, is never
 // matched; TYPE tells replicas, subscribers and the rest apart.
 func TestKillFilter(t *testing.T) {
-	args := func(s ...string) [][]byte {
-		var out [][]byte
-		for _, a := range s {
-			out = append(out, []byte(a))
-		}
-		return out
-	}
+	args := func(s string) [][]byte { return bytes.Fields([]byte(s)) }
 	for _, tc := range []struct {
 		args  [][]byte
 		reply string
 	}{
-		{args("ID", "0"), "ERR client-id should be greater than 0"},
-		{args("TYPE", "nosuch"), "ERR Unknown client type 'nosuch'"},
-		{args("USER", "bob"), "ERR No such user 'bob'"},
-		{args("SKIPME", "maybe"), "ERR syntax error"},
+		{args("ID 0"), "ERR client-id should be greater than 0"},
+		{args("TYPE nosuch"), "ERR Unknown client type 'nosuch'"},
+		{args("USER bob"), "ERR No such user 'bob'"},
+		{args("SKIPME maybe"), "ERR syntax error"},
 		{args("ADDR"), "ERR syntax error"},
-		{args("ID", "x", "TYPE", "nosuch"), "ERR client-id should be greater than 0"},
-		{args("TYPE", "slave", "USER", "default", "SKIPME", "no"), ""},
+		{args("ID x TYPE nosuch"), "ERR client-id should be greater than 0"},
+		{args("TYPE slave USER default SKIPME no"), ""},
 	} {
 		var f KillFilter
 		if got := f.Parse(tc.args); got != tc.reply {

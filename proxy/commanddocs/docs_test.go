@@ -92,24 +92,18 @@ func TestReplyMisuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := func(s ...string) [][]byte {
-		var out [][]byte
-		for _, a := range s {
-			out = append(out, []byte(a))
-		}
-		return out
-	}
+	args := func(s string) [][]byte { return bytes.Fields([]byte(s)) }
 	for _, tc := range []struct {
 		args   [][]byte
 		reply  string
 		misuse Misuse
 	}{
-		{args("COMMAND", "COUNT"), ":42\r\n", Fine},
-		{args("COMMAND", "COUNT", "x"), "", WrongArity},
-		{args("COMMAND", "NOSUCH"), "", UnknownSubcommand},
-		{args("COMMAND", "LIST", "FILTERBY", "nosuch", "x"), "-ERR syntax error\r\n", Fine},
-		{args("COMMAND", "LIST", "x"), "-ERR syntax error\r\n", Fine},
-		{args("COMMAND", "INFO", "nosuch"), "*1\r\n$-1\r\n", Fine},
+		{args("COMMAND COUNT"), ":42\r\n", Fine},
+		{args("COMMAND COUNT x"), "", WrongArity},
+		{args("COMMAND NOSUCH"), "", UnknownSubcommand},
+		{args("COMMAND LIST FILTERBY nosuch x"), "-ERR syntax error\r\n", Fine},
+		{args("COMMAND LIST x"), "-ERR syntax error\r\n", Fine},
+		{args("COMMAND INFO nosuch"), "*1\r\n$-1\r\n", Fine},
 	} {
 		got, misuse := d.Reply(nil, wire.RESP2, tc.args, 42)
 		if string(got) != tc.reply || misuse != tc.misuse {

@@ -388,7 +388,7 @@ func TestDownstreamRedisCLI(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "ds:pop", 32)
 	// The snapshot stays in memory only without the stream log
-	// (snapshot_disk.go).
+	// (package snapshots, persist.go).
 	p, xc := startProxyOf(t, primary, "--repl-log-size", "0")
 	writeMixed(t, pc, 100)
 	waitOffsetsEqual(t, pc, xc)

@@ -257,7 +257,7 @@ func TestMaxMemoryEvictsSnapshots(t *testing.T) {
 			pc.MustDo(t, "DEBUG", "POPULATE", 100000, "key", 200)
 			dir := tc.dir(t)
 			// No stream log: with it, every snapshot goes to dir at once,
-			// not by eviction (snapshot_disk.go).
+			// not by eviction (package snapshots, persist.go).
 			p, xc := startProxyOf(t, primary, "--maxmemory", "1mb", "--maxmemory-policy", tc.policy, "--dir", dir, "--repl-log-size", "0")
 			// The snapshot may be gone already: its size is what the
 			// primary sent, less the 40-byte EOF mark of a diskless sync.

@@ -146,7 +146,7 @@ func TestMetricsMatchInfo(t *testing.T) {
 	primary, pc := startPrimary(t)
 	pc.MustDo(t, "DEBUG", "POPULATE", 20000, "key", 100)
 	// Without the stream log, so that the snapshot stays in memory for its
-	// series (snapshot_disk.go).
+	// series (package snapshots, persist.go).
 	p := metricsProxy(t, "--repl-log-size", "0")
 	xc := redistest.Dial(t, p.AddrString())
 

@@ -19,7 +19,7 @@ import (
 )
 
 // A fetched snapshot that may pass the memory limit goes to dir as it
-// arrives, as the main link's payload does (payload_disk.go, fetch.file).
+// arrives, as the main link's payload does (package snapshots, payload.go).
 
 // startFetchDiskProxy runs a proxy of h (quiet: no log kept, whose buffers
 // would grow the heap a test measures) with the stream log off and maxmemory under evict-snapshots: its own snapshot

@@ -30,7 +30,7 @@ func TestUpstreamFollowsPrimary(t *testing.T) {
 			primary, pc := startPrimary(t, "--repl-diskless-sync", diskless)
 			pc.MustDo(t, "DEBUG", "POPULATE", 10000, "key", 64)
 			// The snapshot stays in memory only without the stream log
-			// (snapshot_disk.go).
+			// (package snapshots, persist.go).
 			p, xc := startProxyOf(t, primary, "--repl-log-size", "0")
 			if n := pc.InfoInt(t, "replication", "connected_slaves"); n != 1 {
 				t.Fatalf("primary has %d replicas, want 1", n)

@@ -21,7 +21,7 @@ func TestEvictReturnsTheSpill(t *testing.T) {
 	}
 	h.SpillNotStarted(sn)
 	if got := h.PersistNewest(); got != sn {
-		t.Fatalf("persistNewest returned %p after the spill was handed back, want %p", got, sn)
+		t.Fatalf("PersistNewest returned %p after the spill was handed back, want %p", got, sn)
 	}
 	h.SpillNotStarted(sn)
 	h.mu.Lock()

@@ -2,7 +2,9 @@ package config
 
 import (
 	"math"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/replproxy/replproxy/eviction"
@@ -273,6 +275,23 @@ type Config struct {
 	// taken from the primary. Default 0: only a snapshot with no stream
 	// since. Proxy-only.
 	BackupMaxStreamSince int64
+	// SnapshotFromHost and SnapshotFromPort are `snapshot-from <host>
+	// <port>`: where the proxy fetches every snapshot it needs, a Redis
+	// replica of the same primary or a peer replproxy, so that the primary
+	// need not fork for them. An empty SnapshotFromHost (and then
+	// SnapshotFromPort 0) is `snapshot-from primary`, the default: the
+	// configured primary, as without the directive ([Config.SnapshotFromAddr]).
+	// Proxy-only.
+	SnapshotFromHost string
+	SnapshotFromPort int
+	// SnapshotFromFallback is `snapshot-from-fallback` (yes/no): when the
+	// snapshot-from source cannot be used (down, refusing, replicating
+	// another primary, or further behind than the primary's backlog), true
+	// asks the primary for the snapshot as without a source (a fork on the
+	// primary), and false keeps retrying the source with backoff while the
+	// replicas wait, for deployments where a fork on the primary is worse
+	// than a late replica. Default true. Proxy-only.
+	SnapshotFromFallback bool
 	// ReplLinkSyncRateLimit is `repl-link-sync-rate-limit` in bytes per
 	// second: the most a full-sync payload sent to a downstream proxy (a
 	// replica that said capa replproxy) may take of its link, counted in
@@ -399,6 +418,8 @@ func DefaultConfig() *Config {
 		ReplLogFsync:     FsyncEverySec,
 		ReplLogWindow:    DefaultReplLogWindow,
 
+		SnapshotFromFallback: true,
+
 		ReplLinkCompression:         LinkCompressionNo,
 		ReplLinkCompressionAllow:    true,
 		ReplLinkCompressionMaxLinks: DefaultLinkCompressionMaxLinks,
@@ -422,6 +443,16 @@ func DefaultConfig() *Config {
 		ProtoMaxBulkLen:        512 << 20,
 		MasterQueryBufferLimit: 1 << 30,
 	}
+}
+
+// SnapshotFromAddr returns snapshot-from's source as a dial address
+// ("host:port", IPv6 hosts in brackets), or "" for `snapshot-from primary`:
+// the snapshots are then fetched from the configured primary.
+func (c *Config) SnapshotFromAddr() string {
+	if c.SnapshotFromHost == "" {
+		return ""
+	}
+	return net.JoinHostPort(c.SnapshotFromHost, strconv.Itoa(c.SnapshotFromPort))
 }
 
 // Clone returns a deep copy of c, or nil when c is nil.

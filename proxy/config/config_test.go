@@ -27,6 +27,9 @@ func TestDefaultConfig(t *testing.T) {
 		ReplLogSize:     1 << 30,
 		ReplLogFsync:    FsyncEverySec,
 		ReplLogWindow:   64 << 20,
+
+		SnapshotFromFallback: true,
+
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},
@@ -77,6 +80,14 @@ func TestValidate(t *testing.T) {
 		{"port without upstream", func(c *Config) { c.MasterPort = 6379 }, "replicaof"},
 		{"upstream bad host", func(c *Config) { c.MasterHost, c.MasterPort = "db 1", 6379 }, "replicaof"},
 		{"upstream port too big", func(c *Config) { c.MasterHost, c.MasterPort = "db1", 70000 }, "replicaof"},
+		{"snapshot-from", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1", 6379 }, ""},
+		{"snapshot-from ipv6", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "::1", 6379 }, ""},
+		{"snapshot-from without port", func(c *Config) { c.SnapshotFromHost = "replica-1" }, "snapshot-from"},
+		{"snapshot-from port without host", func(c *Config) { c.SnapshotFromPort = 6379 }, "snapshot-from"},
+		{"snapshot-from bad host", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica 1", 6379 }, "snapshot-from"},
+		{"snapshot-from port too big", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1", 65536 }, "snapshot-from"},
+		{"snapshot-from port negative", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1", -1 }, "snapshot-from"},
+		{"snapshot-from-fallback off", func(c *Config) { c.SnapshotFromFallback = false }, ""},
 		{"masteruser without masterauth", func(c *Config) { c.MasterUser = "u" }, "masteruser"},
 		{"masteruser with masterauth", func(c *Config) { c.MasterUser, c.MasterAuth = "u", "p" }, ""},
 		{"masterauth alone", func(c *Config) { c.MasterAuth = "p" }, ""},
@@ -176,6 +187,36 @@ func TestClone(t *testing.T) {
 			t.Fatal("nil.Clone() != nil")
 		}
 	})
+}
+
+// TestSnapshotFromAddr: "" for snapshot-from primary, so that a caller
+// falls back to the primary's address, and a dial address otherwise, IPv6
+// hosts bracketed.
+func TestSnapshotFromAddr(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"primary"}, ""},
+		{[]string{""}, ""},
+		{[]string{"10.0.0.2", "6379"}, "10.0.0.2:6379"},
+		{[]string{"replica-1.example", "6380"}, "replica-1.example:6380"},
+		{[]string{"::1", "7000"}, "[::1]:7000"},
+		{[]string{"fe80::1%eth0 7001"}, "[fe80::1%eth0]:7001"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c := DefaultConfig()
+			if err := c.Set("snapshot-from", tc.args...); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.SnapshotFromAddr(); got != tc.want {
+				t.Fatalf("SnapshotFromAddr() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := DefaultConfig().SnapshotFromAddr(); got != "" {
+		t.Fatalf("default SnapshotFromAddr() = %q, want \"\" (the primary)", got)
+	}
 }
 
 func TestErrorString(t *testing.T) {

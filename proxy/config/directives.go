@@ -220,6 +220,17 @@ var directives = []directive{
 		},
 	},
 	stringDirective("requirepass", true, func(c *Config) *string { return &c.RequirePass }, nil),
+	{
+		name: "snapshot-from", mutable: true, multi: true, nargs: -1,
+		set: setSnapshotFrom,
+		get: func(c *Config) string {
+			if c.SnapshotFromHost == "" {
+				return "primary"
+			}
+			return c.SnapshotFromHost + " " + strconv.Itoa(c.SnapshotFromPort)
+		},
+	},
+	boolDirective("snapshot-from-fallback", true, func(c *Config) *bool { return &c.SnapshotFromFallback }),
 	enumDirective("supervised", false, func(c *Config) *Supervised { return &c.Supervised }, supervisedModes),
 	enumDirective("tls-auth-clients", true, func(c *Config) *TLSAuth { return &c.TLSAuthClients }, tlsAuthValues),
 	tlsFileDirective("tls-ca-cert-dir", func(c *Config) *string { return &c.TLSCACertDir }),
@@ -278,9 +289,10 @@ func Mutable(name string) bool {
 // directive. Set does not consult [Mutable]: a CONFIG SET handler must, and
 // then run [Config.Validate] on the result for cross-field rules.
 //
-// For bind, client-output-buffer-limit and replicaof, a single non-empty
-// argument is split into words first (redis-server's MULTI_ARG_CONFIG), so
-// Set(name, v) accepts what Get(name) returned.
+// For ack-policy, bind, client-output-buffer-limit, replicaof and
+// snapshot-from, a single non-empty argument is split into words first
+// (redis-server's MULTI_ARG_CONFIG), so Set(name, v) accepts what
+// Get(name) returned.
 func (c *Config) Set(name string, args ...string) error {
 	name = asciiLower(name)
 	if err := c.set(name, args); err != nil {
@@ -313,8 +325,9 @@ func (c *Config) set(name string, args []string) error {
 
 // Get returns the named directive's value (any case, alias or not) as
 // redis-server's CONFIG GET formats it: sizes as plain byte counts, seconds
-// as integers (rounded up), replicaof as "host port" or "", bind as
-// space-separated addresses, client-output-buffer-limit as
+// as integers (rounded up), replicaof as "host port" or "", snapshot-from
+// as "host port" or "primary", bind as space-separated addresses,
+// client-output-buffer-limit as
 // "normal H S SEC slave H S SEC pubsub H S SEC". ok is false for an unknown
 // name.
 func (c *Config) Get(name string) (value string, ok bool) {
@@ -400,6 +413,31 @@ func setReplicaOf(c *Config, args []string) error {
 		return fmt.Errorf("invalid master port: %w", err)
 	}
 	c.MasterHost, c.MasterPort = args[0], int(port)
+	return nil
+}
+
+// setSnapshotFrom implements `snapshot-from <host> <port>` and
+// `snapshot-from primary` (any case), as setReplicaOf reads replicaof. A
+// single empty argument also means primary, as it means no one for
+// replicaof, so that CONFIG SET snapshot-from "" resets both alike. A host
+// named "primary" (a Kubernetes service may be) stays usable: with its
+// port it is two arguments, so it is read as a host.
+func setSnapshotFrom(c *Config, args []string) error {
+	if len(args) == 1 && (args[0] == "" || asciiLower(args[0]) == "primary") {
+		c.SnapshotFromHost, c.SnapshotFromPort = "", 0
+		return nil
+	}
+	if len(args) != 2 {
+		return fmt.Errorf("%w: got %d, want 2 (<host> <port>) or 1 (primary)", ErrArgCount, len(args))
+	}
+	if err := checkHost(args[0]); err != nil {
+		return err
+	}
+	port, err := parseIntRange(args[1], 1, 65535)
+	if err != nil {
+		return fmt.Errorf("invalid snapshot-from port: %w", err)
+	}
+	c.SnapshotFromHost, c.SnapshotFromPort = args[0], int(port)
 	return nil
 }
 

@@ -25,10 +25,10 @@
 // appear many times; the last one wins (client-output-buffer-limit changes
 // only the classes it names). include is rejected as not supported.
 //
-// For ack-policy, bind, client-output-buffer-limit and replicaof a single
-// argument is split again, so `client-output-buffer-limit "replica 256mb
-// 64mb 60"`, the command-line `--bind "127.0.0.1 -::1"` and CONFIG SET with
-// one value work as in Redis.
+// For ack-policy, bind, client-output-buffer-limit, replicaof and
+// snapshot-from a single argument is split again, so
+// `client-output-buffer-limit "replica 256mb 64mb 60"`, the command-line
+// `--bind "127.0.0.1 -::1"` and CONFIG SET with one value work as in Redis.
 //
 // # Values
 //
@@ -59,6 +59,8 @@
 //	repl-snapshot-max-stream-since
 //	                             0 (¾ of repl-log-size)  yes      ReplSnapshotMaxStreamSince
 //	backup-max-stream-since      0 (no stream since)     yes      BackupMaxStreamSince
+//	snapshot-from                primary                 yes      SnapshotFromHost, SnapshotFromPort
+//	snapshot-from-fallback       yes                     yes      SnapshotFromFallback
 //	repl-link-sync-rate-limit    0 (unlimited; else at   yes      ReplLinkSyncRateLimit
 //	                             least SyncRatePiece
 //	                             per repl-timeout)

@@ -100,6 +100,12 @@ func TestLoad(t *testing.T) {
 		}},
 		{"output limits quoted", `client-output-buffer-limit "replica 256mb 64mb 60"`, func(*Config) {}},
 		{"backlog clamped", "repl-backlog-size 100", func(c *Config) { c.ReplBacklogSize = MinReplBacklogSize }},
+		{"snapshot-from", "snapshot-from 10.0.0.2 6379\nsnapshot-from-fallback no", func(c *Config) {
+			c.SnapshotFromHost, c.SnapshotFromPort, c.SnapshotFromFallback = "10.0.0.2", 6379, false
+		}},
+		{"snapshot-from quoted", `snapshot-from "::1 6380"`, func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "::1", 6380 }},
+		{"snapshot-from back to primary", "snapshot-from 10.0.0.2 6379\nsnapshot-from Primary", func(*Config) {}},
+		{"snapshot-from empty", `snapshot-from ""`, func(*Config) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := DefaultConfig()
@@ -143,6 +149,11 @@ func TestLoadErrors(t *testing.T) {
 			`config: test.conf:1: "f\x01o": unknown directive`},
 		{"secret not echoed", "masterauth a b", 1, "masterauth", ErrArgCount,
 			"config: test.conf:1: masterauth: wrong number of arguments: got 2, want 1"},
+		{"snapshot-from port zero", "snapshot-from 10.0.0.2 0", 1, "snapshot-from", ErrInvalidValue,
+			`config: test.conf:1: snapshot-from: invalid snapshot-from port: invalid value "0": argument must be between 1 and 65535 inclusive`},
+		{"snapshot-from host without port", "snapshot-from 10.0.0.2", 1, "snapshot-from", ErrArgCount,
+			"config: test.conf:1: snapshot-from: wrong number of arguments: got 1, want 2 (<host> <port>) or 1 (primary)"},
+		{"snapshot-from primary with more", "snapshot-from primary 6379 x", 1, "snapshot-from", ErrArgCount, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
@@ -406,6 +417,8 @@ var fuzzSeeds = []string{
 	"foo bar\n",
 	"port 1 # c\n",
 	"masteruser x\n",
+	"snapshot-from 10.0.0.2 6379\nsnapshot-from-fallback no\n",
+	"snapshot-from \"::1 6380\"\nsnapshot-from PRIMARY\n",
 }
 
 func FuzzParseConfig(f *testing.F) {

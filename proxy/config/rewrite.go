@@ -29,6 +29,8 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 	"client-output-buffer-limit": rewriteOutputLimits,
 	"replicaof":                  rewriteReplicaOf,
 	"ack-policy":                 rewriteWords("ack-policy"),
+	// Unquoted, as replicaof: checkHost keeps blanks and quotes out of the host.
+	"snapshot-from": rewriteWords("snapshot-from"),
 
 	// Byte counts, written with Redis's units (rewriteConfigBytesOption).
 	"client-query-buffer-limit": rewriteBytes("client-query-buffer-limit", func(c *Config) int64 { return c.ClientQueryBufferLimit }),

@@ -26,6 +26,7 @@ func TestRewrite(t *testing.T) {
 		"# the upstream",
 		"slaveof 10.0.0.1 6379", // alias: replaced by replicaof
 		"replicaof 10.0.0.2 6380",
+		"snapshot-from primary",
 		"loglevel notice", // at its default: kept, with the current value
 		"loglevel debug",  // duplicate: blanked
 		"",
@@ -39,6 +40,8 @@ func TestRewrite(t *testing.T) {
 	c := DefaultConfig()
 	c.Port = 7001
 	c.MasterHost, c.MasterPort = "10.0.0.3", 6381
+	c.SnapshotFromHost, c.SnapshotFromPort = "::1", 6382
+	c.SnapshotFromFallback = false
 	c.LogLevel = LogNotice
 	c.RequirePass = `p w"d`
 	c.MaxMemory = 3 << 30
@@ -57,6 +60,7 @@ func TestRewrite(t *testing.T) {
 		"# the upstream",
 		"replicaof 10.0.0.3 6381",
 		"",
+		"snapshot-from ::1 6382",
 		"loglevel notice",
 		"",
 		"client-output-buffer-limit normal 0 0 0", // the first class takes the line, as in Redis
@@ -71,6 +75,7 @@ func TestRewrite(t *testing.T) {
 		"maxmemory 3gb",
 		"repl-backlog-size 1048577",
 		`requirepass "p w\"d"`,
+		"snapshot-from-fallback no",
 		`tls-ca-cert-file "/etc/tls/ca.crt"`,
 		`tls-cert-file "/etc/tls/proxy.crt"`,
 		`tls-key-file "/etc/tls/proxy key"`,
@@ -120,6 +125,13 @@ func TestRewriteCases(t *testing.T) {
 		{"empty logfile kept quoted", "logfile x\n", func(*Config) {}, "logfile \"\"\n\n"},
 		{"CRLF and indentation", "\t port 1\r\n", func(c *Config) { c.Port = 1 }, "port 1\n\n"},
 		{"include is unknown", "include /x.conf\n", func(*Config) {}, "# ??? include /x.conf\n\n"},
+		{"snapshot-from appended unquoted", "", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1.example", 6379 },
+			RewriteSignature + "\nsnapshot-from replica-1.example 6379\n"},
+		{"snapshot-from-fallback appended", "", func(c *Config) { c.SnapshotFromFallback = false },
+			RewriteSignature + "\nsnapshot-from-fallback no\n"},
+		{"snapshot-from back to primary", "snapshot-from 10.0.0.2 6379\nsnapshot-from-fallback no\n", func(*Config) {},
+			"snapshot-from primary\nsnapshot-from-fallback yes\n\n"},
+		{"snapshot-from defaults not appended", "# c\n", func(*Config) {}, "# c\n\n"},
 		{"all classes named", "client-output-buffer-limit normal 0 0 0 slave 1 2 3 pubsub 32mb 8mb 60\n", func(*Config) {},
 			"client-output-buffer-limit normal 0 0 0\n\n"},
 	} {
@@ -178,6 +190,11 @@ func TestRewriteRandom(t *testing.T) {
 		if r.IntN(2) == 0 {
 			c.RequirePass = str()
 		}
+		if r.IntN(2) == 0 {
+			c.SnapshotFromHost = []string{"10.0.0.9", "::1", "fe80::1%eth0", "primary", "replica-1.example"}[r.IntN(5)]
+			c.SnapshotFromPort = 1 + r.IntN(65535)
+		}
+		c.SnapshotFromFallback = r.IntN(2) == 0
 		c.ProtectedMode = r.IntN(2) == 0
 		c.ReplBacklogSize = MinReplBacklogSize + r.Int64N(1<<30)
 		c.ReplTimeout = time.Duration(1+r.IntN(100)) * time.Second

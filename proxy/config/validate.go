@@ -32,6 +32,7 @@ func (c *Config) Validate() error {
 		{"repl-snapshot-refresh", checkSeconds(c.ReplSnapshotRefresh, 0)},
 		{"repl-snapshot-max-stream-since", checkNonNegative(c.ReplSnapshotMaxStreamSince)},
 		{"backup-max-stream-since", checkNonNegative(c.BackupMaxStreamSince)},
+		{"snapshot-from", checkSnapshotFrom(c.SnapshotFromHost, c.SnapshotFromPort)},
 		{"repl-link-sync-rate-limit", checkSyncRate(c.ReplLinkSyncRateLimit, c.ReplTimeout)},
 		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
@@ -128,6 +129,22 @@ func checkMaster(host string, port int) error {
 	if host == "" {
 		if port != 0 {
 			return fmt.Errorf("%w %d: master port set without a master host", ErrInvalidValue, port)
+		}
+		return nil
+	}
+	if err := checkHost(host); err != nil {
+		return err
+	}
+	return checkPort(port, 1)
+}
+
+// checkSnapshotFrom is checkMaster for snapshot-from: a host with a port,
+// or neither (primary). A port alone would be a source the proxy cannot
+// dial, and SnapshotFromAddr would report primary for it.
+func checkSnapshotFrom(host string, port int) error {
+	if host == "" {
+		if port != 0 {
+			return fmt.Errorf("%w %d: snapshot-from port set without a host", ErrInvalidValue, port)
 		}
 		return nil
 	}

@@ -90,6 +90,12 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 			// No held snapshot is filtered: the replica's writer gets one
 			// from the primary (downstream's writer.filtered).
 			plan = s.hist.PlanFiltered()
+		case c.hs.RDBOnly && c.hs.CapaSource:
+			// A peer proxy seeding from this one (snapshot-from): any
+			// snapshot this history serves, however far behind its
+			// stream's end, as a replica's full sync would get; its
+			// position is the peer's to check against the primary.
+			plan, err = s.snaps.PlanFull()
 		case c.hs.RDBOnly:
 			plan, err = s.snaps.PlanBackup(s.config().BackupMaxStreamSince)
 		default:

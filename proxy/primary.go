@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"time"
@@ -100,6 +101,36 @@ func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream
 
 func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.snaps.PayloadFailed(sn) }
 
+// SnapshotSource is the source snapshot-from names, "" for the primary.
+func (h upstreamHost) SnapshotSource() string { return h.s.config().SnapshotFromAddr() }
+
+// Seed starts a snapshot from the snapshot source for the main link's sync
+// (package snapshots runs it); its Begin disconnects the replicas of the
+// generation it replaces, as an install does.
+func (h upstreamHost) Seed(ctx context.Context) (upstream.Seed, bool, error) {
+	sd, fallback, err := h.s.snaps.Seed(ctx)
+	if sd == nil {
+		return nil, fallback, err // no typed nil in the interface
+	}
+	return proxySeed{h.s, sd}, false, nil
+}
+
+// proxySeed is a snapshots.Seed as the upstream link uses it.
+type proxySeed struct {
+	s  *Server
+	sd *snapshots.Seed
+}
+
+func (p proxySeed) Position() (string, int64) { return p.sd.Position() }
+
+func (p proxySeed) Begin() {
+	epoch := p.sd.Begin()
+	p.s.fanout.Wake() // parked replicas see the new generation as Wait's would
+	p.s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
+}
+
+func (p proxySeed) Abort(why error) bool { return p.sd.Abort(why) }
+
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
 	cfg := s.config()
@@ -153,6 +184,7 @@ func (s *Server) snapshotSettings(cfg *config.Config) snapshots.Settings {
 	if cfg.MasterHost != "" {
 		set.Primary = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
 	}
+	set.Source, set.Fallback = cfg.SnapshotFromAddr(), cfg.SnapshotFromFallback
 	return set
 }
 

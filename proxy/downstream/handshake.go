@@ -32,6 +32,11 @@ type Handshake struct {
 	// Redis ignores: the replica is a downstream proxy (traffic control
 	// and INFO's Links section single those out).
 	CapaReplproxy bool
+	// CapaSource: capa replproxy-source, which a replproxy sends when it
+	// fetches from this one as its snapshot source (snapshot-from): a
+	// backup (rdb-only) then gets any snapshot a full sync would, however
+	// far behind the stream's end, the asker checking its position.
+	CapaSource bool
 	// Compression is what REPLCONF link-compression agreed to: "zstd" once
 	// the proxy answered +OK to zstd (everything it sends after the PSYNC
 	// reply line is then compressed), "" for a plain link.
@@ -103,6 +108,8 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 				h.CapaPSync2 = true
 			case "replproxy":
 				h.CapaReplproxy = true
+			case "replproxy-source":
+				h.CapaSource = true
 			}
 		case "ack":
 			// No reply, ever; from a client that is not a replica, ignored

@@ -42,6 +42,12 @@ type Fetch struct {
 
 	reason FetchReason // why it was started; set at creation
 
+	// pin, for a seed (BeginAt), holds the stream from just after the
+	// snapshot until the fetch ends, so that however long the payload takes
+	// the bytes it needs stay in memory (or the stream log) without a
+	// replica waiting to pin them. Guarded by History.mu.
+	pin *replbuf.Cursor
+
 	// waiters counts the replicas whose plan joined this fetch and that are
 	// still connected; guarded by History.mu. PlanFull counts a replica before
 	// it is registered, so a fetch that fails at once still sees it.
@@ -60,6 +66,7 @@ const (
 	FetchRefresh                          // repl-snapshot-refresh: the log was about to stop covering the snapshot on disk
 	FetchBackup                           // a backup (rdb-only) needed a snapshot fresher than backup-max-stream-since allows of the held one
 	FetchFiltered                         // a replica asked for a filtered RDB (rdb-filter-only), which only the primary makes; never the history's
+	FetchProxySync                        // the proxy's own sync: its first, or after its history was lost or cut, from the snapshot source (BeginAt)
 	NumFetchReasons
 )
 
@@ -74,9 +81,17 @@ func (r FetchReason) String() string {
 		return "backup"
 	case FetchFiltered:
 		return "filtered"
+	case FetchProxySync:
+		return "proxy_sync"
 	}
 	return "unknown"
 }
+
+// NewSeed returns the fetch of a seed (reason FetchProxySync): a snapshot
+// from the snapshot source for the proxy's own sync, which the history
+// records once the primary continues its position (BeginAt) and which is
+// then ended as any fetch (FetchStarted, FetchEnded, FetchGaveUp).
+func NewSeed() *Fetch { return &Fetch{ready: make(chan struct{}), reason: FetchProxySync} }
 
 // FetchCounts counts completed fetches per reason.
 type FetchCounts [NumFetchReasons]atomic.Int64

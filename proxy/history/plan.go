@@ -360,6 +360,7 @@ func (h *History) FetchEnded(f *Fetch, err error) {
 	if h.mu.fetch == f {
 		h.mu.fetch = nil
 	}
+	f.unpinLocked()
 	if err != nil && h.mu.snapshot == f.sn {
 		h.mu.snapshot = nil
 		h.retireLocked(f.sn)
@@ -373,8 +374,18 @@ func (h *History) FetchGaveUp(f *Fetch, err error) {
 	if h.mu.fetch == f {
 		h.mu.fetch = nil
 	}
+	f.unpinLocked()
 	f.err = err
 	close(f.ready)
+}
+
+// unpinLocked lets go of the stream a seed held (BeginAt) once it ended.
+// REQUIRES: History.mu held.
+func (f *Fetch) unpinLocked() {
+	if f.pin != nil {
+		f.pin.Close()
+		f.pin = nil
+	}
 }
 
 // errFetchedStale refuses a fetched payload that ended after the stream
@@ -390,6 +401,7 @@ func (h *History) fetchedEnded(f *Fetch, err error) {
 	if h.mu.fetch == f {
 		h.mu.fetch = nil
 	}
+	f.unpinLocked()
 	f.arriving = false
 	if err == nil && (h.st.Generation() != f.gen || !h.matchesLocked(sn.ReplID(), sn.Offset()+1)) {
 		err = errFetchedStale

@@ -48,32 +48,52 @@ func (k *Keeper) startFetch(f *history.Fetch) bool {
 }
 
 // runFetch makes attempts at f until one hands out the snapshot, and ends f
-// with its outcome. An attempt that fails before the snapshot was handed
-// out (the primary refused, went silent, or answered what Redis never
-// sends) is retried after the link's backoff, as long as ctx lasts, the
-// configured primary is the one the fetch began with and a replica waits
-// for it (a background refresh, which none waits for, is tried once);
-// otherwise f gives up, and its waiters with it. A failure after the
+// with its outcome. Each attempt asks the snapshot source when one is
+// configured (source.go), and the primary otherwise, or once the source
+// failed under snapshot-from-fallback yes (at once, no backoff: the source
+// is not the primary). An attempt that fails before the snapshot was handed
+// out (refused, silent, behind, of another history, or an answer Redis
+// never sends) is retried after the link's backoff, as long as ctx lasts,
+// the configured primary is the one the fetch began with and a replica
+// waits for it (a background refresh, which none waits for, is tried
+// once); otherwise f gives up, and its waiters with it. A failure after the
 // snapshot was handed out is not retried here: the replicas following it
-// fail with it and come back for a new one. Every failed attempt is counted
-// and logged once.
+// fail with it and come back for a new one. Every failed attempt is
+// counted; one of the primary's is logged each time, one of the source's
+// once per cause.
 func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 	began := k.settings().Primary
+	fellBack := false
 	var backoff time.Duration
 	for {
-		started, err := k.fetchOnce(ctx, f)
+		from := ""
+		if !fellBack {
+			from = k.settings().Source
+		}
+		started, err := k.fetchOnce(ctx, f, from)
 		if err == nil {
 			return
 		}
 		k.counts.failures.Add(1)
+		if from != "" {
+			k.sourceFailed(from, err)
+			if !started && ctx.Err() == nil && k.fallsBack(err) {
+				fellBack = true
+				continue
+			}
+		}
 		if started {
-			k.log.Warn("snapshot fetch failed", "error", err)
+			if from == "" {
+				k.log.Warn("snapshot fetch failed", "error", err)
+			}
 			return
 		}
 		why := k.stopReason(ctx, began, f)
 		if why == "" {
 			backoff = k.backoff(backoff)
-			k.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", backoff.Milliseconds())
+			if from == "" {
+				k.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", backoff.Milliseconds())
+			}
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():
@@ -107,11 +127,17 @@ func (k *Keeper) stopReason(ctx context.Context, began string, f *history.Fetch)
 	return ""
 }
 
-// fetchOnce makes one attempt at f. started reports whether the snapshot was
-// handed out (the history's FetchStarted); a failure before that leaves f
-// open for another attempt.
-func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch) (started bool, err error) {
-	sn, err := k.src.FetchSnapshot(ctx, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+// fetchOnce makes one attempt at f, from the source from ("": the
+// primary). started reports whether the snapshot was handed out (the
+// history's FetchStarted); a failure before that leaves f open for another
+// attempt. A source's snapshot is checked against the history at its
+// +FULLRESYNC (History.Continues), before any of its payload is read.
+func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch, from string) (started bool, err error) {
+	var at func(string, int64) error
+	if from != "" {
+		at = k.hist.Continues
+	}
+	sn, err := k.src.FetchSnapshot(ctx, from, at, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
 		k.memoryGrows()
 		// The same rule as the main link's payload: a declared size dir
 		// or memory cannot hold is refused here, unread.
@@ -137,8 +163,12 @@ func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch) (started bool,
 		return true, err
 	}
 	k.counted(f.Reason())
-	k.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
-		"reason", f.Reason().String())
+	lg := []any{"replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(), "reason", f.Reason().String()}
+	if from != "" {
+		k.sourceServed()
+		lg = append(lg, "source", from)
+	}
+	k.log.Info("snapshot fetched", lg...)
 	return true, nil
 }
 
@@ -164,15 +194,30 @@ func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Sna
 	if filter == "" {
 		return k.emptyRDB()
 	}
-	sn, err := k.src.FetchFiltered(ctx, filter, filteredLimit)
+	from := k.settings().Source
+	sn, err := k.src.FetchFiltered(ctx, from, filter, filteredLimit)
+	if err != nil && from != "" {
+		k.counts.failures.Add(1)
+		k.sourceFailed(from, err)
+		if ctx.Err() != nil || !k.fallsBack(err) {
+			return nil, err
+		}
+		from = ""
+		sn, err = k.src.FetchFiltered(ctx, from, filter, filteredLimit)
+	}
 	if err != nil {
 		k.counts.failures.Add(1)
 		k.log.Warn("snapshot fetch failed", "error", err, "filter", filter)
 		return nil, err
 	}
 	k.counted(history.FetchFiltered)
-	k.log.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
-		"reason", history.FetchFiltered.String(), "filter", filter)
+	lg := []any{"replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
+		"reason", history.FetchFiltered.String(), "filter", filter}
+	if from != "" {
+		k.sourceServed()
+		lg = append(lg, "source", from)
+	}
+	k.log.Info("snapshot fetched", lg...)
 	return sn, nil
 }
 

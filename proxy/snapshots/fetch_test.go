@@ -21,18 +21,33 @@ type fakeSource struct {
 	connected bool
 	attempt   func(n int, start func() error) error
 	attempts  int
-	hist      *history.History
-	pool      *replbuf.Pool
+	froms     []string // the source of each attempt ("": the primary)
+	// position, when set, is the +FULLRESYNC of an attempt from the
+	// source from; otherwise the stream's replid at offset 0.
+	position func(from string) (replID string, offset int64)
+	hist     *history.History
+	pool     *replbuf.Pool
 }
 
-func (s *fakeSource) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
+func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, at func(string, int64) error,
+	started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
 	s.mu.Lock()
 	s.attempts++
 	n := s.attempts
+	s.froms = append(s.froms, from)
 	s.mu.Unlock()
+	replID, offset := s.hist.Identity().ReplID, int64(0)
+	if s.position != nil {
+		replID, offset = s.position(from)
+	}
 	var sn *replbuf.Snapshot
 	start := func() error {
-		sn = replbuf.NewSnapshot(s.hist.Identity().ReplID, 0, s.pool, time.Now())
+		if at != nil {
+			if err := at(replID, offset); err != nil {
+				return err
+			}
+		}
+		sn = replbuf.NewSnapshot(replID, offset, s.pool, time.Now())
 		if _, err := started(sn, int64(len(testRDB))); err != nil {
 			return err
 		}
@@ -47,7 +62,7 @@ func (s *fakeSource) FetchSnapshot(ctx context.Context, started func(*replbuf.Sn
 	return sn, nil
 }
 
-func (s *fakeSource) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
+func (s *fakeSource) FetchFiltered(ctx context.Context, from, filter string, limit int64) (*replbuf.Snapshot, error) {
 	return nil, errors.New("not scripted")
 }
 

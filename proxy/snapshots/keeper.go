@@ -29,23 +29,28 @@ type Sink = interface {
 // Source is the upstream link's side links, as the snapshot work uses them;
 // the link (*upstream.Link) is one.
 type Source interface {
-	// FetchSnapshot opens a side link to the configured primary and asks
-	// for a snapshot (REPLCONF rdb-only 1, PSYNC ? -1). started is called
-	// with the new snapshot and the payload's declared size (-1:
-	// EOF-marked) once the payload's header arrived, before its first
-	// byte; the payload then goes into the snapshot and the sink started
-	// returns (nil: memory only); an error from started refuses the
-	// payload unread.
-	FetchSnapshot(ctx context.Context, started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
-	// FetchFiltered asks for the RDB the primary makes under REPLCONF
-	// rdb-filter-only filter, refusing one over limit bytes. The primary's
+	// FetchSnapshot opens a side link to from (host:port; "": the
+	// configured primary) and asks for a snapshot (REPLCONF rdb-only 1,
+	// PSYNC ? -1). at, when not nil, is called with the replid and offset
+	// of its +FULLRESYNC, before the payload; an error from it ends the
+	// fetch unread. started is called with the new snapshot and the
+	// payload's declared size (-1: EOF-marked) once the payload's header
+	// arrived, before its first byte; the payload then goes into the
+	// snapshot and the sink started returns (nil: memory only); an error
+	// from started refuses the payload unread. An error reply is an error
+	// that errors.As finds as a Refusal.
+	FetchSnapshot(ctx context.Context, from string, at func(replID string, offset int64) error,
+		started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
+	// FetchFiltered asks from ("": the primary) for the RDB it makes under
+	// REPLCONF rdb-filter-only filter, refusing one over limit bytes. The
 	// refusal is an error that errors.As finds as a Refusal.
-	FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error)
+	FetchFiltered(ctx context.Context, from, filter string, limit int64) (*replbuf.Snapshot, error)
 	// Connected reports whether the main link streams from the primary.
 	Connected() bool
 }
 
-// A Refusal is the primary's error reply to what a side link asked for.
+// A Refusal is the error reply of the primary (or the snapshot source) to
+// what a side link asked for.
 type Refusal interface {
 	error
 	PrimaryReply() string
@@ -69,7 +74,11 @@ type Host interface {
 type Settings struct {
 	// Primary is the address of the primary replicaof names ("": none).
 	Primary string
-	Dir     string
+	// Source is the snapshot source snapshot-from names (host:port; "":
+	// the primary), and Fallback snapshot-from-fallback (source.go).
+	Source   string
+	Fallback bool
+	Dir      string
 	// MaxMemory is maxmemory (0: none); EvictSnapshots says
 	// maxmemory-policy is evict-snapshots, under which a payload goes to
 	// dir past it.
@@ -132,6 +141,7 @@ type Keeper struct {
 	refreshAfter time.Time
 
 	counts counters
+	source sourceCounters
 
 	// The work group. Work asked for before Run waits in queued; Run
 	// starts it, and everything asked for until Run ends, on its own

@@ -34,12 +34,13 @@ var ErrBadReply = errors.New("proxy: malformed reply from primary")
 // session is one connection to the primary, main or side link, from the
 // handshake on. The goroutine that opened it reads; writes go through send.
 type session struct {
-	l       *Link
-	conn    net.Conn
-	rd      *wire.CommandReader
-	timeout time.Duration
-	meter   meter  // what differs between the main link and a side link
-	primary string // the primary's address, as the configuration names it
+	l        *Link
+	conn     net.Conn
+	rd       *wire.CommandReader
+	timeout  time.Duration
+	meter    meter  // what differs between the main link and a side link
+	primary  string // the primary's address, as the configuration names it (a source's, for a side link to one)
+	toSource bool   // a side link to the snapshot source (Target.Source)
 
 	// Link compression (REPLCONF link-compression), set by hello: ask is
 	// repl-link-compression zstd at this connection, agreed the primary's
@@ -85,7 +86,7 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 // is what they count differently.
 func (l *Link) handshake(conn net.Conn, t Target, m meter) (*session, error) {
 	c := &session{l: l, conn: conn, rd: wire.NewCommandReader(conn, wire.Limits{}), timeout: t.Timeout, meter: m,
-		primary: t.Addr, ask: t.Compress, in: conn}
+		primary: t.Addr, toSource: t.Source, ask: t.Compress, in: conn}
 	if c.primary == "" { // Serve's caller dialled
 		c.primary = conn.RemoteAddr().String()
 	}
@@ -164,7 +165,11 @@ func (c *session) hello(user, pass string) error {
 	// capa replproxy tells an upstream replproxy that this replica is a
 	// proxy (its traffic control and INFO's Links single those out); Redis
 	// and Valkey ignore a capa they do not know.
-	batch = wire.AppendCommand(batch, "REPLCONF", "capa", "eof", "capa", "psync2", "capa", "replproxy")
+	capa := []string{"REPLCONF", "capa", "eof", "capa", "psync2", "capa", "replproxy"}
+	if c.toSource {
+		capa = append(capa, "capa", "replproxy-source")
+	}
+	batch = wire.AppendCommand(batch, capa...)
 	if c.ask {
 		batch = wire.AppendCommand(batch, "REPLCONF", "link-compression", "zstd")
 	}
@@ -204,13 +209,50 @@ func (c *session) hello(user, pass string) error {
 }
 
 // psync asks for a partial resync when the stream can continue, otherwise a
-// full one, and handles the answer up to the first stream byte. Main link
-// only.
-func (c *session) psync() error {
+// full one, and handles the answer up to the first stream byte. With a
+// snapshot source (snapshot-from), a stream the primary cannot continue
+// (none yet, or one its INFO replication says it no longer holds) is synced
+// from the source instead (seedSync), so that the primary does not fork.
+// Main link only.
+func (c *session) psync(ctx context.Context) error {
 	l := c.l
-	replID, offset := "?", "-1"
-	if id, ok := l.host.ResumeID(); l.resumable && ok {
-		replID, offset = id, strconv.FormatInt(l.host.Stream().Offset()+1, 10)
+	id, ok := l.host.ResumeID()
+	resumable := l.resumable && ok
+	next := strconv.FormatInt(l.host.Stream().Offset()+1, 10)
+	if l.host.SnapshotSource() != "" {
+		ph, err := c.primaryHistory()
+		if err != nil {
+			return err
+		}
+		if !resumable {
+			return c.seedSync(ctx, ph)
+		}
+		if ph != nil {
+			if err := ph.continues(id, l.host.Stream().Offset()+1); err != nil {
+				l.log.Warn("the primary cannot continue the proxy's history, syncing from the snapshot source", "error", err)
+				return c.seedSync(ctx, ph)
+			}
+		}
+	}
+	if resumable {
+		return c.psyncAsk(id, next, nil)
+	}
+	return c.psyncAsk("?", "-1", nil)
+}
+
+// psyncAsk sends PSYNC replID offset and handles the answer up to the first
+// stream byte. seed, when not nil, is the snapshot source's position the
+// PSYNC continues: a +CONTINUE begins it, anything else aborts it (exactly
+// one of the two).
+func (c *session) psyncAsk(replID, offset string, seed Seed) (err error) {
+	l := c.l
+	resolved := false
+	if seed != nil {
+		defer func() {
+			if !resolved && err != nil {
+				seed.Abort(err)
+			}
+		}()
 	}
 	if err := c.send("PSYNC", replID, offset); err != nil {
 		return fmt.Errorf("PSYNC: %w", err)
@@ -221,6 +263,12 @@ func (c *session) psync() error {
 	}
 	switch {
 	case hasPrefixFold(reply, "+FULLRESYNC"):
+		if seed != nil {
+			// The primary forked all the same: its payload is read.
+			seed.Abort(ErrPrimaryFullSync)
+			resolved = true
+			l.log.Warn("the primary answered the snapshot source's position with a full sync", "replid", replID, "offset", offset)
+		}
 		c.decompress(true)
 		return c.fullSync(reply)
 	case hasPrefixFold(reply, "+CONTINUE"):
@@ -230,12 +278,38 @@ func (c *session) psync() error {
 			return fmt.Errorf("PSYNC: %w: %q in reply to PSYNC ? -1", ErrBadReply, clip(reply, 120))
 		}
 		c.decompress(true)
+		if seed != nil {
+			newID, err := parseContinue(reply)
+			if err != nil {
+				return fmt.Errorf("PSYNC: %w", err)
+			}
+			resolved = true
+			c.seeded(seed, newID)
+			return nil
+		}
 		return c.partialSync(reply)
 	case hasPrefixFold(reply, "-NOMASTERLINK"), hasPrefixFold(reply, "-LOADING"):
 		return fmt.Errorf("PSYNC: %w: %s", ErrTryLater, clip(reply, 120))
 	default:
 		return fmt.Errorf("PSYNC: unexpected reply %q", clip(reply, 120))
 	}
+}
+
+// seeded begins seed, whose position the primary continues (+CONTINUE
+// [newID]): the stream starts a new generation at its offset, and goes on
+// from the primary while the snapshot arrives from the source.
+func (c *session) seeded(seed Seed, newID string) {
+	l := c.l
+	replID, offset := seed.Position()
+	seed.Begin()
+	l.scanner.Reset(offset)
+	l.applied.Store(offset)
+	l.resumable = true
+	if oldID, second, changed := l.host.ContinueAs(newID); changed {
+		l.log.Info("primary changed replication id", "old-replid", oldID, "new-replid", newID, "second-repl-offset", second)
+	}
+	l.counters.PartialSyncs.Add(1)
+	l.log.Info("partial resync accepted at the snapshot source's position", "replid", replID, "repl-offset", offset)
 }
 
 // decompress starts reading a compressed session's bytes through a

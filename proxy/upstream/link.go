@@ -46,6 +46,7 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"sync"
@@ -110,6 +111,17 @@ type Host interface {
 	// failed; the link releases sn afterwards. A payload that succeeds is
 	// given to Install instead.
 	PayloadFailed(sn *replbuf.Snapshot)
+
+	// SnapshotSource is the snapshot source snapshot-from names (host:port),
+	// or "" for the primary itself. Read at every PSYNC.
+	SnapshotSource() string
+	// Seed starts a snapshot from the snapshot source for a main link the
+	// primary cannot continue, and returns once the source's +FULLRESYNC
+	// named its position (see Seed), the payload still to come; the main
+	// link then begins or aborts it. When the source fails first, err says
+	// why (counted and logged by the host) and fallback whether to ask the
+	// primary for a full sync instead (snapshot-from-fallback).
+	Seed(ctx context.Context) (seed Seed, fallback bool, err error)
 }
 
 // A PayloadSink receives a sync payload as it arrives (the host's file): a
@@ -158,6 +170,11 @@ type Target struct {
 	// primary (REPLCONF link-compression zstd) to compress what it sends
 	// after the PSYNC reply line; a refusal leaves the link plain.
 	Compress bool
+	// Source says the side link asks a snapshot source (snapshot-from),
+	// not the primary: its handshake adds capa replproxy-source, which a
+	// peer replproxy answers with any snapshot it would serve a replica
+	// (Redis ignores it). Never set in what Host.Target returns.
+	Source bool
 }
 
 // Counters are the proxy's counters the link adds to. Every one is an atomic

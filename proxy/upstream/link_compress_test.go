@@ -271,7 +271,7 @@ func TestCompressedFetch(t *testing.T) {
 	l, _ := newTestLink(t, target, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sn, err := l.FetchSnapshot(ctx, func(*replbuf.Snapshot, int64) (PayloadSink, error) { return nil, nil })
+	sn, err := l.FetchSnapshot(ctx, "", nil, func(*replbuf.Snapshot, int64) (PayloadSink, error) { return nil, nil })
 	if err != nil {
 		t.Fatalf("FetchSnapshot: %v (%d side links reached the primary)", err, p.Sides.Load())
 	}

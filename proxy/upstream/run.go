@@ -140,7 +140,7 @@ func (l *Link) Serve(ctx context.Context, conn net.Conn, t Target) (wasUp bool, 
 	default:
 		l.mode.Store(int32(LinkPlain))
 	}
-	if err := c.psync(); err != nil {
+	if err := c.psync(ctx); err != nil {
 		return false, err
 	}
 	conn.SetDeadline(time.Time{})
@@ -199,15 +199,20 @@ func (l *Link) endStream() {
 	l.applied.Store(off)
 }
 
-// FetchSnapshot opens a side link to the configured primary and asks for an
-// RDB only (REPLCONF rdb-only 1, PSYNC ? -1). started is called with the new
-// snapshot and the payload's declared size (-1: EOF-marked) once the
-// payload's header arrived, before its first byte; the payload then streams
-// into it, and into the sink started returns (nil: memory only), as a main
-// link's does (PayloadSink); an error from started refuses it unread. A side
-// link touches neither the stream nor the main link's state.
-func (l *Link) FetchSnapshot(ctx context.Context, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
-	return l.fetch(ctx, nil, started)
+// FetchSnapshot opens a side link to from (host:port; "": the configured
+// primary) and asks for an RDB only (REPLCONF rdb-only 1, PSYNC ? -1), with
+// the primary's credentials and TLS settings. at, when not nil, is called
+// with the replid and offset the +FULLRESYNC named, before the payload (a
+// disk-based sync sends its header only once the RDB is written); an error
+// from it ends the fetch there, the payload unread. started is called with
+// the new snapshot and the payload's declared size (-1: EOF-marked) once
+// the payload's header arrived, before its first byte; the payload then
+// streams into it, and into the sink started returns (nil: memory only), as
+// a main link's does (PayloadSink); an error from started refuses it
+// unread. A side link touches neither the stream nor the main link's state.
+func (l *Link) FetchSnapshot(ctx context.Context, from string, at func(replID string, offset int64) error,
+	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
+	return l.fetch(ctx, from, nil, at, started)
 }
 
 // A RefusedError is the primary's error reply to a side link's REPLCONF or
@@ -223,15 +228,16 @@ func (e *RefusedError) Error() string { return e.Command + ": " + clip(e.Reply, 
 // PrimaryReply is the primary's error line, for a client asking the same.
 func (e *RefusedError) PrimaryReply() string { return e.Reply }
 
-// FetchFiltered opens a side link to the configured primary and asks for the
+// FetchFiltered opens a side link to from ("": the configured primary), as
+// FetchSnapshot does, and asks for the
 // RDB it makes under REPLCONF rdb-filter-only filter (Redis 7.0: "" for none
 // of the data, "functions" for the functions alone), as REPLCONF rdb-only 1
 // and PSYNC ? -1, into a snapshot of its own: it is not the dataset, and
 // never becomes the proxy's. A payload over limit bytes is refused, unread
 // when its size is declared. A primary's error reply comes back as a
 // *RefusedError.
-func (l *Link) FetchFiltered(ctx context.Context, filter string, limit int64) (*replbuf.Snapshot, error) {
-	return l.fetch(ctx, []string{"rdb-filter-only", filter}, func(_ *replbuf.Snapshot, size int64) (PayloadSink, error) {
+func (l *Link) FetchFiltered(ctx context.Context, from, filter string, limit int64) (*replbuf.Snapshot, error) {
+	return l.fetch(ctx, from, []string{"rdb-filter-only", filter}, nil, func(_ *replbuf.Snapshot, size int64) (PayloadSink, error) {
 		if size > limit {
 			return nil, fmt.Errorf("filtered snapshot of %d bytes: more than the %d this proxy relays", size, limit)
 		}
@@ -259,12 +265,20 @@ func (s *limitSink) Commit() error { return nil }
 func (s *limitSink) Abort()        {}
 
 // fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
-// option pairs of opts (each refusal a *RefusedError), PSYNC ? -1, and the
-// payload into a new snapshot (see FetchSnapshot for started).
-func (l *Link) fetch(ctx context.Context, opts []string, started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
+// option pairs of opts (each refusal a *RefusedError), PSYNC ? -1 (its
+// error reply a *RefusedError too), and the payload into a new snapshot
+// (see FetchSnapshot for from, at and started).
+func (l *Link) fetch(ctx context.Context, from string, opts []string, at func(string, int64) error,
+	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
 	t := l.host.Target()
 	if t.Addr == "" {
 		return nil, errors.New("no primary configured")
+	}
+	if from != "" {
+		// A snapshot source: another replica of the same primary, or a
+		// peer proxy, reached with the primary's credentials and TLS
+		// settings (the TLS server name comes from from's host).
+		t.Addr, t.Source = from, true
 	}
 	conn, err := dial(ctx, t)
 	if err != nil {
@@ -302,12 +316,17 @@ func (l *Link) fetch(ctx context.Context, opts []string, started func(*replbuf.S
 	if err != nil {
 		return nil, fmt.Errorf("PSYNC: %w", err)
 	}
-	if reply[0] == '-' && opts != nil {
+	if reply[0] == '-' {
 		return nil, &RefusedError{Command: "PSYNC", Reply: reply}
 	}
 	replID, offset, err := parseFullResync(reply)
 	if err != nil {
 		return nil, err
+	}
+	if at != nil {
+		if err := at(replID, offset); err != nil {
+			return nil, err
+		}
 	}
 	c.decompress(false) // a fetched snapshot crosses a compressed link compressed too
 	// readPayload renews the read deadline itself: no read of the side link

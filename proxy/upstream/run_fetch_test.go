@@ -64,7 +64,7 @@ func TestFetchFiltered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, filters := filterPrimary(t, tc.filterReply, tc.payload)
 			l, _ := newTestLink(t, Target{Addr: p.Addr(), Timeout: 10 * time.Second}, Options{})
-			sn, err := l.FetchFiltered(t.Context(), "functions", tc.limit)
+			sn, err := l.FetchFiltered(t.Context(), "", "functions", tc.limit)
 			select {
 			case got := <-filters:
 				if got != "functions" {

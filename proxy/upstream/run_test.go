@@ -30,6 +30,19 @@ type testHost struct {
 	// PayloadFailed.
 	sink   PayloadSink
 	failed int
+	// source and seed, when set, are SnapshotSource and Seed; seed nil
+	// answers as a host with no source.
+	source string
+	seed   func(ctx context.Context) (Seed, bool, error)
+}
+
+func (h *testHost) SnapshotSource() string { return h.source }
+
+func (h *testHost) Seed(ctx context.Context) (Seed, bool, error) {
+	if h.seed == nil {
+		return nil, false, nil
+	}
+	return h.seed(ctx)
 }
 
 // newTestHost returns a testHost on a new stream, closed when the test

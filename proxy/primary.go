@@ -107,8 +107,8 @@ func (h upstreamHost) SnapshotSource() string { return h.s.config().SnapshotFrom
 // Seed starts a snapshot from the snapshot source for the main link's sync
 // (package snapshots runs it); its Begin disconnects the replicas of the
 // generation it replaces, as an install does.
-func (h upstreamHost) Seed(ctx context.Context) (upstream.Seed, bool, error) {
-	sd, fallback, err := h.s.snaps.Seed(ctx)
+func (h upstreamHost) Seed(ctx context.Context, check func(string, int64) error) (upstream.Seed, bool, error) {
+	sd, fallback, err := h.s.snaps.Seed(ctx, check)
 	if sd == nil {
 		return nil, fallback, err // no typed nil in the interface
 	}

@@ -130,14 +130,15 @@ func (k *Keeper) stopReason(ctx context.Context, began string, f *history.Fetch)
 // fetchOnce makes one attempt at f, from the source from ("": the
 // primary). started reports whether the snapshot was handed out (the
 // history's FetchStarted); a failure before that leaves f open for another
-// attempt. A source's snapshot is checked against the history at its
-// +FULLRESYNC (History.Continues), before any of its payload is read.
+// attempt. A source's position is checked against the history
+// (History.Continues) before it is asked (by its INFO) and again at its
+// +FULLRESYNC, before any of its payload is read.
 func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch, from string) (started bool, err error) {
-	var at func(string, int64) error
+	var position func(string, int64, bool) error
 	if from != "" {
-		at = k.hist.Continues
+		position = func(replID string, offset int64, _ bool) error { return k.hist.Continues(replID, offset) }
 	}
-	sn, err := k.src.FetchSnapshot(ctx, from, at, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+	sn, err := k.src.FetchSnapshot(ctx, from, position, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
 		k.memoryGrows()
 		// The same rule as the main link's payload: a declared size dir
 		// or memory cannot hold is refused here, unread.

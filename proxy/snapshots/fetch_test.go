@@ -29,7 +29,7 @@ type fakeSource struct {
 	pool     *replbuf.Pool
 }
 
-func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, at func(string, int64) error,
+func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, position func(string, int64, bool) error,
 	started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
 	s.mu.Lock()
 	s.attempts++
@@ -42,8 +42,8 @@ func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, at func(str
 	}
 	var sn *replbuf.Snapshot
 	start := func() error {
-		if at != nil {
-			if err := at(replID, offset); err != nil {
+		if position != nil {
+			if err := position(replID, offset, true); err != nil {
 				return err
 			}
 		}

@@ -31,15 +31,17 @@ type Sink = interface {
 type Source interface {
 	// FetchSnapshot opens a side link to from (host:port; "": the
 	// configured primary) and asks for a snapshot (REPLCONF rdb-only 1,
-	// PSYNC ? -1). at, when not nil, is called with the replid and offset
-	// of its +FULLRESYNC, before the payload; an error from it ends the
-	// fetch unread. started is called with the new snapshot and the
+	// PSYNC ? -1). position, when not nil, is called with the source's
+	// replid and offset: as its INFO replication says before the PSYNC
+	// (announced false; not called when it does not say), then as its
+	// +FULLRESYNC names them, before the payload (announced true); an
+	// error from it ends the fetch, the payload unread. started is called with the new snapshot and the
 	// payload's declared size (-1: EOF-marked) once the payload's header
 	// arrived, before its first byte; the payload then goes into the
 	// snapshot and the sink started returns (nil: memory only); an error
 	// from started refuses the payload unread. An error reply is an error
 	// that errors.As finds as a Refusal.
-	FetchSnapshot(ctx context.Context, from string, at func(replID string, offset int64) error,
+	FetchSnapshot(ctx context.Context, from string, position func(replID string, offset int64, announced bool) error,
 		started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
 	// FetchFiltered asks from ("": the primary) for the RDB it makes under
 	// REPLCONF rdb-filter-only filter, refusing one over limit bytes. The

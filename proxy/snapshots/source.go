@@ -147,13 +147,17 @@ type Seed struct {
 // and no error when no source is configured. When the source fails first,
 // err says why and fallback whether to ask the primary instead (both
 // counted and logged here).
-func (k *Keeper) Seed(ctx context.Context) (s *Seed, fallback bool, err error) {
+//
+// check, when not nil, is the primary's rule for a position it continues
+// (the main link has its INFO): the source is not asked for a snapshot, a
+// fork, from a position it refuses.
+func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int64) error) (s *Seed, fallback bool, err error) {
 	from := k.settings().Source
 	if from == "" {
 		return nil, false, nil
 	}
 	s = &Seed{k: k, f: history.NewSeed(), from: from, ready: make(chan struct{}), decided: make(chan error, 1)}
-	if !k.start(job{run: func(ctx context.Context) { k.runSeed(ctx, s) }, undo: func() {}}) {
+	if !k.start(job{run: func(ctx context.Context) { k.runSeed(ctx, s, check) }, undo: func() {}}) {
 		return nil, false, ErrClosed
 	}
 	select {
@@ -192,9 +196,15 @@ func (s *Seed) Abort(why error) (fallback bool) {
 // runSeed runs the seed's side link: the position to the main link, its
 // answer, and once begun the payload into the history's fetch, which then
 // ends as any fetch does.
-func (k *Keeper) runSeed(ctx context.Context, s *Seed) {
+func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64) error) {
 	positioned, begun, started := false, false, false
-	sn, err := k.src.FetchSnapshot(ctx, s.from, func(replID string, offset int64) error {
+	sn, err := k.src.FetchSnapshot(ctx, s.from, func(replID string, offset int64, announced bool) error {
+		if !announced {
+			if check == nil {
+				return nil
+			}
+			return check(replID, offset)
+		}
 		s.replID, s.offset, positioned = replID, offset, true
 		close(s.ready)
 		select {

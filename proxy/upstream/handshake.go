@@ -220,7 +220,7 @@ func (c *session) psync(ctx context.Context) error {
 	resumable := l.resumable && ok
 	next := strconv.FormatInt(l.host.Stream().Offset()+1, 10)
 	if l.host.SnapshotSource() != "" {
-		ph, err := c.primaryHistory()
+		ph, err := c.askHistory()
 		if err != nil {
 			return err
 		}

@@ -118,10 +118,13 @@ type Host interface {
 	// Seed starts a snapshot from the snapshot source for a main link the
 	// primary cannot continue, and returns once the source's +FULLRESYNC
 	// named its position (see Seed), the payload still to come; the main
-	// link then begins or aborts it. When the source fails first, err says
-	// why (counted and logged by the host) and fallback whether to ask the
-	// primary for a full sync instead (snapshot-from-fallback).
-	Seed(ctx context.Context) (seed Seed, fallback bool, err error)
+	// link then begins or aborts it. check, when not nil, is the primary's
+	// rule for a position it continues: the source is asked where it
+	// stands first, and not asked for a snapshot (a fork) from a position
+	// check refuses. When the source fails first, err says why (counted
+	// and logged by the host) and fallback whether to ask the primary for
+	// a full sync instead (snapshot-from-fallback).
+	Seed(ctx context.Context, check func(replID string, offset int64) error) (seed Seed, fallback bool, err error)
 }
 
 // A PayloadSink receives a sync payload as it arrives (the host's file): a

@@ -201,18 +201,21 @@ func (l *Link) endStream() {
 
 // FetchSnapshot opens a side link to from (host:port; "": the configured
 // primary) and asks for an RDB only (REPLCONF rdb-only 1, PSYNC ? -1), with
-// the primary's credentials and TLS settings. at, when not nil, is called
-// with the replid and offset the +FULLRESYNC named, before the payload (a
-// disk-based sync sends its header only once the RDB is written); an error
-// from it ends the fetch there, the payload unread. started is called with
+// the primary's credentials and TLS settings. position, when not nil, is
+// called with the replid and offset of the source: first (announced false)
+// as its INFO replication says before the PSYNC, when it says, so that a
+// source that cannot serve is not made to fork; then (announced true) as
+// its +FULLRESYNC names them, before the payload (a disk-based sync sends
+// its header only once the RDB is written). An error from it ends the
+// fetch there, the payload unread. started is called with
 // the new snapshot and the payload's declared size (-1: EOF-marked) once
 // the payload's header arrived, before its first byte; the payload then
 // streams into it, and into the sink started returns (nil: memory only), as
 // a main link's does (PayloadSink); an error from started refuses it
 // unread. A side link touches neither the stream nor the main link's state.
-func (l *Link) FetchSnapshot(ctx context.Context, from string, at func(replID string, offset int64) error,
+func (l *Link) FetchSnapshot(ctx context.Context, from string, position func(replID string, offset int64, announced bool) error,
 	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
-	return l.fetch(ctx, from, nil, at, started)
+	return l.fetch(ctx, from, nil, position, started)
 }
 
 // A RefusedError is the primary's error reply to a side link's REPLCONF or
@@ -267,8 +270,8 @@ func (s *limitSink) Abort()        {}
 // fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
 // option pairs of opts (each refusal a *RefusedError), PSYNC ? -1 (its
 // error reply a *RefusedError too), and the payload into a new snapshot
-// (see FetchSnapshot for from, at and started).
-func (l *Link) fetch(ctx context.Context, from string, opts []string, at func(string, int64) error,
+// (see FetchSnapshot for from, position and started).
+func (l *Link) fetch(ctx context.Context, from string, opts []string, position func(string, int64, bool) error,
 	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
 	t := l.host.Target()
 	if t.Addr == "" {
@@ -291,6 +294,17 @@ func (l *Link) fetch(ctx context.Context, from string, opts []string, at func(st
 		return nil, err
 	}
 	defer func() { l.sessionEnded(c.zr, false) }()
+	if position != nil {
+		h, err := c.askHistory()
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
+			if err := position(h.replID, h.offset, false); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := c.send("REPLCONF", "rdb-only", "1"); err != nil {
 		return nil, err
 	}
@@ -323,8 +337,8 @@ func (l *Link) fetch(ctx context.Context, from string, opts []string, at func(st
 	if err != nil {
 		return nil, err
 	}
-	if at != nil {
-		if err := at(replID, offset); err != nil {
+	if position != nil {
+		if err := position(replID, offset, true); err != nil {
 			return nil, err
 		}
 	}

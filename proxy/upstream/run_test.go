@@ -33,16 +33,16 @@ type testHost struct {
 	// source and seed, when set, are SnapshotSource and Seed; seed nil
 	// answers as a host with no source.
 	source string
-	seed   func(ctx context.Context) (Seed, bool, error)
+	seed   func(ctx context.Context, check func(string, int64) error) (Seed, bool, error)
 }
 
 func (h *testHost) SnapshotSource() string { return h.source }
 
-func (h *testHost) Seed(ctx context.Context) (Seed, bool, error) {
+func (h *testHost) Seed(ctx context.Context, check func(string, int64) error) (Seed, bool, error) {
 	if h.seed == nil {
 		return nil, false, nil
 	}
-	return h.seed(ctx)
+	return h.seed(ctx, check)
 }
 
 // newTestHost returns a testHost on a new stream, closed when the test

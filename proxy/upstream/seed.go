@@ -64,10 +64,12 @@ func (e *NotContinuable) SourceReason() string { return e.Reason }
 // full sync is taken whatever snapshot-from-fallback says.
 func (e *NotContinuable) PrimaryForked() bool { return e.Forked }
 
-// primaryHistory is what a primary's INFO replication says of the
-// positions it continues by partial resync.
+// primaryHistory is what a server's INFO replication says of where it
+// stands (a snapshot source) and of the positions it continues by partial
+// resync (the primary).
 type primaryHistory struct {
 	replID, replID2 string
+	offset          int64 // master_repl_offset
 	secondOffset    int64 // second_repl_offset: replID2 continues up to here
 	backlog         bool  // repl_backlog_active
 	first, histlen  int64 // repl_backlog_first_byte_offset, repl_backlog_histlen
@@ -92,11 +94,11 @@ func (p *primaryHistory) continues(replID string, next int64) error {
 // few hundred bytes per replica line, for thousands of replicas.
 const infoReplyMax = 1 << 20
 
-// primaryHistory asks the primary, before PSYNC, which positions it
-// continues (INFO replication). It returns nil, nil when the primary does
-// not tell (an ACL user limited to replication, an error reply): the
+// askHistory asks the server, before PSYNC, where it stands and which
+// positions it continues (INFO replication). It returns nil, nil when it
+// does not tell (an ACL user limited to replication, an error reply): the
 // PSYNC's answer is then the only check.
-func (c *session) primaryHistory() (*primaryHistory, error) {
+func (c *session) askHistory() (*primaryHistory, error) {
 	if err := c.send("INFO", "replication"); err != nil {
 		return nil, err
 	}
@@ -105,7 +107,7 @@ func (c *session) primaryHistory() (*primaryHistory, error) {
 		return nil, fmt.Errorf("INFO replication: %w", err)
 	}
 	if line[0] == '-' {
-		c.l.log.Debug("primary does not show its replication info, PSYNC's answer is the only check", "reply", clip(line, 120))
+		c.l.log.Debug("no replication info shown, PSYNC's answer is the only check", "server", c.primary, "reply", clip(line, 120))
 		return nil, nil
 	}
 	n, ok := replid.ParseDecimal(strings.TrimPrefix(line, "$"), infoReplyMax)
@@ -136,7 +138,7 @@ func parsePrimaryHistory(info string) (*primaryHistory, error) {
 	for _, x := range []struct {
 		name string
 		to   *int64
-	}{{"second_repl_offset", &p.secondOffset}, {"repl_backlog_first_byte_offset", &p.first}, {"repl_backlog_histlen", &p.histlen}} {
+	}{{"master_repl_offset", &p.offset}, {"second_repl_offset", &p.secondOffset}, {"repl_backlog_first_byte_offset", &p.first}, {"repl_backlog_histlen", &p.histlen}} {
 		v, err := strconv.ParseInt(f[x.name], 10, 64)
 		if err != nil || v < -1 || v > replid.MaxOffset {
 			return nil, fmt.Errorf("INFO replication: %w: %s %q", ErrBadReply, x.name, clip(f[x.name], 40))
@@ -157,7 +159,11 @@ func parsePrimaryHistory(info string) (*primaryHistory, error) {
 // retries with backoff.
 func (c *session) seedSync(ctx context.Context, ph *primaryHistory) error {
 	l := c.l
-	seed, fallback, err := l.host.Seed(ctx)
+	var check func(string, int64) error
+	if ph != nil {
+		check = func(replID string, offset int64) error { return ph.continues(replID, offset+1) }
+	}
+	seed, fallback, err := l.host.Seed(ctx, check)
 	c.conn.SetDeadline(time.Now().Add(c.timeout)) // the wait is not the primary's silence
 	if err != nil {
 		if !fallback {

@@ -164,12 +164,12 @@ func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch, from string) (
 		return true, err
 	}
 	k.counted(f.Reason())
-	lg := []any{"replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(), "reason", f.Reason().String()}
+	lg := k.log
 	if from != "" {
 		k.sourceServed()
-		lg = append(lg, "source", from)
+		lg = lg.With("source", from)
 	}
-	k.log.Info("snapshot fetched", lg...)
+	lg.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(), "reason", f.Reason().String())
 	return true, nil
 }
 
@@ -212,13 +212,13 @@ func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Sna
 		return nil, err
 	}
 	k.counted(history.FetchFiltered)
-	lg := []any{"replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
-		"reason", history.FetchFiltered.String(), "filter", filter}
+	lg := k.log
 	if from != "" {
 		k.sourceServed()
-		lg = append(lg, "source", from)
+		lg = lg.With("source", from)
 	}
-	k.log.Info("snapshot fetched", lg...)
+	lg.Info("snapshot fetched", "replid", sn.ReplID(), "offset", sn.Offset(), "snapshot-bytes", sn.Size(),
+		"reason", history.FetchFiltered.String(), "filter", filter)
 	return sn, nil
 }
 

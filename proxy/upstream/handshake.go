@@ -267,7 +267,8 @@ func (c *session) psyncAsk(replID, offset string, seed Seed) (err error) {
 			// The primary forked all the same: its payload is read.
 			seed.Abort(ErrPrimaryFullSync)
 			resolved = true
-			l.log.Warn("the primary answered the snapshot source's position with a full sync", "replid", replID, "offset", offset)
+			sid, soff := seed.Position()
+			l.log.Warn("the primary answered the snapshot source's position with a full sync", "replid", sid, "offset", soff)
 		}
 		c.decompress(true)
 		return c.fullSync(reply)

@@ -107,7 +107,11 @@ func (c *session) askHistory() (*primaryHistory, error) {
 		return nil, fmt.Errorf("INFO replication: %w", err)
 	}
 	if line[0] == '-' {
-		c.l.log.Debug("no replication info shown, PSYNC's answer is the only check", "server", c.primary, "reply", clip(line, 120))
+		lg := c.l.log.With("primary", c.primary)
+		if c.toSource {
+			lg = c.l.log.With("source", c.primary)
+		}
+		lg.Debug("no replication info shown, PSYNC's answer is the only check", "reply", clip(line, 120))
 		return nil, nil
 	}
 	n, ok := replid.ParseDecimal(strings.TrimPrefix(line, "$"), infoReplyMax)

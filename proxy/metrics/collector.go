@@ -164,7 +164,7 @@ var metricSpecs = []metricSpec{
 		counts(func(f *Figures) []Count {
 			return []Count{{"ok", f.SnapshotFetches}, {"failed", f.SnapshotFetchFailures}}
 		})},
-	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches (forks on the primary) by why they were started: replica_needed, refresh, backup, filtered (snapshot_fetches_<reason>).", []string{"reason"},
+	{"snapshot_fetches_by_reason_total", counter, "Completed side-link snapshot fetches, from the primary or the snapshot source, by why they were started: replica_needed, refresh, backup, filtered, proxy_sync (snapshot_fetches_<reason>).", []string{"reason"},
 		counts(func(f *Figures) []Count { return f.SnapshotFetchesByReason })},
 	{"snapshot_fetch_bytes_total", counter, "Payload bytes received by snapshot fetches (snapshot_fetch_bytes).", nil,
 		number(func(f *Figures) int64 { return f.SnapshotFetchBytes })},

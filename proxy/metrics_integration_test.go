@@ -98,6 +98,11 @@ func TestMetricsNoUpstream(t *testing.T) {
 		"replproxy_master_repl_offset_bytes":               0,
 		`replproxy_syncs_total{result="full"}`:             0,
 		`replproxy_replicas_closed_total{reason="killed"}`: 0,
+		// Snapshots come from the primary by default, and every reason
+		// the source can fail for has its series before any failure.
+		`replproxy_snapshot_source_info{fallback="yes",source="primary"}`: 1,
+		`replproxy_snapshot_source_failures_total{reason="replid"}`:       0,
+		`replproxy_snapshot_source_failures_total{reason="refused"}`:      0,
 	} {
 		if got, ok := m[series]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
@@ -246,6 +251,9 @@ func compareMetricsWithInfo(m map[string]float64, before, after map[string]strin
 		{`replproxy_full_syncs_total{reason="replid_mismatch"}`, "sync_full_replid_mismatch"},
 		{`replproxy_snapshot_fetches_by_reason_total{reason="replica_needed"}`, "snapshot_fetches_replica_needed"},
 		{`replproxy_snapshot_fetches_by_reason_total{reason="refresh"}`, "snapshot_fetches_refresh"},
+		{"replproxy_snapshot_source_fetches_total", "snapshot_source_fetches"},
+		{"replproxy_snapshot_source_fallbacks_total", "snapshot_source_fallbacks"},
+		{`replproxy_snapshot_source_failures_total{reason="down"}`, "snapshot_source_failures_down"},
 		{`replproxy_upstream_syncs_total{type="full"}`, "upstream_full_syncs"},
 		{`replproxy_upstream_syncs_total{type="partial"}`, "upstream_partial_syncs"},
 		{"replproxy_upstream_connects_total", "upstream_connects"},

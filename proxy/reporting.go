@@ -39,6 +39,7 @@ func (s *Server) report(parts reportParts) *report.Report {
 		},
 	}
 	r.Stats.Fetches = s.snaps.Counts()
+	r.Stats.Source = s.snaps.SourceCounts()
 
 	stream := s.hist.Stream()
 	r.Offset, r.Filled, r.Generation = stream.Offset(), stream.Filled(), stream.Generation()

@@ -72,6 +72,12 @@ func TestCollectorRendersFigures(t *testing.T) {
 		OverMaxMemory:      true,
 		Memory:             []Count{{Label: "runtime", Value: 77}},
 		ReplicationBuffers: 16 << 10,
+
+		SnapshotSource:          "10.0.0.9:6379",
+		SnapshotSourceFallback:  "no",
+		SnapshotSourceFetches:   7,
+		SnapshotSourceFallbacks: 2,
+		SnapshotSourceFailures:  []Count{{Label: "replid", Value: 0}, {Label: "down", Value: 3}},
 	}
 	m := scrapeFigures(t, f)
 	for s, want := range map[string]float64{
@@ -102,6 +108,11 @@ func TestCollectorRendersFigures(t *testing.T) {
 		"replproxy_memory_over_maxmemory":                                                       1,
 		`replproxy_memory_bytes{category="runtime"}`:                                            77,
 		"replproxy_replication_buffers_bytes":                                                   16 << 10,
+		`replproxy_snapshot_source_info{fallback="no",source="10.0.0.9:6379"}`:                  1,
+		"replproxy_snapshot_source_fetches_total":                                               7,
+		"replproxy_snapshot_source_fallbacks_total":                                             2,
+		`replproxy_snapshot_source_failures_total{reason="replid"}`:                             0,
+		`replproxy_snapshot_source_failures_total{reason="down"}`:                               3,
 	} {
 		if got, ok := m[s]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", s, got, ok, want)
@@ -293,6 +304,8 @@ func fullFigures() Figures {
 		Snapshot:        &Snapshot{Size: 54, AgeSeconds: 55, Offset: 56},
 		SnapshotFetches: 57, SnapshotFetchFailures: 58, SnapshotFetchesByReason: []Count{{"refresh", 59}},
 		SnapshotFetchBytes: 60, EvictedSnapshots: 61, EvictedBytes: 62,
+		SnapshotSource: "10.0.0.9:6379", SnapshotSourceFallback: "yes",
+		SnapshotSourceFetches: 89, SnapshotSourceFallbacks: 90, SnapshotSourceFailures: []Count{{"down", 91}},
 		LogEnabled: true, LogUp: true,
 		Log: &Log{First: 63, Last: 64, Bytes: 65, Segments: 66, Synced: 67, FsyncLagBytes: 68,
 			LastFsyncAgeSeconds: 69, LagBytes: 70, LagSeconds: 0.125, Restarts: 71, Errors: 72,

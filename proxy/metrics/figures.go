@@ -88,6 +88,13 @@ type Figures struct {
 	EvictedSnapshots        int64
 	EvictedBytes            int64
 
+	// The snapshot source (INFO proxy's snapshot_source_* fields).
+	SnapshotSource          string  // snapshot_source: the source's host:port, or primary
+	SnapshotSourceFallback  string  // snapshot_source_fallback: yes or no
+	SnapshotSourceFetches   int64   // snapshot_source_fetches
+	SnapshotSourceFallbacks int64   // snapshot_source_fallbacks
+	SnapshotSourceFailures  []Count // by reason (snapshot_source_failures_<reason>)
+
 	// The stream log and the snapshot on disk (INFO persistence).
 	LogEnabled     bool          // repl_log_enabled
 	LogUp          bool          // open and repl_log_status:ok

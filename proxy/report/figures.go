@@ -8,6 +8,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -73,6 +74,11 @@ func (r *Report) Figures() metrics.Figures {
 		EvictedSnapshots:      st.EvictedSnapshots,
 		EvictedBytes:          st.EvictedBytes,
 
+		SnapshotSource:          r.snapshotSource(),
+		SnapshotSourceFallback:  yesNo(r.Config.SnapshotFromFallback),
+		SnapshotSourceFetches:   st.Source.Fetches,
+		SnapshotSourceFallbacks: st.Source.Fallbacks,
+
 		LogEnabled: r.Log.Enabled,
 		LogUp:      r.Log.Open && r.Log.Live,
 
@@ -117,6 +123,9 @@ func (r *Report) labelledFigures(f *metrics.Figures) {
 	}
 	for fr := history.FetchReason(0); fr < history.NumFetchReasons; fr++ {
 		f.SnapshotFetchesByReason = append(f.SnapshotFetchesByReason, metrics.Count{Label: fr.String(), Value: st.Fetches.ByReason[fr]})
+	}
+	for i, reason := range snapshots.SourceReasons {
+		f.SnapshotSourceFailures = append(f.SnapshotSourceFailures, metrics.Count{Label: reason, Value: st.Source.Failures[i]})
 	}
 }
 

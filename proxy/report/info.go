@@ -13,6 +13,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/sysmem"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
@@ -284,6 +285,7 @@ func writeInfoProxy(w infoWriter, r *Report) {
 	}
 	w.kv("snapshot_fetch_failures", st.Fetches.Failures)
 	w.kv("snapshot_fetch_bytes", st.SnapshotFetchBytes)
+	writeInfoSnapshotSource(w, r)
 	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
 		w.kv("sync_full_"+fr.String(), st.FullSyncs[fr])
 	}
@@ -316,6 +318,22 @@ func writeInfoProxy(w infoWriter, r *Report) {
 	w.kv("free_blocks_bytes", r.Pool.FreeBytes)
 }
 
+// writeInfoSnapshotSource writes INFO proxy's fields of the snapshot
+// source: where snapshots come from and whether the primary stands in for
+// the source, from the configuration in force, then what the source served,
+// how often the primary stood in, and why the source could not be used, one
+// field per reason in snapshots.SourceReasons' order.
+func writeInfoSnapshotSource(w infoWriter, r *Report) {
+	src := &r.Stats.Source
+	w.kv("snapshot_source", r.snapshotSource())
+	w.kv("snapshot_source_fallback", yesNo(r.Config.SnapshotFromFallback))
+	w.kv("snapshot_source_fetches", src.Fetches)
+	w.kv("snapshot_source_fallbacks", src.Fallbacks)
+	for i, reason := range snapshots.SourceReasons {
+		w.kv("snapshot_source_failures_"+reason, src.Failures[i])
+	}
+}
+
 // writeInfoLinks writes the Links section: the upstream link's compression
 // when replicaof names a primary, and one linkN line per replica that is a
 // downstream proxy (capa replproxy), compressed or not, N counting those
@@ -338,6 +356,14 @@ func writeInfoLinks(w infoWriter, r *Report) {
 			rp.IP, rp.Port, l.Compression, l.Raw, l.Wire, l.ratio(), l.CPU, l.KBps, l.Throttled.Milliseconds()))
 		n++
 	}
+}
+
+// yesNo is a yes/no directive's value as its configuration spells it.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func b2i(b bool) int {

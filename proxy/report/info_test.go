@@ -1,12 +1,14 @@
 package report
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -102,5 +104,70 @@ func TestInfoUnknownSection(t *testing.T) {
 	(&Report{Config: config.DefaultConfig()}).WriteInfoSection(&b, "nosuchsection")
 	if b.Len() != 0 {
 		t.Errorf("INFO nosuchsection wrote %q", b.String())
+	}
+}
+
+// TestInfoSnapshotSource: INFO proxy's snapshot_source_* fields, right
+// after the snapshot_fetch_* ones, name the source in force (primary by
+// default, host:port once snapshot-from names one) and its counters, a
+// failure field per reason in snapshots.SourceReasons' order; /metrics'
+// figures carry the same values, every reason's series included at 0.
+func TestInfoSnapshotSource(t *testing.T) {
+	r := &Report{Config: config.DefaultConfig()}
+	got := info(r, "proxy")
+	for key, want := range map[string]string{
+		"snapshot_source":                  "primary",
+		"snapshot_source_fallback":         "yes",
+		"snapshot_source_fetches":          "0",
+		"snapshot_source_fallbacks":        "0",
+		"snapshot_source_failures_replid":  "0",
+		"snapshot_source_failures_behind":  "0",
+		"snapshot_source_failures_down":    "0",
+		"snapshot_source_failures_refused": "0",
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s:%s (present %v), want %s", key, v, ok, want)
+		}
+	}
+	f := r.Figures()
+	if f.SnapshotSource != "primary" || f.SnapshotSourceFallback != "yes" {
+		t.Errorf("figures source %q fallback %q, want primary and yes", f.SnapshotSource, f.SnapshotSourceFallback)
+	}
+
+	cfg := config.DefaultConfig()
+	cfg.SnapshotFromHost, cfg.SnapshotFromPort, cfg.SnapshotFromFallback = "::1", 6380, false
+	r = &Report{Config: cfg}
+	r.Stats.Source = snapshots.SourceCounts{Fetches: 5, Fallbacks: 2, Failures: [len(snapshots.SourceReasons)]int64{1, 2, 3, 4}}
+	var b strings.Builder
+	r.WriteInfoSection(&b, "proxy")
+	text := b.String()
+	want := "snapshot_fetch_bytes:0\r\n" +
+		"snapshot_source:[::1]:6380\r\n" +
+		"snapshot_source_fallback:no\r\n" +
+		"snapshot_source_fetches:5\r\n" +
+		"snapshot_source_fallbacks:2\r\n" +
+		"snapshot_source_failures_replid:1\r\n" +
+		"snapshot_source_failures_behind:2\r\n" +
+		"snapshot_source_failures_down:3\r\n" +
+		"snapshot_source_failures_refused:4\r\n" +
+		"sync_full_"
+	if !strings.Contains(text, want) {
+		t.Errorf("INFO proxy lacks, in this order:\n%q\ngot:\n%s", want, text)
+	}
+
+	f = r.Figures()
+	if f.SnapshotSource != "[::1]:6380" || f.SnapshotSourceFallback != "no" ||
+		f.SnapshotSourceFetches != 5 || f.SnapshotSourceFallbacks != 2 {
+		t.Errorf("figures source %q fallback %q fetches %d fallbacks %d, want INFO's",
+			f.SnapshotSource, f.SnapshotSourceFallback, f.SnapshotSourceFetches, f.SnapshotSourceFallbacks)
+	}
+	if len(f.SnapshotSourceFailures) != len(snapshots.SourceReasons) {
+		t.Fatalf("figures failures %v, want one per reason of %v", f.SnapshotSourceFailures, snapshots.SourceReasons)
+	}
+	fields := info(r, "proxy")
+	for _, c := range f.SnapshotSourceFailures {
+		if v := fields["snapshot_source_failures_"+c.Label]; v != strconv.FormatInt(c.Value, 10) {
+			t.Errorf("figures failures{reason=%q} %d, INFO snapshot_source_failures_%s:%s", c.Label, c.Value, c.Label, v)
+		}
 	}
 }

@@ -188,13 +188,24 @@ type Counters struct {
 	UpstreamLinkCorrupt                                                                int64
 
 	SnapshotFetchBytes             int64
-	Fetches                        snapshots.Counts // package snapshots' own
+	Fetches                        snapshots.Counts       // package snapshots' own
+	Source                         snapshots.SourceCounts // the snapshot source's (snapshot-from), package snapshots' own
 	ReplicasDropped                int64
 	ReplicaCloses, ClientCloses    [downstream.NumCloseReasons]int64
 	EvictedSnapshots, EvictedBytes int64
 
 	ACLDeniedAuth, QueryLimitDisconnects, OutputLimitDisconnects int64
 	TLSConnectionsReceived, TLSHandshakeFailures                 int64
+}
+
+// snapshotSource is snapshot_source: the snapshot-from source in force as
+// host:port, or "primary" when snapshots come from the configured primary
+// (the default), so that INFO and the info series always name one.
+func (r *Report) snapshotSource() string {
+	if addr := r.Config.SnapshotFromAddr(); addr != "" {
+		return addr
+	}
+	return "primary"
 }
 
 // upstreamLastIO is master_last_io_seconds_ago: seconds since the last byte

@@ -210,7 +210,7 @@ func TestSnapshotSourceBehind(t *testing.T) {
 		if n := rcs[0].MustDo(t, "DBSIZE").Integer(); n != 0 {
 			t.Errorf("the proxy's replica holds %d keys while the source is down: something was served", n)
 		}
-		if got := p.Log.Count("snapshot source cannot be used"); got != 1 {
+		if got := p.Log.Count("[WARN]  replproxy: snapshot source cannot be used"); got != 1 {
 			t.Errorf("%d warnings for the source down, want 1 (one per cause)", got)
 		}
 		r0.Resume()
@@ -246,7 +246,7 @@ func TestSnapshotSourceOtherPrimary(t *testing.T) {
 	if n := rcs[0].MustDo(t, "DBSIZE").Integer(); n != 0 {
 		t.Errorf("the proxy's replica holds %d keys: data from another primary's replica reached it", n)
 	}
-	if got := p.Log.Count("snapshot source cannot be used"); got != 1 {
+	if got := p.Log.Count("[WARN]  replproxy: snapshot source cannot be used"); got != 1 {
 		t.Errorf("%d warnings for the source of another history, want 1 (one per cause)", got)
 	}
 	if !p.Log.Contains("is not in the primary's history") {

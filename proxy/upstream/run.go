@@ -58,7 +58,11 @@ func (l *Link) Run(ctx context.Context) {
 		default:
 			backoff = NextBackoff(backoff)
 		}
-		l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in-ms", backoff.Milliseconds())
+		if errors.Is(err, ErrSourceWait) {
+			l.log.Debug("link to primary lost", "primary", t.Addr, "error", err, "retry-in-ms", backoff.Milliseconds())
+		} else {
+			l.log.Warn("link to primary lost", "primary", t.Addr, "error", err, "retry-in-ms", backoff.Milliseconds())
+		}
 		l.state.Store(int32(StateConnect))
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -43,6 +44,12 @@ type Seed interface {
 // Counted as a source behind the primary's backlog, the likeliest cause.
 var ErrPrimaryFullSync = &NotContinuable{Reason: "behind", Forked: true,
 	Detail: "the primary answered the snapshot source's position with a full sync"}
+
+// ErrSourceWait ends a main link's attempt whose snapshot source could not
+// be used under snapshot-from-fallback no: the link tries again with
+// backoff, and says so at debug level only, the snapshot work having
+// logged the cause once.
+var ErrSourceWait = errors.New("waiting for the snapshot source")
 
 // A NotContinuable says why the primary cannot continue a position by
 // partial resync, as its INFO replication shows (PROTOCOL §4.2): Reason is
@@ -171,7 +178,7 @@ func (c *session) seedSync(ctx context.Context, ph *primaryHistory) error {
 	c.conn.SetDeadline(time.Now().Add(c.timeout)) // the wait is not the primary's silence
 	if err != nil {
 		if !fallback {
-			return fmt.Errorf("snapshot source: %w", err)
+			return fmt.Errorf("%w: %w", ErrSourceWait, err)
 		}
 		l.log.Warn("snapshot source failed, asking the primary for a full sync", "error", err)
 		return c.psyncAsk("?", "-1", nil)
@@ -183,7 +190,7 @@ func (c *session) seedSync(ctx context.Context, ph *primaryHistory) error {
 	if ph != nil {
 		if err := ph.continues(replID, offset+1); err != nil {
 			if !seed.Abort(err) {
-				return fmt.Errorf("snapshot source: %w", err)
+				return fmt.Errorf("%w: %w", ErrSourceWait, err)
 			}
 			l.log.Warn("the primary cannot continue the snapshot source, asking it for a full sync", "error", err)
 			return c.psyncAsk("?", "-1", nil)

@@ -40,6 +40,11 @@ func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, position fu
 	if s.position != nil {
 		replID, offset = s.position(from)
 	}
+	if position != nil { // where the source says it stands, before the PSYNC
+		if err := position(replID, offset, false); err != nil {
+			return nil, err
+		}
+	}
 	var sn *replbuf.Snapshot
 	start := func() error {
 		if position != nil {

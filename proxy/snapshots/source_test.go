@@ -103,8 +103,10 @@ func TestSourceReason(t *testing.T) {
 // refusal is an error reply, as a Refusal.
 type refusal struct{}
 
-func (refusal) Error() string        { return "PSYNC: -NOMASTERLINK" }
-func (refusal) PrimaryReply() string { return "-NOMASTERLINK Can't SYNC while not connected with my master" }
+func (refusal) Error() string { return "PSYNC: -NOMASTERLINK" }
+func (refusal) PrimaryReply() string {
+	return "-NOMASTERLINK Can't SYNC while not connected with my master"
+}
 
 // TestSeed: a seed hands out the source's position, and once begun the
 // history starts at it, with the fetch in flight that replicas join, which

@@ -388,7 +388,8 @@ type Config struct {
 	// optional.
 	TLSAuthClients TLSAuth
 	// TLSReplication is `tls-replication` (yes/no): the upstream link and
-	// the snapshot fetches dial the primary over TLS. Default false.
+	// the snapshot fetches dial the primary (and the snapshot-from source)
+	// over TLS. Default false.
 	TLSReplication bool
 	// TLSProtocols is `tls-protocols`: consecutive versions among TLSv1,
 	// TLSv1.1, TLSv1.2 and TLSv1.3, space-separated. "" means TLSv1.2 and

@@ -12,7 +12,11 @@
 //     (retired), the newest when it lives on disk (a snapfile.File) and the
 //     one being written there, and a main link's payload while it arrives;
 //   - the one snapshot fetch in flight (a Fetch: who waits for it, where its
-//     payload goes, how it ended) and why it was started (FetchReason);
+//     payload goes, how it ended) and why it was started (FetchReason),
+//     including the proxy's own sync from the snapshot source (seed.go:
+//     BeginAt starts the history at the source's position while its
+//     snapshot arrives; Continues checks a later snapshot of the source's
+//     against the history);
 //   - the sync plans (PlanPartial, PlanFull, AttachFetched, FetchedPayload)
 //     and why a replica gets a full sync (FullSyncReason); a backup's
 //     (PlanBackup: a snapshot within a bound of the stream's end, else a
@@ -47,7 +51,8 @@
 // The client goroutines plan (PlanPartial, PlanFull, AttachFetched,
 // FetchedPayload, LeaveFetch, and PlanBackup, PlanFiltered, AttachFiltered);
 // the upstream link's run goroutine installs
-// what it learnt (Install, ContinueAs, PayloadArriving, PayloadEnded) and
+// what it learnt (Install, BeginAt, ContinueAs, PayloadArriving,
+// PayloadEnded) and
 // fills, publishes and discards the stream without the lock (its one
 // producer); a fetch goroutine reports its fetch (FetchStarted, FetchEnded,
 // FetchGaveUp, FetchWaiters); the stream log's follower records what it

@@ -14,6 +14,11 @@
 //   - Where an arriving payload goes (payload.go), one rule for the main
 //     link's full sync and a fetch: memory, or dir as it arrives, or
 //     refused before it is read.
+//   - The snapshot source (source.go, snapshot-from): every fetch, and the
+//     proxy's own sync (a Seed, which the main link continues on the
+//     primary), asked of a replica of the same primary or a peer proxy;
+//     its failures counted by reason, logged once per cause, and the
+//     primary asked instead under snapshot-from-fallback yes.
 //   - Snapshots written to dir (spill.go, persist.go): spilled under
 //     maxmemory-policy evict-snapshots, persisted for the stream log and
 //     refreshed before the log stops covering them; adopted at start, and
@@ -33,6 +38,8 @@
 // snapshot kept in memory). Run returns once every piece of work has
 // returned; Close ends it and waits.
 //
+// A Seed runs on a goroutine of the work group too; Seed, and the Seed's
+// Position, Begin and Abort, are called on the upstream link's goroutine.
 // PayloadStarted and PayloadFailed run on the upstream link's goroutine,
 // FetchFiltered on a replica's; Refresh is called by the monitor alone,
 // which owns its schedule. Adopt and RemoveLeftovers run at start, before

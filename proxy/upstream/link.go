@@ -31,6 +31,11 @@
 //     the refusal is logged once per primary and reply
 //     (compressionRefused). A chunk that fails its check ends the link
 //     (LinkCorrupt), none of its bytes used, and it resyncs.
+//   - seed.go: the main link's sync from the snapshot source
+//     (snapshot-from, Host.Seed): the primary's INFO replication read
+//     before PSYNC (which positions it continues), and a PSYNC at the
+//     source's position while its snapshot still arrives over a side link.
+//     A side link to a source is checked the same way before it is asked.
 //   - payload.go: the RDB payload of a sync, read into a new snapshot.
 //   - stream.go: the stream loop and the ACK loop, and what they
 //     acknowledge (Host.AckOffset: the ack-policy).

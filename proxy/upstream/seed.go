@@ -83,14 +83,18 @@ type primaryHistory struct {
 }
 
 // continues applies the primary's rule for PSYNC replID next (Redis's
-// primaryTryPartialResynchronization): nil when it would answer +CONTINUE.
+// primaryTryPartialResynchronization) as far as its INFO can tell: nil
+// when it would answer +CONTINUE. A position past the end the INFO shows
+// passes: the INFO is older than the position (the source was asked
+// after the primary, and the primary's stream only grows), and the
+// PSYNC's own answer judges it.
 func (p *primaryHistory) continues(replID string, next int64) error {
 	if replID != p.replID && (replID != p.replID2 || next > p.secondOffset) {
 		return &NotContinuable{Reason: "replid", Detail: fmt.Sprintf(
 			"replid %s at offset %d is not in the primary's history (replid %s, replid2 %s up to %d)",
 			replID, next-1, p.replID, p.replID2, p.secondOffset)}
 	}
-	if !p.backlog || next < p.first || next > p.first+p.histlen {
+	if !p.backlog || next < p.first {
 		return &NotContinuable{Reason: "behind", Detail: fmt.Sprintf(
 			"offset %d is not in the primary's backlog (offsets %d to %d)", next-1, p.first, p.first+p.histlen-1)}
 	}

@@ -48,7 +48,7 @@ func TestPrimaryHistoryContinues(t *testing.T) {
 		{idA, 1001, ""},
 		{idA, 2001, ""},
 		{idA, 1000, "behind"},
-		{idA, 2002, "behind"},
+		{idA, 2002, ""}, // past what the INFO showed: newer than it, judged by the PSYNC
 		{idB, 1500, ""},
 		{idB, 1501, "replid"},
 		{"e44abd2af047d7ad667bd01d92b27a8203579517", 1500, "replid"},

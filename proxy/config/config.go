@@ -391,6 +391,20 @@ type Config struct {
 	// the snapshot fetches dial the primary (and the snapshot-from source)
 	// over TLS. Default false.
 	TLSReplication bool
+
+	// Users are the `user <name> <rules...>` lines, in order, each its
+	// words after `user` (package acl applies them at start, as Redis
+	// does, and refuses the start on a bad rule). Not settable by CONFIG
+	// SET and not shown by CONFIG GET; CONFIG REWRITE writes the users in
+	// force, as Redis does when it has no aclfile.
+	Users [][]string
+	// ACLFile is `aclfile`: the file users are loaded from at start and by
+	// ACL LOAD, and written by ACL SAVE ("": none). Redis refuses user
+	// lines together with an aclfile, and so does Validate.
+	ACLFile string
+	// ACLLogMaxLen is `acllog-max-len`: the most entries ACL LOG keeps.
+	// Default 128.
+	ACLLogMaxLen int64
 	// TLSProtocols is `tls-protocols`: consecutive versions among TLSv1,
 	// TLSv1.1, TLSv1.2 and TLSv1.3, space-separated. "" means TLSv1.2 and
 	// TLSv1.3 ([Config.TLSVersions]).
@@ -418,6 +432,7 @@ func DefaultConfig() *Config {
 		ReplLogSize:      1 << 30,
 		ReplLogFsync:     FsyncEverySec,
 		ReplLogWindow:    DefaultReplLogWindow,
+		ACLLogMaxLen:     128,
 
 		SnapshotFromFallback: true,
 

@@ -29,6 +29,7 @@ func TestDefaultConfig(t *testing.T) {
 		ReplLogWindow:   64 << 20,
 
 		SnapshotFromFallback: true,
+		ACLLogMaxLen:         128,
 
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},

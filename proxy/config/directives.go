@@ -32,6 +32,19 @@ type directive struct {
 // add a Config field, a row here, a Validate check, a line in
 // testdata/replproxy.conf and test cases.
 var directives = []directive{
+	stringDirective("aclfile", false, func(c *Config) *string { return &c.ACLFile }, nil),
+	{
+		name: "acllog-max-len", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, 1<<63-1)
+			if err != nil {
+				return err
+			}
+			c.ACLLogMaxLen = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(c.ACLLogMaxLen, 10) },
+	},
 	{
 		name: "ack-policy", mutable: true, multi: true, nargs: -1,
 		set: setAckPolicy, get: getAckPolicy,
@@ -306,6 +319,9 @@ func (c *Config) set(name string, args []string) error {
 	if name == "include" {
 		return fmt.Errorf("include is %w: pass one config file, then --directive value arguments", ErrUnsupported)
 	}
+	if name == userDirective {
+		return c.addUser(args)
+	}
 	d := byName[name]
 	if d == nil {
 		return ErrUnknownDirective
@@ -388,6 +404,22 @@ func sizeDirective(name string, field func(*Config) *int64, lo int64) directive 
 		},
 		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
 	}
+}
+
+// userDirective is `user <name> <rules...>`, kept out of the directive
+// table as Redis keeps it out of its config table: any number of lines,
+// each adding a user, none of them a value CONFIG GET or CONFIG SET knows.
+// Load and the command line take it; CONFIG REWRITE writes the users in
+// force (rewriteUsers).
+const userDirective = "user"
+
+// addUser records one user line; package acl checks its rules at start.
+func (c *Config) addUser(args []string) error {
+	if len(args) == 0 || args[0] == "" {
+		return fmt.Errorf("%w: got %d, want a user name and its rules", ErrArgCount, len(args))
+	}
+	c.Users = append(slices.Clone(c.Users), slices.Clone(args))
+	return nil
 }
 
 // setReplicaOf implements `replicaof <host> <port>` and `replicaof no one`

@@ -90,6 +90,10 @@ func (c *Config) Rewrite(old string) string {
 			st.rewriteLine(name, l)
 		}
 	}
+	st.processed[userDirective] = true
+	for _, l := range rewriteUsers(c) {
+		st.rewriteLine(userDirective, l)
+	}
 	st.removeOrphaned()
 	return st.content()
 }
@@ -154,6 +158,24 @@ func rewriteReplicaOf(c, _ *Config) []rewriteLine {
 		return nil
 	}
 	return []rewriteLine{{text: "replicaof " + c.MasterHost + " " + strconv.Itoa(c.MasterPort), force: true}}
+}
+
+// rewriteUsers writes one user line per user, its words quoted where
+// needed, as rewriteConfigUserOption does; none with an aclfile (the users
+// live there, and Redis refuses both).
+func rewriteUsers(c *Config) []rewriteLine {
+	if c.ACLFile != "" {
+		return nil
+	}
+	lines := make([]rewriteLine, 0, len(c.Users))
+	for _, u := range c.Users {
+		words := make([]string, len(u))
+		for i, w := range u {
+			words[i] = quoteIfNeeded(w)
+		}
+		lines = append(lines, rewriteLine{text: "user " + strings.Join(words, " "), force: true})
+	}
+	return lines
 }
 
 // rewriteOutputLimits writes one line per class, each forced when that
@@ -264,6 +286,11 @@ func readOldConfig(text string) *rewriteState {
 		words, err := splitArgs(line)
 		var d *directive
 		if err == nil && len(words) > 0 && strings.IndexByte(line, 0) < 0 {
+			if asciiLower(words[0]) == userDirective {
+				st.optionLines[userDirective] = append(st.optionLines[userDirective], len(st.lines))
+				st.lines = append(st.lines, line)
+				continue
+			}
 			d = byName[asciiLower(words[0])]
 		}
 		if d == nil {

@@ -21,6 +21,7 @@ func (c *Config) Validate() error {
 		{"bind", checkBind(c.Bind)},
 		{"replicaof", checkMaster(c.MasterHost, c.MasterPort)},
 		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
+		{"aclfile", checkACLSource(c.ACLFile, c.Users)},
 		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
 		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
 		{"shutdown-timeout", checkSeconds(c.ShutdownTimeout, 0)},
@@ -152,6 +153,16 @@ func checkSnapshotFrom(host string, port int) error {
 		return err
 	}
 	return checkPort(port, 1)
+}
+
+// checkACLSource refuses user lines together with an aclfile, as Redis
+// does: one of the two is where the users live.
+func checkACLSource(file string, users [][]string) error {
+	if file != "" && len(users) > 0 {
+		return fmt.Errorf("%w: users defined by user lines and an aclfile at the same time: define them in one "+
+			"place, an ACL file or user lines, not both", ErrInvalidValue)
+	}
+	return nil
 }
 
 func checkMasterUser(user, auth string) error {

@@ -20,6 +20,8 @@
 //     replbuf; streamlog only replid and internal/safefile.
 //   - proxy/clientlist (CLIENT LIST's lines, CLIENT KILL's filters)
 //     imports nothing of the module.
+//   - proxy/acl (Redis 7.0's ACL users: rules, permission checks, the
+//     aclfile, ACL LOG) imports nothing of the module.
 //   - proxy/listen (the listeners a bind list names) imports nothing of
 //     the module.
 //   - proxy/tlsconf (the TLS material a configuration names) only

@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"proxy/tlsconf":     {"proxy/config"},
 	"proxy/listen":      {},
 	"proxy/clientlist":  {},
+	"proxy/acl":         {},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/clientlist"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -51,9 +52,14 @@ type client struct {
 	created time.Time
 	log     hclog.Logger
 
-	rd     *wire.CommandReader
-	out    []byte
+	rd  *wire.CommandReader
+	out []byte
+	// authed: the client authenticated (AUTH, HELLO's AUTH) as user, which
+	// it runs as from then on; until then it is the default user's, and
+	// needs to authenticate only when that user is off or has a password
+	// (Server.authRequired). user is read by CLIENT LIST from any goroutine.
 	authed bool
+	user   atomic.Pointer[acl.User]
 	// subs are the channels the client is subscribed to
 	// (commands_sentinel.go).
 	subs map[string]struct{}
@@ -91,9 +97,10 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
 	cc := s.clientConf()
+	c.user.Store(s.users.Default())
+	c.authed = s.defaultOpen() // as Redis's clientSetDefaultAuth: kept when a password is set later
 	lim := cc.limits
-	lim.Unauthenticated = cc.requirePass
-	c.authed = !cc.requirePass
+	lim.Unauthenticated = s.authRequired(c)
 	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.NetInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	c.resp.Store(uint32(wire.RESP2))
@@ -360,6 +367,9 @@ func (c *client) listed(now time.Time) clientlist.Client {
 	if n := c.name.Load(); n != nil {
 		f.Name = *n
 	}
+	if u := c.userOf(); u != nil {
+		f.User = u.Name()
+	}
 	if l := c.lastCmd.Load(); l != nil {
 		f.Cmd = *l
 	}
@@ -384,13 +394,12 @@ func (c *client) listed(now time.Time) clientlist.Client {
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
 // LADDR, TYPE (normal|replica|slave|master|pubsub), USER and SKIPME
 // filters, parsed in order as Redis 7.0 parses them: the first bad option
-// is the reply. Every client is the default user's, authenticated or not,
-// as in Redis: USER default matches them all, and any other name is no
-// user. A client that kills itself (SKIPME no, or the old form naming its
+// is the reply; USER names an ACL user, and matches the clients running as
+// it (the default user's until they authenticate). A client that kills itself (SKIPME no, or the old form naming its
 // own address) gets its reply, and its connection is closed after it.
 func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
-	f := clientlist.KillFilter{SkipMe: true}
+	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.users.Lookup(u) != nil }}
 	if oldForm {
 		f.Addr, f.SkipMe = string(args[0]), false
 	} else if reply := f.Parse(args); reply != "" {

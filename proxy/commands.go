@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"os"
@@ -56,6 +55,7 @@ func commandTable() map[string]command {
 		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
 		"latency":   {arity: -2, run: (*Server).cmdLatency},
 		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
+		"acl":       {arity: -2, run: (*Server).cmdACL},
 		// Pub/Sub, as a replica serves it (commands_sentinel.go, package pubsub).
 		"subscribe":   {arity: -2, run: (*Server).cmdSubscribe},
 		"unsubscribe": {arity: -1, run: (*Server).cmdUnsubscribe},
@@ -80,12 +80,15 @@ func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(name, 128)))
 		return false
 	}
-	if !c.authed && !cmd.noAuth {
+	if !cmd.noAuth && s.authRequired(c) {
 		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
 		return false
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+		return false
+	}
+	if !s.permitted(c, args) {
 		return false
 	}
 	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
@@ -112,7 +115,7 @@ func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 // subcommand for the commands that have them ("client|list").
 func fullName(name string, args [][]byte) string {
 	switch name {
-	case "client", "config", "command", "slowlog", "latency":
+	case "client", "config", "command", "slowlog", "latency", "acl":
 		if len(args) > 1 {
 			return name + "|" + clip(strings.ToLower(string(args[1])), 64)
 		}
@@ -159,14 +162,14 @@ func (s *Server) cmdSelect(c *client, args [][]byte) bool {
 	return false
 }
 
-// cmdAuth is AUTH <password> or AUTH <user> <password>, for the default user
-// only, as redis-server without ACL users answers it.
+// cmdAuth is AUTH <password> (the default user's) or AUTH <user>
+// <password>, as redis-server 7.0 answers it.
 func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	if len(args) > 3 {
 		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return false
 	}
-	if len(args) == 2 && s.config().RequirePass == "" {
+	if len(args) == 2 && s.users.Default().Profile().NoPass() {
 		c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return false
 	}
@@ -179,23 +182,6 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	}
 	c.out = wire.AppendSimple(c.out, "OK")
 	return false
-}
-
-// authenticate checks user and pass, for AUTH and HELLO's AUTH option: on a
-// match the client is authenticated (and its reader leaves the pre-AUTH
-// limits before the next command); otherwise the failure is counted and
-// logged and the WRONGPASS reply appended. Without requirepass the default
-// user is Redis's nopass user, whom any password authenticates (HELLO 3 AUTH
-// default <anything>, as client libraries send it, succeeds as in Redis).
-func (s *Server) authenticate(c *client, user string, pass []byte) bool {
-	want := s.config().RequirePass
-	if user != "default" || (want != "" && subtle.ConstantTimeCompare(pass, []byte(want)) != 1) {
-		s.authFailed(c)
-		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
-		return false
-	}
-	c.authed = true
-	return true
 }
 
 // cmdRole answers as a chained replica does: slave, the primary's host and
@@ -384,8 +370,17 @@ func (s *Server) configRewrite(c *client) {
 		c.out = wire.AppendError(c.out, "ERR The server is running without a config file")
 		return
 	}
+	cfg := s.config()
+	if cfg.ACLFile == "" {
+		// The users in force, as Redis writes them when it has no aclfile.
+		cfg = cfg.Clone()
+		cfg.Users = nil
+		for _, line := range s.users.List() {
+			cfg.Users = append(cfg.Users, strings.Fields(line)[1:])
+		}
+	}
 	s.rewriteMu.Lock()
-	err := s.config().RewriteFile(s.configFile)
+	err := cfg.RewriteFile(s.configFile)
 	s.rewriteMu.Unlock()
 	if err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "path", s.configFile, "error", err)

@@ -71,7 +71,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	if pass != nil && !s.authenticate(c, user, pass) {
 		return false
 	}
-	if !c.authed {
+	if s.authRequired(c) {
 		c.out = wire.AppendError(c.out, noAuthHello)
 		return false
 	}
@@ -126,7 +126,8 @@ func (s *Server) cmdReset(c *client, _ [][]byte) bool {
 	}
 	c.resp.Store(uint32(wire.RESP2))
 	c.name.Store(nil)
-	c.authed = !s.clientConf().requirePass
+	c.user.Store(s.users.Default())
+	c.authed = s.defaultOpen()
 	c.out = wire.AppendSimple(c.out, "RESET")
 	return false
 }

@@ -227,6 +227,8 @@ func TestServedSubcommands(t *testing.T) {
 	p := startProxy(t)
 	a := adminDial(t, p)
 	args := map[string][]string{
+		"acl|deluser": {"nosuchuser"}, "acl|dryrun": {"default", "ping"}, "acl|getuser": {"default"},
+		"acl|setuser": {"nosuchuser"},
 		"client|kill": {"ID", "999999"}, "client|setname": {"x"}, "config|get": {"port"},
 		"config|set": {"loglevel", "verbose"}, "latency|graph": {"x"}, "latency|history": {"x"},
 	}
@@ -244,6 +246,7 @@ func TestServedSubcommands(t *testing.T) {
 // that have them, as command_docs.resp cuts them. Read-only. cmdConfig, cmdClient, cmdCommand, cmdSlowlog
 // and cmdLatency must serve each one listed (a test sends each).
 var servedSubcommands = map[string][]string{
+	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
 	"client":  {"getname", "id", "info", "kill", "list", "setname"},
 	"command": {"count", "docs", "info", "list"},
 	"config":  {"get", "resetstat", "rewrite", "set"},

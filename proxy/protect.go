@@ -50,7 +50,6 @@ const deniedMessage = "-DENIED replproxy is running in protected mode because pr
 // (settings.go), so that reading it costs no lock and no work.
 type clientConf struct {
 	limits        wire.Limits              // for a client that may run commands
-	requirePass   bool                     // a password is set: new clients start unauthenticated
 	protectedMode bool                     // protected-mode yes
 	output        config.OutputBufferLimit // client-output-buffer-limit normal
 }
@@ -63,23 +62,19 @@ func newClientConf(cfg *config.Config) *clientConf {
 			MaxBulk:       cfg.ProtoMaxBulkLen,
 			MaxQuery:      cfg.ClientQueryBufferLimit,
 		},
-		requirePass:   cfg.RequirePass != "",
 		protectedMode: cfg.ProtectedMode,
 		output:        cfg.ClientOutputBufferLimit.Normal,
 	}
 }
 
 // syncLimits gives the client's reader the limits in force before each
-// command: Redis's pre-AUTH limits until the client authenticates, and the
-// latest proto-max-bulk-len and client-query-buffer-limit. A client that
-// connected while a password was set needs no AUTH once it is cleared, as in
-// Redis (authRequired is checked per command).
+// command: Redis's pre-AUTH limits while the client must authenticate, and
+// the latest proto-max-bulk-len and client-query-buffer-limit. A client that
+// connected while the default user had a password needs no AUTH once it
+// has none, as in Redis (authRequired is checked per command).
 func (c *client) syncLimits(cc *clientConf) {
-	if !c.authed && !cc.requirePass {
-		c.authed = true
-	}
 	lim := cc.limits
-	lim.Unauthenticated = !c.authed
+	lim.Unauthenticated = c.srv.authRequired(c)
 	if lim != c.rd.Limits() {
 		c.rd.SetLimits(lim)
 	}
@@ -93,11 +88,12 @@ func (c *client) bufferBytes() int64 {
 }
 
 // deniedByProtectedMode applies Redis 7.0's rule: with protected mode on and
-// no password, only loopback clients are served, whatever the bind
-// addresses (Redis 6 also required that no bind was configured; 7.0 dropped
-// that, since its default bind listens everywhere).
-func deniedByProtectedMode(cc *clientConf, remote net.Addr) bool {
-	return cc.protectedMode && !cc.requirePass && !listen.IsLoopback(remote)
+// a default user that needs no password (open), only loopback clients are
+// served, whatever the bind addresses (Redis 6 also required that no bind
+// was configured; 7.0 dropped that, since its default bind listens
+// everywhere).
+func deniedByProtectedMode(cc *clientConf, open bool, remote net.Addr) bool {
+	return cc.protectedMode && open && !listen.IsLoopback(remote)
 }
 
 // deny answers a client refused by protected mode and closes it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -77,6 +78,10 @@ type Server struct {
 	logOpenErr string
 	commands   map[string]command
 	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
+	// users are the ACL users (package acl, users.go), and aclLog the ACL
+	// LOG; both set by New and safe for concurrent use.
+	users  *acl.Users
+	aclLog *acl.Log
 	memoryState
 
 	// ln holds the client listeners (listeners.go): opened by New,
@@ -230,6 +235,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err // only a broken build: its test checks the file
 	}
 	s.cmdDocs = docs
+	s.users, err = newUsers(cfg, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
+	if err != nil {
+		return nil, err
+	}
+	s.aclLog = acl.NewLog(int(min(cfg.ACLLogMaxLen, 1<<31-1)))
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.pubsub = pubsub.New[*client]()
@@ -489,7 +499,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 // says the connection holds a slot of the registry already (a TLS one,
 // reserved at accept): it becomes the client's, or is given back.
 func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
-	if deniedByProtectedMode(s.clientConf(), conn.RemoteAddr()) {
+	if deniedByProtectedMode(s.clientConf(), s.defaultOpen(), conn.RemoteAddr()) {
 		if reserved {
 			s.clients.unreserve()
 		}

@@ -324,6 +324,13 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		next.TLSReplication != prev.TLSReplication {
 		s.up.Retarget()
 	}
+	if next.RequirePass != prev.RequirePass {
+		// requirepass is the default user's password, as in Redis.
+		s.users.SetDefaultPassword(next.RequirePass)
+	}
+	if next.ACLLogMaxLen != prev.ACLLogMaxLen {
+		s.aclLog.SetMaxLen(int(min(next.ACLLogMaxLen, 1<<31-1)))
+	}
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
 		// Under the history's lock; in publication order, so next's is the
 		// value published last of those applied yet.

@@ -22,6 +22,7 @@ type Client struct {
 	Subs        int32  // channels subscribed to (flags=P while any)
 	OMem        int64  // its output buffer: a replica's pending stream, a subscriber's outbox
 	Cmd         string // its last command, "" for none
+	User        string // the ACL user it runs as ("default" until it authenticates as another)
 	Proto       int    // 2 or 3
 	// Closing: it was closed for a reason already and is on its way out of
 	// the list; Redis frees a killed client at once, so it is neither
@@ -42,8 +43,12 @@ func Append(b *strings.Builder, c Client) {
 	if cmd == "" {
 		cmd = "NULL"
 	}
-	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=%d\n",
-		c.ID, c.Addr, c.LAddr, c.FD, c.Name, c.Age, c.Idle, flags, c.Subs, c.OMem, c.OMem, cmd, c.Proto)
+	user := c.User
+	if user == "" {
+		user = "default"
+	}
+	fmt.Fprintf(b, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=16384 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%d tot-mem=%d events=r cmd=%s user=%s redir=-1 resp=%d\n",
+		c.ID, c.Addr, c.LAddr, c.FD, c.Name, c.Age, c.Idle, flags, c.Subs, c.OMem, c.OMem, cmd, user, c.Proto)
 }
 
 // A KillFilter is CLIENT KILL's filters; zero values match every client.
@@ -52,7 +57,11 @@ type KillFilter struct {
 	ID          int64
 	Addr, LAddr string
 	Type        string // normal, replica, master or pubsub
+	User        string // the USER filter: a user name
 	SkipMe      bool
+	// Known, when set before Parse, says whether a user exists: a USER
+	// filter naming none is refused where it stands, as Redis refuses it.
+	Known func(user string) bool
 }
 
 // Parse reads the filter pairs of args in order and returns the reply to
@@ -83,9 +92,10 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 				return "ERR Unknown client type '" + clip(val, 32) + "'"
 			}
 		case "user":
-			if val != "default" {
+			if f.Known != nil && !f.Known(val) {
 				return "ERR No such user '" + clip(val, 128) + "'"
 			}
+			f.User = val
 		case "skipme":
 			switch {
 			case strings.EqualFold(val, "yes"):
@@ -113,6 +123,7 @@ func (f *KillFilter) Matches(o Client, self bool) bool {
 		f.Type == "normal" && (o.Replica || o.Subs > 0),
 		f.Type == "pubsub" && (o.Replica || o.Subs == 0),
 		f.Type == "master",
+		f.User != "" && o.User != f.User && !(o.User == "" && f.User == "default"),
 		f.SkipMe && self:
 		return false
 	}

@@ -44,7 +44,7 @@ func TestKillFilter(t *testing.T) {
 		{args("ID x TYPE nosuch"), "ERR client-id should be greater than 0"},
 		{args("TYPE slave USER default SKIPME no"), ""},
 	} {
-		var f KillFilter
+		f := KillFilter{Known: func(u string) bool { return u == "default" }}
 		if got := f.Parse(tc.args); got != tc.reply {
 			t.Errorf("%q: %q, want %q", tc.args, got, tc.reply)
 		}
@@ -57,6 +57,9 @@ func TestKillFilter(t *testing.T) {
 		want bool
 	}{
 		{KillFilter{Type: "normal"}, normal, false, true},
+		{KillFilter{User: "default"}, normal, false, true},
+		{KillFilter{User: "replica"}, normal, false, false},
+		{KillFilter{User: "replica"}, Client{ID: 4, User: "replica"}, false, true},
 		{KillFilter{Type: "normal"}, sub, false, false},
 		{KillFilter{Type: "pubsub"}, sub, false, true},
 		{KillFilter{Type: "replica"}, replica, false, true},

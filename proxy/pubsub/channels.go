@@ -76,6 +76,28 @@ func (p *Channels[S]) Unsubscribe(s S, chans []string) {
 	}
 }
 
+// Refused returns the subscribers, among those keep selects, subscribed to
+// a channel allowed refuses: the clients a change of ACL rules disconnects,
+// as Redis disconnects a user's subscribers whose channels it no longer
+// allows. keep and allowed are called under the lock, and must neither
+// block nor take a lock.
+func (p *Channels[S]) Refused(keep func(S) bool, allowed func(channel string) bool) []S {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[S]bool)
+	var out []S
+	for ch, set := range p.channels {
+		for s := range set {
+			if seen[s] || !keep(s) || allowed(ch) {
+				continue
+			}
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // A Victim is a subscriber a publish found over its output limit, for the
 // caller to close with no lock held.
 type Victim[S Subscriber] struct {

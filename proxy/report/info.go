@@ -204,6 +204,9 @@ func writeInfoStats(w infoWriter, st *Counters) {
 	w.kv("client_query_buffer_limit_disconnections", st.QueryLimitDisconnects)
 	w.kv("client_output_buffer_limit_disconnections", st.OutputLimitDisconnects)
 	w.kv("acl_access_denied_auth", st.ACLDeniedAuth)
+	w.kv("acl_access_denied_cmd", st.ACLDeniedCmd)
+	w.kv("acl_access_denied_key", st.ACLDeniedKey)
+	w.kv("acl_access_denied_channel", st.ACLDeniedChannel)
 }
 
 func writeInfoReplication(w infoWriter, r *Report) {

@@ -195,6 +195,7 @@ type Counters struct {
 	EvictedSnapshots, EvictedBytes int64
 
 	ACLDeniedAuth, QueryLimitDisconnects, OutputLimitDisconnects int64
+	ACLDeniedCmd, ACLDeniedKey, ACLDeniedChannel                 int64
 	TLSConnectionsReceived, TLSHandshakeFailures                 int64
 }
 

@@ -45,6 +45,9 @@ type Stats struct {
 
 	// Clients the proxy refused or closed (Redis 7's names).
 	ACLDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
+	ACLDeniedCmd           atomic.Int64 // acl_access_denied_cmd: commands the ACL refused
+	ACLDeniedKey           atomic.Int64 // acl_access_denied_key: keys the ACL refused (never, the proxy serves none)
+	ACLDeniedChannel       atomic.Int64 // acl_access_denied_channel: channels the ACL refused
 	QueryLimitDisconnects  atomic.Int64 // client_query_buffer_limit_disconnections
 	OutputLimitDisconnects atomic.Int64 // client_output_buffer_limit_disconnections
 
@@ -63,7 +66,8 @@ func (s *Stats) Reset() {
 		&s.ConnectionsReceived, &s.CommandsProcessed, &s.RejectedConnections,
 		&s.NetInputBytes, &s.NetOutputBytes, &s.ReplInputBytes, &s.ReplOutputBytes,
 		&s.SyncFull, &s.SyncPartialOK, &s.SyncPartialErr,
-		&s.ACLDeniedAuth, &s.QueryLimitDisconnects, &s.OutputLimitDisconnects,
+		&s.ACLDeniedAuth, &s.ACLDeniedCmd, &s.ACLDeniedKey, &s.ACLDeniedChannel,
+		&s.QueryLimitDisconnects, &s.OutputLimitDisconnects,
 		&s.EvictedSnapshots, &s.EvictedBytes,
 	} {
 		c.Store(0)
@@ -104,6 +108,9 @@ func (st *Stats) Read() Counters {
 		EvictedBytes:       st.EvictedBytes.Load(),
 
 		ACLDeniedAuth:          st.ACLDeniedAuth.Load(),
+		ACLDeniedCmd:           st.ACLDeniedCmd.Load(),
+		ACLDeniedKey:           st.ACLDeniedKey.Load(),
+		ACLDeniedChannel:       st.ACLDeniedChannel.Load(),
 		QueryLimitDisconnects:  st.QueryLimitDisconnects.Load(),
 		OutputLimitDisconnects: st.OutputLimitDisconnects.Load(),
 		TLSConnectionsReceived: st.TLSConnectionsReceived.Load(),

@@ -391,6 +391,11 @@ var loadCorpus = []string{
 	"user default off +@all\n",
 	"user a \"quoted\" on\n",
 	"user a on +get\x00garbage\nuser b on\n",
+	"user a on\x00 junk\nuser b off\x00\nbogus\n",
+	// fgets reads 1023 bytes at most: where the NUL falls decides what
+	// survives.
+	"user " + strings.Repeat("a", 1017) + "\x00 on\nuser b on\n",
+	"user " + strings.Repeat("a", 1018) + "\x00 on\nuser b on\n",
 }
 
 // TestLoadMatchesRedis loads each aclfile text of the corpus with ACL LOAD
@@ -519,6 +524,27 @@ func TestConfigUsersMatchesRedis(t *testing.T) {
 		}
 		if tc.log != strings.Contains(out.String(), "Critical error while loading ACLs") {
 			t.Errorf("%q: redis-server reported it at another stage than expected:\n%s", tc.lines, out)
+		}
+	}
+}
+
+// TestGlobMatchesRedis checks the glob cases against Redis's own matching,
+// through a channel rule and ACL DRYRUN PUBLISH (the path the ACL uses).
+func TestGlobMatchesRedis(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartServer(t)
+	r := redisACL{t, redistest.Dial(t, srv.Addr())}
+	for _, tc := range globCases {
+		if tc.pattern == "*" || hasSpaceOrNUL(tc.pattern) {
+			continue // &* is allchannels, and spaces are refused
+		}
+		if got := r.do("ACL", "SETUSER", "g", "reset", "on", "+publish", "&"+tc.pattern); got != "OK" {
+			t.Fatalf("SETUSER &%q: %s", tc.pattern, show(got))
+		}
+		redisMatch := r.do("ACL", "DRYRUN", "g", "publish", tc.s, "m") == "OK"
+		if redisMatch != tc.match || globMatch(tc.pattern, tc.s) != tc.match {
+			t.Errorf("pattern %q, channel %q: redis %v, ours %v, case says %v",
+				clip(tc.pattern, 40), clip(tc.s, 40), redisMatch, globMatch(tc.pattern, tc.s), tc.match)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func TestLoadMatchesRedis(t *testing.T) {
 func TestConfigUsersMatchesRedis(t *testing.T) {
 	bin, _ := redistest.Require(t)
 	for _, tc := range []struct {
-		lines []string // user lines of the configuration file
+		lines []string // lines of the configuration file
 		// log is true when Redis reports the error in its log at startup
 		// (ApplyConfig's), false when it reports it while reading the file
 		// (Add's).
@@ -127,6 +127,7 @@ func TestConfigUsersMatchesRedis(t *testing.T) {
 		{[]string{`user alice on +nosuch`}, true},
 		{[]string{`user "a b" on`}, true},
 		{[]string{`user ok on +get`, `user alice on -@nosuch`}, true},
+		{[]string{`acl-pubsub-default allchannels`, `user alice on &news`}, false},
 	} {
 		var conf strings.Builder
 		port := redistest.FreePort(t)
@@ -139,7 +140,10 @@ func TestConfigUsersMatchesRedis(t *testing.T) {
 			if !ok {
 				t.Fatalf("%q: bad quotes", l)
 			}
-			if got == nil {
+			switch {
+			case args[0] == "acl-pubsub-default":
+				cu.AllChannels = args[1] == "allchannels"
+			case got == nil:
 				got = cu.Add(args)
 			}
 		}

@@ -2,6 +2,7 @@ package acl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -385,4 +386,40 @@ func TestGlobMatchesRedis(t *testing.T) {
 				clip(tc.pattern, 40), clip(tc.s, 40), redisMatch, globMatch(tc.pattern, tc.s), tc.match)
 		}
 	}
+}
+
+// TestRandomRulesMatchRedis applies random rule lists, drawn with a fixed
+// seed from a vocabulary of categories, commands, subcommands, first
+// arguments and patterns, to users on both sides: the greedy choice of
+// categories in descriptions is where an error would hide.
+func TestRandomRulesMatchRedis(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartServer(t)
+	r := redisACL{t, redistest.Dial(t, srv.Addr())}
+	ours := NewUsers()
+	var vocab []string
+	for _, c := range Categories() {
+		vocab = append(vocab, "+@"+c, "-@"+c)
+	}
+	vocab = append(vocab, "+@all", "-@all", "allcommands", "nocommands", "+get", "-get", "+config", "-config",
+		"+config|get", "-config|set", "+client", "-client|kill", "+client|list", "+select|0", "+select|1", "-select",
+		"+debug|object", "+acl|whoami", "-acl", "+script|kill", "+psync", "-ping", "~a", "%R~b", "%W~c", "resetkeys",
+		"&c*", "resetchannels", "(+get ~k)", "(+@read -@keyspace)", "clearselectors", "on", "off", ">x", "nopass")
+	rng := rand.New(rand.NewPCG(7, 0))
+	for i := 0; i < 300; i++ {
+		rules := make([]string, 1+rng.IntN(8))
+		for j := range rules {
+			rules[j] = vocab[rng.IntN(len(vocab))]
+		}
+		name := fmt.Sprintf("r%03d", i)
+		want := r.do(append([]string{"ACL", "SETUSER", name}, rules...)...)
+		if got := setUserReply(ours, name, rules); !reflect.DeepEqual(got, want) {
+			t.Fatalf("SETUSER %q: got %s, redis %s", rules, show(got), show(want))
+		}
+		want = normGetUser(r.do("ACL", "GETUSER", name))
+		if got := normGetUser(plainOf(ours.GetUser(name))); !reflect.DeepEqual(got, want) {
+			t.Fatalf("GETUSER after %q:\n got   %s\n redis %s", rules, show(got), show(want))
+		}
+	}
+	compareLists(t, r, ours)
 }

@@ -390,8 +390,9 @@ func TestGlobMatchesRedis(t *testing.T) {
 
 // TestRandomRulesMatchRedis applies random rule lists, drawn with a fixed
 // seed from a vocabulary of categories, commands, subcommands, first
-// arguments and patterns, to users on both sides: the greedy choice of
-// categories in descriptions is where an error would hide.
+// arguments and patterns, to users on both sides, and compares SETUSER,
+// GETUSER, DRYRUN and ACL LIST: the greedy choice of categories in
+// descriptions is where an error would hide.
 func TestRandomRulesMatchRedis(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.StartServer(t)
@@ -419,6 +420,17 @@ func TestRandomRulesMatchRedis(t *testing.T) {
 		want = normGetUser(r.do("ACL", "GETUSER", name))
 		if got := normGetUser(plainOf(ours.GetUser(name))); !reflect.DeepEqual(got, want) {
 			t.Fatalf("GETUSER after %q:\n got   %s\n redis %s", rules, show(got), show(want))
+		}
+		if want == nil {
+			continue
+		}
+		for _, cmd := range [][]string{{"get", "a"}, {"get", "k"}, {"config", "get", "x"}, {"client", "kill", "x"},
+			{"select", "0"}, {"select", "2"}, {"debug", "object", "k"}, {"publish", "c1", "m"}, {"acl", "whoami"}, {"hset", "c", "f", "v"}} {
+			args := append([]string{name}, cmd...)
+			want := r.do(append([]string{"ACL", "DRYRUN"}, args...)...)
+			if got := plainOf(ours.DryRun(bs(args...))); !reflect.DeepEqual(got, want) {
+				t.Fatalf("DRYRUN %q after %q: got %s, redis %s", cmd, rules, show(got), show(want))
+			}
 		}
 	}
 	compareLists(t, r, ours)

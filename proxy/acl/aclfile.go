@@ -138,7 +138,13 @@ func (s *Users) Save() []byte {
 // applied once the file is read ([Users.ApplyConfig]). The zero value is
 // empty and ready.
 type ConfigUsers struct {
-	users [][]string // each: name, then its rules with selectors merged
+	// AllChannels is acl-pubsub-default as the configuration read so far
+	// sets it (true for allchannels). Redis checks each user line against
+	// the value in force when it reads the line: under allchannels, a
+	// user line with a channel rule and no resetchannels before it is an
+	// error. The configuration loader keeps it up to date.
+	AllChannels bool
+	users       [][]string // each: name, then its rules with selectors merged
 }
 
 // Len returns how many users were added.
@@ -171,9 +177,9 @@ func (c *ConfigUsers) Add(args []string) error {
 	if open >= 0 {
 		return declErr(args[open], errUnknown)
 	}
-	p := newProfile(false)
+	p := newProfile(c.AllChannels)
 	for j, r := range rules {
-		if e := p.apply(r, false); e != errNone && e != errUnknown {
+		if e := p.apply(r, c.AllChannels); e != errNone && e != errUnknown {
 			return declErr(args[j], e)
 		}
 	}
@@ -184,7 +190,8 @@ func (c *ConfigUsers) Add(args []string) error {
 // ApplyConfig creates the users c collected, as Redis does once its
 // configuration is read: a user defined for default resets it first. It
 // is all or nothing here (Redis exits on the error). notices are Redis's
-// log lines for users left off.
+// log lines for users left off. Redis creates them under the final
+// acl-pubsub-default: set it ([Users.SetPubSubDefault]) before.
 func (s *Users) ApplyConfig(c *ConfigUsers) (notices []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

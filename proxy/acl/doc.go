@@ -60,9 +60,10 @@
 // atomic load and reads of immutable data, with no lock; [Users]' lock
 // (an RWMutex) guards only the map of names, read by AUTH, HELLO and the
 // ACL subcommands, and taken exclusively by changes. Nothing in this
-// package calls back into the server, and no lock is held across anything
-// but this package's own memory. The command table is built once at
-// initialisation and only read after.
+// package calls back into the server, no lock is held across anything but
+// this package's own memory, and no method holds two locks (a Users and a
+// Log are independent). The command table is built once at initialisation
+// and only read after.
 //
 // # What the server must do
 //

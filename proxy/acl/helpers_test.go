@@ -64,7 +64,21 @@ func plainOfResp(v resp.Value) any {
 // Within each selector (the root, each "(...)"), the +cmd/-cmd tokens are
 // sorted in place; every other token keeps its place.
 func normRules(s string) string {
-	tokens := strings.Split(s, " ")
+	// Parentheses become tokens of their own, to be glued back after.
+	var tokens []string
+	for _, tok := range strings.Split(s, " ") {
+		open := strings.HasPrefix(tok, "(")
+		tok = strings.TrimPrefix(tok, "(")
+		closing := strings.HasSuffix(tok, ")")
+		tok = strings.TrimSuffix(tok, ")")
+		if open {
+			tokens = append(tokens, "(")
+		}
+		tokens = append(tokens, tok)
+		if closing {
+			tokens = append(tokens, ")")
+		}
+	}
 	var idx []int
 	var vals []string
 	flush := func() {
@@ -76,19 +90,16 @@ func normRules(s string) string {
 		idx, vals = nil, nil
 	}
 	for i, tok := range tokens {
-		bare := strings.Trim(tok, "()")
-		if strings.HasPrefix(tok, "(") {
+		switch {
+		case tok == "(" || tok == ")":
 			flush()
-		}
-		if (strings.HasPrefix(bare, "+") || strings.HasPrefix(bare, "-")) && !strings.HasPrefix(bare[1:], "@") && bare == tok {
+		case (strings.HasPrefix(tok, "+") || strings.HasPrefix(tok, "-")) && !strings.HasPrefix(tok[1:], "@"):
 			idx, vals = append(idx, i), append(vals, tok)
-		}
-		if strings.HasSuffix(tok, ")") {
-			flush()
 		}
 	}
 	flush()
-	return strings.Join(tokens, " ")
+	out := strings.Join(tokens, " ")
+	return strings.ReplaceAll(strings.ReplaceAll(out, "( ", "("), " )", ")")
 }
 
 // normLines applies normRules to each line of text.

@@ -200,5 +200,9 @@ func (p *Profile) NoPass() bool { return p.flags&flagNoPass != 0 }
 
 // Rules returns the user's rules as ACL LIST shows them after "user
 // <name> ": flags, password hashes, root selector, then each selector in
-// parentheses. Applied to a new user they give it the same permissions.
+// parentheses. Applied to a new user they give it the same permissions,
+// except where Redis writes a rule it cannot read back, and so does this
+// package: a first argument with white space ("+select|a b"), a key
+// pattern * given as %RW~* (written ~*, read as allkeys), a quote or a
+// closing parenthesis in a selector's pattern.
 func (p *Profile) Rules() string { return p.line }

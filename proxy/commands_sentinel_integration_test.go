@@ -23,13 +23,48 @@ const (
 // must promote R1 (never the proxy, which reports slave_priority:0) and move
 // the proxy to R1, which the proxy reaches by partial resync, and R2 must
 // follow without a full sync.
-func TestSentinelFailover(t *testing.T) {
-	p, pc := startPrimary(t)
-	r1 := redistest.StartServer(t, replicaOf(p)...)
+func TestSentinelFailover(t *testing.T) { sentinelFailover(t, false) }
+
+// TestSentinelFailoverACL is the same failover with least privilege, as
+// Redis's documentation sets it up: Sentinel authenticates everywhere as
+// its own user (auth-user, auth-pass; +multi +slaveof +ping +exec
+// +subscribe +config|rewrite +role +publish +info +client|setname
+// +client|kill +script|kill, all channels), R2 replicates through the
+// proxy as a replication-only user, and the proxy's default user has a
+// password. The proxy follows by partial resync, and Sentinel's hello link
+// to it (Pub/Sub) stays up.
+func TestSentinelFailoverACL(t *testing.T) { sentinelFailover(t, true) }
+
+// sentinelUser is Redis's documented Sentinel user, as a user line.
+var sentinelUser = []string{"--user", "sentinel", "on", ">sentinel-secret", "allchannels", "+multi", "+slaveof", "+ping",
+	"+exec", "+subscribe", "+config|rewrite", "+role", "+publish", "+info", "+client|setname", "+client|kill", "+script|kill"}
+
+func sentinelFailover(t *testing.T, withUsers bool) {
+	var serverArgs, proxyArgs, r2Args, sentinelAuth []string
+	var proxyAuth redistest.DialOptions
+	dialProxy := func(addr string) *redistest.Client { return redistest.Dial(t, addr) }
+	if withUsers {
+		proxyAuth = redistest.DialOptions{Username: "admin", Password: "admin-secret"}
+		serverArgs = sentinelUser
+		proxyArgs = operatorUsers
+		r2Args = []string{"--masteruser", "replica", "--masterauth", "replica-secret"}
+		sentinelAuth = []string{"sentinel auth-user m sentinel", "sentinel auth-pass m sentinel-secret"}
+		dialProxy = func(addr string) *redistest.Client {
+			c, err := redistest.DialOpts(t, addr, proxyAuth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+	}
+	p, pc := startPrimary(t, serverArgs...)
+	r1 := redistest.StartServer(t, append(replicaOf(p), serverArgs...)...)
 	r1c := redistest.Dial(t, r1.Addr())
-	proxy, xc := startProxyOf(t, p)
+	proxy := startProxy(t, append(replicaOf(p), proxyArgs...)...)
+	xc := dialProxy(proxy.AddrString())
+	waitLinkUp(t, xc)
 	phost, pport, _ := strings.Cut(proxy.AddrString(), ":")
-	r2 := redistest.StartServer(t, "--replicaof", phost, pport)
+	r2 := redistest.StartServer(t, append([]string{"--replicaof", phost, pport}, r2Args...)...)
 	r2c := redistest.Dial(t, r2.Addr())
 
 	for i := range 100 {
@@ -37,12 +72,12 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	redistest.WaitSynced(t, pc, r1c, r2c) // R2 through the proxy
 
-	sentinel := redistest.StartSentinel(t, []string{
+	sentinel := redistest.StartSentinel(t, append([]string{
 		"sentinel monitor m 127.0.0.1 " + strconv.Itoa(p.Port()) + " 1",
 		"sentinel down-after-milliseconds m " + strconv.Itoa(int(sentinelDownAfter.Milliseconds())),
 		"sentinel failover-timeout m " + strconv.Itoa(int(sentinelFailoverTimeout.Milliseconds())),
 		"loglevel verbose",
-	})
+	}, sentinelAuth...))
 	sc := redistest.Dial(t, sentinel.Addr())
 
 	// Sentinel learns the replicas from P's INFO, then reads each one's INFO:
@@ -99,7 +134,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("R1 role %q after promotion", role)
 	}
 	redistest.WaitFor(t, 5*time.Second, "the proxy to replicate from R1", func() bool {
-		info := freshInfo(t, proxy.AddrString(), "replication")
+		info := freshInfoAs(t, proxy.AddrString(), "replication", proxyAuth)
 		return info["master_port"] == strconv.Itoa(r1.Port()) && info["master_link_status"] == "up"
 	})
 	t.Logf("proxy linked to R1 %v after P was killed", time.Since(killed).Round(time.Millisecond))
@@ -111,8 +146,32 @@ func TestSentinelFailover(t *testing.T) {
 	if n, _ := strconv.Atoi(r1stats["sync_partial_ok"]); n < 1 {
 		t.Errorf("R1 sync_partial_ok = %s, want at least 1", r1stats["sync_partial_ok"])
 	}
-	if n := freshInfo(t, proxy.AddrString(), "stats")["sync_full"]; n != strconv.FormatInt(proxyFull, 10) {
+	if n := freshInfoAs(t, proxy.AddrString(), "stats", proxyAuth)["sync_full"]; n != strconv.FormatInt(proxyFull, 10) {
 		t.Errorf("proxy sync_full = %s after the failover, was %d: R2 must not need a full sync", n, proxyFull)
+	}
+
+	if withUsers {
+		// Sentinel's links to the proxy, commands and hello (Pub/Sub), run
+		// as the Sentinel user, and its hello link is subscribed.
+		ac := dialProxy(proxy.AddrString())
+		redistest.WaitFor(t, 10*time.Second, "Sentinel's hello link on the proxy as the Sentinel user", func() bool {
+			for _, c := range ac.ClientList(t) {
+				if strings.HasSuffix(c["name"], "-pubsub") && c["user"] == "sentinel" && c["flags"] == "P" && c["sub"] == "1" {
+					return true
+				}
+			}
+			return false
+		})
+		// Nothing Sentinel sent was refused by its rules (MULTI and EXEC,
+		// which the proxy does not serve, are refused as unknown first).
+		if log := ac.MustDo(t, "ACL", "LOG").Array(); len(log) != 0 {
+			t.Errorf("ACL LOG after the failover has %d entries: %v", len(log), log)
+		}
+		for _, r := range sentinelReplicas(t, redistest.Dial(t, sentinel.Addr())) {
+			if r["port"] == pport && strings.Contains(r["flags"], "disconnected") {
+				t.Errorf("Sentinel's view of the proxy after the failover: %v", r)
+			}
+		}
 	}
 
 	r1c = redistest.Dial(t, r1.Addr())
@@ -127,8 +186,14 @@ func TestSentinelFailover(t *testing.T) {
 // freshInfo reads INFO section from addr on a connection of its own, or
 // returns nil when that fails (Sentinel may be killing clients).
 func freshInfo(t testing.TB, addr, section string) map[string]string {
+	return freshInfoAs(t, addr, section, redistest.DialOptions{})
+}
+
+// freshInfoAs is freshInfo authenticated as opts says.
+func freshInfoAs(t testing.TB, addr, section string, opts redistest.DialOptions) map[string]string {
 	t.Helper()
-	c, err := redistest.DialOpts(t, addr, redistest.DialOptions{Timeout: time.Second})
+	opts.Timeout = time.Second
+	c, err := redistest.DialOpts(t, addr, opts)
 	if err != nil {
 		return nil
 	}

@@ -88,7 +88,7 @@ const maxDocsDepth = 16
 // parse parses one RESP3 value of the kinds the command docs use
 // (simple, bulk, integer, null, array, set, map) off the front of b; a
 // RESP2 null bulk ($-1) reads as a null. Tests read replies with it too,
-// errors ('-') included, kept in str.
+// errors ('-') and doubles (',', ACL LOG's age) included, kept in str.
 func parse(b []byte, depth int) (Value, []byte, error) {
 	if depth > maxDocsDepth {
 		return Value{}, nil, errors.New("nested too deep")
@@ -100,7 +100,7 @@ func parse(b []byte, depth int) (Value, []byte, error) {
 	line, rb := string(b[:i]), b[i+2:]
 	v := Value{Kind: line[0]}
 	switch v.Kind {
-	case '+', '-':
+	case '+', '-', ',':
 		v.Str = line[1:]
 		return v, rb, nil
 	case '_':

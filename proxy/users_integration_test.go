@@ -1,0 +1,280 @@
+package proxy
+
+import (
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/commanddocs"
+	"github.com/replproxy/replproxy/proxy/wire"
+)
+
+// The four users an operator creates (README, Security), as user lines.
+var operatorUsers = []string{
+	"--user", "replica", "on", ">replica-secret", "+psync", "+replconf", "+ping",
+	"--user", "sentinel", "on", ">sentinel-secret", "allchannels", "+multi", "+slaveof", "+ping", "+exec", "+subscribe",
+	"+config|rewrite", "+role", "+publish", "+info", "+client|setname", "+client|kill", "+script|kill",
+	"--user", "monitor", "on", ">monitor-secret", "+info", "+ping",
+	"--user", "admin", "on", ">admin-secret", "+@all",
+	"--requirepass", "default-secret",
+}
+
+// TestReplicationUser: real redis-server replicas sync through the proxy as
+// a user that may only replicate (masteruser/masterauth with +psync
+// +replconf +ping); that user is refused CONFIG SET, REPLICAOF and CLIENT
+// KILL with Redis's NOPERM, and ACL LOG shows each attempt.
+func TestReplicationUser(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 5000, "key", 100)
+	p := startProxy(t, append(replicaOf(primary), operatorUsers...)...)
+	host, port, _ := strings.Cut(p.AddrString(), ":")
+	var rcs []*redistest.Client
+	for range 2 {
+		r := redistest.StartServer(t, "--replicaof", host, port, "--masteruser", "replica", "--masterauth", "replica-secret")
+		rcs = append(rcs, redistest.Dial(t, r.Addr()))
+	}
+	writeValues(t, pc, "through-acl", 100, 100)
+	redistest.WaitSynced(t, pc, rcs...)
+
+	a := adminDial(t, p)
+	if got := a.do("AUTH", "replica", "replica-secret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH replica: %q", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"CONFIG", "SET", "repl-timeout", "5"}, "config|set"},
+		{[]string{"REPLICAOF", "NO", "ONE"}, "replicaof"},
+		{[]string{"CLIENT", "KILL", "TYPE", "replica"}, "client|kill"},
+	} {
+		want := "-NOPERM this user has no permissions to run the '" + tc.name + "' command\r\n"
+		if got := a.do(tc.args...); got != want {
+			t.Errorf("%q as the replication user: %q, want %q", tc.args, got, want)
+		}
+	}
+	if got := freshInfo(t, rcs[0].Addr(), "replication")["master_link_status"]; got != "up" {
+		t.Errorf("a replica's link is %q after the refused commands", got)
+	}
+	admin := adminDial(t, p)
+	admin.do("AUTH", "admin", "admin-secret")
+	log := admin.do("ACL", "LOG")
+	for _, object := range []string{"config|set", "replicaof", "client|kill"} {
+		if !strings.Contains(log, "\r\n$"+itoa(int64(len(object)))+"\r\n"+object+"\r\n") {
+			t.Errorf("ACL LOG lacks the refused %s:\n%s", object, log)
+		}
+	}
+	if strings.Count(log, "\r\n$7\r\nreplica\r\n") != 3 {
+		t.Errorf("ACL LOG does not name the replication user three times:\n%s", log)
+	}
+	if n := redistest.ParseInfo(strings.SplitN(admin.do("INFO", "stats"), "\r\n", 2)[1])["acl_access_denied_cmd"]; n != "3" {
+		t.Errorf("acl_access_denied_cmd %s, want 3", n)
+	}
+	list := admin.do("CLIENT", "LIST")
+	if len(regexp.MustCompile(`(?m)^id=.* flags=S .* user=replica `).FindAllString(list, -1)) != 2 {
+		t.Errorf("CLIENT LIST shows the replicas as\n%s", list)
+	}
+}
+
+// TestMonitoringUser: a user with +info +ping reads INFO, and gets NOPERM
+// for PSYNC, SYNC and REPLCONF: not one byte of the stream or of a
+// snapshot reaches it.
+func TestMonitoringUser(t *testing.T) {
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 1000, "key", 100)
+	p, _ := startProxyOf0User(t, primary)
+	conn, err := net.Dial("tcp", p.AddrString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(args ...string) string {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		var got []byte
+		for {
+			n, err := conn.Read(buf)
+			got = append(got, buf[:n]...)
+			if _, rest, perr := commanddocs.Parse(got); perr == nil && len(rest) == 0 {
+				return string(got)
+			}
+			if err != nil {
+				t.Fatalf("%q: %v after %q", args, err, got)
+			}
+		}
+	}
+	if got := send("AUTH", "monitor", "monitor-secret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH monitor: %q", got)
+	}
+	if got := send("INFO", "replication"); !strings.Contains(got, "master_link_status:up") {
+		t.Errorf("INFO as the monitoring user: %q", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"REPLCONF", "listening-port", "6380"}, "replconf"},
+		{[]string{"PSYNC", "?", "-1"}, "psync"},
+		{[]string{"SYNC"}, "sync"},
+	} {
+		want := "-NOPERM this user has no permissions to run the '" + tc.name + "' command\r\n"
+		if got := send(tc.args...); got != want {
+			t.Errorf("%q as the monitoring user: %q, want %q", tc.args, got, want)
+		}
+	}
+	// Anything more on the connection would be a payload or the stream.
+	pc.MustDo(t, "SET", "after", "refusal")
+	conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _ := conn.Read(make([]byte, 1)); n != 0 {
+		t.Error("bytes reached the monitoring user after its refused PSYNC")
+	}
+}
+
+// startProxyOf0User runs a proxy replicating srv with the operator's users
+// and returns it with a client authenticated as admin, once its link is up.
+func startProxyOf0User(t *testing.T, srv *redistest.Server) (*testProxy, *adminConn) {
+	t.Helper()
+	p := startProxy(t, append(replicaOf(srv), operatorUsers...)...)
+	a := adminDial(t, p)
+	if got := a.do("AUTH", "admin", "admin-secret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH admin: %q", got)
+	}
+	redistest.WaitFor(t, 10*time.Second, "proxy link up", func() bool {
+		return strings.Contains(a.do("INFO", "replication"), "master_link_status:up")
+	})
+	return p, a
+}
+
+// aclScript is a sequence of ACL commands whose replies must be redis-server
+// 7.0's, byte for byte, but for the parts masked by maskVolatile.
+var aclScript = [][]string{
+	{"ACL", "SETUSER", "replica", "on", ">replica-secret", "+psync", "+replconf", "+ping"},
+	{"ACL", "SETUSER", "sentinel", "on", ">sentinel-secret", "allchannels", "+multi", "+slaveof", "+ping", "+exec", "+subscribe",
+		"+config|rewrite", "+role", "+publish", "+info", "+client|setname", "+client|kill", "+script|kill"},
+	{"ACL", "SETUSER", "monitor", "on", "#" + strings.Repeat("ab", 32), "+info", "+ping", "&mon:*", "~ignored:*"},
+	{"ACL", "SETUSER", "ops", "on", "nopass", "+@all", "-@dangerous", "+info", "-config|set"},
+	{"ACL", "SETUSER", "bad", "+nosuchcommand"},
+	{"ACL", "SETUSER", "bad", "@nosuchcategory"},
+	{"ACL", "SETUSER", "bad", "#tooshort"},
+	{"ACL", "SETUSER", "bad", "~*", "~more"},
+	{"ACL", "SETUSER", "bad", "+client|nosuchsub"},
+	{"ACL", "GETUSER", "replica"},
+	{"ACL", "GETUSER", "sentinel"},
+	{"ACL", "GETUSER", "monitor"},
+	{"ACL", "GETUSER", "ops"},
+	{"ACL", "GETUSER", "default"},
+	{"ACL", "GETUSER", "nobody"},
+	{"ACL", "USERS"},
+	{"ACL", "CAT"},
+	{"ACL", "CAT", "nosuchcategory"},
+	{"ACL", "DRYRUN", "replica", "psync", "?", "-1"},
+	{"ACL", "DRYRUN", "replica", "config", "set", "repl-timeout", "5"},
+	{"ACL", "DRYRUN", "monitor", "publish", "mon:x", "hi"},
+	{"ACL", "DRYRUN", "monitor", "publish", "other", "hi"},
+	{"ACL", "DRYRUN", "nobody", "ping"},
+	{"ACL", "DRYRUN", "replica", "nosuchcommand"},
+	{"ACL", "DELUSER", "default"},
+	{"ACL", "GENPASS", "0"},
+	{"ACL", "WHOAMI"},
+	{"ACL", "LOG", "RESET"},
+	{"AUTH", "replica", "wrong"},
+	{"ACL", "LOG", "1"},
+	{"ACL", "DELUSER", "ops", "nobody"},
+	{"ACL", "LIST"},
+	{"ACL", "LOAD"},
+	{"ACL", "NOSUCHSUBCOMMAND"},
+}
+
+// volatile are the parts of a reply that differ between two servers by
+// nature: ACL LOG's age and client-info, and ACL LIST's and GETUSER's order
+// of single-command rules (Redis's hash-seeded dictionary order: the
+// package compares them as sets in its own test).
+var volatile = []*regexp.Regexp{
+	regexp.MustCompile(`(age-seconds\r\n)(\$\d+\r\n[^\r]*|,[^\r]*)\r\n`),
+	regexp.MustCompile(`(client-info\r\n)\$\d+\r\n[^\r]*\r\n`),
+}
+
+func maskVolatile(s string) string {
+	for _, re := range volatile {
+		s = re.ReplaceAllString(s, "${1}<masked>\r\n")
+	}
+	return s
+}
+
+// TestACLRepliesMatchRedis: the same ACL commands, sent to the proxy and to
+// a redis-server 7.0, in RESP2 and RESP3, get the same replies, byte for
+// byte but for what differs between two servers by nature (volatile) and
+// the order of single-command rules, compared as sets.
+func TestACLRepliesMatchRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := startProxy(t)
+	for _, proto := range []string{"2", "3"} {
+		t.Run("RESP"+proto, func(t *testing.T) {
+			r, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			x := p.dial(t)
+			defer x.Close()
+			rawDo(t, r, "HELLO", proto)
+			rawDo(t, x, "HELLO", proto)
+			// Each side starts from its default user alone.
+			for _, u := range []string{"replica", "sentinel", "monitor", "ops", "bad"} {
+				rawDo(t, r, "ACL", "DELUSER", u)
+				rawDo(t, x, "ACL", "DELUSER", u)
+			}
+			for _, args := range aclScript {
+				want, got := rawReply(t, r, args...), rawReply(t, x, args...)
+				if normaliseRules(maskVolatile(got)) != normaliseRules(maskVolatile(want)) {
+					t.Errorf("%q:\nproxy: %q\nredis: %q", args, got, want)
+				}
+			}
+		})
+	}
+}
+
+// rawReply sends args on conn and returns the reply's raw bytes.
+func rawReply(t *testing.T, conn net.Conn, args ...string) string {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := conn.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if _, rest, perr := commanddocs.Parse(buf); perr == nil && len(rest) == 0 {
+			return string(buf)
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	}
+}
+
+// ruleWords finds a description of command rules in a reply (a bulk string
+// of words starting with +@ or -@), whose single-command rules Redis
+// orders by its hash seed.
+var ruleWords = regexp.MustCompile(`[+-]@[a-z]+( [+-][-@a-z_|]+)*`)
+
+// normaliseRules sorts the words of each rule description after the first,
+// so that two descriptions of the same rules compare equal.
+func normaliseRules(s string) string {
+	return ruleWords.ReplaceAllStringFunc(s, func(d string) string {
+		w := strings.Fields(d)
+		rest := w[1:]
+		slices.Sort(rest)
+		return strings.Join(append(w[:1], rest...), " ")
+	})
+}

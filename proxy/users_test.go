@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/config"
+)
+
+// TestUsersFromFiles: users come from user lines or an aclfile; ACL SAVE
+// writes the aclfile and ACL LOAD reads it back, disconnecting the clients
+// of the users it replaced; CONFIG REWRITE writes the users in force as
+// user lines; HELLO's AUTH takes any user.
+func TestUsersFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	aclPath := filepath.Join(dir, "users.acl")
+	if err := os.WriteFile(aclPath, []byte("user ops on >ops-secret +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, "--aclfile", aclPath)
+	a := adminDial(t, p)
+	if got := a.do("HELLO", "2", "AUTH", "ops", "ops-secret"); !strings.HasPrefix(got, "*14\r\n") {
+		t.Fatalf("HELLO 2 AUTH ops: %q", got)
+	}
+	if got := a.do("ACL", "WHOAMI"); got != "$3\r\nops\r\n" {
+		t.Fatalf("ACL WHOAMI: %q", got)
+	}
+	a.do("ACL", "SETUSER", "monitor", "on", ">m", "+info")
+	if got := a.do("ACL", "SAVE"); got != "+OK\r\n" {
+		t.Fatalf("ACL SAVE: %q", got)
+	}
+	saved, _ := os.ReadFile(aclPath)
+	if !strings.Contains(string(saved), "user monitor on #") || !strings.Contains(string(saved), "user ops on #") {
+		t.Errorf("the saved aclfile:\n%s", saved)
+	}
+	// ACL LOAD replaces every user but default: ops's connection goes.
+	if got := a.do("ACL", "LOAD"); got != "+OK\r\n" {
+		t.Fatalf("ACL LOAD: %q", got)
+	}
+	a.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := a.rd.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("the connection of a user ACL LOAD replaced is still open after +OK: %v", err)
+	}
+	b := adminDial(t, p)
+	if got := b.do("AUTH", "monitor", "m"); got != "+OK\r\n" {
+		t.Errorf("AUTH as a user the saved file holds: %q", got)
+	}
+
+	// CONFIG REWRITE writes user lines, never with an aclfile.
+	conf := filepath.Join(dir, "replproxy.conf")
+	os.WriteFile(conf, []byte("port 0\n"), 0o600)
+	q := newTestProxy(t, proxySetup{args: []string{"--user", "replica", "on", ">r", "+psync"}, opts: Options{ConfigFile: conf}})
+	c := adminDial(t, q)
+	c.do("ACL", "SETUSER", "late", "on", "nopass", "+ping")
+	if got := c.do("CONFIG", "REWRITE"); got != "+OK\r\n" {
+		t.Fatalf("CONFIG REWRITE: %q", got)
+	}
+	text, _ := os.ReadFile(conf)
+	for _, want := range []string{"user default on nopass ~* &* +@all", "user late on nopass resetchannels -@all +ping", "user replica on #"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("the rewritten file lacks %q:\n%s", want, text)
+		}
+	}
+	cfg, err := config.Parse([]string{conf})
+	if err != nil {
+		t.Fatalf("the rewritten file does not load: %v\n%s", err, text)
+	}
+	if len(cfg.Users) != 3 {
+		t.Errorf("the rewritten file has %d users", len(cfg.Users))
+	}
+}
+
+// TestHostileUsers: an aclfile or user lines no Redis would accept fail
+// the start with Redis's error, never a crash, and grant nothing.
+func TestHostileUsers(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string
+	}{
+		{name: "unknown rule", args: []string{"--user", "x", "on", "+nosuchcommand"}},
+		{name: "bad hash", args: []string{"--user", "x", "#00"}},
+		{name: "open selector", args: []string{"--user", "x", "(+ping"}},
+		{name: "aclfile junk", file: "user\nuser x on >p +@all\n\x00\xff garbage\n"},
+		{name: "aclfile comment", file: "# a comment\nuser x on nopass +@all\n"},
+		{name: "aclfile unmatched parenthesis", file: "user x on +ping (+info\n"},
+		{name: "aclfile missing", file: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--port", "0"}, tc.args...)
+			if tc.args == nil {
+				path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".acl")
+				if tc.file != "" {
+					os.WriteFile(path, []byte(tc.file), 0o600)
+				}
+				args = append(args, "--aclfile", path)
+			}
+			cfg, err := config.Parse(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := New(cfg, Options{Logger: hclog.NewNullLogger()})
+			if err == nil {
+				srv.Close()
+				t.Fatal("the proxy started")
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}

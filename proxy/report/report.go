@@ -196,6 +196,7 @@ type Counters struct {
 
 	ACLDeniedAuth, QueryLimitDisconnects, OutputLimitDisconnects int64
 	TLSConnectionsReceived, TLSHandshakeFailures                 int64
+	MetricsAuthFailures                                          int64
 }
 
 // snapshotSource is snapshot_source: the snapshot-from source in force as

@@ -48,10 +48,12 @@ node:
 	@node --version
 
 # promtool checks the alerting rules in deploy/prometheus (promtool check rules,
-# promtool test rules) and a real scrape of a running proxy (promtool check
-# metrics): TestPromtool* in proxy/, which fail without it under CI=true. Debian's
-# prometheus package provides it; the services it starts (prometheus, and the
-# node exporter it recommends) are stopped, as for redis-server.
+# promtool test rules), its example web configuration and scrape job (promtool
+# check web-config, promtool check config) and a real scrape of a running proxy
+# (promtool check metrics): TestPromtool* in proxy/, which fail without it under
+# CI=true. Debian's prometheus package provides it; the services it starts
+# (prometheus, and the node exporter it recommends) are stopped, as for
+# redis-server.
 promtool:
 	@if ! command -v promtool >/dev/null 2>&1; then \
 		echo "installing prometheus (for promtool)"; \
@@ -94,6 +96,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzStreamScanner -fuzztime $(FUZZTIME) ./proxy/wire/
 	$(GO) test -run '^$$' -fuzz FuzzCommandReader -fuzztime $(FUZZTIME) ./proxy/wire/
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) ./proxy/config/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/webconfig/
 	$(GO) test -run '^$$' -fuzz FuzzMemToLL -fuzztime $(FUZZTIME) ./proxy/config/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/

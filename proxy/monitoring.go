@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"fmt"
+	"log"
 	"net"
+	"strings"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/upstream"
+	"github.com/replproxy/replproxy/proxy/webconfig"
 )
 
 // The monitoring HTTP server (metrics-port, metrics-bind; package metrics)
@@ -21,11 +25,29 @@ import (
 //   - /healthz: 200 while the process serves HTTP.
 //   - /readyz: readiness, below.
 //
-// It is opened by New (so that a bad address fails the start) and has Run's
-// lifetime: Run serves it and shuts it down last, after every replica is
-// closed; Close closes it on a server that never ran.
+// It is opened by New (so that a bad address, or a bad metrics-web-config
+// file, fails the start) and has Run's lifetime: Run serves it and shuts it
+// down last, after every replica is closed; Close closes it on a server
+// that never ran.
+//
+// Securing it (secureMetrics), both read at start only:
+//
+//   - metrics-tls yes: HTTPS with the proxy's own TLS material, the one
+//     tls-port serves (its certificate, and tls-auth-clients' client
+//     certificates), taken at each handshake from the material in force
+//     (listenerTLS), so that CONFIG SET tls-* reloads it here too.
+//   - metrics-web-config: a Prometheus web configuration file (package
+//     webconfig). Its basic_auth_users guard every path but /healthz; its
+//     tls_server_config, when present, serves HTTPS with its own files in
+//     place of metrics-tls, read again when they change.
+//
+// A request refused 401 is counted (metrics_auth_failures) and logged at
+// most once per logEvery, with the client's address, never what it sent;
+// so are net/http's own errors (a failed TLS handshake), which a stranger
+// can cause at will.
 
-// listenMetrics opens the monitoring listener when metrics-port is set.
+// listenMetrics opens the monitoring listener when metrics-port is set,
+// after reading metrics-web-config.
 func (s *Server) listenMetrics(cfg *config.Config) error {
 	if cfg.MetricsPort == 0 {
 		return nil
@@ -33,7 +55,10 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 	m := &metrics.Server{
 		Figures:  s.figures,
 		Ready:    s.readiness,
-		ErrorLog: s.log.StandardLogger(nil),
+		ErrorLog: log.New(metricsErrorLog{s}, "", 0),
+	}
+	if err := s.secureMetrics(m, cfg); err != nil {
+		return err
 	}
 	ln, err := listen.TCP(cfg.MetricsBind, cfg.MetricsPort)
 	if err != nil {
@@ -42,6 +67,71 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 	m.Attach(ln)
 	s.monitoring = m
 	return nil
+}
+
+// secureMetrics sets m's TLS and authentication from metrics-tls and
+// metrics-web-config. A web configuration that cannot be read, parsed or
+// checked, or whose TLS files cannot be loaded, is an error naming
+// metrics-web-config, the file and the problem.
+func (s *Server) secureMetrics(m *metrics.Server, cfg *config.Config) error {
+	var web *webconfig.Config
+	if path := cfg.MetricsWebConfig; path != "" {
+		w, err := webconfig.Load(path)
+		if err != nil {
+			return fmt.Errorf("metrics-web-config: %w", err)
+		}
+		web = w
+	}
+	switch {
+	case web != nil && web.TLS != nil:
+		if cfg.MetricsTLS {
+			s.log.Warn("metrics-tls yes: the monitoring port serves the tls_server_config of metrics-web-config instead", "path", cfg.MetricsWebConfig)
+		}
+		m.TLS = web.TLS.ServerConfig(func(err error) {
+			if ok, n := s.webTLSLog.allow(time.Now(), logEvery); ok {
+				s.log.Warn("metrics-web-config: TLS files not reloaded, the ones loaded before are served", "path", cfg.MetricsWebConfig, "error", err, "suppressed", n)
+			}
+		})
+	case cfg.MetricsServesTLS():
+		m.TLS = s.listenerTLS()
+	}
+	if web == nil {
+		return nil
+	}
+	m.Headers = web.Headers
+	if len(web.Users) > 0 {
+		auth, err := metrics.NewBasicAuth(web.Users)
+		if err != nil { // webconfig has checked every hash
+			return fmt.Errorf("metrics-web-config: %s: basic_auth_users: %w", cfg.MetricsWebConfig, err)
+		}
+		m.Auth, m.AuthFailed = auth, s.metricsAuthFailed
+	}
+	return nil
+}
+
+// metricsAuthFailed counts a monitoring request refused 401 and logs it at
+// most once per logEvery: a stranger may send thousands.
+func (s *Server) metricsAuthFailed(remote string, sentCredentials bool) {
+	s.stats.MetricsAuthFailures.Add(1)
+	if ok, n := s.webAuthLog.allow(time.Now(), logEvery); ok {
+		if sentCredentials {
+			s.log.Warn("monitoring request refused: wrong user name or password", "address", remote, "suppressed", n)
+		} else {
+			s.log.Warn("monitoring request refused: no credentials", "address", remote, "suppressed", n)
+		}
+	}
+}
+
+// metricsErrorLog is the monitoring server's ErrorLog: net/http's lines (a
+// failed TLS handshake, an accept error), which a stranger can cause at
+// will, logged at most once per logEvery.
+type metricsErrorLog struct{ s *Server }
+
+func (w metricsErrorLog) Write(p []byte) (int, error) {
+	if ok, n := w.s.httpLog.allow(time.Now(), logEvery); ok {
+		w.s.log.Warn("metrics server error", "error", strings.TrimSpace(string(p)), "suppressed", n)
+	}
+	return len(p), nil
 }
 
 // figures is what a scrape of /metrics renders: one report, whole, as

@@ -120,12 +120,15 @@ type Server struct {
 	linkSlots downstream.LinkSlots
 
 	// Client protection (protect.go): the file-limit hook, rate-limited logs.
-	fileLimit func(maxclients int) int // Options.FileLimit; nil means no check
-	authLog   logLimiter               // failed AUTH
-	acceptLog logLimiter               // accept errors
-	limitLog  logLimiter               // clients closed by a buffer limit
-	tlsLog    logLimiter               // failed TLS handshakes
-	linkLog   logLimiter               // compressed links refused past repl-link-compression-max-links
+	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
+	authLog    logLimiter               // failed AUTH
+	acceptLog  logLimiter               // accept errors
+	limitLog   logLimiter               // clients closed by a buffer limit
+	tlsLog     logLimiter               // failed TLS handshakes
+	httpLog    logLimiter               // the monitoring server's errors (net/http's: failed TLS handshakes, accept errors)
+	webAuthLog logLimiter               // monitoring requests refused 401
+	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
+	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
 
 	// life is the server's lifetime: Run sets it up, Close ends it.
 	life struct {

@@ -40,6 +40,8 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "replproxy.conf")
 	os.WriteFile(conf, []byte("port 0\n# a comment\nrepl-backlog-size 12zz\n"), 0o644)
+	web := filepath.Join(dir, "web-config.yml")
+	os.WriteFile(web, []byte("basic_auth_users:\n  prometheus: hunter2\n"), 0o644)
 	cases := []struct {
 		name string
 		args []string
@@ -50,6 +52,10 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 		{"bad value in file", []string{conf}, []string{"repl-backlog-size", conf + ":3"}},
 		{"missing file", []string{filepath.Join(dir, "nope.conf")}, []string{"nope.conf"}},
 		{"replicaof without port", []string{"--replicaof", "127.0.0.1"}, []string{"replicaof"}},
+		// Read by the server at start: the error names the directive, the
+		// file and the problem, and not the password written as a hash.
+		{"bad metrics-web-config", []string{"--port", "0", "--dir", dir, "--metrics-port", strconv.Itoa(redistest.FreePort(t)), "--metrics-web-config", web},
+			[]string{"metrics-web-config", web, `user \"prometheus\": the password is not a bcrypt hash`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +67,9 @@ func TestBadConfigFailsBeforeStart(t *testing.T) {
 				if !strings.Contains(stderr.String(), w) {
 					t.Errorf("error output %q does not name %q", stderr.String(), w)
 				}
+			}
+			if strings.Contains(stderr.String(), "hunter2") {
+				t.Errorf("error output %q quotes a password", stderr.String())
 			}
 		})
 	}

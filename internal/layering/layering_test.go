@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"proxy/commanddocs": {"proxy/wire"},
 	"proxy/sysmem":      {},
 	"proxy/tlsconf":     {"proxy/config"},
+	"proxy/webconfig":   {},
 	"proxy/listen":      {},
 	"proxy/clientlist":  {},
 	"proxy/acl":         {},
@@ -54,7 +55,7 @@ var allowed = map[string][]string{
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
 		"eviction", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
-		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/wire", "replbuf", "replid", "streamlog",
+		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},
 

@@ -362,6 +362,19 @@ type Config struct {
 	// server listens on. Default "127.0.0.1"; one address as bind takes
 	// them ("*", "::*", an IP address or a host name), without the "-".
 	MetricsBind string
+	// MetricsTLS is `metrics-tls` (yes/no), proxy-only: the monitoring
+	// server speaks HTTPS with the proxy's own material (tls-cert-file,
+	// tls-key-file, and under tls-auth-clients a client certificate from
+	// tls-ca-cert-file / -dir), reloaded when the proxy reloads it. Default
+	// false: plain HTTP. A MetricsWebConfig file with a tls_server_config
+	// takes its place. Startup only.
+	MetricsTLS bool
+	// MetricsWebConfig is `metrics-web-config`, proxy-only: the path of a
+	// Prometheus web configuration file (exporter-toolkit's
+	// web.config.file format), read at start: its basic_auth_users guard
+	// every path but /healthz, and its tls_server_config, when present,
+	// serves HTTPS in place of MetricsTLS. Default "": none. Startup only.
+	MetricsWebConfig string
 
 	// TLSPort is `tls-port`: the TCP port of the TLS listener, on the same
 	// bind addresses as Port. Default 0: none. With a TLSPort, Port 0 means

@@ -112,6 +112,21 @@ func TestValidate(t *testing.T) {
 		{"log-format unknown", func(c *Config) { c.LogFormat = "xml" }, "log-format"},
 		{"metrics-port negative", func(c *Config) { c.MetricsPort = -1 }, "metrics-port"},
 		{"metrics-bind empty", func(c *Config) { c.MetricsBind = "" }, "metrics-bind"},
+		{"metrics-web-config NUL", func(c *Config) { c.MetricsWebConfig = "a\x00" }, "metrics-web-config"},
+		{"metrics-web-config unread", func(c *Config) { c.MetricsWebConfig = "/no/such/file" }, ""},
+		// metrics-tls needs the proxy's certificate and key, and its CA
+		// under tls-auth-clients yes, as tls-port does; without a
+		// metrics-port it serves nothing and needs nothing.
+		{"metrics-tls without port", func(c *Config) { c.MetricsTLS = true }, ""},
+		{"metrics-tls without cert", func(c *Config) { c.MetricsTLS, c.MetricsPort = true, 9121 }, "metrics-tls"},
+		{"metrics-tls without key", func(c *Config) { c.MetricsTLS, c.MetricsPort, c.TLSCertFile = true, 9121, "c" }, "metrics-tls"},
+		{"metrics-tls without ca", func(c *Config) { c.MetricsTLS, c.MetricsPort, c.TLSCertFile, c.TLSKeyFile = true, 9121, "c", "k" }, "tls-ca-cert-file"},
+		{"metrics-tls no client auth", func(c *Config) {
+			c.MetricsTLS, c.MetricsPort, c.TLSCertFile, c.TLSKeyFile, c.TLSAuthClients = true, 9121, "c", "k", TLSAuthNo
+		}, ""},
+		{"metrics-tls with ca", func(c *Config) {
+			c.MetricsTLS, c.MetricsPort, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertFile = true, 9121, "c", "k", "ca"
+		}, ""},
 		{"tls-port negative", func(c *Config) { c.TLSPort = -1 }, "tls-port"},
 		{"tls-port without cert", func(c *Config) { c.TLSPort = 6380 }, "tls-cert-file"},
 		{"tls-port without key", func(c *Config) { c.TLSPort, c.TLSCertFile = 6380, "c" }, "tls-key-file"},

@@ -96,6 +96,8 @@ var directives = []directive{
 	sizeDirective("maxmemory", func(c *Config) *int64 { return &c.MaxMemory }, 0),
 	enumDirective("maxmemory-policy", true, func(c *Config) *eviction.Policy { return &c.MaxMemoryPolicy }, evictionPolicies),
 	stringDirective("metrics-bind", false, func(c *Config) *string { return &c.MetricsBind }, checkMetricsBind),
+	boolDirective("metrics-tls", false, func(c *Config) *bool { return &c.MetricsTLS }),
+	stringDirective("metrics-web-config", false, func(c *Config) *string { return &c.MetricsWebConfig }, checkMetricsWebConfig),
 	{
 		name: "metrics-port", nargs: 1,
 		set: func(c *Config, args []string) error {
@@ -288,8 +290,9 @@ func Names() []string {
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger
 // is built once, before the server), supervised (read by the program at
-// start, as in Redis), metrics-port and metrics-bind (the
-// monitoring server's listener is opened once, by New) and repl-log-size
+// start, as in Redis), metrics-port, metrics-bind, metrics-tls and
+// metrics-web-config (the monitoring server's listener is opened, and its
+// web configuration read, once, by New) and repl-log-size
 // (the stream log is opened and recovered at start).
 func Mutable(name string) bool {
 	d := byName[asciiLower(name)]

@@ -83,6 +83,8 @@
 //	supervised                   no                      no (1)   Supervised
 //	metrics-port                 0 (no HTTP server)      no (2)   MetricsPort
 //	metrics-bind                 127.0.0.1               no (2)   MetricsBind
+//	metrics-tls                  no                      no (2)   MetricsTLS
+//	metrics-web-config           "" (none)               no (2)   MetricsWebConfig
 //	tls-port                     0 (no TLS listener)     no (3)   TLSPort
 //	tls-cert-file, tls-key-file  ""                      yes      TLSCertFile, TLSKeyFile
 //	tls-client-cert-file         ""                      yes      TLSClientCertFile
@@ -97,7 +99,9 @@
 //
 // (1) The root logger is built once, by the program, before the server;
 // Redis 7.0 too has logfile immutable. (2) The monitoring server's
-// listener is opened once, by New, and served for the server's life.
+// listener is opened, and its web configuration read, once, by New, and
+// served for the server's life (metrics-tls follows CONFIG SET tls-*
+// all the same: it serves the TLS material in force).
 // (3) The TLS listeners are opened by New on tls-port; CONFIG SET bind
 // moves them to the new addresses, as it moves port's, but their port
 // stays.

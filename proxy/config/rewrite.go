@@ -43,6 +43,8 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 	"dir":          rewriteString("dir", false),
 	"logfile":      rewriteString("logfile", false),
 	"metrics-bind": rewriteString("metrics-bind", false),
+	// Absent when empty, as the tls-* file names.
+	"metrics-web-config": rewriteString("metrics-web-config", true),
 	// Redis's EMPTY_STRING_IS_NULL: an empty one has no line at all.
 	"masterauth":  rewriteString("masterauth", true),
 	"masteruser":  rewriteString("masteruser", true),

@@ -214,7 +214,9 @@ func TestRewriteRandom(t *testing.T) {
 		c.LogFile = str()
 		c.LogFormat = logFormats[r.IntN(len(logFormats))]
 		c.MetricsPort = r.IntN(3)
+		c.MetricsWebConfig = strings.ReplaceAll(str(), "\x00", "") // no file name holds one
 		if r.IntN(2) == 0 {
+			c.MetricsTLS = r.IntN(2) == 0
 			c.TLSPort = 1 + r.IntN(65535)
 			c.TLSReplication = r.IntN(2) == 0
 			c.TLSCertFile, c.TLSKeyFile = "/tls/"+str()+"c", "/tls/"+str()+"k"

@@ -96,8 +96,14 @@ var tlsPortDirective = directive{
 
 // UsesTLS reports whether the configuration needs TLS material loaded: a
 // tls-port to serve, or tls-replication to dial the primary with (Redis's
-// applyTlsCfg rule).
-func (c *Config) UsesTLS() bool { return c.TLSPort != 0 || c.TLSReplication }
+// applyTlsCfg rule), or a monitoring port to serve over TLS
+// ([Config.MetricsServesTLS]).
+func (c *Config) UsesTLS() bool { return c.TLSPort != 0 || c.TLSReplication || c.MetricsServesTLS() }
+
+// MetricsServesTLS reports whether the monitoring server is to serve HTTPS
+// with the proxy's material: metrics-tls yes with a metrics-port (with
+// metrics-port 0 metrics-tls has nothing to serve, and needs nothing).
+func (c *Config) MetricsServesTLS() bool { return c.MetricsTLS && c.MetricsPort != 0 }
 
 // TLSVersions returns the lowest and highest TLS version tls-protocols
 // allows; "" is Redis's default, TLSv1.2 and TLSv1.3. Validate has checked
@@ -239,6 +245,9 @@ func checkTLS(c *Config) (directive string, err error) {
 	}
 	if !c.UsesTLS() {
 		return "", nil
+	}
+	if c.MetricsServesTLS() && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		return "metrics-tls", fmt.Errorf("%w: metrics-tls yes serves the monitoring port with tls-cert-file and tls-key-file: set both", ErrInvalidValue)
 	}
 	if c.TLSCertFile == "" {
 		return "tls-cert-file", fmt.Errorf("%w: No tls-cert-file configured!", ErrInvalidValue)

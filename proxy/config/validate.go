@@ -50,6 +50,7 @@ func (c *Config) Validate() error {
 		{"supervised", checkEnum(c.Supervised, supervisedModes)},
 		{"metrics-port", checkPort(c.MetricsPort, 0)},
 		{"metrics-bind", checkMetricsBind(c.MetricsBind)},
+		{"metrics-web-config", checkMetricsWebConfig(c.MetricsWebConfig)},
 		{"tls-port", checkPort(c.TLSPort, 0)},
 	} {
 		if check.err != nil {
@@ -301,6 +302,17 @@ func enumReason[T ~string](accepted []T) string {
 		s += string(a)
 	}
 	return s
+}
+
+// checkMetricsWebConfig accepts a path or "" (none). The file itself is
+// read and checked by the server at start (Validate reads no file); a path
+// holding a NUL byte names no file, and is refused here, before the open
+// would fail with a vaguer error.
+func checkMetricsWebConfig(path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return badValue(path, "a file name cannot hold a NUL byte")
+	}
+	return nil
 }
 
 // checkMetricsBind accepts one bind address without the optional "-": the

@@ -21,6 +21,16 @@
 // the server's own (no global registry). /readyz answers with its owner's
 // Ready function.
 //
+// # Securing it
+//
+// Its owner may set TLS (Serve wraps the listener: the cap still counts
+// the connections under it, through connState) and Auth, a BasicAuth over
+// bcrypt hashes (auth.go): every path but /healthz then answers 401 with
+// WWW-Authenticate: Basic realm="replproxy" to a request without
+// credentials that pass, and AuthFailed hears of it. Headers are added to
+// every reply. Where the TLS config and the users come from (metrics-tls,
+// metrics-web-config) is the owner's business.
+//
 // It imports nothing of replproxy's: a figure it should show is a field of
 // Figures and a line of metricSpecs.
 //
@@ -33,7 +43,11 @@
 //
 // # Locks
 //
-// One mutex, the listener's, a leaf: it guards the connections holding
+// BasicAuth has two leaves, neither held while the other is taken: one
+// that runs bcrypt comparisons one at a time, and one that guards the
+// credentials that passed.
+//
+// The listener's mutex is a leaf too: it guards the connections holding
 // slots and whether each has a request in progress (connState, from
 // net/http's goroutines), and nothing under it blocks or does I/O: a
 // reclaimed connection is closed once it is released. A scrape holds

@@ -75,6 +75,7 @@ type Figures struct {
 	ACLAccessDeniedAuth             int64
 	TLSConnectionsReceived          int64
 	TLSHandshakeFailures            int64
+	MetricsAuthFailures             int64 // requests to this port refused 401
 	QueryBufferLimitDisconnections  int64
 	OutputBufferLimitDisconnections int64
 	LinkSyncRateLimit               int64 // repl_link_sync_rate_limit, bytes per second; 0 unlimited

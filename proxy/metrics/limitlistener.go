@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -136,8 +137,12 @@ func (l *limitListener) reclaimableLocked() (*limitConn, time.Duration) {
 
 // connState is the http.Server's ConnState hook: it records which
 // connections have a request in progress (from its headers' end to its
-// reply's), whose slots are not reclaimed.
+// reply's), whose slots are not reclaimed. Over TLS the server's
+// connection is a *tls.Conn around the limitConn.
 func (l *limitListener) connState(c net.Conn, state http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
 	lc, ok := c.(*limitConn)
 	if !ok {
 		return

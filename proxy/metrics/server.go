@@ -3,6 +3,7 @@ package metrics
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -81,9 +82,27 @@ type Server struct {
 	Figures func() Figures
 	// Ready is /readyz's rule: ok, and a one-line reason either way.
 	Ready func() (ok bool, why string)
-	// ErrorLog receives net/http's own errors (a failed accept, a bad
-	// request); nil means the standard logger.
+	// ErrorLog receives net/http's own errors (a failed accept, a failed
+	// TLS handshake); nil means the standard logger.
 	ErrorLog *log.Logger
+
+	// TLS, when set, makes the port serve HTTPS with it (Serve wraps the
+	// listener); nil serves plain HTTP. It should offer no ALPN protocol
+	// but http/1.1: the port speaks HTTP/1.1, whose connections the cap
+	// counts.
+	TLS *tls.Config
+	// Auth, when set, is asked of every request but /healthz's (a liveness
+	// probe needs no credentials): one without credentials that pass gets
+	// 401 with WWW-Authenticate: Basic realm="replproxy". nil: no
+	// authentication.
+	Auth *BasicAuth
+	// AuthFailed, when set, is called for each request refused 401, on its
+	// goroutine, with the client's address and whether it sent credentials
+	// at all; never with them.
+	AuthFailed func(remote string, sentCredentials bool)
+	// Headers are set on every reply (a web configuration's
+	// http_server_config headers).
+	Headers map[string]string
 
 	// idle and write, when set, replace idleTimeout and writeTimeout
 	// (tests). Each alone: a short read or write timeout would close a
@@ -110,6 +129,8 @@ func (m *Server) Attach(ln net.Listener) {
 		IdleTimeout:       cmp.Or(m.idle, idleTimeout),
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          m.ErrorLog,
+		// Not nil: no HTTP/2, which Serve would otherwise offer over TLS.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 }
 
@@ -130,9 +151,14 @@ func (m *Server) Addr() net.Addr { return m.ln.Addr() }
 
 // Serve serves the listener until Shutdown; it then returns nil, else the
 // error that ended it. It runs on its caller's goroutine, and net/http
-// serves each connection on one of its own.
+// serves each connection on one of its own, the TLS handshake included
+// (within readHeaderTimeout), when TLS is set.
 func (m *Server) Serve() error {
-	if err := m.srv.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
+	var ln net.Listener = m.ln
+	if m.TLS != nil {
+		ln = tls.NewListener(m.ln, m.TLS)
+	}
+	if err := m.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -157,8 +183,37 @@ func (m *Server) Close() error { return m.ln.Close() }
 // Handler serves /metrics (Prometheus's text format, from a registry of the
 // server's own: no global registry), /healthz (200 while the process serves
 // HTTP) and /readyz (200 when Ready says so, else 503; the body is its one
-// line).
+// line), each reply with Headers, and every path but /healthz behind Auth
+// when it is set.
 func (m *Server) Handler() http.Handler {
+	return m.guard(m.paths())
+}
+
+// guard sets Headers on every reply, and answers 401 to a request for any
+// path but /healthz without credentials Auth accepts. /healthz is matched
+// as it is, before the mux cleans the path: "/healthz/" or "//healthz" ask
+// for credentials.
+func (m *Server) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range m.Headers {
+			w.Header().Set(k, v)
+		}
+		if m.Auth != nil && r.URL.Path != "/healthz" {
+			user, password, sent := r.BasicAuth()
+			if !sent || !m.Auth.Check(user, password) {
+				if m.AuthFailed != nil {
+					m.AuthFailed(r.RemoteAddr, sent)
+				}
+				unauthorized(w)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// paths is the mux of the three paths.
+func (m *Server) paths() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		newCollector(m.Figures),

@@ -64,6 +64,7 @@ func (r *Report) Figures() metrics.Figures {
 		ACLAccessDeniedAuth:             st.ACLDeniedAuth,
 		TLSConnectionsReceived:          st.TLSConnectionsReceived,
 		TLSHandshakeFailures:            st.TLSHandshakeFailures,
+		MetricsAuthFailures:             st.MetricsAuthFailures,
 		QueryBufferLimitDisconnections:  st.QueryLimitDisconnects,
 		OutputBufferLimitDisconnections: st.OutputLimitDisconnects,
 		LinkSyncRateLimit:               r.Config.ReplLinkSyncRateLimit,

@@ -54,6 +54,9 @@ type Stats struct {
 	// tls-port (proxy section; Redis has no such counters).
 	TLSConnectionsReceived atomic.Int64 // tls_connections_received: accepted on tls-port
 	TLSHandshakeFailures   atomic.Int64 // tls_handshake_failures: of those, handshakes that failed
+
+	// The monitoring port (proxy section).
+	MetricsAuthFailures atomic.Int64 // metrics_auth_failures: requests refused 401 (metrics-web-config's basic_auth_users)
 }
 
 // Reset zeroes the counters CONFIG RESETSTAT resets in Redis 7.0
@@ -115,6 +118,7 @@ func (st *Stats) Read() Counters {
 		OutputLimitDisconnects: st.OutputLimitDisconnects.Load(),
 		TLSConnectionsReceived: st.TLSConnectionsReceived.Load(),
 		TLSHandshakeFailures:   st.TLSHandshakeFailures.Load(),
+		MetricsAuthFailures:    st.MetricsAuthFailures.Load(),
 	}
 	c.NetInputBytes = st.NetInputBytes.Load() + c.ReplInputBytes
 	c.NetOutputBytes = st.NetOutputBytes.Load() + c.ReplOutputBytes

@@ -1,6 +1,6 @@
 // Package tlsconf builds the TLS material a configuration names (tls-port,
-// tls-replication): the certificates, key and CAs read from its files into
-// a server and a client tls.Config, as Redis's tlsConfigure does, and the
+// tls-replication, metrics-tls): the certificates, key and CAs read from its
+// files into a server and a client tls.Config, as Redis's tlsConfigure does, and the
 // rule for when a change of configuration reads them again. A Material is
 // read-only once built; any goroutine may use it.
 package tlsconf
@@ -19,7 +19,10 @@ import (
 
 // Material is the TLS material of one configuration. Read-only once built.
 type Material struct {
-	Server *tls.Config // for tls-port's connections; nil when tls-port is 0
+	// Server is for tls-port's connections, and the monitoring port's under
+	// metrics-tls yes (the same certificate and the same client
+	// authentication, tls-auth-clients); nil when neither is served.
+	Server *tls.Config
 	Client *tls.Config // for the upstream link; nil when tls-replication is no
 }
 
@@ -47,7 +50,7 @@ func Load(cfg *config.Config) (*Material, error) {
 	lo, hi := cfg.TLSVersions()
 	suites := cfg.TLSCipherSuites()
 	st := &Material{}
-	if cfg.TLSPort != 0 {
+	if cfg.TLSPort != 0 || cfg.MetricsServesTLS() {
 		st.Server = &tls.Config{
 			Certificates: []tls.Certificate{cert},
 			ClientCAs:    roots,
@@ -146,6 +149,7 @@ func ReloadNeeded(prev, next *config.Config, force bool) bool {
 		return true
 	}
 	return prev.TLSPort != next.TLSPort || prev.TLSReplication != next.TLSReplication ||
+		prev.MetricsServesTLS() != next.MetricsServesTLS() ||
 		prev.TLSCertFile != next.TLSCertFile || prev.TLSKeyFile != next.TLSKeyFile ||
 		prev.TLSClientCertFile != next.TLSClientCertFile || prev.TLSClientKeyFile != next.TLSClientKeyFile ||
 		prev.TLSCACertFile != next.TLSCACertFile || prev.TLSCACertDir != next.TLSCACertDir ||

@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	// to turn into a close reason: downstream is not in its row.
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
+		"eviction", "proxy/acl", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config"},

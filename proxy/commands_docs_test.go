@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"flag"
 	"net"
 	"os"
@@ -11,11 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
-	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 var updateDocs = flag.Bool("update-command-docs", false, "rewrite command_docs.resp from a real redis-server")
@@ -23,29 +20,11 @@ var updateDocs = flag.Bool("update-command-docs", false, "rewrite command_docs.r
 // rawDo sends args on conn and parses one reply, RESP2 or RESP3.
 func rawDo(t testing.TB, conn net.Conn, args ...string) commanddocs.Value {
 	t.Helper()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
-		t.Fatal(err)
+	v, _, err := commanddocs.Parse([]byte(rawReply(t, conn, args...)))
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
 	}
-	var buf []byte
-	chunk := make([]byte, 64<<10)
-	for {
-		n, err := conn.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		v, rest, perr := commanddocs.Parse(buf)
-		if perr == nil {
-			if len(rest) != 0 {
-				t.Fatalf("%v: %d bytes after the reply", args, len(rest))
-			}
-			return v
-		}
-		if !errors.Is(perr, commanddocs.ErrIncomplete) {
-			t.Fatalf("%v: %v", args, perr)
-		}
-		if err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
+	return v
 }
 
 // served reports whether full ("config|get") is a subcommand the proxy

@@ -92,25 +92,7 @@ func TestMonitoringUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	send := func(args ...string) string {
-		t.Helper()
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 64<<10)
-		var got []byte
-		for {
-			n, err := conn.Read(buf)
-			got = append(got, buf[:n]...)
-			if _, rest, perr := commanddocs.Parse(got); perr == nil && len(rest) == 0 {
-				return string(got)
-			}
-			if err != nil {
-				t.Fatalf("%q: %v after %q", args, err, got)
-			}
-		}
-	}
+	send := func(args ...string) string { return rawReply(t, conn, args...) }
 	if got := send("AUTH", "monitor", "monitor-secret"); got != "+OK\r\n" {
 		t.Fatalf("AUTH monitor: %q", got)
 	}
@@ -242,8 +224,9 @@ func TestACLRepliesMatchRedis(t *testing.T) {
 	}
 }
 
-// rawReply sends args on conn and returns the reply's raw bytes.
-func rawReply(t *testing.T, conn net.Conn, args ...string) string {
+// rawReply sends args on conn and returns one reply's raw bytes, RESP2 or
+// RESP3.
+func rawReply(t testing.TB, conn net.Conn, args ...string) string {
 	t.Helper()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {

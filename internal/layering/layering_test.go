@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"proxy/webconfig":   {},
 	"proxy/listen":      {},
 	"proxy/clientlist":  {},
-	"proxy/acl":         {},
+	"proxy/acl":         {"proxy/wire"},
 	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through

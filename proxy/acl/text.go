@@ -1,5 +1,7 @@
 package acl
 
+import "github.com/replproxy/replproxy/proxy/wire"
+
 // Redis's string helpers that ACL behaviour depends on, rewritten so that
 // every edge case comes out as in Redis 7.0: how a selector's text is split
 // into arguments (sdssplitargs), how an aclfile is split (sdssplitlen,
@@ -61,117 +63,6 @@ func hasSpaceOrNUL(s string) bool {
 		}
 	}
 	return false
-}
-
-// splitArgs is Redis's sdssplitargs, which splits a selector's text into
-// its rules and a configuration line into its arguments: white space
-// separates arguments, "double quotes" take \xHH and \n \r \t \b \a
-// escapes, 'single quotes' take \', and a closing quote must be followed by
-// white space or the end. ok is false for unbalanced quotes. It reads s as
-// a C string: a NUL ends it.
-func splitArgs(s string) (args []string, ok bool) {
-	s = cString(s)
-	i := 0
-	at := func(j int) byte {
-		if j < len(s) {
-			return s[j]
-		}
-		return 0
-	}
-	for {
-		for i < len(s) && isSpace(s[i]) {
-			i++
-		}
-		if i >= len(s) {
-			return args, true
-		}
-		var cur []byte
-		inDouble, inSingle := false, false
-		for done := false; !done; {
-			c := at(i)
-			switch {
-			case inDouble:
-				switch {
-				case c == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
-					cur = append(cur, unhex(at(i+2))<<4|unhex(at(i+3)))
-					i += 3
-				case c == '\\' && at(i+1) != 0:
-					i++
-					cur = append(cur, unescape(s[i]))
-				case c == '"':
-					if n := at(i + 1); n != 0 && !isSpace(n) {
-						return nil, false
-					}
-					done = true
-				case c == 0:
-					return nil, false
-				default:
-					cur = append(cur, c)
-				}
-			case inSingle:
-				switch {
-				case c == '\\' && at(i+1) == '\'':
-					i++
-					cur = append(cur, '\'')
-				case c == '\'':
-					if n := at(i + 1); n != 0 && !isSpace(n) {
-						return nil, false
-					}
-					done = true
-				case c == 0:
-					return nil, false
-				default:
-					cur = append(cur, c)
-				}
-			default:
-				switch c {
-				case ' ', '\n', '\r', '\t', 0:
-					done = true
-				case '"':
-					inDouble = true
-				case '\'':
-					inSingle = true
-				default:
-					cur = append(cur, c)
-				}
-			}
-			if i < len(s) {
-				i++
-			}
-		}
-		args = append(args, string(cur))
-	}
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
-}
-
-// unescape is the byte a backslash escape stands for inside double quotes.
-func unescape(c byte) byte {
-	switch c {
-	case 'n':
-		return '\n'
-	case 'r':
-		return '\r'
-	case 't':
-		return '\t'
-	case 'b':
-		return '\b'
-	case 'a':
-		return '\a'
-	}
-	return c
 }
 
 // trimSet is Redis's sdstrim: s without the bytes of set at either end.
@@ -307,4 +198,20 @@ func globClass(p string, c byte) (rest string, match bool) {
 		}
 		p = p[1:]
 	}
+}
+
+// splitArgs is Redis's sdssplitargs (wire.SplitArgs) on a string: it splits
+// a selector's text into its rules and a configuration line into its
+// arguments. ok is false for unbalanced quotes; a NUL ends s, as the C
+// string it is to Redis.
+func splitArgs(s string) (args []string, ok bool) {
+	raw, ok := wire.SplitArgs([]byte(s))
+	if !ok {
+		return nil, false
+	}
+	args = make([]string, len(raw))
+	for i, a := range raw {
+		args[i] = string(a)
+	}
+	return args, true
 }

@@ -116,3 +116,30 @@ func TestHostileUsers(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedChannels: a subscriber whose user loses the channel it is
+// subscribed to is disconnected, as Redis does; one whose channels are
+// still allowed stays.
+func TestRevokedChannels(t *testing.T) {
+	p := startProxy(t, "--user", "watcher", "on", "nopass", "+subscribe", "+ping", "&keep", "&drop")
+	sub := func(ch string) *adminConn {
+		a := adminDial(t, p)
+		a.do("AUTH", "watcher", "x")
+		if got := a.do("SUBSCRIBE", ch); !strings.Contains(got, ch) {
+			t.Fatalf("SUBSCRIBE %s: %q", ch, got)
+		}
+		return a
+	}
+	keep, drop := sub("keep"), sub("drop")
+	admin := adminDial(t, p)
+	if got := admin.do("ACL", "SETUSER", "watcher", "resetchannels", "&keep"); got != "+OK\r\n" {
+		t.Fatalf("ACL SETUSER: %q", got)
+	}
+	drop.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := drop.rd.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("the subscriber to a revoked channel is still connected: %v", err)
+	}
+	if got := keep.do("PING"); !strings.Contains(got, "pong") {
+		t.Errorf("the subscriber to an allowed channel: PING answered %q", got)
+	}
+}

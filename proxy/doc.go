@@ -31,8 +31,16 @@
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
 //     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it.
+//   - acl: the ACL users and their rules (Redis 7.0's), ACL LOG. users.go
+//     gives each client its user, checks every command before it runs
+//     (dispatch), authenticates, and closes the clients a change of users
+//     removes; commands_acl.go serves ACL, with the aclfile's I/O.
+//   - snapshots' Seed, the proxy's own sync from the snapshot source
+//     (snapshot-from): primary.go hands it to the link (upstreamHost.Seed)
+//     and disconnects the replicas of the generation its Begin replaces.
 //   - commanddocs (COMMAND), clientlist (CLIENT LIST and KILL), listen and
-//     tlsconf (sockets, TLS files), sysmem (the OS's memory), wire, config.
+//     tlsconf (sockets, TLS files), webconfig (the monitoring port's web
+//     configuration), sysmem (the OS's memory), wire, config.
 //
 // This package's own: the Server (server.go: New, Run, Close; drain.go:
 // Shutdown's drain; supervise.go: what a supervisor is told), the listeners

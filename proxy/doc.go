@@ -111,7 +111,11 @@
 //     replbuf and streamlog), downstream.LogSignal's, the upstream session's
 //     writeMu, the log's, pubsub's channels' lock (→ an outbox's: a publish
 //     queues its message into each subscriber's outbox under both; nothing
-//     under them blocks, logs or touches a socket). This package calls
+//     under them blocks, logs or touches a socket; Refused, which finds the
+//     subscribers a change of ACL rules closes, reads only a client's
+//     atomic user and the immutable profile under it), the ACL users' and
+//     the ACL LOG's locks (leaves: a command's check takes none, one
+//     atomic load of its user's profile). This package calls
 //     each part with none of its own
 //     locks held. A report (INFO, a scrape) reads atomics and takes each
 //     part's lock alone; upstream's Host.AckOffset reads the configuration,

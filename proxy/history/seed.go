@@ -18,8 +18,10 @@ import (
 // f, a NewSeed, which becomes the fetch in flight: replicas that need a
 // full sync join it, and it is ended as any fetch (FetchStarted once its
 // payload's header arrived, then FetchEnded; FetchGaveUp if it fails
-// first). Until it ends the stream is pinned from offset+1, so that the
-// snapshot stays servable however long its payload takes. The snapshots
+// first). Until it ends the stream after the snapshot is held, so that the
+// snapshot stays servable however long its payload takes: by the stream
+// log, which follows the new generation from its first byte, or, with the
+// log off or down, by a pin in memory from offset+1. The snapshots
 // held so far are of a history the primary no longer continues: they are
 // forgotten, as at Install. The caller disconnects the replicas planned
 // before epoch. On the main link's goroutine, as Install.
@@ -39,8 +41,12 @@ func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) 
 	epoch = h.mu.epoch
 	h.st.Reset(offset)
 	h.pinForLogLocked()
-	if c, err := h.st.Attach(offset + 1); err == nil {
-		f.pin = c
+	if h.disk == nil || !h.mu.logReady {
+		// Without a log that follows the new generation from its first
+		// byte, memory alone holds the stream the snapshot needs.
+		if c, err := h.st.Attach(offset + 1); err == nil {
+			f.pin = c
+		}
 	}
 	h.mu.fetch = f
 	h.mu.Unlock()

@@ -86,8 +86,11 @@ func TestCheckCostCatchesAnUnexpectedFullSync(t *testing.T) {
 	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "at the primary") {
 		t.Fatalf("two forks after a failover: %v", vs)
 	}
-	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, true), Cost{Proxies: 1}); len(vs) != 0 {
-		t.Fatalf("a killed replica's one full sync from its proxy reported: %v", vs)
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, true), Cost{Primary: 1, Proxies: 1}); len(vs) != 0 {
+		t.Fatalf("a killed replica's one full sync from its proxy (and its fetch) reported: %v", vs)
+	}
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, true), Cost{Primary: 1, Proxies: 2}); len(vs) != 1 {
+		t.Fatalf("two full syncs from the proxy for one killed replica: %v", vs)
 	}
 	// A counter that went down belongs to a restarted node: all of it is new.
 	for _, c := range []struct{ before, after, want int64 }{{3, 5, 2}, {3, 1, 1}, {0, 0, 0}} {

@@ -33,6 +33,10 @@ const (
 	numKinds
 )
 
+// NoFault marks an event of the history that belongs to no fault (the
+// deployment's start).
+const NoFault Kind = -1
+
 // Kinds lists every kind, in the report's order.
 func Kinds() []Kind {
 	ks := make([]Kind, numKinds)
@@ -44,6 +48,8 @@ func Kinds() []Kind {
 
 func (k Kind) String() string {
 	switch k {
+	case NoFault:
+		return "-"
 	case ProxyKill:
 		return "proxy-kill"
 	case ProxyStop:
@@ -74,13 +80,18 @@ type Cost struct {
 // Expected is the table of what each kind may cost. A proxy SIGKILL or
 // SIGSTOP, a WAN cut the log covers, a failover and a CONFIG SET cost no
 // full sync behind the proxies; a killed replica restarts empty, so its
-// upstream serves it one; the killed primary restarts empty and rejoins as
-// a replica of the new primary, one fork there.
+// upstream serves it one, and behind a proxy that may cost one fork at the
+// primary too, as docs/durable-history.md's Forks says: a proxy whose
+// snapshot predates a replid change (a failover) or the log fetches a new
+// one when a replica needs a full sync, never more often than the replica
+// attached directly would make the primary fork; the killed primary
+// restarts empty and rejoins as a replica of the new primary, one fork
+// there.
 func Expected(k Kind, replicaBehindProxy bool) Cost {
 	switch k {
 	case ReplicaKill:
 		if replicaBehindProxy {
-			return Cost{Primary: 0, Proxies: 1}
+			return Cost{Primary: 1, Proxies: 1}
 		}
 		return Cost{Primary: 1, Proxies: 0}
 	case PrimaryKill:

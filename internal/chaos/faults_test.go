@@ -41,3 +41,17 @@ func TestNemesisSeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestKinds: the report's rows are the fault kinds, each named, and no
+// other.
+func TestKinds(t *testing.T) {
+	ks := Kinds()
+	if len(ks) != 6 || ks[0] != ProxyKill || ks[len(ks)-1] != ConfigSet {
+		t.Fatalf("Kinds() = %v", ks)
+	}
+	for _, k := range append(ks, NoFault) {
+		if k.String() == "unknown" {
+			t.Errorf("kind %d has no name", int(k))
+		}
+	}
+}

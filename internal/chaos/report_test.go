@@ -32,7 +32,7 @@ func TestWriteReport(t *testing.T) {
 		"- seed: `36`",
 		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
 		"| proxy-kill | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
-		"| replica-kill | 1 | 1 | 1s | 1s | 0 / 0 | 1 / 1 |",
+		"| replica-kill | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",
 		"| wan-cut | 0 |",
 		"(+1m10s, seed 36) **full-sync**: proxy-kill of proxy-a",
 		"- overlapping faults",

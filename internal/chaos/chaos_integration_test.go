@@ -27,10 +27,12 @@ import (
 )
 
 // The run's flags. With none, TestChaos is the 90-second run with a fixed
-// seed that `make test` keeps working; `make chaos` sets all three.
+// seed that `make test` keeps working; `make chaos` sets all three. Seed 41
+// is the default because its first 90 s hold every kind of this slice,
+// proxy A's kill (and the moves to the standby and back) included.
 var (
 	flagDuration = flag.Duration("chaos.duration", 90*time.Second, "how long the nemesis keeps picking faults")
-	flagSeed     = flag.Uint64("chaos.seed", 36, "the nemesis's seed")
+	flagSeed     = flag.Uint64("chaos.seed", 41, "the nemesis's seed")
 	flagReport   = flag.String("chaos.report", "", "where to write the Markdown report (default: the test's log only)")
 )
 
@@ -99,8 +101,9 @@ func TestChaos(t *testing.T) {
 		nem.Replicas = d.replicaNames(t)
 		f := nem.Next()
 		outcomes = append(outcomes, d.apply(t, f, load, offsets))
-		// A few seconds of writes between two faults.
-		time.Sleep(time.Duration(1+gaps.IntN(3)) * time.Second)
+		// A few seconds of writes between two faults: load, not a wait
+		// for a condition.
+		hold(t, time.Duration(1+gaps.IntN(3))*time.Second)
 	}
 	cancel()
 	bg.Wait()

@@ -328,7 +328,7 @@ func dialNode(n node) (*redistest.Client, error) {
 }
 
 // info reads INFO section from n on a connection of its own.
-func info(t *testing.T, n node, section string) (map[string]string, error) {
+func info(n node, section string) (map[string]string, error) {
 	c, err := dialNode(n)
 	if err != nil {
 		return nil, err
@@ -342,7 +342,7 @@ func info(t *testing.T, n node, section string) (map[string]string, error) {
 }
 
 // do sends one command to n on a connection of its own.
-func do(t *testing.T, n node, args ...any) error {
+func do(n node, args ...any) error {
 	c, err := dialNode(n)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker) {
 		}
 		for _, n := range d.nodes {
 			epoch := offsets.Epoch(n.name)
-			m, err := info(d.t, n, "replication")
+			m, err := info(n, "replication")
 			if err != nil {
 				continue // down, stopped or restarting: no sample
 			}
@@ -387,52 +387,67 @@ func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker) {
 func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time.Duration, bool) {
 	load.pause()
 	defer load.resume()
-	deadline := time.Now().Add(convergeBound)
 	var behind []string
-	for time.Now().Before(deadline) {
-		p := d.primary()
-		if p == "" {
+	var primary string
+	ok := pollEvery(convergeBound, 250*time.Millisecond, func() bool {
+		primary = d.primary()
+		if primary == "" {
 			behind = []string{"no Sentinel names the primary"}
-			time.Sleep(250 * time.Millisecond)
-			continue
+			return false
 		}
-		want, err := digest(t, d.node(p))
+		want, err := digest(d.node(primary))
 		if err != nil {
 			behind = []string{err.Error()}
-			time.Sleep(250 * time.Millisecond)
-			continue
+			return false
 		}
 		var states []NodeState
 		for name := range d.servers {
-			if name == p {
+			if name == primary {
 				continue
 			}
 			n := d.node(name)
-			m, err := info(t, n, "replication")
+			m, err := info(n, "replication")
 			if err != nil {
 				states = append(states, NodeState{Name: name})
 				continue
 			}
-			dg, _ := digest(t, n)
+			dg, _ := digest(n)
 			states = append(states, NodeState{Name: name, Digest: dg, LinkUp: m["master_link_status"] == "up"})
 		}
 		var ok bool
-		if ok, behind = Converged(want, states); ok {
-			took := time.Since(since)
-			d.checkReplIDs(t, p)
-			return took, true
-		}
-		time.Sleep(250 * time.Millisecond)
+		ok, behind = Converged(want, states)
+		return ok
+	})
+	took := time.Since(since)
+	if ok {
+		d.checkReplIDs(primary)
+		return took, true
 	}
 	slices.Sort(behind)
 	d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
 		Detail: fmt.Sprintf("not at the primary's digest %v after the heal: %s", convergeBound, strings.Join(behind, "; "))})
-	return time.Since(since), false
+	return took, false
+}
+
+// pollEvery is redistest.Poll at a gentler interval, for a condition that
+// reads every node of the deployment: on two loaded cores, reading a dozen
+// servers every 25 ms would be load of its own.
+func pollEvery(timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
 
 // checkReplIDs is checker 2 over every node but the primary p.
-func (d *deployment) checkReplIDs(t *testing.T, p string) {
-	pm, err := info(t, d.node(p), "replication")
+func (d *deployment) checkReplIDs(p string) {
+	pm, err := info(d.node(p), "replication")
 	if err != nil {
 		d.hist.Violate(Violation{At: time.Now(), Checker: CheckReplID, Detail: err.Error()})
 		return
@@ -442,7 +457,7 @@ func (d *deployment) checkReplIDs(t *testing.T, p string) {
 		if n.name == p {
 			continue
 		}
-		m, err := info(t, n, "replication")
+		m, err := info(n, "replication")
 		if err != nil {
 			d.hist.Violate(Violation{At: time.Now(), Checker: CheckReplID, Detail: err.Error()})
 			continue
@@ -452,7 +467,7 @@ func (d *deployment) checkReplIDs(t *testing.T, p string) {
 	d.hist.Violate(CheckReplIDs(time.Now(), pm["master_replid"], pm["master_replid2"], states)...)
 }
 
-func digest(t *testing.T, n node) (string, error) {
+func digest(n node) (string, error) {
 	c, err := dialNode(n)
 	if err != nil {
 		return "", err
@@ -474,7 +489,7 @@ func (d *deployment) fullSyncs(t *testing.T) (map[string]int64, []string) {
 	var missing []string
 	for _, name := range []string{"redis-1", "redis-2", "proxy-a", "standby", "proxy-b"} {
 		redistest.Poll(10*time.Second, func() bool {
-			m, err := info(t, d.node(name), "stats")
+			m, err := info(d.node(name), "stats")
 			if err != nil {
 				return false
 			}
@@ -595,12 +610,12 @@ func (d *deployment) apply(t *testing.T, f Fault, load *loader, offsets *OffsetT
 			t.Fatalf("CONFIG GET %s on %s: %v %v", f.Setting, f.Target, v, err)
 		}
 		was := v.Array()[1].String()
-		if err := do(t, n, "CONFIG", "SET", f.Setting, f.Value); err != nil {
+		if err := do(n, "CONFIG", "SET", f.Setting, f.Value); err != nil {
 			t.Fatal(err)
 		}
 		rec(ActFault, f.Target, fmt.Sprintf("CONFIG SET %s %q (was %q)", f.Setting, f.Value, was))
 		hold(t, f.Hold)
-		if err := do(t, n, "CONFIG", "SET", f.Setting, was); err != nil {
+		if err := do(n, "CONFIG", "SET", f.Setting, was); err != nil {
 			t.Fatal(err)
 		}
 		rec(ActHeal, f.Target, fmt.Sprintf("CONFIG SET %s %q", f.Setting, was))
@@ -633,7 +648,7 @@ func (d *deployment) waitSentinelsKnow(t *testing.T, f Fault, primary string) {
 		}
 	}
 	var missing []string
-	ok := redistest.Poll(30*time.Second, func() bool {
+	ok := pollEvery(30*time.Second, 250*time.Millisecond, func() bool {
 		missing = nil
 		for _, s := range d.sentinels {
 			known := map[string]bool{}
@@ -682,7 +697,7 @@ func (d *deployment) waitProxiesFollow(t *testing.T, f Fault) {
 	for _, name := range []string{"proxy-a", "standby"} {
 		var was string
 		ok := redistest.Poll(30*time.Second, func() bool {
-			m, err := info(t, d.node(name), "replication")
+			m, err := info(d.node(name), "replication")
 			if err != nil {
 				return false
 			}
@@ -707,7 +722,7 @@ func (d *deployment) rejoin(t *testing.T, f Fault) {
 		up = d.primary()
 	}
 	host, port, _ := net.SplitHostPort(d.node(up).addr)
-	if err := do(t, d.node(f.Target), "REPLICAOF", host, port); err != nil {
+	if err := do(d.node(f.Target), "REPLICAOF", host, port); err != nil {
 		t.Fatal(err)
 	}
 	d.hist.Record(Event{Action: ActHeal, Kind: f.Kind, Target: f.Target, Detail: "restarted, REPLICAOF " + up})
@@ -718,7 +733,7 @@ func (d *deployment) rejoin(t *testing.T, f Fault) {
 func (d *deployment) moveReplicas(t *testing.T, f Fault, from, to string) {
 	host, port, _ := net.SplitHostPort(d.node(to).addr)
 	for _, name := range []string{"a1", "a2", "a3"} {
-		if err := do(t, d.node(name), "REPLICAOF", host, port); err != nil {
+		if err := do(d.node(name), "REPLICAOF", host, port); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -730,11 +745,11 @@ func (d *deployment) moveReplicas(t *testing.T, f Fault, from, to string) {
 // orchestrator would wait before moving them.
 func (d *deployment) waitCaughtUp(t *testing.T, name, other string) {
 	ok := redistest.Poll(convergeBound, func() bool {
-		m, err := info(t, d.node(name), "replication")
+		m, err := info(d.node(name), "replication")
 		if err != nil || m["master_link_status"] != "up" {
 			return false
 		}
-		o, err := info(t, d.node(other), "replication")
+		o, err := info(d.node(other), "replication")
 		if err != nil {
 			return false
 		}

@@ -31,6 +31,10 @@
 //     proxy and proxy/config.
 //   - internal/redistest (the tests' real Redis servers) imports nothing of
 //     the module, and nothing but tests imports it.
+//   - internal/chaos (the chaos harness's fault table, nemesis, checkers
+//     and report) imports nothing of the module; its integration test
+//     starts the deployment through internal/netns, internal/redistest
+//     and internal/cachedata.
 //   - internal/safefile (the file mechanisms: open a regular file as seen,
 //     write a new file under a temporary name and rename it into place)
 //     imports nothing of the module.

@@ -102,6 +102,11 @@ func DialOpts(t testing.TB, addr string, opts DialOptions) (*Client, error) {
 	return c, nil
 }
 
+// Connect is [DialOpts] without the cleanup: the caller closes the client. It
+// is for goroutines that dial again and again while a test runs (a sampler
+// over a deployment), which would otherwise pile up one cleanup per dial.
+func Connect(addr string, opts DialOptions) (*Client, error) { return dial(addr, opts) }
+
 // dial is [DialOpts] without the cleanup; the caller closes the client.
 func dial(addr string, opts DialOptions) (*Client, error) {
 	timeout := opts.Timeout

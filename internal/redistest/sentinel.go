@@ -14,6 +14,20 @@ import (
 // ends like any [Server].
 func StartSentinel(t testing.TB, conf []string, args ...string) *Server {
 	t.Helper()
+	return startSentinel(t, nil, "", conf, args)
+}
+
+// StartSentinelIn is [StartSentinel] inside network namespace ns, listening on
+// host, as [StartServerIn] is [StartServer]: a Sentinel of a region, which must
+// reach the servers it monitors there.
+func StartSentinelIn(t testing.TB, ns Namespace, host string, conf []string, args ...string) *Server {
+	t.Helper()
+	return startSentinel(t, ns, host, conf, args)
+}
+
+// startSentinel is StartSentinel, inside ns on host when ns is not nil.
+func startSentinel(t testing.TB, ns Namespace, host string, conf []string, args []string) *Server {
+	t.Helper()
 	bin, _ := Require(t)
 	dir := t.TempDir()
 	s := &Server{
@@ -23,6 +37,8 @@ func StartSentinel(t testing.TB, conf []string, args ...string) *Server {
 		logPath: filepath.Join(dir, "sentinel.log"),
 		conf:    filepath.Join(dir, "sentinel.conf"),
 		args:    append([]string{"--sentinel"}, args...),
+		ns:      ns,
+		host:    host,
 	}
 	if err := os.WriteFile(s.conf, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
 		t.Fatalf("redistest: write sentinel config: %v", err)

@@ -1,0 +1,166 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The checkers' names, as violations and the report give them.
+const (
+	CheckConverge = "converge"  // every replica at the primary's DEBUG DIGEST within the bound
+	CheckReplID   = "replid"    // every replica's replid in the primary's history
+	CheckOffsets  = "offsets"   // no offset backwards within one replid
+	CheckFullSync = "full-sync" // full syncs within the fault's expected cost
+	CheckLogs     = "logs"      // no panic, no data race in a proxy's log
+)
+
+// NodeState is what one node reported at one moment.
+type NodeState struct {
+	Name   string
+	Digest string // DEBUG DIGEST; "" when not asked
+	ReplID string // master_replid
+	Offset int64  // master_repl_offset
+	LinkUp bool   // master_link_status:up (a replica)
+	// Epoch is the node's incarnation when the sample was asked for
+	// ([OffsetTracker.Epoch]): a sample taken before a kill and recorded
+	// after the restart's Forget is dropped, not compared.
+	Epoch int
+}
+
+// Converged reports whether every replica has the primary's digest and its
+// link up, and names those that do not.
+func Converged(primaryDigest string, replicas []NodeState) (ok bool, behind []string) {
+	for _, r := range replicas {
+		if !r.LinkUp || r.Digest != primaryDigest {
+			behind = append(behind, fmt.Sprintf("%s (digest %s, link up %v)", r.Name, r.Digest, r.LinkUp))
+		}
+	}
+	return len(behind) == 0, behind
+}
+
+// CheckReplIDs returns a violation for each node whose replid is neither the
+// primary's replid nor its replid2: a node on a history the primary does not
+// share.
+func CheckReplIDs(at time.Time, replid, replid2 string, nodes []NodeState) []Violation {
+	var vs []Violation
+	for _, n := range nodes {
+		if n.ReplID != replid && n.ReplID != replid2 {
+			vs = append(vs, Violation{At: at, Checker: CheckReplID,
+				Detail: fmt.Sprintf("%s has replid %s; the primary has %s and %s", n.Name, n.ReplID, replid, replid2)})
+		}
+	}
+	return vs
+}
+
+// OffsetTracker keeps each node's last offset per replid and reports an
+// offset that went backwards. A node killed and restarted is a new
+// incarnation, which [OffsetTracker.Forget] starts afresh: a restarted
+// redis-server has lost its data by design. It is safe for concurrent use.
+type OffsetTracker struct {
+	mu     sync.Mutex
+	last   map[string]map[string]int64 // node → replid → highest offset seen; guarded by mu
+	epochs map[string]int              // node → incarnation, bumped by Forget; guarded by mu
+}
+
+// Epoch returns node's incarnation, for the sample about to be taken.
+func (o *OffsetTracker) Epoch(node string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.epochs[node]
+}
+
+// Observe records a sample and returns a violation if the offset is below
+// one seen earlier for the same node and replid.
+func (o *OffsetTracker) Observe(at time.Time, s NodeState) *Violation {
+	if s.ReplID == "" {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s.Epoch != o.epochs[s.Name] {
+		return nil // taken from an incarnation since forgotten
+	}
+	if o.last == nil {
+		o.last = map[string]map[string]int64{}
+	}
+	byID := o.last[s.Name]
+	if byID == nil {
+		byID = map[string]int64{}
+		o.last[s.Name] = byID
+	}
+	prev, seen := byID[s.ReplID]
+	if seen && s.Offset < prev {
+		return &Violation{At: at, Checker: CheckOffsets,
+			Detail: fmt.Sprintf("%s went back from offset %d to %d on replid %s", s.Name, prev, s.Offset, s.ReplID)}
+	}
+	if !seen || s.Offset > prev {
+		byID[s.ReplID] = s.Offset
+	}
+	return nil
+}
+
+// Forget starts node's record afresh (a new incarnation).
+func (o *OffsetTracker) Forget(node string) {
+	o.mu.Lock()
+	delete(o.last, node)
+	if o.epochs == nil {
+		o.epochs = map[string]int{}
+	}
+	o.epochs[node]++
+	o.mu.Unlock()
+}
+
+// SyncDelta is the increase of a node's sync_full across a fault: after
+// minus before, or after alone when the counter went down (the node
+// restarted, and its counter with it).
+func SyncDelta(before, after int64) int64 {
+	if after < before {
+		return after
+	}
+	return after - before
+}
+
+// CheckCost returns a violation for each tier whose full syncs exceed the
+// fault's expected cost.
+func CheckCost(at time.Time, f Fault, want, got Cost) []Violation {
+	var vs []Violation
+	if got.Primary > want.Primary {
+		vs = append(vs, Violation{At: at, Checker: CheckFullSync,
+			Detail: fmt.Sprintf("%s of %s: %d full syncs at the primary, expected at most %d", f.Kind, orWAN(f.Target), got.Primary, want.Primary)})
+	}
+	if got.Proxies > want.Proxies {
+		vs = append(vs, Violation{At: at, Checker: CheckFullSync,
+			Detail: fmt.Sprintf("%s of %s: %d full syncs behind the proxies, expected at most %d", f.Kind, orWAN(f.Target), got.Proxies, want.Proxies)})
+	}
+	return vs
+}
+
+func orWAN(target string) string {
+	if target == "" {
+		return "the WAN"
+	}
+	return target
+}
+
+// logMarks are what a Go program writes to its stderr or log when it
+// panics, dies of a runtime error, or (built with -race) races.
+var logMarks = [][]byte{[]byte("panic: "), []byte("fatal error: "), []byte("WARNING: DATA RACE")}
+
+// ScanLog returns a violation for each line of a proxy's log that shows a
+// panic, a fatal runtime error or a data race.
+func ScanLog(at time.Time, name string, log []byte) []Violation {
+	var vs []Violation
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		if slices.ContainsFunc(logMarks, func(m []byte) bool { return bytes.Contains(sc.Bytes(), m) }) {
+			vs = append(vs, Violation{At: at, Checker: CheckLogs,
+				Detail: fmt.Sprintf("%s line %d: %s", name, line, bytes.TrimSpace(sc.Bytes()))})
+		}
+	}
+	return vs
+}

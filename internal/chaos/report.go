@@ -1,0 +1,105 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Outcome is what one fault cost, measured after its heal.
+type Outcome struct {
+	Fault    Fault
+	At       time.Time     // when the fault was applied
+	Converge time.Duration // from the heal to every replica at the primary's digest
+	// Converged is false when the bound passed first (a converge violation).
+	Converged bool
+	Want, Got Cost // full syncs expected and caused
+}
+
+// Run is a whole run, as the report renders it.
+type Run struct {
+	Seed       uint64
+	Start      time.Time
+	Duration   time.Duration
+	Command    string // the command that reproduces the run
+	Outcomes   []Outcome
+	Events     []Event
+	Violations []Violation
+	// NotBuilt lists what the issue asks that this harness does not do yet,
+	// so that the report never claims it.
+	NotBuilt []string
+}
+
+// WriteReport writes r as Markdown.
+func WriteReport(w io.Writer, r Run) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Chaos run\n\n")
+	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d\n- violations: %d\n",
+		r.Seed, r.Start.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), len(r.Outcomes), len(r.Violations))
+	if r.Command != "" {
+		fmt.Fprintf(&b, "- reproduce: `%s`\n", r.Command)
+	}
+	fmt.Fprintf(&b, "\n## Faults by kind\n\n")
+	fmt.Fprintf(&b, "| kind | count | converged | converge median | converge worst | full syncs at the primary (caused / expected at most) | full syncs behind the proxies (caused / expected at most) |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, k := range Kinds() {
+		var times []time.Duration
+		var converged int
+		var got, want Cost
+		for _, o := range r.Outcomes {
+			if o.Fault.Kind != k {
+				continue
+			}
+			times = append(times, o.Converge)
+			if o.Converged {
+				converged++
+			}
+			got.Primary += o.Got.Primary
+			got.Proxies += o.Got.Proxies
+			want.Primary += o.Want.Primary
+			want.Proxies += o.Want.Proxies
+		}
+		if len(times) == 0 {
+			fmt.Fprintf(&b, "| %s | 0 | | | | | |\n", k)
+			continue
+		}
+		med, worst := medianWorst(times)
+		fmt.Fprintf(&b, "| %s | %d | %d | %v | %v | %d / %d | %d / %d |\n", k, len(times), converged,
+			med.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), got.Primary, want.Primary, got.Proxies, want.Proxies)
+	}
+	fmt.Fprintf(&b, "\n## Violations\n\n")
+	if len(r.Violations) == 0 {
+		fmt.Fprintf(&b, "None.\n")
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "- %s (+%v, seed %d) **%s**: %s\n", v.At.UTC().Format("15:04:05.000"),
+			v.At.Sub(r.Start).Round(time.Millisecond), r.Seed, v.Checker, v.Detail)
+	}
+	if len(r.NotBuilt) > 0 {
+		fmt.Fprintf(&b, "\n## Not built yet\n\n")
+		for _, n := range r.NotBuilt {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	fmt.Fprintf(&b, "\n## History\n\n```\n")
+	for _, e := range r.Events {
+		fmt.Fprintf(&b, "+%-9v %-5s %-12s %-10s %s\n", e.At.Sub(r.Start).Round(time.Millisecond), e.Action, e.Kind, e.Target, e.Detail)
+	}
+	fmt.Fprintf(&b, "```\n")
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("chaos: write report: %w", err)
+	}
+	return nil
+}
+
+// medianWorst returns the median (the lower of the two middle values for
+// an even count, so that two faults do not report their worst twice) and
+// the largest of ds (not empty).
+func medianWorst(ds []time.Duration) (median, worst time.Duration) {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2], s[len(s)-1]
+}

@@ -1,0 +1,48 @@
+package chaos
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteReport(t *testing.T) {
+	start := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
+	out := func(k Kind, took time.Duration, got Cost) Outcome {
+		return Outcome{Fault: Fault{Kind: k}, At: start, Converge: took, Converged: true, Want: Expected(k, true), Got: got}
+	}
+	r := Run{
+		Seed: 36, Start: start, Duration: 90 * time.Second, Command: "make chaos SEED=36 DURATION=1m30s",
+		Outcomes: []Outcome{
+			out(ProxyKill, 2*time.Second, Cost{}),
+			out(ProxyKill, 4*time.Second, Cost{}),
+			out(ProxyKill, 9*time.Second, Cost{Proxies: 1}),
+			out(ReplicaKill, time.Second, Cost{Proxies: 1}),
+			out(WANCut, 3*time.Second, Cost{}),
+			out(WANCut, 5*time.Second, Cost{}),
+		},
+		Events:     []Event{{At: start.Add(time.Second), Action: ActFault, Kind: ProxyKill, Target: "proxy-a", Detail: "SIGKILL"}},
+		Violations: []Violation{{At: start.Add(70 * time.Second), Checker: CheckFullSync, Detail: "proxy-kill of proxy-a: 1 full syncs behind the proxies"}},
+		NotBuilt:   []string{"overlapping faults"},
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- seed: `36`",
+		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
+		"| proxy-kill | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
+		"| replica-kill | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",
+		"| wan-cut | 2 | 2 | 3s | 5s | 0 / 0 | 0 / 0 |",
+		"| config-set | 0 |",
+		"(+1m10s, seed 36) **full-sync**: proxy-kill of proxy-a",
+		"- overlapping faults",
+		"+1s        fault proxy-kill   proxy-a    SIGKILL",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -100,6 +100,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzMemToLL -fuzztime $(FUZZTIME) ./proxy/config/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePrimaryHistory$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetUser$$' -fuzztime $(FUZZTIME) ./proxy/acl/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./proxy/acl/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecoverMeta$$' -fuzztime $(FUZZTIME) ./streamlog/
 	$(GO) test -run '^$$' -fuzz '^FuzzMeta$$' -fuzztime $(FUZZTIME) ./proxy/snapfile/

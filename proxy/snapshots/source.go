@@ -157,7 +157,11 @@ func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int6
 		return nil, false, nil
 	}
 	s = &Seed{k: k, f: history.NewSeed(), from: from, ready: make(chan struct{}), decided: make(chan error, 1)}
-	if !k.start(job{run: func(ctx context.Context) { k.runSeed(ctx, s, check) }, undo: func() {}}) {
+	// A seed queued before Run and undone by Close is refused as one
+	// asked for after Close is: its waiter must not wait for a side link
+	// that will never run.
+	undo := func() { s.err = ErrClosed; close(s.ready) }
+	if !k.start(job{run: func(ctx context.Context) { k.runSeed(ctx, s, check) }, undo: undo}) {
 		return nil, false, ErrClosed
 	}
 	select {
@@ -166,7 +170,10 @@ func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int6
 		s.decided <- ctx.Err() // the side link, at its +FULLRESYNC, sees it
 		return nil, false, ctx.Err()
 	}
-	if s.err != nil {
+	switch {
+	case errors.Is(s.err, ErrClosed):
+		return nil, false, s.err // the server stops: no failure of the source's
+	case s.err != nil:
 		k.sourceFailed(from, s.err)
 		return nil, k.fallsBack(s.err), s.err
 	}

@@ -180,3 +180,33 @@ func TestSeed(t *testing.T) {
 		}
 	})
 }
+
+// TestSeedClosed: a seed asked for before Run, and undone by Close before it
+// ran, returns at once with ErrClosed, counted as no failure of the source.
+func TestSeedClosed(t *testing.T) {
+	src := &fakeSource{connected: true}
+	k := newTestKeeper(t, src)
+	k.Configure(Settings{Primary: testPrimary, Source: testSource, Dir: t.TempDir()})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := k.Seed(t.Context(), nil)
+		done <- err
+	}()
+	waitFor(t, func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return len(k.queued) == 1
+	})
+	k.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Seed: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Seed still waits after Close")
+	}
+	if sc := k.SourceCounts(); sc != (SourceCounts{}) {
+		t.Errorf("source counts %+v after a close, want none", sc)
+	}
+}

@@ -218,7 +218,7 @@ func (c *session) psync(ctx context.Context) error {
 	l := c.l
 	id, ok := l.host.ResumeID()
 	resumable := l.resumable && ok
-	next := strconv.FormatInt(l.host.Stream().Offset()+1, 10)
+	next := l.host.Stream().Offset() + 1
 	if l.host.SnapshotSource() != "" {
 		ph, err := c.askHistory()
 		if err != nil {
@@ -228,14 +228,14 @@ func (c *session) psync(ctx context.Context) error {
 			return c.seedSync(ctx, ph)
 		}
 		if ph != nil {
-			if err := ph.continues(id, l.host.Stream().Offset()+1); err != nil {
+			if err := ph.continues(id, next); err != nil {
 				l.log.Warn("the primary cannot continue the proxy's history, syncing from the snapshot source", "error", err)
 				return c.seedSync(ctx, ph)
 			}
 		}
 	}
 	if resumable {
-		return c.psyncAsk(id, next, nil)
+		return c.psyncAsk(id, strconv.FormatInt(next, 10), nil)
 	}
 	return c.psyncAsk("?", "-1", nil)
 }

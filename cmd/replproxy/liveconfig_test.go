@@ -39,6 +39,25 @@ func infoInt(t *testing.T, c *redis.Client, field string) int64 {
 	return n
 }
 
+// digestsEqual fails the test unless every replica's DEBUG DIGEST is the
+// primary's.
+func digestsEqual(t *testing.T, primary *redis.Client, replicas []*redis.Client) {
+	t.Helper()
+	digest := func(c *redis.Client) string {
+		s, err := c.Do(context.Background(), "DEBUG", "DIGEST").Text()
+		if err != nil {
+			t.Fatalf("DEBUG DIGEST: %v", err)
+		}
+		return s
+	}
+	want := digest(primary)
+	for i, rc := range replicas {
+		if got := digest(rc); got != want {
+			t.Errorf("replica %d digest %s, primary %s", i, got, want)
+		}
+	}
+}
+
 // TestLiveConfig is must-show 5 on the real binary between real Redis
 // servers: CONFIG SET of repl-backlog-size, client-output-buffer-limit,
 // maxmemory and loglevel each change what the proxy does at once, and

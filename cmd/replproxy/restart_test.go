@@ -125,19 +125,7 @@ func TestSIGKILLRestartNoFullSync(t *testing.T) {
 	wg.Wait()
 
 	redistest.WaitFor(t, 60*time.Second, "the replicas in sync after the restart", allInSync)
-	digest := func(c *redis.Client) string {
-		s, err := c.Do(ctx, "DEBUG", "DIGEST").Text()
-		if err != nil {
-			t.Fatalf("DEBUG DIGEST: %v", err)
-		}
-		return s
-	}
-	want := digest(pc)
-	for i, rc := range rcs {
-		if got := digest(rc); got != want {
-			t.Errorf("replica %d digest %s, primary %s", i, got, want)
-		}
-	}
+	digestsEqual(t, pc, rcs)
 	if got := statsOf("sync_full"); got != fullBefore {
 		t.Errorf("primary sync_full %d after the restart, want %d: the proxy's link took a full sync", got, fullBefore)
 	}

@@ -168,17 +168,5 @@ func TestSnapshotFromReplicaNoFork(t *testing.T) {
 	if end.r0Forks != after.r0Forks+1 {
 		t.Errorf("R0 total_forks %d→%d over the restart, want +1", after.r0Forks, end.r0Forks)
 	}
-	digest := func(c *redis.Client) string {
-		s, err := c.Do(ctx, "DEBUG", "DIGEST").Text()
-		if err != nil {
-			t.Fatalf("DEBUG DIGEST: %v", err)
-		}
-		return s
-	}
-	want := digest(pc)
-	for i, rc := range rcs {
-		if got := digest(rc); got != want {
-			t.Errorf("replica %d digest %s, primary %s", i, got, want)
-		}
-	}
+	digestsEqual(t, pc, rcs)
 }

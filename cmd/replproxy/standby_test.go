@@ -95,19 +95,7 @@ func TestStandbyTakeover(t *testing.T) {
 	write("after", 2000)
 	redistest.WaitFor(t, 30*time.Second, "the replicas in sync through the standby", inSync(rcs...))
 
-	digest := func(c *redis.Client) string {
-		s, err := c.Do(ctx, "DEBUG", "DIGEST").Text()
-		if err != nil {
-			t.Fatalf("DEBUG DIGEST: %v", err)
-		}
-		return s
-	}
-	want := digest(pc)
-	for i, rc := range rcs {
-		if got := digest(rc); got != want {
-			t.Errorf("replica %d digest %s, primary %s", i, got, want)
-		}
-	}
+	digestsEqual(t, pc, rcs)
 	if got := infoInt(t, pc, "sync_full"); got != fullBefore {
 		t.Errorf("primary sync_full %d→%d across the takeover", fullBefore, got)
 	}

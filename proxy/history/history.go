@@ -39,10 +39,6 @@ type History struct {
 		replID2      string
 		secondOffset int64 // second_repl_offset; -1 when replID2 is cleared
 		synced       bool  // the stream holds the primary's bytes (a sync completed)
-		// recovered: this generation of the stream was recovered from the
-		// stream log at start; a replica ahead of it may wait for the
-		// stream (see PlanPartial). Cleared by install.
-		recovered bool
 		// changed is closed and replaced at every change of epoch, for
 		// AwaitHistory.
 		changed chan struct{}
@@ -142,7 +138,6 @@ func (h *History) RecoverFrom(id streamlog.Identity, last int64) {
 	defer h.mu.Unlock()
 	h.mu.replID, h.mu.replID2, h.mu.secondOffset = id.ReplID, id.ReplID2, id.SecondOffset
 	h.mu.synced = true
-	h.mu.recovered = true
 	h.mu.epoch++
 	h.changedLocked()
 	h.st.Reset(last)
@@ -251,7 +246,6 @@ func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
 	h.mu.synced = true
-	h.mu.recovered = false
 	h.mu.epoch++
 	h.changedLocked()
 	epoch = h.mu.epoch

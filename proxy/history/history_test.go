@@ -57,8 +57,8 @@ func TestHistoryReplIDMatch(t *testing.T) {
 	if _, r := h.PlanPartial(replid.New(), 101, false); r != FullSyncReplIDMismatch {
 		t.Fatalf("a replid that is not ours: %s, want replid_mismatch", r)
 	}
-	if _, r := h.PlanPartial(a, 102, false); r != FullSyncOffsetOutOfRange {
-		t.Fatalf("past the end of the stream: %s, want offset_out_of_range", r)
+	if _, r := h.PlanPartial(a, 101+maxAhead+1, false); r != FullSyncOffsetOutOfRange {
+		t.Fatalf("further than maxAhead past the end of the stream: %s, want offset_out_of_range", r)
 	}
 	oldID, second, epoch, changed := h.ContinueAs(b)
 	if !changed || oldID != a || second != 101 || epoch != 2 {
@@ -80,7 +80,9 @@ func TestHistoryReplIDMatch(t *testing.T) {
 		{"replid2 past second_repl_offset", a, 102, FullSyncReplIDMismatch},
 		{"replid in the backlog", b, 105, PartialAccepted},
 		{"replid one past the end", b, 111, PartialAccepted},
-		{"replid past the end", b, 112, FullSyncOffsetOutOfRange},
+		{"replid ahead of the end: waits for the stream", b, 112, PartialAccepted},
+		{"replid maxAhead past the end", b, 111 + maxAhead, PartialAccepted},
+		{"replid further past the end", b, 112 + maxAhead, FullSyncOffsetOutOfRange},
 		{"question mark", "?", -1, FullSyncRequested},
 		{"negative offset", b, -5, FullSyncRequested},
 	} {

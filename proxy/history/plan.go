@@ -51,7 +51,7 @@ func (h *History) PlanPartial(replID string, off int64, legacy bool) (plan Plan,
 		return Plan{}, FullSyncNoHistory
 	case !h.matchesLocked(replID, off):
 		return Plan{}, FullSyncReplIDMismatch
-	case off > h.st.Offset()+1 && !(h.mu.recovered && off <= h.st.Offset()+1+maxAhead):
+	case off > h.st.Offset()+1+maxAhead:
 		return Plan{}, FullSyncOffsetOutOfRange
 	}
 	plan = Plan{Partial: true, ReplID: h.mu.replID, Epoch: h.mu.epoch, Gen: h.st.Generation()}
@@ -66,9 +66,15 @@ func (h *History) PlanPartial(replID string, off int64, legacy bool) (plan Plan,
 	return Plan{}, FullSyncOffsetOutOfRange
 }
 
-// maxAhead is how far ahead of a recovered stream's end a replica may be and
-// still wait for the stream to reach its offset: bytes it received before a
-// crash and the log had not kept. Further ahead is not a loss of the log's.
+// maxAhead is how far ahead of the stream's end a replica asking for our
+// replid may be and still wait for the stream to reach its offset, rather
+// than take a full sync as Redis would give it: bytes it received before a
+// crash and the log had not kept, or from the primary or another proxy a
+// moment ahead of this one (a replica moved here, or back here after a
+// restart). Under the same replid the bytes it has are the bytes the stream
+// will bring (a replid names one history), and a change of replid closes
+// the replicas planned before it, so one waiting past a failover's switch
+// reconnects and is judged again. Further ahead is another history's.
 const maxAhead = 64 << 20
 
 // LogReaderAt returns a reader of the stream log from the position (gen,

@@ -35,7 +35,6 @@ func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) 
 	h.mu.replID2 = replid.None
 	h.mu.secondOffset = -1
 	h.mu.synced = true
-	h.mu.recovered = false
 	h.mu.epoch++
 	h.changedLocked()
 	epoch = h.mu.epoch

@@ -47,6 +47,12 @@
 //     veth ends down, would also take the local routes of the addresses on them, and
 //     so break the connections inside each region; tc's drop actions (gact, matchall)
 //     are not in every kernel (not in this project's CI kernel), ifb and routes are.
+//   - [Namespace.CutFlow] black-holes one flow inside a region the same way: the
+//     TCP traffic between one address and one port of another, both in the
+//     namespace (a proxy dialing from a second address, [Namespace.AddLocalAddr],
+//     and its primary), routed to the cut device by policy rules; the local table's
+//     rule moves behind them, since it would otherwise deliver the packets first.
+//     [Namespace.RestoreFlows] removes the rules.
 //   - [Pair.Counters] are the veth ends' tx byte counters (ip -s -j link): bytes that
 //     left A for B and B for A, Ethernet, IP and TCP headers included, after tbf (what
 //     tbf dropped is not counted) and nothing while cut.

@@ -261,3 +261,95 @@ func BenchmarkWAN(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)*8*float64(b.N)/elapsed.Seconds()/1e6, "Mbit/s")
 }
+
+// TestCutFlow: a cut flow black-holes the connections between one address
+// and one port of another inside a namespace, established and new, and
+// nothing else: the same port from another address, and the same address
+// to another port, carry on; after RestoreFlows the stalled connection
+// delivers what was written meanwhile.
+func TestCutFlow(t *testing.T) {
+	p := NewPair(t, Options{})
+	src := strings.TrimSuffix(p.AddrA, ".1") + ".5"
+	if err := p.A.AddLocalAddr(src); err != nil {
+		t.Fatal(err)
+	}
+	l, err := p.A.Listen("tcp", net.JoinHostPort(p.AddrA, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other, err := p.A.Listen("tcp", net.JoinHostPort(p.AddrA, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	accepted := make(chan net.Conn, 8)
+	for _, ln := range []net.Listener{l, other} {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+				accepted <- c
+			}
+		}()
+	}
+	dialFrom := func(from string, to net.Addr, timeout time.Duration) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: timeout}
+		var c net.Conn
+		err := p.A.do(func() error {
+			var err error
+			c, err = d.Dial("tcp", to.String())
+			return err
+		})
+		return c, err
+	}
+	a, err := dialFrom(src, l.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := <-accepted
+	port := l.Addr().(*net.TCPAddr).Port
+	for range 2 { // a second cut does nothing
+		if err := p.A.CutFlow(src, p.AddrA, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Write([]byte("during the cut")); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if n, err := b.Read(make([]byte, 64)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read across a cut flow: %d bytes, %v", n, err)
+	}
+	if c, err := dialFrom(src, l.Addr(), 300*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("a new connection across the cut flow succeeded")
+	}
+	for name, to := range map[string]struct {
+		from string
+		addr net.Addr
+	}{"another address": {p.AddrA, l.Addr()}, "another port": {src, other.Addr()}} {
+		c, err := dialFrom(to.from, to.addr, time.Second)
+		if err != nil {
+			t.Errorf("%s while the flow is cut: %v", name, err)
+			continue
+		}
+		c.Close()
+		<-accepted
+	}
+	for range 2 { // a second restore does nothing
+		if err := p.A.RestoreFlows(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []byte("during the cut")
+	got := make([]byte, len(want))
+	b.SetReadDeadline(time.Now().Add(transferTimeout))
+	if _, err := io.ReadFull(b, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after RestoreFlows read %q, %v; want %q", got, err, want)
+	}
+}

@@ -135,7 +135,7 @@ func (p proxySeed) Abort(why error) bool { return p.sd.Abort(why) }
 func (s *Server) upstreamTarget() upstream.Target {
 	cfg := s.config()
 	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout,
-		Compress: cfg.ReplLinkCompression == config.LinkCompressionZstd}
+		Compress: cfg.ReplLinkCompression == config.LinkCompressionZstd, BindSource: cfg.BindSourceAddr}
 	if st := s.tlsNow(); cfg.TLSReplication && st != nil {
 		t.TLS = st.Client // the material in force at this dial
 	}

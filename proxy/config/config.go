@@ -173,6 +173,12 @@ type Config struct {
 	// MasterUser is `masteruser`, the ACL user for that AUTH. Empty means the
 	// one-argument AUTH <password>. Requires MasterAuth.
 	MasterUser string
+	// BindSourceAddr is `bind-source-addr` (Redis 7.0): the local address
+	// every connection to the primary and to the snapshot-from source is
+	// made from, an IP address or a host name resolved at each dial, for
+	// hosts with several addresses. Empty, the default, lets the kernel
+	// choose. Applies from the next connection.
+	BindSourceAddr string
 	// RequirePass is `requirepass`, the password downstream clients and
 	// replicas must AUTH with. Empty means no authentication.
 	RequirePass string

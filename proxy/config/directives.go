@@ -64,6 +64,7 @@ var directives = []directive{
 		},
 		get: func(c *Config) string { return strings.Join(c.Bind, " ") },
 	},
+	stringDirective("bind-source-addr", true, func(c *Config) *string { return &c.BindSourceAddr }, checkBindSourceAddr),
 	{
 		name: "client-output-buffer-limit", mutable: true, multi: true, nargs: -1,
 		set: setOutputLimits, get: getOutputLimits,

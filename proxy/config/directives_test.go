@@ -103,6 +103,20 @@ func TestSet(t *testing.T) {
 		{"masterauth two", "masterauth", []string{"a", "b"}, "", ErrArgCount},
 		{"masteruser", "masteruser", []string{"proxy"}, "proxy", nil},
 		{"masteruser two", "masteruser", []string{"a", "b"}, "", ErrArgCount},
+		{"bind-source-addr", "bind-source-addr", []string{"10.0.0.5"}, "10.0.0.5", nil},
+		{"bind-source-addr ipv6", "bind-source-addr", []string{"2001:db8::5"}, "2001:db8::5", nil},
+		{"bind-source-addr zone", "bind-source-addr", []string{"fe80::1%eth0"}, "fe80::1%eth0", nil},
+		{"bind-source-addr host name", "bind-source-addr", []string{"proxy-1.example"}, "proxy-1.example", nil},
+		{"bind-source-addr empty", "bind-source-addr", []string{""}, "", nil},
+		{"bind-source-addr with port", "bind-source-addr", []string{"10.0.0.5:7000"}, "", ErrInvalidValue},
+		{"bind-source-addr host with port", "bind-source-addr", []string{"proxy-1:7000"}, "", ErrInvalidValue},
+		{"bind-source-addr bracketed", "bind-source-addr", []string{"[::1]:7000"}, "", ErrInvalidValue},
+		{"bind-source-addr space", "bind-source-addr", []string{"10.0.0.5 10.0.0.6"}, "", ErrInvalidValue},
+		{"bind-source-addr bad ip", "bind-source-addr", []string{"::1x"}, "", ErrInvalidValue},
+		{"bind-source-addr wildcard", "bind-source-addr", []string{"*"}, "", ErrInvalidValue},
+		{"bind-source-addr dash", "bind-source-addr", []string{"-10.0.0.5"}, "", ErrInvalidValue},
+		{"bind-source-addr two", "bind-source-addr", []string{"10.0.0.5", "10.0.0.6"}, "", ErrArgCount},
+		{"bind-source-addr none", "bind-source-addr", nil, "", ErrArgCount},
 		{"requirepass", "requirepass", []string{"foobared"}, "foobared", nil},
 		{"requirepass empty", "requirepass", []string{""}, "", nil},
 		{"requirepass none", "requirepass", nil, "", ErrArgCount},
@@ -316,6 +330,7 @@ func TestSetFields(t *testing.T) {
 		{"acllog-max-len", "7"},
 		{"masterauth", "pw"},
 		{"masteruser", "user"},
+		{"bind-source-addr", "10.0.0.9"},
 		{"requirepass", "rp"},
 		{"protected-mode", "no"},
 		{"client-query-buffer-limit", "2mb"},
@@ -372,6 +387,7 @@ func TestSetFields(t *testing.T) {
 		ACLLogMaxLen:     7,
 		MasterAuth:       "pw",
 		MasterUser:       "user",
+		BindSourceAddr:   "10.0.0.9",
 		RequirePass:      "rp",
 		ReplBacklogSize:  64 << 20,
 		ReplReadCoalesce: 250 * time.Microsecond,
@@ -439,6 +455,7 @@ func TestGetDefaults(t *testing.T) {
 		{"slaveof", ""},
 		{"masterauth", ""},
 		{"masteruser", ""},
+		{"bind-source-addr", ""},
 		{"requirepass", ""},
 		{"protected-mode", "yes"},
 		{"client-query-buffer-limit", "1073741824"},
@@ -516,7 +533,7 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{
-		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
+		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "bind-source-addr", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
 		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "metrics-tls", "metrics-web-config", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-link-compression-max-links", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-log-window", "repl-read-coalesce-usec", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "snapshot-from", "snapshot-from-fallback", "supervised",
@@ -565,6 +582,7 @@ func TestMutable(t *testing.T) {
 		{"client-output-buffer-limit", true},
 		{"masterauth", true},
 		{"masteruser", true},
+		{"bind-source-addr", true},
 		{"requirepass", true},
 		{"maxclients", true},
 		{"protected-mode", true},
@@ -601,7 +619,7 @@ func TestRoundTrip(t *testing.T) {
 			"client-output-buffer-limit normal 1 2 3 slave 0 0 0 pubsub 5gb 6mb 2147483647\n" +
 			"maxmemory 9223372036854775807\nmaxmemory-policy evict-snapshots\nmaxclients 4294967295\n" +
 			"dir \"/a dir\"\nloglevel nothing\nlogfile \"\\x00\"\nlog-format json\n" +
-			"snapshot-from fe80::1%eth0 6380\nsnapshot-from-fallback no\n"},
+			"snapshot-from fe80::1%eth0 6380\nsnapshot-from-fallback no\nbind-source-addr ::1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -46,6 +46,7 @@
 //	replicaof (slaveof)          none ("no one")         yes      MasterHost, MasterPort
 //	masterauth                   ""                      yes      MasterAuth
 //	masteruser                   ""                      yes      MasterUser
+//	bind-source-addr             "" (the kernel chooses) yes      BindSourceAddr
 //	requirepass                  ""                      yes      RequirePass
 //	protected-mode               yes                     yes      ProtectedMode
 //	repl-backlog-size            1mb (min 16384)         yes      ReplBacklogSize

@@ -420,6 +420,7 @@ var fuzzSeeds = []string{
 	"foo bar\n",
 	"port 1 # c\n",
 	"masteruser x\n",
+	"bind-source-addr 10.0.0.5\nbind-source-addr \"\"\n",
 	"snapshot-from 10.0.0.2 6379\nsnapshot-from-fallback no\n",
 	"snapshot-from \"::1 6380\"\nsnapshot-from PRIMARY\n",
 }

@@ -49,6 +49,8 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 	"masterauth":  rewriteString("masterauth", true),
 	"masteruser":  rewriteString("masteruser", true),
 	"requirepass": rewriteString("requirepass", true),
+	// So is bind-source-addr: no line while the kernel chooses.
+	"bind-source-addr": rewriteString("bind-source-addr", true),
 	// The tls-* strings too are EMPTY_STRING_IS_NULL in Redis 7.0.
 	"tls-ca-cert-dir":      rewriteString("tls-ca-cert-dir", true),
 	"tls-ca-cert-file":     rewriteString("tls-ca-cert-file", true),
@@ -75,8 +77,8 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 //     [RewriteSignature] (added once), only when its value differs from
 //     the default.
 //   - A directive whose value means "absent" has every line removed:
-//     replicaof with no upstream, masterauth/masteruser/requirepass and
-//     the tls-* strings empty, bind at its default.
+//     replicaof with no upstream, masterauth/masteruser/requirepass,
+//     bind-source-addr and the tls-* strings empty, bind at its default.
 //   - A line that does not split into words or names no directive is kept
 //     as a comment, "# ??? " followed by the line.
 //

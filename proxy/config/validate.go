@@ -21,6 +21,7 @@ func (c *Config) Validate() error {
 		{"bind", checkBind(c.Bind)},
 		{"replicaof", checkMaster(c.MasterHost, c.MasterPort)},
 		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
+		{"bind-source-addr", checkBindSourceAddr(c.BindSourceAddr)},
 		{"aclfile", checkACLSource(c.ACLFile, c.Users)},
 		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
 		{"repl-timeout", checkSeconds(c.ReplTimeout, time.Nanosecond)},
@@ -123,6 +124,21 @@ func checkHost(h string) error {
 		if _, err := netip.ParseAddr(h); err != nil {
 			return badValue(h, "host must be an IP address or a host name")
 		}
+	}
+	return nil
+}
+
+// checkBindSourceAddr accepts "" (the kernel chooses) or what checkHost
+// accepts: an IP address or a host name, with no port. Redis stores any
+// string and fails at each connect; refusing here turns a typo into a
+// CONFIG SET error instead of a link that never comes up. A "host:port" or
+// "[::1]:port" fails checkHost's IP parse, so it is refused too.
+func checkBindSourceAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if checkHost(addr) != nil {
+		return badValue(addr, "bind-source-addr must be an IP address or a host name, without a port")
 	}
 	return nil
 }

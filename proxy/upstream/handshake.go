@@ -59,11 +59,22 @@ type session struct {
 	warmEnd time.Time  // guarded by writeMu: until when ACKs are never kept quiet (ackLoop sets it)
 }
 
-// dial connects to the primary t names, within t.Timeout, and runs the TLS
-// handshake when t.TLS is set, within the same timeout.
+// dial connects to the primary t names, from t.BindSource when set, within
+// t.Timeout, and runs the TLS handshake when t.TLS is set, within the same
+// timeout.
 func dial(ctx context.Context, t Target) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: t.Timeout}
+	if t.BindSource != "" {
+		// Resolved here, not when configured, as Redis does on each
+		// connect: a name may move to another address of the host.
+		local, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(t.BindSource, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("connect: bind-source-addr %s: %w", t.BindSource, err)
+		}
+		nd.LocalAddr = local
+	}
 	if t.TLS != nil {
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: t.Timeout}, Config: t.TLS}
+		d := tls.Dialer{NetDialer: nd, Config: t.TLS}
 		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
 		conn, err := d.DialContext(ctx, "tcp", t.Addr)
@@ -72,8 +83,7 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 		}
 		return conn, nil
 	}
-	d := net.Dialer{Timeout: t.Timeout}
-	conn, err := d.DialContext(ctx, "tcp", t.Addr)
+	conn, err := nd.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

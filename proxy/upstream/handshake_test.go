@@ -2,11 +2,16 @@ package upstream
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replid"
 )
@@ -179,4 +184,89 @@ func FuzzHandshakeReplies(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDialBindSource: with Target.BindSource (bind-source-addr) the primary
+// sees the connection come from that address, over TCP and over TLS, a
+// host name resolved at the dial; without it the kernel chooses. A source
+// that is not this host's, or does not resolve, fails the dial (wrapping
+// the cause) rather than falling back to the kernel's choice. The whole of
+// 127.0.0.0/8 is local on Linux, so 127.0.0.2 and 127.0.0.3 can be bound.
+func TestDialBindSource(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	cert, err := tls.LoadX509KeyPair(pki.Cert, pki.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, source string
+		tls          bool
+		want         string // the address the primary sees; "" when the dial fails
+		err          func(error) bool
+	}{
+		{name: "TCP", source: "127.0.0.2", want: "127.0.0.2"},
+		{name: "TLS", source: "127.0.0.3", tls: true, want: "127.0.0.3"},
+		{name: "host name", source: "localhost", want: "127.0.0.1"},
+		{name: "kernel chooses", source: "", want: "127.0.0.1"},
+		{name: "not this host's", source: "192.0.2.1", err: func(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }},
+		// A label over 63 bytes: no such host, found without asking a DNS server.
+		{name: "does not resolve", source: strings.Repeat("x", 64) + ".invalid", err: func(err error) bool {
+			var dnsErr *net.DNSError
+			return errors.As(err, &dnsErr) && strings.Contains(err.Error(), "bind-source-addr")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := Target{Addr: ln.Addr().String(), Timeout: 5 * time.Second, BindSource: tc.source}
+			if tc.tls {
+				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+				target.TLS = pki.ClientConfig()
+			}
+			from := make(chan string, 1)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if tc.tls { // the dial returns once the handshake is done
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					if err := c.(*tls.Conn).Handshake(); err != nil {
+						t.Errorf("TLS handshake: %v", err)
+					}
+				}
+				from <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+				c.Read(make([]byte, 1)) // until the dialler hangs up
+			}()
+			defer func() { ln.Close(); <-done }() // after conn.Close, which ends the Read
+			conn, err := dial(t.Context(), target)
+			if tc.err != nil {
+				if err == nil {
+					conn.Close()
+					t.Fatalf("dial from %q succeeded, want it to fail", tc.source)
+				}
+				if !tc.err(err) {
+					t.Fatalf("dial from %q: %v (%T), not the cause wanted", tc.source, err, errors.Unwrap(err))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("dial from %q: %v", tc.source, err)
+			}
+			defer conn.Close()
+			if got := <-from; got != tc.want {
+				t.Fatalf("the primary sees the link from %s, want %s", got, tc.want)
+			}
+			if tc.tls {
+				if _, ok := conn.(*tls.Conn); !ok {
+					t.Fatalf("dial returned a %T, want a *tls.Conn", conn)
+				}
+			}
+		})
+	}
 }

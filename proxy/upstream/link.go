@@ -174,6 +174,11 @@ type Target struct {
 	// TLS, when not nil, is the client config to dial the primary with
 	// (tls-replication); the handshake is part of the dial, within Timeout.
 	TLS *tls.Config
+	// BindSource is bind-source-addr: the local IP address or host name
+	// every dial for this Target is made from, the snapshot source's
+	// included (fetch copies the Target), resolved at each dial so that a
+	// name follows its DNS. "" lets the kernel choose.
+	BindSource string
 	// Compress is repl-link-compression zstd: the handshake asks the
 	// primary (REPLCONF link-compression zstd) to compress what it sends
 	// after the PSYNC reply line; a refusal leaves the link plain.

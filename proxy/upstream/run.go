@@ -283,8 +283,9 @@ func (l *Link) fetch(ctx context.Context, from string, opts []string, position f
 	}
 	if from != "" {
 		// A snapshot source: another replica of the same primary, or a
-		// peer proxy, reached with the primary's credentials and TLS
-		// settings (the TLS server name comes from from's host).
+		// peer proxy, reached with the primary's credentials, TLS
+		// settings (the TLS server name comes from from's host) and
+		// source address (bind-source-addr).
 		t.Addr, t.Source = from, true
 	}
 	conn, err := dial(ctx, t)

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,6 +92,46 @@ func TestFetchFiltered(t *testing.T) {
 				if sn.State() != replbuf.SnapshotComplete || sn.Size() != int64(len(rdb)) || sn.Offset() != redistest.FakeOffset {
 					t.Fatalf("snapshot %s of %d bytes at %d, want the complete RDB at %d", sn.State(), sn.Size(), sn.Offset(), redistest.FakeOffset)
 				}
+			}
+		})
+	}
+}
+
+// TestFetchBindSource: a side link, to the primary or to a snapshot-from
+// source, is made from the Target's BindSource as the main link is: fetch
+// derives the source's Target from the primary's.
+func TestFetchBindSource(t *testing.T) {
+	rdb := testRDB(t)
+	fetchFrom := func() (*redistest.FakePrimary, <-chan string) {
+		from := make(chan string, 1)
+		p := redistest.StartFakePrimary(t, redistest.FakeOptions{RDB: rdb, Side: func(l *redistest.FakeLink) error {
+			select {
+			case from <- l.Conn().RemoteAddr().(*net.TCPAddr).IP.String():
+			case <-l.Primary().Done(): // a second fetch: the test fails on the first
+				return nil
+			}
+			return l.GoodFetch()
+		}})
+		return p, from
+	}
+	primary, primaryFrom := fetchFrom()
+	source, sourceFrom := fetchFrom()
+	l, _ := newTestLink(t, Target{Addr: primary.Addr(), Timeout: 10 * time.Second, BindSource: "127.0.0.2"}, Options{})
+	for _, tc := range []struct {
+		name, from string
+		seen       <-chan string
+	}{
+		{"primary", "", primaryFrom},
+		{"snapshot-from source", source.Addr(), sourceFrom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sn, err := l.FetchSnapshot(t.Context(), tc.from, nil, func(*replbuf.Snapshot, int64) (PayloadSink, error) { return nil, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			sn.Release()
+			if got := <-tc.seen; got != "127.0.0.2" {
+				t.Fatalf("the side link came from %s, want 127.0.0.2 (bind-source-addr)", got)
 			}
 		})
 	}

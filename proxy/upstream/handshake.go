@@ -65,9 +65,7 @@ type session struct {
 func dial(ctx context.Context, t Target) (net.Conn, error) {
 	nd := &net.Dialer{Timeout: t.Timeout}
 	if t.BindSource != "" {
-		// Resolved here, not when configured, as Redis does on each
-		// connect: a name may move to another address of the host.
-		local, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(t.BindSource, "0"))
+		local, err := bindSource(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("connect: bind-source-addr %s: %w", t.BindSource, err)
 		}
@@ -88,6 +86,23 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return conn, nil
+}
+
+// bindSource resolves t.BindSource here, not when configured, as Redis does
+// on each connect (a name may move to another address of the host), within
+// t.Timeout and ctx, so that a slow lookup neither outlasts the link's
+// timeout nor a shutdown.
+func bindSource(ctx context.Context, t Target) (*net.TCPAddr, error) {
+	if ip := net.ParseIP(t.BindSource); ip != nil {
+		return &net.TCPAddr{IP: ip}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, t.BindSource)
+	if err != nil {
+		return nil, err
+	}
+	return &net.TCPAddr{IP: ips[0].IP, Zone: ips[0].Zone}, nil
 }
 
 // handshake starts a session on conn and runs PROTOCOL §1 on it: PING, then

@@ -16,6 +16,9 @@ const (
 	CheckOffsets  = "offsets"   // no offset backwards within one replid
 	CheckFullSync = "full-sync" // full syncs within the fault's expected cost
 	CheckLogs     = "logs"      // no panic, no data race in a proxy's log
+	CheckMemory   = "memory"    // a proxy's memory within its limits
+	CheckBaseline = "baseline"  // a proxy's goroutines and descriptors back to their baseline after a heal
+	CheckCert     = "cert"      // a rotated certificate served to new handshakes
 )
 
 // NodeState is what one node reported at one moment.
@@ -130,11 +133,11 @@ func CheckCost(at time.Time, f Fault, want, got Cost) []Violation {
 	var vs []Violation
 	if got.Primary > want.Primary {
 		vs = append(vs, Violation{At: at, Checker: CheckFullSync,
-			Detail: fmt.Sprintf("%s of %s: %d full syncs at the primary, expected at most %d", f.Kind, orWAN(f.Target), got.Primary, want.Primary)})
+			Detail: fmt.Sprintf("%s: %d full syncs at the primary, expected at most %d", f.Name(), got.Primary, want.Primary)})
 	}
 	if got.Proxies > want.Proxies {
 		vs = append(vs, Violation{At: at, Checker: CheckFullSync,
-			Detail: fmt.Sprintf("%s of %s: %d full syncs behind the proxies, expected at most %d", f.Kind, orWAN(f.Target), got.Proxies, want.Proxies)})
+			Detail: fmt.Sprintf("%s: %d full syncs behind the proxies, expected at most %d", f.Name(), got.Proxies, want.Proxies)})
 	}
 	return vs
 }
@@ -163,4 +166,93 @@ func ScanLog(at time.Time, name string, log []byte) []Violation {
 		}
 	}
 	return vs
+}
+
+// Memory is what a proxy reported of its memory at one moment.
+type Memory struct {
+	Name       string
+	Used       int64 // used_memory
+	NotCounted int64 // mem_not_counted_for_evict: held for replicas, never evicted
+	MaxMemory  int64 // maxmemory; 0 is no limit
+	// Bound is the most used_memory the proxy's limits allow: maxmemory
+	// plus what is never counted for eviction at its most (the stream
+	// log's window, the memory backlog, each replica's output buffer hard
+	// limit). 0 is no bound.
+	Bound int64
+}
+
+// MemoryTracker reports a proxy whose memory stays over its limits for
+// longer than a moment: maxmemory is enforced by the proxy's monitor, on a
+// tick, so a single sample over it is the moment before an eviction, and
+// only a run of overLimitSamples samples is a violation. It is safe for
+// concurrent use.
+type MemoryTracker struct {
+	mu   sync.Mutex
+	over map[string]int // node → consecutive samples over a limit; guarded by mu
+}
+
+// overLimitSamples is how many samples in a row (one a second) a proxy may
+// be over a limit before it is a violation.
+const overLimitSamples = 3
+
+// Observe records a sample and returns a violation when m is the
+// overLimitSamples-th sample in a row over one of its limits.
+func (mt *MemoryTracker) Observe(at time.Time, m Memory) *Violation {
+	var why string
+	switch counted := m.Used - m.NotCounted; {
+	case m.MaxMemory > 0 && counted > m.MaxMemory:
+		why = fmt.Sprintf("%d bytes counted for eviction, over maxmemory %d", counted, m.MaxMemory)
+	case m.Bound > 0 && m.Used > m.Bound:
+		why = fmt.Sprintf("used_memory %d, over the %d its limits allow", m.Used, m.Bound)
+	}
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if mt.over == nil {
+		mt.over = map[string]int{}
+	}
+	if why == "" {
+		delete(mt.over, m.Name)
+		return nil
+	}
+	mt.over[m.Name]++
+	if mt.over[m.Name] != overLimitSamples {
+		return nil
+	}
+	return &Violation{At: at, Checker: CheckMemory,
+		Detail: fmt.Sprintf("%s for %d samples in a row: %s", m.Name, overLimitSamples, why)}
+}
+
+// Resources are a proxy's goroutines and open descriptors at one moment
+// (its /metrics: go_goroutines, process_open_fds).
+type Resources struct {
+	Goroutines, FDs int
+}
+
+// Within reports whether r is back to base, give or take slack: what a
+// healed deployment runs is what it ran before the fault, so a proxy
+// holding more is holding what the fault left behind.
+func (r Resources) Within(base, slack Resources) bool {
+	return r.Goroutines <= base.Goroutines+slack.Goroutines && r.FDs <= base.FDs+slack.FDs
+}
+
+// CheckBaselineOf returns a violation when got is not back within slack of
+// the proxy's baseline after a heal.
+func CheckBaselineOf(at time.Time, name string, base, got, slack Resources) *Violation {
+	if got.Within(base, slack) {
+		return nil
+	}
+	return &Violation{At: at, Checker: CheckBaseline,
+		Detail: fmt.Sprintf("%s holds %d goroutines and %d descriptors after the heal; its baseline is %d and %d (slack %d and %d)",
+			name, got.Goroutines, got.FDs, base.Goroutines, base.FDs, slack.Goroutines, slack.FDs)}
+}
+
+// CheckServedCert returns a violation when a new handshake with a proxy
+// whose certificate was rotated got another certificate than the new one
+// (both by serial number, as decimal text).
+func CheckServedCert(at time.Time, name, want, got string) *Violation {
+	if got == want {
+		return nil
+	}
+	return &Violation{At: at, Checker: CheckCert,
+		Detail: fmt.Sprintf("%s served certificate serial %s after its rotation to serial %s", name, got, want)}
 }

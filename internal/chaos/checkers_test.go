@@ -75,21 +75,21 @@ func TestOffsetTrackerCatchesAnOffsetBackwards(t *testing.T) {
 func TestCheckCostCatchesAnUnexpectedFullSync(t *testing.T) {
 	now := time.Now()
 	kill := Fault{Kind: ProxyKill, Target: "proxy-a"}
-	if vs := CheckCost(now, kill, Expected(ProxyKill, false), Cost{}); len(vs) != 0 {
+	if vs := CheckCost(now, kill, Expected(ProxyKill, "proxy-a"), Cost{}); len(vs) != 0 {
 		t.Fatalf("no full sync reported: %v", vs)
 	}
-	vs := CheckCost(now, kill, Expected(ProxyKill, false), Cost{Proxies: 1})
+	vs := CheckCost(now, kill, Expected(ProxyKill, "proxy-a"), Cost{Proxies: 1})
 	if len(vs) != 1 || vs[0].Checker != CheckFullSync || !strings.Contains(vs[0].Detail, "behind the proxies") {
 		t.Fatalf("a full sync behind the proxies after a proxy kill: %v", vs)
 	}
-	vs = CheckCost(now, Fault{Kind: PrimaryKill, Target: "redis-1"}, Expected(PrimaryKill, false), Cost{Primary: 2})
+	vs = CheckCost(now, Fault{Kind: PrimaryKill, Target: "redis-1"}, Expected(PrimaryKill, "redis-1"), Cost{Primary: 2})
 	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "at the primary") {
 		t.Fatalf("two forks after a failover: %v", vs)
 	}
-	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, true), Cost{Primary: 1, Proxies: 1}); len(vs) != 0 {
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 1}); len(vs) != 0 {
 		t.Fatalf("a killed replica's one full sync from its proxy (and its fetch) reported: %v", vs)
 	}
-	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, true), Cost{Primary: 1, Proxies: 2}); len(vs) != 1 {
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 2}); len(vs) != 1 {
 		t.Fatalf("two full syncs from the proxy for one killed replica: %v", vs)
 	}
 	// A counter that went down belongs to a restarted node: all of it is new.
@@ -111,5 +111,65 @@ func TestScanLogCatchesARaceAndAPanic(t *testing.T) {
 	vs := ScanLog(now, "proxy-a.stderr", bad)
 	if len(vs) != 2 || vs[0].Checker != CheckLogs || !strings.Contains(vs[0].Detail, "line 2") || !strings.Contains(vs[1].Detail, "line 4") {
 		t.Fatalf("race and panic: %v", vs)
+	}
+}
+
+func TestMemoryTrackerCatchesAProxyOverItsLimits(t *testing.T) {
+	var mt MemoryTracker
+	now := time.Now()
+	ok := Memory{Name: "proxy-a", Used: 300 << 20, NotCounted: 200 << 20, MaxMemory: 256 << 20, Bound: 512 << 20}
+	for range 10 {
+		if v := mt.Observe(now, ok); v != nil {
+			t.Fatalf("within its limits: %v", v)
+		}
+	}
+	for name, wrong := range map[string]Memory{
+		"over maxmemory": {Name: "proxy-a", Used: 300 << 20, NotCounted: 10 << 20, MaxMemory: 256 << 20, Bound: 512 << 20},
+		"over the bound": {Name: "proxy-a", Used: 600 << 20, NotCounted: 500 << 20, MaxMemory: 256 << 20, Bound: 512 << 20},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A moment over the limit, before the monitor's eviction, is
+			// not a violation; a run of samples is, reported once.
+			if v := mt.Observe(now, wrong); v != nil {
+				t.Fatalf("first sample over: %v", v)
+			}
+			mt.Observe(now, ok)
+			var vs []*Violation
+			for range overLimitSamples + 3 {
+				if v := mt.Observe(now, wrong); v != nil {
+					vs = append(vs, v)
+				}
+			}
+			if len(vs) != 1 || vs[0].Checker != CheckMemory || !strings.Contains(vs[0].Detail, "proxy-a") {
+				t.Fatalf("a proxy over its limit: %v, want one memory violation", vs)
+			}
+			mt.Observe(now, ok)
+		})
+	}
+}
+
+func TestCheckBaselineCatchesALeak(t *testing.T) {
+	now := time.Now()
+	base, slack := Resources{Goroutines: 60, FDs: 30}, Resources{Goroutines: 20, FDs: 10}
+	if v := CheckBaselineOf(now, "proxy-b", base, Resources{Goroutines: 75, FDs: 35}, slack); v != nil {
+		t.Fatalf("within slack: %v", v)
+	}
+	for name, leak := range map[string]Resources{
+		"goroutines":  {Goroutines: 1060, FDs: 30}, // a storm's connections still served
+		"descriptors": {Goroutines: 60, FDs: 1030},
+	} {
+		if v := CheckBaselineOf(now, "proxy-b", base, leak, slack); v == nil || v.Checker != CheckBaseline {
+			t.Errorf("%s leaked: %v, want a baseline violation", name, v)
+		}
+	}
+}
+
+func TestCheckServedCertCatchesTheOldCertificate(t *testing.T) {
+	now := time.Now()
+	if v := CheckServedCert(now, "proxy-a", "7", "7"); v != nil {
+		t.Fatalf("the new certificate: %v", v)
+	}
+	if v := CheckServedCert(now, "proxy-a", "7", "3"); v == nil || v.Checker != CheckCert {
+		t.Fatalf("the old certificate served: %v, want a cert violation", v)
 	}
 }

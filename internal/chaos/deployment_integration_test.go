@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +40,20 @@ type deployment struct {
 	bin  string // the proxy, built with -race
 	dir  string
 
+	pki *redistest.PKI // the proxies' certificates: each its own, rotated by CertRotate
+	// fsDir is the small file system (a tmpfs of fsSize) that holds proxy
+	// A's dir and the filler of a DiskFull.
+	fsDir string
+	// sourceA is proxy A's own address in region A, which it also listens
+	// on and dials the primary from (bind-source-addr): a LinkCut cuts the
+	// flows between it and the primary's port.
+	sourceA string
+	// rotations counts CertRotates, to name each new certificate.
+	rotations int
+	// baseline is each proxy's goroutines and descriptors once the
+	// deployment first converged, which every heal must come back to.
+	baseline map[string]Resources
+
 	servers   map[string]*redistest.Server // redis-1 (the first primary), redis-2 (its replica), a1..a3, b1..b3
 	home      map[string]string            // each replica's own upstream: a node's name
 	sentinels []*redistest.Server
@@ -54,6 +69,7 @@ func newDeployment(t *testing.T, hist *History) *deployment {
 		pair:    netns.NewPair(t, netns.Options{RateBitsPerSec: wanRate}),
 		bin:     buildProxy(t),
 		dir:     t.TempDir(),
+		pki:     redistest.NewPKI(t),
 		servers: map[string]*redistest.Server{},
 		home:    map[string]string{},
 		proxies: map[string]*proxyProc{},
@@ -73,15 +89,36 @@ func newDeployment(t *testing.T, hist *History) *deployment {
 			fmt.Sprintf("sentinel monitor %s %s %s 2", masterName, host, port),
 			fmt.Sprintf("sentinel down-after-milliseconds %s 2000", masterName),
 			fmt.Sprintf("sentinel failover-timeout %s 10000", masterName),
+			// Proxy A listens on a second address too; a Sentinel that
+			// reaches it there would announce itself from that address,
+			// where no Sentinel listens.
+			"sentinel announce-ip " + d.pair.AddrA,
 		}
 		d.sentinels = append(d.sentinels, redistest.StartSentinelIn(t, a, d.pair.AddrA, conf))
 	}
 
-	d.addProxy("proxy-a", a, d.pair.AddrA, func() []string { return d.replicaofPrimary(t) })
-	d.addProxy("standby", a, d.pair.AddrA, func() []string { return d.replicaofPrimary(t) })
+	d.fsDir = mountSmallFS(t, filepath.Join(d.dir, "proxy-a-fs"))
+	d.sourceA = strings.TrimSuffix(d.pair.AddrA, ".1") + ".5"
+	if err := a.AddLocalAddr(d.sourceA); err != nil {
+		t.Fatal(err)
+	}
+	// Proxy A's stream log fits its small file system, with room for its
+	// snapshots. The primary (and so Sentinel) sees it at sourceA, where it
+	// listens too.
+	d.addProxy("proxy-a", a, d.pair.AddrA, proxyOpts{
+		dir:      filepath.Join(d.fsDir, "dir"),
+		extra:    []string{"--repl-log-size", "128mb", "--bind-source-addr", d.sourceA},
+		alsoBind: d.sourceA,
+	}, func() []string { return d.replicaofPrimary(t) })
+	_, aPort0, _ := net.SplitHostPort(d.proxies["proxy-a"].addr)
+	d.byAddr[net.JoinHostPort(d.sourceA, aPort0)] = "proxy-a"
+	d.addProxy("standby", a, d.pair.AddrA, proxyOpts{}, func() []string { return d.replicaofPrimary(t) })
 	aHost, aPort, _ := net.SplitHostPort(d.proxies["proxy-a"].addr)
-	d.addProxy("proxy-b", b, d.pair.AddrB, func() []string {
-		return []string{"--replicaof", aHost, aPort, "--repl-link-compression", "zstd"}
+	_, aTLSPort, _ := net.SplitHostPort(d.proxies["proxy-a"].tlsAddr)
+	// Proxy B replicates proxy A across the WAN over TLS (each presents its
+	// own certificate, and proxy A asks for one) and zstd.
+	d.addProxy("proxy-b", b, d.pair.AddrB, proxyOpts{}, func() []string {
+		return []string{"--replicaof", aHost, aTLSPort, "--tls-replication", "yes", "--repl-link-compression", "zstd"}
 	})
 	for i := range 3 {
 		d.addServer(fmt.Sprintf("a%d", i+1), a, redistest.StartServerIn(t, a, d.pair.AddrA, append(slices.Clone(redisArgs), "--replicaof", aHost, aPort)...), "proxy-a")
@@ -114,15 +151,32 @@ func (d *deployment) addServer(name string, ns netns.Namespace, s *redistest.Ser
 	d.byAddr[s.Addr()] = name
 }
 
-func (d *deployment) addProxy(name string, ns netns.Namespace, host string, upstream func() []string) {
+// proxyOpts are what sets one proxy apart from the others.
+type proxyOpts struct {
+	dir      string   // its dir; "" for one of its own in the run's folder
+	extra    []string // directives of its own
+	alsoBind string   // a second address to listen on; "" for none
+}
+
+// addProxy starts a proxy named name in ns, listening on host; upstream
+// gives its --replicaof and link directives at each start.
+func (d *deployment) addProxy(name string, ns netns.Namespace, host string, opts proxyOpts, upstream func() []string) {
+	dir := opts.dir
+	if dir == "" {
+		dir = filepath.Join(d.dir, name)
+	}
 	p := &proxyProc{
-		name: name, ns: ns, bin: d.bin, upstream: upstream,
+		name: name, ns: ns, bin: d.bin, upstream: upstream, extra: opts.extra, alsoBind: opts.alsoBind,
 		port:    redistest.FreePort(d.t),
-		dir:     filepath.Join(d.dir, name),
+		dir:     dir,
 		logfile: filepath.Join(d.dir, name+".log"),
 		stderr:  filepath.Join(d.dir, name+".stderr"),
+		caFile:  d.pki.CACert,
 	}
+	p.certFile, p.keyFile = d.pki.Issue(d.t, name)
 	p.addr = net.JoinHostPort(host, strconv.Itoa(p.port))
+	p.tlsAddr = net.JoinHostPort(host, strconv.Itoa(redistest.FreePort(d.t)))
+	p.metricsAddr = net.JoinHostPort(host, strconv.Itoa(redistest.FreePort(d.t)))
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		d.t.Fatal(err)
 	}
@@ -233,25 +287,47 @@ func do(n node, args ...any) error {
 	return nil
 }
 
-// write) is appended to a file of its own.
+// proxyProc is one proxy process of the real binary, restarted on the same
+// dir, ports, certificate and log; its stderr (where the race detector and a
+// panic write) is appended to a file of its own. Its fields are owned by the
+// test's goroutine.
 type proxyProc struct {
 	name, bin       string
 	ns              netns.Namespace
 	port            int
-	addr            string
+	addr            string // the plain port, which replicas and clients use
+	tlsAddr         string // the TLS port, which proxy B's link uses
+	metricsAddr     string // /metrics
 	dir             string
 	logfile, stderr string
+	certFile        string // its certificate and key now: a CertRotate replaces them
+	keyFile, caFile string
+	extra           []string
+	alsoBind        string          // a second address to listen on, "" for none
 	upstream        func() []string // its --replicaof and link directives, asked at each start
-	cmd             *exec.Cmd       // the running process; owned by the test's goroutine
+	cmd             *exec.Cmd       // the running process
 	exited          <-chan error
 }
+
+// proxyMaxMemory is every proxy's maxmemory, which the memory checker holds
+// it to (under evict-snapshots).
+const proxyMaxMemory = 256 << 20
 
 func (p *proxyProc) start(t *testing.T) {
 	t.Helper()
 	host, _, _ := net.SplitHostPort(p.addr)
-	args := append([]string{"--bind", host, "--port", strconv.Itoa(p.port), "--protected-mode", "no",
-		"--dir", p.dir, "--logfile", p.logfile, "--repl-timeout", strconv.Itoa(int(replTimeout / time.Second))},
-		p.upstream()...)
+	_, tlsPort, _ := net.SplitHostPort(p.tlsAddr)
+	_, metricsPort, _ := net.SplitHostPort(p.metricsAddr)
+	args := []string{"--bind", host}
+	if p.alsoBind != "" {
+		args = append(args, p.alsoBind)
+	}
+	args = append(args, "--port", strconv.Itoa(p.port), "--protected-mode", "no",
+		"--dir", p.dir, "--logfile", p.logfile, "--repl-timeout", strconv.Itoa(int(replTimeout/time.Second)),
+		"--tls-port", tlsPort, "--tls-cert-file", p.certFile, "--tls-key-file", p.keyFile, "--tls-ca-cert-file", p.caFile,
+		"--metrics-port", metricsPort, "--metrics-bind", host,
+		"--maxmemory", strconv.Itoa(proxyMaxMemory), "--maxmemory-policy", "evict-snapshots")
+	args = append(append(args, p.extra...), p.upstream()...)
 	errf, err := os.OpenFile(p.stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)

@@ -15,9 +15,11 @@
 // may import. `make chaos` runs it for DURATION with SEED; `make test` runs
 // it for 90 s with a fixed seed.
 //
-// This first slice applies one fault at a time: a fault, its heal, then
-// writes pause until every replica has the primary's data (checker 1), and
-// the next fault starts. Concurrency: History and OffsetTracker are safe for
-// concurrent use (the sampler and the nemesis share them); the rest is owned
-// by the nemesis's goroutine.
+// A fault is applied, held and healed, alone or with a second one inside it
+// (applied while it holds, healed before it); then writes pause until every
+// replica has the primary's data (checker 1), its cost is checked, the
+// proxies' goroutines and descriptors are checked against their baseline,
+// and the next fault starts. Concurrency: History, OffsetTracker and
+// MemoryTracker are safe for concurrent use (the sampler and the nemesis
+// share them); the rest is owned by the nemesis's goroutine.
 package chaos

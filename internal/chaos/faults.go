@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,6 +33,26 @@ const (
 	// ConfigSet is a CONFIG SET of a limit on a proxy under load, healed by
 	// setting the value it had.
 	ConfigSet
+	// ProxyWipe is a SIGKILL of proxy A or B whose dir is then emptied,
+	// healed by a restart on the empty dir. The replicas behind it are moved
+	// meanwhile, as an orchestrator would (A's to the standby, B's across
+	// the WAN to proxy A), and back once it has caught up.
+	ProxyWipe
+	// DiskFull fills the small file system that holds proxy A's dir, healed
+	// by removing the filler.
+	DiskFull
+	// ConnStorm opens 1,000 idle connections to a proxy, healed by closing
+	// them.
+	ConnStorm
+	// CertRotate gives a proxy a new certificate and key (CONFIG SET
+	// tls-cert-file tls-key-file, as a rotation job would); its heal checks
+	// that new handshakes get the new certificate while the links it had
+	// carry on.
+	CertRotate
+	// LinkCut black-holes the primary's link to proxy A alone (proxy A
+	// dials from an address of its own, which the cut singles out), healed
+	// by restoring it.
+	LinkCut
 	numKinds
 )
 
@@ -44,6 +67,19 @@ func Kinds() []Kind {
 		ks[i] = Kind(i)
 	}
 	return ks
+}
+
+// ParseKinds parses a comma-separated list of kinds' names.
+func ParseKinds(names string) ([]Kind, error) {
+	var ks []Kind
+	for name := range strings.SplitSeq(names, ",") {
+		i := slices.IndexFunc(Kinds(), func(k Kind) bool { return k.String() == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("chaos: no fault kind %q", name)
+		}
+		ks = append(ks, Kind(i))
+	}
+	return ks, nil
 }
 
 func (k Kind) String() string {
@@ -62,6 +98,16 @@ func (k Kind) String() string {
 		return "primary-kill"
 	case ConfigSet:
 		return "config-set"
+	case ProxyWipe:
+		return "proxy-wipe"
+	case DiskFull:
+		return "disk-full"
+	case ConnStorm:
+		return "conn-storm"
+	case CertRotate:
+		return "cert-rotate"
+	case LinkCut:
+		return "link-cut"
 	}
 	return "unknown"
 }
@@ -86,9 +132,21 @@ type Cost struct {
 // one when a replica needs a full sync, never more often than the replica
 // attached directly would make the primary fork; the killed primary
 // restarts empty and rejoins as a replica of the new primary, one fork
-// there.
-func Expected(k Kind, replicaBehindProxy bool) Cost {
+// there. A wiped proxy syncs afresh from its upstream: one fork at the
+// primary at most (proxy A's own sync, or proxy A fetching a snapshot for
+// proxy B's), and for proxy B one full sync served by proxy A; the
+// replicas moved away and back continue.
+//
+// target is the fault's: a replica named redis-* replicates the primary's
+// tier directly, any other replica is behind a proxy.
+func Expected(k Kind, target string) Cost {
+	replicaBehindProxy := !strings.HasPrefix(target, "redis-")
 	switch k {
+	case ProxyWipe:
+		if target == "proxy-b" {
+			return Cost{Primary: 1, Proxies: 1}
+		}
+		return Cost{Primary: 1, Proxies: 0}
 	case ReplicaKill:
 		if replicaBehindProxy {
 			return Cost{Primary: 1, Proxies: 1}
@@ -108,6 +166,66 @@ type Fault struct {
 	Hold   time.Duration
 	// Setting and Value are a ConfigSet's directive and new value.
 	Setting, Value string
+	// Inner, when not nil, is a second fault applied while this one holds
+	// and healed before it is: two faults at once (see [Compatible]).
+	Inner *Fault
+}
+
+// Name names f for the history and violations: its kind and target, and
+// its inner fault's.
+func (f Fault) Name() string {
+	name := fmt.Sprintf("%s of %s", f.Kind, orWAN(f.Target))
+	if f.Inner != nil {
+		name += fmt.Sprintf(" (with %s of %s inside)", f.Inner.Kind, orWAN(f.Inner.Target))
+	}
+	return name
+}
+
+// Total is what f may cost with its inner fault: the sum of both.
+func (f Fault) Total() Cost {
+	c := Expected(f.Kind, f.Target)
+	if f.Inner != nil {
+		in := Expected(f.Inner.Kind, f.Inner.Target)
+		c.Primary += in.Primary
+		c.Proxies += in.Proxies
+	}
+	return c
+}
+
+// innerKinds are the kinds that may start while another fault holds:
+// those whose start and heal need nothing of the rest of the deployment
+// but their target. A failover waits for every proxy to follow, a wiped or
+// killed proxy's heal for its replicas to be moved back: such a fault is
+// only ever the outer one.
+var innerKinds = map[Kind]bool{
+	ProxyStop: true, ReplicaKill: true, WANCut: true, ConfigSet: true,
+	DiskFull: true, ConnStorm: true, CertRotate: true, LinkCut: true,
+}
+
+// proxyDown reports whether f takes its target proxy down (it cannot be
+// configured, stormed or cut meanwhile).
+func proxyDown(f Fault) bool {
+	return f.Kind == ProxyKill || f.Kind == ProxyWipe || f.Kind == ProxyStop
+}
+
+// Compatible reports whether inner may start while outer holds: a kind of
+// innerKinds other than outer's, never at a proxy outer took down (disk-full
+// and link-cut are at proxy A), never a replica killed during a failover
+// (the list of replicas changes with it), and never a storm of connections
+// with a CONFIG SET on the same proxy (a maxclients of 200 under 1,000
+// connections would refuse the CONFIG SET that heals it).
+func Compatible(outer, inner Fault) bool {
+	switch {
+	case !innerKinds[inner.Kind] || inner.Kind == outer.Kind:
+		return false
+	case proxyDown(outer) && inner.Target == outer.Target:
+		return false
+	case outer.Kind == PrimaryKill && inner.Kind == ReplicaKill:
+		return false
+	case inner.Target == outer.Target && (inner.Kind == ConnStorm && outer.Kind == ConfigSet || inner.Kind == ConfigSet && outer.Kind == ConnStorm):
+		return false
+	}
+	return true
 }
 
 // Nemesis chooses faults from a seed: the same seed and the same targets
@@ -120,6 +238,13 @@ type Nemesis struct {
 	Proxies []string
 	// Replicas are the redis-server replicas a ReplicaKill targets.
 	Replicas []string
+	// Wiped are the proxies a ProxyWipe targets; Filled is the proxy whose
+	// dir a DiskFull fills and whose link to the primary a LinkCut cuts.
+	Wiped  []string
+	Filled string
+	// Only, when not empty, is the kinds to choose from (to reproduce or
+	// work on a few); empty is every kind.
+	Only []Kind
 }
 
 // NewNemesis returns a nemesis seeded with seed.
@@ -129,6 +254,8 @@ func NewNemesis(seed uint64, replTimeout time.Duration, proxies, replicas []stri
 		ReplTimeout: replTimeout,
 		Proxies:     proxies,
 		Replicas:    replicas,
+		Wiped:       proxies,
+		Filled:      proxies[0],
 	}
 }
 
@@ -142,9 +269,34 @@ var configChoices = [][2]string{
 	{"repl-backlog-size", "64mb"},
 }
 
-// Next chooses the next fault.
+// overlapOneIn is how often a fault has an inner one: one in three.
+const overlapOneIn = 3
+
+// Next chooses the next fault, and for one in overlapOneIn a compatible
+// inner fault to apply while it holds.
 func (n *Nemesis) Next() Fault {
-	k := Kind(n.rng.IntN(int(numKinds)))
+	f := n.one()
+	if n.rng.IntN(overlapOneIn) != 0 {
+		return f
+	}
+	for range 8 {
+		in := n.one()
+		if Compatible(f, in) {
+			f.Inner = &in
+			break
+		}
+	}
+	return f
+}
+
+// one chooses one fault.
+func (n *Nemesis) one() Fault {
+	var k Kind
+	if len(n.Only) > 0 {
+		k = n.Only[n.rng.IntN(len(n.Only))]
+	} else {
+		k = Kind(n.rng.IntN(int(numKinds)))
+	}
 	f := Fault{Kind: k}
 	switch k {
 	case ProxyKill:
@@ -165,6 +317,21 @@ func (n *Nemesis) Next() Fault {
 		c := configChoices[n.rng.IntN(len(configChoices))]
 		f.Setting, f.Value = c[0], c[1]
 		f.Hold = time.Duration(2+n.rng.IntN(6)) * time.Second
+	case ProxyWipe:
+		f.Target = n.Wiped[n.rng.IntN(len(n.Wiped))]
+		f.Hold = time.Duration(2+n.rng.IntN(6)) * time.Second
+	case DiskFull:
+		f.Target = n.Filled
+		f.Hold = time.Duration(5+n.rng.IntN(26)) * time.Second
+	case ConnStorm:
+		f.Target = n.Proxies[n.rng.IntN(len(n.Proxies))]
+		f.Hold = time.Duration(2+n.rng.IntN(9)) * time.Second
+	case CertRotate:
+		f.Target = n.Proxies[n.rng.IntN(len(n.Proxies))]
+		f.Hold = time.Duration(1+n.rng.IntN(3)) * time.Second
+	case LinkCut:
+		f.Target = n.Filled
+		f.Hold = time.Duration(5+n.rng.IntN(36)) * time.Second
 	}
 	return f
 }

@@ -46,12 +46,70 @@ func TestNemesisSeeded(t *testing.T) {
 // other.
 func TestKinds(t *testing.T) {
 	ks := Kinds()
-	if len(ks) != 6 || ks[0] != ProxyKill || ks[len(ks)-1] != ConfigSet {
+	if len(ks) != 11 || ks[0] != ProxyKill || ks[len(ks)-1] != LinkCut {
 		t.Fatalf("Kinds() = %v", ks)
 	}
 	for _, k := range append(ks, NoFault) {
 		if k.String() == "unknown" {
 			t.Errorf("kind %d has no name", int(k))
+		}
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	ks, err := ParseKinds("proxy-wipe, disk-full")
+	if err != nil || !reflect.DeepEqual(ks, []Kind{ProxyWipe, DiskFull}) {
+		t.Fatalf("ParseKinds = %v, %v", ks, err)
+	}
+	if _, err := ParseKinds("proxy-wipe,fire"); err == nil {
+		t.Fatal("an unknown kind parsed")
+	}
+}
+
+// TestNemesisOverlaps: about one fault in three carries a second, always a
+// compatible one, and what the pair may cost is the sum.
+func TestNemesisOverlaps(t *testing.T) {
+	n := NewNemesis(36, 10*time.Second, []string{"proxy-a", "proxy-b"}, []string{"a1", "b1", "redis-2"})
+	var pairs int
+	for range 600 {
+		f := n.Next()
+		if f.Inner == nil {
+			continue
+		}
+		pairs++
+		if !Compatible(f, *f.Inner) {
+			t.Errorf("incompatible pair %s", f.Name())
+		}
+		want := Expected(f.Kind, f.Target)
+		in := Expected(f.Inner.Kind, f.Inner.Target)
+		if got := f.Total(); got.Primary != want.Primary+in.Primary || got.Proxies != want.Proxies+in.Proxies {
+			t.Errorf("%s: Total %+v, want %+v + %+v", f.Name(), got, want, in)
+		}
+	}
+	if pairs < 150 || pairs > 250 {
+		t.Errorf("%d pairs in 600 faults, want about 200", pairs)
+	}
+}
+
+func TestCompatible(t *testing.T) {
+	for _, c := range []struct {
+		outer, inner Fault
+		want         bool
+	}{
+		{Fault{Kind: ProxyKill, Target: "proxy-a"}, Fault{Kind: WANCut}, true},
+		{Fault{Kind: PrimaryKill}, Fault{Kind: ConnStorm, Target: "proxy-b"}, true},
+		{Fault{Kind: ProxyWipe, Target: "proxy-b"}, Fault{Kind: DiskFull, Target: "proxy-a"}, true},
+		{Fault{Kind: ProxyKill, Target: "proxy-a"}, Fault{Kind: LinkCut, Target: "proxy-a"}, false},    // its target is down
+		{Fault{Kind: ProxyStop, Target: "proxy-b"}, Fault{Kind: CertRotate, Target: "proxy-b"}, false}, // nor configured
+		{Fault{Kind: WANCut}, Fault{Kind: WANCut}, false},                                              // one of a kind
+		{Fault{Kind: WANCut}, Fault{Kind: PrimaryKill}, false},                                         // a failover is only outer
+		{Fault{Kind: WANCut}, Fault{Kind: ProxyWipe, Target: "proxy-b"}, false},                        // so is a wipe
+		{Fault{Kind: PrimaryKill}, Fault{Kind: ReplicaKill, Target: "a1"}, false},                      // the replicas change
+		{Fault{Kind: ConnStorm, Target: "proxy-a"}, Fault{Kind: ConfigSet, Target: "proxy-a"}, false},  // maxclients under a storm
+		{Fault{Kind: ConnStorm, Target: "proxy-a"}, Fault{Kind: ConfigSet, Target: "proxy-b"}, true},
+	} {
+		if got := Compatible(c.outer, c.inner); got != c.want {
+			t.Errorf("Compatible(%s, %s) = %v, want %v", c.outer.Name(), c.inner.Name(), got, c.want)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +19,9 @@ import (
 // node.
 
 // sample reads every node's replid and offset each second into offsets
-// (checker 3) until ctx ends.
-func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker) {
+// (checker 3), and each proxy's memory into mem (checker 6), until ctx
+// ends.
+func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker, mem *MemoryTracker) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -37,6 +40,9 @@ func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker) {
 			s := NodeState{Name: n.name, ReplID: m["master_replid"], Offset: off, Epoch: epoch}
 			if v := offsets.Observe(time.Now(), s); v != nil {
 				d.hist.Violate(*v)
+			}
+			if _, ok := d.proxies[n.name]; ok {
+				d.sampleMemory(n, m, mem)
 			}
 		}
 	}
@@ -191,4 +197,140 @@ func caused(before, after map[string]int64) (Cost, string) {
 	return c, strings.Join(shares, ", ")
 }
 
-// apply applies f, holds it, heals it, waits for convergence and checks its
+// sampleMemory reads proxy n's memory and limits (repl is its INFO
+// replication, just read) into mem.
+func (d *deployment) sampleMemory(n node, repl map[string]string, mem *MemoryTracker) {
+	m, err := info(n, "memory")
+	if err != nil {
+		return
+	}
+	c, err := dialNode(n)
+	if err != nil {
+		return
+	}
+	v, err := c.Do("CONFIG", "GET", "client-output-buffer-limit")
+	c.Close()
+	if err != nil || len(v.Array()) != 2 {
+		return
+	}
+	num := func(s string) int64 { x, _ := strconv.ParseInt(s, 10, 64); return x }
+	replicas := num(repl["connected_slaves"])
+	s := Memory{
+		Name:       n.name,
+		Used:       num(m["used_memory"]),
+		NotCounted: num(m["mem_not_counted_for_evict"]),
+		MaxMemory:  num(m["maxmemory"]),
+	}
+	s.Bound = s.MaxMemory + num(repl["repl_log_window"]) + num(repl["repl_backlog_size"]) + (replicas+1)*replicaHardLimit(v.Array()[1].String())
+	if viol := mem.Observe(time.Now(), s); viol != nil {
+		d.hist.Violate(*viol)
+	}
+}
+
+// replicaHardLimit is the replica class's hard limit in a
+// client-output-buffer-limit value ("normal 0 0 0 replica 268435456 …").
+func replicaHardLimit(limits string) int64 {
+	f := strings.Fields(limits)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "replica" || f[i] == "slave" {
+			n, _ := strconv.ParseInt(f[i+1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// baselineSlack is how far above its baseline a proxy's goroutines and
+// descriptors may be after a heal: the connections of the sampler and the
+// checkers come and go.
+var baselineSlack = Resources{Goroutines: 40, FDs: 20}
+
+// captureBaseline records each proxy's goroutines and descriptors: the
+// least of three samples a second apart, so that a connection of the
+// moment is not taken for the baseline.
+func (d *deployment) captureBaseline(t *testing.T) {
+	d.baseline = map[string]Resources{}
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		for name, p := range d.proxies {
+			r, err := p.resources()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, ok := d.baseline[name]
+			if !ok {
+				b = r
+			}
+			d.baseline[name] = Resources{Goroutines: min(b.Goroutines, r.Goroutines), FDs: min(b.FDs, r.FDs)}
+		}
+	}
+}
+
+// checkBaselines waits up to baselineWait for every proxy to be back within
+// baselineSlack of its baseline (checker 7), and records what each holds.
+func (d *deployment) checkBaselines(f Fault) {
+	const baselineWait = 20 * time.Second
+	var notes []string
+	for _, name := range []string{"proxy-a", "standby", "proxy-b"} {
+		p, base := d.proxies[name], d.baseline[name]
+		var got Resources
+		var err error
+		ok := pollEvery(baselineWait, 500*time.Millisecond, func() bool {
+			got, err = p.resources()
+			return err == nil && got.Within(base, baselineSlack)
+		})
+		if err != nil {
+			d.hist.Violate(Violation{At: time.Now(), Checker: CheckBaseline, Detail: err.Error()})
+			continue
+		}
+		if !ok {
+			d.hist.Violate(*CheckBaselineOf(time.Now(), name, base, got, baselineSlack))
+		}
+		notes = append(notes, fmt.Sprintf("%s %d/%d", name, got.Goroutines, got.FDs))
+	}
+	d.rec(f, ActNote, "", "goroutines/descriptors "+strings.Join(notes, ", "))
+}
+
+// resources reads p's goroutines and open descriptors from its /metrics.
+func (p *proxyProc) resources() (Resources, error) {
+	client := http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{DialContext: p.ns.DialContext, DisableKeepAlives: true},
+	}
+	resp, err := client.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		return Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	var r Resources
+	var seen int
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			r.Goroutines = int(n)
+			seen++
+		case "process_open_fds":
+			r.FDs = int(n)
+			seen++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
+	}
+	if seen != 2 {
+		return Resources{}, fmt.Errorf("%s /metrics: no go_goroutines or process_open_fds", p.name)
+	}
+	return r, nil
+}

@@ -42,32 +42,46 @@ func WriteReport(w io.Writer, r Run) error {
 		fmt.Fprintf(&b, "- reproduce: `%s`\n", r.Command)
 	}
 	fmt.Fprintf(&b, "\n## Faults by kind\n\n")
-	fmt.Fprintf(&b, "| kind | count | converged | converge median | converge worst | full syncs at the primary (caused / expected at most) | full syncs behind the proxies (caused / expected at most) |\n")
-	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "A fault's count includes those applied together with another (below); the other columns are of the faults applied alone.\n\n")
+	fmt.Fprintf(&b, "| kind | count | alone | converged | converge median | converge worst | full syncs at the primary (caused / expected at most) | full syncs behind the proxies (caused / expected at most) |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range Kinds() {
-		var times []time.Duration
-		var converged int
-		var got, want Cost
+		var count int
+		var alone []Outcome
 		for _, o := range r.Outcomes {
-			if o.Fault.Kind != k {
-				continue
+			if o.Fault.Kind == k {
+				count++
 			}
-			times = append(times, o.Converge)
-			if o.Converged {
-				converged++
+			if o.Fault.Inner != nil && o.Fault.Inner.Kind == k {
+				count++
 			}
-			got.Primary += o.Got.Primary
-			got.Proxies += o.Got.Proxies
-			want.Primary += o.Want.Primary
-			want.Proxies += o.Want.Proxies
+			if o.Fault.Kind == k && o.Fault.Inner == nil {
+				alone = append(alone, o)
+			}
 		}
-		if len(times) == 0 {
-			fmt.Fprintf(&b, "| %s | 0 | | | | | |\n", k)
+		fmt.Fprintf(&b, "| %s | %d | %s\n", k, count, costColumns(alone))
+	}
+	pairs := map[string][]Outcome{}
+	var names []string
+	for _, o := range r.Outcomes {
+		if o.Fault.Inner == nil {
 			continue
 		}
-		med, worst := medianWorst(times)
-		fmt.Fprintf(&b, "| %s | %d | %d | %v | %v | %d / %d | %d / %d |\n", k, len(times), converged,
-			med.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), got.Primary, want.Primary, got.Proxies, want.Proxies)
+		name := o.Fault.Kind.String() + " + " + o.Fault.Inner.Kind.String()
+		if _, ok := pairs[name]; !ok {
+			names = append(names, name)
+		}
+		pairs[name] = append(pairs[name], o)
+	}
+	if len(names) > 0 {
+		slices.Sort(names)
+		fmt.Fprintf(&b, "\n## Two faults at once\n\n")
+		fmt.Fprintf(&b, "The second fault applied while the first held, and healed before it; what both may cost is the sum of what each may.\n\n")
+		fmt.Fprintf(&b, "| first + second | count | converged | converge median | converge worst | full syncs at the primary (caused / expected at most) | full syncs behind the proxies (caused / expected at most) |\n")
+		fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, name := range names {
+			fmt.Fprintf(&b, "| %s | %s\n", name, costColumns(pairs[name]))
+		}
 	}
 	fmt.Fprintf(&b, "\n## Violations\n\n")
 	if len(r.Violations) == 0 {
@@ -102,4 +116,29 @@ func medianWorst(ds []time.Duration) (median, worst time.Duration) {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[(len(s)-1)/2], s[len(s)-1]
+}
+
+// costColumns renders the columns after a row's name and count for os:
+// how many, how many converged, the median and worst time to converge, and
+// the full syncs caused against expected, summed.
+func costColumns(os []Outcome) string {
+	if len(os) == 0 {
+		return "0 | | | | | |"
+	}
+	var times []time.Duration
+	var converged int
+	var got, want Cost
+	for _, o := range os {
+		times = append(times, o.Converge)
+		if o.Converged {
+			converged++
+		}
+		got.Primary += o.Got.Primary
+		got.Proxies += o.Got.Proxies
+		want.Primary += o.Want.Primary
+		want.Proxies += o.Want.Proxies
+	}
+	med, worst := medianWorst(times)
+	return fmt.Sprintf("%d | %d | %v | %v | %d / %d | %d / %d |", len(os), converged,
+		med.Round(10*time.Millisecond), worst.Round(10*time.Millisecond), got.Primary, want.Primary, got.Proxies, want.Proxies)
 }

@@ -10,7 +10,7 @@ import (
 func TestWriteReport(t *testing.T) {
 	start := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
 	out := func(k Kind, took time.Duration, got Cost) Outcome {
-		return Outcome{Fault: Fault{Kind: k}, At: start, Converge: took, Converged: true, Want: Expected(k, true), Got: got}
+		return Outcome{Fault: Fault{Kind: k}, At: start, Converge: took, Converged: true, Want: Expected(k, "b1"), Got: got}
 	}
 	r := Run{
 		Seed: 36, Start: start, Duration: 90 * time.Second, Command: "make chaos SEED=36 DURATION=1m30s",
@@ -21,6 +21,8 @@ func TestWriteReport(t *testing.T) {
 			out(ReplicaKill, time.Second, Cost{Proxies: 1}),
 			out(WANCut, 3*time.Second, Cost{}),
 			out(WANCut, 5*time.Second, Cost{}),
+			{Fault: Fault{Kind: ProxyKill, Target: "proxy-b", Inner: &Fault{Kind: WANCut}}, At: start,
+				Converge: 6 * time.Second, Converged: true, Got: Cost{}},
 		},
 		Events:     []Event{{At: start.Add(time.Second), Action: ActFault, Kind: ProxyKill, Target: "proxy-a", Detail: "SIGKILL"}},
 		Violations: []Violation{{At: start.Add(70 * time.Second), Checker: CheckFullSync, Detail: "proxy-kill of proxy-a: 1 full syncs behind the proxies"}},
@@ -33,10 +35,11 @@ func TestWriteReport(t *testing.T) {
 	for _, want := range []string{
 		"- seed: `36`",
 		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
-		"| proxy-kill | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
-		"| replica-kill | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",
-		"| wan-cut | 2 | 2 | 3s | 5s | 0 / 0 | 0 / 0 |",
-		"| config-set | 0 |",
+		"| proxy-kill | 4 | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
+		"| replica-kill | 1 | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",
+		"| wan-cut | 3 | 2 | 2 | 3s | 5s | 0 / 0 | 0 / 0 |",
+		"| config-set | 0 | 0 |",
+		"| proxy-kill + wan-cut | 1 | 1 | 6s | 6s | 0 / 0 | 0 / 0 |",
 		"(+1m10s, seed 36) **full-sync**: proxy-kill of proxy-a",
 		"- overlapping faults",
 		"+1s        fault proxy-kill   proxy-a    SIGKILL",

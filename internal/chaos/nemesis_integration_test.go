@@ -1,0 +1,483 @@
+package chaos
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
+)
+
+// The nemesis's side of the run: each kind of fault applied to the
+// deployment, held and healed, with the moves an orchestrator would make
+// meanwhile; then what it cost.
+
+// stormConns is how many idle connections a ConnStorm opens.
+const stormConns = 1000
+
+// apply applies f, holds it, heals it, waits for convergence and checks its
+// cost and the proxies' resources; every step goes to the history.
+func (d *deployment) apply(t *testing.T, f Fault, load *loader, offsets *OffsetTracker) Outcome {
+	before, missingBefore := d.fullSyncs(t)
+	at := time.Now()
+	f = d.inject(t, f, offsets)
+	took, ok := d.converge(t, load, time.Now())
+	d.rec(f, ActNote, "", fmt.Sprintf("converged in %v: %v", took.Round(time.Millisecond), ok))
+	want := f.Total()
+	after, missingAfter := d.fullSyncs(t)
+	got, shares := caused(before, after)
+	if missing := slices.Concat(missingBefore, missingAfter); len(missing) > 0 {
+		d.rec(f, ActNote, "", fmt.Sprintf("sync_full unread on %v: left out of the cost", missing))
+	}
+	d.rec(f, ActNote, "", "sync_full "+shares)
+	d.hist.Violate(CheckCost(time.Now(), f, want, got)...)
+	d.checkBaselines(f)
+	return Outcome{Fault: f, At: at, Converge: took, Converged: ok, Want: want, Got: got}
+}
+
+// rec records one step of f in the history.
+func (d *deployment) rec(f Fault, a Action, target, detail string) {
+	d.hist.Record(Event{Action: a, Kind: f.Kind, Target: target, Detail: detail})
+}
+
+// inject applies f, holds it and heals it, and returns it with its target
+// filled in where the deployment chose it (the primary a PrimaryKill kills).
+func (d *deployment) inject(t *testing.T, f Fault, offsets *OffsetTracker) Fault {
+	f, heal := d.start(t, f, offsets)
+	if f.Inner == nil {
+		hold(t, f.Hold)
+		heal()
+		return f
+	}
+	lead := min(f.Hold/2, 2*time.Second)
+	hold(t, lead)
+	in, healInner := d.start(t, *f.Inner, offsets)
+	f.Inner = &in
+	hold(t, in.Hold)
+	healInner()
+	hold(t, max(f.Hold-lead-in.Hold, time.Second))
+	heal()
+	return f
+}
+
+// start applies f and returns it (its target filled in where the
+// deployment chose it) with its heal.
+func (d *deployment) start(t *testing.T, f Fault, offsets *OffsetTracker) (Fault, func()) {
+	switch f.Kind {
+	case ProxyKill:
+		return f, d.proxyKill(t, f)
+	case ProxyStop:
+		p := d.proxies[f.Target]
+		p.signal(t, syscall.SIGSTOP)
+		d.rec(f, ActFault, f.Target, fmt.Sprintf("SIGSTOP for %v", f.Hold))
+		return f, func() {
+			p.signal(t, syscall.SIGCONT)
+			d.rec(f, ActHeal, f.Target, "SIGCONT")
+		}
+	case ReplicaKill:
+		s := d.servers[f.Target]
+		s.Kill()
+		offsets.Forget(f.Target)
+		d.rec(f, ActFault, f.Target, "SIGKILL")
+		return f, func() {
+			s.Restart()
+			d.rejoin(t, f)
+		}
+	case WANCut:
+		if err := d.pair.Cut(); err != nil {
+			t.Fatal(err)
+		}
+		d.rec(f, ActFault, "", fmt.Sprintf("cut for %v", f.Hold))
+		return f, func() {
+			if err := d.pair.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			d.rec(f, ActHeal, "", "restored")
+		}
+	case PrimaryKill:
+		return d.primaryKill(t, f, offsets)
+	case ConfigSet:
+		return f, d.configSet(t, f)
+	case ProxyWipe:
+		return f, d.proxyWipe(t, f, offsets)
+	case DiskFull:
+		return f, d.diskFull(t, f)
+	case ConnStorm:
+		return f, d.connStorm(t, f)
+	case CertRotate:
+		return f, d.certRotate(t, f)
+	case LinkCut:
+		return f, d.linkCut(t, f)
+	}
+	t.Fatalf("no fault of kind %v", f.Kind)
+	return f, nil
+}
+
+// proxyKill kills a proxy, to be restarted on the same dir. Proxy A's
+// replicas go to the standby meanwhile; proxy B's wait for it, since no
+// other proxy is in their region.
+func (d *deployment) proxyKill(t *testing.T, f Fault) (heal func()) {
+	p := d.proxies[f.Target]
+	p.kill(t)
+	d.rec(f, ActFault, f.Target, "SIGKILL")
+	aReplicas := []string{"a1", "a2", "a3"}
+	if f.Target == "proxy-a" {
+		d.moveReplicas(t, f, aReplicas, "proxy-a", "standby")
+	}
+	return func() {
+		p.start(t)
+		d.rec(f, ActHeal, f.Target, "restarted on the same dir")
+		if f.Target == "proxy-a" {
+			d.waitCaughtUp(t, "proxy-a", "standby")
+			d.moveReplicas(t, f, aReplicas, "standby", "proxy-a")
+		}
+	}
+}
+
+// proxyWipe kills a proxy and empties its dir, to be restarted there: a
+// proxy replaced by a new machine. Everything behind it is moved meanwhile,
+// as an orchestrator would (proxy A's replicas and proxy B to the standby,
+// proxy B's replicas across the WAN to proxy A), and back once it has
+// caught up.
+func (d *deployment) proxyWipe(t *testing.T, f Fault, offsets *OffsetTracker) (heal func()) {
+	p := d.proxies[f.Target]
+	moved, stand := []string{"a1", "a2", "a3", "proxy-b"}, "standby"
+	if f.Target == "proxy-b" {
+		moved, stand = []string{"b1", "b2", "b3"}, "proxy-a"
+	}
+	p.kill(t)
+	if err := emptyDir(p.dir); err != nil {
+		t.Fatal(err)
+	}
+	// A new incarnation: it starts from its upstream's snapshot, which may
+	// be older than where it was.
+	offsets.Forget(f.Target)
+	d.rec(f, ActFault, f.Target, "SIGKILL, dir emptied")
+	d.moveReplicas(t, f, moved, f.Target, stand)
+	return func() {
+		p.start(t)
+		d.rec(f, ActHeal, f.Target, "restarted on the empty dir")
+		d.waitCaughtUp(t, f.Target, stand)
+		d.moveReplicas(t, f, moved, stand, f.Target)
+	}
+}
+
+// primaryKill kills the primary and waits for Sentinel to promote its
+// replica and move the proxies; its heal restarts the old primary as a
+// replica of the new one. The fault it returns names the old primary.
+func (d *deployment) primaryKill(t *testing.T, f Fault, offsets *OffsetTracker) (Fault, func()) {
+	old := d.primary()
+	f.Target = old
+	d.waitSentinelsKnow(t, f, old)
+	d.servers[old].Kill()
+	offsets.Forget(old)
+	d.rec(f, ActFault, old, "SIGKILL of the primary")
+	failedOver := redistest.Poll(30*time.Second, func() bool {
+		p := d.primary()
+		return p != "" && p != old
+	})
+	if !failedOver {
+		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
+			Detail: fmt.Sprintf("no failover within 30 s of the kill of the primary %s", old)})
+	} else {
+		d.rec(f, ActNote, d.primary(), "promoted by Sentinel")
+		d.waitProxiesFollow(t, f)
+	}
+	return f, func() {
+		d.servers[old].Restart()
+		d.rejoin(t, f)
+	}
+}
+
+// configSet sets a limit on a proxy under load; its heal sets it back.
+func (d *deployment) configSet(t *testing.T, f Fault) (heal func()) {
+	n := d.node(f.Target)
+	c, err := dialNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Do("CONFIG", "GET", f.Setting)
+	c.Close()
+	if err != nil || len(v.Array()) != 2 {
+		t.Fatalf("CONFIG GET %s on %s: %v %v", f.Setting, f.Target, v, err)
+	}
+	was := v.Array()[1].String()
+	if err := do(n, "CONFIG", "SET", f.Setting, f.Value); err != nil {
+		t.Fatal(err)
+	}
+	d.rec(f, ActFault, f.Target, fmt.Sprintf("CONFIG SET %s %q (was %q)", f.Setting, f.Value, was))
+	return func() {
+		if err := do(n, "CONFIG", "SET", f.Setting, was); err != nil {
+			t.Fatal(err)
+		}
+		d.rec(f, ActHeal, f.Target, fmt.Sprintf("CONFIG SET %s %q", f.Setting, was))
+	}
+}
+
+// diskFull fills the file system under proxy A's dir with a filler file;
+// its heal removes it.
+func (d *deployment) diskFull(t *testing.T, f Fault) (heal func()) {
+	filler := filepath.Join(d.fsDir, "filler")
+	size, err := fillFS(d.fsDir, filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.rec(f, ActFault, f.Target, fmt.Sprintf("file system full (a %d MiB filler) for %v", size>>20, f.Hold))
+	return func() {
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		d.rec(f, ActHeal, f.Target, "filler removed")
+	}
+}
+
+// connStorm opens stormConns idle connections to a proxy from its own
+// region; its heal closes them.
+func (d *deployment) connStorm(t *testing.T, f Fault) (heal func()) {
+	n := d.node(f.Target)
+	var conns []net.Conn
+	var dialErr error
+	for range stormConns {
+		c, err := n.ns.Dial("tcp", n.addr)
+		if err != nil {
+			dialErr = err
+			break
+		}
+		conns = append(conns, c)
+	}
+	detail := fmt.Sprintf("%d idle connections for %v", len(conns), f.Hold)
+	if dialErr != nil {
+		detail += fmt.Sprintf(" (the next refused: %v)", dialErr)
+	}
+	d.rec(f, ActFault, f.Target, detail)
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		d.rec(f, ActHeal, f.Target, "closed")
+	}
+}
+
+// certRotate gives a proxy a new certificate and key from the same CA, as
+// a rotation job would (new files, then CONFIG SET); its heal checks that
+// new handshakes get it (checker 8) while the links it had carry on (which
+// convergence checks).
+func (d *deployment) certRotate(t *testing.T, f Fault) (heal func()) {
+	p := d.proxies[f.Target]
+	d.rotations++
+	cert, key := d.pki.Issue(t, fmt.Sprintf("%s-%d", f.Target, d.rotations))
+	want, err := serialOf(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := do(d.node(f.Target), "CONFIG", "SET", "tls-cert-file", cert, "tls-key-file", key); err != nil {
+		t.Fatal(err)
+	}
+	p.certFile, p.keyFile = cert, key
+	d.rec(f, ActFault, f.Target, "certificate rotated to serial "+want)
+	return func() {
+		got, err := d.servedSerial(p)
+		if err != nil {
+			got = err.Error()
+		}
+		if v := CheckServedCert(time.Now(), f.Target, want, got); v != nil {
+			d.hist.Violate(*v)
+		}
+		d.rec(f, ActHeal, f.Target, "a new handshake got serial "+got)
+	}
+}
+
+// linkCut black-holes the link between proxy A's own address and the
+// primary's port; its heal restores it. Proxy A's replicas and proxy B
+// stay where they are: the proxy serves them what it has, and the primary's
+// backlog the rest once the link is back.
+func (d *deployment) linkCut(t *testing.T, f Fault) (heal func()) {
+	primary := d.primary()
+	_, port, _ := net.SplitHostPort(d.node(primary).addr)
+	p, _ := strconv.Atoi(port)
+	if err := d.pair.A.CutFlow(d.sourceA, d.pair.AddrA, p); err != nil {
+		t.Fatal(err)
+	}
+	d.rec(f, ActFault, f.Target, fmt.Sprintf("link from %s to the primary %s cut for %v", d.sourceA, primary, f.Hold))
+	return func() {
+		if err := d.pair.A.RestoreFlows(); err != nil {
+			t.Fatal(err)
+		}
+		d.rec(f, ActHeal, f.Target, "restored")
+	}
+}
+
+// servedSerial is the serial of the certificate p's TLS port presents to a
+// new handshake, as decimal text.
+func (d *deployment) servedSerial(p *proxyProc) (string, error) {
+	raw, err := p.ns.Dial("tcp", p.tlsAddr)
+	if err != nil {
+		return "", err
+	}
+	conf := d.pki.ClientConfig()
+	conf.InsecureSkipVerify = true // the certificate names 127.0.0.1; only its serial is checked here
+	c := tls.Client(raw, conf)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Handshake(); err != nil {
+		return "", fmt.Errorf("handshake with %s: %w", p.name, err)
+	}
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+}
+
+// serialOf is the serial of the first certificate in the PEM file path.
+func serialOf(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return "", fmt.Errorf("%s: no PEM block", path)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return cert.SerialNumber.String(), nil
+}
+
+// rejoin points a restarted redis-server at its upstream, as an
+// orchestrator would: its home, or for redis-1 and redis-2 the primary
+// the Sentinels name now (a restarted redis-server forgets its REPLICAOF).
+func (d *deployment) rejoin(t *testing.T, f Fault) {
+	up := d.home[f.Target]
+	if strings.HasPrefix(f.Target, "redis-") {
+		up = d.primary()
+	}
+	host, port, _ := net.SplitHostPort(d.node(up).addr)
+	if err := do(d.node(f.Target), "REPLICAOF", host, port); err != nil {
+		t.Fatal(err)
+	}
+	d.rec(f, ActHeal, f.Target, "restarted, REPLICAOF "+up)
+}
+
+// moveReplicas points replicas at to, as an orchestrator would when from
+// dies or comes back: a redis-server at to's port, proxy B at its TLS port.
+func (d *deployment) moveReplicas(t *testing.T, f Fault, replicas []string, from, to string) {
+	for _, name := range replicas {
+		addr := d.node(to).addr
+		if _, ok := d.proxies[name]; ok {
+			addr = d.proxies[to].tlsAddr
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		if err := do(d.node(name), "REPLICAOF", host, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rec(f, ActMove, strings.Join(replicas, ","), from+" → "+to)
+}
+
+// waitCaughtUp waits until proxy name's offset reaches where other's was,
+// so that the replicas moved back to it find their offset in its history,
+// as an orchestrator would wait before moving them.
+func (d *deployment) waitCaughtUp(t *testing.T, name, other string) {
+	ok := redistest.Poll(convergeBound, func() bool {
+		o, err := info(d.node(other), "replication")
+		if err != nil {
+			return false
+		}
+		m, err := info(d.node(name), "replication")
+		if err != nil || m["master_link_status"] != "up" {
+			return false
+		}
+		mine, _ := strconv.ParseInt(m["master_repl_offset"], 10, 64)
+		theirs, _ := strconv.ParseInt(o["master_repl_offset"], 10, 64)
+		return mine >= theirs
+	})
+	if !ok {
+		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
+			Detail: fmt.Sprintf("%s did not reach %s's offset within %v of its restart", name, other, convergeBound)})
+	}
+}
+
+// hold waits out a fault's duration: the outage itself, not a
+// synchronisation.
+func hold(t *testing.T, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-t.Context().Done():
+	}
+}
+
+// smallFSSize is the size of the tmpfs under proxy A's dir: its stream log
+// (repl-log-size 128mb) and two snapshots of the run's data, with room.
+const smallFSSize = "384m"
+
+// mountSmallFS mounts a tmpfs of smallFSSize at dir for the test and
+// unmounts it at the end (after the processes, which are stopped by
+// cleanups registered later, and so run first).
+func mountSmallFS(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+smallFSSize, "chaos", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs at %s: %v: %s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// fillFS allocates what is free on the file system at dir to the file
+// filler and returns its size. A tmpfs allocates pages, so the next write
+// of anyone else fails with ENOSPC.
+func fillFS(dir, filler string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	f, err := os.Create(filler)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	// What is free may shrink while the proxy writes: allocate less until
+	// it fits, and the last few pages with the proxy's next writes.
+	for size := free; size > 0; size -= 1 << 20 {
+		err = syscall.Fallocate(int(f.Fd()), 0, 0, size)
+		if err == nil {
+			return size, nil
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			break
+		}
+	}
+	return 0, fmt.Errorf("fill %s: %w", dir, err)
+}
+
+// emptyDir removes everything in dir, keeping dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -170,6 +170,13 @@ func (d *deployment) proxyWipe(t *testing.T, f Fault, offsets *OffsetTracker) (h
 		p.start(t)
 		d.rec(f, ActHeal, f.Target, "restarted on the empty dir")
 		d.waitCaughtUp(t, f.Target, stand)
+		// The replicas moved away may be behind where the restarted proxy's
+		// new history starts (a WAN cut inside kept proxy B from the
+		// standby): an orchestrator moves a replica back once it has caught
+		// up where it is, or it would need a full sync.
+		for _, r := range moved {
+			d.waitCaughtUp(t, r, stand)
+		}
 		d.moveReplicas(t, f, moved, stand, f.Target)
 	}
 }
@@ -404,7 +411,7 @@ func (d *deployment) waitCaughtUp(t *testing.T, name, other string) {
 	})
 	if !ok {
 		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
-			Detail: fmt.Sprintf("%s did not reach %s's offset within %v of its restart", name, other, convergeBound)})
+			Detail: fmt.Sprintf("%s did not reach %s's offset within %v", name, other, convergeBound)})
 	}
 }
 

@@ -181,13 +181,22 @@ func (f Fault) Name() string {
 	return name
 }
 
-// Total is what f may cost with its inner fault: the sum of both.
+// Total is what f may cost with its inner fault: the sum of both, and for
+// a WAN cut with proxy A's disk full inside, what a cut the stream log
+// cannot cover costs: proxy A's log stops at the full disk, so proxy B's
+// offset may have left proxy A's memory (repl-backlog-size) by the time the
+// WAN is back; proxy B then syncs afresh from a snapshot proxy A fetches
+// (one fork) and its three replicas from proxy B.
 func (f Fault) Total() Cost {
 	c := Expected(f.Kind, f.Target)
 	if f.Inner != nil {
 		in := Expected(f.Inner.Kind, f.Inner.Target)
 		c.Primary += in.Primary
 		c.Proxies += in.Proxies
+		if pair := [2]Kind{f.Kind, f.Inner.Kind}; pair == [2]Kind{WANCut, DiskFull} || pair == [2]Kind{DiskFull, WANCut} {
+			c.Primary++
+			c.Proxies += 4
+		}
 	}
 	return c
 }

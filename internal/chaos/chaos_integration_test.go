@@ -69,7 +69,7 @@ func TestChaos(t *testing.T) {
 	}
 	seed, duration := *flagSeed, *flagDuration
 	t.Logf("chaos: seed %d, duration %v", seed, duration)
-	hist := &History{}
+	hist := &History{Echo: t.Logf}
 	d := newDeployment(t, hist)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -104,9 +104,9 @@ func TestChaos(t *testing.T) {
 		nem.Replicas = d.replicaNames(t)
 		f := nem.Next()
 		outcomes = append(outcomes, d.apply(t, f, load, offsets))
-		// A few seconds of writes between two faults: load, not a wait
+		// A second or two of writes between two faults: load, not a wait
 		// for a condition.
-		hold(t, time.Duration(1+gaps.IntN(3))*time.Second)
+		hold(t, time.Duration(1+gaps.IntN(2))*time.Second)
 	}
 	cancel()
 	bg.Wait()

@@ -278,8 +278,9 @@ var configChoices = [][2]string{
 	{"repl-backlog-size", "64mb"},
 }
 
-// overlapOneIn is how often a fault has an inner one: one in three.
-const overlapOneIn = 3
+// overlapOneIn is how often a fault has an inner one: one in two, so that
+// an hour holds as many pairs as faults alone.
+const overlapOneIn = 2
 
 // Next chooses the next fault, and for one in overlapOneIn a compatible
 // inner fault to apply while it holds.
@@ -318,7 +319,14 @@ func (n *Nemesis) one() Fault {
 		f.Target = n.Replicas[n.rng.IntN(len(n.Replicas))]
 		f.Hold = time.Duration(1+n.rng.IntN(5)) * time.Second
 	case WANCut:
-		f.Hold = time.Duration(5+n.rng.IntN(26)) * time.Second
+		// 5–120 s: three cuts in four are short (5–30 s), a blip an
+		// operator barely sees; one in four is long (31–120 s), the outage
+		// the stream log is there to cover.
+		if n.rng.IntN(4) == 0 {
+			f.Hold = time.Duration(31+n.rng.IntN(90)) * time.Second
+		} else {
+			f.Hold = time.Duration(5+n.rng.IntN(26)) * time.Second
+		}
 	case PrimaryKill:
 		f.Hold = time.Duration(1+n.rng.IntN(3)) * time.Second
 	case ConfigSet:

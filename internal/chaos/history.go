@@ -42,6 +42,11 @@ type Violation struct {
 // History is the run's record: every event and every violation. It is safe
 // for concurrent use.
 type History struct {
+	// Echo, when set before the run, is told each event and violation as
+	// it is recorded, so that an hour-long run can be watched (the report
+	// comes only at its end).
+	Echo func(format string, args ...any)
+
 	mu         sync.Mutex
 	events     []Event     // guarded by mu
 	violations []Violation // guarded by mu
@@ -55,6 +60,9 @@ func (h *History) Record(e Event) {
 	h.mu.Lock()
 	h.events = append(h.events, e)
 	h.mu.Unlock()
+	if h.Echo != nil {
+		h.Echo("%s", e)
+	}
 }
 
 // Violate appends violations.
@@ -62,6 +70,11 @@ func (h *History) Violate(vs ...Violation) {
 	h.mu.Lock()
 	h.violations = append(h.violations, vs...)
 	h.mu.Unlock()
+	if h.Echo != nil {
+		for _, v := range vs {
+			h.Echo("VIOLATION %s %s: %s", v.At.Format("15:04:05.000"), v.Checker, v.Detail)
+		}
+	}
 }
 
 // Events returns a copy of the events so far.

@@ -36,8 +36,15 @@ type Run struct {
 func WriteReport(w io.Writer, r Run) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Chaos run\n\n")
-	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d\n- violations: %d\n",
-		r.Seed, r.Start.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), len(r.Outcomes), len(r.Violations))
+	var twoAtOnce int
+	for _, o := range r.Outcomes {
+		if o.Fault.Inner != nil {
+			twoAtOnce++
+		}
+	}
+	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d (%d applied alone, %d two at once)\n- violations: %d\n",
+		r.Seed, r.Start.UTC().Format(time.RFC3339), r.Duration.Round(time.Second),
+		len(r.Outcomes)+twoAtOnce, len(r.Outcomes)-twoAtOnce, twoAtOnce, len(r.Violations))
 	if r.Command != "" {
 		fmt.Fprintf(&b, "- reproduce: `%s`\n", r.Command)
 	}

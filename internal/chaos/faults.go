@@ -182,23 +182,34 @@ func (f Fault) Name() string {
 }
 
 // Total is what f may cost with its inner fault: the sum of both, and for
-// a WAN cut with proxy A's disk full inside, what a cut the stream log
-// cannot cover costs: proxy A's log stops at the full disk, so proxy B's
-// offset may have left proxy A's memory (repl-backlog-size) by the time the
-// WAN is back; proxy B then syncs afresh from a snapshot proxy A fetches
-// (one fork) and its three replicas from proxy B.
+// proxy A's disk full together with a fault that parts proxy B from proxy A
+// (detachesProxyB), what an outage the stream log cannot cover costs. Proxy
+// A's log stops at the full disk and starts again afterwards as a new
+// generation from memory, so while it is down proxy A keeps what a
+// redis-server would, repl-backlog-size (1 MB, 8 s of the load); once proxy
+// B's offset has left it, proxy B syncs afresh from a snapshot proxy A
+// fetches (one fork) and its three replicas from proxy B.
 func (f Fault) Total() Cost {
 	c := Expected(f.Kind, f.Target)
 	if f.Inner != nil {
 		in := Expected(f.Inner.Kind, f.Inner.Target)
 		c.Primary += in.Primary
 		c.Proxies += in.Proxies
-		if pair := [2]Kind{f.Kind, f.Inner.Kind}; pair == [2]Kind{WANCut, DiskFull} || pair == [2]Kind{DiskFull, WANCut} {
+		if f.Kind == DiskFull && detachesProxyB(*f.Inner) || f.Inner.Kind == DiskFull && detachesProxyB(f) {
 			c.Primary++
 			c.Proxies += 4
 		}
 	}
 	return c
+}
+
+// detachesProxyB reports whether f parts proxy B from proxy A's stream for
+// a while and lets it continue from where it was: a WAN cut, proxy B killed
+// (restarted on its dir) or stopped. A wipe of proxy B is not among them:
+// it syncs afresh whatever proxy A holds, and its replicas, moved to proxy
+// A at once, continue there.
+func detachesProxyB(f Fault) bool {
+	return f.Kind == WANCut || f.Target == "proxy-b" && (f.Kind == ProxyKill || f.Kind == ProxyStop)
 }
 
 // innerKinds are the kinds that may start while another fault holds:

@@ -87,8 +87,8 @@ func TestNemesisOverlaps(t *testing.T) {
 		if !Compatible(f, *f.Inner) {
 			t.Errorf("incompatible pair %s", f.Name())
 		}
-		if f.Kind == WANCut && f.Inner.Kind == DiskFull || f.Kind == DiskFull && f.Inner.Kind == WANCut {
-			continue // the one pair that costs more than its parts (TestTotalWANCutOverAFullDisk)
+		if f.Kind == DiskFull && detachesProxyB(*f.Inner) || f.Inner.Kind == DiskFull && detachesProxyB(f) {
+			continue // costs more than its parts (TestTotalDiskFullPartingProxyB)
 		}
 		want := Expected(f.Kind, f.Target)
 		in := Expected(f.Inner.Kind, f.Inner.Target)
@@ -124,19 +124,40 @@ func TestCompatible(t *testing.T) {
 	}
 }
 
-// TestTotalWANCutOverAFullDisk: a WAN cut the log cannot cover, since the
-// disk under it is full, may cost proxy B's and its replicas' full syncs
-// and one fork; either fault alone, nothing.
-func TestTotalWANCutOverAFullDisk(t *testing.T) {
-	for _, f := range []Fault{
-		{Kind: WANCut, Inner: &Fault{Kind: DiskFull, Target: "proxy-a"}},
-		{Kind: DiskFull, Target: "proxy-a", Inner: &Fault{Kind: WANCut}},
+// TestTotalDiskFullPartingProxyB: proxy A's disk full while proxy B is
+// parted from proxy A (a WAN cut, proxy B killed or stopped) may cost proxy
+// B's and its replicas' full syncs and one fork, since the stream log
+// cannot cover the outage; the same faults without the full disk, or a
+// full disk with proxy A's side faulted, cost only their sum.
+func TestTotalDiskFullPartingProxyB(t *testing.T) {
+	full := Fault{Kind: DiskFull, Target: "proxy-a"}
+	for _, other := range []Fault{
+		{Kind: WANCut},
+		{Kind: ProxyKill, Target: "proxy-b"},
+		{Kind: ProxyStop, Target: "proxy-b"},
 	} {
-		if got := f.Total(); got != (Cost{Primary: 1, Proxies: 4}) {
-			t.Errorf("%s: Total %+v, want 1 fork and 4 full syncs behind the proxies", f.Name(), got)
+		outer, inner := other, full
+		for range 2 {
+			f := outer
+			f.Inner = &inner
+			if got := f.Total(); got != (Cost{Primary: 1, Proxies: 4}) {
+				t.Errorf("%s: Total %+v, want 1 fork and 4 full syncs behind the proxies", f.Name(), got)
+			}
+			outer, inner = inner, outer
 		}
 	}
-	if got := (Fault{Kind: WANCut, Inner: &Fault{Kind: ConnStorm, Target: "proxy-a"}}).Total(); got != (Cost{}) {
-		t.Errorf("WAN cut with a storm inside: Total %+v, want nothing", got)
+	for _, f := range []Fault{
+		{Kind: WANCut, Inner: &Fault{Kind: ConnStorm, Target: "proxy-a"}},
+		{Kind: ProxyStop, Target: "proxy-b", Inner: &Fault{Kind: LinkCut, Target: "proxy-a"}},
+		{Kind: DiskFull, Target: "proxy-a", Inner: &Fault{Kind: ConnStorm, Target: "proxy-b"}},
+		{Kind: DiskFull, Target: "proxy-a", Inner: &Fault{Kind: ProxyStop, Target: "proxy-a"}},
+	} {
+		if got := f.Total(); got != (Cost{}) {
+			t.Errorf("%s: Total %+v, want nothing", f.Name(), got)
+		}
+	}
+	wipe := Fault{Kind: ProxyWipe, Target: "proxy-b", Inner: &full}
+	if got := wipe.Total(); got != Expected(ProxyWipe, "proxy-b") {
+		t.Errorf("%s: Total %+v, want a wipe's own cost", wipe.Name(), got)
 	}
 }

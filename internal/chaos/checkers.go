@@ -45,6 +45,18 @@ func Converged(primaryDigest string, replicas []NodeState) (ok bool, behind []st
 	return len(behind) == 0, behind
 }
 
+// AtOffset reports whether every replica's link is up and its offset has
+// reached the primary's, end: the cheap precondition of comparing digests,
+// which walk the whole keyspace. It names those not there yet.
+func AtOffset(end int64, replicas []NodeState) (ok bool, behind []string) {
+	for _, r := range replicas {
+		if !r.LinkUp || r.Offset < end {
+			behind = append(behind, fmt.Sprintf("%s (offset %d of the primary's %d, link up %v)", r.Name, r.Offset, end, r.LinkUp))
+		}
+	}
+	return len(behind) == 0, behind
+}
+
 // CheckReplIDs returns a violation for each node whose replid is neither the
 // primary's replid nor its replid2: a node on a history the primary does not
 // share.

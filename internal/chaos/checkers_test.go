@@ -29,6 +29,28 @@ func TestConvergedCatchesAReplicaBehind(t *testing.T) {
 	}
 }
 
+// TestAtOffsetCatchesAReplicaShort: the gate before the digests holds a
+// replica short of the primary's offset or with its link down, and lets
+// one at or past it through.
+func TestAtOffsetCatchesAReplicaShort(t *testing.T) {
+	good := []NodeState{{Name: "a1", Offset: 100, LinkUp: true}, {Name: "b1", Offset: 114, LinkUp: true}}
+	if ok, behind := AtOffset(100, good); !ok {
+		t.Fatalf("replicas at the primary's offset reported behind: %v", behind)
+	}
+	for name, wrong := range map[string]NodeState{
+		"short":       {Name: "b1", Offset: 99, LinkUp: true},
+		"link down":   {Name: "b1", Offset: 100, LinkUp: false},
+		"unreachable": {Name: "b1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ok, behind := AtOffset(100, []NodeState{good[0], wrong})
+			if ok || len(behind) != 1 || !strings.HasPrefix(behind[0], "b1 ") {
+				t.Fatalf("AtOffset = %v, %v; want b1 behind", ok, behind)
+			}
+		})
+	}
+}
+
 func TestCheckReplIDsCatchesAForeignHistory(t *testing.T) {
 	now := time.Now()
 	ok := []NodeState{{Name: "a1", ReplID: "r1"}, {Name: "proxy-a", ReplID: "r0"}} // replid and replid2

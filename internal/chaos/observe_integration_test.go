@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,24 +73,34 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 			behind = []string{err.Error()}
 			return false
 		}
-		want, err := digest(d.node(primary))
+		pm, err := info(d.node(primary), "replication")
 		if err != nil {
 			behind = []string{err.Error()}
 			return false
 		}
+		end, _ := strconv.ParseInt(pm["master_repl_offset"], 10, 64)
 		var states []NodeState
 		for name := range d.servers {
 			if name == primary {
 				continue
 			}
-			n := d.node(name)
-			m, err := info(n, "replication")
-			if err != nil {
-				states = append(states, NodeState{Name: name})
-				continue
+			s := NodeState{Name: name}
+			if m, err := info(d.node(name), "replication"); err == nil {
+				s.LinkUp = m["master_link_status"] == "up"
+				s.Offset, _ = strconv.ParseInt(m["master_repl_offset"], 10, 64)
 			}
-			dg, _ := digest(n)
-			states = append(states, NodeState{Name: name, Digest: dg, LinkUp: m["master_link_status"] == "up"})
+			states = append(states, s)
+		}
+		// A DEBUG DIGEST walks the whole keyspace (seconds, once the
+		// dataset is grown): the digests are taken only once every replica
+		// has the primary's stream, and all at once.
+		var at bool
+		if at, behind = AtOffset(end, states); !at {
+			return false
+		}
+		want, digests := d.digests(primary, states)
+		for i := range states {
+			states[i].Digest = digests[i]
 		}
 		var ok bool
 		ok, behind = Converged(want, states)
@@ -155,6 +166,20 @@ func (d *deployment) checkReplIDs(p string) {
 		states = append(states, NodeState{Name: n.name, ReplID: m["master_replid"]})
 	}
 	d.hist.Violate(CheckReplIDs(time.Now(), pm["master_replid"], pm["master_replid2"], states)...)
+}
+
+// digests takes the primary's DEBUG DIGEST and every replica's of states
+// concurrently; a digest that fails is "" (and does not match).
+func (d *deployment) digests(primary string, states []NodeState) (string, []string) {
+	var want string
+	got := make([]string, len(states))
+	var wg sync.WaitGroup
+	wg.Go(func() { want, _ = digest(d.node(primary)) })
+	for i, s := range states {
+		wg.Go(func() { got[i], _ = digest(d.node(s.Name)) })
+	}
+	wg.Wait()
+	return want, got
 }
 
 func digest(n node) (string, error) {

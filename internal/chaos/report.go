@@ -42,7 +42,7 @@ func WriteReport(w io.Writer, r Run) error {
 			twoAtOnce++
 		}
 	}
-	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d (%d applied alone, %d two at once)\n- violations: %d\n",
+	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d (%d alone, %d pairs of two at once)\n- violations: %d\n",
 		r.Seed, r.Start.UTC().Format(time.RFC3339), r.Duration.Round(time.Second),
 		len(r.Outcomes)+twoAtOnce, len(r.Outcomes)-twoAtOnce, twoAtOnce, len(r.Violations))
 	if r.Command != "" {

@@ -34,7 +34,7 @@ func TestWriteReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"- seed: `36`",
-		"- faults: 8 (6 applied alone, 1 two at once)",
+		"- faults: 8 (6 alone, 1 pairs of two at once)",
 		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
 		"| proxy-kill | 4 | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
 		"| replica-kill | 1 | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",

@@ -87,7 +87,10 @@ func newDeployment(t *testing.T, hist *History) *deployment {
 	for range 3 {
 		conf := []string{
 			fmt.Sprintf("sentinel monitor %s %s %s 2", masterName, host, port),
-			fmt.Sprintf("sentinel down-after-milliseconds %s 2000", masterName),
+			// 5 s, not Sentinel's 30: failovers within the run's pace,
+			// yet well past the 2 s a primary's DEBUG DIGEST blocks it
+			// for once the dataset has grown (converge).
+			fmt.Sprintf("sentinel down-after-milliseconds %s 5000", masterName),
 			fmt.Sprintf("sentinel failover-timeout %s 10000", masterName),
 			// Proxy A listens on a second address too; a Sentinel that
 			// reaches it there would announce itself from that address,

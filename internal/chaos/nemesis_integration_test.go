@@ -369,11 +369,24 @@ func (d *deployment) rejoin(t *testing.T, f Fault) {
 	if strings.HasPrefix(f.Target, "redis-") {
 		up = d.primary()
 	}
-	host, port, _ := net.SplitHostPort(d.node(up).addr)
-	if err := do(d.node(f.Target), "REPLICAOF", host, port); err != nil {
-		t.Fatal(err)
-	}
+	d.replicaOf(f.Target, d.node(up).addr)
 	d.rec(f, ActHeal, f.Target, "restarted, REPLICAOF "+up)
+}
+
+// replicaOf points replica name at addr. A redis-server still loading its
+// dataset (its own RDB after a restart, or a full sync) refuses REPLICAOF
+// with -LOADING; it is asked again, as an orchestrator would, for as long as
+// convergence may take, and a replica that never takes it is a violation.
+func (d *deployment) replicaOf(name, addr string) {
+	host, port, _ := net.SplitHostPort(addr)
+	var err error
+	redistest.Poll(convergeBound, func() bool {
+		err = do(d.node(name), "REPLICAOF", host, port)
+		return err == nil || !strings.Contains(err.Error(), "LOADING")
+	})
+	if err != nil {
+		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge, Detail: err.Error()})
+	}
 }
 
 // moveReplicas points replicas at to, as an orchestrator would when from
@@ -384,10 +397,7 @@ func (d *deployment) moveReplicas(t *testing.T, f Fault, replicas []string, from
 		if _, ok := d.proxies[name]; ok {
 			addr = d.proxies[to].tlsAddr
 		}
-		host, port, _ := net.SplitHostPort(addr)
-		if err := do(d.node(name), "REPLICAOF", host, port); err != nil {
-			t.Fatal(err)
-		}
+		d.replicaOf(name, addr)
 	}
 	d.rec(f, ActMove, strings.Join(replicas, ","), from+" → "+to)
 }

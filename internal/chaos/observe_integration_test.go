@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,15 +169,23 @@ func (d *deployment) checkReplIDs(p string) {
 	d.hist.Violate(CheckReplIDs(time.Now(), pm["master_replid"], pm["master_replid2"], states)...)
 }
 
-// digests takes the primary's DEBUG DIGEST and every replica's of states
-// concurrently; a digest that fails is "" (and does not match).
+// digests takes the primary's DEBUG DIGEST, then every replica's of states,
+// as many at once as there are cores; a digest that fails is "" (and does
+// not match). The primary's is taken alone: DEBUG DIGEST blocks the server
+// that runs it, and a primary that does not answer the Sentinels for
+// down-after-milliseconds is failed over. A replica blocked as long only
+// sends its ACK late.
 func (d *deployment) digests(primary string, states []NodeState) (string, []string) {
-	var want string
+	want, _ := digest(d.node(primary))
 	got := make([]string, len(states))
+	sem := make(chan struct{}, runtime.NumCPU())
 	var wg sync.WaitGroup
-	wg.Go(func() { want, _ = digest(d.node(primary)) })
 	for i, s := range states {
-		wg.Go(func() { got[i], _ = digest(d.node(s.Name)) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			got[i], _ = digest(d.node(s.Name))
+		})
 	}
 	wg.Wait()
 	return want, got

@@ -108,11 +108,19 @@ func TestCheckCostCatchesAnUnexpectedFullSync(t *testing.T) {
 	if len(vs) != 1 || !strings.Contains(vs[0].Detail, "at the primary") {
 		t.Fatalf("two forks after a failover: %v", vs)
 	}
-	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 1}); len(vs) != 0 {
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "a1"}, Expected(ReplicaKill, "a1"), Cost{Primary: 1, Proxies: 1}); len(vs) != 0 {
 		t.Fatalf("a killed replica's one full sync from its proxy (and its fetch) reported: %v", vs)
 	}
-	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 2}); len(vs) != 1 {
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "a1"}, Expected(ReplicaKill, "a1"), Cost{Primary: 1, Proxies: 2}); len(vs) != 1 {
 		t.Fatalf("two full syncs from the proxy for one killed replica: %v", vs)
+	}
+	// Behind proxy B, the snapshot may cross both proxies: proxy B's fetch
+	// is a full sync proxy A serves.
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 2}); len(vs) != 0 {
+		t.Fatalf("a killed replica's full syncs from proxy B and proxy A reported: %v", vs)
+	}
+	if vs := CheckCost(now, Fault{Kind: ReplicaKill, Target: "b1"}, Expected(ReplicaKill, "b1"), Cost{Primary: 1, Proxies: 3}); len(vs) != 1 {
+		t.Fatalf("three full syncs behind the proxies for one killed replica: %v", vs)
 	}
 	// A counter that went down belongs to a restarted node: all of it is new.
 	for _, c := range []struct{ before, after, want int64 }{{3, 5, 2}, {3, 1, 1}, {0, 0, 0}} {

@@ -138,7 +138,10 @@ type Cost struct {
 // replicas moved away and back continue.
 //
 // target is the fault's: a replica named redis-* replicates the primary's
-// tier directly, any other replica is behind a proxy.
+// tier directly, any other replica is behind a proxy. Behind proxy B (b*),
+// the snapshot may cross both proxies: proxy B fetches it from proxy A
+// over its link when its own is too old (after a failover), and that fetch
+// is a full sync proxy A serves.
 func Expected(k Kind, target string) Cost {
 	replicaBehindProxy := !strings.HasPrefix(target, "redis-")
 	switch k {
@@ -148,6 +151,9 @@ func Expected(k Kind, target string) Cost {
 		}
 		return Cost{Primary: 1, Proxies: 0}
 	case ReplicaKill:
+		if strings.HasPrefix(target, "b") {
+			return Cost{Primary: 1, Proxies: 2}
+		}
 		if replicaBehindProxy {
 			return Cost{Primary: 1, Proxies: 1}
 		}

@@ -37,7 +37,7 @@ func TestWriteReport(t *testing.T) {
 		"- faults: 8 (6 alone, 1 pairs of two at once)",
 		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
 		"| proxy-kill | 4 | 3 | 3 | 4s | 9s | 0 / 0 | 1 / 0 |",
-		"| replica-kill | 1 | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 1 |",
+		"| replica-kill | 1 | 1 | 1 | 1s | 1s | 0 / 1 | 1 / 2 |",
 		"| wan-cut | 3 | 2 | 2 | 3s | 5s | 0 / 0 | 0 / 0 |",
 		"| config-set | 0 | 0 |",
 		"| proxy-kill + wan-cut | 1 | 1 | 6s | 6s | 0 / 0 | 0 / 0 |",

@@ -47,6 +47,12 @@ const (
 	writeRate = 128 << 10
 	writeTick = 50 * time.Millisecond
 	waitEvery = 10
+	// flushEvery is how much load passes between two FLUSHALLs, as a cache
+	// is flushed now and then: cachedata's session keys never repeat, so
+	// without it the dataset grows all run long, and with it each DEBUG
+	// DIGEST (seconds at 150k keys, blocking the server) and so each
+	// convergence check.
+	flushEvery = 5 * time.Minute
 	// masterName is the name the Sentinels monitor the primary under.
 	masterName = "chaos"
 )

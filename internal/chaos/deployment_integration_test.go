@@ -371,10 +371,12 @@ func (p *proxyProc) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // loader is the steady write load: cachedata's commands to whichever
-// server the Sentinels name the primary, a WAIT every waitEvery chunks.
+// server the Sentinels name the primary, a WAIT every waitEvery chunks, a
+// FLUSHALL every flushEvery of load.
 type loader struct {
 	d      *deployment
 	paused atomic.Bool // set by the nemesis while it waits for convergence
+	chunks int         // chunks written so far; owned by run's goroutine
 }
 
 func (l *loader) pause() { l.paused.Store(true) }
@@ -412,6 +414,7 @@ func (l *loader) write(ctx context.Context, conn net.Conn, gen *cachedata.Gen, n
 	tick := time.NewTicker(writeTick)
 	defer tick.Stop()
 	wait := []byte("*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$3\r\n100\r\n")
+	flushAll := []byte("*1\r\n$8\r\nFLUSHALL\r\n")
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -427,6 +430,10 @@ func (l *loader) write(ctx context.Context, conn net.Conn, gen *cachedata.Gen, n
 		chunk := gen.FillRESP(writeRate / int(time.Second/writeTick))
 		if i%waitEvery == 0 {
 			chunk = append(chunk, wait...)
+		}
+		l.chunks++
+		if l.chunks%int(flushEvery/writeTick) == 0 {
+			chunk = append(chunk, flushAll...)
 		}
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		if _, err := conn.Write(chunk); err != nil {

@@ -379,14 +379,25 @@ func (d *deployment) rejoin(t *testing.T, f Fault) {
 // convergence may take, and a replica that never takes it is a violation.
 func (d *deployment) replicaOf(name, addr string) {
 	host, port, _ := net.SplitHostPort(addr)
-	var err error
-	redistest.Poll(convergeBound, func() bool {
-		err = do(d.node(name), "REPLICAOF", host, port)
-		return err == nil || !strings.Contains(err.Error(), "LOADING")
+	err := untilLoaded(convergeBound, func() error {
+		return do(d.node(name), "REPLICAOF", host, port)
 	})
 	if err != nil {
 		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge, Detail: err.Error()})
 	}
+}
+
+// untilLoaded sends a command (send) again for as long as the server answers
+// -LOADING, up to bound, and returns the last answer's error: nil once it
+// took, another error at once, or -LOADING still at bound.
+func untilLoaded(bound time.Duration, send func() error) error {
+	var err error
+	redistest.Poll(bound, func() bool {
+		err = send()
+		var re *redistest.ReplyError
+		return !errors.As(err, &re) || re.Prefix() != "LOADING"
+	})
+	return err
 }
 
 // moveReplicas points replicas at to, as an orchestrator would when from

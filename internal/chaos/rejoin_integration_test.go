@@ -9,11 +9,11 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// TestUntilLoadedWaitsOutAFullSyncLoad reproduces what ended the run of seed
-// 141357788 at +4 min: a replica still loading the full sync a failover had
-// cost it was moved, its REPLICAOF was answered -LOADING, and the harness,
-// which asked once, gave up. Moved with untilLoaded, it is asked again until
-// its load is done, and then follows its new upstream.
+// TestUntilLoadedWaitsOutAFullSyncLoad is the fault that ended the run of
+// seed 141357788 at +4 min: a replica still loading the full sync a failover
+// cost it is moved, and answers REPLICAOF with -LOADING. untilLoaded asks
+// again until the load is done, and the replica then follows its new
+// upstream.
 func TestUntilLoadedWaitsOutAFullSyncLoad(t *testing.T) {
 	redistest.Require(t)
 	old := redistest.StartServer(t)
@@ -38,7 +38,7 @@ func TestUntilLoadedWaitsOutAFullSyncLoad(t *testing.T) {
 		_, err := rc.Do("REPLICAOF", nextHost, nextPort)
 		return err
 	}
-	// Asked once, as the harness did before, the replica refuses.
+	// Asked once, while the load is under way, the replica refuses.
 	var re *redistest.ReplyError
 	if err := untilLoaded(0, move); !errors.As(err, &re) || re.Prefix() != "LOADING" {
 		t.Fatalf("REPLICAOF during the load: got %v, want -LOADING (the load ended too soon to reproduce it)", err)

@@ -64,7 +64,8 @@ func TestBeginAt(t *testing.T) {
 }
 
 // TestContinues: a source's snapshot continues the history when its replid
-// is the stream's and the bytes after it are held or yet to come.
+// is the stream's and the bytes after it are held or yet to come, within
+// maxAhead of its end.
 func TestContinues(t *testing.T) {
 	id := replid.New()
 	h := newTestHistory(t, id, 1000)
@@ -80,6 +81,8 @@ func TestContinues(t *testing.T) {
 		{id, 1000, ""},
 		{id, 1050, ""},
 		{id, 5000, ""}, // ahead: the stream reaches it
+		{id, 1100 + maxAhead, ""},
+		{id, 1101 + maxAhead, "ahead"}, // further: another history's
 		{id, 998, "behind"},
 		{replid.New(), 1050, "replid"},
 	} {

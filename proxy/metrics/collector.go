@@ -176,7 +176,7 @@ var metricSpecs = []metricSpec{
 		number(func(f *Figures) int64 { return f.SnapshotSourceFetches })},
 	{"snapshot_source_fallbacks_total", counter, "Times the primary was asked for a snapshot because the snapshot source could not be used (snapshot_source_fallbacks).", nil,
 		number(func(f *Figures) int64 { return f.SnapshotSourceFallbacks })},
-	{"snapshot_source_failures_total", counter, "Times the snapshot source could not be used, by reason: replid (it replicates another primary), behind (it stands before what the primary's backlog, or the proxy's, still holds), down (unreachable, silent or dropped the link), refused (it answered with an error) (snapshot_source_failures_<reason>).", []string{"reason"},
+	{"snapshot_source_failures_total", counter, "Times the snapshot source could not be used, by reason: replid (it replicates another primary), behind (it stands before what the primary's backlog, or the proxy's, still holds), ahead (it claims a position past the primary's end, or far past the proxy's), down (unreachable, silent or dropped the link), refused (it answered with an error) (snapshot_source_failures_<reason>).", []string{"reason"},
 		counts(func(f *Figures) []Count { return f.SnapshotSourceFailures })},
 	{"evicted_snapshots_total", counter, "Snapshots evicted: spilled to disk or dropped (evicted_snapshots).", nil,
 		number(func(f *Figures) int64 { return f.EvictedSnapshots })},

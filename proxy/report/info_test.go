@@ -122,6 +122,7 @@ func TestInfoSnapshotSource(t *testing.T) {
 		"snapshot_source_fallbacks":        "0",
 		"snapshot_source_failures_replid":  "0",
 		"snapshot_source_failures_behind":  "0",
+		"snapshot_source_failures_ahead":   "0",
 		"snapshot_source_failures_down":    "0",
 		"snapshot_source_failures_refused": "0",
 	} {
@@ -137,7 +138,7 @@ func TestInfoSnapshotSource(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.SnapshotFromHost, cfg.SnapshotFromPort, cfg.SnapshotFromFallback = "::1", 6380, false
 	r = &Report{Config: cfg}
-	r.Stats.Source = snapshots.SourceCounts{Fetches: 5, Fallbacks: 2, Failures: [len(snapshots.SourceReasons)]int64{1, 2, 3, 4}}
+	r.Stats.Source = snapshots.SourceCounts{Fetches: 5, Fallbacks: 2, Failures: [len(snapshots.SourceReasons)]int64{1, 2, 5, 3, 4}}
 	var b strings.Builder
 	r.WriteInfoSection(&b, "proxy")
 	text := b.String()
@@ -148,6 +149,7 @@ func TestInfoSnapshotSource(t *testing.T) {
 		"snapshot_source_fallbacks:2\r\n" +
 		"snapshot_source_failures_replid:1\r\n" +
 		"snapshot_source_failures_behind:2\r\n" +
+		"snapshot_source_failures_ahead:5\r\n" +
 		"snapshot_source_failures_down:3\r\n" +
 		"snapshot_source_failures_refused:4\r\n" +
 		"sync_full_"

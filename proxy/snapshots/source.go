@@ -3,6 +3,7 @@ package snapshots
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,12 +34,13 @@ import (
 const (
 	SourceReplID  = "replid"  // its replid is not in the primary's history (or the proxy's): it replicates another primary
 	SourceBehind  = "behind"  // it stands before what the primary's backlog (or the proxy's) still holds
+	SourceAhead   = "ahead"   // it stands past the primary's end (or far past the proxy's) under the same replid: another history
 	SourceDown    = "down"    // it could not be reached, went silent or dropped the link
 	SourceRefused = "refused" // it answered with an error (-NOMASTERLINK, -LOADING, ...)
 )
 
 // SourceReasons lists the reasons, in the order SourceCounts.Failures counts them.
-var SourceReasons = [...]string{SourceReplID, SourceBehind, SourceDown, SourceRefused}
+var SourceReasons = [...]string{SourceReplID, SourceBehind, SourceAhead, SourceDown, SourceRefused}
 
 // SourceCounts are the snapshot source's figures, as INFO and /metrics
 // report them.
@@ -78,12 +80,10 @@ func sourceReason(err error) int {
 	case errors.As(err, &refused):
 		name = SourceRefused
 	}
-	for i, r := range SourceReasons {
-		if r == name {
-			return i
-		}
+	if i := slices.Index(SourceReasons[:], name); i >= 0 {
+		return i
 	}
-	return 2 // SourceDown, for a reason this package does not know
+	return slices.Index(SourceReasons[:], SourceDown) // a reason this package does not know
 }
 
 // sourceFailed counts a failure of the source from and logs it once per

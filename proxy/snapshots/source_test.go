@@ -159,7 +159,7 @@ func TestSeed(t *testing.T) {
 		if got := src.hist.Identity(); got != before {
 			t.Errorf("history %+v after Abort, want %+v", got, before)
 		}
-		if sc := k.SourceCounts(); sc.Failures[1] != 1 || sc.Fallbacks != 1 {
+		if sc := k.SourceCounts(); sc.Failures[reasonIndex(SourceBehind)] != 1 || sc.Fallbacks != 1 {
 			t.Errorf("source counts %+v, want one behind and one fallback", sc)
 		}
 	})
@@ -175,7 +175,7 @@ func TestSeed(t *testing.T) {
 		if !errors.Is(err, refuse) || fallback {
 			t.Errorf("Seed: %v, fallback %v; want the check's refusal and no fallback", err, fallback)
 		}
-		if sc := k.SourceCounts(); sc.Failures[2] != 1 {
+		if sc := k.SourceCounts(); sc.Failures[reasonIndex(SourceDown)] != 1 {
 			t.Errorf("source counts %+v, want one down (an unclassified refusal)", sc)
 		}
 	})
@@ -210,3 +210,6 @@ func TestSeedClosed(t *testing.T) {
 		t.Errorf("source counts %+v after a close, want none", sc)
 	}
 }
+
+// reasonIndex is reason's place in SourceCounts.Failures.
+func reasonIndex(reason string) int { return slices.Index(SourceReasons[:], reason) }

@@ -54,7 +54,8 @@ var ErrSourceWait = errors.New("waiting for the snapshot source")
 // A NotContinuable says why the primary cannot continue a position by
 // partial resync, as its INFO replication shows (PROTOCOL §4.2): Reason is
 // "replid" (the replid is not in its history: the source replicates another
-// primary) or "behind" (the offset is no longer in its backlog). The
+// primary), "behind" (the offset is no longer in its backlog) or "ahead"
+// (past the primary's end under its replid: a history it never had). The
 // snapshot work counts failures of the source by Reason.
 type NotContinuable struct {
 	Reason string
@@ -97,6 +98,18 @@ func (p *primaryHistory) continues(replID string, next int64) error {
 	if !p.backlog || next < p.first {
 		return &NotContinuable{Reason: "behind", Detail: fmt.Sprintf(
 			"offset %d is not in the primary's backlog (offsets %d to %d)", next-1, p.first, p.first+p.histlen-1)}
+	}
+	return nil
+}
+
+// reached reports, as a *NotContinuable with reason "ahead", a position
+// under the primary's replid past the end its INFO showed: one the primary
+// has not reached. Only an INFO read after the position was named can say
+// so (a source's stream trails the primary's, never leads it).
+func (p *primaryHistory) reached(replID string, offset int64) error {
+	if replID == p.replID && offset > p.offset {
+		return &NotContinuable{Reason: "ahead", Detail: fmt.Sprintf(
+			"offset %d is past the primary's end (%d): not of its history", offset, p.offset)}
 	}
 	return nil
 }
@@ -191,8 +204,27 @@ func (c *session) seedSync(ctx context.Context, ph *primaryHistory) error {
 		return c.psyncAsk("?", "-1", nil)
 	}
 	replID, offset := seed.Position()
+	if ph != nil && replID == ph.replID && offset > ph.offset {
+		// The primary's INFO was read before the source named its position,
+		// which may be newer: ask again. A position still past the primary's
+		// end is not of its history (a source that lies, or one that went on
+		// from an old primary after a failover), and a PSYNC for it would be
+		// answered with a full sync: a fork.
+		fresh, err := c.askHistory()
+		if err != nil {
+			seed.Abort(err)
+			return err
+		}
+		if fresh != nil {
+			ph = fresh
+		}
+	}
 	if ph != nil {
-		if err := ph.continues(replID, offset+1); err != nil {
+		err := ph.continues(replID, offset+1)
+		if err == nil {
+			err = ph.reached(replID, offset)
+		}
+		if err != nil {
 			if !seed.Abort(err) {
 				return fmt.Errorf("%w: %w", ErrSourceWait, err)
 			}

@@ -65,6 +65,25 @@ func TestPrimaryHistoryContinues(t *testing.T) {
 			t.Errorf("continues(%s, %d) = %q (%v), want %q", tc.replID[:6], tc.next, got, err, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		replID string
+		offset int64
+		want   string
+	}{
+		{idA, 2000, ""},
+		{idA, 2001, "ahead"}, // a position the primary has not reached
+		{idB, 2500, ""},      // replid2's rule is continues'
+	} {
+		err := ph.reached(tc.replID, tc.offset)
+		var nc *NotContinuable
+		got := ""
+		if errors.As(err, &nc) {
+			got = nc.SourceReason()
+		}
+		if got != tc.want {
+			t.Errorf("reached(%s, %d) = %v, want %q", tc.replID[:6], tc.offset, err, tc.want)
+		}
+	}
 	inactive, err := parsePrimaryHistory(infoOf(idA, idB, 2000, 1500, 1001, 1000, false))
 	if err != nil {
 		t.Fatal(err)

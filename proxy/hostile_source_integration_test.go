@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
 // Hostile snapshot sources (hostileSource): a real replica of the primary
@@ -50,5 +51,77 @@ func TestHostileSourceAhead(t *testing.T) {
 	}
 	if a, b := pc.Digest(t), rcs[0].Digest(t); a != b {
 		t.Errorf("replica digest %s, primary %s", b, a)
+	}
+}
+
+// TestHostileSourceBackoff: a source that cuts every payload half way,
+// while two replicas wait for a snapshot, is asked again only after the
+// fetch backoff, whatever the replicas do (each failure drops them, and
+// they come back at once): over a minute it forks at most once per
+// backoff step, the primary not at all (snapshot-from-fallback no), and
+// nothing reaches the replicas. Told to serve well, it serves them the
+// primary's data.
+func TestHostileSourceBackoff(t *testing.T) {
+	t.Parallel()
+	const window = time.Minute
+	primary, pc := startPrimary(t)
+	pc.MustDo(t, "DEBUG", "POPULATE", 2000, "key", 100)
+	r0, rc := startSource(t, primary, pc)
+	hs := startHostileSource(t, r0.Addr(), faultTruncate)
+	before := countForks(t, pc, rc)
+
+	start := time.Now()
+	_, xc := startProxyUnsynced(t, primary, append(sourceOf(hs.Addr()), "--snapshot-from-fallback", "no", "--repl-timeout", "2")...)
+	_, rcs := redistest.StartReplicas(t, 2, xc.Addr())
+	redistest.WaitFor(t, 20*time.Second, "the first cut payload", func() bool { return hs.Payloads.Load() >= 1 })
+	waitUntil(t, start.Add(window))
+	after := countForks(t, pc, rc)
+	payloads := int(hs.Payloads.Load())
+	bound := backoffSteps(window) + 1 // the first attempt, then one per step
+	t.Logf("over %v: the source forked %d times and sent %d payloads, at most %d allowed; proxy sync_full %s, snapshot_fetch_failures %s",
+		window, after.sourceForks-before.sourceForks, payloads, bound,
+		xc.Info(t, "stats")["sync_full"], xc.Info(t, "proxy")["snapshot_fetch_failures"])
+	if n := int(after.sourceForks - before.sourceForks); n > bound || payloads > bound {
+		t.Errorf("the source forked %d times (%d payloads) in %v, want at most %d: one per backoff step", n, payloads, window, bound)
+	}
+	if after.primaryForks != before.primaryForks {
+		t.Errorf("primary total_forks %d→%d under snapshot-from-fallback no", before.primaryForks, after.primaryForks)
+	}
+	for i, c := range rcs {
+		if n := c.MustDo(t, "DBSIZE").Integer(); n != 0 {
+			t.Errorf("replica %d holds %d keys from cut payloads", i, n)
+		}
+	}
+
+	hs.set(faultNone)
+	redistest.WaitSynced(t, pc, rcs...)
+	for i, c := range rcs {
+		if a, b := pc.Digest(t), c.Digest(t); a != b {
+			t.Errorf("replica %d digest %s, primary %s", i, b, a)
+		}
+	}
+	if got := pc.InfoInt(t, "stats", "total_forks"); got != before.primaryForks {
+		t.Errorf("primary total_forks %d→%d", before.primaryForks, got)
+	}
+}
+
+// backoffSteps is how many waits of the fetch backoff (the link's rule,
+// upstream.NextBackoff) fit one after another in d.
+func backoffSteps(d time.Duration) int {
+	n := 0
+	for w, sum := upstream.NextBackoff(0), time.Duration(0); sum+w <= d; w = upstream.NextBackoff(w) {
+		sum += w
+		n++
+	}
+	return n
+}
+
+// waitUntil returns at when, or fails the test if it ends first.
+func waitUntil(t *testing.T, when time.Time) {
+	t.Helper()
+	select {
+	case <-time.After(time.Until(when)):
+	case <-t.Context().Done():
+		t.Fatal("the test ended while it waited")
 	}
 }

@@ -3,6 +3,9 @@ package snapshots
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
@@ -50,65 +53,126 @@ func (k *Keeper) startFetch(f *history.Fetch) bool {
 // runFetch makes attempts at f until one hands out the snapshot, and ends f
 // with its outcome. Each attempt asks the snapshot source when one is
 // configured (source.go), and the primary otherwise, or once the source
-// failed under snapshot-from-fallback yes (at once, no backoff: the source
-// is not the primary). An attempt that fails before the snapshot was handed
-// out (refused, silent, behind, of another history, or an answer Redis
-// never sends) is retried after the link's backoff, as long as ctx lasts,
-// the configured primary is the one the fetch began with and a replica
-// waits for it (a background refresh, which none waits for, is tried
-// once); otherwise f gives up, and its waiters with it. A failure after the
+// failed under snapshot-from-fallback yes (at once: the source is not the
+// primary). Every attempt first waits out the fetch backoff (retry), which
+// the last failed attempt of any fetch set. An attempt that fails before
+// the snapshot was handed out (refused, silent, behind, of another history,
+// or an answer Redis never sends) is retried, as long as ctx lasts, the
+// configured primary is the one the fetch began with and a replica waits
+// for it (a background refresh, which none waits for, is tried once);
+// otherwise f gives up, and its waiters with it. A failure after the
 // snapshot was handed out is not retried here: the replicas following it
-// fail with it and come back for a new one. Every failed attempt is
-// counted; one of the primary's is logged each time, one of the source's
-// once per cause.
+// fail with it and come back for a new one, which the backoff holds back.
+// Every failed attempt is counted; one of the primary's is logged each
+// time, one of the source's once per cause.
 func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 	began := k.settings().Primary
-	fellBack := false
-	var backoff time.Duration
+	fellBack, atOnce := false, false
+	var err error // the last attempt's
 	for {
+		if !atOnce {
+			if why := k.awaitRetry(ctx, began, f); why != "" {
+				if err == nil {
+					err = fmt.Errorf("%w: %s", errNotTried, why)
+				}
+				k.log.Warn("snapshot fetch given up", "error", err, "reason", why)
+				k.hist.FetchGaveUp(f, err)
+				return
+			}
+		}
+		atOnce = false
 		from := ""
 		if !fellBack {
 			from = k.settings().Source
 		}
-		started, err := k.fetchOnce(ctx, f, from)
+		var started bool
+		started, err = k.fetchOnce(ctx, f, from)
 		if err == nil {
+			k.retry.succeeded()
 			return
 		}
 		k.counts.failures.Add(1)
+		wait := k.retry.failed(k.backoff, time.Now())
 		if from != "" {
 			k.sourceFailed(from, err)
 			if !started && ctx.Err() == nil && k.fallsBack(err) {
-				fellBack = true
+				fellBack, atOnce = true, true
 				continue
 			}
+		}
+		if from == "" {
+			k.log.Warn("snapshot fetch failed", "error", err, "next-attempt-in-ms", wait.Milliseconds())
 		}
 		if started {
-			if from == "" {
-				k.log.Warn("snapshot fetch failed", "error", err)
-			}
 			return
 		}
-		why := k.stopReason(ctx, began, f)
-		if why == "" {
-			backoff = k.backoff(backoff)
-			if from == "" {
-				k.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", backoff.Milliseconds())
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			// The wait may have changed everything: look again.
-			if why = k.stopReason(ctx, began, f); why == "" {
-				continue
-			}
-		}
-		k.log.Warn("snapshot fetch given up", "error", err, "reason", why)
-		k.hist.FetchGaveUp(f, err)
-		return
 	}
+}
+
+// errNotTried is why a fetch given up while it waited for its first
+// attempt failed: nobody waits for it any more, the primary changed, or the
+// server stops.
+var errNotTried = errors.New("snapshot fetch given up before its first attempt")
+
+// awaitRetry waits until the fetch backoff lets an attempt start, and
+// returns "" then; or, when the wait ends the fetch, why (stopReason). An
+// attempt the backoff does not hold back starts at once, whoever waits for
+// it (a background refresh too).
+func (k *Keeper) awaitRetry(ctx context.Context, began string, f *history.Fetch) string {
+	waited := false
+	for d := k.retry.wait(time.Now()); d > 0; d = k.retry.wait(time.Now()) {
+		if why := k.stopReason(ctx, began, f); why != "" {
+			return why
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		waited = true
+	}
+	if waited {
+		// The wait may have changed everything: look again.
+		return k.stopReason(ctx, began, f)
+	}
+	return ""
+}
+
+// fetchRetry is the backoff every fetch shares: an attempt that failed,
+// before or after its snapshot was handed out, for whatever fetch (a seed
+// included), holds back the next attempt of any fetch by the link's
+// backoff rule, each failure in a row waiting longer, so that replicas a
+// failed fetch dropped, back at once with a fetch of their own, do not
+// each cost the source or the primary a fork. A fetch that completes
+// resets it. Any goroutine.
+type fetchRetry struct {
+	mu        sync.Mutex
+	last      time.Duration // the backoff after the last failure in a row; 0 after a success
+	notBefore time.Time     // no attempt starts before; guarded by mu
+}
+
+// failed records a failed attempt at now and returns the wait it sets.
+func (r *fetchRetry) failed(backoff func(time.Duration) time.Duration, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = backoff(r.last)
+	r.notBefore = now.Add(r.last)
+	return r.last
+}
+
+// succeeded records a completed fetch: the next failure waits the least.
+func (r *fetchRetry) succeeded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.notBefore = 0, time.Time{}
+}
+
+// wait is how long an attempt at now must still wait.
+func (r *fetchRetry) wait(now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.notBefore.Sub(now), 0)
 }
 
 // stopReason says why a failed fetch must not be tried again, or "" when

@@ -251,3 +251,69 @@ func TestEmptyFilterWrittenHere(t *testing.T) {
 		t.Fatalf("filter functions: %v, counts %+v; want the source asked", err, k.Counts())
 	}
 }
+
+// TestFetchBackoffShared: a fetch that fails after its snapshot was handed
+// out (its replicas dropped) holds back the next fetch, planned at once by
+// the replicas coming back, by the backoff; each failure in a row waits
+// longer, and a completed fetch starts the next failure's wait over.
+func TestFetchBackoffShared(t *testing.T) {
+	src := &fakeSource{connected: true}
+	k := newTestKeeper(t, src)
+	step := 50 * time.Millisecond
+	k.backoff = func(prev time.Duration) time.Duration { return max(2*prev, step) }
+	errLate := errors.New("payload cut")
+	var mu sync.Mutex
+	var starts, failed []time.Time // guarded by mu
+	succeed := false               // guarded by mu
+	src.attempt = func(n int, start func() error) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		ok := succeed
+		mu.Unlock()
+		if err := start(); err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		mu.Lock()
+		failed = append(failed, time.Now()) // before the Keeper records it
+		mu.Unlock()
+		return errLate
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	// Three fetches fail in a row, each planned as soon as the last
+	// failed (a replica dropped and back at once); the fourth completes.
+	for i := range 4 {
+		mu.Lock()
+		succeed = i == 3
+		mu.Unlock()
+		plan, err := k.PlanFull()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.Fetch == nil {
+			t.Fatalf("fetch %d: none planned", i+1)
+		}
+		<-plan.Fetch.Ready()
+		waitFor(t, func() bool { c := k.Counts(); return c.Failures+c.Fetches == int64(i+1) })
+		src.hist.LeaveFetch(plan.Fetch)
+	}
+	cancel()
+	<-done
+	if len(starts) != 4 || len(failed) != 3 {
+		t.Fatalf("%d attempts and %d failures, want 4 and 3", len(starts), len(failed))
+	}
+	for i := 1; i < 4; i++ {
+		want := step << (i - 1) // 50, 100, 200 ms after the failure before it
+		if gap := starts[i].Sub(failed[i-1]); gap < want {
+			t.Errorf("attempt %d started %v after the failure before it, want at least %v", i+1, gap, want)
+		}
+	}
+	if d := k.retry.wait(time.Now()); d != 0 || k.retry.last != 0 {
+		t.Errorf("after a completed fetch the backoff holds %v (last %v), want none", d, k.retry.last)
+	}
+}

@@ -144,6 +144,7 @@ type Keeper struct {
 
 	counts counters
 	source sourceCounters
+	retry  fetchRetry // the backoff every fetch shares
 
 	// The work group. Work asked for before Run waits in queued; Run
 	// starts it, and everything asked for until Run ends, on its own

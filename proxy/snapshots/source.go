@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/replbuf"
@@ -239,6 +240,7 @@ func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64)
 	})
 	if err != nil {
 		k.counts.failures.Add(1)
+		k.retry.failed(k.backoff, time.Now())
 	}
 	switch {
 	case !positioned:
@@ -258,6 +260,7 @@ func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64)
 		return
 	}
 	k.counted(history.FetchProxySync)
+	k.retry.succeeded()
 	k.sourceServed()
 	k.log.Info("snapshot fetched from the snapshot source", "source", s.from, "replid", sn.ReplID(),
 		"offset", sn.Offset(), "snapshot-bytes", sn.Size(), "reason", history.FetchProxySync.String())

@@ -2,6 +2,7 @@ package rdbcheck
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"strconv"
 )
 
@@ -58,6 +59,8 @@ type lpEntry struct {
 type lpIter struct {
 	w      *walk
 	s      *src
+	in     *input
+	raw    bool   // s reads raw bytes: rb reads them from in directly
 	what   string // "hash listpack", for errors
 	size   uint64
 	pos    uint64 // blob offset of the next byte
@@ -72,6 +75,18 @@ func (it *lpIter) fail(detail string) error {
 
 // rb reads one byte of the blob.
 func (it *lpIter) rb() (byte, error) {
+	if in := it.in; it.raw && in.pos < len(in.buf) {
+		b := in.buf[in.pos]
+		in.pos++
+		it.s.left--
+		it.pos++
+		it.last = it.last<<8 | uint64(b)
+		return b, nil
+	}
+	return it.rbSlow()
+}
+
+func (it *lpIter) rbSlow() (byte, error) {
 	b, ok, err := it.s.byte()
 	if err != nil {
 		return 0, err
@@ -84,10 +99,23 @@ func (it *lpIter) rb() (byte, error) {
 	return b, nil
 }
 
-// skip passes over n content bytes, hashing them into w.h if asked; the
-// last few are read through rb for the backlen that follows.
-func (it *lpIter) skip(n uint64, hash bool) error {
+// content passes over an entry's n content bytes, and returns their hash
+// if asked. The last few also go to it.last, for the backlen that
+// follows.
+func (it *lpIter) content(n uint64, hash bool) (sum uint64, err error) {
+	if d := it.s.peek(n); d != nil {
+		if hash {
+			sum = maphash.Bytes(it.w.seed, d)
+		}
+		for _, b := range d[max(len(d), lpBacklenTail)-lpBacklenTail:] {
+			it.last = it.last<<8 | uint64(b)
+		}
+		it.s.advance(n)
+		it.pos += n
+		return sum, nil
+	}
 	h := &it.w.h
+	h.Reset()
 	if n > lpBacklenTail {
 		bulk := n - lpBacklenTail
 		var hw = h
@@ -96,10 +124,10 @@ func (it *lpIter) skip(n uint64, hash bool) error {
 		}
 		ok, err := it.s.skip(bulk, hw)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !ok {
-			return it.w.fail(errLZF)
+			return 0, it.w.fail(errLZF)
 		}
 		it.pos += bulk
 		n = lpBacklenTail
@@ -107,17 +135,17 @@ func (it *lpIter) skip(n uint64, hash bool) error {
 	for range n {
 		b, err := it.rb()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if hash {
 			h.WriteByte(b)
 		}
 	}
-	return nil
+	return h.Sum64(), nil
 }
 
 func (it *lpIter) init(w *walk, s *src, size uint64, what string) error {
-	*it = lpIter{w: w, s: s, what: what, size: size}
+	*it = lpIter{w: w, s: s, in: &w.in, raw: s.mode == srcRaw, what: what, size: size}
 	if size < lpHeaderSize+1 {
 		return it.fail("shorter than a header")
 	}
@@ -232,11 +260,9 @@ func (it *lpIter) next(mode lpMode) (lpEntry, error) {
 	}
 	switch {
 	case str && mode == lpHash:
-		it.w.h.Reset()
-		if err := it.skip(slen, true); err != nil {
+		if e.sum, err = it.content(slen, true); err != nil {
 			return lpEntry{}, err
 		}
-		e.sum = it.w.h.Sum64()
 	case str && mode == lpInt && slen <= maxIntString:
 		var d [maxIntString]byte
 		for i := range slen {
@@ -246,7 +272,7 @@ func (it *lpIter) next(mode lpMode) (lpEntry, error) {
 		}
 		e.ival, e.strInt = string2ll(d[:slen])
 	case str:
-		if err := it.skip(slen, false); err != nil {
+		if _, err := it.content(slen, false); err != nil {
 			return lpEntry{}, err
 		}
 	case intBytes > 0:
@@ -274,9 +300,7 @@ func (it *lpIter) next(mode lpMode) (lpEntry, error) {
 	}
 	if !str && mode == lpHash {
 		var d [maxIntString]byte
-		it.w.h.Reset()
-		it.w.h.Write(strconv.AppendInt(d[:0], e.ival, 10))
-		e.sum = it.w.h.Sum64()
+		e.sum = maphash.Bytes(it.w.seed, strconv.AppendInt(d[:0], e.ival, 10))
 	}
 	bl := backlenSize(enc)
 	for range bl {

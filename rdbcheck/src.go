@@ -26,6 +26,16 @@ const (
 // byte reads one byte of the content; ok is false when the LZF stream
 // cannot produce it.
 func (s *src) byte() (b byte, ok bool, err error) {
+	if in := &s.w.in; s.mode == srcRaw && in.pos < len(in.buf) {
+		b = in.buf[in.pos]
+		in.pos++
+		s.left--
+		return b, true, nil
+	}
+	return s.byteSlow()
+}
+
+func (s *src) byteSlow() (b byte, ok bool, err error) {
 	s.left--
 	switch s.mode {
 	case srcRaw:
@@ -37,6 +47,26 @@ func (s *src) byte() (b byte, ok bool, err error) {
 		b, s.mem = s.mem[0], s.mem[1:]
 		return b, true, nil
 	}
+}
+
+// contiguous returns the content not yet read if all of it is raw bytes
+// in the current Write's; nil otherwise. The caller consumes it with
+// skip.
+func (s *src) contiguous() []byte { return s.peek(s.left) }
+
+// peek returns the next n bytes (n at most s.left) if they are raw bytes
+// in the current Write's; nil otherwise. advance consumes them.
+func (s *src) peek(n uint64) []byte {
+	if in := &s.w.in; s.mode == srcRaw && uint64(len(in.buf)-in.pos) >= n {
+		return in.buf[in.pos : in.pos+int(n)]
+	}
+	return nil
+}
+
+// advance consumes n bytes that peek returned.
+func (s *src) advance(n uint64) {
+	s.w.in.pos += int(n)
+	s.left -= n
 }
 
 // skip passes over n bytes of the content, hashing them into h unless h is

@@ -2,6 +2,7 @@ package rdbcheck
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"strconv"
 )
 
@@ -151,26 +152,36 @@ func (w *walk) skipString() error {
 	return nil
 }
 
-// hashString reads a string into w.h (which the caller reset, and may have
-// begun) and returns the sum. An integer hashes as its decimal form, which
-// is what Redis compares.
+// hashString reads a string and returns the hash of its content (an
+// integer's decimal form, which is what Redis compares): maphash with the
+// walk's seed, in one call when the bytes are all in hand, else as they
+// come; both give the same sum.
 func (w *walk) hashString() (uint64, error) {
 	h, err := w.head()
 	if err != nil {
 		return 0, err
 	}
 	s := w.open(h)
-	ok, err := s.skip(h.size, &w.h)
+	var sum uint64
+	switch b := s.contiguous(); {
+	case b != nil || h.size == 0:
+		sum = maphash.Bytes(w.seed, b)
+		_, err = s.skip(h.size, nil)
+	case s.mode == srcMem:
+		sum = maphash.Bytes(w.seed, s.mem)
+		_, err = s.skip(h.size, nil)
+	default:
+		w.h.Reset()
+		var ok bool
+		if ok, err = s.skip(h.size, &w.h); err == nil && !ok {
+			err = w.fail(errLZF)
+		}
+		sum = w.h.Sum64()
+	}
 	if err != nil {
 		return 0, err
 	}
-	if !ok {
-		return 0, w.fail(errLZF)
-	}
-	if err := w.close(s); err != nil {
-		return 0, err
-	}
-	return w.h.Sum64(), nil
+	return sum, w.close(s)
 }
 
 // smallString reads a string, keeping its first len(w.small) bytes in

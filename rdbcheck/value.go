@@ -51,7 +51,6 @@ func (w *walk) memberSet() *seen {
 // member reads a string and reports whether it was read before in this
 // value.
 func (w *walk) member(set *seen) (dup bool, err error) {
-	w.h.Reset()
 	sum, err := w.hashString()
 	if err != nil {
 		return false, err

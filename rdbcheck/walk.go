@@ -235,14 +235,11 @@ func (w *walk) key() error {
 		w.keys = newSeen(keysBits)
 		w.keyed = true
 	}
-	w.h.Reset()
-	var db [8]byte
-	binary.LittleEndian.PutUint64(db[:], w.db)
-	w.h.Write(db[:])
 	sum, err := w.hashString()
 	if err != nil {
 		return err
 	}
+	sum ^= w.db * 0x9e3779b97f4a7c15 // the same key in another DB is another key
 	if w.keys.add(sum) {
 		return w.failRule(ruleDuplicateKey, "duplicated key found in RDB file (DB %d)", w.db)
 	}

@@ -20,6 +20,7 @@ const module = "github.com/replproxy/replproxy"
 var allowed = map[string][]string{
 	"replid":    {},
 	"replbuf":   {},
+	"rdbcheck":  {},
 	"eviction":  {"replbuf"},
 	"streamlog": {"internal/safefile", "replid"},
 

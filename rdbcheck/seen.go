@@ -1,0 +1,82 @@
+package rdbcheck
+
+// seen is a bounded set of 64-bit hashes, for the duplicates Redis's loader
+// refuses (keys of a DB, members of a set, fields of a hash, node keys,
+// consumer groups, consumers and pending IDs of a stream). It remembers at
+// most limit hashes, in a fixed table allocated once; past that it still
+// answers for the hashes it holds but remembers no more, and says so
+// (over), so that a duplicate of a hash it did not keep goes unseen.
+//
+// A slot holds a hash with its low bit set (0 is an empty slot) and bit 1
+// free for a mark (a pending ID that a consumer claimed).
+type seen struct {
+	slots []uint64
+	used  []uint16 // slots in use, so that clear costs what was added
+	limit int
+	over  bool // a hash was not remembered: the table was full
+}
+
+const (
+	seenHeld = 1
+	seenMark = 2
+)
+
+// newSeen returns a set of 1<<bits slots that remembers up to three
+// quarters of them. bits is at most 16 (the slot indexes are 16-bit).
+func newSeen(bits uint) *seen {
+	n := 1 << bits
+	limit := n / 4 * 3
+	return &seen{slots: make([]uint64, n), used: make([]uint16, 0, limit), limit: limit}
+}
+
+// find returns the slot of h, or the empty slot where it would go.
+func (s *seen) find(h uint64) (slot int, found bool) {
+	v := h&^seenMark | seenHeld
+	mask := len(s.slots) - 1
+	for i := int(h>>32) & mask; ; i = (i + 1) & mask {
+		switch x := s.slots[i]; {
+		case x == 0:
+			return i, false
+		case x&^seenMark == v:
+			return i, true
+		}
+	}
+}
+
+// add reports whether h is in the set, and adds it if it was not and
+// there is room.
+func (s *seen) add(h uint64) (dup bool) {
+	i, found := s.find(h)
+	if found {
+		return true
+	}
+	if len(s.used) >= s.limit {
+		s.over = true
+		return false
+	}
+	s.slots[i] = h&^seenMark | seenHeld
+	s.used = append(s.used, uint16(i))
+	return false
+}
+
+// mark marks h's slot (found by find).
+func (s *seen) mark(slot int) { s.slots[slot] |= seenMark }
+
+// unmarked reports whether some hash held was never marked.
+func (s *seen) unmarked() bool {
+	for _, i := range s.used {
+		if s.slots[i]&seenMark == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// clear empties the set.
+func (s *seen) clear() {
+	for _, i := range s.used {
+		s.slots[i] = 0
+	}
+	s.used = s.used[:0]
+	s.over = false
+}

@@ -1,0 +1,359 @@
+package rdbcheck
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// value reads the value of a key of type t, as rdbLoadObject does.
+func (w *walk) value(t byte) error {
+	switch t {
+	case typeString:
+		return w.skipString()
+	case typeList:
+		return w.list()
+	case typeSet:
+		return w.set()
+	case typeZset, typeZset2:
+		return w.zset(t)
+	case typeHash:
+		return w.hash()
+	case typeModule2:
+		if _, err := w.lengthAny(); err != nil { // the module's id
+			return err
+		}
+		return w.moduleValue()
+	case typeHashMetadataPre, typeHashMetadata:
+		return w.hashMetadata(t)
+	case typeListQuicklist, typeListQuicklist2:
+		return w.quicklist(t)
+	case typeStreamListpacks, typeStreamListpacks2, typeStreamListpacks3:
+		return w.stream(t)
+	}
+	return w.encoded(t)
+}
+
+// empty refuses an empty value: redis-check-rdb refuses it (a replica
+// skips it; Redis has not written one since 6.2).
+func (w *walk) empty(what string) error {
+	return w.fail("empty %s", what)
+}
+
+// memberSet returns the members' set, emptied.
+func (w *walk) memberSet() *seen {
+	if w.members == nil {
+		w.members = newSeen(membersBits)
+	}
+	w.members.clear()
+	return w.members
+}
+
+// member reads a string and reports whether it was read before in this
+// value.
+func (w *walk) member(set *seen) (dup bool, err error) {
+	sum, err := w.hashString()
+	if err != nil {
+		return false, err
+	}
+	return set.add(sum), nil
+}
+
+func (w *walk) list() error {
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("list")
+	}
+	for range n {
+		if err := w.skipString(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *walk) set() error {
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("set")
+	}
+	set := w.memberSet()
+	for range n {
+		dup, err := w.member(set)
+		if err != nil {
+			return err
+		}
+		if dup {
+			return w.fail("duplicate set members detected")
+		}
+	}
+	return nil
+}
+
+func (w *walk) zset(t byte) error {
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("sorted set")
+	}
+	set := w.memberSet()
+	for range n {
+		dup, err := w.member(set)
+		if err != nil {
+			return err
+		}
+		var nan bool
+		if t == typeZset2 {
+			var b [8]byte
+			if err := w.in.full(b[:]); err != nil {
+				return err
+			}
+			nan = math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(b[:])))
+		} else if nan, err = w.doubleString(); err != nil {
+			return err
+		}
+		if nan {
+			return w.fail("zset with NAN score detected")
+		}
+		if dup {
+			return w.fail("duplicate zset fields detected")
+		}
+	}
+	return nil
+}
+
+// doubleString reads an old-style score (rdbLoadDoubleValue): a length
+// byte, 253 for NaN, 254 and 255 for the infinities, else that many
+// characters that sscanf("%lg") must read. It reports a NaN.
+func (w *walk) doubleString() (nan bool, err error) {
+	n, err := w.in.byte()
+	if err != nil {
+		return false, err
+	}
+	switch n {
+	case 253:
+		return true, nil
+	case 254, 255:
+		return false, nil
+	}
+	var buf [255]byte
+	b := buf[:n]
+	if err := w.in.full(b); err != nil {
+		return false, err
+	}
+	ok, nan := scanDouble(b)
+	if !ok {
+		return false, w.fail("invalid double value %q", b)
+	}
+	return nan, nil
+}
+
+func (w *walk) hash() error {
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("hash")
+	}
+	set := w.memberSet()
+	for range n {
+		dup, err := w.member(set)
+		if err != nil {
+			return err
+		}
+		if err := w.skipString(); err != nil {
+			return err
+		}
+		if dup {
+			return w.fail("duplicate hash fields detected")
+		}
+	}
+	return nil
+}
+
+// hashMetadata reads Redis 7.4's hash with field expiry: (for the GA type)
+// the smallest expire time, then the fields, each with its TTL: relative to
+// that time plus one for the GA type (0 for none), absolute for the
+// release candidates' type.
+func (w *walk) hashMetadata(t byte) error {
+	var minExpire uint64
+	if t == typeHashMetadata {
+		var b [8]byte
+		if err := w.in.full(b[:]); err != nil {
+			return err
+		}
+		minExpire = binary.LittleEndian.Uint64(b[:])
+		if minExpire > expireTimeInvalid {
+			return w.fail("hash read invalid minExpire value")
+		}
+	}
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("hash")
+	}
+	set := w.memberSet()
+	for range n {
+		ttl, err := w.lengthAny()
+		if err != nil {
+			return err
+		}
+		expireAt := ttl
+		if t == typeHashMetadata && ttl != 0 {
+			expireAt = ttl + minExpire - 1
+		}
+		if expireAt > expireTimeMax {
+			return w.fail("invalid expireAt time: %d", expireAt)
+		}
+		dup, err := w.member(set)
+		if err != nil {
+			return err
+		}
+		if err := w.skipString(); err != nil {
+			return err
+		}
+		if dup {
+			return w.fail("duplicate hash fields detected")
+		}
+	}
+	return nil
+}
+
+// quicklist reads a list of nodes: ziplists (type 14), or listpacks and
+// plain elements each after its container kind (type 18). Empty nodes are
+// skipped; a list of nothing but empty nodes is an empty key.
+func (w *walk) quicklist(t byte) error {
+	n, err := w.length()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return w.empty("list")
+	}
+	elements := false
+	for range n {
+		container := uint64(containerPacked)
+		if t == typeListQuicklist2 {
+			if container, err = w.length(); err != nil {
+				return err
+			}
+			if container != containerPlain && container != containerPacked {
+				return w.fail("quicklist integrity check failed: container %d", container)
+			}
+		}
+		h, err := w.head()
+		if err != nil {
+			return err
+		}
+		if h.size == 0 {
+			return w.fail("empty quicklist node")
+		}
+		s := w.open(h)
+		var count uint32
+		switch {
+		case container == containerPlain:
+			if ok, err := s.skip(h.size, nil); err != nil || !ok {
+				return w.lzfErr(err)
+			}
+			count = 1
+		case t == typeListQuicklist2:
+			count, err = w.listpack(s, h.size, lpPlain, "listpack")
+		default:
+			count, err = w.ziplist(s, h.size, false, "ziplist")
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.close(s); err != nil {
+			return err
+		}
+		elements = elements || count > 0
+	}
+	if !elements {
+		return w.empty("list")
+	}
+	return nil
+}
+
+// lzfErr turns a src's failure (err nil: the LZF stream refused) into an
+// error.
+func (w *walk) lzfErr(err error) error {
+	if err != nil {
+		return err
+	}
+	return w.fail(errLZF)
+}
+
+// encoded reads a value stored as one blob: a zipmap, ziplist, intset or
+// listpack, checked as Redis checks it with deep sanitization (as
+// redis-check-rdb loads).
+func (w *walk) encoded(t byte) error {
+	if t == typeHashListpackEx {
+		if err := w.in.skip(8); err != nil { // the smallest expire time
+			return err
+		}
+	}
+	h, err := w.head()
+	if err != nil {
+		return err
+	}
+	s := w.open(h)
+	var count uint32
+	switch t {
+	case typeHashZipmap:
+		err = w.zipmap(s, h.size)
+		count = 1
+	case typeListZiplist:
+		count, err = w.ziplist(s, h.size, false, "list ziplist")
+	case typeSetIntset:
+		err = w.intset(s, h.size)
+		count = 1
+	case typeZsetZiplist:
+		count, err = w.ziplist(s, h.size, true, "zset ziplist")
+	case typeHashZiplist:
+		count, err = w.ziplist(s, h.size, true, "hash ziplist")
+	case typeHashListpack:
+		count, err = w.listpack(s, h.size, lpPairs, "hash listpack")
+	case typeZsetListpack:
+		count, err = w.listpack(s, h.size, lpPairs, "zset listpack")
+	case typeSetListpack:
+		count, err = w.listpack(s, h.size, lpSet, "set listpack")
+	case typeHashListpackExPre, typeHashListpackEx:
+		count, err = w.listpack(s, h.size, lpTriples, "hash listpack with TTLs")
+	default:
+		return w.fail("unknown RDB encoding type %d", t)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.close(s); err != nil {
+		return err
+	}
+	if count == 0 {
+		return w.empty(typeName(t))
+	}
+	return nil
+}
+
+// typeName names a value type in an error.
+func typeName(t byte) string {
+	switch t {
+	case typeListZiplist:
+		return "list"
+	case typeZsetZiplist, typeZsetListpack:
+		return "sorted set"
+	case typeSetListpack:
+		return "set"
+	}
+	return "hash"
+}

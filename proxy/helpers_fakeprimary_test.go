@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/rdbcheck"
 )
 
 // This file gives redistest's fake primary the names this package's tests
@@ -120,3 +121,46 @@ func fakeGoodMain(burst int) func(hc *fakeLink) error {
 	good := redistest.FakeGoodMain(burst)
 	return func(hc *fakeLink) error { return good(hc.FakeLink) }
 }
+
+// rdbPieces is a valid RDB of exactly size bytes (a string key whose value
+// fills it), made in pieces for a fake primary to send: its head, then the
+// value from chunk over and over, then the end opcode and the CRC64
+// trailer. It is written from one buffer, so that the test's heap does not
+// grow with it, and CRC is the CRC64 of every byte handed out.
+type rdbPieces struct {
+	size, sent int
+	valueLeft  int
+	chunk      []byte
+	crc        uint64 // of the RDB's bytes handed out, the trailer's once it is
+	done       bool
+}
+
+func newRDBPieces(size int, chunk []byte) *rdbPieces {
+	value := size - len(redistest.RDBHead(1<<20)) - len(redistest.RDBEnd(0)) // a 32-bit length
+	return &rdbPieces{size: size, valueLeft: value, chunk: chunk}
+}
+
+// next returns the next piece (valid until the next call), or nil once the
+// RDB's last byte was handed out.
+func (r *rdbPieces) next() []byte {
+	var p []byte
+	switch {
+	case r.done:
+		return nil
+	case r.sent == 0:
+		p = redistest.RDBHead(r.valueLeft)
+	case r.valueLeft > 0:
+		p = r.chunk[:min(len(r.chunk), r.valueLeft)]
+		r.valueLeft -= len(p)
+	default:
+		p = redistest.RDBEnd(r.crc)
+		r.done = true
+	}
+	r.crc = rdbcheck.CRC64(r.crc, p)
+	r.sent += len(p)
+	return p
+}
+
+// CRC is the CRC64 of every byte handed out, as a replica receiving them
+// computes it.
+func (r *rdbPieces) CRC() uint64 { return r.crc }

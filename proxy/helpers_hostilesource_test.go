@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -161,12 +160,12 @@ func (h *hostileSource) payload(dst io.Writer, br *bufio.Reader) (fault bool) {
 	case faultNone, faultAhead:
 		out = frame(rdb)
 	case faultJunk:
-		out = frame(junkRDB())
+		out = frame(redistest.JunkRDB())
 	case faultTruncate, faultStall:
 		out = frame(rdb)[:len(header)+half]
 	case faultEOFInside:
 		if mark == nil {
-			out = frame(junkRDB())
+			out = frame(redistest.JunkRDB())
 			break
 		}
 		body := append(append(append([]byte{}, rdb[:half]...), mark...), rdb[half:]...)
@@ -181,17 +180,4 @@ func (h *hostileSource) payload(dst io.Writer, br *bufio.Reader) (fault bool) {
 	}
 	io.Copy(io.Discard, br) // a stall says nothing more; a good payload's link ends when the proxy hangs up
 	return f != faultNone && f != faultAhead
-}
-
-// junkRDB is what the attack sent: an RDB header Redis 7.0 takes, 4 KiB of
-// junk, the end opcode and a zero trailer ("checksum disabled"), which a
-// CRC-64 check alone lets through.
-func junkRDB() []byte {
-	rng := rand.New(rand.NewPCG(46, 175))
-	b := []byte("REDIS0010")
-	for range 4096 {
-		b = append(b, byte(rng.Uint32()))
-	}
-	b = append(b, 0xff)
-	return append(b, make([]byte, 8)...)
 }

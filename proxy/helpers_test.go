@@ -15,7 +15,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/rdbcheck"
 )
 
 // testLogger sends a server's logs to t.Log, so they show up for failing tests
@@ -215,6 +215,6 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 type crc64Writer struct{ crc uint64 }
 
 func (w *crc64Writer) Write(p []byte) (int, error) {
-	w.crc = replbuf.CRC64(w.crc, p)
+	w.crc = rdbcheck.CRC64(w.crc, p)
 	return len(p), nil
 }

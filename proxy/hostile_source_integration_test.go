@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -123,5 +128,119 @@ func waitUntil(t *testing.T, when time.Time) {
 	case <-time.After(time.Until(when)):
 	case <-t.Context().Done():
 		t.Fatal("the test ended while it waited")
+	}
+}
+
+// TestHostileSourcePayloads: a source whose payloads are junk under a
+// zero checksum, cut half way, cut by an EOF mark inside them, or stalled
+// half way. Nothing of them reaches a replica whole: the replicas (one
+// loading from the socket as bytes arrive, one from a file) never exit
+// nor load anything, the proxy's snapshot in dir is never such a payload,
+// and the primary never forks (snapshot-from-fallback no). Once the
+// source serves well, the replicas get the primary's data, and a replica
+// restarted then gets it again. The stream log is off, so that the
+// replicas follow each payload as it arrives ("$EOF:").
+func TestHostileSourcePayloads(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []sourceFault{faultJunk, faultTruncate, faultEOFInside, faultStall} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			primary, pc := startPrimary(t)
+			pc.MustDo(t, "DEBUG", "POPULATE", 2000, "key", 100)
+			r0, rc := startSource(t, primary, pc)
+			hs := startHostileSource(t, r0.Addr(), fault)
+			before := countForks(t, pc, rc)
+
+			_, xc := startProxyUnsynced(t, primary, append(sourceOf(hs.Addr()),
+				"--snapshot-from-fallback", "no", "--repl-timeout", "2", "--repl-log-size", "0")...)
+			srvs, rcs := startLoadingReplicas(t, xc.Addr())
+			redistest.WaitFor(t, 30*time.Second, "two spoilt payloads refused", func() bool {
+				return hs.Payloads.Load() >= 2 && xc.InfoInt(t, "proxy", "snapshot_fetch_failures") >= 2
+			})
+			for i, c := range rcs {
+				replicaSurvived(t, srvs[i], c)
+				if n := c.MustDo(t, "DBSIZE").Integer(); n != 0 {
+					t.Errorf("replica %d holds %d keys from spoilt payloads", i, n)
+				}
+			}
+			notJunkInDir(t, xc)
+			if fault == faultJunk || fault == faultEOFInside {
+				if n := xc.InfoInt(t, "proxy", "upstream_rdb_check_failures"); n < 1 {
+					t.Errorf("upstream_rdb_check_failures %d: the check did not refuse them", n)
+				}
+			}
+
+			hs.set(faultNone)
+			redistest.WaitSynced(t, pc, rcs...)
+			for i, c := range rcs {
+				replicaSurvived(t, srvs[i], c)
+				if a, b := pc.Digest(t), c.Digest(t); a != b {
+					t.Errorf("replica %d digest %s, primary %s", i, b, a)
+				}
+			}
+			srvs[1].Restart()
+			r1 := redistest.Dial(t, srvs[1].Addr())
+			redistest.WaitSynced(t, pc, r1)
+			if a, b := pc.Digest(t), r1.Digest(t); a != b {
+				t.Errorf("restarted replica digest %s, primary %s", b, a)
+			}
+			if got := pc.InfoInt(t, "stats", "total_forks"); got != before.primaryForks {
+				t.Errorf("primary total_forks %d→%d under snapshot-from-fallback no", before.primaryForks, got)
+			}
+		})
+	}
+}
+
+// startLoadingReplicas starts two real replicas of addr: one loading its
+// full syncs from the socket as the bytes arrive (repl-diskless-load
+// swapdb), which exits at the first byte of a corrupt RDB, and one loading
+// from a file once the payload is whole (the default).
+func startLoadingReplicas(t *testing.T, addr string) ([]*redistest.Server, []*redistest.Client) {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	var srvs []*redistest.Server
+	var cs []*redistest.Client
+	for _, load := range []string{"swapdb", "disabled"} {
+		s := redistest.StartServer(t, "--replicaof", host, port, "--repl-diskless-load", load)
+		srvs, cs = append(srvs, s), append(cs, redistest.Dial(t, s.Addr()))
+	}
+	return srvs, cs
+}
+
+// replicaSurvived fails the test if the replica srv exited on, or
+// reported, an RDB it could not load; c must still reach it.
+func replicaSurvived(t *testing.T, srv *redistest.Server, c *redistest.Client) {
+	t.Helper()
+	log, err := os.ReadFile(srv.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Redis 7.0 logs when it meets an RDB it cannot load, before it
+	// exits. A link cut mid-payload is not one of them: that is "Failure
+	// loading rdb format from socket, assuming connection error, resuming
+	// operation" (loading from the socket) or a short read of a file never
+	// completed, after which the replica goes on.
+	for _, bad := range []string{"Terminating server after rdb file reading failure", "Wrong RDB checksum",
+		"RDB ERROR DETECTED", "Unknown RDB encoding type"} {
+		if bytes.Contains(log, []byte(bad)) {
+			t.Errorf("replica %s logged %q: it was given a payload it could not load", srv.Addr(), bad)
+		}
+	}
+	if _, err := c.Do("PING"); err != nil {
+		t.Errorf("replica %s: %v", srv.Addr(), err)
+	}
+}
+
+// notJunkInDir fails the test if the proxy's snapshot in dir is the junk
+// payload: nothing refused is ever kept.
+func notJunkInDir(t *testing.T, xc *redistest.Client) {
+	t.Helper()
+	dir := xc.MustDo(t, "CONFIG", "GET", "dir").Array()[1].String()
+	b, err := os.ReadFile(filepath.Join(dir, snapfile.FileName))
+	if err != nil {
+		return // none kept
+	}
+	if bytes.Equal(b, redistest.JunkRDB()) || bytes.Contains(b, redistest.JunkRDB()[9:1000]) {
+		t.Errorf("the proxy's snapshot in dir holds the junk payload")
 	}
 }

@@ -39,6 +39,9 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 	// A replaced snapshot, still arriving, so the monitor keeps it: 128 MiB
 	// of blocks.
 	sn := replbuf.NewSnapshot(replid.New(), 0, p.pool, time.Now())
+	if err := sn.Append(redistest.RDBHead(held)); err != nil { // an RDB whose one value is held bytes long
+		t.Fatal(err)
+	}
 	chunk := make([]byte, 1<<20)
 	for range held / len(chunk) {
 		if err := sn.Append(chunk); err != nil {

@@ -29,6 +29,7 @@ func newUpstream(s *Server) *upstream.Link {
 			LinkFailures:   &st.UpstreamLinkFailures,
 			RDBBytes:       &st.UpstreamRDBBytes,
 			ChecksumFails:  &st.UpstreamChecksumFails,
+			RDBCheckFails:  &st.UpstreamRDBCheckFails,
 			StreamErrors:   &st.UpstreamStreamErrors,
 			QueryLimits:    &st.UpstreamQueryLimits,
 			ReplInputBytes: &st.ReplInputBytes,

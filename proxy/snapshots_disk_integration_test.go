@@ -10,6 +10,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/snapfile"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -50,9 +51,10 @@ func editSnapshotMeta(t testing.TB, dir string, edit func(*snapfile.Meta)) {
 // goes to dir as soon as it is complete (memory drops it, and it is no
 // eviction); after a clean restart a new replica, never synced, gets its full
 // sync from that file and the stream log after it, with no fork on the
-// primary, and ends with the primary's data. A file that is corrupt, or that
-// the log no longer continues, is not adopted (and removed, saying why): the
-// new replica then gets a fresh fetch.
+// primary, and ends with the primary's data. A file that is corrupt (by its
+// CRC64, or by the RDB walk though its metadata agrees with it), or that the
+// log no longer continues, is not adopted (and removed, saying why): the new
+// replica then gets a fresh fetch.
 func TestSnapshotOnDiskRestart(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -71,7 +73,16 @@ func TestSnapshotOnDiskRestart(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, false, "CRC64"},
+		}, false, snapfile.FileName + ": "}, // refused by the walk or by the CRC64, whichever meets the byte first
+		{"junk under a zero checksum, its metadata sound", func(t *testing.T, dir string) {
+			// What an attacker's source once had the proxy keep: the file
+			// and its metadata agree (size, CRC64), only the walk refuses it.
+			junk := redistest.JunkRDB()
+			if err := os.WriteFile(filepath.Join(dir, snapfile.FileName), junk, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			editSnapshotMeta(t, dir, func(m *snapfile.Meta) { m.Size, m.CRC64 = int64(len(junk)), rdbcheck.CRC64(0, junk) })
+		}, false, "corrupt RDB"},
 		{"stale: the log does not continue it", func(t *testing.T, dir string) {
 			editSnapshotMeta(t, dir, func(m *snapfile.Meta) { m.Offset -= 10 })
 		}, false, "not the stream after offset"},

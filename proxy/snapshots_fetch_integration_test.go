@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/big"
 	"runtime"
@@ -15,7 +14,7 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/snapfile"
 	"github.com/replproxy/replproxy/proxy/upstream"
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/rdbcheck"
 )
 
 // A fetched snapshot that may pass the memory limit goes to dir as it
@@ -86,11 +85,11 @@ func (r *rawReplica) payloadCRC() (size int64, crc uint64, err error) {
 		k, err := r.br.Read(buf[held:])
 		held += k
 		if held >= len(mark) && bytes.Equal(buf[held-len(mark):held], mark) {
-			crc = replbuf.CRC64(crc, buf[:held-len(mark)])
+			crc = rdbcheck.CRC64(crc, buf[:held-len(mark)])
 			return size + int64(held-len(mark)), crc, nil
 		}
 		if keep := min(held, len(mark)); held > keep {
-			crc = replbuf.CRC64(crc, buf[:held-keep])
+			crc = rdbcheck.CRC64(crc, buf[:held-keep])
 			size += int64(held - keep)
 			copy(buf, buf[held-keep:held])
 			held = keep
@@ -151,23 +150,20 @@ func testFetchedPayloadToDisk(t *testing.T, start func(t *testing.T, h *fakePrim
 		if err := hc.write(hc.fullResync() + "$EOF:" + string(mark) + "\r\n"); err != nil {
 			return err
 		}
-		var crc uint64
-		for sent := 0; sent < size-8; {
-			k := min(len(chunk), size-8-sent)
-			crc = replbuf.CRC64(crc, chunk[:k])
-			if err := hc.writeRaw(chunk[:k]); err != nil {
+		rdb := newRDBPieces(size, chunk)
+		for p, next := rdb.next(), 4<<20; p != nil; p = rdb.next() {
+			if err := hc.writeRaw(p); err != nil {
 				return err
 			}
-			sent += k
-			if sent%(4<<20) == 0 {
+			if rdb.sent >= next {
 				sample()
+				next += 4 << 20
 			}
 		}
-		trailer := binary.LittleEndian.AppendUint64(nil, crc)
 		mu.Lock()
-		sentCRC = replbuf.CRC64(crc, trailer)
+		sentCRC = rdb.CRC()
 		mu.Unlock()
-		if err := hc.writeRaw(append(trailer, mark...)); err != nil {
+		if err := hc.writeRaw(mark); err != nil {
 			return err
 		}
 		hc.awaitHangup()

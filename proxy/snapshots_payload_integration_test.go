@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"io"
 	"math/big"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/snapfile"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // payloadChunk is one piece of a large payload a fake primary sends: random
@@ -49,12 +47,10 @@ func TestArrivingPayloadCounted(t *testing.T) {
 	p, _, hc := startPayloadProxy(t, false, "--repl-log-size", "0")
 	xc := redistest.Dial(t, p.AddrString())
 	before := xc.InfoInt(t, "memory", "used_memory")
-	chunk := payloadChunk(t, 64<<10)
+	rdb := newRDBPieces(size, payloadChunk(t, 64<<10))
 	hc.mustWrite(t, hc.fullResync()+"$"+strconv.Itoa(size)+"\r\n")
-	var crc uint64
-	for sent := 0; sent < half; sent += len(chunk) {
-		crc = replbuf.CRC64(crc, chunk)
-		if err := hc.writeRaw(chunk); err != nil {
+	for rdb.sent < half {
+		if err := hc.writeRaw(rdb.next()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,16 +65,10 @@ func TestArrivingPayloadCounted(t *testing.T) {
 		t.Fatalf("arriving payload not counted: mem_snapshots %d, used_memory grew by %d, with %d bytes received", snap, used-before, half)
 	}
 	// The rest, with the RDB's CRC64 trailer: the sync completes.
-	for sent := half; sent < size-8; {
-		k := min(len(chunk), size-8-sent)
-		crc = replbuf.CRC64(crc, chunk[:k])
-		if err := hc.writeRaw(chunk[:k]); err != nil {
+	for p := rdb.next(); p != nil; p = rdb.next() {
+		if err := hc.writeRaw(p); err != nil {
 			t.Fatal(err)
 		}
-		sent += k
-	}
-	if err := hc.writeRaw(binary.LittleEndian.AppendUint64(nil, crc)); err != nil {
-		t.Fatal(err)
 	}
 	redistest.WaitFor(t, 10*time.Second, "snapshot complete", func() bool {
 		return xc.Info(t, "proxy")["snapshot_state"] == "complete"
@@ -98,7 +88,7 @@ func TestArrivingPayloadToDisk(t *testing.T) {
 	const bound = 16 << 20 // the heap may grow by this much at most: a quarter of the payload
 	p, _, hc := startPayloadProxy(t, true)
 	xc := redistest.Dial(t, p.AddrString())
-	chunk := payloadChunk(t, 64<<10)
+	rdb := newRDBPieces(size, payloadChunk(t, 64<<10))
 	mark := payloadChunk(t, 40)
 	for i := range mark { // the mark is printable, as Redis makes it
 		mark[i] = 'a' + mark[i]%26
@@ -114,21 +104,17 @@ func TestArrivingPayloadToDisk(t *testing.T) {
 		peakSnap = max(peakSnap, xc.InfoInt(t, "memory", "mem_snapshots"))
 	}
 	hc.mustWrite(t, hc.fullResync()+"$EOF:"+string(mark)+"\r\n")
-	var crc uint64
-	for sent := 0; sent < size-8; {
-		k := min(len(chunk), size-8-sent)
-		crc = replbuf.CRC64(crc, chunk[:k])
-		if err := hc.writeRaw(chunk[:k]); err != nil {
+	for p, next := rdb.next(), 8<<20; p != nil; p = rdb.next() {
+		if err := hc.writeRaw(p); err != nil {
 			t.Fatal(err)
 		}
-		sent += k
-		if sent%(8<<20) == 0 {
+		if rdb.sent >= next {
 			sample()
+			next += 8 << 20
 		}
 	}
-	trailer := binary.LittleEndian.AppendUint64(nil, crc)
-	crc = replbuf.CRC64(crc, trailer)
-	if err := hc.writeRaw(append(trailer, mark...)); err != nil {
+	crc := rdb.CRC()
+	if err := hc.writeRaw(mark); err != nil {
 		t.Fatal(err)
 	}
 	redistest.WaitFor(t, 30*time.Second, "the snapshot on disk", func() bool {
@@ -244,10 +230,10 @@ func TestDeclaredPayloadLargerThanMemory(t *testing.T) {
 			}
 		}, 0, "larger than memory may hold: 104857600 bytes declared, the machine's memory 67108864"},
 		{"EOF-marked past the machine's memory", 16 << 20, nil, func(t *testing.T, hc *fakeLink) {
-			chunk := payloadChunk(t, 64<<10)
+			rdb := newRDBPieces(24<<20, payloadChunk(t, 64<<10))
 			hc.mustWrite(t, hc.fullResync()+"$EOF:"+linkEOFMark+"\r\n")
-			for range 24 << 20 / len(chunk) {
-				if hc.writeRaw(chunk) != nil {
+			for p := rdb.next(); p != nil; p = rdb.next() {
+				if hc.writeRaw(p) != nil {
 					break
 				}
 			}

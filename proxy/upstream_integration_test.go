@@ -16,6 +16,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -314,7 +315,7 @@ func checkRDBTrailer(t testing.TB, rdb []byte) {
 	if trailer == 0 {
 		t.Fatal("RDB has no checksum: nothing was verified")
 	}
-	if got := replbuf.CRC64(0, body); got != trailer {
+	if got := rdbcheck.CRC64(0, body); got != trailer {
 		t.Fatalf("RDB checksum %016x, trailer %016x", got, trailer)
 	}
 }

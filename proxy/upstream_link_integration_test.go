@@ -17,6 +17,7 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
@@ -546,7 +547,8 @@ func TestLinkErrors(t *testing.T) {
 	sized := "$" + strconv.Itoa(len(rdb)) + "\r\n"
 	eof := "$EOF:" + linkEOFMark + "\r\n"
 	bad := slices.Clone(rdb)
-	bad[len(bad)/2] ^= 0x20 // one bit flipped in the middle: the CRC64 trailer no longer matches
+	bad[len(bad)-1] ^= 0x20             // one bit of the CRC64 trailer flipped: it no longer matches
+	junk := string(redistest.JunkRDB()) // REDIS0010, junk, the end opcode and a zero trailer: no checksum to fail
 
 	for _, tc := range []struct {
 		name       string
@@ -556,7 +558,8 @@ func TestLinkErrors(t *testing.T) {
 		is         error // the error must wrap this, if set
 		notIs      error // and must not wrap this, if set
 		contains   string
-		checksumOK bool // the checksum failure counter must stay
+		checksumOK bool // the checksum failure counter must count it
+		refused    bool // the RDB check refused it (upstream_rdb_check_failures)
 	}{
 		{name: "PING refused", script: linkReplies("-ERR unknown command 'PING'\r\n"), contains: "PING"},
 		{name: "AUTH refused", pass: "wrong", script: linkReplies("+PONG\r\n-WRONGPASS invalid username-password pair or user is disabled.\r\n+OK\r\n+OK\r\n"), contains: "AUTH refused"},
@@ -579,9 +582,12 @@ func TestLinkErrors(t *testing.T) {
 		{name: "closed mid-RDB sized", script: linkThenClose(full+sized, string(rdb[:100])), is: io.ErrUnexpectedEOF},
 		{name: "closed mid-RDB eof-mark", script: linkThenClose(full+eof, string(rdb[:100])), is: io.ErrUnexpectedEOF},
 		{name: "closed inside the EOF mark", script: linkThenClose(full+eof, string(rdb)+linkEOFMark[:20]), is: io.ErrUnexpectedEOF},
-		{name: "checksum mismatch sized", script: linkReplies(hs + full + sized + string(bad) + stream), is: replbuf.ErrChecksum, checksumOK: true},
-		{name: "checksum mismatch eof-mark", script: linkReplies(hs + full + eof + string(bad) + linkEOFMark), is: replbuf.ErrChecksum, checksumOK: true},
-		{name: "payload too short for an RDB", script: linkReplies(hs + full + "$4\r\nREDI" + stream), is: replbuf.ErrChecksum, checksumOK: true},
+		{name: "checksum mismatch sized", script: linkReplies(hs + full + sized + string(bad) + stream), is: rdbcheck.ErrChecksum, checksumOK: true, refused: true},
+		{name: "checksum mismatch eof-mark", script: linkReplies(hs + full + eof + string(bad) + linkEOFMark), is: rdbcheck.ErrChecksum, checksumOK: true, refused: true},
+		{name: "payload too short for an RDB", script: linkReplies(hs + full + "$4\r\nREDI" + stream), is: replbuf.ErrRefused, refused: true},
+		{name: "junk under a zero checksum sized", script: linkReplies(hs + full + "$" + strconv.Itoa(len(junk)) + "\r\n" + junk + stream), is: replbuf.ErrRefused, refused: true},
+		{name: "junk under a zero checksum eof-mark", script: linkReplies(hs + full + eof + junk + linkEOFMark), is: replbuf.ErrRefused, refused: true},
+		{name: "EOF mark inside the payload", script: linkReplies(hs + full + eof + string(rdb[:len(rdb)/2]) + linkEOFMark + string(rdb[len(rdb)/2:]) + linkEOFMark), is: replbuf.ErrRefused, refused: true},
 		{name: "primary silent after PSYNC", timeout: 200 * time.Millisecond, script: func(f *fakeLink) error {
 			if err := f.write(hs); err != nil {
 				return err
@@ -614,6 +620,9 @@ func TestLinkErrors(t *testing.T) {
 				}
 				if got, want := srv.stats.UpstreamChecksumFails.Load(), int64(b2i(tc.checksumOK)); got != want {
 					t.Errorf("upstream checksum failures %d, want %d", got, want)
+				}
+				if got, want := srv.stats.UpstreamRDBCheckFails.Load(), int64(b2i(tc.refused)); got != want {
+					t.Errorf("upstream RDB check failures %d, want %d", got, want)
 				}
 
 				// The same Server then syncs from a good primary.

@@ -30,9 +30,10 @@ var (
 	// file its producer wrote.
 	ErrWindowed = errors.New("replbuf: snapshot held in memory only as a window")
 
-	// ErrChecksum is returned when a snapshot's RDB CRC64 trailer does not
-	// match its bytes.
-	ErrChecksum = errors.New("replbuf: snapshot checksum mismatch")
+	// ErrRefused fails a snapshot whose bytes the RDB walk refused (it
+	// wraps rdbcheck's error: a *rdbcheck.CorruptError, rdbcheck.ErrChecksum,
+	// or a payload cut before the RDB's end).
+	ErrRefused = errors.New("replbuf: snapshot refused by the RDB check")
 
 	// ErrPublish is returned by Stream.Publish for an end before the published
 	// end or after the last filled byte.

@@ -1,12 +1,12 @@
 package replbuf
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc64"
 	"io"
 	"sync/atomic"
 	"time"
+
+	"github.com/replproxy/replproxy/rdbcheck"
 )
 
 // SnapshotState is where a snapshot is in its life.
@@ -15,9 +15,9 @@ type SnapshotState int32
 const (
 	// SnapshotBuilding: bytes are still arriving; readers may follow them.
 	SnapshotBuilding SnapshotState = iota
-	// SnapshotComplete: the last byte arrived and the checksum (when not zero) matched.
+	// SnapshotComplete: the last byte arrived and the walk passed the RDB's end.
 	SnapshotComplete
-	// SnapshotFailed: the transfer broke or the checksum did not match. Never served again.
+	// SnapshotFailed: the transfer broke or the walk refused it. Never served again.
 	SnapshotFailed
 )
 
@@ -33,24 +33,23 @@ func (st SnapshotState) String() string {
 	return fmt.Sprintf("SnapshotState(%d)", int32(st))
 }
 
-// rdbCRCTable is CRC-64/Jones as Redis uses it for RDB files (reflected,
-// polynomial 0xad93d23594c935a9, init 0, xorout 0). Read-only.
-var rdbCRCTable = crc64.MakeTable(0x95AC9329AC4BC9B5)
-
-// CRC64 updates a Redis CRC-64 (Jones) with p. Start from 0.
-// Go's crc64.Update inverts before and after; Redis's variant does neither.
-func CRC64(crc uint64, p []byte) uint64 {
-	return ^crc64.Update(^crc, rdbCRCTable, p)
-}
-
-// rdbTrailer is the RDB checksum's size: the last 8 bytes, little-endian.
-const rdbTrailer = 8
+// holdBack is how many of the last bytes received a building snapshot
+// keeps from its readers: an RDB's end opcode and 8-byte checksum, so that
+// no reader has the whole payload before Complete has the walk's verdict
+// on its end.
+const holdBack = 9
 
 // A Snapshot is an RDB payload taken at a point of the replication stream,
 // (ReplID, Offset): a full sync sends "+FULLRESYNC ReplID Offset", these bytes,
 // and then the stream from Offset+1. It is held in the same blocks as the
 // stream (from the same Pool) and read with the same cursors, so readers can
 // follow a snapshot while it is still arriving.
+//
+// Every byte is walked (rdbcheck) before any reader can see it: a payload
+// Redis's loader would refuse fails at the first byte found wrong, and the
+// last holdBack bytes received are published only once Complete has the
+// walk's verdict on the end marker and the checksum. A reader following a
+// payload that fails has only bytes that were walked, and never its end.
 //
 // One goroutine (the one receiving the RDB) is the producer: ReadOnce,
 // Append, Complete and Fail are its methods. Everything else is safe for
@@ -62,30 +61,29 @@ type Snapshot struct {
 
 	s     *Stream
 	state atomic.Int32 // a SnapshotState; producer-only writes
-	size  atomic.Int64 // bytes so far; producer-only writes
+	size  atomic.Int64 // bytes received so far, walked, published or held back; producer-only writes
 	// windowed: memory keeps only the latest bytes (Window); set by the
 	// producer.
 	windowed atomic.Bool
 
-	// Owned by the producer: the CRC over every byte that is certainly not
-	// part of the trailer (all but the last 8 received), and where it stopped.
-	crc    uint64
-	crcBlk *block
-	crcPos int
+	walk *rdbcheck.Walker // owned by the producer
+
+	// The last bytes received, which a building snapshot holds back from
+	// its readers (at most holdBack); owned by the producer.
+	held  [holdBack]byte
+	nheld int
 }
 
 // NewSnapshot returns an empty snapshot in the building state. The bytes come
 // from pool (nil: a private pool); now is its creation time.
 func NewSnapshot(replID string, offset int64, pool *Pool, now time.Time) *Snapshot {
 	s := NewStream(0, &Config{BacklogSize: -1, Pool: pool})
-	sn := &Snapshot{replID: replID, offset: offset, created: now, s: s}
-	sn.crcBlk = s.tail.Load()
-	return sn
+	return &Snapshot{replID: replID, offset: offset, created: now, s: s, walk: rdbcheck.NewWalker()}
 }
 
 // Window makes the snapshot keep in memory only about its latest n bytes
-// (at least two blocks, so that the running checksum and the trailer are
-// always held): older blocks go back to the pool at once and as new ones
+// (at least two blocks, so that the bytes held back are always held):
+// older blocks go back to the pool at once and as new ones
 // fill. It is for a payload the producer also writes to a file as it
 // arrives, which is then served from that file: a windowed snapshot has no
 // readers (NewReader fails), so nothing pins what it lets go. Producer-only,
@@ -121,102 +119,99 @@ func (sn *Snapshot) Usage() Usage { return sn.s.Usage() }
 func (sn *Snapshot) Readers() int { return sn.s.Usage().Cursors }
 
 // ReadOnce does one Read from r straight into the snapshot's blocks, like
-// Stream.ReadOnce, and returns the new bytes (valid until the next call).
+// Stream.ReadOnce, walks the new bytes and publishes them, but for the
+// last holdBack. It returns the new bytes (valid until the next call); a
+// walk that fails fails the snapshot, and ReadOnce returns no bytes and
+// the walk's error.
 func (sn *Snapshot) ReadOnce(r io.Reader) ([]byte, error) {
 	if sn.State() != SnapshotBuilding {
 		return nil, ErrClosed
 	}
-	p, err := sn.s.ReadOnce(r)
-	sn.added(len(p))
+	p, err := sn.s.Fill(r)
+	if len(p) > 0 {
+		if terr := sn.take(p); terr != nil {
+			return nil, terr
+		}
+	}
 	return p, err
 }
 
-// Append copies p into the snapshot.
+// Append copies p into the snapshot, walks it and publishes it, but for
+// the last holdBack bytes; a walk that fails fails the snapshot.
 func (sn *Snapshot) Append(p []byte) error {
 	if sn.State() != SnapshotBuilding {
 		return ErrClosed
 	}
-	if err := sn.s.Append(p); err != nil {
-		return err
+	for len(p) > 0 {
+		q, err := sn.s.FillCopy(p)
+		if err != nil {
+			return err
+		}
+		p = p[len(q):]
+		if err := sn.take(q); err != nil {
+			return err
+		}
 	}
-	sn.added(len(p))
 	return nil
 }
 
-// added advances the size and the running checksum, which trails the end by
-// the 8 bytes that may turn out to be the trailer.
-func (sn *Snapshot) added(n int) {
-	if n == 0 {
+// take walks p, the bytes just filled, and publishes every byte received
+// but the last holdBack; or fails the snapshot with the walk's error.
+func (sn *Snapshot) take(p []byte) error {
+	if _, err := sn.walk.Write(p); err != nil {
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		sn.Fail(err)
+		return err
+	}
+	sn.keepHeld(p)
+	size := sn.size.Add(int64(len(p)))
+	return sn.s.Publish(max(size-holdBack, sn.s.Offset()))
+}
+
+// keepHeld remembers the last holdBack bytes received, p the newest.
+func (sn *Snapshot) keepHeld(p []byte) {
+	if len(p) >= holdBack {
+		sn.nheld = copy(sn.held[:], p[len(p)-holdBack:])
 		return
 	}
-	size := sn.size.Add(int64(n))
-	sn.crcTo(size - rdbTrailer)
+	keep := min(sn.nheld, holdBack-len(p)) // of the bytes before p
+	copy(sn.held[:keep], sn.held[sn.nheld-keep:sn.nheld])
+	sn.nheld = keep + copy(sn.held[keep:], p)
 }
 
-// crcTo extends the running checksum to cover the first limit bytes.
-func (sn *Snapshot) crcTo(limit int64) {
-	for {
-		b := sn.crcBlk
-		done := b.start - 1 + int64(sn.crcPos) // bytes covered so far
-		if done >= limit {
-			return
-		}
-		end := min(int64(BlockSize), limit-(b.start-1))
-		sn.crc = CRC64(sn.crc, b.buf[sn.crcPos:end])
-		sn.crcPos = int(end)
-		if sn.crcPos < BlockSize {
-			return
-		}
-		next := b.next.Load()
-		if next == nil {
-			return
-		}
-		sn.crcBlk, sn.crcPos = next, 0
+// Held returns the bytes received that readers cannot see yet: the last
+// ones, held back until Complete (none after it). For the producer, which
+// writes a payload to a file as it arrives: the bytes before these can be
+// read, these cannot. The slice is valid until the next producer call.
+func (sn *Snapshot) Held() []byte {
+	if sn.State() != SnapshotBuilding {
+		return nil
 	}
+	return sn.held[:sn.nheld]
 }
 
-// Complete marks the last byte received. When the RDB's 8-byte CRC64 trailer
-// is not zero (zero means "checksum disabled", as in Redis) it must match the
-// bytes before it; if it does not, the snapshot fails with ErrChecksum.
-// Readers that follow the snapshot then see io.EOF after its last byte.
+// Complete marks the last byte received. The walk must have reached the
+// RDB's end with nothing after it (the end opcode, and the checksum, which
+// must match unless it is zero: "checksum disabled", as in Redis);
+// otherwise the snapshot fails with ErrRefused (and rdbcheck.ErrChecksum
+// for a checksum that does not match). Readers that follow the snapshot
+// are then given the bytes held back and see io.EOF after its last byte.
 func (sn *Snapshot) Complete() error {
 	if sn.State() != SnapshotBuilding {
 		return ErrClosed
 	}
-	size := sn.Size()
-	if size < rdbTrailer {
-		err := fmt.Errorf("%w: %d bytes is too short for an RDB", ErrChecksum, size)
+	if err := sn.walk.Close(); err != nil {
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
 		sn.Fail(err)
 		return err
 	}
-	var trailer [rdbTrailer]byte
-	sn.readAt(trailer[:], size-rdbTrailer)
-	if want := binary.LittleEndian.Uint64(trailer[:]); want != 0 && want != sn.crc {
-		err := fmt.Errorf("%w: trailer %016x, computed %016x", ErrChecksum, want, sn.crc)
+	if err := sn.s.Publish(sn.s.Filled()); err != nil {
 		sn.Fail(err)
 		return err
 	}
 	sn.state.Store(int32(SnapshotComplete))
 	sn.s.Close(nil)
 	return nil
-}
-
-// readAt copies the bytes at snapshot position off (0-based) into p. They must
-// have been received. Producer-only; used for the trailer.
-func (sn *Snapshot) readAt(p []byte, off int64) {
-	b := sn.crcBlk // at most one block behind the end: the trailer is near it
-	if b.start-1 > off {
-		panic("replbuf: snapshot trailer before the checksum position") // crcTo trails the end by 8
-	}
-	for len(p) > 0 {
-		i := int(off - (b.start - 1))
-		if i >= BlockSize {
-			b = b.next.Load()
-			continue
-		}
-		n := copy(p, b.buf[i:b.used.Load()])
-		p, off = p[n:], off+int64(n)
-	}
 }
 
 // Fail marks the snapshot failed: readers fail with an error wrapping err, and
@@ -226,6 +221,8 @@ func (sn *Snapshot) Fail(err error) {
 		return
 	}
 	sn.state.Store(int32(SnapshotFailed))
+	sn.walk.Close() // ends the walk's coroutine
+	sn.s.Discard()  // what was held back, or not walked, never reaches a reader
 	sn.s.Close(fmt.Errorf("replbuf: snapshot failed: %w", err))
 }
 

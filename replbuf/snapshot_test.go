@@ -1,30 +1,18 @@
 package replbuf
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/rdbcheck"
 )
 
-func TestCRC64CheckValue(t *testing.T) {
-	// The check value of CRC-64/Jones as Redis computes it (PROTOCOL §6).
-	if got := CRC64(0, []byte("123456789")); got != 0xe9c6d914c4b8d9ca {
-		t.Fatalf("crc64(123456789) = %016x", got)
-	}
-	// Incremental updates agree with one pass.
-	if got := CRC64(CRC64(0, []byte("1234")), []byte("56789")); got != 0xe9c6d914c4b8d9ca {
-		t.Fatalf("incremental crc64 = %016x", got)
-	}
-}
-
-// rdbLike returns n bytes followed by their CRC64 trailer.
-func rdbLike(n int) []byte {
-	p := pattern(1, n)
-	return binary.LittleEndian.AppendUint64(p, CRC64(0, p))
-}
+// rdbLike returns a valid RDB of n bytes (24 or more): one string key.
+func rdbLike(n int) []byte { return redistest.RDBOfSize(n, 1) }
 
 func TestSnapshotRealRDB(t *testing.T) {
 	rdb, err := os.ReadFile("../testdata/rdb/small.rdb") // saved by redis-cli --rdb from Redis 7.0
@@ -49,44 +37,57 @@ func TestSnapshotRealRDB(t *testing.T) {
 	}
 }
 
+// rdbSizes are RDB sizes around the block boundaries, from the smallest
+// with one key.
+var rdbSizes = []int{24, 30, 100, BlockSize - 8, BlockSize - 4, BlockSize, BlockSize + 3, 3*BlockSize + 11}
+
+// TestSnapshotChecksum: the walk's verdict on the trailer is the
+// snapshot's: a good CRC64 completes, a wrong one fails with
+// rdbcheck.ErrChecksum, a zero one (checksum disabled) completes; a
+// payload cut before its end fails.
 func TestSnapshotChecksum(t *testing.T) {
-	sizes := []int{0, 1, 7, 8, 100, BlockSize - 8, BlockSize - 4, BlockSize, BlockSize + 3, 3*BlockSize + 11}
-	for _, n := range sizes {
+	for _, n := range rdbSizes {
 		good := rdbLike(n)
 		t.Run("good", func(t *testing.T) {
 			sn := NewSnapshot("id", 0, nil, time.Now())
-			feed(t, sn, good, 5000)
+			fill(t, sn, good, 5000)
 			if err := sn.Complete(); err != nil {
 				t.Fatalf("%d bytes: %v", n, err)
 			}
 		})
 		t.Run("corrupt", func(t *testing.T) {
 			bad := append([]byte(nil), good...)
-			bad[len(bad)/2] ^= 1
+			bad[len(bad)-1] ^= 1
 			sn := NewSnapshot("id", 0, nil, time.Now())
-			feed(t, sn, bad, 5000)
-			if err := sn.Complete(); !errors.Is(err, ErrChecksum) || sn.State() != SnapshotFailed {
-				t.Fatalf("%d bytes corrupted: %v, state %v", n, err, sn.State())
+			// The walk refuses the trailer as it arrives; Complete then
+			// has nothing to complete.
+			err := feed(sn, bad, 5000)
+			if cerr := sn.Complete(); err == nil {
+				err = cerr
+			}
+			if !errors.Is(err, ErrRefused) || !errors.Is(err, rdbcheck.ErrChecksum) || sn.State() != SnapshotFailed {
+				t.Fatalf("%d bytes, trailer corrupted: %v, state %v", n, err, sn.State())
 			}
 		})
 		t.Run("zero trailer", func(t *testing.T) {
-			zero := append(pattern(1, n), make([]byte, 8)...)
+			zero := append(good[:len(good)-8:len(good)-8], make([]byte, 8)...)
 			sn := NewSnapshot("id", 0, nil, time.Now())
-			feed(t, sn, zero, 5000)
+			fill(t, sn, zero, 5000)
 			if err := sn.Complete(); err != nil {
 				t.Fatalf("checksum disabled: %v", err)
 			}
 		})
 	}
 	sn := NewSnapshot("id", 0, nil, time.Now())
-	sn.Append([]byte("short"))
-	if err := sn.Complete(); !errors.Is(err, ErrChecksum) {
-		t.Fatalf("5-byte RDB: %v", err)
+	sn.Append(rdbLike(100)[:50])
+	if err := sn.Complete(); !errors.Is(err, ErrRefused) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("an RDB cut half way: %v", err)
 	}
 }
 
-func feed(t testing.TB, sn *Snapshot, p []byte, chunk int) {
-	t.Helper()
+// feed reads p into sn with ReadOnce, chunk bytes at a time, and returns
+// the first error but io.EOF: the walk's, when it refuses a byte.
+func feed(sn *Snapshot, p []byte, chunk int) error {
 	r := &recordingReader{}
 	for len(p) > 0 {
 		k := min(chunk, len(p))
@@ -96,11 +97,19 @@ func feed(t testing.TB, sn *Snapshot, p []byte, chunk int) {
 	for {
 		_, err := sn.ReadOnce(r)
 		if err == io.EOF {
-			return
+			return nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
+	}
+}
+
+// fill is feed that fails the test on an error.
+func fill(t testing.TB, sn *Snapshot, p []byte, chunk int) {
+	t.Helper()
+	if err := feed(sn, p, chunk); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -120,6 +129,10 @@ func TestSnapshotFollowWhileBuilding(t *testing.T) {
 		sn.Append(p[:k])
 		p = p[k:]
 		got = append(got, drain(t, r)...)
+		// The RDB's end opcode and checksum: never seen before Complete.
+		if held := len(payload) - len(p) - len(got); held < 9 {
+			t.Fatalf("a reader had %d of %d bytes received: %d held back, want at least 9", len(got), len(payload)-len(p), held)
+		}
 	}
 	if sn.State() != SnapshotBuilding {
 		t.Fatal("complete before Complete")
@@ -133,6 +146,7 @@ func TestSnapshotFollowWhileBuilding(t *testing.T) {
 	if err := waitCtx(t, r, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	got = append(got, drain2(t, r)...) // the end, held back until Complete
 	if _, err := r.Pending(); !isEOF(err) {
 		t.Fatalf("after the last byte: %v", err)
 	}
@@ -164,7 +178,7 @@ func TestSnapshotFollowWhileBuilding(t *testing.T) {
 func TestSnapshotSharesPoolAndReleases(t *testing.T) {
 	pool := NewPool(64)
 	sn := NewSnapshot("id", 1, pool, time.Now())
-	sn.Append(rdbLike(10 * BlockSize))
+	sn.Append(rdbLike(10*BlockSize + 100))
 	sn.Complete()
 	if u := sn.Usage(); u.Blocks != 11 || u.Total != 11*BlockFootprint {
 		t.Fatalf("usage %+v", u)
@@ -189,7 +203,7 @@ func TestSnapshotSharesPoolAndReleases(t *testing.T) {
 // has no readers.
 func TestSnapshotWindow(t *testing.T) {
 	const window = 4 * BlockSize
-	for _, n := range []int{0, 100, BlockSize, 3*BlockSize + 5, 200*BlockSize + 11} {
+	for _, n := range []int{24, 100, BlockSize, 3*BlockSize + 5, 200*BlockSize + 11} {
 		for _, bad := range []bool{false, true} {
 			for _, byAppend := range []bool{false, true} {
 				rdb := rdbLike(n)
@@ -203,18 +217,17 @@ func TestSnapshotWindow(t *testing.T) {
 					sn.Window(window)
 				}
 				peak := int64(0)
-				for p := rdb; len(p) > 0; {
+				var err error // the walk's refusal of the bad trailer, as it arrives
+				for p := rdb; len(p) > 0 && err == nil; {
 					if !sn.Windowed() && len(rdb)-len(p) >= late {
 						sn.Window(window)
 						peak = 0
 					}
 					k := min(5000, len(p))
 					if byAppend {
-						if err := sn.Append(p[:k]); err != nil {
-							t.Fatal(err)
-						}
+						err = sn.Append(p[:k])
 					} else {
-						feed(t, sn, p[:k], k)
+						err = feed(sn, p[:k], k)
 					}
 					p = p[k:]
 					peak = max(peak, sn.Usage().Blocks)
@@ -225,8 +238,10 @@ func TestSnapshotWindow(t *testing.T) {
 				if most := int64(window/BlockSize + 2); peak > most {
 					t.Fatalf("%d bytes: %d blocks held at the peak, want at most %d", n, peak, most)
 				}
-				err := sn.Complete()
-				if bad != (err != nil) || bad && !errors.Is(err, ErrChecksum) {
+				if cerr := sn.Complete(); err == nil {
+					err = cerr
+				}
+				if bad != (err != nil) || bad && !errors.Is(err, rdbcheck.ErrChecksum) {
 					t.Fatalf("%d bytes, bad trailer %v: Complete = %v", n, bad, err)
 				}
 				if _, err := sn.NewReader(); !bad && !errors.Is(err, ErrWindowed) {
@@ -235,5 +250,85 @@ func TestSnapshotWindow(t *testing.T) {
 				sn.Release()
 			}
 		}
+	}
+}
+
+// TestSnapshotRefusedWhileBuilding: bytes no RDB can hold fail the snapshot
+// at the Append that brings them, before a reader sees them: a reader
+// following it has only bytes before them, and then the walk's error; and
+// the snapshot is never served again.
+func TestSnapshotRefusedWhileBuilding(t *testing.T) {
+	junk := make([]byte, 4096) // as a type byte, 0xaf is no RDB type or opcode
+	for i := range junk {
+		junk[i] = 0xaf
+	}
+	for _, n := range []int{24, BlockSize + 100, 3 * BlockSize} {
+		good := rdbLike(n)
+		// After the header, or after the key: where a type byte comes.
+		for _, cut := range []int{9, len(good) - holdBack} {
+			sn := NewSnapshot("id", 7, nil, time.Now())
+			r, err := sn.NewReader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sn.Append(good[:cut]); err != nil {
+				t.Fatalf("%d bytes cut at %d: the good part refused: %v", n, cut, err)
+			}
+			got := drain(t, r)
+			err = sn.Append(junk)
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("%d bytes cut at %d: junk taken: %v", n, cut, err)
+			}
+			var corrupt *rdbcheck.CorruptError
+			if !errors.As(err, &corrupt) {
+				t.Errorf("%d bytes cut at %d: %v is not a *rdbcheck.CorruptError", n, cut, err)
+			}
+			if sn.State() != SnapshotFailed {
+				t.Fatalf("%d bytes cut at %d: state %v after junk", n, cut, sn.State())
+			}
+			if _, err := r.Pending(); !errors.Is(err, ErrRefused) {
+				t.Fatalf("%d bytes cut at %d: the reader's next Pending: %v, want the walk's error", n, cut, err)
+			}
+			if len(got) > cut || string(got) != string(good[:len(got)]) {
+				t.Fatalf("%d bytes cut at %d: the reader had %d bytes, not a prefix of the good ones", n, cut, len(got))
+			}
+			if _, err := sn.NewReader(); err == nil {
+				t.Fatalf("%d bytes cut at %d: a refused snapshot served again", n, cut)
+			}
+			sn.Release()
+		}
+	}
+}
+
+// TestSnapshotHeld: what a reader can see and Held are, together, every
+// byte received, whatever the sizes of the pieces; Held is empty once the
+// snapshot is complete.
+func TestSnapshotHeld(t *testing.T) {
+	rdb := rdbLike(BlockSize + 100)
+	for _, chunk := range []int{1, 2, 8, 9, 10, 4000} {
+		sn := NewSnapshot("id", 0, nil, time.Now())
+		r, err := sn.NewReader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []byte
+		for p := rdb; len(p) > 0; {
+			k := min(chunk, len(p))
+			if err := sn.Append(p[:k]); err != nil {
+				t.Fatal(err)
+			}
+			p = p[k:]
+			seen = append(seen, drain(t, r)...)
+			if got, want := string(seen)+string(sn.Held()), string(rdb[:len(rdb)-len(p)]); got != want {
+				t.Fatalf("chunks of %d, %d bytes in: readable and held make %d bytes, not those received", chunk, len(want), len(got))
+			}
+		}
+		if err := sn.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		if h := sn.Held(); len(h) != 0 {
+			t.Fatalf("chunks of %d: %d bytes held after Complete", chunk, len(h))
+		}
+		sn.Release()
 	}
 }

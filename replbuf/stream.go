@@ -134,9 +134,9 @@ func (s *Stream) BacklogSize() int64 { return s.backlogSize.Load() }
 //
 // The returned slice aliases a block: the producer may scan it but must not
 // modify it, and it is valid only until the next call of a producer method.
-// Fill, FillBuffers, Publish, Discard, ReadOnce, ReadFrom, Append, Reset and
-// Close are the producer's methods: they must not be called concurrently
-// with each other.
+// Fill, FillCopy, FillBuffers, Publish, Discard, ReadOnce, ReadFrom, Append,
+// Reset and Close are the producer's methods: they must not be called
+// concurrently with each other.
 func (s *Stream) Fill(r io.Reader) ([]byte, error) {
 	if s.closed.Load() != nil {
 		return nil, ErrClosed
@@ -346,16 +346,32 @@ func (s *Stream) Append(p []byte) error {
 		return s.Publish(s.filled.Load())
 	}
 	for len(p) > 0 {
-		b, pos := s.fillSpace()
-		n := copy(b.buf[pos:], p)
-		p = p[n:]
+		q, err := s.FillCopy(p)
+		if err != nil {
+			return err
+		}
+		p = p[len(q):]
 		// Block by block, so that readers follow a long payload as it is
 		// copied and the backlog is trimmed as it goes.
-		if err := s.Publish(s.filled.Add(int64(n))); err != nil {
+		if err := s.Publish(s.filled.Load()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// FillCopy is Fill from bytes already in memory: it copies as much of p as
+// the free space after the last filled byte takes (the rest of the tail,
+// or a new block), without publishing it, and returns the filled bytes,
+// with Fill's rules for the slice.
+func (s *Stream) FillCopy(p []byte) ([]byte, error) {
+	if s.closed.Load() != nil {
+		return nil, ErrClosed
+	}
+	b, pos := s.fillSpace()
+	n := copy(b.buf[pos:], p)
+	s.filled.Add(int64(n))
+	return b.buf[pos : pos+n : pos+n], nil
 }
 
 // publish makes t's bytes up to used visible, end being the offset of the

@@ -19,14 +19,14 @@ const module = "github.com/replproxy/replproxy"
 // entry ending in "/..." allows that folder and everything below it.
 var allowed = map[string][]string{
 	"replid":    {},
-	"replbuf":   {},
 	"rdbcheck":  {},
+	"replbuf":   {"rdbcheck"},
 	"eviction":  {"replbuf"},
 	"streamlog": {"internal/safefile", "replid"},
 
 	"proxy/wire":        {},
 	"proxy/config":      {"eviction", "proxy/wire"},
-	"proxy/upstream":    {"replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
+	"proxy/upstream":    {"rdbcheck", "replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
 	"proxy/linkzstd":    {},
 	"proxy/metrics":     {},
 	"proxy/commanddocs": {"proxy/wire"},
@@ -36,11 +36,11 @@ var allowed = map[string][]string{
 	"proxy/listen":      {},
 	"proxy/clientlist":  {},
 	"proxy/acl":         {"proxy/wire"},
-	"proxy/snapfile":    {"internal/safefile", "replbuf", "replid"},
+	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
 	// interfaces it declares (Source, Host): neither is in its row.
-	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "replbuf"},
+	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "rdbcheck", "replbuf"},
 	// The replica reads its plan's snapshot file (history.Plan.Spilled)
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.
@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"internal/chaos":     {},
 	"internal/layering":  {},
 	"internal/netns":     {},
-	"internal/redistest": {},
+	"internal/redistest": {"rdbcheck"},
 	"internal/safefile":  {},
 
 	// bench/ is a module of its own (bench/go.mod), walked here all the

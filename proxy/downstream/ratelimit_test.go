@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // paceConn is the connection under a pacer in the tests: it records each
@@ -324,8 +321,7 @@ func TestReplicaPacedPayload(t *testing.T) {
 			e := newTestEnv(t)
 			e.host.rate.Store(2 << 20)
 			st := e.hist.Stream()
-			payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB, then its CRC64 trailer
-			payload = binary.LittleEndian.AppendUint64(payload, replbuf.CRC64(0, payload))
+			payload := redistest.RDBWith(bytes.Repeat([]byte("0123456789abcdef"), 1<<16)) // an RDB of 1 MiB
 			plan := e.fullSyncPlan(t, payload)
 			id := plan.ReplID
 			hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: proxy}
@@ -384,7 +380,7 @@ func TestReplicaPacedCompressedPayload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t)
 			e.host.rate.Store(tc.rate)
-			payload := binary.LittleEndian.AppendUint64(slices.Clone(tc.payload), replbuf.CRC64(0, tc.payload))
+			payload := redistest.RDBWith(tc.payload)
 			plan := e.fullSyncPlan(t, payload)
 			id := plan.ReplID
 			hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}

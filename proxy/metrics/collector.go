@@ -62,6 +62,8 @@ var metricSpecs = []metricSpec{
 		number(func(f *Figures) int64 { return f.UpstreamRDBBytes })},
 	{"upstream_checksum_failures_total", counter, "Snapshots whose CRC64 did not match (upstream_checksum_failures).", nil,
 		number(func(f *Figures) int64 { return f.UpstreamChecksumFailures })},
+	{"upstream_rdb_check_failures_total", counter, "Snapshots from the primary or the snapshot source that the RDB check refused: a structure Redis's loader refuses, an RDB version this proxy does not know, a payload that ends before the RDB does, or a checksum that does not match (upstream_rdb_check_failures).", nil,
+		number(func(f *Figures) int64 { return f.UpstreamRDBCheckFailures })},
 	{"upstream_stream_errors_total", counter, "Links dropped for stream bytes the scanner refused (upstream_stream_errors).", nil,
 		number(func(f *Figures) int64 { return f.UpstreamStreamErrors })},
 	{"upstream_query_buffer_limit_drops_total", counter, "Links dropped for unpublished stream bytes over master-query-buffer-limit (upstream_query_buffer_limit_drops).", nil,

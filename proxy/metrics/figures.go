@@ -29,6 +29,7 @@ type Figures struct {
 	UpstreamLinkFailures          int64
 	UpstreamRDBBytes              int64
 	UpstreamChecksumFailures      int64
+	UpstreamRDBCheckFailures      int64
 	UpstreamStreamErrors          int64
 	UpstreamQueryBufferLimitDrops int64
 

@@ -30,6 +30,7 @@ func (r *Report) Figures() metrics.Figures {
 		UpstreamLinkFailures:          st.UpstreamLinkFailures,
 		UpstreamRDBBytes:              st.UpstreamRDBBytes,
 		UpstreamChecksumFailures:      st.UpstreamChecksumFails,
+		UpstreamRDBCheckFailures:      st.UpstreamRDBCheckFails,
 		UpstreamStreamErrors:          st.UpstreamStreamErrors,
 		UpstreamQueryBufferLimitDrops: st.UpstreamQueryLimits,
 

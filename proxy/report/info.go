@@ -278,6 +278,7 @@ func writeInfoProxy(w infoWriter, r *Report) {
 	w.kv("upstream_link_failures", st.UpstreamLinkFailures)
 	w.kv("upstream_rdb_bytes", st.UpstreamRDBBytes)
 	w.kv("upstream_checksum_failures", st.UpstreamChecksumFails)
+	w.kv("upstream_rdb_check_failures", st.UpstreamRDBCheckFails)
 	w.kv("upstream_stream_errors", st.UpstreamStreamErrors)
 	w.kv("upstream_query_buffer_limit_drops", st.UpstreamQueryLimits)
 	w.kv("link_corrupt_errors", st.UpstreamLinkCorrupt)

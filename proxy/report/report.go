@@ -185,7 +185,7 @@ type Counters struct {
 
 	UpstreamConnects, UpstreamFullSyncs, UpstreamPartialSyncs, UpstreamLinkFailures    int64
 	UpstreamRDBBytes, UpstreamChecksumFails, UpstreamStreamErrors, UpstreamQueryLimits int64
-	UpstreamLinkCorrupt                                                                int64
+	UpstreamLinkCorrupt, UpstreamRDBCheckFails                                         int64
 
 	SnapshotFetchBytes             int64
 	Fetches                        snapshots.Counts       // package snapshots' own

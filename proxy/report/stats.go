@@ -33,6 +33,7 @@ type Stats struct {
 	UpstreamLinkFailures  atomic.Int64           // link attempts or links that ended with an error
 	UpstreamRDBBytes      atomic.Int64           // RDB payload bytes received
 	UpstreamChecksumFails atomic.Int64           // snapshots whose CRC64 did not match
+	UpstreamRDBCheckFails atomic.Int64           // snapshots the RDB check refused, UpstreamChecksumFails' included
 	UpstreamStreamErrors  atomic.Int64           // links dropped for stream bytes the scanner refused
 	UpstreamQueryLimits   atomic.Int64           // links dropped for unpublished bytes over master-query-buffer-limit
 	UpstreamLinkCorrupt   atomic.Int64           // link_corrupt_errors: links, main or side, ended by corrupt compressed input
@@ -101,6 +102,7 @@ func (st *Stats) Read() Counters {
 		UpstreamLinkFailures:  st.UpstreamLinkFailures.Load(),
 		UpstreamRDBBytes:      st.UpstreamRDBBytes.Load(),
 		UpstreamChecksumFails: st.UpstreamChecksumFails.Load(),
+		UpstreamRDBCheckFails: st.UpstreamRDBCheckFails.Load(),
 		UpstreamStreamErrors:  st.UpstreamStreamErrors.Load(),
 		UpstreamQueryLimits:   st.UpstreamQueryLimits.Load(),
 		UpstreamLinkCorrupt:   st.UpstreamLinkCorrupt.Load(),

@@ -19,7 +19,8 @@
 //     Fstat, same file and size), and Remove removes it only if the name
 //     still refers to it.
 //   - Load reads the metadata and verifies the file it describes (a regular
-//     file of that size whose CRC64 matches, read whole), for a restart.
+//     file of that size whose CRC64 matches and that the RDB walk,
+//     package rdbcheck, accepts: read whole, once), for a restart.
 //   - RemoveLeftovers removes what earlier runs left (an unfinished
 //     temporary file, a file a restart cannot serve, the names of earlier
 //     versions) and nothing else; FreeSpace is what dir's file system still

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/safefile"
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -21,7 +21,7 @@ type Meta struct {
 	ReplID  string `json:"replid"`
 	Offset  int64  `json:"offset"`
 	Size    int64  `json:"size"`
-	CRC64   uint64 `json:"crc64"`   // replbuf.CRC64 of the whole file
+	CRC64   uint64 `json:"crc64"`   // rdbcheck.CRC64 of the whole file
 	Created int64  `json:"created"` // when the snapshot was taken, Unix nanoseconds
 }
 
@@ -41,7 +41,8 @@ func writeMeta(root *os.Root, m Meta, random io.Reader) error {
 }
 
 // Load reads MetaName in dir and verifies the file it describes: a regular
-// file of that size whose CRC64 matches (read whole). An error that
+// file of that size whose CRC64 matches and that the RDB walk accepts (read
+// whole, once). An error that
 // errors.Is fs.ErrNotExist means nothing to adopt (no metadata: nothing
 // written, or a crash mid-write).
 func Load(dir string) (*File, error) {
@@ -63,12 +64,24 @@ func Load(dir string) (*File, error) {
 	if fi.Size() != m.Size {
 		return nil, fmt.Errorf("%s holds %d bytes, its metadata says %d", FileName, fi.Size(), m.Size)
 	}
+	// One read checks both what was written (the metadata's CRC64 of the
+	// file) and that it is an RDB a replica loads (the walk), as every
+	// payload is checked before it is served.
 	var sum crc64Writer
-	if n, err := io.Copy(&sum, f); err != nil || n != m.Size {
+	walk := rdbcheck.NewWalker()
+	n, err := io.Copy(io.MultiWriter(&sum, walk), f) // a byte the walk refuses ends it, with the walk's error
+	var corrupt *rdbcheck.CorruptError
+	if errors.As(err, &corrupt) {
+		return nil, fmt.Errorf("%s: not an RDB a replica loads: %w", FileName, err)
+	}
+	if err != nil || n != m.Size {
 		return nil, fmt.Errorf("reading %s: %d of %d bytes: %w", FileName, n, m.Size, err)
 	}
 	if sum.crc != m.CRC64 {
 		return nil, fmt.Errorf("%s: CRC64 %016x, its metadata says %016x", FileName, sum.crc, m.CRC64)
+	}
+	if err := walk.Close(); err != nil {
+		return nil, fmt.Errorf("%s: %w", FileName, err)
 	}
 	sp.Info = fi
 	return sp, nil
@@ -98,10 +111,10 @@ func readMeta(root *os.Root) (Meta, error) {
 	return m, nil
 }
 
-// crc64Writer sums what is written to it with replbuf.CRC64.
+// crc64Writer sums what is written to it with rdbcheck.CRC64.
 type crc64Writer struct{ crc uint64 }
 
 func (w *crc64Writer) Write(p []byte) (int, error) {
-	w.crc = replbuf.CRC64(w.crc, p)
+	w.crc = rdbcheck.CRC64(w.crc, p)
 	return len(p), nil
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -15,8 +16,8 @@ import (
 // never panics, and a snapshot is adopted only when the metadata is valid
 // and names the file on disk by its exact size and CRC64.
 func FuzzMeta(f *testing.F) {
-	rdb := []byte("REDIS0010 a snapshot's bytes")
-	crc := replbuf.CRC64(0, rdb)
+	rdb := redistest.RDBWith([]byte("a snapshot's bytes"))
+	crc := rdbcheck.CRC64(0, rdb)
 	good, _ := json.Marshal(Meta{ReplID: replid.New(), Offset: 100, Size: int64(len(rdb)), CRC64: crc, Created: 1})
 	write := func(tb testing.TB, dir string, meta []byte) {
 		for name, b := range map[string][]byte{FileName: rdb, MetaName: meta} {

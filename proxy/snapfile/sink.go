@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/safefile"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -35,7 +36,7 @@ type Sink struct {
 	dir  string
 	opt  Options
 	meta Meta   // the snapshot's identity; Size and CRC64 are completed by Close
-	crc  uint64 // replbuf.CRC64 of what was written, when opt.WithMeta
+	crc  uint64 // rdbcheck.CRC64 of what was written, when opt.WithMeta
 }
 
 // Create starts a snapshot file in dir for the snapshot taken at (replID,
@@ -57,7 +58,7 @@ func Create(dir, replID string, offset int64, created time.Time, opt Options) (*
 // Write appends p to the file.
 func (w *Sink) Write(p []byte) (int, error) {
 	if w.opt.WithMeta {
-		w.crc = replbuf.CRC64(w.crc, p)
+		w.crc = rdbcheck.CRC64(w.crc, p)
 	}
 	return w.p.Write(p)
 }
@@ -84,7 +85,7 @@ func (w *Sink) CopyFrom(ctx context.Context, rd *replbuf.Cursor) error {
 		}
 		if w.opt.WithMeta {
 			for _, b := range *bufs {
-				w.crc = replbuf.CRC64(w.crc, b)
+				w.crc = rdbcheck.CRC64(w.crc, b)
 			}
 		}
 		n, err := bufs.WriteTo(w.p)

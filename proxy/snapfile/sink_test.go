@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
 )
@@ -41,8 +42,8 @@ func completeSnapshot(t testing.TB, replID string, offset int64, data []byte) *r
 	return sn
 }
 
-// TestSinkCloseAndLoad: a file written through a Sink, from a snapshot's
-// cursor and with Write, lands under FileName in one rename, with metadata
+// TestSinkCloseAndLoad: a file written through a Sink from a snapshot's
+// cursor lands under FileName in one rename, with metadata
 // that Load accepts and that names it by size and CRC64; nothing temporary
 // is left.
 func TestSinkCloseAndLoad(t *testing.T) {
@@ -65,14 +66,11 @@ func TestSinkCloseAndLoad(t *testing.T) {
 	if err := w.CopyFrom(context.Background(), rd); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write([]byte("tail")); err != nil {
-		t.Fatal(err)
-	}
 	file, err := w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(slices.Clone(data), "tail"...)
+	want := data
 	if got := dirNames(t, dir); !slices.Equal(got, []string{MetaName, FileName}) {
 		t.Fatalf("dir holds %q, want the file and its metadata only", got)
 	}
@@ -165,5 +163,41 @@ func TestSinkSkipsPlantedNames(t *testing.T) {
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, FileName)); err != nil || !fi.Mode().IsRegular() {
 		t.Fatalf("%s: %v %v, want the regular file in place of the link", FileName, fi, err)
+	}
+}
+
+// TestLoadWalksTheFile: a file whose metadata is sound and whose CRC64
+// matches it is still refused at start when it is not an RDB a replica
+// loads (the RDB walk), whether it was written whole by Write or ends
+// with bytes after the RDB's end; a good one written by Write loads.
+func TestLoadWalksTheFile(t *testing.T) {
+	good := redistest.RDBWith([]byte("value"))
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"an RDB", good, true},
+		{"junk under a zero checksum", redistest.JunkRDB(), false},
+		{"bytes after the RDB's end", append(slices.Clone(good), "tail"...), false},
+		{"an RDB cut short", good[:len(good)-3], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := Create(dir, replid.New(), 5, time.Now(), Options{WithMeta: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Load(dir)
+			if tc.ok != (err == nil) {
+				t.Fatalf("Load: %v, want it to succeed: %v", err, tc.ok)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -101,7 +102,7 @@ func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 			}
 		}
 		if from == "" {
-			k.log.Warn("snapshot fetch failed", "error", err, "next-attempt-in-ms", wait.Milliseconds())
+			k.log.Warn("snapshot fetch failed", "error", err, "retry-in-ms", wait.Milliseconds())
 		}
 		if started {
 			return
@@ -293,7 +294,7 @@ func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Sna
 // just after it all the same (History.AttachFiltered), as after a fork.
 func (k *Keeper) emptyRDB() (*replbuf.Snapshot, error) {
 	rdb := []byte("REDIS0010\xff")
-	rdb = binary.LittleEndian.AppendUint64(rdb, replbuf.CRC64(0, rdb))
+	rdb = binary.LittleEndian.AppendUint64(rdb, rdbcheck.CRC64(0, rdb))
 	sn := replbuf.NewSnapshot(k.hist.Identity().ReplID, k.hist.Stream().Offset(), nil, time.Now())
 	if err := sn.Append(rdb); err != nil {
 		sn.Release()

@@ -230,14 +230,16 @@ func (p *payloadFile) Write(b []byte) error {
 }
 
 // writeHeld writes every byte sn holds so far, all in memory (it is not yet
-// windowed), to w.
+// windowed), to w: those a reader can see, then the last ones, which the
+// snapshot holds back from readers until it is complete (Held).
 func (p *payloadFile) writeHeld(w *snapfile.Sink) error {
 	rd, err := p.sn.NewReader()
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	for left := p.sn.Size(); left > 0; {
+	held := p.sn.Held()
+	for left := p.sn.Size() - int64(len(held)); left > 0; {
 		bufs, err := rd.Pending()
 		if err != nil {
 			return err
@@ -260,7 +262,8 @@ func (p *payloadFile) writeHeld(w *snapfile.Sink) error {
 		}
 		left -= n
 	}
-	return nil
+	_, err = w.Write(held)
+	return err
 }
 
 func (p *payloadFile) Commit() error {

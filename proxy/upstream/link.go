@@ -199,6 +199,7 @@ type Counters struct {
 	LinkFailures   *atomic.Int64 // link attempts or links that ended with an error
 	RDBBytes       *atomic.Int64 // payload bytes received by the main link
 	ChecksumFails  *atomic.Int64 // snapshots whose CRC64 did not match
+	RDBCheckFails  *atomic.Int64 // snapshots the RDB check refused (those of ChecksumFails included)
 	StreamErrors   *atomic.Int64 // links dropped for stream bytes the scanner refused
 	QueryLimits    *atomic.Int64 // links dropped for unpublished bytes past Host.QueryLimit
 	ReplInputBytes *atomic.Int64 // every byte from the primary, main and side links

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/wire"
+	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -90,7 +91,10 @@ func (c *session) readPayload(replID string, offset int64, started func(*replbuf
 	}
 	if err == nil {
 		err = sn.Complete()
-		if errors.Is(err, replbuf.ErrChecksum) {
+	}
+	if errors.Is(err, replbuf.ErrRefused) {
+		c.l.counters.RDBCheckFails.Add(1)
+		if errors.Is(err, rdbcheck.ErrChecksum) {
 			c.l.counters.ChecksumFails.Add(1)
 		}
 	}

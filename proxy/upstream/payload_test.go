@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"net"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
-	"github.com/replproxy/replproxy/replbuf"
 )
 
 // fakeSink is a PayloadSink that keeps what it is given, and fails with
@@ -45,7 +43,7 @@ func (s *fakeSink) Abort()        { s.aborted++ }
 func TestPayloadSink(t *testing.T) {
 	body := make([]byte, 300<<10)
 	rand.Read(body)
-	rdb := binary.LittleEndian.AppendUint64(body, replbuf.CRC64(0, body))
+	rdb := redistest.RDBWith(body)
 	mark := strings.Repeat("m", eofMarkLen)
 	for _, tc := range []struct {
 		name string

@@ -116,12 +116,12 @@ func (h *testHost) AckOffset(applied int64) Ack {
 func newTestLink(t *testing.T, target Target, opts Options) (*Link, *testHost) {
 	t.Helper()
 	h := newTestHost(t, target)
-	var c [11]atomic.Int64
+	var c [12]atomic.Int64
 	opts.Pool = replbuf.NewPool(0)
 	opts.Counters = Counters{
 		Connects: &c[0], FullSyncs: &c[1], PartialSyncs: &c[2], LinkFailures: &c[3], RDBBytes: &c[4],
 		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
-		QueryLimits: &c[9], LinkCorrupt: &c[10],
+		QueryLimits: &c[9], LinkCorrupt: &c[10], RDBCheckFails: &c[11],
 	}
 	return New(h, opts), h
 }

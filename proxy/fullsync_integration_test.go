@@ -163,3 +163,38 @@ func TestEOFReplicaWithoutAckTimesOut(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedFullSyncsBackOff: replicas that fail every full sync (they
+// hang up as soon as the payload starts, as a replica killed by the OOM
+// killer, or too slow under contention, would) while every full sync needs
+// a new snapshot do not each cost the primary a fork: each failed full sync
+// holds back the next fetch by one more backoff step, so that over a window
+// the primary forks at most once per step.
+func TestFailedFullSyncsBackOff(t *testing.T) {
+	t.Parallel()
+	const window = 10 * time.Second
+	h := startFakePrimary(t, fakeGoodMain(0), func(hc *fakeLink) error { return hc.goodFetch() })
+	p := startHostileProxy(t, h, "--repl-log-size", "0")
+	start := time.Now()
+	attempts := 0
+	for time.Since(start) < window {
+		p.hist.Retire(p.hist.Newest(), false) // every full sync needs a new snapshot
+		r := dialRawReplica(t, p, true)
+		line, err := r.psync("?", "-1")
+		if err != nil || !strings.HasPrefix(line, "+FULLRESYNC") {
+			t.Fatalf("PSYNC ? -1: %q %v", line, err)
+		}
+		r.conn.Close() // the full sync fails: the replica is gone before it has loaded it
+		attempts++
+		redistest.WaitFor(t, 5*time.Second, "the proxy saw the replica go", func() bool {
+			return len(p.clients.replicaList()) == 0
+		})
+	}
+	elapsed := time.Since(start)
+	fetches := int(h.sides.Load())
+	bound := backoffSteps(elapsed) + 1
+	t.Logf("%d full syncs failed in %v: %d fetches, at most %d allowed", attempts, elapsed, fetches, bound)
+	if fetches > bound {
+		t.Errorf("%d fetches for %d failed full syncs in %v, want at most %d: one per backoff step", fetches, attempts, elapsed, bound)
+	}
+}

@@ -48,8 +48,32 @@ func (h *replicaHost) Command(args [][]byte) {
 }
 
 // Ended takes r out of the registry; the replica then leaves its fetch's
-// waiters in the history itself: one lock at a time.
-func (h *replicaHost) Ended(r *downstream.Replica) { h.s.clients.removeReplica(r) }
+// waiters in the history itself: one lock at a time. A full sync that
+// failed holds back the next snapshot fetch (snapshots.Keeper.FullSyncEnded),
+// so that replicas failing their full syncs over and over do not cost a fork
+// each time a new snapshot is needed.
+func (h *replicaHost) Ended(r *downstream.Replica) {
+	if !r.SyncCompleted() && fullSyncFailure(r.Reason()) {
+		h.s.snaps.FullSyncEnded(false)
+	}
+	h.s.clients.removeReplica(r)
+}
+
+// FullSyncDone lets the next snapshot fetch go without waiting.
+func (h *replicaHost) FullSyncDone() { h.s.snaps.FullSyncEnded(true) }
+
+// fullSyncFailure reports whether a replica closed during its full sync for
+// reason failed it: not the server's own doing (a kill, a shutdown, a new
+// replid or stream generation), which asks for a new sync and is no sign of
+// trouble.
+func fullSyncFailure(reason downstream.CloseReason) bool {
+	switch reason {
+	case downstream.CloseKilled, downstream.CloseServerShutdown, downstream.CloseReplIDChanged,
+		downstream.CloseGenerationChanged, downstream.CloseSnapshotSent:
+		return false
+	}
+	return true
+}
 
 // FetchFiltered is the snapshot work's (snapshots.Keeper.FetchFiltered):
 // the primary's refusal comes back as the downstream.Refusal the replica

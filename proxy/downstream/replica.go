@@ -67,8 +67,11 @@ type Host interface {
 	// the client it was; its reply is never sent.
 	Command(args [][]byte)
 	// Ended is told once both loops of r have ended, before r leaves its
-	// fetch's waiters.
+	// fetch's waiters. One ended before its sync completed (SyncCompleted)
+	// had a full sync that failed, for the reason r.Reason() gives.
 	Ended(r *Replica)
+	// FullSyncDone is told when a full sync completed (SyncCompleted).
+	FullSyncDone()
 	// FetchFiltered gets from the primary, over a side link, the RDB it
 	// makes under REPLCONF rdb-filter-only filter: a snapshot of its own,
 	// complete and checked, which the caller releases. The primary's own
@@ -158,6 +161,7 @@ type Replica struct {
 	diskOff  atomic.Int64
 	reason   atomic.Int32  // a CloseReason: why it was closed, first cause only
 	firstAck chan struct{} // closed at the first ACK
+	fullSync bool          // the replica asked for (or needed) a full sync; set by New
 	ackOnce  sync.Once
 	// cancel ends the write loop's context (a wait on the stream does not
 	// end with the connection); owned by Run, which sets it before either
@@ -191,6 +195,7 @@ func New(cfg Config) *Replica {
 	} else {
 		r.state.Store(int32(WaitBgsave))
 	}
+	r.fullSync = !cfg.Plan.Partial
 	return r
 }
 
@@ -260,6 +265,21 @@ func (r *Replica) State() State { return State(r.state.Load()) }
 // AckOffset is the highest offset it acknowledged.
 func (r *Replica) AckOffset() int64 { return r.ackOff.Load() }
 
+// SyncCompleted reports whether the replica's sync completed: a partial
+// resync at once; a full sync once the replica acknowledged an offset after
+// its payload (a Redis replica sends its first REPLCONF ACK once it has
+// loaded it: being sent the payload is not loading it); an rdb-only
+// replica's once it was sent its snapshot.
+func (r *Replica) SyncCompleted() bool {
+	switch {
+	case !r.fullSync:
+		return true
+	case r.hs.RDBOnly:
+		return r.Reason() == CloseSnapshotSent
+	}
+	return r.Acked()
+}
+
 // Acked reports whether it has acknowledged an offset on this connection:
 // until then AckOffset is 0, not where the replica is, so that a lag
 // computed from it would be the whole stream.
@@ -309,7 +329,12 @@ func (r *Replica) ack(off int64) (raised bool) {
 		}
 	}
 	r.ackTime.Store(time.Now().UnixNano())
-	r.ackOnce.Do(func() { close(r.firstAck) })
+	r.ackOnce.Do(func() {
+		close(r.firstAck)
+		if r.fullSync && !r.hs.RDBOnly {
+			r.host.FullSyncDone()
+		}
+	})
 	return raised
 }
 

@@ -45,6 +45,7 @@ func (h *fakeHost) Acked()                       { h.acked.Add(1) }
 func (h *fakeHost) Replconf()                    { h.replconf.Add(1) }
 func (h *fakeHost) Command(args [][]byte)        { h.commands.Add(1) }
 func (h *fakeHost) Ended(r *Replica)             { h.ended <- r }
+func (h *fakeHost) FullSyncDone()                {}
 func (h *fakeHost) FetchFiltered(_ context.Context, filter string) (*replbuf.Snapshot, error) {
 	if h.filtered == nil {
 		return nil, errors.New("no filtered fetch in this test")

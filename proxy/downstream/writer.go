@@ -358,6 +358,7 @@ func (w *writer) online(ctx context.Context, plan *history.Plan, eof bool, size 
 		plan.File = nil
 	}
 	if r.hs.RDBOnly {
+		r.host.FullSyncDone()
 		r.Close(CloseSnapshotSent, nil)
 		return nil
 	}

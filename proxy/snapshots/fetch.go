@@ -89,7 +89,6 @@ func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 		var started bool
 		started, err = k.fetchOnce(ctx, f, from)
 		if err == nil {
-			k.retry.succeeded()
 			return
 		}
 		k.counts.failures.Add(1)
@@ -108,6 +107,17 @@ func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 			return
 		}
 	}
+}
+
+// FullSyncEnded is told that a replica's full sync completed (ok), or
+// failed before the replica was online: the next fetch goes at once, or
+// waits one more backoff step. Any goroutine.
+func (k *Keeper) FullSyncEnded(ok bool) {
+	if ok {
+		k.retry.succeeded()
+		return
+	}
+	k.retry.failed(k.backoff, time.Now())
 }
 
 // errNotTried is why a fetch given up while it waited for its first
@@ -142,11 +152,13 @@ func (k *Keeper) awaitRetry(ctx context.Context, began string, f *history.Fetch)
 
 // fetchRetry is the backoff every fetch shares: an attempt that failed,
 // before or after its snapshot was handed out, for whatever fetch (a seed
-// included), holds back the next attempt of any fetch by the link's
-// backoff rule, each failure in a row waiting longer, so that replicas a
-// failed fetch dropped, back at once with a fetch of their own, do not
-// each cost the source or the primary a fork. A fetch that completes
-// resets it. Any goroutine.
+// included), and a replica's full sync that failed, hold back the next
+// attempt of any fetch by the link's backoff rule, each failure in a row
+// waiting longer, so that replicas a failed fetch or a failed load
+// dropped, back at once with a fetch of their own, do not each cost the
+// source or the primary a fork. A full sync that completes resets it: a
+// fetch that completes is not enough, as replicas that fail to load every
+// snapshot would otherwise have one fork after another. Any goroutine.
 type fetchRetry struct {
 	mu        sync.Mutex
 	last      time.Duration // the backoff after the last failure in a row; 0 after a success
@@ -162,7 +174,7 @@ func (r *fetchRetry) failed(backoff func(time.Duration) time.Duration, now time.
 	return r.last
 }
 
-// succeeded records a completed fetch: the next failure waits the least.
+// succeeded records a completed full sync: the next failure waits the least.
 func (r *fetchRetry) succeeded() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

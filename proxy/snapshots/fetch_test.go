@@ -255,7 +255,9 @@ func TestEmptyFilterWrittenHere(t *testing.T) {
 // TestFetchBackoffShared: a fetch that fails after its snapshot was handed
 // out (its replicas dropped) holds back the next fetch, planned at once by
 // the replicas coming back, by the backoff; each failure in a row waits
-// longer, and a completed fetch starts the next failure's wait over.
+// longer. A completed fetch does not start the wait over, a completed full
+// sync does, and a failed one holds back the next fetch as a failed fetch
+// does.
 func TestFetchBackoffShared(t *testing.T) {
 	src := &fakeSource{connected: true}
 	k := newTestKeeper(t, src)
@@ -313,7 +315,16 @@ func TestFetchBackoffShared(t *testing.T) {
 			t.Errorf("attempt %d started %v after the failure before it, want at least %v", i+1, gap, want)
 		}
 	}
+	if k.retry.last == 0 {
+		t.Error("a completed fetch reset the backoff: replicas failing to load every snapshot would fork again at once")
+	}
+	k.FullSyncEnded(true)
 	if d := k.retry.wait(time.Now()); d != 0 || k.retry.last != 0 {
-		t.Errorf("after a completed fetch the backoff holds %v (last %v), want none", d, k.retry.last)
+		t.Errorf("after a completed full sync the backoff holds %v (last %v), want none", d, k.retry.last)
+	}
+	// A replica's full sync that failed holds back the next fetch too.
+	k.FullSyncEnded(false)
+	if d := k.retry.wait(time.Now()); d <= 0 || d > step {
+		t.Errorf("after a failed full sync the next fetch waits %v, want (0, %v]", d, step)
 	}
 }

@@ -260,7 +260,6 @@ func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64)
 		return
 	}
 	k.counted(history.FetchProxySync)
-	k.retry.succeeded()
 	k.sourceServed()
 	k.log.Info("snapshot fetched from the snapshot source", "source", s.from, "replid", sn.ReplID(),
 		"offset", sn.Offset(), "snapshot-bytes", sn.Size(), "reason", history.FetchProxySync.String())

@@ -388,6 +388,10 @@ func run(ctx context.Context, o *options) error {
 		if r.fullsync, err = runFullSync(ctx, o, proxyBin); err != nil {
 			return err
 		}
+		logf("fullsync: the RDB check, go test -bench (count %d, benchtime %s)", o.benchCount, o.benchTime)
+		if r.walk, err = runWalk(ctx, o); err != nil {
+			return err
+		}
 	}
 	if o.profile && o.sections["streaming"] {
 		r.profiles = runProfiles(ctx, o, proxyBin, tmp)

@@ -19,6 +19,7 @@ type results struct {
 	engine            *engineResult
 	streaming         *streamingResult
 	fullsync          *fullSyncResult
+	walk              *walkResult // the RDB check's cost, in the full-sync section
 	paced             *pacedResult
 	restart           []*restartResult // one per variant
 	profiles          []*profileResult
@@ -326,6 +327,7 @@ func (r *results) fullSyncMarkdown(p printer, charts map[string]string) {
 	}
 	p("")
 	p("Goal: N simultaneous full syncs cost the primary at most one fork and under half the direct CPU.")
+	r.walkMarkdown(p)
 	for _, k := range []string{"fullsync-time", "fullsync-cpu"} {
 		if c, ok := charts[k]; ok {
 			p("")

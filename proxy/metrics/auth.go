@@ -59,6 +59,18 @@ const (
 	Busy
 )
 
+func (v Verdict) String() string {
+	switch v {
+	case Failed:
+		return "failed"
+	case Passed:
+		return "passed"
+	case Busy:
+		return "busy"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
 // BasicAuth checks HTTP basic authentication against bcrypt hashes, as
 // Prometheus's exporters do (exporter-toolkit's basic_auth_users).
 //
@@ -229,8 +241,9 @@ func unauthorized(w http.ResponseWriter) {
 	http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
 }
 
-// retryAfter is the Retry-After of a 429 reply, in seconds: about what a
-// full queue takes to drain at cost 10.
+// retryAfter is the Retry-After of a 429 reply, in seconds: the least the
+// header can say, and more than a full queue takes to drain at cost 10
+// (maxQueued comparisons, about 0.2 s).
 const retryAfter = "1"
 
 // tooManyRequests writes the 429 reply to a request whose credentials were

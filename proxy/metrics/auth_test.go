@@ -101,10 +101,11 @@ func TestBasicAuthRemembersFew(t *testing.T) {
 }
 
 // TestBasicAuthFloodKeepsRemembered: a flood of distinct wrong
-// credentials, three times maxCachedLogins of them (wrong passwords of a
+// credentials, more than maxCachedLogins of them (wrong passwords of a
 // user, unknown users), is refused, every one after a comparison; none is
 // remembered, so the scraper's credentials, which passed before, are not
-// forgotten and pass again with no comparison.
+// forgotten and pass again with no comparison, and a wrong one asked again
+// is compared again and refused.
 func TestBasicAuthFloodKeepsRemembered(t *testing.T) {
 	a, err := NewBasicAuth(map[string]string{"prometheus": testHash})
 	if err != nil {
@@ -114,7 +115,8 @@ func TestBasicAuthFloodKeepsRemembered(t *testing.T) {
 	if a.Check("192.0.2.1:1234", "prometheus", "secret") != Passed {
 		t.Fatal("the scraper refused")
 	}
-	for i := range 3 * maxCachedLogins {
+	const flood = maxCachedLogins + 16
+	for i := range flood {
 		user, password := "prometheus", fmt.Sprintf("wrong-%d", i)
 		if i%2 == 1 {
 			user, password = fmt.Sprintf("stranger-%d", i), "secret"
@@ -127,11 +129,14 @@ func TestBasicAuthFloodKeepsRemembered(t *testing.T) {
 		t.Fatalf("%d credentials remembered after the flood, want the scraper's alone", len(a.passed))
 	}
 	before := compares.Load()
-	if before != 1+3*maxCachedLogins {
-		t.Fatalf("%d comparisons, want one per check not remembered (%d)", before, 1+3*maxCachedLogins)
+	if before != 1+flood {
+		t.Fatalf("%d comparisons, want one per check not remembered (%d)", before, 1+flood)
 	}
 	if a.Check("192.0.2.1:1234", "prometheus", "secret") != Passed || compares.Load() != before {
 		t.Fatal("the scraper's credentials were forgotten by the flood")
+	}
+	if v := a.Check("198.51.100.7:4321", "prometheus", "wrong-0"); v != Failed || compares.Load() != before+1 {
+		t.Fatalf("a wrong password asked again: %v after %d comparisons, want Failed after one", v, compares.Load()-before)
 	}
 }
 
@@ -208,6 +213,16 @@ func TestBasicAuthOneCompareAtATime(t *testing.T) {
 	}
 	if a.queue.queued != 0 || len(a.queue.sources) != 0 {
 		t.Fatalf("the queue after: %d admitted, sources %v", a.queue.queued, a.queue.sources)
+	}
+}
+
+// TestVerdictString: each verdict has a name, and one out of range says
+// what it is.
+func TestVerdictString(t *testing.T) {
+	for v, want := range map[Verdict]string{Failed: "failed", Passed: "passed", Busy: "busy", Busy + 1: "Verdict(3)"} {
+		if got := v.String(); got != want {
+			t.Errorf("Verdict(%d).String() = %q, want %q", int(v), got, want)
+		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,6 +183,70 @@ func TestMetricsBasicAuth(t *testing.T) {
 	}
 	if !p.Log.Contains("monitoring request refused") || p.Log.Contains("wrong-password") {
 		t.Fatalf("refusals not logged, or logged with the password:\n%s", p.Log.String())
+	}
+}
+
+// secretHashCost10 is a bcrypt hash of "secret" at cost 10: a comparison
+// takes long enough (tens of milliseconds) for concurrent requests to
+// meet it.
+const secretHashCost10 = "$2a$10$Sado3Bz4HG.PbP2aw19dwuydeii4qm51kEoMTqcCOSY7nrGt2bqSS"
+
+// TestMetricsAuthThrottled: wrong passwords, 16 at a time from one
+// address, until some are refused 429 (the address's share of the
+// password checks' queue taken) besides the 401s: each 429 carries
+// Retry-After, and is counted in INFO metrics_auth_throttled and
+// replproxy_metrics_auth_throttled_total, the 401s in
+// metrics_auth_failures, and logged without the password.
+func TestMetricsAuthThrottled(t *testing.T) {
+	path := writeWebConfig(t, t.TempDir(), "basic_auth_users:\n  prometheus: "+secretHashCost10+"\n")
+	p := metricsProxy(t, "--metrics-web-config", path)
+	addr := p.MetricsAddr().String()
+	wrong := scraper{addr: addr, user: "prometheus", password: "wrong-password"}
+	var unauthorized, tooMany atomic.Int64
+	deadline := time.Now().Add(30 * time.Second)
+	for tooMany.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request refused 429 in 30s; %d refused 401", unauthorized.Load())
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				code, h, body, err := wrong.get("/metrics")
+				switch {
+				case err != nil:
+					t.Errorf("a wrong password: %v", err)
+				case code == http.StatusUnauthorized:
+					unauthorized.Add(1)
+				case code == http.StatusTooManyRequests && h.Get("Retry-After") == "1" && h.Get("WWW-Authenticate") == "":
+					tooMany.Add(1)
+				default:
+					t.Errorf("a wrong password: %d %v %q", code, h, body)
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	right := scraper{addr: addr, user: "prometheus", password: "secret"}
+	_, body := right.mustGet(t, "/metrics", http.StatusOK)
+	m := parseMetrics(t, body)
+	if got, want := m["replproxy_metrics_auth_throttled_total"], float64(tooMany.Load()); got != want {
+		t.Errorf("replproxy_metrics_auth_throttled_total %v, want %v", got, want)
+	}
+	if got, want := m["replproxy_metrics_auth_failures_total"], float64(unauthorized.Load()); got != want {
+		t.Errorf("replproxy_metrics_auth_failures_total %v, want %v", got, want)
+	}
+	c := redistest.Dial(t, p.AddrString())
+	if got := c.InfoInt(t, "proxy", "metrics_auth_throttled"); got != tooMany.Load() {
+		t.Errorf("INFO metrics_auth_throttled %d, want %d", got, tooMany.Load())
+	}
+	if got := c.InfoInt(t, "proxy", "metrics_auth_failures"); got != unauthorized.Load() {
+		t.Errorf("INFO metrics_auth_failures %d, want %d", got, unauthorized.Load())
+	}
+	if !p.Log.Contains("monitoring request refused: too many password checks waiting") || p.Log.Contains("wrong-password") {
+		t.Fatalf("429s not logged, or logged with the password:\n%s", p.Log.String())
 	}
 }
 

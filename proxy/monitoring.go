@@ -43,8 +43,10 @@ import (
 //
 // A request refused 401 is counted (metrics_auth_failures) and logged at
 // most once per logEvery, with the client's address, never what it sent;
-// so are net/http's own errors (a failed TLS handshake), which a stranger
-// can cause at will.
+// so is one refused 429 because the password checks were busy
+// (metrics_auth_throttled: package metrics bounds what a flood of wrong
+// passwords may hold), and net/http's own errors (a failed TLS
+// handshake), which a stranger can cause at will.
 
 // listenMetrics opens the monitoring listener when metrics-port is set,
 // after reading metrics-web-config.
@@ -104,7 +106,7 @@ func (s *Server) secureMetrics(m *metrics.Server, cfg *config.Config) error {
 		if err != nil { // webconfig has checked every hash
 			return fmt.Errorf("metrics-web-config: %s: basic_auth_users: %w", cfg.MetricsWebConfig, err)
 		}
-		m.Auth, m.AuthFailed = auth, s.metricsAuthFailed
+		m.Auth, m.AuthFailed, m.AuthBusy = auth, s.metricsAuthFailed, s.metricsAuthBusy
 	}
 	return nil
 }
@@ -119,6 +121,16 @@ func (s *Server) metricsAuthFailed(remote string, sentCredentials bool) {
 		} else {
 			s.log.Warn("monitoring request refused: no credentials", "address", remote, "suppressed", n)
 		}
+	}
+}
+
+// metricsAuthBusy counts a monitoring request refused 429 (its credentials
+// not checked: as many password checks as may wait were waiting) and logs
+// it at most once per logEvery: a flood is thousands a second.
+func (s *Server) metricsAuthBusy(remote string) {
+	s.stats.MetricsAuthThrottled.Add(1)
+	if ok, n := s.webBusyLog.allow(time.Now(), logEvery); ok {
+		s.log.Warn("monitoring request refused: too many password checks waiting", "address", remote, "suppressed", n)
 	}
 }
 

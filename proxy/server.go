@@ -127,6 +127,7 @@ type Server struct {
 	tlsLog     logLimiter               // failed TLS handshakes
 	httpLog    logLimiter               // the monitoring server's errors (net/http's: failed TLS handshakes, accept errors)
 	webAuthLog logLimiter               // monitoring requests refused 401
+	webBusyLog logLimiter               // monitoring requests refused 429 (the password checks busy)
 	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
 	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
 

@@ -152,6 +152,8 @@ var metricSpecs = []metricSpec{
 		number(func(f *Figures) int64 { return f.TLSHandshakeFailures })},
 	{"metrics_auth_failures_total", counter, "Requests to the monitoring port refused 401 for missing or wrong basic authentication credentials (metrics_auth_failures).", nil,
 		number(func(f *Figures) int64 { return f.MetricsAuthFailures })},
+	{"metrics_auth_throttled_total", counter, "Requests to the monitoring port refused 429, their credentials not checked, because as many password checks as may wait were waiting (metrics_auth_throttled).", nil,
+		number(func(f *Figures) int64 { return f.MetricsAuthThrottled })},
 	{"client_buffer_limit_disconnections_total", counter, "Clients closed by a buffer limit, query or output (client_query_buffer_limit_disconnections, client_output_buffer_limit_disconnections).", []string{"buffer"},
 		counts(func(f *Figures) []Count {
 			return []Count{{"query", f.QueryBufferLimitDisconnections}, {"output", f.OutputBufferLimitDisconnections}}

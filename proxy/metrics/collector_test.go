@@ -299,7 +299,7 @@ func fullFigures() Figures {
 		SyncFull: 35, SyncPartialOK: 36, SyncPartialErr: 37, FullSyncs: []Count{{"requested", 38}},
 		ReplInputBytes: 40, ReplOutputBytes: 41, NetInputBytes: 42, NetOutputBytes: 43,
 		ConnectionsReceived: 44, RejectedConnections: 45, CommandsProcessed: 46, ConnectedClients: 47,
-		ACLAccessDeniedAuth: 48, TLSConnectionsReceived: 49, TLSHandshakeFailures: 50, MetricsAuthFailures: 92,
+		ACLAccessDeniedAuth: 48, TLSConnectionsReceived: 49, TLSHandshakeFailures: 50, MetricsAuthFailures: 92, MetricsAuthThrottled: 93,
 		QueryBufferLimitDisconnections: 51, OutputBufferLimitDisconnections: 52, LinkSyncRateLimit: 53,
 		Snapshot:        &Snapshot{Size: 54, AgeSeconds: 55, Offset: 56},
 		SnapshotFetches: 57, SnapshotFetchFailures: 58, SnapshotFetchesByReason: []Count{{"refresh", 59}},

@@ -31,6 +31,17 @@
 // every reply. Where the TLS config and the users come from (metrics-tls,
 // metrics-web-config) is the owner's business.
 //
+// A check of credentials not remembered costs a bcrypt comparison, and
+// holds its connection's slot while it waits for one; so a flood of wrong
+// passwords is bounded where it would otherwise fill the cap: comparisons
+// run one at a time (one CPU at most), at most half of MaxConns checks
+// wait for them (maxQueued, two of one source), and a check past that is
+// refused 429 with Retry-After at once, without a comparison, which
+// AuthBusy hears of. The other half of the slots keep turning, so /healthz
+// and a scraper whose credentials passed before (remembered, never
+// compared again) wait only for their turn in the accept queue, behind
+// connections each refused in a fraction of a millisecond.
+//
 // It imports nothing of replproxy's: a figure it should show is a field of
 // Figures and a line of metricSpecs.
 //
@@ -43,9 +54,10 @@
 //
 // # Locks
 //
-// BasicAuth has two leaves, neither held while the other is taken: one
-// that runs bcrypt comparisons one at a time, and one that guards the
-// credentials that passed.
+// BasicAuth has three leaves, none held while another is taken: the
+// queue's (counting the checks admitted), the one that runs bcrypt
+// comparisons one at a time, and the one that guards the credentials that
+// passed.
 //
 // The listener's mutex is a leaf too: it guards the connections holding
 // slots and whether each has a request in progress (connState, from

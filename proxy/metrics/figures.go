@@ -77,6 +77,7 @@ type Figures struct {
 	TLSConnectionsReceived          int64
 	TLSHandshakeFailures            int64
 	MetricsAuthFailures             int64 // requests to this port refused 401
+	MetricsAuthThrottled            int64 // requests to this port refused 429: the password checks' queue was full
 	QueryBufferLimitDisconnections  int64
 	OutputBufferLimitDisconnections int64
 	LinkSyncRateLimit               int64 // repl_link_sync_rate_limit, bytes per second; 0 unlimited

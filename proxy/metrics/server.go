@@ -56,6 +56,11 @@ const ShutdownWait = 5 * time.Second
 //     that just connects again.
 //   - headers are bounded by maxHeaderBytes: the three paths take no
 //     parameters.
+//   - with Auth, a request whose credentials must be compared (bcrypt,
+//     tens of milliseconds each, one at a time) holds its slot while it
+//     waits: at most half of MaxConns do (BasicAuth's maxQueued), and the
+//     others are refused 429 at once, so that a flood of wrong passwords
+//     leaves the other half of the slots turning for probes and scrapers.
 const (
 	// MaxConns is how many monitoring connections are served at once.
 	MaxConns = 8
@@ -92,14 +97,19 @@ type Server struct {
 	// counts.
 	TLS *tls.Config
 	// Auth, when set, is asked of every request but /healthz's (a liveness
-	// probe needs no credentials): one without credentials that pass gets
-	// 401 with WWW-Authenticate: Basic realm="replproxy". nil: no
+	// probe needs no credentials, and never waits behind a check): one
+	// without credentials that pass gets 401 with WWW-Authenticate: Basic
+	// realm="replproxy", one whose credentials Auth was too busy to
+	// compare (BasicAuth's queue full) 429 with Retry-After. nil: no
 	// authentication.
 	Auth *BasicAuth
 	// AuthFailed, when set, is called for each request refused 401, on its
 	// goroutine, with the client's address and whether it sent credentials
 	// at all; never with them.
 	AuthFailed func(remote string, sentCredentials bool)
+	// AuthBusy, when set, is called for each request refused 429, on its
+	// goroutine, with the client's address.
+	AuthBusy func(remote string)
 	// Headers are set on every reply (a web configuration's
 	// http_server_config headers).
 	Headers map[string]string
@@ -189,8 +199,9 @@ func (m *Server) Handler() http.Handler {
 	return m.guard(m.paths())
 }
 
-// guard sets Headers on every reply, and answers 401 to a request for any
-// path but /healthz without credentials Auth accepts. /healthz is matched
+// guard sets Headers on every reply, and answers a request for any path
+// but /healthz without credentials Auth accepts: 401, or 429 with
+// Retry-After when Auth was too busy to compare them. /healthz is matched
 // as it is, before the mux cleans the path: "/healthz/" or "//healthz" ask
 // for credentials.
 func (m *Server) guard(h http.Handler) http.Handler {
@@ -200,7 +211,18 @@ func (m *Server) guard(h http.Handler) http.Handler {
 		}
 		if m.Auth != nil && r.URL.Path != "/healthz" {
 			user, password, sent := r.BasicAuth()
-			if !sent || !m.Auth.Check(user, password) {
+			verdict := Failed
+			if sent {
+				verdict = m.Auth.Check(r.RemoteAddr, user, password)
+			}
+			switch verdict {
+			case Busy:
+				if m.AuthBusy != nil {
+					m.AuthBusy(r.RemoteAddr)
+				}
+				tooManyRequests(w)
+				return
+			case Failed:
 				if m.AuthFailed != nil {
 					m.AuthFailed(r.RemoteAddr, sent)
 				}

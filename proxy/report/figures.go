@@ -66,6 +66,7 @@ func (r *Report) Figures() metrics.Figures {
 		TLSConnectionsReceived:          st.TLSConnectionsReceived,
 		TLSHandshakeFailures:            st.TLSHandshakeFailures,
 		MetricsAuthFailures:             st.MetricsAuthFailures,
+		MetricsAuthThrottled:            st.MetricsAuthThrottled,
 		QueryBufferLimitDisconnections:  st.QueryLimitDisconnects,
 		OutputBufferLimitDisconnections: st.OutputLimitDisconnects,
 		LinkSyncRateLimit:               r.Config.ReplLinkSyncRateLimit,

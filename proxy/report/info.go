@@ -309,6 +309,7 @@ func writeInfoProxy(w infoWriter, r *Report) {
 	w.kv("tls_connections_received", st.TLSConnectionsReceived)
 	w.kv("tls_handshake_failures", st.TLSHandshakeFailures)
 	w.kv("metrics_auth_failures", st.MetricsAuthFailures)
+	w.kv("metrics_auth_throttled", st.MetricsAuthThrottled)
 	if sn := r.Snapshot; sn != nil {
 		w.kv("snapshot_replid", sn.ReplID)
 		w.kv("snapshot_offset", sn.Offset)

@@ -197,7 +197,7 @@ type Counters struct {
 	ACLDeniedAuth, QueryLimitDisconnects, OutputLimitDisconnects int64
 	ACLDeniedCmd, ACLDeniedKey, ACLDeniedChannel                 int64
 	TLSConnectionsReceived, TLSHandshakeFailures                 int64
-	MetricsAuthFailures                                          int64
+	MetricsAuthFailures, MetricsAuthThrottled                    int64
 }
 
 // snapshotSource is snapshot_source: the snapshot-from source in force as

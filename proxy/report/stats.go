@@ -57,7 +57,8 @@ type Stats struct {
 	TLSHandshakeFailures   atomic.Int64 // tls_handshake_failures: of those, handshakes that failed
 
 	// The monitoring port (proxy section).
-	MetricsAuthFailures atomic.Int64 // metrics_auth_failures: requests refused 401 (metrics-web-config's basic_auth_users)
+	MetricsAuthFailures  atomic.Int64 // metrics_auth_failures: requests refused 401 (metrics-web-config's basic_auth_users)
+	MetricsAuthThrottled atomic.Int64 // metrics_auth_throttled: requests refused 429, the password checks' queue full
 }
 
 // Reset zeroes the counters CONFIG RESETSTAT resets in Redis 7.0
@@ -121,6 +122,7 @@ func (st *Stats) Read() Counters {
 		TLSConnectionsReceived: st.TLSConnectionsReceived.Load(),
 		TLSHandshakeFailures:   st.TLSHandshakeFailures.Load(),
 		MetricsAuthFailures:    st.MetricsAuthFailures.Load(),
+		MetricsAuthThrottled:   st.MetricsAuthThrottled.Load(),
 	}
 	c.NetInputBytes = st.NetInputBytes.Load() + c.ReplInputBytes
 	c.NetOutputBytes = st.NetOutputBytes.Load() + c.ReplOutputBytes

@@ -67,7 +67,7 @@ var allowed = map[string][]string{
 	"internal/chaos":     {},
 	"internal/layering":  {},
 	"internal/netns":     {},
-	"internal/redistest": {"rdbcheck"},
+	"internal/redistest": {},
 	"internal/safefile":  {},
 
 	// bench/ is a module of its own (bench/go.mod), walked here all the

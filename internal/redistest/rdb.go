@@ -3,9 +3,8 @@ package redistest
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc64"
 	"math/rand/v2"
-
-	"github.com/replproxy/replproxy/rdbcheck"
 )
 
 // RDBWith returns a valid RDB (version 10, as Redis 7.0 writes) holding one
@@ -14,7 +13,7 @@ import (
 // proxy's RDB check accepts.
 func RDBWith(value []byte) []byte {
 	p := append(RDBHead(len(value)), value...)
-	return append(p, RDBEnd(rdbcheck.CRC64(0, p))...)
+	return append(p, RDBEnd(crc64Jones(0, p))...)
 }
 
 // RDBHead returns the bytes of the RDB RDBWith makes up to its value, for
@@ -25,9 +24,10 @@ func RDBHead(n int) []byte {
 }
 
 // RDBEnd returns the end of an RDB whose bytes so far have the CRC64 crc
-// (rdbcheck.CRC64): the end opcode and the CRC64 trailer over them all.
+// (Redis's, as rdbcheck.CRC64 computes it): the end opcode and the CRC64
+// trailer over them all.
 func RDBEnd(crc uint64) []byte {
-	return binary.LittleEndian.AppendUint64([]byte{0xff}, rdbcheck.CRC64(crc, []byte{0xff}))
+	return binary.LittleEndian.AppendUint64([]byte{0xff}, crc64Jones(crc, []byte{0xff}))
 }
 
 // RDBOfSize returns a valid RDB of exactly n bytes (24 or more), as
@@ -72,3 +72,11 @@ func appendLength(p []byte, n int) []byte {
 		return binary.BigEndian.AppendUint32(append(p, 0x80), uint32(n))
 	}
 }
+
+// jonesTable is CRC-64/Jones, the RDB's checksum. The helpers compute it
+// themselves, so that rdbcheck's own tests may use them.
+var jonesTable = crc64.MakeTable(0x95AC9329AC4BC9B5)
+
+// crc64Jones is Redis's CRC-64 of p, from crc: no inversion before or
+// after, where hash/crc64's Update has both.
+func crc64Jones(crc uint64, p []byte) uint64 { return ^crc64.Update(^crc, jonesTable, p) }

@@ -11,9 +11,10 @@
 // redis-check-rdb runs it, that is with deep sanitization: the contents
 // of listpacks, ziplists, intsets and zipmaps are checked entry by entry,
 // as sanitize-dump-payload yes does, not only their headers. It accepts a
-// payload if and only if redis-check-rdb 7.0 (for versions up to 10) and
-// the loaders of the versions that write or read its version accept it,
-// except where a rule below is stricter or a gap is stated.
+// payload if and only if redis-check-rdb 7.0 (as Debian 12 ships 7.0.15,
+// with the security fixes of 2026) and the loaders of the versions that
+// write or read its version accept it, except where a rule below is
+// stricter or a gap is stated.
 //
 //   - Header: "REDIS" and four characters read with atoi. Versions 1 to 10
 //     (all that Redis 7.0 loads), 11 (Redis 7.2, Valkey 8) and 12 (Redis
@@ -47,9 +48,10 @@
 //   - Within values: no empty value (redis-check-rdb refuses one; a
 //     replica would skip it); no member, field, node key, group, consumer
 //     or pending ID twice where Redis refuses that; a consumer's pending
-//     ID must be its group's, and (deep sanitization) every pending ID
-//     must have a consumer; stream listpacks as
-//     streamValidateListpackIntegrity lays them out.
+//     ID must be its group's and no other consumer's (a check of the 2026
+//     security releases, 7.2.15 and 7.4.10, which Debian's 7.0.15 has),
+//     and (deep sanitization) every pending ID must have a consumer;
+//     stream listpacks as streamValidateListpackIntegrity lays them out.
 //   - The end: after EOF, the CRC-64 (from version 5) must be zero or
 //     match; a byte after it is refused.
 //
@@ -60,9 +62,8 @@
 //
 //   - a key twice in one DB (a replica panics: "Duplicated key found in
 //     RDB file");
-//   - a RESIZEDB or SLOT_INFO size hint above 2^32 keys, and SLOT_INFO for
-//     a slot past 16383 (a replica allocates tables by them, or indexes by
-//     the slot, before it reads a key, and aborts if it cannot);
+//   - SLOT_INFO (version 12) for a slot past 16383 (a cluster-mode replica
+//     indexes its array of slots with it);
 //   - for versions Valkey 8 loads (up to 11), a "slot-info" aux value that
 //     Valkey's sscanf("%i,%lu,%lu") does not read, and a
 //     "cluster-slot-states" value its cluster-mode parser refuses;
@@ -110,8 +111,11 @@
 //     value outright without the module.
 //   - SELECTDB's index is not checked against the replicas' databases
 //     setting (a replica exits on an index of that many or more), which
-//     the walker does not know; nor is a RESIZEDB hint at or below 2^32
-//     keys checked against the replicas' memory.
+//     the walker does not know. RESIZEDB's and SLOT_INFO's size hints are
+//     not bounded: a replica sizes its tables by them, but Redis's
+//     allocator maps a table lazily and a replica loads any hint (7.0.15
+//     was tried with 2^40 and 2^64-2 keys); one whose kernel does not
+//     overcommit memory (vm.overcommit_memory=2) may abort on a large one.
 //   - An empty value is refused as redis-check-rdb refuses it, although a
 //     replica skips it.
 //   - A "cluster-slot-states" aux key with a NUL after its 19 bytes: Valkey

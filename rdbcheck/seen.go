@@ -62,6 +62,9 @@ func (s *seen) add(h uint64) (dup bool) {
 // mark marks h's slot (found by find).
 func (s *seen) mark(slot int) { s.slots[slot] |= seenMark }
 
+// marked reports whether h's slot (found by find) is marked.
+func (s *seen) marked(slot int) bool { return s.slots[slot]&seenMark != 0 }
+
 // unmarked reports whether some hash held was never marked.
 func (s *seen) unmarked() bool {
 	for _, i := range s.used {

@@ -133,8 +133,8 @@ func casesStream() []walkCase {
 			consumers: []testConsumer{{"c", []string{id1, id3}}}})), -1),
 		bad("a consumer's ID twice", s19(withGroups(testGroup{name: "g", pel: []string{id1},
 			consumers: []testConsumer{{"c", []string{id1, id1}}}})), -1),
-		good("an ID two consumers have", s19(withGroups(testGroup{name: "g", pel: []string{id1},
-			consumers: []testConsumer{{"c1", []string{id1}}, {"c2", []string{id1}}}}))),
+		bad("an ID two consumers have", s19(withGroups(testGroup{name: "g", pel: []string{id1},
+			consumers: []testConsumer{{"c1", []string{id1}}, {"c2", []string{id1}}}})), -1),
 		good("the same consumer name in two groups", s19(withGroups(
 			testGroup{name: "g1", consumers: []testConsumer{{"c", nil}}},
 			testGroup{name: "g2", consumers: []testConsumer{{"c", nil}}}))),

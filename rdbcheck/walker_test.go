@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -186,5 +188,26 @@ func (r iotestErr) Read([]byte) (int, error) { return 0, r.err }
 func TestMixed(t *testing.T) {
 	if v := walkEverySplit(t, mixed(3)); v.err != nil {
 		t.Fatal(v)
+	}
+}
+
+// TestRedisFiles walks the RDBs a real redis-server 7.0 saved (testdata,
+// written by the agreement test with -update) at every split.
+func TestRedisFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.rdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no RDB in testdata")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := walkEverySplit(t, b); v.err != nil {
+			t.Errorf("%s: %v", f, v)
+		}
 	}
 }

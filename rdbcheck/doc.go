@@ -79,10 +79,10 @@
 // lengths it claims: it reads each byte once and builds no value. It holds
 // an LZF window (8 KiB), a few small buffers, and the duplicate checks'
 // sets of 64-bit hashes, each a fixed table allocated when first needed:
-// keys by DB (12288 remembered, 128 KiB), the members of one value or a
-// stream's node keys (6144, 64 KiB and 12 KiB to clear it), and for
-// streams the groups (192), one group's consumers (384), its pending IDs
-// (3072, 32 KiB) and one consumer's pending IDs (1536, 16 KiB): about 300
+// keys by DB (16384 remembered, 256 KiB and 32 KiB), the members of one
+// value or a stream's node keys (4096, 64 KiB and 8 KiB to clear it), and
+// for streams the groups (128), one group's consumers (256), its pending
+// IDs (2048, 32 KiB) and one consumer's pending IDs (1024, 16 KiB): 450
 // KiB at most, with the walk's goroutine stack. The walk allocates these
 // once; values cost no allocation.
 //
@@ -93,12 +93,12 @@
 //   - Duplicates past the bounds above: once a set is full, a later entry
 //     is still looked up among those remembered, but not remembered; so a
 //     duplicate of which neither copy was remembered goes unseen (in a
-//     value of more than 6144 members, a DB of more than 12288 keys, a
-//     group of more than 3072 pending IDs). Refusing instead would refuse
+//     value of more than 4096 members, a DB of more than 16384 keys, a
+//     group of more than 2048 pending IDs). Refusing instead would refuse
 //     valid payloads, which stops replication; Redis never writes such a
 //     duplicate. Two different strings whose 64-bit hashes (hash/maphash,
 //     seeded per walk) collide would be taken for a duplicate: about one
-//     chance in 2^37 for a full set.
+//     chance in 2^35 for a full set of keys.
 //   - Likewise for pending IDs: a consumer's ID not found among its
 //     group's remembered IDs is let through once that set is full; every
 //     remembered ID must still have a consumer.

@@ -150,14 +150,23 @@ func (it *lpIter) init(w *walk, s *src, size uint64, what string) error {
 		return it.fail("shorter than a header")
 	}
 	var hdr [lpHeaderSize]byte
-	for i := range hdr {
-		b, err := it.rb()
-		if err != nil {
-			return err
+	if d := s.peek(lpHeaderSize); d != nil && uint64(binary.LittleEndian.Uint32(d)) == size {
+		copy(hdr[:], d)
+		for _, c := range d {
+			it.last = it.last<<8 | uint64(c)
 		}
-		hdr[i] = b
-		if i == 3 && uint64(binary.LittleEndian.Uint32(hdr[:4])) != size {
-			return it.fail("total bytes is not the blob's size")
+		s.advance(lpHeaderSize)
+		it.pos = lpHeaderSize
+	} else {
+		for i := range hdr {
+			b, err := it.rb()
+			if err != nil {
+				return err
+			}
+			hdr[i] = b
+			if i == 3 && uint64(binary.LittleEndian.Uint32(hdr[:4])) != size {
+				return it.fail("total bytes is not the blob's size")
+			}
 		}
 	}
 	it.numele = uint32(binary.LittleEndian.Uint16(hdr[4:]))

@@ -21,11 +21,13 @@ const (
 	seenMark = 2
 )
 
-// newSeen returns a set of 1<<bits slots that remembers up to three
-// quarters of them. bits is at most 16 (the slot indexes are 16-bit).
+// newSeen returns a set of 1<<bits slots that remembers up to half of
+// them, so that a lookup of a hash it does not hold (every one, once the
+// set is full) probes two or three slots rather than eight or nine. bits
+// is at most 16 (the slot indexes are 16-bit).
 func newSeen(bits uint) *seen {
 	n := 1 << bits
-	limit := n / 4 * 3
+	limit := n / 2
 	return &seen{slots: make([]uint64, n), used: make([]uint16, 0, limit), limit: limit}
 }
 

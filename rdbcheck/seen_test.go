@@ -4,8 +4,8 @@ import "testing"
 
 func TestSeen(t *testing.T) {
 	h := func(i uint64) uint64 { return i * 0x9e3779b97f4a7c15 }
-	s := newSeen(4) // 16 slots, 12 remembered
-	for i := range uint64(12) {
+	s := newSeen(4) // 16 slots, 8 remembered
+	for i := range uint64(8) {
 		if s.add(h(i)) {
 			t.Fatalf("hash %d: a duplicate in a set that never held it", i)
 		}
@@ -25,7 +25,7 @@ func TestSeen(t *testing.T) {
 	if !s.unmarked() {
 		t.Fatal("nothing marked, yet unmarked says no")
 	}
-	for i := range uint64(12) {
+	for i := range uint64(8) {
 		slot, _ := s.find(h(i))
 		s.mark(slot)
 	}

@@ -154,7 +154,7 @@ func TestStream(t *testing.T) { runCases(t, casesStream()) }
 // TestStreamManyPending: past the pending IDs remembered, a consumer's ID
 // may be one of those not kept, and is let through.
 func TestStreamManyPending(t *testing.T) {
-	n := 1<<pelBits/4*3 + 100
+	n := 1<<pelBits/2 + 100
 	var pel []string
 	for i := range n {
 		pel = append(pel, streamID16(uint64(i), 0))

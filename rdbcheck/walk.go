@@ -7,14 +7,15 @@ import (
 )
 
 // Bounds of the duplicate checks: each set's table has 1<<bits slots of 8
-// bytes and remembers three quarters of that many hashes (seen).
+// bytes (and 2 bytes a remembered hash to clear it) and remembers half as
+// many hashes (seen).
 const (
-	keysBits      = 14 // keys, by DB: 12288 remembered, 128 KiB
-	membersBits   = 13 // members of one value, or a stream's node keys: 6144, 64 KiB
-	groupsBits    = 8  // consumer groups of one stream: 192
-	consumersBits = 9  // consumers of one group: 384
-	pelBits       = 12 // pending IDs of one group: 3072, 32 KiB
-	ownPELBits    = 11 // pending IDs of one consumer: 1536, 16 KiB
+	keysBits      = 15 // keys, by DB: 16384 remembered, 256 KiB
+	membersBits   = 13 // members of one value, or a stream's node keys: 4096, 64 KiB
+	groupsBits    = 8  // consumer groups of one stream: 128
+	consumersBits = 9  // consumers of one group: 256
+	pelBits       = 12 // pending IDs of one group: 2048, 32 KiB
+	ownPELBits    = 11 // pending IDs of one consumer: 1024, 16 KiB
 )
 
 // walk is the state of one RDB's walk, owned by the coroutine that runs it

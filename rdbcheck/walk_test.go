@@ -153,7 +153,7 @@ func TestDuplicateKeys(t *testing.T) { runCases(t, casesDuplicateKeys()) }
 // TestManyKeys: past the keys remembered, a key is still looked up among
 // those remembered; duplicates among the others go unseen.
 func TestManyKeys(t *testing.T) {
-	limit := 1 << keysBits / 4 * 3
+	limit := 1 << keysBits / 2
 	r := newRDB(10)
 	for i := range limit + 10 {
 		r.key(typeString, binary.BigEndian.AppendUint32(nil, uint32(i))[:]).str("")

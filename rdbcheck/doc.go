@@ -78,13 +78,14 @@
 // The walk's state does not depend on the payload's size or on the
 // lengths it claims: it reads each byte once and builds no value. It holds
 // an LZF window (8 KiB), a few small buffers, and the duplicate checks'
-// sets of 64-bit hashes, each a fixed table allocated when first needed:
-// keys by DB (16384 remembered, 256 KiB and 32 KiB), the members of one
-// value or a stream's node keys (4096, 64 KiB and 8 KiB to clear it), and
-// for streams the groups (128), one group's consumers (256), its pending
-// IDs (2048, 32 KiB) and one consumer's pending IDs (1024, 16 KiB): 450
-// KiB at most, with the walk's goroutine stack. The walk allocates these
-// once; values cost no allocation.
+// sets of 64-bit hashes, each a table allocated when first needed, small,
+// and doubled as it fills up to its bound: keys by DB (16384 remembered,
+// 256 KiB and 32 KiB), the members of one value or a stream's node keys
+// (4096, 64 KiB and 8 KiB to clear it), and for streams the groups (128),
+// one group's consumers (256), its pending IDs (2048, 32 KiB) and one
+// consumer's pending IDs (1024, 16 KiB): 450 KiB at most, with the walk's
+// goroutine stack, and less than 1 MiB allocated over a walk. Past the
+// sets' growth, values cost no allocation.
 //
 // # The gaps
 //

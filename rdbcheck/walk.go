@@ -6,9 +6,9 @@ import (
 	"hash/maphash"
 )
 
-// Bounds of the duplicate checks: each set's table has 1<<bits slots of 8
-// bytes (and 2 bytes a remembered hash to clear it) and remembers half as
-// many hashes (seen).
+// Bounds of the duplicate checks: each set's largest table has 1<<bits
+// slots of 8 bytes (and 2 bytes a remembered hash to clear it) and
+// remembers half as many hashes (seen).
 const (
 	keysBits      = 15 // keys, by DB: 16384 remembered, 256 KiB
 	membersBits   = 13 // members of one value, or a stream's node keys: 4096, 64 KiB

@@ -68,6 +68,11 @@
 //     Valkey's sscanf("%i,%lu,%lu") does not read, and a
 //     "cluster-slot-states" value its cluster-mode parser refuses;
 //   - the 7.0 release candidates' function format (above);
+//   - a sorted set listpack or ziplist with a NaN score (as a string that
+//     strtod reads so) whatever its size: a replica converting it to a
+//     skiplist fails an assertion, at load when it has more members than
+//     zset-max-listpack-entries, which redis-check-rdb refuses past the
+//     default 128 and the walker cannot know;
 //   - a zipmap length written in five bytes whose value is below 254,
 //     where Redis's check and its loader read the zipmap differently;
 //   - a byte after the checksum (the walker's contract; Redis stops

@@ -112,7 +112,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMeta$$' -fuzztime $(FUZZTIME) ./proxy/snapfile/
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 	$(GO) test -run '^$$' -fuzz '^FuzzCorruptChunk$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
-	$(GO) test -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime $(FUZZTIME) ./rdbcheck/
+	$(GO) test -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./rdbcheck/
 
 # chaos runs issue 36's harness (internal/chaos, TestChaos): a two-region
 # deployment (netns, so root), a primary, three Sentinels, race-built proxies

@@ -11,9 +11,10 @@
 // redis-check-rdb runs it, that is with deep sanitization: the contents
 // of listpacks, ziplists, intsets and zipmaps are checked entry by entry,
 // as sanitize-dump-payload yes does, not only their headers. It accepts a
-// payload if and only if redis-check-rdb 7.0 (for versions up to 10) and
-// the loaders of the versions that write or read its version accept it,
-// except where a rule below is stricter or a gap is stated.
+// payload if and only if redis-check-rdb 7.0 (as Debian 12 ships 7.0.15,
+// with the security fixes of 2026) and the loaders of the versions that
+// write or read its version accept it, except where a rule below is
+// stricter or a gap is stated.
 //
 //   - Header: "REDIS" and four characters read with atoi. Versions 1 to 10
 //     (all that Redis 7.0 loads), 11 (Redis 7.2, Valkey 8) and 12 (Redis
@@ -47,9 +48,10 @@
 //   - Within values: no empty value (redis-check-rdb refuses one; a
 //     replica would skip it); no member, field, node key, group, consumer
 //     or pending ID twice where Redis refuses that; a consumer's pending
-//     ID must be its group's, and (deep sanitization) every pending ID
-//     must have a consumer; stream listpacks as
-//     streamValidateListpackIntegrity lays them out.
+//     ID must be its group's and no other consumer's (a check of the 2026
+//     security releases, 7.2.15 and 7.4.10, which Debian's 7.0.15 has),
+//     and (deep sanitization) every pending ID must have a consumer;
+//     stream listpacks as streamValidateListpackIntegrity lays them out.
 //   - The end: after EOF, the CRC-64 (from version 5) must be zero or
 //     match; a byte after it is refused.
 //
@@ -60,13 +62,17 @@
 //
 //   - a key twice in one DB (a replica panics: "Duplicated key found in
 //     RDB file");
-//   - a RESIZEDB or SLOT_INFO size hint above 2^32 keys, and SLOT_INFO for
-//     a slot past 16383 (a replica allocates tables by them, or indexes by
-//     the slot, before it reads a key, and aborts if it cannot);
+//   - SLOT_INFO (version 12) for a slot past 16383 (a cluster-mode replica
+//     indexes its array of slots with it);
 //   - for versions Valkey 8 loads (up to 11), a "slot-info" aux value that
 //     Valkey's sscanf("%i,%lu,%lu") does not read, and a
 //     "cluster-slot-states" value its cluster-mode parser refuses;
 //   - the 7.0 release candidates' function format (above);
+//   - a sorted set listpack or ziplist with a NaN score (as a string that
+//     strtod reads so) whatever its size: a replica converting it to a
+//     skiplist fails an assertion, at load when it has more members than
+//     zset-max-listpack-entries, which redis-check-rdb refuses past the
+//     default 128 and the walker cannot know;
 //   - a zipmap length written in five bytes whose value is below 254,
 //     where Redis's check and its loader read the zipmap differently;
 //   - a byte after the checksum (the walker's contract; Redis stops
@@ -77,13 +83,14 @@
 // The walk's state does not depend on the payload's size or on the
 // lengths it claims: it reads each byte once and builds no value. It holds
 // an LZF window (8 KiB), a few small buffers, and the duplicate checks'
-// sets of 64-bit hashes, each a fixed table allocated when first needed:
-// keys by DB (12288 remembered, 128 KiB), the members of one value or a
-// stream's node keys (6144, 64 KiB and 12 KiB to clear it), and for
-// streams the groups (192), one group's consumers (384), its pending IDs
-// (3072, 32 KiB) and one consumer's pending IDs (1536, 16 KiB): about 300
-// KiB at most, with the walk's goroutine stack. The walk allocates these
-// once; values cost no allocation.
+// sets of 64-bit hashes, each a table allocated when first needed, small,
+// and doubled as it fills up to its bound: keys by DB (16384 remembered,
+// 256 KiB and 32 KiB), the members of one value or a stream's node keys
+// (4096, 64 KiB and 8 KiB to clear it), and for streams the groups (128),
+// one group's consumers (256), its pending IDs (2048, 32 KiB) and one
+// consumer's pending IDs (1024, 16 KiB): 450 KiB at most, with the walk's
+// goroutine stack, and less than 1 MiB allocated over a walk. Past the
+// sets' growth, values cost no allocation.
 //
 // # The gaps
 //
@@ -92,12 +99,12 @@
 //   - Duplicates past the bounds above: once a set is full, a later entry
 //     is still looked up among those remembered, but not remembered; so a
 //     duplicate of which neither copy was remembered goes unseen (in a
-//     value of more than 6144 members, a DB of more than 12288 keys, a
-//     group of more than 3072 pending IDs). Refusing instead would refuse
+//     value of more than 4096 members, a DB of more than 16384 keys, a
+//     group of more than 2048 pending IDs). Refusing instead would refuse
 //     valid payloads, which stops replication; Redis never writes such a
 //     duplicate. Two different strings whose 64-bit hashes (hash/maphash,
 //     seeded per walk) collide would be taken for a duplicate: about one
-//     chance in 2^37 for a full set.
+//     chance in 2^35 for a full set of keys.
 //   - Likewise for pending IDs: a consumer's ID not found among its
 //     group's remembered IDs is let through once that set is full; every
 //     remembered ID must still have a consumer.
@@ -110,8 +117,11 @@
 //     value outright without the module.
 //   - SELECTDB's index is not checked against the replicas' databases
 //     setting (a replica exits on an index of that many or more), which
-//     the walker does not know; nor is a RESIZEDB hint at or below 2^32
-//     keys checked against the replicas' memory.
+//     the walker does not know. RESIZEDB's and SLOT_INFO's size hints are
+//     not bounded: a replica sizes its tables by them, but Redis's
+//     allocator maps a table lazily and a replica loads any hint (7.0.15
+//     was tried with 2^40 and 2^64-2 keys); one whose kernel does not
+//     overcommit memory (vm.overcommit_memory=2) may abort on a large one.
 //   - An empty value is refused as redis-check-rdb refuses it, although a
 //     replica skips it.
 //   - A "cluster-slot-states" aux key with a NUL after its 19 bytes: Valkey

@@ -65,8 +65,10 @@ const (
 	// still loads it: the old function format of the 7.0 release candidates.
 	ruleNewer
 	// ruleReplica: a replica refuses it or dies on it where redis-check-rdb,
-	// which only reads, does not: an aux field Valkey 8 parses, a RESIZEDB
-	// or SLOT_INFO hint a replica allocates for.
+	// which only reads, does not: an aux field Valkey 8 parses, a SLOT_INFO
+	// for a slot that does not exist, a NaN score in a sorted set's
+	// listpack that a replica with a smaller zset-max-listpack-entries
+	// converts.
 	ruleReplica
 )
 

@@ -33,7 +33,8 @@ type lpRole uint8
 const (
 	lpPlain   lpRole = iota // a list's node: nothing more
 	lpSet                   // a set: no entry twice
-	lpPairs                 // a hash or sorted set: no field twice, an even count
+	lpPairs                 // a hash: no field twice, an even count
+	lpZset                  // a sorted set: lpPairs, and no NaN score (zsetScoreNaN)
 	lpTriples               // a hash with TTLs: field, value, TTL (an integer, ordered)
 )
 
@@ -41,9 +42,10 @@ const (
 type lpMode uint8
 
 const (
-	lpSkip lpMode = iota
-	lpHash        // hash it (an integer as its decimal form) into sum
-	lpInt         // read it as an integer (a string through string2ll)
+	lpSkip  lpMode = iota
+	lpHash         // hash it (an integer as its decimal form) into sum
+	lpInt          // read it as an integer (a string through string2ll)
+	lpScore        // read a string's start, for a NaN score
 )
 
 // lpEntry is one entry as next read it.
@@ -51,6 +53,7 @@ type lpEntry struct {
 	eof    bool   // the 0xff where an entry would start
 	isInt  bool   // integer-encoded
 	strInt bool   // lpInt: a string that string2ll reads
+	nan    bool   // lpScore: a string that strtod reads as a NaN
 	ival   int64  // the integer
 	sum    uint64 // lpHash: the hash
 }
@@ -150,14 +153,23 @@ func (it *lpIter) init(w *walk, s *src, size uint64, what string) error {
 		return it.fail("shorter than a header")
 	}
 	var hdr [lpHeaderSize]byte
-	for i := range hdr {
-		b, err := it.rb()
-		if err != nil {
-			return err
+	if d := s.peek(lpHeaderSize); d != nil && uint64(binary.LittleEndian.Uint32(d)) == size {
+		copy(hdr[:], d)
+		for _, c := range d {
+			it.last = it.last<<8 | uint64(c)
 		}
-		hdr[i] = b
-		if i == 3 && uint64(binary.LittleEndian.Uint32(hdr[:4])) != size {
-			return it.fail("total bytes is not the blob's size")
+		s.advance(lpHeaderSize)
+		it.pos = lpHeaderSize
+	} else {
+		for i := range hdr {
+			b, err := it.rb()
+			if err != nil {
+				return err
+			}
+			hdr[i] = b
+			if i == 3 && uint64(binary.LittleEndian.Uint32(hdr[:4])) != size {
+				return it.fail("total bytes is not the blob's size")
+			}
 		}
 	}
 	it.numele = uint32(binary.LittleEndian.Uint16(hdr[4:]))
@@ -263,6 +275,18 @@ func (it *lpIter) next(mode lpMode) (lpEntry, error) {
 		if e.sum, err = it.content(slen, true); err != nil {
 			return lpEntry{}, err
 		}
+	case str && mode == lpScore:
+		var d [scoreBuffer]byte
+		n := min(slen, scoreBuffer)
+		for i := range n {
+			if d[i], err = it.rb(); err != nil {
+				return lpEntry{}, err
+			}
+		}
+		if _, err := it.content(slen-n, false); err != nil {
+			return lpEntry{}, err
+		}
+		e.nan = scoreNaN(d[:n])
 	case str && mode == lpInt && slen <= maxIntString:
 		var d [maxIntString]byte
 		for i := range slen {
@@ -338,6 +362,7 @@ func (w *walk) listpack(s *src, size uint64, role lpRole, what string) (uint32, 
 		set = w.memberSet()
 	}
 	lastTTL := int64(-1)
+	nan := false
 	for i := 0; ; i++ {
 		mode := lpSkip
 		field := false
@@ -346,6 +371,11 @@ func (w *walk) listpack(s *src, size uint64, role lpRole, what string) (uint32, 
 			field = true
 		case lpPairs:
 			field = i%2 == 0
+		case lpZset:
+			field = i%2 == 0
+			if !field {
+				mode = lpScore
+			}
 		case lpTriples:
 			field = i%3 == 0
 		}
@@ -362,6 +392,7 @@ func (w *walk) listpack(s *src, size uint64, role lpRole, what string) (uint32, 
 		if field && set.add(e.sum) {
 			return 0, it.fail("duplicate entry")
 		}
+		nan = nan || e.nan
 		if role == lpTriples && i%3 == 2 {
 			// The TTL: an integer-encoded entry from 0 to the largest
 			// expire time; those that are set are ordered, and come first.
@@ -378,8 +409,10 @@ func (w *walk) listpack(s *src, size uint64, role lpRole, what string) (uint32, 
 		return 0, err
 	}
 	switch {
-	case role == lpPairs && it.count%2 != 0:
+	case (role == lpPairs || role == lpZset) && it.count%2 != 0:
 		return 0, it.fail("odd entry count")
+	case nan:
+		return 0, w.zsetScoreNaN(it.count/2, it.what)
 	case role == lpTriples && it.count%3 != 0:
 		return 0, it.fail("entry count not a multiple of 3")
 	}

@@ -3,6 +3,7 @@ package rdbcheck
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -80,7 +81,18 @@ func TestListpackBacklens(t *testing.T) {
 	})
 }
 
+// many is a sorted set listpack of n members whose last score is last.
+func many(n int, last string) []byte {
+	var e []any
+	for i := range n {
+		e = append(e, fmt.Sprint("m", i), i)
+	}
+	e[len(e)-1] = last
+	return listpack(e...)
+}
+
 func casesListpackRoles() []walkCase {
+	zset := func(lp []byte) []byte { return val(10, typeZsetListpack, func(r *rdb) { r.blob(lp) }) }
 	set := func(lp []byte) []byte { return val(11, typeSetListpack, func(r *rdb) { r.blob(lp) }) }
 	ttl := func(lp []byte) []byte { return val(12, typeHashListpackEx, func(r *rdb) { r.u64(1).blob(lp) }) }
 	return []walkCase{
@@ -102,6 +114,12 @@ func casesListpackRoles() []walkCase {
 		bad("a count not a multiple of 3", ttl(listpack("f1", "v", 0, "f2")), -1),
 		bad("a field twice with TTLs", ttl(listpack("f", "v", 0, "f", "v", 0)), -1),
 		good("TTLs in the release candidates' type", val(12, typeHashListpackExPre, func(r *rdb) { r.blob(listpack("f1", "v", 10)) })),
+		good("sorted set scores", zset(listpack("a", "1.5", "b", 2, "c", "inf", "d", "-inf", "e", "1nan", "f", "na"))),
+		good("a hash value of nan", hashLP(listpack("f", "nan"))),
+		{name: "a NaN score", rdb: zset(listpack("a", "nan")), at: -1, rule: ruleReplica},
+		{name: "a NaN score after spaces and a sign", rdb: zset(listpack("a", 1, "b", " \t-NaN(x)")), at: -1, rule: ruleReplica},
+		{name: "a NaN score in a set of 129", rdb: zset(many(129, "nan")), at: -1, rule: ruleLoader},
+		good("a set of 129 members", zset(many(129, "1"))),
 	}
 }
 

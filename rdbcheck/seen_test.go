@@ -4,8 +4,8 @@ import "testing"
 
 func TestSeen(t *testing.T) {
 	h := func(i uint64) uint64 { return i * 0x9e3779b97f4a7c15 }
-	s := newSeen(4) // 16 slots, 12 remembered
-	for i := range uint64(12) {
+	s := newSeen(4) // 16 slots, 8 remembered
+	for i := range uint64(8) {
 		if s.add(h(i)) {
 			t.Fatalf("hash %d: a duplicate in a set that never held it", i)
 		}
@@ -25,7 +25,7 @@ func TestSeen(t *testing.T) {
 	if !s.unmarked() {
 		t.Fatal("nothing marked, yet unmarked says no")
 	}
-	for i := range uint64(12) {
+	for i := range uint64(8) {
 		slot, _ := s.find(h(i))
 		s.mark(slot)
 	}
@@ -43,5 +43,40 @@ func TestSeen(t *testing.T) {
 		if v != 0 && v != h(5)&^seenMark|seenHeld {
 			t.Fatalf("clear left slot %x", v)
 		}
+	}
+}
+
+// TestSeenGrows: the table doubles as it fills, keeping every hash and
+// mark, up to its largest; then it stops remembering.
+func TestSeenGrows(t *testing.T) {
+	h := func(i uint64) uint64 { return i*0x9e3779b97f4a7c15 + 12345 }
+	s := newSeen(12)
+	if len(s.slots) != 1<<seenFirstBits {
+		t.Fatalf("a new set has %d slots", len(s.slots))
+	}
+	for i := range uint64(2048) {
+		if s.add(h(i)) {
+			t.Fatalf("hash %d: a duplicate", i)
+		}
+		if i%3 == 0 {
+			slot, _ := s.find(h(i))
+			s.mark(slot)
+		}
+	}
+	if len(s.slots) != 1<<12 || s.over {
+		t.Fatalf("%d slots, over %v, after 2048 hashes", len(s.slots), s.over)
+	}
+	for i := range uint64(2048) {
+		slot, found := s.find(h(i))
+		if !found || s.marked(slot) != (i%3 == 0) {
+			t.Fatalf("hash %d: found %v, marked %v after growing", i, found, s.marked(slot))
+		}
+	}
+	if s.add(h(5000)) || !s.over || len(s.slots) != 1<<12 {
+		t.Fatal("the set grew past its largest table")
+	}
+	s.clear()
+	if len(s.used) != 0 || s.add(h(7)) {
+		t.Fatal("clear left something behind")
 	}
 }

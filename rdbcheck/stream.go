@@ -17,8 +17,10 @@ import (
 // listpack that streamValidateListpackIntegrity refuses, a length with no
 // node, a group name twice, a pending ID twice in a group, a consumer name
 // twice in a group, a consumer's pending ID that its group does not have
-// or that the consumer has twice, and (deep sanitization) a group's pending
-// ID that no consumer has.
+// or that a consumer already has (two consumers sharing an entry, or one
+// having it twice: refused since the 2026 security releases, 7.2.15 and
+// 7.4.10, and in Debian's 7.0.15), and (deep sanitization) a group's
+// pending ID that no consumer has.
 
 func (w *walk) stream(t byte) error {
 	nodes, err := w.length()
@@ -166,6 +168,8 @@ func (w *walk) consumer(t byte) error {
 		}
 		slot, found := w.pel.find(sum)
 		switch {
+		case found && w.pel.marked(slot):
+			return w.fail("stream consumer PEL entry already has a consumer assigned")
 		case found:
 			w.pel.mark(slot)
 		case !w.pel.over:

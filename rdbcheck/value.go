@@ -1,6 +1,7 @@
 package rdbcheck
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 )
@@ -269,7 +270,7 @@ func (w *walk) quicklist(t byte) error {
 		case t == typeListQuicklist2:
 			count, err = w.listpack(s, h.size, lpPlain, "listpack")
 		default:
-			count, err = w.ziplist(s, h.size, false, "ziplist")
+			count, err = w.ziplist(s, h.size, zlPlain, "ziplist")
 		}
 		if err != nil {
 			return err
@@ -314,18 +315,18 @@ func (w *walk) encoded(t byte) error {
 		err = w.zipmap(s, h.size)
 		count = 1
 	case typeListZiplist:
-		count, err = w.ziplist(s, h.size, false, "list ziplist")
+		count, err = w.ziplist(s, h.size, zlPlain, "list ziplist")
 	case typeSetIntset:
 		err = w.intset(s, h.size)
 		count = 1
 	case typeZsetZiplist:
-		count, err = w.ziplist(s, h.size, true, "zset ziplist")
+		count, err = w.ziplist(s, h.size, zlZset, "zset ziplist")
 	case typeHashZiplist:
-		count, err = w.ziplist(s, h.size, true, "hash ziplist")
+		count, err = w.ziplist(s, h.size, zlPairs, "hash ziplist")
 	case typeHashListpack:
 		count, err = w.listpack(s, h.size, lpPairs, "hash listpack")
 	case typeZsetListpack:
-		count, err = w.listpack(s, h.size, lpPairs, "zset listpack")
+		count, err = w.listpack(s, h.size, lpZset, "zset listpack")
 	case typeSetListpack:
 		count, err = w.listpack(s, h.size, lpSet, "set listpack")
 	case typeHashListpackExPre, typeHashListpackEx:
@@ -356,4 +357,43 @@ func typeName(t byte) string {
 		return "set"
 	}
 	return "hash"
+}
+
+// A sorted set's listpack or ziplist holds its scores as integers or as
+// strings, which Redis reads with strtod when it converts the set to a
+// skiplist: at load, if the set has more members than
+// zset-max-listpack-entries (128 by default), and a NaN score then fails
+// an assertion (zslInsert). The walker cannot know the replicas' setting,
+// and Redis never writes a NaN score: it refuses one whatever the size,
+// as redis-check-rdb (and a replica at the default) does past 128 members.
+const zsetListpackEntries = 128
+
+// scoreBuffer is how much of a score string Redis's zzlStrtod reads.
+const scoreBuffer = 127
+
+// scoreNaN reports whether strtod reads the start of a score string as a
+// NaN: white space, a sign, then "nan" in any case (the string ends at a
+// NUL).
+func scoreNaN(b []byte) bool {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	return len(b)-i >= 3 && bytes.EqualFold(b[i:i+3], []byte("nan"))
+}
+
+// zsetScoreNaN is the fault of a sorted set's blob of n members with a NaN
+// score.
+func (w *walk) zsetScoreNaN(n uint32, what string) error {
+	r := ruleReplica
+	if n > zsetListpackEntries {
+		r = ruleLoader
+	}
+	return w.failRule(r, "%s with NAN score detected", what)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -122,11 +124,12 @@ func TestWalkerKeepsNothing(t *testing.T) {
 	}
 }
 
-// TestWalkerAllocs: a walk allocates what it needs once; more values of
-// the same kinds cost nothing more.
+// TestWalkerAllocs: a walk allocates its sets as they fill, up to their
+// bounds, and nothing per value: once the sets are full (16384 keys), more
+// values of the same kinds cost nothing more.
 func TestWalkerAllocs(t *testing.T) {
 	allocs := func(b []byte) float64 {
-		return testing.AllocsPerRun(5, func() {
+		return testing.AllocsPerRun(3, func() {
 			w := NewWalker()
 			for i := 0; i < len(b); i += 4096 {
 				if _, err := w.Write(b[i:min(i+4096, len(b))]); err != nil {
@@ -138,9 +141,12 @@ func TestWalkerAllocs(t *testing.T) {
 			}
 		})
 	}
-	small, large := allocs(mixed(10)), allocs(mixed(1000))
-	if large != small {
-		t.Fatalf("a walk of 9000 keys allocates %v times, of 90: %v", large, small)
+	full, fuller := allocs(mixed(2000)), allocs(mixed(4000))
+	if fuller != full {
+		t.Fatalf("a walk of 36000 keys allocates %v times, of 18000: %v", fuller, full)
+	}
+	if small := allocs(mixed(1)); small >= full {
+		t.Fatalf("a walk of 9 keys allocates %v times, of 18000: %v", small, full)
 	}
 }
 
@@ -187,4 +193,58 @@ func TestMixed(t *testing.T) {
 	if v := walkEverySplit(t, mixed(3)); v.err != nil {
 		t.Fatal(v)
 	}
+}
+
+// TestRedisFiles walks the RDBs a real redis-server 7.0 saved (testdata,
+// written by the agreement test with -update) at every split.
+func TestRedisFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.rdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no RDB in testdata")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := walkEverySplit(t, b); v.err != nil {
+			t.Errorf("%s: %v", f, v)
+		}
+	}
+}
+
+// TestWalkerMemory: a walk of more keys, members and pending IDs than its
+// sets remember allocates within the fuzzer's bound.
+func TestWalkerMemory(t *testing.T) {
+	r := newRDB(10)
+	for i := range 20000 {
+		r.key(typeString, fmt.Sprint(i)).str("")
+	}
+	r.key(typeSet, "set").len(5000)
+	for i := range 5000 {
+		r.str(fmt.Sprint(i))
+	}
+	s := oneNode(1)
+	for i := range 3000 {
+		s.groups = append(s.groups, testGroup{name: fmt.Sprint("g", i%200)})
+	}
+	s.groups = s.groups[:200]
+	var pel []string
+	for i := range 3000 {
+		pel = append(pel, streamID16(uint64(i), 0))
+	}
+	s.groups[0] = testGroup{name: "g0", pel: pel, consumers: []testConsumer{{"c", pel}}}
+	r.key(typeStreamListpacks2, "x")
+	s.write(r, typeStreamListpacks2)
+	v, allocated := walkAllocs(r.end())
+	if v.err != nil {
+		t.Fatal(v)
+	}
+	if allocated > walkMemoryBound {
+		t.Fatalf("the walk allocated %d bytes", allocated)
+	}
+	t.Logf("the walk allocated %d bytes", allocated)
 }

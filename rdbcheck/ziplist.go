@@ -44,8 +44,19 @@ func zlInt(enc byte) (size uint64, ok bool) {
 	return 0, enc >= 0xf1 && enc <= 0xfd // a 4-bit immediate
 }
 
+// zlRole says what Redis checks in a ziplist's entries beyond its
+// structure.
+type zlRole uint8
+
+const (
+	zlPlain zlRole = iota // a list
+	zlPairs               // a hash: no field twice, an even count
+	zlZset                // a sorted set: zlPairs, and no NaN score
+)
+
 // ziplist checks a ziplist and returns its entry count.
-func (w *walk) ziplist(s *src, size uint64, pairs bool, what string) (uint32, error) {
+func (w *walk) ziplist(s *src, size uint64, role zlRole, what string) (uint32, error) {
+	pairs := role != zlPlain
 	fail := func(detail string) error {
 		return w.fail("%s integrity check failed: %s", what, detail)
 	}
@@ -80,6 +91,7 @@ func (w *walk) ziplist(s *src, size uint64, pairs bool, what string) (uint32, er
 		set = w.memberSet()
 	}
 	var count uint32
+	nan := false
 	p, prevSize, lastStart := uint64(zlHeaderSize), uint64(0), uint64(0)
 	for {
 		b0, err := rb()
@@ -159,6 +171,18 @@ func (w *walk) ziplist(s *src, size uint64, pairs bool, what string) (uint32, er
 			w.h.Reset()
 		}
 		switch {
+		case str && role == zlZset && !field:
+			var d [scoreBuffer]byte
+			n := min(clen, scoreBuffer)
+			for i := range n {
+				if d[i], err = rb(); err != nil {
+					return 0, err
+				}
+			}
+			if ok, err := s.skip(clen-n, nil); err != nil || !ok {
+				return 0, w.lzfErr(err)
+			}
+			nan = nan || scoreNaN(d[:n])
 		case str:
 			var h = &w.h
 			if !field {
@@ -212,6 +236,9 @@ func (w *walk) ziplist(s *src, size uint64, pairs bool, what string) (uint32, er
 	}
 	if pairs && count%2 != 0 {
 		return 0, fail("odd entry count")
+	}
+	if nan {
+		return 0, w.zsetScoreNaN(count/2, what)
 	}
 	return count, nil
 }

@@ -2,6 +2,7 @@ package rdbcheck
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,14 @@ func casesZiplist() []walkCase {
 		bad("a hash field twice, once an integer", hash(ziplist("7", "v", 7, "w")), -1),
 		bad("a hash with an odd count", hash(ziplist("f", "v", "g")), -1),
 		bad("a sorted set member twice", zset(ziplist(1, "1", 1, "2")), -1),
+		{name: "a sorted set with a NaN score", rdb: zset(ziplist("m", "NAN")), at: -1, rule: ruleReplica},
+		{name: "a sorted set of 129 with a NaN score", rdb: zset(func() []byte {
+			var e []any
+			for i := range 129 {
+				e = append(e, fmt.Sprint("m", i), "nan")
+			}
+			return ziplist(e...)
+		}()), at: -1, rule: ruleLoader},
 		bad("shorter than a header", list([]byte{11, 0, 0, 0, 10, 0, 0, 0, 0, 0xff}), -1),
 	}
 }

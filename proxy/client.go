@@ -316,7 +316,7 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 func (s *Server) cmdClient(c *client, args [][]byte) bool {
-	sub := strings.ToLower(string(args[1]))
+	sub := wire.Lower(string(args[1]))
 	switch {
 	case sub == "id" && len(args) == 2:
 		c.out = wire.AppendInt(c.out, c.id)

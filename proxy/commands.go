@@ -70,7 +70,7 @@ func commandTable() map[string]command {
 
 // dispatch runs one command and appends its reply to c.out.
 func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
-	name := strings.ToLower(string(args[0]))
+	name := wire.Lower(string(args[0]))
 	cmd, ok := s.commands[name]
 	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
 	// only names from the table, never bytes a client chose, reach its lines.
@@ -117,7 +117,7 @@ func fullName(name string, args [][]byte) string {
 	switch name {
 	case "client", "config", "command", "slowlog", "latency", "acl":
 		if len(args) > 1 {
-			return name + "|" + clip(strings.ToLower(string(args[1])), 64)
+			return name + "|" + clip(wire.Lower(string(args[1])), 64)
 		}
 	}
 	return name
@@ -232,7 +232,7 @@ func (s *Server) appendRoleReplicas(b []byte) []byte {
 }
 
 func (s *Server) cmdConfig(c *client, args [][]byte) bool {
-	sub := strings.ToLower(string(args[0+1]))
+	sub := wire.Lower(string(args[0+1]))
 	switch {
 	case sub == "get" && len(args) >= 3:
 		s.configGet(c, args[2:])
@@ -256,7 +256,7 @@ func (s *Server) configGet(c *client, patterns [][]byte) {
 	var pairs []string
 	seen := map[string]bool{}
 	for _, p := range patterns {
-		pat := strings.ToLower(string(p))
+		pat := wire.Lower(string(p))
 		for _, name := range config.Names() {
 			if ok, _ := path.Match(pat, name); !ok || seen[name] || hiddenFromConfigGet(name) {
 				continue
@@ -293,7 +293,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	// same value: certificates are rotated by replacing the files.
 	firstTLS := ""
 	for i := 0; i < len(args); i += 2 {
-		if name := strings.ToLower(string(args[i])); tlsconf.Names(name) && firstTLS == "" {
+		if name := wire.Lower(string(args[i])); tlsconf.Names(name) && firstTLS == "" {
 			firstTLS = name
 		}
 	}
@@ -302,7 +302,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	// (prepare), after it.
 	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
 		for i := 0; i < len(args); i += 2 {
-			name := strings.ToLower(string(args[i]))
+			name := wire.Lower(string(args[i]))
 			if !config.Mutable(name) {
 				if _, known := next.Get(name); known {
 					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
@@ -348,7 +348,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		s.log.Warn("TLS configuration not updated", "error", tlsErr.err)
 		name := firstTLS
 		if name == "" {
-			name = strings.ToLower(string(args[0]))
+			name = wire.Lower(string(args[0]))
 		}
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - Unable to update TLS configuration. Check server logs.", name))
 		return
@@ -434,7 +434,7 @@ func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	var now *config.Config
 	err := s.changeConfig(func(_, next *config.Config) error {
 		now = next // the last try's is the one published
-		if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
+		if wire.EqualFold(host, "no") && wire.EqualFold(port, "one") {
 			return next.Set("replicaof", "no", "one")
 		}
 		return next.Set("replicaof", host, port)

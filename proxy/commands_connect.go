@@ -52,10 +52,10 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	for i := 2; i < len(args); i++ {
 		more := len(args) - i - 1
 		switch opt := string(args[i]); {
-		case strings.EqualFold(opt, "auth") && more >= 2:
+		case wire.EqualFold(opt, "auth") && more >= 2:
 			user, pass = string(args[i+1]), args[i+2]
 			i += 2
-		case strings.EqualFold(opt, "setname") && more >= 1:
+		case wire.EqualFold(opt, "setname") && more >= 1:
 			n := string(args[i+1])
 			if !validName(n) {
 				c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
@@ -144,7 +144,7 @@ func (s *Server) clientInfo(c *client) {
 // client libraries send on connect: accepted and checked as 7.2 checks it,
 // but not kept, since the proxy's CLIENT LIST has Redis 7.0's fields.
 func (s *Server) clientSetInfo(c *client, attr, val string) {
-	attr = strings.ToLower(attr)
+	attr = wire.Lower(attr)
 	if attr != "lib-name" && attr != "lib-ver" {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unrecognized option '%s'", clip(attr, 64)))
 		return
@@ -170,7 +170,7 @@ func (s *Server) cmdTime(c *client, _ [][]byte) bool {
 func subArity(c *client, args [][]byte, arity int) bool {
 	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s|%s' command",
-			strings.ToLower(string(args[0])), clip(strings.ToLower(string(args[1])), 64)))
+			wire.Lower(string(args[0])), clip(wire.Lower(string(args[1])), 64)))
 		return false
 	}
 	return true
@@ -179,12 +179,12 @@ func subArity(c *client, args [][]byte, arity int) bool {
 // unknownSub is Redis 7's reply to an unknown subcommand.
 func unknownSub(c *client, args [][]byte) {
 	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.",
-		clip(string(args[1]), 64), strings.ToUpper(string(args[0]))))
+		clip(string(args[1]), 64), wire.Upper(string(args[0]))))
 }
 
 // cmdSlowlog is SLOWLOG GET [count], LEN and RESET, always empty.
 func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
-	switch strings.ToLower(string(args[1])) {
+	switch wire.Lower(string(args[1])) {
 	case "get":
 		if !subArity(c, args, -2) {
 			break
@@ -222,7 +222,7 @@ const latencyDoctor = "Latency monitoring is not available in replproxy: it runs
 // cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH and HISTOGRAM,
 // with no samples.
 func (s *Server) cmdLatency(c *client, args [][]byte) bool {
-	switch strings.ToLower(string(args[1])) {
+	switch wire.Lower(string(args[1])) {
 	case "latest":
 		if subArity(c, args, 2) {
 			c.out = wire.AppendArrayHeader(c.out, 0)
@@ -257,7 +257,7 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 	var save, noSave, abort bool
 	for _, a := range args[1:] {
-		switch strings.ToLower(string(a)) {
+		switch wire.Lower(string(a)) {
 		case "save":
 			save = true
 		case "nosave":

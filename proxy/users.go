@@ -101,7 +101,7 @@ func (s *Server) permitted(c *client, args [][]byte) bool {
 // servedBeyondRedis70 reports whether args are a subcommand the proxy
 // answers that Redis 7.0 does not have.
 func servedBeyondRedis70(args [][]byte) bool {
-	return strings.EqualFold(string(args[0]), "client") && strings.EqualFold(string(args[1]), "setinfo")
+	return wire.EqualFold(args[0], "client") && wire.EqualFold(args[1], "setinfo")
 }
 
 // clientInfoLine is c's CLIENT LIST line without its newline, as ACL LOG's

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Load replaces every user with those of an aclfile's text, as ACL LOAD
@@ -165,7 +167,7 @@ func (c *ConfigUsers) Add(args []string) error {
 	declErr := func(arg string, e ruleErr) error {
 		return newError(fmt.Sprintf("Error in user declaration '%s': %s", cString(arg), e.text()))
 	}
-	if len(args) < 2 || !equalFold(cString(args[0]), "user") {
+	if len(args) < 2 || !wire.EqualFold(cString(args[0]), "user") {
 		return declErr(strings.Join(args[:min(len(args), 1)], ""), errNone)
 	}
 	for _, u := range c.users {

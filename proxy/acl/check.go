@@ -3,6 +3,8 @@ package acl
 import (
 	"fmt"
 	"slices"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Reason is why the ACL refused something, as ACL LOG names it. Its values
@@ -96,7 +98,7 @@ func (s *selector) allowsCommand(c *command, arg string, hasArg bool) bool {
 	}
 	arg = cString(arg)
 	for _, a := range s.firstArgs[c.id] {
-		if equalFold(a, arg) {
+		if wire.EqualFold(a, arg) {
 			return true
 		}
 	}
@@ -114,7 +116,7 @@ func (p *Profile) Check(args [][]byte) *Denied {
 	if !ok {
 		name := ""
 		if len(args) > 0 {
-			name = asciiLower(string(args[0]))
+			name = wire.Lower(string(args[0]))
 		}
 		return &Denied{Reason: ReasonCommand, Command: name, Object: name}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Subcommand checks the ACL command args (args[0] is "ACL", args[1] the
@@ -23,7 +25,7 @@ func Subcommand(args [][]byte, hasACLFile bool) (string, *Error) {
 	id, ok := table.lookupSub(acl, string(args[1]))
 	if !ok {
 		return "", newError(fmt.Sprintf("unknown subcommand '%s'. Try %s HELP.",
-			clip(cString(string(args[1])), 128), strings.ToUpper(cString(string(args[0])))))
+			clip(cString(string(args[1])), 128), wire.Upper(cString(string(args[0])))))
 	}
 	c := &table.cmds[id]
 	if (c.arity > 0 && c.arity != len(args)) || len(args) < -c.arity {
@@ -48,7 +50,7 @@ func Subcommand(args [][]byte, hasACLFile bool) (string, *Error) {
 // arguments.
 func syntaxError(args [][]byte) *Error {
 	return newError(fmt.Sprintf("unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
-		clip(cString(string(args[1])), 128), strings.ToUpper(cString(string(args[0])))))
+		clip(cString(string(args[1])), 128), wire.Upper(cString(string(args[0])))))
 }
 
 // clip returns s cut to n bytes, as printf's %.<n>s.

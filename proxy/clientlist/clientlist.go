@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // A Client is one client as CLIENT LIST shows it and CLIENT KILL filters
@@ -72,7 +74,7 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			return "ERR syntax error"
 		}
 		val := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
+		switch wire.Lower(string(args[i])) {
 		case "id":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n <= 0 {
@@ -84,7 +86,7 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 		case "laddr":
 			f.LAddr = val
 		case "type":
-			f.Type = strings.ToLower(val)
+			f.Type = wire.Lower(val)
 			if f.Type == "slave" {
 				f.Type = "replica"
 			}
@@ -98,9 +100,9 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			f.User = val
 		case "skipme":
 			switch {
-			case strings.EqualFold(val, "yes"):
+			case wire.EqualFold(val, "yes"):
 				f.SkipMe = true
-			case strings.EqualFold(val, "no"):
+			case wire.EqualFold(val, "no"):
 				f.SkipMe = false
 			default:
 				return "ERR syntax error"

@@ -43,6 +43,13 @@ func TestKillFilter(t *testing.T) {
 		{args("ADDR"), "ERR syntax error"},
 		{args("ID x TYPE nosuch"), "ERR client-id should be greater than 0"},
 		{args("TYPE slave USER default SKIPME no"), ""},
+		{args("tYpE SLAVE sKiPmE No"), ""},
+		// Names fold as Redis folds them, ASCII letters only: a look-alike
+		// that Unicode folds to an ASCII letter is no filter, nor a type.
+		{args("\u0130D 5"), "ERR syntax error"},            // dotted capital I
+		{args("\u017fKIPME no"), "ERR syntax error"},       // long s
+		{args("TYPE \u212aeplica"), "ERR Unknown client type '\u212aeplica'"}, // Kelvin sign
+		{args("SKIPME \u0274o"), "ERR syntax error"},
 	} {
 		f := KillFilter{Known: func(u string) bool { return u == "default" }}
 		if got := f.Parse(tc.args); got != tc.reply {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -83,7 +84,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 		return true, "ERR syntax error", false
 	}
 	for i := 1; i < len(args); i += 2 {
-		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
+		opt, val := wire.Lower(string(args[i])), string(args[i+1])
 		switch opt {
 		case "listening-port":
 			n, err := strconv.Atoi(val)
@@ -101,7 +102,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 			h.IP = val
 		case "capa":
-			switch strings.ToLower(val) {
+			switch wire.Lower(val) {
 			case "eof":
 				h.CapaEOF = true
 			case "psync2":
@@ -134,7 +135,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 			h.Filtered, h.Filter = true, val
 		case "link-compression":
-			switch strings.ToLower(val) {
+			switch wire.Lower(val) {
 			case "zstd":
 				switch {
 				case !pol.Allow:
@@ -161,7 +162,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 // filter, or "": Redis's check, word by word, where only "functions" is one.
 func badFilter(val string) string {
 	for _, f := range strings.Fields(val) {
-		if !strings.EqualFold(f, "functions") {
+		if !wire.EqualFold(f, "functions") {
 			return f
 		}
 	}
@@ -187,7 +188,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 	}
 	for i := 1; i < len(args); i += 2 {
 		val := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
+		switch wire.Lower(string(args[i])) {
 		case "ack":
 			return replid.ParseOffset(val)
 		case "listening-port":
@@ -210,7 +211,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 			// Either value read as Replconf reads it; whether zstd was
 			// allowed is not known here, and an ACK after it is none anyway
 			// (a replica negotiates before PSYNC, never beside an ACK).
-			if v := strings.ToLower(val); v != "zstd" && v != "no" {
+			if v := wire.Lower(val); v != "zstd" && v != "no" {
 				return 0, false
 			}
 		case "capa", "version":

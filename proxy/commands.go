@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/tlsconf"
@@ -27,11 +28,44 @@ type command struct {
 
 	// name is the table's key, set by commandTable, for CLIENT LIST.
 	name *string
+	// subs are, for a command with subcommands (a container), the ones the
+	// proxy serves, by lower-case name; nil for any other command.
+	subs map[string]subcommand
 }
+
+// A subcommand is one the proxy serves of a container.
+type subcommand struct {
+	name  *string // its full name, as Redis 7 shows it: "client|kill"
+	arity int     // Redis's, the container's name included
+	// beyondRedis70: Redis 7.0 has no such subcommand (the proxy answers
+	// it as a later Redis does), so the ACL's table does not know it
+	// either: it is allowed to users that may run the whole container.
+	beyondRedis70 bool
+}
+
+// servedSubcommands are the subcommands the proxy serves, for each of its
+// containers: every one Redis 7.0 has there, but COMMAND GETKEYS and
+// GETKEYSANDFLAGS (the proxy holds no keys) and the CLIENT subcommands for
+// what it does not do (CACHING, GETREDIR, TRACKING and TRACKINGINFO,
+// NO-EVICT, PAUSE and UNPAUSE, REPLY, UNBLOCK), which are checked as Redis
+// checks them and then answered as unknown.
+var servedSubcommands = map[string][]string{
+	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
+	"client":  {"getname", "help", "id", "info", "kill", "list", "setname"},
+	"command": {"count", "docs", "help", "info", "list"},
+	"config":  {"get", "help", "resetstat", "rewrite", "set"},
+	"latency": {"doctor", "graph", "help", "histogram", "history", "latest", "reset"},
+	"slowlog": {"get", "help", "len", "reset"},
+}
+
+// clientSetInfoArity is Redis 7.2's arity of CLIENT SETINFO, the one
+// subcommand served that Redis 7.0 lacks.
+const clientSetInfoArity = 4
 
 // commandTable returns the commands the proxy answers. It is built per call
 // site rather than held in a package variable because handlers refer back to
-// it (COMMAND COUNT).
+// it (COMMAND COUNT). A subcommand's arity is the one of Redis 7.0's table
+// (package acl), so that the two cannot differ.
 func commandTable() map[string]command {
 	t := map[string]command{
 		"ping":      {arity: -1, run: (*Server).cmdPing},
@@ -63,64 +97,119 @@ func commandTable() map[string]command {
 	}
 	for name, cmd := range t {
 		cmd.name = &name
+		for _, sub := range servedSubcommands[name] {
+			full, arity, ok := acl.Lookup([][]byte{[]byte(name), []byte(sub)})
+			if !ok {
+				panic("proxy: Redis 7.0 has no subcommand " + name + "|" + sub) // the list above is wrong
+			}
+			if cmd.subs == nil {
+				cmd.subs = map[string]subcommand{}
+			}
+			cmd.subs[sub] = subcommand{name: &full, arity: arity}
+		}
 		t[name] = cmd
 	}
+	setInfo := "client|setinfo"
+	t["client"].subs["setinfo"] = subcommand{name: &setInfo, arity: clientSetInfoArity, beyondRedis70: true}
 	return t
 }
 
-// dispatch runs one command and appends its reply to c.out.
-func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
-	name := wire.Lower(string(args[0]))
-	cmd, ok := s.commands[name]
-	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
-	// only names from the table, never bytes a client chose, reach its lines.
-	c.lastCmd.Store(cmd.name)
+// A resolved command is what dispatch found args to name, in Redis's order.
+type resolved struct {
+	cmd command
+	// full is the name Redis 7 shows the command by ("client|kill"), from
+	// the table, never a client's bytes: nil when args name nothing.
+	full  *string
+	arity int
+	// unserved: a subcommand of Redis 7.0 the proxy does not serve. It is
+	// checked as Redis checks it (arity, authentication, the ACL) and then
+	// answered as unknown: it never runs.
+	unserved bool
+	// beyondRedis70: a subcommand served that Redis 7.0 lacks
+	// (subcommand.beyondRedis70).
+	beyondRedis70 bool
+}
+
+// resolve finds the command args name, as Redis's lookupCommand does: the
+// command, and for a container with more than one argument the subcommand
+// args[1] names, among those the proxy serves, then among Redis 7.0's. ok
+// is false for a name neither has: dispatch answers it, and nothing of it
+// runs.
+func (s *Server) resolve(args [][]byte) (r resolved, ok bool) {
+	cmd, ok := s.commands[wire.Lower(string(args[0]))]
 	if !ok {
+		return r, false
+	}
+	r = resolved{cmd: cmd, full: cmd.name, arity: cmd.arity}
+	if cmd.subs == nil || len(args) < 2 {
+		return r, true
+	}
+	if sub, ok := cmd.subs[wire.Lower(string(args[1]))]; ok {
+		r.full, r.arity, r.beyondRedis70 = sub.name, sub.arity, sub.beyondRedis70
+		return r, true
+	}
+	full, arity, known := acl.Lookup(args[:2])
+	if !known {
+		return resolved{cmd: cmd}, false
+	}
+	r.full, r.arity, r.unserved = &full, arity, true
+	return r, true
+}
+
+// dispatch runs one command and appends its reply to c.out. Its checks run
+// in redis-server 7.0's order (processCommand): the command's existence
+// (an unknown subcommand is answered here, before authentication and the
+// ACL, as in Redis, and never reaches a handler), its arity, then
+// authentication, then the ACL.
+func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
+	r, ok := s.resolve(args)
+	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
+	// only names from the tables, never bytes a client chose, reach its
+	// lines.
+	c.lastCmd.Store(r.full)
+	switch {
+	case !ok && r.cmd.run != nil:
+		unknownSub(c, args)
+		return false
+	case !ok:
 		c.out = wire.AppendError(c.out, fmt.Sprintf(
-			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(name, 128)))
+			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(wire.Lower(string(args[0])), 128)))
 		return false
 	}
-	if !cmd.noAuth && s.authRequired(c) {
+	if (r.arity > 0 && len(args) != r.arity) || (r.arity < 0 && len(args) < -r.arity) {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", *r.full))
+		return false
+	}
+	if !r.cmd.noAuth && s.authRequired(c) {
 		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
 		return false
 	}
-	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+	if !s.permitted(c, args, r) {
 		return false
 	}
-	if !s.permitted(c, args) {
-		return false
-	}
+	name := *r.cmd.name
 	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
 		// A subscribed RESP2 client (commands_sentinel.go); in RESP3 a
 		// subscriber runs any command, and PING answers +PONG, as in Redis.
 		switch {
 		case !subscribedOnly[name]:
-			c.out = wire.AppendError(c.out, subscribedRefusal(fullName(name, args)))
+			c.out = wire.AppendError(c.out, subscribedRefusal(*r.full))
 			return false
 		case name == "ping":
 			cmdPingSubscribed(c, args)
 			return false
 		}
 	}
+	if r.unserved {
+		unknownSub(c, args)
+		return false
+	}
 	if c.box != nil && (name == "psync" || name == "sync") {
 		// Its replies go through the outbox; a replica's through its writer.
 		c.out = wire.AppendError(c.out, "ERR replproxy serves no replica on a connection that subscribed to a channel")
 		return false
 	}
-	return cmd.run(s, c, args)
-}
-
-// fullName is the command's name as Redis 7 shows it in errors: with its
-// subcommand for the commands that have them ("client|list").
-func fullName(name string, args [][]byte) string {
-	switch name {
-	case "client", "config", "command", "slowlog", "latency", "acl":
-		if len(args) > 1 {
-			return name + "|" + clip(wire.Lower(string(args[1])), 64)
-		}
-	}
-	return name
+	return r.cmd.run(s, c, args)
 }
 
 // clip shortens s for an error reply.
@@ -231,20 +320,23 @@ func (s *Server) appendRoleReplicas(b []byte) []byte {
 	return b
 }
 
+// cmdConfig is CONFIG GET, SET, RESETSTAT, REWRITE and HELP; dispatch has
+// checked the subcommand and its arity.
 func (s *Server) cmdConfig(c *client, args [][]byte) bool {
-	sub := wire.Lower(string(args[0+1]))
-	switch {
-	case sub == "get" && len(args) >= 3:
+	switch wire.Lower(string(args[1])) {
+	case "get":
 		s.configGet(c, args[2:])
-	case sub == "set" && len(args) >= 4:
+	case "set":
 		s.configSet(c, args[2:])
-	case sub == "resetstat" && len(args) == 2:
+	case "resetstat":
 		s.stats.Reset()
 		c.out = wire.AppendSimple(c.out, "OK")
-	case sub == "rewrite" && len(args) == 2:
+	case "rewrite":
 		s.configRewrite(c)
+	case "help":
+		c.out = appendHelp(c.out, "config")
 	default:
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", clip(sub, 64)))
+		unknownSub(c, args)
 	}
 	return false
 }

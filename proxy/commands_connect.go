@@ -176,10 +176,15 @@ func subArity(c *client, args [][]byte, arity int) bool {
 	return true
 }
 
-// unknownSub is Redis 7's reply to an unknown subcommand.
+// unknownSub is Redis 7.0's reply to an unknown subcommand
+// (commandCheckExistence): the name as C sees it, cut to 128 bytes, and the
+// command in upper case.
 func unknownSub(c *client, args [][]byte) {
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.",
-		clip(string(args[1]), 64), wire.Upper(string(args[0]))))
+	sub := wire.CString(string(args[1]))
+	if len(sub) > 128 {
+		sub = sub[:128]
+	}
+	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", sub, wire.Upper(wire.CString(string(args[0])))))
 }
 
 // cmdSlowlog is SLOWLOG GET [count], LEN and RESET, always empty.
@@ -208,6 +213,8 @@ func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
 		if subArity(c, args, 2) {
 			c.out = wire.AppendSimple(c.out, "OK")
 		}
+	case "help":
+		c.out = appendHelp(c.out, "slowlog")
 	default:
 		unknownSub(c, args)
 	}
@@ -244,6 +251,8 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 		if subArity(c, args, 3) {
 			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", clip(string(args[2]), 64)))
 		}
+	case "help":
+		c.out = appendHelp(c.out, "latency")
 	default:
 		unknownSub(c, args)
 	}
@@ -288,6 +297,10 @@ func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 // over the commands the proxy serves (package commanddocs); a misuse is
 // answered as every command's is.
 func (s *Server) cmdCommand(c *client, args [][]byte) bool {
+	if len(args) == 2 && wire.EqualFold(args[1], "help") {
+		c.out = appendHelp(c.out, "command")
+		return false
+	}
 	var misuse commanddocs.Misuse
 	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
 	switch misuse {

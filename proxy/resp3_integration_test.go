@@ -161,7 +161,7 @@ func replyCases() []replyCase {
 		{[]string{"CONFIG", "SET", "repl-timeout", "60"}, "+OK\r\n", ""},
 		{[]string{"CONFIG", "RESETSTAT"}, "+OK\r\n", ""},
 		{[]string{"CONFIG", "REWRITE"}, "-ERR The server is running without a config file\r\n", ""},
-		{[]string{"CONFIG", "FOO"}, "-ERR unknown subcommand or wrong number of arguments for 'foo'. Try CONFIG HELP.\r\n", ""},
+		{[]string{"CONFIG", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n", ""},
 		{[]string{"ACL", "WHOAMI"}, "$7\r\ndefault\r\n", ""},
 		{[]string{"ACL", "USERS"}, "*1\r\n$7\r\ndefault\r\n", ""},
 		{[]string{"ACL", "LIST"}, "*1\r\n$34\r\nuser default on nopass ~* &* +@all\r\n", ""},

@@ -64,23 +64,27 @@ func (s *Server) authRequired(c *client) bool {
 	return !c.authed && !s.defaultOpen()
 }
 
-// permitted checks args against c's user's rules; a refusal is answered
-// with Redis's NOPERM reply, counted and put in the ACL LOG.
+// permitted checks args, the command r, against c's user's rules; a
+// refusal is answered with Redis's NOPERM reply, counted and put in the
+// ACL LOG.
 //
-// A subcommand Redis 7.0 does not have is not the ACL's to judge when the
-// proxy does not answer it either: the handler replies "unknown
-// subcommand", as Redis replies before its ACL check. One it does answer
-// (CLIENT SETINFO, as Redis 7.2 does) is allowed to users that may run
-// every subcommand of its container.
-func (s *Server) permitted(c *client, args [][]byte) bool {
+// Only a command of Redis 7.0's table is the ACL's to judge, as in Redis,
+// where an unknown name never reaches the ACL (dispatch answers it before).
+// A subcommand the proxy serves beyond Redis 7.0 (CLIENT SETINFO, as Redis
+// 7.2 has it) is allowed to users that may run every subcommand of its
+// container, and refused to any other; so is, should one ever get here, a
+// name the ACL's table does not know: nothing unknown runs unchecked.
+func (s *Server) permitted(c *client, args [][]byte, r resolved) bool {
 	u := c.userOf()
 	p := u.Profile()
-	if !acl.Known(args) {
-		if len(args) < 2 || !servedBeyondRedis70(args) || p.ContainerAllowed(string(args[0])) {
-			return true
-		}
+	var d *acl.Denied
+	switch {
+	case !r.beyondRedis70:
+		// Check refuses a name its table lacks.
+		d = p.Check(args)
+	case !p.ContainerAllowed(*r.cmd.name):
+		d = &acl.Denied{Reason: acl.ReasonCommand, Command: *r.full, Object: *r.full}
 	}
-	d := p.Check(args)
 	if d == nil {
 		return true
 	}
@@ -96,12 +100,6 @@ func (s *Server) permitted(c *client, args [][]byte) bool {
 		Username: u.Name(), ClientInfo: s.clientInfoLine(c)}, time.Now())
 	c.out = wire.AppendError(c.out, d.Error())
 	return false
-}
-
-// servedBeyondRedis70 reports whether args are a subcommand the proxy
-// answers that Redis 7.0 does not have.
-func servedBeyondRedis70(args [][]byte) bool {
-	return wire.EqualFold(args[0], "client") && wire.EqualFold(args[1], "setinfo")
 }
 
 // clientInfoLine is c's CLIENT LIST line without its newline, as ACL LOG's

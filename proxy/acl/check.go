@@ -96,7 +96,7 @@ func (s *selector) allowsCommand(c *command, arg string, hasArg bool) bool {
 	if !hasArg {
 		return false
 	}
-	arg = cString(arg)
+	arg = wire.CString(arg)
 	for _, a := range s.firstArgs[c.id] {
 		if wire.EqualFold(a, arg) {
 			return true
@@ -214,7 +214,7 @@ func (s *selector) allowsChannel(channel string, isPattern bool) bool {
 		return true
 	}
 	if isPattern {
-		return slices.Contains(s.channels, cString(channel))
+		return slices.Contains(s.channels, wire.CString(channel))
 	}
 	for _, p := range s.channels {
 		if globMatch(p, channel) {

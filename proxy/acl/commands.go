@@ -90,7 +90,7 @@ func (t *commandTable) lookupSub(parent int, name string) (int, bool) {
 // subcommands (so "select|0" names nothing). It stops at a NUL byte, as
 // Redis's lookup of a C string does.
 func (t *commandTable) lookupName(name string) (int, bool) {
-	name = cString(name)
+	name = wire.CString(name)
 	if name == "" {
 		return 0, false
 	}
@@ -122,7 +122,7 @@ func (t *commandTable) lookupArgs(args [][]byte) (int, bool) {
 
 // category returns the bit of a category name (case-insensitive), or 0.
 func (t *commandTable) category(name string) uint32 {
-	name = cString(name)
+	name = wire.CString(name)
 	for i, c := range t.categories {
 		if wire.EqualFold(c, name) {
 			return 1 << i
@@ -265,12 +265,3 @@ func (t *commandTable) addLine(fields []string) error {
 // Categories returns the ACL categories in Redis's order, as ACL CAT with no
 // argument lists them. The slice is the caller's.
 func Categories() []string { return slices.Clone(table.categories) }
-
-// cString returns s up to its first NUL byte: what C code that takes the
-// string as char* (strcasecmp, strrchr, sdsnew) sees of a binary argument.
-func cString(s string) string {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return s[:i]
-	}
-	return s
-}

@@ -244,7 +244,7 @@ func (ks *keySpec) beginAt(args [][]byte) (first int, found, valid bool) {
 			if i >= argc || i < 1 {
 				break
 			}
-			if wire.EqualFold(cString(string(args[i])), ks.keyword) {
+			if wire.EqualFold(wire.CString(string(args[i])), ks.keyword) {
 				return i + 1, true, true
 			}
 			if start <= end {
@@ -321,7 +321,7 @@ func sortKeys(args [][]byte) []keyRef {
 	keys := []keyRef{{1, keyRO | keyAccess}}
 	store := -1
 	for i := 2; i < len(args); i++ {
-		switch arg := cString(string(args[i])); {
+		switch arg := wire.CString(string(args[i])); {
 		case wire.EqualFold(arg, "limit"):
 			i += 2
 		case wire.EqualFold(arg, "store") && i+1 < len(args):
@@ -343,7 +343,7 @@ func migrateKeys(args [][]byte) []keyRef {
 	if len(args) > 6 {
 	scan:
 		for i := 6; i < len(args); i++ {
-			switch arg := cString(string(args[i])); {
+			switch arg := wire.CString(string(args[i])); {
 			case wire.EqualFold(arg, "keys"):
 				if len(args[3]) > 0 {
 					n = 0
@@ -368,7 +368,7 @@ func migrateKeys(args [][]byte) []keyRef {
 // setKeys: the key, read and written with GET, overwritten without.
 func setKeys(args [][]byte) []keyRef {
 	for _, arg := range args[min(3, len(args)):] {
-		if wire.EqualFold(cString(string(arg)), "get") {
+		if wire.EqualFold(wire.CString(string(arg)), "get") {
 			return []keyRef{{1, keyRW | keyAccess | keyUpdate}}
 		}
 	}
@@ -381,7 +381,7 @@ func bitfieldKeys(args [][]byte) []keyRef {
 	readonly := true
 	for i := 2; i < len(args); i++ {
 		rest := len(args) - i - 1
-		switch arg := cString(string(args[i])); {
+		switch arg := wire.CString(string(args[i])); {
 		case wire.EqualFold(arg, "get") && rest >= 2:
 			i += 2
 		case (wire.EqualFold(arg, "set") || wire.EqualFold(arg, "incrby")) && rest >= 3:
@@ -404,7 +404,7 @@ func bitfieldKeys(args [][]byte) []keyRef {
 func georadiusKeys(args [][]byte) []keyRef {
 	stored := -1
 	for i := 5; i < len(args); i++ {
-		arg := cString(string(args[i]))
+		arg := wire.CString(string(args[i]))
 		if (wire.EqualFold(arg, "store") || wire.EqualFold(arg, "storedist")) && i+1 < len(args) {
 			stored = i + 1
 			i++
@@ -422,7 +422,7 @@ func xreadKeys(args [][]byte) []keyRef {
 	streams := -1
 scan:
 	for i := 1; i < len(args); i++ {
-		switch arg := cString(string(args[i])); {
+		switch arg := wire.CString(string(args[i])); {
 		case wire.EqualFold(arg, "block"), wire.EqualFold(arg, "count"):
 			i++
 		case wire.EqualFold(arg, "group"):
@@ -453,7 +453,7 @@ scan:
 // to the first non-digit; a value beyond a long is clamped, then cut to an
 // int's 32 bits.
 func cAtoi(s string) int {
-	s = cString(s)
+	s = wire.CString(s)
 	i := 0
 	for i < len(s) && isSpace(s[i]) {
 		i++

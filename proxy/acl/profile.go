@@ -75,7 +75,7 @@ func (p *Profile) apply(op string, allChannels bool) ruleErr {
 	if op == "" {
 		return errNone // Redis ignores an empty rule
 	}
-	word := cString(op)
+	word := wire.CString(op)
 	switch {
 	case wire.EqualFold(word, "on"):
 		p.flags = p.flags&^flagOff | flagOn
@@ -181,7 +181,7 @@ func mergeSelectors(args []string) (merged []string, open int) {
 			continue
 		}
 		if open >= 0 {
-			cur = append(append(cur, ' '), cString(op)...)
+			cur = append(append(cur, ' '), wire.CString(op)...)
 			if len(op) > 0 && op[len(op)-1] == ')' {
 				open = -1
 				merged = append(merged, string(cur))

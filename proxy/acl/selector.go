@@ -117,7 +117,7 @@ func (s *selector) addFirstArg(id int, arg string) {
 // error Redis would set, or errNone. s is left half-changed on error: the
 // caller applies rules to a copy and drops it.
 func (s *selector) apply(op string) ruleErr {
-	word := cString(op)
+	word := wire.CString(op)
 	switch {
 	case op == "":
 		return errSyntax

@@ -72,3 +72,15 @@ func lowerByte(c byte) byte {
 	}
 	return c
 }
+
+// CString returns s up to its first NUL byte: what Redis's C code sees of
+// an argument it takes as char* (strcasecmp, a printf's %s), so that a
+// reply quoting a name shows what Redis's would.
+func CString(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return s[:i]
+		}
+	}
+	return s
+}

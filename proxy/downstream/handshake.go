@@ -62,10 +62,12 @@ func (h Handshake) Address(addr string) string {
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)
 // to h, in order, up to the first that ends the command. It says whether
 // to answer (ACK and GETACK are never answered), and with which error
-// reply; none ("") is +OK. A refused option leaves the ones before it
-// applied, as Redis does. It is [Handshake.ReplconfAllowing] with link
-// compression allowed and not capped (repl-link-compression-allow's
-// default).
+// reply; none ("") is +OK. Redis's options follow Redis: a refused option
+// leaves the ones before it applied. link-compression, replproxy's own, is
+// agreed only by the +OK: a command refused as a whole, or ended by ACK or
+// GETACK, leaves the link's compression as it was. It is
+// [Handshake.ReplconfAllowing] with link compression allowed and not
+// capped (repl-link-compression-allow's default).
 func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 	answer, errReply, _ = h.ReplconfAllowing(args, CompressionPolicy{Allow: true})
 	return answer, errReply
@@ -73,16 +75,21 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 
 // ReplconfAllowing is Replconf under pol, the link compression in force:
 // link-compression zstd is agreed to (+OK, Compression "zstd") when
-// pol.Allow and a slot of pol.Slots is free under pol.MaxLinks (taken
-// then, once per connection, and given back by EndCompression or by a
-// later link-compression no), and refused otherwise, with
-// LinkCompressionRefused or, past the cap, LinkCompressionCapped (capped
-// reports that one, for the caller's log line); link-compression no is
-// always +OK and plain; any other value is refused as unsupported.
+// pol.Allow and, once every option of the command is taken, a slot of
+// pol.Slots is free under pol.MaxLinks (taken then, once per connection,
+// and given back by EndCompression or by a later link-compression no), and
+// refused otherwise, with LinkCompressionRefused or, past the cap,
+// LinkCompressionCapped (capped reports that one, for the caller's log
+// line); link-compression no is +OK and plain; any other value is refused
+// as unsupported. The last link-compression of a command is the one that
+// counts.
 func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answer bool, errReply string, capped bool) {
 	if len(args)%2 == 0 {
 		return true, "ERR syntax error", false
 	}
+	// compression is what the command asks for, agreed below only once
+	// every option is taken: nothing of it outlives a refusal.
+	compression := h.Compression
 	for i := 1; i < len(args); i += 2 {
 		opt, val := wire.Lower(string(args[i])), string(args[i+1])
 		switch opt {
@@ -137,16 +144,12 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 		case "link-compression":
 			switch wire.Lower(val) {
 			case "zstd":
-				switch {
-				case !pol.Allow:
+				if !pol.Allow {
 					return true, LinkCompressionRefused, false
-				case h.Compression == "zstd" || pol.Slots == nil:
-				case !pol.Slots.take(pol.MaxLinks):
-					return true, LinkCompressionCapped(pol.MaxLinks), true
 				}
-				h.Compression = "zstd"
+				compression = "zstd"
 			case "no":
-				h.EndCompression(pol.Slots)
+				compression = ""
 			default:
 				return true, "ERR Unsupported link-compression: " + clip(val, 64), false
 			}
@@ -154,6 +157,15 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 		default:
 			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64), false
 		}
+	}
+	switch {
+	case compression == h.Compression:
+	case compression == "":
+		h.EndCompression(pol.Slots)
+	case pol.Slots != nil && !pol.Slots.take(pol.MaxLinks):
+		return true, LinkCompressionCapped(pol.MaxLinks), true
+	default:
+		h.Compression = compression
 	}
 	return true, "", false
 }

@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -163,5 +164,52 @@ func TestLinkCompressionCap(t *testing.T) {
 	}
 	if slots.Held() != 100 {
 		t.Fatalf("%d slots held by 100 connections without a cap", slots.Held())
+	}
+}
+
+// TestLinkCompressionAgreedOnlyByOK: link-compression, replproxy's own
+// option, takes effect only when the whole REPLCONF is answered +OK: a
+// command refused for any option, before or after it, or ended by ACK or
+// GETACK, leaves the compression (and the slots) as they were, while
+// Redis's own options before the refused one stay applied, as in Redis.
+func TestLinkCompressionAgreedOnlyByOK(t *testing.T) {
+	var slots LinkSlots
+	pol := CompressionPolicy{Allow: true, MaxLinks: 1, Slots: &slots}
+	args := func(s string) [][]byte { return bytes.Fields([]byte(s)) }
+	for _, tc := range []struct {
+		args     string
+		start    string // the handshake's compression before
+		answer   bool
+		errReply string
+		want     string // its compression after
+		port     int
+	}{
+		{"REPLCONF link-compression zstd bogus 1", "", true, "ERR Unrecognized REPLCONF option: bogus", "", 0},
+		{"REPLCONF listening-port 7 link-compression zstd rdb-only 2", "", true, "ERR value is out of range, value must between 0 and 1", "", 7},
+		{"REPLCONF link-compression zstd listening-port x", "", true, "ERR value is not an integer or out of range", "", 0},
+		{"REPLCONF link-compression zstd link-compression lz4", "", true, "ERR Unsupported link-compression: lz4", "", 0},
+		{"REPLCONF link-compression zstd ACK 5", "", false, "", "", 0},
+		{"REPLCONF link-compression zstd GETACK *", "", false, "", "", 0},
+		{"REPLCONF link-compression zstd link-compression no", "", true, "", "", 0},
+		{"REPLCONF link-compression no link-compression zstd", "", true, "", "zstd", 0},
+		// Agreed already: a refused "no" keeps it, an accepted one ends it.
+		{"REPLCONF link-compression no bogus 1", "zstd", true, "ERR Unrecognized REPLCONF option: bogus", "zstd", 0},
+		{"REPLCONF link-compression no", "zstd", true, "", "", 0},
+	} {
+		var h Handshake
+		if tc.start == "zstd" {
+			if _, errReply, _ := h.ReplconfAllowing(args("REPLCONF link-compression zstd"), pol); errReply != "" {
+				t.Fatalf("agreeing first: %q", errReply)
+			}
+		}
+		answer, errReply, capped := h.ReplconfAllowing(args(tc.args), pol)
+		if answer != tc.answer || errReply != tc.errReply || capped || h.Compression != tc.want || h.Port != tc.port {
+			t.Errorf("%q from %q: %v, %q, capped %v, %+v; want %v, %q, compression %q, port %d",
+				tc.args, tc.start, answer, errReply, capped, h, tc.answer, tc.errReply, tc.want, tc.port)
+		}
+		if want := int64(len(h.Compression) / 4); slots.Held() != want {
+			t.Errorf("%q from %q: %d slots held, want %d", tc.args, tc.start, slots.Held(), want)
+		}
+		h.EndCompression(&slots)
 	}
 }

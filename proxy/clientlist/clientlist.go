@@ -91,11 +91,11 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 				f.Type = "replica"
 			}
 			if f.Type != "normal" && f.Type != "replica" && f.Type != "master" && f.Type != "pubsub" {
-				return "ERR Unknown client type '" + clip(val, 32) + "'"
+				return "ERR Unknown client type '" + wire.CString(val) + "'"
 			}
 		case "user":
 			if f.Known != nil && !f.Known(val) {
-				return "ERR No such user '" + clip(val, 128) + "'"
+				return "ERR No such user '" + wire.CString(val) + "'"
 			}
 			f.User = val
 		case "skipme":
@@ -130,12 +130,4 @@ func (f *KillFilter) Matches(o Client, self bool) bool {
 		return false
 	}
 	return true
-}
-
-// clip shortens s to n bytes for an error reply, marking the cut.
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

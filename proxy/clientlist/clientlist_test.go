@@ -50,6 +50,10 @@ func TestKillFilter(t *testing.T) {
 		{args("\u017fKIPME no"), "ERR syntax error"},       // long s
 		{args("TYPE \u212aeplica"), "ERR Unknown client type '\u212aeplica'"}, // Kelvin sign
 		{args("SKIPME \u0274o"), "ERR syntax error"},
+		// A name is quoted whole, as Redis's %s quotes it, up to a NUL.
+		{args("USER " + strings.Repeat("u", 300)), "ERR No such user '" + strings.Repeat("u", 300) + "'"},
+		{args("TYPE " + strings.Repeat("t", 300)), "ERR Unknown client type '" + strings.Repeat("t", 300) + "'"},
+		{[][]byte{[]byte("USER"), []byte("bob\x00hidden")}, "ERR No such user 'bob'"},
 	} {
 		f := KillFilter{Known: func(u string) bool { return u == "default" }}
 		if got := f.Parse(tc.args); got != tc.reply {

@@ -26,11 +26,14 @@ const noAuthHello = "NOAUTH HELLO must be called with the client already authent
 // cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0
 // answers it: protover 2 or 3 sets the protocol of every later reply of this
 // client (and of HELLO's own), none keeps it; the reply is a map in RESP3 and
-// the same pairs as a flat array in RESP2. Checks run in Redis's order:
-// protover, then each option in turn (a bad name refused there), AUTH, then
-// the name is set. A replica that said HELLO still receives its PSYNC reply
-// and the stream as any other: they are raw bytes, not replies (package
-// downstream).
+// the same pairs as a flat array in RESP2. As in Redis's helloCommand, the
+// protover is checked first, then each option in turn takes effect where it
+// stands (AUTH authenticates, SETNAME names) until one fails, whose error is
+// the reply: HELLO 3 AUTH u p SETNAME "a b" leaves the client authenticated
+// as u, unnamed and in its old protocol. The protocol changes last, only
+// when the client is authenticated. A replica that said HELLO still
+// receives its PSYNC reply and the stream as any other: they are raw bytes,
+// not replies (package downstream).
 func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	var ver int64
 	if len(args) >= 2 {
@@ -46,14 +49,13 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		}
 		ver = v
 	}
-	var user string
-	var pass []byte
-	var name *string
 	for i := 2; i < len(args); i++ {
 		more := len(args) - i - 1
-		switch opt := string(args[i]); {
+		switch opt := args[i]; {
 		case wire.EqualFold(opt, "auth") && more >= 2:
-			user, pass = string(args[i+1]), args[i+2]
+			if !s.authenticate(c, string(args[i+1]), args[i+2]) {
+				return false
+			}
 			i += 2
 		case wire.EqualFold(opt, "setname") && more >= 1:
 			n := string(args[i+1])
@@ -61,22 +63,16 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 				c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
 				return false
 			}
-			name = &n
+			c.name.Store(&n)
 			i++
 		default:
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opt, 64)))
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", wire.CString(string(opt))))
 			return false
 		}
-	}
-	if pass != nil && !s.authenticate(c, user, pass) {
-		return false
 	}
 	if s.authRequired(c) {
 		c.out = wire.AppendError(c.out, noAuthHello)
 		return false
-	}
-	if name != nil {
-		c.name.Store(name)
 	}
 	if ver != 0 {
 		c.resp.Store(uint32(ver))

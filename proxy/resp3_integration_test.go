@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -615,5 +616,34 @@ func TestHelloThenPSync(t *testing.T) {
 	}
 	if streams[0] != streams[1] {
 		t.Errorf("the stream after HELLO 3 is %q; without HELLO %q", streams[1], streams[0])
+	}
+}
+
+// TestHelloOptionsInOrder: HELLO's options take effect where they stand,
+// as in Redis's helloCommand, and the first that fails is the reply: an
+// AUTH before a bad SETNAME has authenticated, a SETNAME before a wrong
+// AUTH has named, and neither switches the protocol. Each sequence runs on
+// a new connection to the proxy and to a redis-server 7.0, both with
+// requirepass, and every reply must be the same bytes.
+func TestHelloOptionsInOrder(t *testing.T) {
+	ref := redistest.StartServer(t, "--requirepass", "secret")
+	p := startProxy(t, "--requirepass", "secret")
+	for _, seq := range [][][]string{
+		{{"HELLO", "3", "AUTH", "default", "secret", "SETNAME", "a b"}, {"CLIENT", "GETNAME"}, {"ACL", "WHOAMI"}, {"HELLO"}},
+		{{"HELLO", "3", "SETNAME", "early", "AUTH", "default", "wrong"}, {"AUTH", "secret"}, {"CLIENT", "GETNAME"}},
+		{{"HELLO", "3", "SETNAME", "pre"}, {"AUTH", "secret"}, {"CLIENT", "GETNAME"}},
+		{{"HELLO", "2", "AUTH", "default", "secret", "FOO"}, {"PING"}, {"HELLO", "3", "SETNAME", "x", "SETNAME", "y", "BAR"}, {"CLIENT", "GETNAME"}},
+		{{"HELLO", "3", "AUTH", "default", "secret", "AUTH", "nobody", "x"}, {"CLIENT", "GETNAME"}, {"PING"}},
+		{{"HELLO", "2", "SETNAME", "n", strings.Repeat("o", 200)}},
+	} {
+		x, r := adminDial(t, p), dialAddr(t, ref.Addr())
+		for _, args := range seq {
+			// HELLO's reply holds the client's id, which differs by nature.
+			id := regexp.MustCompile(`(\$2\r\nid\r\n):\d+\r\n`)
+			got, want := id.ReplaceAllString(x.do(args...), "$1"), id.ReplaceAllString(r.do(args...), "$1")
+			if got != want {
+				t.Errorf("%q then %.60q: the proxy answered %q, redis-server %q", seq[0], args, got, want)
+			}
+		}
 	}
 }

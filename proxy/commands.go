@@ -266,7 +266,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if !s.authenticate(c, user, args[len(args)-1]) {
+	if !s.authenticate(c, args[0], user, args[len(args)-1]) {
 		return false
 	}
 	c.out = wire.AppendSimple(c.out, "OK")

@@ -53,7 +53,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		more := len(args) - i - 1
 		switch opt := args[i]; {
 		case wire.EqualFold(opt, "auth") && more >= 2:
-			if !s.authenticate(c, string(args[i+1]), args[i+2]) {
+			if !s.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
 				return false
 			}
 			i += 2

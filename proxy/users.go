@@ -110,16 +110,18 @@ func (s *Server) clientInfoLine(c *client) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// authenticate checks user and pass, for AUTH and HELLO's AUTH option: on a
-// match the client runs as that user from now on (and its reader leaves the
-// pre-AUTH limits before the next command); otherwise the failure is
-// counted, logged and put in the ACL LOG, and the WRONGPASS reply appended.
-// An unknown user, an off one and a wrong password fail alike, as in Redis.
-func (s *Server) authenticate(c *client, user string, pass []byte) bool {
+// authenticate checks user and pass, for AUTH and HELLO's AUTH option (cmd
+// is the command's name as the client sent it): on a match the client runs
+// as that user from now on (and its reader leaves the pre-AUTH limits
+// before the next command); otherwise the failure is counted, logged and
+// put in the ACL LOG under the command's name as sent, as Redis names it,
+// and the WRONGPASS reply appended. An unknown user, an off one and a
+// wrong password fail alike, as in Redis.
+func (s *Server) authenticate(c *client, cmd []byte, user string, pass []byte) bool {
 	u, ok := s.users.Authenticate(user, pass)
 	if !ok {
 		s.authFailed(c)
-		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: "AUTH",
+		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: string(cmd),
 			Username: user, ClientInfo: s.clientInfoLine(c)}, time.Now())
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false

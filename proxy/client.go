@@ -448,7 +448,7 @@ func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
 	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.users.Lookup(u) != nil }}
 	if oldForm {
-		f.Addr, f.SkipMe = string(args[0]), false
+		f.Addr, f.ByAddr, f.SkipMe = string(args[0]), true, false
 	} else if reply := f.Parse(args); reply != "" {
 		c.out = wire.AppendError(c.out, reply)
 		return false

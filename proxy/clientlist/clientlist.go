@@ -54,13 +54,16 @@ func Append(b *strings.Builder, c Client) {
 }
 
 // A KillFilter is CLIENT KILL's filters; zero values match every client.
-// Redis's old form (CLIENT KILL <addr>) is Addr alone with SkipMe false.
+// An address filter is set by ByAddr or ByLAddr, so that an empty address
+// (CLIENT KILL "") matches no client, as in Redis, rather than all. Redis's
+// old form (CLIENT KILL <addr>) is Addr alone with SkipMe false.
 type KillFilter struct {
-	ID          int64
-	Addr, LAddr string
-	Type        string // normal, replica, master or pubsub
-	User        string // the USER filter: a user name
-	SkipMe      bool
+	ID              int64
+	Addr, LAddr     string
+	ByAddr, ByLAddr bool   // whether Addr, LAddr filter
+	Type            string // normal, replica, master or pubsub
+	User            string // the USER filter: a user name
+	SkipMe          bool
 	// Known, when set before Parse, says whether a user exists: a USER
 	// filter naming none is refused where it stands, as Redis refuses it.
 	Known func(user string) bool
@@ -82,9 +85,9 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			}
 			f.ID = n
 		case "addr":
-			f.Addr = val
+			f.Addr, f.ByAddr = val, true
 		case "laddr":
-			f.LAddr = val
+			f.LAddr, f.ByLAddr = val, true
 		case "type":
 			f.Type = wire.Lower(val)
 			if f.Type == "slave" {
@@ -119,8 +122,8 @@ func (f *KillFilter) Matches(o Client, self bool) bool {
 	switch {
 	case o.Closing,
 		f.ID != 0 && o.ID != f.ID,
-		f.Addr != "" && o.Addr != f.Addr,
-		f.LAddr != "" && o.LAddr != f.LAddr,
+		f.ByAddr && o.Addr != f.Addr,
+		f.ByLAddr && o.LAddr != f.LAddr,
 		f.Type == "replica" && !o.Replica,
 		f.Type == "normal" && (o.Replica || o.Subs > 0),
 		f.Type == "pubsub" && (o.Replica || o.Subs == 0),

@@ -46,8 +46,8 @@ func TestKillFilter(t *testing.T) {
 		{args("tYpE SLAVE sKiPmE No"), ""},
 		// Names fold as Redis folds them, ASCII letters only: a look-alike
 		// that Unicode folds to an ASCII letter is no filter, nor a type.
-		{args("\u0130D 5"), "ERR syntax error"},            // dotted capital I
-		{args("\u017fKIPME no"), "ERR syntax error"},       // long s
+		{args("\u0130D 5"), "ERR syntax error"},                               // dotted capital I
+		{args("\u017fKIPME no"), "ERR syntax error"},                          // long s
 		{args("TYPE \u212aeplica"), "ERR Unknown client type '\u212aeplica'"}, // Kelvin sign
 		{args("SKIPME \u0274o"), "ERR syntax error"},
 		// A name is quoted whole, as Redis's %s quotes it, up to a NUL.
@@ -76,8 +76,11 @@ func TestKillFilter(t *testing.T) {
 		{KillFilter{Type: "replica"}, replica, false, true},
 		{KillFilter{Type: "replica"}, normal, false, false},
 		{KillFilter{Type: "master"}, normal, false, false},
-		{KillFilter{Addr: "a"}, normal, false, true},
-		{KillFilter{Addr: "b"}, normal, false, false},
+		{KillFilter{Addr: "a", ByAddr: true}, normal, false, true},
+		{KillFilter{Addr: "b", ByAddr: true}, normal, false, false},
+		// An empty address is one no client has, not no filter.
+		{KillFilter{Addr: "", ByAddr: true}, normal, false, false},
+		{KillFilter{LAddr: "", ByLAddr: true}, Client{ID: 5, LAddr: "127.0.0.1:1"}, false, false},
 		{KillFilter{SkipMe: true}, normal, true, false},
 		{KillFilter{}, normal, true, true},
 		{KillFilter{}, Client{ID: 4, Closing: true}, false, false},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -379,7 +378,7 @@ func (s *Server) clientList(c *client, opts [][]byte) {
 			byID[o.id] = o
 		}
 		for _, a := range opts[1:] {
-			id, ok := parseLongLong(a)
+			id, ok := wire.ParseInt(a)
 			if !ok {
 				c.out = wire.AppendError(c.out, "ERR Invalid client ID")
 				return
@@ -393,16 +392,6 @@ func (s *Server) clientList(c *client, opts [][]byte) {
 		return
 	}
 	c.out = c.proto().AppendVerbatim(c.out, "txt", b.String())
-}
-
-// parseLongLong reads an integer as Redis's string2ll does: no sign '+', no
-// leading zero, no blank.
-func parseLongLong(b []byte) (int64, bool) {
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != string(b) {
-		return 0, false
-	}
-	return n, true
 }
 
 // listed is c as CLIENT LIST shows it and CLIENT KILL filters it. Any

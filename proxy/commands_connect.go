@@ -140,7 +140,7 @@ func (s *Server) clientInfo(c *client) {
 // client libraries send on connect: accepted and checked as 7.2 checks it,
 // but not kept, since the proxy's CLIENT LIST has Redis 7.0's fields.
 func (s *Server) clientSetInfo(c *client, attr, val string) {
-	attr = wire.Lower(attr)
+	attr = wire.Word(attr)
 	if attr != "lib-name" && attr != "lib-ver" {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unrecognized option '%s'", clip(attr, 64)))
 		return
@@ -262,7 +262,7 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 	var save, noSave, abort bool
 	for _, a := range args[1:] {
-		switch wire.Lower(string(a)) {
+		switch wire.Word(string(a)) {
 		case "save":
 			save = true
 		case "nosave":

@@ -77,7 +77,7 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			return "ERR syntax error"
 		}
 		val := string(args[i+1])
-		switch wire.Lower(string(args[i])) {
+		switch wire.Word(string(args[i])) {
 		case "id":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n <= 0 {
@@ -89,7 +89,7 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 		case "laddr":
 			f.LAddr, f.ByLAddr = val, true
 		case "type":
-			f.Type = wire.Lower(val)
+			f.Type = wire.Word(val)
 			if f.Type == "slave" {
 				f.Type = "replica"
 			}

@@ -238,7 +238,7 @@ func Parse(b []byte) (Value, []byte, error) { return parse(b, 0) }
 // Redis does not know.
 func (d *Docs) List(kind, arg string) (list []string, ok bool) {
 	var match func(info Value) bool
-	switch wire.Lower(kind) {
+	switch wire.Word(kind) {
 	case "module":
 		match = func(Value) bool { return false } // no module commands
 	case "aclcat":

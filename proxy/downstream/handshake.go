@@ -91,7 +91,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 	// every option is taken: nothing of it outlives a refusal.
 	compression := h.Compression
 	for i := 1; i < len(args); i += 2 {
-		opt, val := wire.Lower(string(args[i])), string(args[i+1])
+		opt, val := wire.Word(string(args[i])), string(args[i+1])
 		switch opt {
 		case "listening-port":
 			n, err := strconv.Atoi(val)
@@ -109,7 +109,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 			h.IP = val
 		case "capa":
-			switch wire.Lower(val) {
+			switch wire.Word(val) {
 			case "eof":
 				h.CapaEOF = true
 			case "psync2":
@@ -142,7 +142,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 			h.Filtered, h.Filter = true, val
 		case "link-compression":
-			switch wire.Lower(val) {
+			switch wire.Word(val) {
 			case "zstd":
 				if !pol.Allow {
 					return true, LinkCompressionRefused, false
@@ -200,7 +200,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 	}
 	for i := 1; i < len(args); i += 2 {
 		val := string(args[i+1])
-		switch wire.Lower(string(args[i])) {
+		switch wire.Word(string(args[i])) {
 		case "ack":
 			return replid.ParseOffset(val)
 		case "listening-port":
@@ -223,7 +223,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 			// Either value read as Replconf reads it; whether zstd was
 			// allowed is not known here, and an ACK after it is none anyway
 			// (a replica negotiates before PSYNC, never beside an ACK).
-			if v := wire.Lower(val); v != "zstd" && v != "no" {
+			if v := wire.Word(val); v != "zstd" && v != "no" {
 				return 0, false
 			}
 		case "capa", "version":

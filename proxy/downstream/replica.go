@@ -385,7 +385,7 @@ func (r *Replica) readLoop() error {
 			r.ackTime.Store(time.Now().UnixNano()) // a loading replica's newline
 			continue
 		}
-		if !wire.EqualFold(cmd.Args[0], "replconf") {
+		if wire.Lower(string(cmd.Args[0])) != "replconf" {
 			r.host.Command(cmd.Args)
 			continue
 		}

@@ -5,7 +5,10 @@ package wire
 // rule words) are matched here, and only here, by one rule: Redis's, which
 // compares them with strcasecmp and folds them with tolower/toupper in the
 // C locale. Only the ASCII letters A–Z and a–z fold into each other; every
-// other byte is itself. Go's strings.ToLower and strings.EqualFold fold
+// other byte is itself. A name Redis looks up in a dictionary (a command,
+// a subcommand, a directive) is folded whole (Lower); an option word it
+// compares with strcasecmp is read as a C string, up to a NUL byte
+// (EqualFold, Word). Go's strings.ToLower and strings.EqualFold fold
 // Unicode: they take the Kelvin sign U+212A for 'k' and the long s U+017F
 // for 's', so a name Redis has never heard of ("\u212aILL") would pass for
 // one it has ("kill"), past any check that looked it up the ASCII way.
@@ -48,22 +51,34 @@ func Upper(name string) string {
 	return name
 }
 
-// EqualFold reports whether name and word are equal with the ASCII letters
-// folded, and only those: strcasecmp(name, word) == 0 in the C locale (but
-// for a NUL byte, which is a byte like any other here). name may be a
-// string or a byte slice, so that a scanner compares the bytes it holds
-// without converting them.
+// EqualFold reports whether name and word are equal as Redis's strcasecmp
+// compares them in the C locale: as C strings, up to a NUL byte, with the
+// ASCII letters folded, and only those ("ID\x00x" is "id", as Redis reads
+// an option word). name may be a string or a byte slice, so that a scanner
+// compares the bytes it holds without converting them.
 func EqualFold[S ~string | ~[]byte](name S, word string) bool {
-	if len(name) != len(word) {
-		return false
-	}
-	for i := 0; i < len(word); i++ {
-		if lowerByte(name[i]) != lowerByte(word[i]) {
+	for i := 0; ; i++ {
+		var a, b byte
+		if i < len(name) {
+			a = name[i]
+		}
+		if i < len(word) {
+			b = word[i]
+		}
+		if lowerByte(a) != lowerByte(b) {
 			return false
 		}
+		if a == 0 { // the end of both C strings
+			return true
+		}
 	}
-	return true
 }
+
+// Word returns an option word as Redis's strcasecmp sees it, for a switch
+// over the words an option may be: up to its first NUL byte, with the
+// ASCII letters lowered. Names Redis looks up in a dictionary (commands,
+// subcommands, directives) are not words: Lower folds them whole.
+func Word(s string) string { return Lower(CString(s)) }
 
 // lowerByte is tolower in the C locale.
 func lowerByte(c byte) byte {

@@ -26,6 +26,10 @@ func TestNamesFoldASCIIOnly(t *testing.T) {
 		{"@", "`", false}, // 0x40 and 0x60 differ by the case bit but are no letters
 		{"[", "{", false},
 		{"k\x00", "K\x00", true},
+		// strcasecmp reads C strings: a NUL ends the name.
+		{"ID\x00x", "id", true},
+		{"I\x00D", "id", false},
+		{"\x00", "", true},
 	} {
 		if got := EqualFold(tc.name, tc.word); got != tc.equal {
 			t.Errorf("EqualFold(%q, %q) = %v, want %v", tc.name, tc.word, got, tc.equal)
@@ -60,10 +64,16 @@ func TestNamesFoldASCIIOnly(t *testing.T) {
 		for d := 0; d < 256; d++ {
 			e := string([]byte{byte(d)})
 			want := c == d || letter && strings.ToLower(b) == strings.ToLower(e)
+			if d == 0 { // word is then "": only an empty C string equals it
+				want = c == 0
+			}
 			if EqualFold(b, e) != want {
 				t.Errorf("EqualFold(%#x, %#x) = %v", c, d, !want)
 			}
 		}
+	}
+	if got := Word("SkipMe\x00yes"); got != "skipme" {
+		t.Errorf("Word: %q", got)
 	}
 	if s := "kill"; Lower(s) != s || !utf8.ValidString(Lower("\u212a")) {
 		t.Error("Lower changed a lower-case name, or broke UTF-8")

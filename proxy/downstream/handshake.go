@@ -3,7 +3,6 @@ package downstream
 import (
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replid"
@@ -94,14 +93,14 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 		opt, val := wire.Word(string(args[i])), string(args[i+1])
 		switch opt {
 		case "listening-port":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n > 65535 {
+			n, ok := wire.ParseInt([]byte(val))
+			if !ok || n < 0 || n > 65535 {
 				return true, "ERR value is not an integer or out of range", false
 			}
-			h.Port = n
+			h.Port = int(n)
 		case "ip-address":
 			if len(val) >= 256 {
-				return true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", false
+				return true, "ERR REPLCONF ip-address provided by replica instance is too long: " + strconv.Itoa(len(val)) + " bytes", false
 			}
 			if !validIP(val) {
 				// It is shown in INFO's "slaveN:ip=...,port=..." lines.
@@ -130,15 +129,14 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			case "0", "1":
 				h.RDBOnly = val == "1"
 			default: // Redis's range check, and its replies
-				// string2ll's integers: no '+', no leading zero.
-				if n, err := strconv.ParseInt(val, 10, 64); err != nil || strconv.FormatInt(n, 10) != val {
+				if _, ok := wire.ParseInt([]byte(val)); !ok {
 					return true, "ERR value is not an integer or out of range", false
 				}
 				return true, "ERR value is out of range, value must between 0 and 1", false
 			}
 		case "rdb-filter-only":
-			if bad := badFilter(val); bad != "" {
-				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64), false
+			if reply := filterRefusal(val); reply != "" {
+				return true, reply, false
 			}
 			h.Filtered, h.Filter = true, val
 		case "link-compression":
@@ -155,7 +153,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 		case "version":
 		default:
-			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64), false
+			return true, "ERR Unrecognized REPLCONF option: " + wire.CString(string(args[i])), false
 		}
 	}
 	switch {
@@ -170,12 +168,18 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 	return true, "", false
 }
 
-// badFilter returns the first word of an rdb-filter-only value that is no
-// filter, or "": Redis's check, word by word, where only "functions" is one.
-func badFilter(val string) string {
-	for _, f := range strings.Fields(val) {
+// filterRefusal returns Redis's refusal of an rdb-filter-only value, or ""
+// when it takes it: the value split as sdssplitargs splits it (quotes, and
+// a C string's end at a NUL byte), each word a filter, and only
+// "functions" is one.
+func filterRefusal(val string) string {
+	words, ok := wire.SplitArgs([]byte(val))
+	if !ok {
+		return "ERR Missing rdb-filter-only values"
+	}
+	for _, f := range words {
 		if !wire.EqualFold(f, "functions") {
-			return f
+			return "ERR Unsupported rdb-filter-only option: " + wire.CString(string(f))
 		}
 	}
 	return ""
@@ -204,7 +208,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 		case "ack":
 			return replid.ParseOffset(val)
 		case "listening-port":
-			if n, err := strconv.Atoi(val); err != nil || n < 0 || n > 65535 {
+			if n, ok := wire.ParseInt([]byte(val)); !ok || n < 0 || n > 65535 {
 				return 0, false
 			}
 		case "ip-address":
@@ -216,7 +220,7 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 				return 0, false
 			}
 		case "rdb-filter-only":
-			if badFilter(val) != "" {
+			if filterRefusal(val) != "" {
 				return 0, false
 			}
 		case "link-compression":

@@ -54,7 +54,7 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF listening-port", true, "ERR syntax error", Handshake{}},
 		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},
 		{"REPLCONF listening-port 1 ip-address a,b", true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", Handshake{Port: 1}},
-		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", Handshake{}},
+		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes", Handshake{}},
 		{"REPLCONF rdb-only 1 rdb-only 0", true, "", Handshake{}},
 		{"REPLCONF rdb-only 2", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
 		{"REPLCONF rdb-only yes", true, "ERR value is not an integer or out of range", Handshake{}},
@@ -62,7 +62,8 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF rdb-only -1", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
 		{"REPLCONF rdb-filter-only x", true, "ERR Unsupported rdb-filter-only option: x", Handshake{}},
 		{"REPLCONF rdb-only 1 rdb-filter-only FUNCTIONS", true, "", Handshake{RDBOnly: true, Filtered: true, Filter: "FUNCTIONS"}},
-		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},
+		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 70), Handshake{}},
+		{"REPLCONF Bogus 1", true, "ERR Unrecognized REPLCONF option: Bogus", Handshake{}},
 		{"REPLCONF capa eof ACK 5", false, "", Handshake{CapaEOF: true}},
 		{"REPLCONF GETACK *", false, "", Handshake{}},
 		{"REPLCONF capa eof capa psync2 capa replproxy", true, "", Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true}},
@@ -104,6 +105,9 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"", "", Handshake{Filtered: true}},
 		{"functions functions", "", Handshake{Filtered: true, Filter: "functions functions"}},
 		{"functions keys", "ERR Unsupported rdb-filter-only option: keys", Handshake{}},
+		{"\"functions\"", "", Handshake{Filtered: true, Filter: "\"functions\""}},
+		{"\x00keys", "", Handshake{Filtered: true, Filter: "\x00keys"}},
+		{"functions \"keys", "ERR Missing rdb-filter-only values", Handshake{}},
 	} {
 		var h Handshake
 		answer, errReply := h.Replconf([][]byte{[]byte("REPLCONF"), []byte("rdb-filter-only"), []byte(tc.val)})

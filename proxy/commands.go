@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -341,14 +342,32 @@ func (s *Server) cmdConfig(c *client, args [][]byte) bool {
 	return false
 }
 
-// configGet returns name/value pairs for every directive matching one of the
-// glob patterns, as redis-server does: a map in RESP3.
+// configGet returns name/value pairs for every directive one of the
+// arguments names, as redis-server 7.0's configGetCommand does (a map in
+// RESP3): an argument without a glob character ([, * or ?) is looked up
+// (any case, alias or not) and answered under the name as given; a
+// pattern is matched against every directive's name, ignoring the case of
+// ASCII letters; a directive answers once.
 func (s *Server) configGet(c *client, patterns [][]byte) {
 	cfg := s.config()
 	var pairs []string
 	seen := map[string]bool{}
 	for _, p := range patterns {
-		pat := wire.Lower(string(p))
+		arg := string(p)
+		// Redis looks for a glob character, and matches a pattern, in the
+		// argument as a C string: up to a NUL byte.
+		if !strings.ContainsAny(wire.CString(arg), "[*?") {
+			name, ok := config.Canonical(arg)
+			if !ok || seen[arg] || hiddenFromConfigGet(name) {
+				continue
+			}
+			if v, ok := cfg.Get(name); ok {
+				seen[arg] = true
+				pairs = append(pairs, arg, v)
+			}
+			continue
+		}
+		pat := wire.Lower(wire.CString(arg))
 		for _, name := range config.Names() {
 			if ok, _ := path.Match(pat, name); !ok || seen[name] || hiddenFromConfigGet(name) {
 				continue
@@ -375,17 +394,42 @@ func hiddenFromConfigGet(name string) bool {
 	return name == "masterauth" || name == "requirepass"
 }
 
-// configSet applies name/value pairs all or nothing, then puts them into effect.
+// configSet applies name/value pairs all or nothing, then puts them into
+// effect, in the order of redis-server 7.0's configSetCommand: an odd
+// count is a syntax error; every name is checked first, and the first one
+// that is unknown, immutable or named twice (an alias is the same
+// directive) is the reply, quoted as given; then each value is set in
+// turn, and the first refused is the reply, with the directive's name and
+// Redis's reason.
 func (s *Server) configSet(c *client, args [][]byte) {
 	if len(args)%2 != 0 {
-		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
+		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return
+	}
+	names := make([]string, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		given := wire.CString(string(args[i]))
+		name, known := config.Canonical(given)
+		var reply string
+		switch {
+		case !known:
+			reply = fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", given)
+		case !config.Mutable(name):
+			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", given)
+		case slices.Contains(names, name):
+			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", given)
+		}
+		if reply != "" {
+			c.out = wire.AppendError(c.out, reply)
+			return
+		}
+		names = append(names, name)
 	}
 	// Naming a tls-* directive reads the TLS files again, even with the
 	// same value: certificates are rotated by replacing the files.
 	firstTLS := ""
-	for i := 0; i < len(args); i += 2 {
-		if name := wire.Lower(string(args[i])); tlsconf.Names(name) && firstTLS == "" {
+	for _, name := range names {
+		if tlsconf.Names(name) && firstTLS == "" {
 			firstTLS = name
 		}
 	}
@@ -393,19 +437,17 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	// a new dir's lock and the TLS files are taken by changeConfigTLS
 	// (prepare), after it.
 	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
-		for i := 0; i < len(args); i += 2 {
-			name := wire.Lower(string(args[i]))
-			if !config.Mutable(name) {
-				if _, known := next.Get(name); known {
-					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
-				}
-				return fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
-			}
+		for i, name := range names {
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
 			// client-output-buffer-limit) split it themselves, quotes included.
-			if err := next.Set(name, string(args[i+1])); err != nil {
-				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
+			if err := next.Set(name, string(args[2*i+1])); err != nil {
+				reason := err.Error()
+				var ve *config.ValueError
+				if errors.As(err, &ve) {
+					reason = ve.Reason
+				}
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %s", name, reason)
 			}
 		}
 		if err := next.Validate(); err != nil {
@@ -440,7 +482,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		s.log.Warn("TLS configuration not updated", "error", tlsErr.err)
 		name := firstTLS
 		if name == "" {
-			name = wire.Lower(string(args[0]))
+			name = names[0]
 		}
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - Unable to update TLS configuration. Check server logs.", name))
 		return

@@ -288,6 +288,17 @@ func Names() []string {
 	return names
 }
 
+// Canonical returns the name of the directive name names (any case, alias
+// or not), and whether there is one: CONFIG SET's two names for one
+// directive are one directive.
+func Canonical(name string) (string, bool) {
+	d := byName[wire.Lower(name)]
+	if d == nil {
+		return "", false
+	}
+	return d.name, true
+}
+
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger

@@ -158,8 +158,8 @@ func parseIntRange(s string, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-// badValue wraps ErrInvalidValue with the offending value and the reason.
-// Only call it for values that may be printed: never for secrets.
+// badValue is a [*ValueError]: the offending value and the reason. Only
+// call it for values that may be printed: never for secrets.
 func badValue(value, reason string) error {
-	return fmt.Errorf("%w %q: %s", ErrInvalidValue, value, reason)
+	return &ValueError{Value: value, Reason: reason}
 }

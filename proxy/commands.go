@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -243,12 +244,23 @@ func (s *Server) cmdQuit(c *client, _ [][]byte) bool {
 	return true
 }
 
+// redisDatabases is redis-server's default count of databases, the range
+// SELECT takes.
+const redisDatabases = 16
+
+// cmdSelect is SELECT index. The proxy holds no keys, so it only checks
+// the index, as Redis's selectCommand does: an int (string2ll's rules, in
+// the range of a C int), then one of its 16 databases.
 func (s *Server) cmdSelect(c *client, args [][]byte) bool {
-	if n, err := strconv.Atoi(string(args[1])); err != nil || n < 0 {
+	n, ok := wire.ParseInt(args[1])
+	switch {
+	case !ok || n < math.MinInt32 || n > math.MaxInt32:
 		c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
-		return false
+	case n < 0 || n >= redisDatabases:
+		c.out = wire.AppendError(c.out, "ERR DB index is out of range")
+	default:
+		c.out = wire.AppendSimple(c.out, "OK")
 	}
-	c.out = wire.AppendSimple(c.out, "OK")
 	return false
 }
 
@@ -562,13 +574,27 @@ func sameDir(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.
+// cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE, checked as
+// Redis's replicaofCommand checks it: the port is 0 to 65535 ("Invalid
+// master port"), and the primary already in force is left as it is.
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	host, port := string(args[1]), string(args[2])
+	noOne := wire.EqualFold(host, "no") && wire.EqualFold(port, "one")
+	if !noOne {
+		n, ok := wire.ParseInt(args[2])
+		if !ok || n < 0 || n > 65535 {
+			c.out = wire.AppendError(c.out, "ERR Invalid master port")
+			return false
+		}
+		if cfg := s.config(); cfg.MasterHost != "" && wire.EqualFold(cfg.MasterHost, host) && int64(cfg.MasterPort) == n {
+			c.out = wire.AppendSimple(c.out, "OK Already connected to specified master")
+			return false
+		}
+	}
 	var now *config.Config
 	err := s.changeConfig(func(_, next *config.Config) error {
 		now = next // the last try's is the one published
-		if wire.EqualFold(host, "no") && wire.EqualFold(port, "one") {
+		if noOne {
 			return next.Set("replicaof", "no", "one")
 		}
 		return next.Set("replicaof", host, port)

@@ -161,17 +161,6 @@ func (s *Server) cmdTime(c *client, _ [][]byte) bool {
 	return false
 }
 
-// subArity reports a subcommand's wrong number of arguments as Redis 7 words
-// it ("slowlog|len"), and returns false, or returns true.
-func subArity(c *client, args [][]byte, arity int) bool {
-	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s|%s' command",
-			wire.Lower(string(args[0])), clip(wire.Lower(string(args[1])), 64)))
-		return false
-	}
-	return true
-}
-
 // unknownSub is Redis 7.0's reply to an unknown subcommand
 // (commandCheckExistence): the name as C sees it, cut to 128 bytes, and the
 // command in upper case.
@@ -183,32 +172,37 @@ func unknownSub(c *client, args [][]byte) {
 	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", sub, wire.Upper(wire.CString(string(args[0])))))
 }
 
-// cmdSlowlog is SLOWLOG GET [count], LEN and RESET, always empty.
+// subSyntaxError is Redis's reply to a subcommand it has, used with
+// arguments it does not take (addReplySubcommandSyntaxError).
+func subSyntaxError(c *client, args [][]byte) {
+	sub := wire.CString(string(args[1]))
+	if len(sub) > 128 {
+		sub = sub[:128]
+	}
+	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
+		sub, wire.Upper(wire.CString(string(args[0])))))
+}
+
+// cmdSlowlog is SLOWLOG GET [count], LEN, RESET and HELP, always empty;
+// dispatch has checked the subcommand and its arity.
 func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
 	switch wire.Lower(string(args[1])) {
 	case "get":
-		if !subArity(c, args, -2) {
-			break
-		}
 		if len(args) > 3 {
-			c.out = wire.AppendError(c.out, "ERR syntax error")
+			subSyntaxError(c, args)
 			break
 		}
 		if len(args) == 3 {
-			if n, err := strconv.ParseInt(string(args[2]), 10, 64); err != nil || n < -1 {
+			if n, ok := wire.ParseInt(args[2]); !ok || n < -1 {
 				c.out = wire.AppendError(c.out, "ERR count should be greater than or equal to -1")
 				break
 			}
 		}
 		c.out = wire.AppendArrayHeader(c.out, 0)
 	case "len":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendInt(c.out, 0)
-		}
+		c.out = wire.AppendInt(c.out, 0)
 	case "reset":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendSimple(c.out, "OK")
-		}
+		c.out = wire.AppendSimple(c.out, "OK")
 	case "help":
 		c.out = appendHelp(c.out, "slowlog")
 	default:
@@ -222,31 +216,22 @@ const latencyDoctor = "Latency monitoring is not available in replproxy: it runs
 	"commands or events whose latency Redis would sample. Measure replication lag " +
 	"with INFO replication instead.\n"
 
-// cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH and HISTOGRAM,
-// with no samples.
+// cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH, HISTOGRAM
+// and HELP, with no samples; dispatch has checked the subcommand and its
+// arity.
 func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 	switch wire.Lower(string(args[1])) {
-	case "latest":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendArrayHeader(c.out, 0)
-		}
-	case "history":
-		if subArity(c, args, 3) {
-			c.out = wire.AppendArrayHeader(c.out, 0)
-		}
+	case "latest", "history":
+		c.out = wire.AppendArrayHeader(c.out, 0)
 	case "histogram":
 		// Redis's map of command to histogram, with no command in it.
 		c.out = c.proto().AppendMapHeader(c.out, 0)
 	case "reset":
 		c.out = wire.AppendInt(c.out, 0)
 	case "doctor":
-		if subArity(c, args, 2) {
-			c.out = c.proto().AppendVerbatim(c.out, "txt", latencyDoctor)
-		}
+		c.out = c.proto().AppendVerbatim(c.out, "txt", latencyDoctor)
 	case "graph":
-		if subArity(c, args, 3) {
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", clip(string(args[2]), 64)))
-		}
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", wire.CString(string(args[2]))))
 	case "help":
 		c.out = appendHelp(c.out, "latency")
 	default:
@@ -301,7 +286,8 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
 	switch misuse {
 	case commanddocs.WrongArity:
-		subArity(c, args, 2)
+		// Not reached: dispatch checks the subcommand's arity first.
+		subSyntaxError(c, args)
 	case commanddocs.UnknownSubcommand:
 		unknownSub(c, args)
 	}

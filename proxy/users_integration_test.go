@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,95 +134,6 @@ func startProxyOf0User(t *testing.T, srv *redistest.Server) (*testProxy, *adminC
 	return p, a
 }
 
-// aclScript is a sequence of ACL commands whose replies must be redis-server
-// 7.0's, byte for byte, but for the parts masked by maskVolatile.
-var aclScript = [][]string{
-	{"ACL", "SETUSER", "replica", "on", ">replica-secret", "+psync", "+replconf", "+ping"},
-	{"ACL", "SETUSER", "sentinel", "on", ">sentinel-secret", "allchannels", "+multi", "+slaveof", "+ping", "+exec", "+subscribe",
-		"+config|rewrite", "+role", "+publish", "+info", "+client|setname", "+client|kill", "+script|kill"},
-	{"ACL", "SETUSER", "monitor", "on", "#" + strings.Repeat("ab", 32), "+info", "+ping", "&mon:*", "~ignored:*"},
-	{"ACL", "SETUSER", "ops", "on", "nopass", "+@all", "-@dangerous", "+info", "-config|set"},
-	{"ACL", "SETUSER", "bad", "+nosuchcommand"},
-	{"ACL", "SETUSER", "bad", "@nosuchcategory"},
-	{"ACL", "SETUSER", "bad", "#tooshort"},
-	{"ACL", "SETUSER", "bad", "~*", "~more"},
-	{"ACL", "SETUSER", "bad", "+client|nosuchsub"},
-	{"ACL", "GETUSER", "replica"},
-	{"ACL", "GETUSER", "sentinel"},
-	{"ACL", "GETUSER", "monitor"},
-	{"ACL", "GETUSER", "ops"},
-	{"ACL", "GETUSER", "default"},
-	{"ACL", "GETUSER", "nobody"},
-	{"ACL", "USERS"},
-	{"ACL", "CAT"},
-	{"ACL", "CAT", "nosuchcategory"},
-	{"ACL", "DRYRUN", "replica", "psync", "?", "-1"},
-	{"ACL", "DRYRUN", "replica", "config", "set", "repl-timeout", "5"},
-	{"ACL", "DRYRUN", "monitor", "publish", "mon:x", "hi"},
-	{"ACL", "DRYRUN", "monitor", "publish", "other", "hi"},
-	{"ACL", "DRYRUN", "nobody", "ping"},
-	{"ACL", "DRYRUN", "replica", "nosuchcommand"},
-	{"ACL", "DELUSER", "default"},
-	{"ACL", "GENPASS", "0"},
-	{"ACL", "WHOAMI"},
-	{"ACL", "LOG", "RESET"},
-	{"AUTH", "replica", "wrong"},
-	{"ACL", "LOG", "1"},
-	{"ACL", "DELUSER", "ops", "nobody"},
-	{"ACL", "LIST"},
-	{"ACL", "LOAD"},
-	{"ACL", "NOSUCHSUBCOMMAND"},
-}
-
-// volatile are the parts of a reply that differ between two servers by
-// nature: ACL LOG's age and client-info, and ACL LIST's and GETUSER's order
-// of single-command rules (Redis's hash-seeded dictionary order: the
-// package compares them as sets in its own test).
-var volatile = []*regexp.Regexp{
-	regexp.MustCompile(`(age-seconds\r\n)(\$\d+\r\n[^\r]*|,[^\r]*)\r\n`),
-	regexp.MustCompile(`(client-info\r\n)\$\d+\r\n[^\r]*\r\n`),
-}
-
-func maskVolatile(s string) string {
-	for _, re := range volatile {
-		s = re.ReplaceAllString(s, "${1}<masked>\r\n")
-	}
-	return s
-}
-
-// TestACLRepliesMatchRedis: the same ACL commands, sent to the proxy and to
-// a redis-server 7.0, in RESP2 and RESP3, get the same replies, byte for
-// byte but for what differs between two servers by nature (volatile) and
-// the order of single-command rules, compared as sets.
-func TestACLRepliesMatchRedis(t *testing.T) {
-	srv := redistest.StartServer(t)
-	p := startProxy(t)
-	for _, proto := range []string{"2", "3"} {
-		t.Run("RESP"+proto, func(t *testing.T) {
-			r, err := net.Dial("tcp", srv.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			x := p.dial(t)
-			defer x.Close()
-			rawDo(t, r, "HELLO", proto)
-			rawDo(t, x, "HELLO", proto)
-			// Each side starts from its default user alone.
-			for _, u := range []string{"replica", "sentinel", "monitor", "ops", "bad"} {
-				rawDo(t, r, "ACL", "DELUSER", u)
-				rawDo(t, x, "ACL", "DELUSER", u)
-			}
-			for _, args := range aclScript {
-				want, got := rawReply(t, r, args...), rawReply(t, x, args...)
-				if normaliseRules(maskVolatile(got)) != normaliseRules(maskVolatile(want)) {
-					t.Errorf("%q:\nproxy: %q\nredis: %q", args, got, want)
-				}
-			}
-		})
-	}
-}
-
 // rawReply sends args on conn and returns one reply's raw bytes, RESP2 or
 // RESP3.
 func rawReply(t testing.TB, conn net.Conn, args ...string) string {
@@ -244,22 +154,6 @@ func rawReply(t testing.TB, conn net.Conn, args ...string) string {
 			t.Fatalf("%q: %v", args, err)
 		}
 	}
-}
-
-// ruleWords finds a description of command rules in a reply (a bulk string
-// of words starting with +@ or -@), whose single-command rules Redis
-// orders by its hash seed.
-var ruleWords = regexp.MustCompile(`[+-]@[a-z]+( [+-][-@a-z_|]+)*`)
-
-// normaliseRules sorts the words of each rule description after the first,
-// so that two descriptions of the same rules compare equal.
-func normaliseRules(s string) string {
-	return ruleWords.ReplaceAllStringFunc(s, func(d string) string {
-		w := strings.Fields(d)
-		rest := w[1:]
-		slices.Sort(rest)
-		return strings.Join(append(w[:1], rest...), " ")
-	})
 }
 
 // aclLogLen is how many entries ACL LOG holds, as a raw RESP2 reply's

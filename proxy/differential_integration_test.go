@@ -932,6 +932,12 @@ func commandServedOnly(proxy, redis string, _ *diffSetup) bool {
 	}
 	for i := range rv.Elems {
 		switch e := rv.Elems[i]; {
+		case e.Kind == '*' && len(e.Elems) == 10 && pv.Elems[i].Kind != '*':
+			// A COMMAND INFO entry of a command the proxy does not serve,
+			// which it answers as unknown.
+			if _, served := commandTable()[e.Elems[0].Str]; !served {
+				rv.Elems[i] = pv.Elems[i]
+			}
 		case e.Kind == '*' && len(e.Elems) == 10: // a COMMAND INFO entry
 			rv.Elems[i] = keepServed(e)
 		case e.Kind == '%' || e.Kind == '*' && i%2 == 1: // a COMMAND DOCS entry

@@ -135,7 +135,8 @@ var diffTable = []diffSeq{
 	}},
 	{"command", "open", [][]string{
 		{"COMMAND", "COUNT"}, {"COMMAND", "INFO", "ping"}, {"COMMAND", "INFO", "ping", "nosuch"},
-		{"COMMAND", "INFO", "config|get", "client|nosuch", "Ping"}, {"COMMAND", "INFO", "client"}, {"COMMAND", "DOCS", "echo"},
+		{"COMMAND", "INFO", "config|get", "client|nosuch", "Ping"}, {"COMMAND", "INFO", "client"}, {"COMMAND", "INFO", "pubsub", "client", "get"},
+		{"COMMAND", "DOCS", "pubsub", "echo"}, {"COMMAND", "DOCS", "echo"},
 		{"COMMAND", "DOCS", "nosuch"}, {"COMMAND", "DOCS", "client|list"}, {"COMMAND", "LIST", "FILTERBY", "PATTERN", "pin*"},
 		{"COMMAND", "LIST", "x"}, {"COMMAND", "LIST", "FILTERBY", "nope", "x"}, {"COMMAND", "FOO"}, {"COMMAND", "COUNT", "x"},
 		{"COMMAND", "HELP"}, {"COMMAND", "GETKEYS", "get", "k"}, {"COMMAND", "INFO"}, {"COMMAND"}, {"COMMAND", "LIST"},

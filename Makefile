@@ -92,10 +92,11 @@ bench-engine:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./replbuf/
 
 # fuzz runs each fuzz target for a short while; FUZZTIME=5m for longer runs.
+# FuzzDifferential compares the proxy with a real redis-server (make redis).
 # A run of linkzstd's targets costs a decoder's history (about 1 MiB), so the
 # default minute spent minimizing each new input would be most of a run.
 FUZZTIME ?= 30s
-fuzz:
+fuzz: redis
 	$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./replbuf/
 	$(GO) test -run '^$$' -fuzz FuzzStreamScanner -fuzztime $(FUZZTIME) ./proxy/wire/
 	$(GO) test -run '^$$' -fuzz FuzzCommandReader -fuzztime $(FUZZTIME) ./proxy/wire/
@@ -103,6 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/webconfig/
 	$(GO) test -run '^$$' -fuzz FuzzMemToLL -fuzztime $(FUZZTIME) ./proxy/config/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshakeReplies$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrimaryHistory$$' -fuzztime $(FUZZTIME) ./proxy/upstream/
 	$(GO) test -run '^$$' -fuzz '^FuzzSetUser$$' -fuzztime $(FUZZTIME) ./proxy/acl/

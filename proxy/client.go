@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -315,18 +314,19 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// cmdClient is CLIENT ID, GETNAME, SETNAME, LIST, INFO, SETINFO, KILL and
+// HELP; dispatch has checked the subcommand and its arity.
 func (s *Server) cmdClient(c *client, args [][]byte) bool {
-	sub := strings.ToLower(string(args[1]))
-	switch {
-	case sub == "id" && len(args) == 2:
+	switch wire.Lower(string(args[1])) {
+	case "id":
 		c.out = wire.AppendInt(c.out, c.id)
-	case sub == "getname" && len(args) == 2:
+	case "getname":
 		if n := c.name.Load(); n != nil && *n != "" {
 			c.out = wire.AppendBulkString(c.out, *n)
 		} else {
 			c.out = c.proto().AppendNull(c.out)
 		}
-	case sub == "setname" && len(args) == 3:
+	case "setname":
 		name := string(args[2])
 		if !validName(name) {
 			c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
@@ -334,28 +334,64 @@ func (s *Server) cmdClient(c *client, args [][]byte) bool {
 		}
 		c.name.Store(&name)
 		c.out = wire.AppendSimple(c.out, "OK")
-	case sub == "list" && len(args) == 2:
-		c.out = c.proto().AppendVerbatim(c.out, "txt", s.clientList())
-	case sub == "info" && len(args) == 2:
+	case "list":
+		s.clientList(c, args[2:])
+	case "info":
 		s.clientInfo(c)
-	case sub == "setinfo" && len(args) == 4:
+	case "setinfo":
 		s.clientSetInfo(c, string(args[2]), string(args[3]))
-	case sub == "kill" && len(args) >= 3:
+	case "kill":
 		return s.clientKill(c, args[2:])
+	case "help":
+		c.out = appendHelp(c.out, "client")
 	default:
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", clip(sub, 64)))
+		unknownSub(c, args)
 	}
 	return false
 }
 
-// clientList renders CLIENT LIST with Redis's field names.
-func (s *Server) clientList() string {
+// clientList is CLIENT LIST [TYPE type | ID id ...], as Redis 7.0 reads its
+// options: the clients of a type, or those of the ids given, in their
+// order, with Redis's field names.
+func (s *Server) clientList(c *client, opts [][]byte) {
 	now := time.Now()
 	var b strings.Builder
-	for _, c := range s.clients.clients() {
-		clientlist.Append(&b, c.listed(now))
+	switch {
+	case len(opts) == 0:
+		for _, o := range s.clients.clients() {
+			clientlist.Append(&b, o.listed(now))
+		}
+	case len(opts) == 2 && wire.EqualFold(opts[0], "type"):
+		f := clientlist.KillFilter{}
+		if reply := f.Parse(opts); reply != "" {
+			c.out = wire.AppendError(c.out, reply)
+			return
+		}
+		for _, o := range s.clients.clients() {
+			if l := o.listed(now); f.Matches(l, false) {
+				clientlist.Append(&b, l)
+			}
+		}
+	case len(opts) >= 2 && wire.EqualFold(opts[0], "id"):
+		byID := map[int64]*client{}
+		for _, o := range s.clients.clients() {
+			byID[o.id] = o
+		}
+		for _, a := range opts[1:] {
+			id, ok := wire.ParseInt(a)
+			if !ok {
+				c.out = wire.AppendError(c.out, "ERR Invalid client ID")
+				return
+			}
+			if o := byID[id]; o != nil {
+				clientlist.Append(&b, o.listed(now))
+			}
+		}
+	default:
+		c.out = wire.AppendError(c.out, "ERR syntax error")
+		return
 	}
-	return b.String()
+	c.out = c.proto().AppendVerbatim(c.out, "txt", b.String())
 }
 
 // listed is c as CLIENT LIST shows it and CLIENT KILL filters it. Any
@@ -401,7 +437,7 @@ func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
 	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.users.Lookup(u) != nil }}
 	if oldForm {
-		f.Addr, f.SkipMe = string(args[0]), false
+		f.Addr, f.ByAddr, f.SkipMe = string(args[0]), true, false
 	} else if reply := f.Parse(args); reply != "" {
 		c.out = wire.AppendError(c.out, reply)
 		return false

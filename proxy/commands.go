@@ -3,12 +3,15 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/tlsconf"
@@ -27,11 +30,44 @@ type command struct {
 
 	// name is the table's key, set by commandTable, for CLIENT LIST.
 	name *string
+	// subs are, for a command with subcommands (a container), the ones the
+	// proxy serves, by lower-case name; nil for any other command.
+	subs map[string]subcommand
 }
+
+// A subcommand is one the proxy serves of a container.
+type subcommand struct {
+	name  *string // its full name, as Redis 7 shows it: "client|kill"
+	arity int     // Redis's, the container's name included
+	// beyondRedis70: Redis 7.0 has no such subcommand (the proxy answers
+	// it as a later Redis does), so the ACL's table does not know it
+	// either: it is allowed to users that may run the whole container.
+	beyondRedis70 bool
+}
+
+// servedSubcommands are the subcommands the proxy serves, for each of its
+// containers: every one Redis 7.0 has there, but COMMAND GETKEYS and
+// GETKEYSANDFLAGS (the proxy holds no keys) and the CLIENT subcommands for
+// what it does not do (CACHING, GETREDIR, TRACKING and TRACKINGINFO,
+// NO-EVICT, PAUSE and UNPAUSE, REPLY, UNBLOCK), which are checked as Redis
+// checks them and then answered as unknown.
+var servedSubcommands = map[string][]string{
+	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
+	"client":  {"getname", "help", "id", "info", "kill", "list", "setname"},
+	"command": {"count", "docs", "help", "info", "list"},
+	"config":  {"get", "help", "resetstat", "rewrite", "set"},
+	"latency": {"doctor", "graph", "help", "histogram", "history", "latest", "reset"},
+	"slowlog": {"get", "help", "len", "reset"},
+}
+
+// clientSetInfoArity is Redis 7.2's arity of CLIENT SETINFO, the one
+// subcommand served that Redis 7.0 lacks.
+const clientSetInfoArity = 4
 
 // commandTable returns the commands the proxy answers. It is built per call
 // site rather than held in a package variable because handlers refer back to
-// it (COMMAND COUNT).
+// it (COMMAND COUNT). A subcommand's arity is the one of Redis 7.0's table
+// (package acl), so that the two cannot differ.
 func commandTable() map[string]command {
 	t := map[string]command{
 		"ping":      {arity: -1, run: (*Server).cmdPing},
@@ -63,64 +99,119 @@ func commandTable() map[string]command {
 	}
 	for name, cmd := range t {
 		cmd.name = &name
+		for _, sub := range servedSubcommands[name] {
+			full, arity, ok := acl.Lookup([][]byte{[]byte(name), []byte(sub)})
+			if !ok {
+				panic("proxy: Redis 7.0 has no subcommand " + name + "|" + sub) // the list above is wrong
+			}
+			if cmd.subs == nil {
+				cmd.subs = map[string]subcommand{}
+			}
+			cmd.subs[sub] = subcommand{name: &full, arity: arity}
+		}
 		t[name] = cmd
 	}
+	setInfo := "client|setinfo"
+	t["client"].subs["setinfo"] = subcommand{name: &setInfo, arity: clientSetInfoArity, beyondRedis70: true}
 	return t
 }
 
-// dispatch runs one command and appends its reply to c.out.
-func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
-	name := strings.ToLower(string(args[0]))
-	cmd, ok := s.commands[name]
-	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
-	// only names from the table, never bytes a client chose, reach its lines.
-	c.lastCmd.Store(cmd.name)
+// A resolved command is what dispatch found args to name, in Redis's order.
+type resolved struct {
+	cmd command
+	// full is the name Redis 7 shows the command by ("client|kill"), from
+	// the table, never a client's bytes: nil when args name nothing.
+	full  *string
+	arity int
+	// unserved: a subcommand of Redis 7.0 the proxy does not serve. It is
+	// checked as Redis checks it (arity, authentication, the ACL) and then
+	// answered as unknown: it never runs.
+	unserved bool
+	// beyondRedis70: a subcommand served that Redis 7.0 lacks
+	// (subcommand.beyondRedis70).
+	beyondRedis70 bool
+}
+
+// resolve finds the command args name, as Redis's lookupCommand does: the
+// command, and for a container with more than one argument the subcommand
+// args[1] names, among those the proxy serves, then among Redis 7.0's. ok
+// is false for a name neither has: dispatch answers it, and nothing of it
+// runs.
+func (s *Server) resolve(args [][]byte) (r resolved, ok bool) {
+	cmd, ok := s.commands[wire.Lower(string(args[0]))]
 	if !ok {
+		return r, false
+	}
+	r = resolved{cmd: cmd, full: cmd.name, arity: cmd.arity}
+	if cmd.subs == nil || len(args) < 2 {
+		return r, true
+	}
+	if sub, ok := cmd.subs[wire.Lower(string(args[1]))]; ok {
+		r.full, r.arity, r.beyondRedis70 = sub.name, sub.arity, sub.beyondRedis70
+		return r, true
+	}
+	full, arity, known := acl.Lookup(args[:2])
+	if !known {
+		return resolved{cmd: cmd}, false
+	}
+	r.full, r.arity, r.unserved = &full, arity, true
+	return r, true
+}
+
+// dispatch runs one command and appends its reply to c.out. Its checks run
+// in redis-server 7.0's order (processCommand): the command's existence
+// (an unknown subcommand is answered here, before authentication and the
+// ACL, as in Redis, and never reaches a handler), its arity, then
+// authentication, then the ACL.
+func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
+	r, ok := s.resolve(args)
+	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
+	// only names from the tables, never bytes a client chose, reach its
+	// lines.
+	c.lastCmd.Store(r.full)
+	switch {
+	case !ok && r.cmd.run != nil:
+		unknownSub(c, args)
+		return false
+	case !ok:
 		c.out = wire.AppendError(c.out, fmt.Sprintf(
-			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(name, 128)))
+			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(wire.Lower(string(args[0])), 128)))
 		return false
 	}
-	if !cmd.noAuth && s.authRequired(c) {
+	if (r.arity > 0 && len(args) != r.arity) || (r.arity < 0 && len(args) < -r.arity) {
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", *r.full))
+		return false
+	}
+	if !r.cmd.noAuth && s.authRequired(c) {
 		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
 		return false
 	}
-	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", name))
+	if !s.permitted(c, args, r) {
 		return false
 	}
-	if !s.permitted(c, args) {
-		return false
-	}
+	name := *r.cmd.name
 	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
 		// A subscribed RESP2 client (commands_sentinel.go); in RESP3 a
 		// subscriber runs any command, and PING answers +PONG, as in Redis.
 		switch {
 		case !subscribedOnly[name]:
-			c.out = wire.AppendError(c.out, subscribedRefusal(fullName(name, args)))
+			c.out = wire.AppendError(c.out, subscribedRefusal(*r.full))
 			return false
 		case name == "ping":
 			cmdPingSubscribed(c, args)
 			return false
 		}
 	}
+	if r.unserved {
+		unknownSub(c, args)
+		return false
+	}
 	if c.box != nil && (name == "psync" || name == "sync") {
 		// Its replies go through the outbox; a replica's through its writer.
 		c.out = wire.AppendError(c.out, "ERR replproxy serves no replica on a connection that subscribed to a channel")
 		return false
 	}
-	return cmd.run(s, c, args)
-}
-
-// fullName is the command's name as Redis 7 shows it in errors: with its
-// subcommand for the commands that have them ("client|list").
-func fullName(name string, args [][]byte) string {
-	switch name {
-	case "client", "config", "command", "slowlog", "latency", "acl":
-		if len(args) > 1 {
-			return name + "|" + clip(strings.ToLower(string(args[1])), 64)
-		}
-	}
-	return name
+	return r.cmd.run(s, c, args)
 }
 
 // clip shortens s for an error reply.
@@ -153,12 +244,23 @@ func (s *Server) cmdQuit(c *client, _ [][]byte) bool {
 	return true
 }
 
+// redisDatabases is redis-server's default count of databases, the range
+// SELECT takes.
+const redisDatabases = 16
+
+// cmdSelect is SELECT index. The proxy holds no keys, so it only checks
+// the index, as Redis's selectCommand does: an int (string2ll's rules, in
+// the range of a C int), then one of its 16 databases.
 func (s *Server) cmdSelect(c *client, args [][]byte) bool {
-	if n, err := strconv.Atoi(string(args[1])); err != nil || n < 0 {
+	n, ok := wire.ParseInt(args[1])
+	switch {
+	case !ok || n < math.MinInt32 || n > math.MaxInt32:
 		c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
-		return false
+	case n < 0 || n >= redisDatabases:
+		c.out = wire.AppendError(c.out, "ERR DB index is out of range")
+	default:
+		c.out = wire.AppendSimple(c.out, "OK")
 	}
-	c.out = wire.AppendSimple(c.out, "OK")
 	return false
 }
 
@@ -177,7 +279,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if !s.authenticate(c, user, args[len(args)-1]) {
+	if !s.authenticate(c, args[0], user, args[len(args)-1]) {
 		return false
 	}
 	c.out = wire.AppendSimple(c.out, "OK")
@@ -231,32 +333,53 @@ func (s *Server) appendRoleReplicas(b []byte) []byte {
 	return b
 }
 
+// cmdConfig is CONFIG GET, SET, RESETSTAT, REWRITE and HELP; dispatch has
+// checked the subcommand and its arity.
 func (s *Server) cmdConfig(c *client, args [][]byte) bool {
-	sub := strings.ToLower(string(args[0+1]))
-	switch {
-	case sub == "get" && len(args) >= 3:
+	switch wire.Lower(string(args[1])) {
+	case "get":
 		s.configGet(c, args[2:])
-	case sub == "set" && len(args) >= 4:
+	case "set":
 		s.configSet(c, args[2:])
-	case sub == "resetstat" && len(args) == 2:
+	case "resetstat":
 		s.stats.Reset()
 		c.out = wire.AppendSimple(c.out, "OK")
-	case sub == "rewrite" && len(args) == 2:
+	case "rewrite":
 		s.configRewrite(c)
+	case "help":
+		c.out = appendHelp(c.out, "config")
 	default:
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try CONFIG HELP.", clip(sub, 64)))
+		unknownSub(c, args)
 	}
 	return false
 }
 
-// configGet returns name/value pairs for every directive matching one of the
-// glob patterns, as redis-server does: a map in RESP3.
+// configGet returns name/value pairs for every directive one of the
+// arguments names, as redis-server 7.0's configGetCommand does (a map in
+// RESP3): an argument without a glob character ([, * or ?) is looked up
+// (any case, alias or not) and answered under the name as given; a
+// pattern is matched against every directive's name, ignoring the case of
+// ASCII letters; a directive answers once.
 func (s *Server) configGet(c *client, patterns [][]byte) {
 	cfg := s.config()
 	var pairs []string
 	seen := map[string]bool{}
 	for _, p := range patterns {
-		pat := strings.ToLower(string(p))
+		arg := string(p)
+		// Redis looks for a glob character, and matches a pattern, in the
+		// argument as a C string: up to a NUL byte.
+		if !strings.ContainsAny(wire.CString(arg), "[*?") {
+			name, ok := config.Canonical(arg)
+			if !ok || seen[arg] || hiddenFromConfigGet(name) {
+				continue
+			}
+			if v, ok := cfg.Get(name); ok {
+				seen[arg] = true
+				pairs = append(pairs, arg, v)
+			}
+			continue
+		}
+		pat := wire.Lower(wire.CString(arg))
 		for _, name := range config.Names() {
 			if ok, _ := path.Match(pat, name); !ok || seen[name] || hiddenFromConfigGet(name) {
 				continue
@@ -283,17 +406,42 @@ func hiddenFromConfigGet(name string) bool {
 	return name == "masterauth" || name == "requirepass"
 }
 
-// configSet applies name/value pairs all or nothing, then puts them into effect.
+// configSet applies name/value pairs all or nothing, then puts them into
+// effect, in the order of redis-server 7.0's configSetCommand: an odd
+// count is a syntax error; every name is checked first, and the first one
+// that is unknown, immutable or named twice (an alias is the same
+// directive) is the reply, quoted as given; then each value is set in
+// turn, and the first refused is the reply, with the directive's name and
+// Redis's reason.
 func (s *Server) configSet(c *client, args [][]byte) {
 	if len(args)%2 != 0 {
-		c.out = wire.AppendError(c.out, "ERR wrong number of arguments for 'config|set' command")
+		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return
+	}
+	names := make([]string, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		given := wire.CString(string(args[i]))
+		name, known := config.Canonical(given)
+		var reply string
+		switch {
+		case !known:
+			reply = fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", given)
+		case !config.Mutable(name):
+			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", given)
+		case slices.Contains(names, name):
+			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", given)
+		}
+		if reply != "" {
+			c.out = wire.AppendError(c.out, reply)
+			return
+		}
+		names = append(names, name)
 	}
 	// Naming a tls-* directive reads the TLS files again, even with the
 	// same value: certificates are rotated by replacing the files.
 	firstTLS := ""
-	for i := 0; i < len(args); i += 2 {
-		if name := strings.ToLower(string(args[i])); tlsconf.Names(name) && firstTLS == "" {
+	for _, name := range names {
+		if tlsconf.Names(name) && firstTLS == "" {
 			firstTLS = name
 		}
 	}
@@ -301,19 +449,17 @@ func (s *Server) configSet(c *client, args [][]byte) {
 	// a new dir's lock and the TLS files are taken by changeConfigTLS
 	// (prepare), after it.
 	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
-		for i := 0; i < len(args); i += 2 {
-			name := strings.ToLower(string(args[i]))
-			if !config.Mutable(name) {
-				if _, known := next.Get(name); known {
-					return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", name)
-				}
-				return fmt.Errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", clip(name, 64))
-			}
+		for i, name := range names {
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
 			// client-output-buffer-limit) split it themselves, quotes included.
-			if err := next.Set(name, string(args[i+1])); err != nil {
-				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %w", name, err)
+			if err := next.Set(name, string(args[2*i+1])); err != nil {
+				reason := err.Error()
+				var ve *config.ValueError
+				if errors.As(err, &ve) {
+					reason = ve.Reason
+				}
+				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %s", name, reason)
 			}
 		}
 		if err := next.Validate(); err != nil {
@@ -348,7 +494,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		s.log.Warn("TLS configuration not updated", "error", tlsErr.err)
 		name := firstTLS
 		if name == "" {
-			name = strings.ToLower(string(args[0]))
+			name = names[0]
 		}
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - Unable to update TLS configuration. Check server logs.", name))
 		return
@@ -428,13 +574,27 @@ func sameDir(a, b string) bool {
 	return err == nil && os.SameFile(fa, fb)
 }
 
-// cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE.
+// cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE, checked as
+// Redis's replicaofCommand checks it: the port is 0 to 65535 ("Invalid
+// master port"), and the primary already in force is left as it is.
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 	host, port := string(args[1]), string(args[2])
+	noOne := wire.EqualFold(host, "no") && wire.EqualFold(port, "one")
+	if !noOne {
+		n, ok := wire.ParseInt(args[2])
+		if !ok || n < 0 || n > 65535 {
+			c.out = wire.AppendError(c.out, "ERR Invalid master port")
+			return false
+		}
+		if cfg := s.config(); cfg.MasterHost != "" && wire.EqualFold(cfg.MasterHost, host) && int64(cfg.MasterPort) == n {
+			c.out = wire.AppendSimple(c.out, "OK Already connected to specified master")
+			return false
+		}
+	}
 	var now *config.Config
 	err := s.changeConfig(func(_, next *config.Config) error {
 		now = next // the last try's is the one published
-		if strings.EqualFold(host, "no") && strings.EqualFold(port, "one") {
+		if noOne {
 			return next.Set("replicaof", "no", "one")
 		}
 		return next.Set("replicaof", host, port)

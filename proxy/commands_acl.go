@@ -71,14 +71,17 @@ func (s *Server) cmdACL(c *client, args [][]byte) (quit bool) {
 }
 
 // aclLoad is ACL LOAD: the aclfile read again, all or nothing; the clients
-// of every user it replaced are disconnected, as Redis frees them.
+// of every user it replaced are disconnected, as Redis frees them. A file
+// that cannot be read is Redis's error, naming the aclfile directive and
+// the cause in strerror's words.
 func (s *Server) aclLoad(c *client) (quit bool) {
 	file := s.config().ACLFile
 	data, err := os.ReadFile(file)
-	if err == nil {
-		err = s.users.Load(file, data)
-	}
 	if err != nil {
+		c.out = wire.AppendError(c.out, "ERR Error loading ACLs, opening file '"+file+"': "+strerror(err))
+		return false
+	}
+	if err := s.users.Load(file, data); err != nil {
 		c.out = wire.AppendError(c.out, errorReply(err))
 		return false
 	}

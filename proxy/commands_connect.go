@@ -26,11 +26,14 @@ const noAuthHello = "NOAUTH HELLO must be called with the client already authent
 // cmdHello is HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0
 // answers it: protover 2 or 3 sets the protocol of every later reply of this
 // client (and of HELLO's own), none keeps it; the reply is a map in RESP3 and
-// the same pairs as a flat array in RESP2. Checks run in Redis's order:
-// protover, then each option in turn (a bad name refused there), AUTH, then
-// the name is set. A replica that said HELLO still receives its PSYNC reply
-// and the stream as any other: they are raw bytes, not replies (package
-// downstream).
+// the same pairs as a flat array in RESP2. As in Redis's helloCommand, the
+// protover is checked first, then each option in turn takes effect where it
+// stands (AUTH authenticates, SETNAME names) until one fails, whose error is
+// the reply: HELLO 3 AUTH u p SETNAME "a b" leaves the client authenticated
+// as u, unnamed and in its old protocol. The protocol changes last, only
+// when the client is authenticated. A replica that said HELLO still
+// receives its PSYNC reply and the stream as any other: they are raw bytes,
+// not replies (package downstream).
 func (s *Server) cmdHello(c *client, args [][]byte) bool {
 	var ver int64
 	if len(args) >= 2 {
@@ -46,37 +49,30 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		}
 		ver = v
 	}
-	var user string
-	var pass []byte
-	var name *string
 	for i := 2; i < len(args); i++ {
 		more := len(args) - i - 1
-		switch opt := string(args[i]); {
-		case strings.EqualFold(opt, "auth") && more >= 2:
-			user, pass = string(args[i+1]), args[i+2]
+		switch opt := args[i]; {
+		case wire.EqualFold(opt, "auth") && more >= 2:
+			if !s.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
+				return false
+			}
 			i += 2
-		case strings.EqualFold(opt, "setname") && more >= 1:
+		case wire.EqualFold(opt, "setname") && more >= 1:
 			n := string(args[i+1])
 			if !validName(n) {
 				c.out = wire.AppendError(c.out, "ERR Client names cannot contain spaces, newlines or special characters.")
 				return false
 			}
-			name = &n
+			c.name.Store(&n)
 			i++
 		default:
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", clip(opt, 64)))
+			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", wire.CString(string(opt))))
 			return false
 		}
-	}
-	if pass != nil && !s.authenticate(c, user, pass) {
-		return false
 	}
 	if s.authRequired(c) {
 		c.out = wire.AppendError(c.out, noAuthHello)
 		return false
-	}
-	if name != nil {
-		c.name.Store(name)
 	}
 	if ver != 0 {
 		c.resp.Store(uint32(ver))
@@ -144,7 +140,7 @@ func (s *Server) clientInfo(c *client) {
 // client libraries send on connect: accepted and checked as 7.2 checks it,
 // but not kept, since the proxy's CLIENT LIST has Redis 7.0's fields.
 func (s *Server) clientSetInfo(c *client, attr, val string) {
-	attr = strings.ToLower(attr)
+	attr = wire.Word(attr)
 	if attr != "lib-name" && attr != "lib-ver" {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR Unrecognized option '%s'", clip(attr, 64)))
 		return
@@ -165,49 +161,50 @@ func (s *Server) cmdTime(c *client, _ [][]byte) bool {
 	return false
 }
 
-// subArity reports a subcommand's wrong number of arguments as Redis 7 words
-// it ("slowlog|len"), and returns false, or returns true.
-func subArity(c *client, args [][]byte, arity int) bool {
-	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s|%s' command",
-			strings.ToLower(string(args[0])), clip(strings.ToLower(string(args[1])), 64)))
-		return false
-	}
-	return true
-}
-
-// unknownSub is Redis 7's reply to an unknown subcommand.
+// unknownSub is Redis 7.0's reply to an unknown subcommand
+// (commandCheckExistence): the name as C sees it, cut to 128 bytes, and the
+// command in upper case.
 func unknownSub(c *client, args [][]byte) {
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.",
-		clip(string(args[1]), 64), strings.ToUpper(string(args[0]))))
+	sub := wire.CString(string(args[1]))
+	if len(sub) > 128 {
+		sub = sub[:128]
+	}
+	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", sub, wire.Upper(wire.CString(string(args[0])))))
 }
 
-// cmdSlowlog is SLOWLOG GET [count], LEN and RESET, always empty.
+// subSyntaxError is Redis's reply to a subcommand it has, used with
+// arguments it does not take (addReplySubcommandSyntaxError).
+func subSyntaxError(c *client, args [][]byte) {
+	sub := wire.CString(string(args[1]))
+	if len(sub) > 128 {
+		sub = sub[:128]
+	}
+	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
+		sub, wire.Upper(wire.CString(string(args[0])))))
+}
+
+// cmdSlowlog is SLOWLOG GET [count], LEN, RESET and HELP, always empty;
+// dispatch has checked the subcommand and its arity.
 func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
-	switch strings.ToLower(string(args[1])) {
+	switch wire.Lower(string(args[1])) {
 	case "get":
-		if !subArity(c, args, -2) {
-			break
-		}
 		if len(args) > 3 {
-			c.out = wire.AppendError(c.out, "ERR syntax error")
+			subSyntaxError(c, args)
 			break
 		}
 		if len(args) == 3 {
-			if n, err := strconv.ParseInt(string(args[2]), 10, 64); err != nil || n < -1 {
+			if n, ok := wire.ParseInt(args[2]); !ok || n < -1 {
 				c.out = wire.AppendError(c.out, "ERR count should be greater than or equal to -1")
 				break
 			}
 		}
 		c.out = wire.AppendArrayHeader(c.out, 0)
 	case "len":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendInt(c.out, 0)
-		}
+		c.out = wire.AppendInt(c.out, 0)
 	case "reset":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendSimple(c.out, "OK")
-		}
+		c.out = wire.AppendSimple(c.out, "OK")
+	case "help":
+		c.out = appendHelp(c.out, "slowlog")
 	default:
 		unknownSub(c, args)
 	}
@@ -219,31 +216,24 @@ const latencyDoctor = "Latency monitoring is not available in replproxy: it runs
 	"commands or events whose latency Redis would sample. Measure replication lag " +
 	"with INFO replication instead.\n"
 
-// cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH and HISTOGRAM,
-// with no samples.
+// cmdLatency is LATENCY LATEST, HISTORY, RESET, DOCTOR, GRAPH, HISTOGRAM
+// and HELP, with no samples; dispatch has checked the subcommand and its
+// arity.
 func (s *Server) cmdLatency(c *client, args [][]byte) bool {
-	switch strings.ToLower(string(args[1])) {
-	case "latest":
-		if subArity(c, args, 2) {
-			c.out = wire.AppendArrayHeader(c.out, 0)
-		}
-	case "history":
-		if subArity(c, args, 3) {
-			c.out = wire.AppendArrayHeader(c.out, 0)
-		}
+	switch wire.Lower(string(args[1])) {
+	case "latest", "history":
+		c.out = wire.AppendArrayHeader(c.out, 0)
 	case "histogram":
 		// Redis's map of command to histogram, with no command in it.
 		c.out = c.proto().AppendMapHeader(c.out, 0)
 	case "reset":
 		c.out = wire.AppendInt(c.out, 0)
 	case "doctor":
-		if subArity(c, args, 2) {
-			c.out = c.proto().AppendVerbatim(c.out, "txt", latencyDoctor)
-		}
+		c.out = c.proto().AppendVerbatim(c.out, "txt", latencyDoctor)
 	case "graph":
-		if subArity(c, args, 3) {
-			c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", clip(string(args[2]), 64)))
-		}
+		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR No samples available for event '%s'", wire.CString(string(args[2]))))
+	case "help":
+		c.out = appendHelp(c.out, "latency")
 	default:
 		unknownSub(c, args)
 	}
@@ -257,7 +247,7 @@ func (s *Server) cmdLatency(c *client, args [][]byte) bool {
 func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 	var save, noSave, abort bool
 	for _, a := range args[1:] {
-		switch strings.ToLower(string(a)) {
+		switch wire.Word(string(a)) {
 		case "save":
 			save = true
 		case "nosave":
@@ -288,11 +278,16 @@ func (s *Server) cmdShutdown(c *client, args [][]byte) bool {
 // over the commands the proxy serves (package commanddocs); a misuse is
 // answered as every command's is.
 func (s *Server) cmdCommand(c *client, args [][]byte) bool {
+	if len(args) == 2 && wire.EqualFold(args[1], "help") {
+		c.out = appendHelp(c.out, "command")
+		return false
+	}
 	var misuse commanddocs.Misuse
 	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
 	switch misuse {
 	case commanddocs.WrongArity:
-		subArity(c, args, 2)
+		// Not reached: dispatch checks the subcommand's arity first.
+		subSyntaxError(c, args)
 	case commanddocs.UnknownSubcommand:
 		unknownSub(c, args)
 	}

@@ -87,7 +87,7 @@ func TestConnectCommands(t *testing.T) {
 	info := a.do("CLIENT", "INFO")
 	line := info[strings.Index(info, "\r\n")+2 : len(info)-2]
 	if strings.Count(line, "\n") != 1 || !strings.HasPrefix(line, "id="+strings.Trim(id, ":\r\n")+" ") ||
-		!strings.Contains(line, " name=lib ") || !strings.Contains(line, " cmd=client ") {
+		!strings.Contains(line, " name=lib ") || !strings.Contains(line, " cmd=client|info ") {
 		t.Errorf("CLIENT INFO answered %q", info)
 	}
 	if list := a.do("CLIENT", "LIST"); !strings.Contains(list, strings.TrimSuffix(line, "\n")[:strings.Index(line, " age=")]) {

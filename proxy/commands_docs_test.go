@@ -220,15 +220,3 @@ func TestServedSubcommands(t *testing.T) {
 		}
 	}
 }
-
-// servedSubcommands are the subcommands the proxy serves, for the commands
-// that have them, as command_docs.resp cuts them. Read-only. cmdConfig, cmdClient, cmdCommand, cmdSlowlog
-// and cmdLatency must serve each one listed (a test sends each).
-var servedSubcommands = map[string][]string{
-	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
-	"client":  {"getname", "id", "info", "kill", "list", "setname"},
-	"command": {"count", "docs", "info", "list"},
-	"config":  {"get", "resetstat", "rewrite", "set"},
-	"latency": {"doctor", "graph", "histogram", "history", "latest", "reset"},
-	"slowlog": {"get", "len", "reset"},
-}

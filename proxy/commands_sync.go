@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -40,22 +39,39 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	return false
 }
 
+// cmdPSync is PSYNC <replid> <offset>, checked in the order of Redis's
+// syncCommand: FAILOVER (an argument after the offset that says so; any
+// other is ignored, as Redis ignores it), then the link (an offset that is
+// no integer can serve no partial resync, so a proxy whose link is down
+// answers NOMASTERLINK first, as a Redis replica would), then the offset.
 func (s *Server) cmdPSync(c *client, args [][]byte) bool {
 	if c.replicaSet() {
 		return false // already a replica: ignored without a reply, as in Redis
 	}
-	if len(args) == 4 {
-		c.out = wire.AppendError(c.out, "ERR PSYNC FAILOVER is not supported by replproxy")
+	if len(args) > 3 && wire.EqualFold(args[3], "failover") {
+		if string(args[1]) != s.hist.Identity().ReplID {
+			c.out = wire.AppendError(c.out, "ERR PSYNC FAILOVER replid must match my replid.")
+		} else {
+			c.out = wire.AppendError(c.out, "ERR PSYNC FAILOVER is not supported by replproxy")
+		}
 		return false
 	}
-	off, err := strconv.ParseInt(string(args[2]), 10, 64)
-	if err != nil {
-		c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
+	off, ok := wire.ParseInt(args[2])
+	if !ok {
+		if s.up.State() != upstream.StateConnected {
+			c.out = wire.AppendError(c.out, noMasterLink)
+		} else {
+			c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
+		}
 		return false
 	}
 	s.beginSync(c, string(args[1]), off, false)
 	return false
 }
+
+// noMasterLink is Redis's refusal of a sync while the link to the primary
+// is down.
+const noMasterLink = "NOMASTERLINK Can't SYNC while not connected with my master"
 
 func (s *Server) cmdSync(c *client, _ [][]byte) bool {
 	if c.replicaSet() {
@@ -74,14 +90,19 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 		return
 	}
 	if c.hs.Filtered && !c.hs.CapaEOF {
-		// Redis's rule: it makes a filtered RDB for a socket only.
-		c.out = wire.AppendError(c.out, "ERR Filtered replica requires EOF capability")
+		// Redis's rule: it makes a filtered RDB for a socket only; it
+		// checks the link first.
+		if s.up.State() != upstream.StateConnected {
+			c.out = wire.AppendError(c.out, noMasterLink)
+		} else {
+			c.out = wire.AppendError(c.out, "ERR Filtered replica requires EOF capability")
+		}
 		return
 	}
 	plan, refused := s.hist.PlanPartial(replID, off, legacy)
 	if refused != history.PartialAccepted {
 		if s.up.State() != upstream.StateConnected {
-			c.out = wire.AppendError(c.out, "NOMASTERLINK Can't SYNC while not connected with my master")
+			c.out = wire.AppendError(c.out, noMasterLink)
 			return
 		}
 		var err error

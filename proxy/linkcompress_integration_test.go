@@ -508,3 +508,80 @@ func TestCompressedLinksMemory(t *testing.T) {
 	r2.conn.Close()
 	r.conn.Close()
 }
+
+// TestCompressionAgreedOnlyByOK: link compression is agreed only by the
+// proxy's +OK to REPLCONF. A REPLCONF that asks for zstd and is refused as
+// a whole (a bad option after it, a bad value before it), or that carries
+// an ACK and so gets no answer, leaves the link plain: the stream after
+// +CONTINUE is the primary's commands as they are, and no slot of
+// repl-link-compression-max-links is held. Asked for alone, zstd is agreed
+// and the stream is compressed.
+func TestCompressionAgreedOnlyByOK(t *testing.T) {
+	h := startFakePrimary(t, fakeGoodMain(0), nil)
+	p := newTestProxy(t, proxySetup{args: append(h.replicaOf(), "--repl-log-size", "0", "--repl-link-compression-max-links", "1")})
+	xc := redistest.Dial(t, p.AddrString())
+	waitLinkUp(t, xc)
+	replID := xc.Info(t, "replication")["master_replid"]
+	for _, tc := range []struct {
+		args  []string
+		reply string // "" for none
+	}{
+		{[]string{"REPLCONF", "link-compression", "zstd", "bogus", "1"}, "-ERR Unrecognized REPLCONF option: bogus"},
+		{[]string{"REPLCONF", "link-compression", "zstd", "listening-port", "x"}, "-ERR value is not an integer or out of range"},
+		{[]string{"REPLCONF", "link-compression", "zstd", "rdb-only", "2"}, "-ERR value is out of range, value must between 0 and 1"},
+		{[]string{"REPLCONF", "link-compression", "zstd", "link-compression", "lz4"}, "-ERR Unsupported link-compression: lz4"},
+		{[]string{"REPLCONF", "link-compression", "zstd", "ACK", "5"}, ""},
+	} {
+		r := newRawReplica(t, p)
+		if err := r.send("REPLCONF", "capa", "replproxy", "capa", "psync2"); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := r.readLine(); err != nil || line != "+OK" {
+			t.Fatalf("REPLCONF capa: %q %v", line, err)
+		}
+		if err := r.send(tc.args...); err != nil {
+			t.Fatal(err)
+		}
+		if tc.reply != "" {
+			if line, err := r.readLine(); err != nil || line != tc.reply {
+				t.Fatalf("%q: %q %v; want %q", tc.args, line, err, tc.reply)
+			}
+		}
+		if held := p.linkSlots.Held(); held != 0 {
+			t.Errorf("%q: %d compressed links held after it", tc.args, held)
+		}
+		off := xc.InfoInt(t, "replication", "master_repl_offset")
+		if line, err := r.psync(replID, strconv.FormatInt(off+1, 10)); err != nil || line != "+CONTINUE "+replID {
+			t.Fatalf("%q, then PSYNC: %q %v", tc.args, line, err)
+		}
+		for _, want := range []string{"*1", "$4", "PING"} { // the fake primary's next PING, plain
+			if line, err := r.readLine(); err != nil || line != want {
+				t.Fatalf("%q, then the stream: %q %v; want %q, plain", tc.args, line, err, want)
+			}
+		}
+		r.conn.Close()
+	}
+
+	// Alone, zstd is agreed: +OK, a slot held, and the stream compressed.
+	r := newRawReplica(t, p)
+	for _, cmd := range [][]string{{"REPLCONF", "capa", "replproxy", "capa", "psync2"}, {"REPLCONF", "link-compression", "zstd"}} {
+		if err := r.send(cmd...); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := r.readLine(); err != nil || line != "+OK" {
+			t.Fatalf("%q: %q %v", cmd, line, err)
+		}
+	}
+	if held := p.linkSlots.Held(); held != 1 {
+		t.Errorf("%d compressed links held after an agreed one, want 1", held)
+	}
+	off := xc.InfoInt(t, "replication", "master_repl_offset")
+	if line, err := r.psync(replID, strconv.FormatInt(off+1, 10)); err != nil || line != "+CONTINUE "+replID {
+		t.Fatalf("PSYNC: %q %v", line, err)
+	}
+	r.conn.SetReadDeadline(time.Now().Add(fakeIOTimeout))
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(r.br, head); err != nil || string(head) == "*1\r\n" {
+		t.Errorf("the agreed link's stream starts %q (%v): plain, want compressed", head, err)
+	}
+}

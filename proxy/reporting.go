@@ -6,6 +6,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/report"
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // The server's figures at one moment are a report.Report, read here once
@@ -140,7 +141,7 @@ func (s *Server) cmdInfo(c *client, args [][]byte) bool {
 func (s *Server) Info(sections ...string) string {
 	want := map[string]bool{}
 	for _, sec := range sections {
-		want[strings.ToLower(sec)] = true
+		want[wire.Word(sec)] = true
 	}
 	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
 	// One report for every section asked for, so that the sections agree

@@ -64,23 +64,27 @@ func (s *Server) authRequired(c *client) bool {
 	return !c.authed && !s.defaultOpen()
 }
 
-// permitted checks args against c's user's rules; a refusal is answered
-// with Redis's NOPERM reply, counted and put in the ACL LOG.
+// permitted checks args, the command r, against c's user's rules; a
+// refusal is answered with Redis's NOPERM reply, counted and put in the
+// ACL LOG.
 //
-// A subcommand Redis 7.0 does not have is not the ACL's to judge when the
-// proxy does not answer it either: the handler replies "unknown
-// subcommand", as Redis replies before its ACL check. One it does answer
-// (CLIENT SETINFO, as Redis 7.2 does) is allowed to users that may run
-// every subcommand of its container.
-func (s *Server) permitted(c *client, args [][]byte) bool {
+// Only a command of Redis 7.0's table is the ACL's to judge, as in Redis,
+// where an unknown name never reaches the ACL (dispatch answers it before).
+// A subcommand the proxy serves beyond Redis 7.0 (CLIENT SETINFO, as Redis
+// 7.2 has it) is allowed to users that may run every subcommand of its
+// container, and refused to any other; so is, should one ever get here, a
+// name the ACL's table does not know: nothing unknown runs unchecked.
+func (s *Server) permitted(c *client, args [][]byte, r resolved) bool {
 	u := c.userOf()
 	p := u.Profile()
-	if !acl.Known(args) {
-		if len(args) < 2 || !servedBeyondRedis70(args) || p.ContainerAllowed(string(args[0])) {
-			return true
-		}
+	var d *acl.Denied
+	switch {
+	case !r.beyondRedis70:
+		// Check refuses a name its table lacks.
+		d = p.Check(args)
+	case !p.ContainerAllowed(*r.cmd.name):
+		d = &acl.Denied{Reason: acl.ReasonCommand, Command: *r.full, Object: *r.full}
 	}
-	d := p.Check(args)
 	if d == nil {
 		return true
 	}
@@ -98,12 +102,6 @@ func (s *Server) permitted(c *client, args [][]byte) bool {
 	return false
 }
 
-// servedBeyondRedis70 reports whether args are a subcommand the proxy
-// answers that Redis 7.0 does not have.
-func servedBeyondRedis70(args [][]byte) bool {
-	return strings.EqualFold(string(args[0]), "client") && strings.EqualFold(string(args[1]), "setinfo")
-}
-
 // clientInfoLine is c's CLIENT LIST line without its newline, as ACL LOG's
 // client-info shows it.
 func (s *Server) clientInfoLine(c *client) string {
@@ -112,16 +110,18 @@ func (s *Server) clientInfoLine(c *client) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// authenticate checks user and pass, for AUTH and HELLO's AUTH option: on a
-// match the client runs as that user from now on (and its reader leaves the
-// pre-AUTH limits before the next command); otherwise the failure is
-// counted, logged and put in the ACL LOG, and the WRONGPASS reply appended.
-// An unknown user, an off one and a wrong password fail alike, as in Redis.
-func (s *Server) authenticate(c *client, user string, pass []byte) bool {
+// authenticate checks user and pass, for AUTH and HELLO's AUTH option (cmd
+// is the command's name as the client sent it): on a match the client runs
+// as that user from now on (and its reader leaves the pre-AUTH limits
+// before the next command); otherwise the failure is counted, logged and
+// put in the ACL LOG under the command's name as sent, as Redis names it,
+// and the WRONGPASS reply appended. An unknown user, an off one and a
+// wrong password fail alike, as in Redis.
+func (s *Server) authenticate(c *client, cmd []byte, user string, pass []byte) bool {
 	u, ok := s.users.Authenticate(user, pass)
 	if !ok {
 		s.authFailed(c)
-		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: "AUTH",
+		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: string(cmd),
 			Username: user, ClientInfo: s.clientInfoLine(c)}, time.Now())
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false

@@ -52,6 +52,21 @@ func TestUsersFromFiles(t *testing.T) {
 	if got := b.do("AUTH", "monitor", "m"); got != "+OK\r\n" {
 		t.Errorf("AUTH as a user the saved file holds: %q", got)
 	}
+	// The aclfile gone: Redis's error, naming the file as configured and
+	// the cause in strerror's words; the users stay.
+	if err := os.Remove(aclPath); err != nil {
+		t.Fatal(err)
+	}
+	ops := adminDial(t, p)
+	if got := ops.do("AUTH", "ops", "ops-secret"); got != "+OK\r\n" {
+		t.Fatalf("AUTH ops: %q", got)
+	}
+	if got, want := ops.do("ACL", "LOAD"), "-ERR Error loading ACLs, opening file '"+aclPath+"': No such file or directory\r\n"; got != want {
+		t.Errorf("ACL LOAD without its file: %q, want %q", got, want)
+	}
+	if got := ops.do("ACL", "WHOAMI"); got != "$3\r\nops\r\n" {
+		t.Errorf("ACL WHOAMI after a failed ACL LOAD: %q", got)
+	}
 
 	// CONFIG REWRITE writes user lines, never with an aclfile.
 	conf := filepath.Join(dir, "replproxy.conf")

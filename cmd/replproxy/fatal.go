@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // A start that fails is reported on standard error, where a supervisor
@@ -44,7 +45,7 @@ func fatalConfig(stderr io.Writer, args []string, err error) {
 func logFormatOf(args []string) config.LogFormat {
 	format := config.LogText
 	pick := func(v string) {
-		if strings.EqualFold(strings.Trim(v, `"'`), string(config.LogJSON)) {
+		if wire.EqualFold(strings.Trim(v, `"'`), string(config.LogJSON)) {
 			format = config.LogJSON
 		} else {
 			format = config.LogText
@@ -53,7 +54,7 @@ func logFormatOf(args []string) config.LogFormat {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if data, err := os.ReadFile(args[0]); err == nil {
 			for line := range strings.Lines(string(data)) {
-				if f := strings.Fields(line); len(f) == 2 && strings.EqualFold(f[0], "log-format") {
+				if f := strings.Fields(line); len(f) == 2 && wire.EqualFold(f[0], "log-format") {
 					pick(f[1])
 				}
 			}
@@ -61,9 +62,9 @@ func logFormatOf(args []string) config.LogFormat {
 		args = args[1:]
 	}
 	for i, a := range args {
-		if f := strings.Fields(a); len(f) == 2 && strings.EqualFold(f[0], "--log-format") {
+		if f := strings.Fields(a); len(f) == 2 && wire.EqualFold(f[0], "--log-format") {
 			pick(f[1]) // "--log-format json" as one argument, as Parse splits it
-		} else if strings.EqualFold(a, "--log-format") && i+1 < len(args) {
+		} else if wire.EqualFold(a, "--log-format") && i+1 < len(args) {
 			pick(args[i+1])
 		}
 	}

@@ -1,6 +1,7 @@
-// Package layering keeps two rules of replproxy's code true through its
-// tests: the layering of its packages, below, and the names of the test
-// files of its library packages (names.go).
+// Package layering keeps three rules of replproxy's code true through its
+// tests: the layering of its packages, below, the names of the test files
+// of its library packages (names.go), and the one rule names from the
+// network are matched by (casefold.go).
 //
 // layering_test.go keeps the package layering true, as the Go standard
 // library's go/build deps_test.go keeps its own. It reads the imports of
@@ -14,14 +15,22 @@
 // for what it holds (helpers, bench, fuzz, race, norace), and is no
 // integration test that says so in its name (testFileNamed).
 //
+// casefold_test.go fails on a use of the standard library's Unicode case
+// mapping (strings.ToLower, strings.EqualFold, ...: unicodeFolds) in the
+// code of proxy/ and cmd/, which read commands, options and directives
+// from clients, replicas and the primary: Redis folds those names in the C
+// locale, ASCII letters only, and so does proxy/wire (Lower, Upper,
+// EqualFold), which they must use. A use that reads no such name is listed
+// in allowedFolds, with its reason.
+//
 // The layering's rules, lowest layer first:
 //
 //   - replid and replbuf import nothing of the module; eviction only
 //     replbuf; streamlog only replid and internal/safefile.
 //   - proxy/clientlist (CLIENT LIST's lines, CLIENT KILL's filters)
-//     imports nothing of the module.
+//     only proxy/wire.
 //   - proxy/acl (Redis 7.0's ACL users: rules, permission checks, the
-//     aclfile, ACL LOG) imports nothing of the module.
+//     aclfile, ACL LOG) only proxy/wire.
 //   - proxy/listen (the listeners a bind list names) imports nothing of
 //     the module.
 //   - proxy/tlsconf (the TLS material a configuration names) only
@@ -50,7 +59,7 @@
 //     proxy/sysmem: proxy builds a report, and the report never reads
 //     proxy.
 //   - proxy, the assembly, imports the packages above; cmd/replproxy only
-//     proxy and proxy/config.
+//     proxy, proxy/config and proxy/wire.
 //   - internal/redistest (the tests' real Redis servers, and the fake
 //     primary, relay and TCP pair they share) imports nothing of the
 //     module, and nothing but tests imports it.

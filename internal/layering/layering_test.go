@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"proxy/tlsconf":     {"proxy/config"},
 	"proxy/webconfig":   {},
 	"proxy/listen":      {},
-	"proxy/clientlist":  {},
+	"proxy/clientlist":  {"proxy/wire"},
 	"proxy/acl":         {"proxy/wire"},
 	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
@@ -58,7 +58,7 @@ var allowed = map[string][]string{
 		"eviction", "proxy/acl", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
-	"cmd/replproxy": {"proxy", "proxy/config"},
+	"cmd/replproxy": {"proxy", "proxy/config", "proxy/wire"},
 
 	"internal/cachedata": {},
 	// The chaos harness's own code is the fault table, the nemesis's

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Load replaces every user with those of an aclfile's text, as ACL LOAD
@@ -163,9 +165,9 @@ func (c *ConfigUsers) Len() int { return len(c.users) }
 // redis-server 7.0.15 prints it.
 func (c *ConfigUsers) Add(args []string) error {
 	declErr := func(arg string, e ruleErr) error {
-		return newError(fmt.Sprintf("Error in user declaration '%s': %s", cString(arg), e.text()))
+		return newError(fmt.Sprintf("Error in user declaration '%s': %s", wire.CString(arg), e.text()))
 	}
-	if len(args) < 2 || !equalFold(cString(args[0]), "user") {
+	if len(args) < 2 || !wire.EqualFold(wire.CString(args[0]), "user") {
 		return declErr(strings.Join(args[:min(len(args), 1)], ""), errNone)
 	}
 	for _, u := range c.users {
@@ -208,11 +210,11 @@ func (s *Users) ApplyConfig(c *ConfigUsers) (notices []string, err error) {
 		}
 		for _, r := range u[1:] {
 			if e := p.apply(r, s.allChannels); e != errNone {
-				return nil, newError(fmt.Sprintf("Error loading ACL rule '%s' for the user named '%s': %s", cString(r), cString(name), e.text()))
+				return nil, newError(fmt.Sprintf("Error loading ACL rule '%s' for the user named '%s': %s", wire.CString(r), wire.CString(name), e.text()))
 			}
 		}
 		if !p.Enabled() {
-			notices = append(notices, fmt.Sprintf("The user '%s' is disabled (there is no 'on' modifier in the user description). Make sure this is not a configuration error.", cString(name)))
+			notices = append(notices, fmt.Sprintf("The user '%s' is disabled (there is no 'on' modifier in the user description). Make sure this is not a configuration error.", wire.CString(name)))
 		}
 		p.seal()
 		built[i] = p

@@ -3,6 +3,8 @@ package acl
 import (
 	"fmt"
 	"slices"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Reason is why the ACL refused something, as ACL LOG names it. Its values
@@ -94,9 +96,9 @@ func (s *selector) allowsCommand(c *command, arg string, hasArg bool) bool {
 	if !hasArg {
 		return false
 	}
-	arg = cString(arg)
+	arg = wire.CString(arg)
 	for _, a := range s.firstArgs[c.id] {
-		if equalFold(a, arg) {
+		if wire.EqualFold(a, arg) {
 			return true
 		}
 	}
@@ -114,7 +116,7 @@ func (p *Profile) Check(args [][]byte) *Denied {
 	if !ok {
 		name := ""
 		if len(args) > 0 {
-			name = asciiLower(string(args[0]))
+			name = wire.Lower(string(args[0]))
 		}
 		return &Denied{Reason: ReasonCommand, Command: name, Object: name}
 	}
@@ -212,7 +214,7 @@ func (s *selector) allowsChannel(channel string, isPattern bool) bool {
 		return true
 	}
 	if isPattern {
-		return slices.Contains(s.channels, cString(channel))
+		return slices.Contains(s.channels, wire.CString(channel))
 	}
 	for _, p := range s.channels {
 		if globMatch(p, channel) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // commandsText is Redis 7.0's command table as ACL rules see it, generated
@@ -64,8 +66,8 @@ type commandTable struct {
 // (ASCII only, as strcasecmp in the C locale).
 func (t *commandTable) lookupTop(name string) (int, bool) {
 	id, ok := t.top[name]
-	if !ok && hasUpper(name) {
-		id, ok = t.top[asciiLower(name)]
+	if !ok {
+		id, ok = t.top[wire.Lower(name)]
 	}
 	return id, ok
 }
@@ -77,8 +79,8 @@ func (t *commandTable) lookupSub(parent int, name string) (int, bool) {
 		return 0, false
 	}
 	id, ok := m[name]
-	if !ok && hasUpper(name) {
-		id, ok = m[asciiLower(name)]
+	if !ok {
+		id, ok = m[wire.Lower(name)]
 	}
 	return id, ok
 }
@@ -88,7 +90,7 @@ func (t *commandTable) lookupSub(parent int, name string) (int, bool) {
 // subcommands (so "select|0" names nothing). It stops at a NUL byte, as
 // Redis's lookup of a C string does.
 func (t *commandTable) lookupName(name string) (int, bool) {
-	name = cString(name)
+	name = wire.CString(name)
 	if name == "" {
 		return 0, false
 	}
@@ -120,9 +122,9 @@ func (t *commandTable) lookupArgs(args [][]byte) (int, bool) {
 
 // category returns the bit of a category name (case-insensitive), or 0.
 func (t *commandTable) category(name string) uint32 {
-	name = cString(name)
+	name = wire.CString(name)
 	for i, c := range t.categories {
-		if equalFold(c, name) {
+		if wire.EqualFold(c, name) {
 			return 1 << i
 		}
 	}
@@ -203,7 +205,7 @@ func (t *commandTable) addLine(fields []string) error {
 		return fmt.Errorf("want name, arity and flags: %q", fields)
 	}
 	c := command{id: len(t.cmds), name: fields[0], parent: -1}
-	if c.name != asciiLower(c.name) {
+	if c.name != wire.Lower(c.name) {
 		return fmt.Errorf("name %q is not lowercase", c.name)
 	}
 	arity, err := strconv.Atoi(fields[1])
@@ -263,36 +265,3 @@ func (t *commandTable) addLine(fields []string) error {
 // Categories returns the ACL categories in Redis's order, as ACL CAT with no
 // argument lists them. The slice is the caller's.
 func Categories() []string { return slices.Clone(table.categories) }
-
-// hasUpper reports whether s has an ASCII upper-case letter.
-func hasUpper(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return true
-		}
-	}
-	return false
-}
-
-// asciiLower lowers ASCII letters only, as tolower in the C locale.
-func asciiLower(s string) string {
-	if !hasUpper(s) {
-		return s
-	}
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// cString returns s up to its first NUL byte: what C code that takes the
-// string as char* (strcasecmp, strrchr, sdsnew) sees of a binary argument.
-func cString(s string) string {
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return s[:i]
-	}
-	return s
-}

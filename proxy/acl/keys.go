@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // The proxy serves no keys, but ACL DRYRUN judges any Redis command as
@@ -242,7 +244,7 @@ func (ks *keySpec) beginAt(args [][]byte) (first int, found, valid bool) {
 			if i >= argc || i < 1 {
 				break
 			}
-			if equalFold(cString(string(args[i])), ks.keyword) {
+			if wire.EqualFold(wire.CString(string(args[i])), ks.keyword) {
 				return i + 1, true, true
 			}
 			if start <= end {
@@ -319,12 +321,12 @@ func sortKeys(args [][]byte) []keyRef {
 	keys := []keyRef{{1, keyRO | keyAccess}}
 	store := -1
 	for i := 2; i < len(args); i++ {
-		switch arg := cString(string(args[i])); {
-		case equalFold(arg, "limit"):
+		switch arg := wire.CString(string(args[i])); {
+		case wire.EqualFold(arg, "limit"):
 			i += 2
-		case equalFold(arg, "store") && i+1 < len(args):
+		case wire.EqualFold(arg, "store") && i+1 < len(args):
 			store = i + 1
-		case equalFold(arg, "get"), equalFold(arg, "by"):
+		case wire.EqualFold(arg, "get"), wire.EqualFold(arg, "by"):
 			i++
 		}
 	}
@@ -341,17 +343,17 @@ func migrateKeys(args [][]byte) []keyRef {
 	if len(args) > 6 {
 	scan:
 		for i := 6; i < len(args); i++ {
-			switch arg := cString(string(args[i])); {
-			case equalFold(arg, "keys"):
+			switch arg := wire.CString(string(args[i])); {
+			case wire.EqualFold(arg, "keys"):
 				if len(args[3]) > 0 {
 					n = 0
 				} else {
 					first, n = i+1, len(args)-(i+1)
 				}
 				break scan
-			case equalFold(arg, "auth"):
+			case wire.EqualFold(arg, "auth"):
 				i++
-			case equalFold(arg, "auth2"):
+			case wire.EqualFold(arg, "auth2"):
 				i += 2
 			}
 		}
@@ -366,7 +368,7 @@ func migrateKeys(args [][]byte) []keyRef {
 // setKeys: the key, read and written with GET, overwritten without.
 func setKeys(args [][]byte) []keyRef {
 	for _, arg := range args[min(3, len(args)):] {
-		if equalFold(cString(string(arg)), "get") {
+		if wire.EqualFold(wire.CString(string(arg)), "get") {
 			return []keyRef{{1, keyRW | keyAccess | keyUpdate}}
 		}
 	}
@@ -379,13 +381,13 @@ func bitfieldKeys(args [][]byte) []keyRef {
 	readonly := true
 	for i := 2; i < len(args); i++ {
 		rest := len(args) - i - 1
-		switch arg := cString(string(args[i])); {
-		case equalFold(arg, "get") && rest >= 2:
+		switch arg := wire.CString(string(args[i])); {
+		case wire.EqualFold(arg, "get") && rest >= 2:
 			i += 2
-		case (equalFold(arg, "set") || equalFold(arg, "incrby")) && rest >= 3:
+		case (wire.EqualFold(arg, "set") || wire.EqualFold(arg, "incrby")) && rest >= 3:
 			readonly = false
 			i = len(args)
-		case equalFold(arg, "overflow") && rest >= 1:
+		case wire.EqualFold(arg, "overflow") && rest >= 1:
 			i++
 		default:
 			readonly = false
@@ -402,8 +404,8 @@ func bitfieldKeys(args [][]byte) []keyRef {
 func georadiusKeys(args [][]byte) []keyRef {
 	stored := -1
 	for i := 5; i < len(args); i++ {
-		arg := cString(string(args[i]))
-		if (equalFold(arg, "store") || equalFold(arg, "storedist")) && i+1 < len(args) {
+		arg := wire.CString(string(args[i]))
+		if (wire.EqualFold(arg, "store") || wire.EqualFold(arg, "storedist")) && i+1 < len(args) {
 			stored = i + 1
 			i++
 		}
@@ -420,13 +422,13 @@ func xreadKeys(args [][]byte) []keyRef {
 	streams := -1
 scan:
 	for i := 1; i < len(args); i++ {
-		switch arg := cString(string(args[i])); {
-		case equalFold(arg, "block"), equalFold(arg, "count"):
+		switch arg := wire.CString(string(args[i])); {
+		case wire.EqualFold(arg, "block"), wire.EqualFold(arg, "count"):
 			i++
-		case equalFold(arg, "group"):
+		case wire.EqualFold(arg, "group"):
 			i += 2
-		case equalFold(arg, "noack"):
-		case equalFold(arg, "streams"):
+		case wire.EqualFold(arg, "noack"):
+		case wire.EqualFold(arg, "streams"):
 			streams = i
 			break scan
 		default:
@@ -451,7 +453,7 @@ scan:
 // to the first non-digit; a value beyond a long is clamped, then cut to an
 // int's 32 bits.
 func cAtoi(s string) int {
-	s = cString(s)
+	s = wire.CString(s)
 	i := 0
 	for i < len(s) && isSpace(s[i]) {
 		i++

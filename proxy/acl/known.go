@@ -1,14 +1,20 @@
 package acl
 
-// Known reports whether args name a command Redis 7.0 has: the command,
-// and for a container with more than one argument the subcommand args[1]
-// names. Redis answers a name it does not know ("unknown subcommand")
-// before the ACL is asked; the server does the same for the subcommands
-// it answers beyond Redis 7.0's (CLIENT SETINFO, from Redis 7.2), which it
-// judges by the container's rules (ContainerAllowed).
-func Known(args [][]byte) bool {
-	_, ok := table.lookupArgs(args)
-	return ok
+// Lookup finds the command args name in Redis 7.0's table, as Redis's
+// processCommand does before anything else: the command, and for a
+// container with more than one argument the subcommand args[1] names. It
+// returns the full name ("client|kill") and Redis's arity, so that a
+// server answers an unknown name and a wrong argument count as Redis does,
+// before the ACL is asked. A name Redis does not have is not found: a
+// server must then answer it itself, and never run it unchecked (a
+// subcommand it serves beyond Redis 7.0, CLIENT SETINFO from 7.2, is
+// judged by ContainerAllowed).
+func Lookup(args [][]byte) (name string, arity int, ok bool) {
+	id, ok := table.lookupArgs(args)
+	if !ok {
+		return "", 0, false
+	}
+	return table.cmds[id].name, table.cmds[id].arity, true
 }
 
 // ContainerAllowed reports whether p allows every subcommand of cmd, a

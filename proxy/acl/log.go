@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Context is where a refused command ran, as ACL LOG names it.
@@ -140,7 +142,7 @@ func (l *Log) Len() int {
 func (l *Log) Command(args [][]byte, now time.Time) Value {
 	count := int64(10)
 	if len(args) > 0 {
-		if equalFold(cString(string(args[0])), "reset") {
+		if wire.EqualFold(wire.CString(string(args[0])), "reset") {
 			l.Reset()
 			return okValue
 		}

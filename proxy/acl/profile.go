@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // userFlag is a user's flags (Redis's USER_FLAG_*).
@@ -73,20 +75,20 @@ func (p *Profile) apply(op string, allChannels bool) ruleErr {
 	if op == "" {
 		return errNone // Redis ignores an empty rule
 	}
-	word := cString(op)
+	word := wire.CString(op)
 	switch {
-	case equalFold(word, "on"):
+	case wire.EqualFold(word, "on"):
 		p.flags = p.flags&^flagOff | flagOn
-	case equalFold(word, "off"):
+	case wire.EqualFold(word, "off"):
 		p.flags = p.flags&^flagOn | flagOff
-	case equalFold(word, "skip-sanitize-payload"):
+	case wire.EqualFold(word, "skip-sanitize-payload"):
 		p.flags = p.flags&^flagSanitize | flagSkipSanitize
-	case equalFold(word, "sanitize-payload"):
+	case wire.EqualFold(word, "sanitize-payload"):
 		p.flags = p.flags&^flagSkipSanitize | flagSanitize
-	case equalFold(word, "nopass"):
+	case wire.EqualFold(word, "nopass"):
 		p.flags |= flagNoPass
 		p.passwords = nil
-	case equalFold(word, "resetpass"):
+	case wire.EqualFold(word, "resetpass"):
 		p.flags &^= flagNoPass
 		p.passwords = nil
 	case op[0] == '>' || op[0] == '#':
@@ -119,9 +121,9 @@ func (p *Profile) apply(op string, allChannels bool) ruleErr {
 			}
 		}
 		p.selectors = append(p.selectors, s)
-	case equalFold(word, "clearselectors"):
+	case wire.EqualFold(word, "clearselectors"):
 		p.selectors = p.selectors[:1]
-	case equalFold(word, "reset"):
+	case wire.EqualFold(word, "reset"):
 		for _, r := range []string{"resetpass", "resetkeys", "resetchannels"} {
 			p.apply(r, allChannels)
 		}
@@ -179,7 +181,7 @@ func mergeSelectors(args []string) (merged []string, open int) {
 			continue
 		}
 		if open >= 0 {
-			cur = append(append(cur, ' '), cString(op)...)
+			cur = append(append(cur, ' '), wire.CString(op)...)
 			if len(op) > 0 && op[len(op)-1] == ')' {
 				open = -1
 				merged = append(merged, string(cur))

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Key pattern permissions: %R~, %W~, and ~ (both).
@@ -101,7 +103,7 @@ func (s *selector) setAll(allow bool) {
 // addFirstArg allows command id with first argument arg.
 func (s *selector) addFirstArg(id int, arg string) {
 	for _, a := range s.firstArgs[id] {
-		if equalFold(a, arg) {
+		if wire.EqualFold(a, arg) {
 			return
 		}
 	}
@@ -115,21 +117,21 @@ func (s *selector) addFirstArg(id int, arg string) {
 // error Redis would set, or errNone. s is left half-changed on error: the
 // caller applies rules to a copy and drops it.
 func (s *selector) apply(op string) ruleErr {
-	word := cString(op)
+	word := wire.CString(op)
 	switch {
 	case op == "":
 		return errSyntax
-	case equalFold(word, "allkeys"), equalFold(word, "~*"):
+	case wire.EqualFold(word, "allkeys"), wire.EqualFold(word, "~*"):
 		s.allKeys, s.keys = true, nil
-	case equalFold(word, "resetkeys"):
+	case wire.EqualFold(word, "resetkeys"):
 		s.allKeys, s.keys = false, nil
-	case equalFold(word, "allchannels"), equalFold(word, "&*"):
+	case wire.EqualFold(word, "allchannels"), wire.EqualFold(word, "&*"):
 		s.allChannels, s.channels = true, nil
-	case equalFold(word, "resetchannels"):
+	case wire.EqualFold(word, "resetchannels"):
 		s.allChannels, s.channels = false, nil
-	case equalFold(word, "allcommands"), equalFold(word, "+@all"):
+	case wire.EqualFold(word, "allcommands"), wire.EqualFold(word, "+@all"):
 		s.setAll(true)
-	case equalFold(word, "nocommands"), equalFold(word, "-@all"):
+	case wire.EqualFold(word, "nocommands"), wire.EqualFold(word, "-@all"):
 		s.setAll(false)
 	case op[0] == '~' || op[0] == '%':
 		return s.addKeyPattern(op)
@@ -247,25 +249,4 @@ func at(s string, i int) byte {
 		return s[i]
 	}
 	return 0
-}
-
-// equalFold is strcasecmp(a, b) == 0 in the C locale: ASCII letters fold,
-// nothing else does.
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

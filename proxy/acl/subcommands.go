@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // Subcommand checks the ACL command args (args[0] is "ACL", args[1] the
@@ -23,7 +25,7 @@ func Subcommand(args [][]byte, hasACLFile bool) (string, *Error) {
 	id, ok := table.lookupSub(acl, string(args[1]))
 	if !ok {
 		return "", newError(fmt.Sprintf("unknown subcommand '%s'. Try %s HELP.",
-			clip(cString(string(args[1])), 128), strings.ToUpper(cString(string(args[0])))))
+			clip(wire.CString(string(args[1])), 128), wire.Upper(wire.CString(string(args[0])))))
 	}
 	c := &table.cmds[id]
 	if (c.arity > 0 && c.arity != len(args)) || len(args) < -c.arity {
@@ -48,7 +50,7 @@ func Subcommand(args [][]byte, hasACLFile bool) (string, *Error) {
 // arguments.
 func syntaxError(args [][]byte) *Error {
 	return newError(fmt.Sprintf("unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
-		clip(cString(string(args[1])), 128), strings.ToUpper(cString(string(args[0])))))
+		clip(wire.CString(string(args[1])), 128), wire.Upper(wire.CString(string(args[0])))))
 }
 
 // clip returns s cut to n bytes, as printf's %.<n>s.
@@ -109,7 +111,7 @@ func Cat(args [][]byte) Value {
 	if len(args) == 0 {
 		return bulks(table.categories)
 	}
-	name := cString(string(args[0]))
+	name := wire.CString(string(args[0]))
 	bit := table.category(name)
 	if bit == 0 {
 		return errorValue(newError(fmt.Sprintf("Unknown category '%s'", clip(name, 128))))
@@ -165,12 +167,12 @@ func (s *Users) DryRun(args [][]byte) Value {
 	}
 	u := s.Lookup(string(args[0]))
 	if u == nil {
-		return errorValue(newError(fmt.Sprintf("User '%s' not found", cString(string(args[0])))))
+		return errorValue(newError(fmt.Sprintf("User '%s' not found", wire.CString(string(args[0])))))
 	}
 	cmdArgs := args[1:]
 	id, ok := table.lookupArgs(cmdArgs)
 	if !ok {
-		return errorValue(newError(fmt.Sprintf("Command '%s' not found", cString(string(cmdArgs[0])))))
+		return errorValue(newError(fmt.Sprintf("Command '%s' not found", wire.CString(string(cmdArgs[0])))))
 	}
 	c := &table.cmds[id]
 	if (c.arity > 0 && c.arity != len(cmdArgs)) || len(cmdArgs) < -c.arity {
@@ -181,9 +183,9 @@ func (s *Users) DryRun(args [][]byte) Value {
 	case d == nil:
 		return okValue
 	case d.Reason == ReasonKey:
-		return bulk(fmt.Sprintf("This user has no permissions to access the '%s' key", cString(d.Object)))
+		return bulk(fmt.Sprintf("This user has no permissions to access the '%s' key", wire.CString(d.Object)))
 	case d.Reason == ReasonChannel:
-		return bulk(fmt.Sprintf("This user has no permissions to access the '%s' channel", cString(d.Object)))
+		return bulk(fmt.Sprintf("This user has no permissions to access the '%s' channel", wire.CString(d.Object)))
 	}
 	return bulk(fmt.Sprintf("This user has no permissions to run the '%s' command", c.name))
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // User is one user of the ACL, by identity: a client holds the *User it
@@ -154,7 +156,7 @@ func (s *Users) SetUser(name string, rules [][]byte) (u *User, prev *Profile, er
 	}
 	merged, open := mergeSelectors(args)
 	if open >= 0 {
-		return nil, nil, newError(fmt.Sprintf("Unmatched parenthesis in acl selector starting at '%s'.", cString(args[open])))
+		return nil, nil, newError(fmt.Sprintf("Unmatched parenthesis in acl selector starting at '%s'.", wire.CString(args[open])))
 	}
 	u = s.byName[name]
 	base := newProfile(s.allChannels)
@@ -164,7 +166,7 @@ func (s *Users) SetUser(name string, rules [][]byte) (u *User, prev *Profile, er
 	p := base.clone()
 	for _, r := range merged {
 		if e := p.apply(r, s.allChannels); e != errNone {
-			return nil, nil, newError(fmt.Sprintf("Error in ACL SETUSER modifier '%s': %s", cString(r), e.text()))
+			return nil, nil, newError(fmt.Sprintf("Error in ACL SETUSER modifier '%s': %s", wire.CString(r), e.text()))
 		}
 	}
 	p.seal()
@@ -183,7 +185,7 @@ func (s *Users) SetUser(name string, rules [][]byte) (u *User, prev *Profile, er
 // the removed users.
 func (s *Users) DelUser(names []string) ([]*User, error) {
 	for _, name := range names {
-		if cString(name) == "default" {
+		if wire.CString(name) == "default" {
 			return nil, newError("The 'default' user cannot be removed")
 		}
 	}

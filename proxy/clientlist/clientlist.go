@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // A Client is one client as CLIENT LIST shows it and CLIENT KILL filters
@@ -52,13 +54,16 @@ func Append(b *strings.Builder, c Client) {
 }
 
 // A KillFilter is CLIENT KILL's filters; zero values match every client.
-// Redis's old form (CLIENT KILL <addr>) is Addr alone with SkipMe false.
+// An address filter is set by ByAddr or ByLAddr, so that an empty address
+// (CLIENT KILL "") matches no client, as in Redis, rather than all. Redis's
+// old form (CLIENT KILL <addr>) is Addr alone with SkipMe false.
 type KillFilter struct {
-	ID          int64
-	Addr, LAddr string
-	Type        string // normal, replica, master or pubsub
-	User        string // the USER filter: a user name
-	SkipMe      bool
+	ID              int64
+	Addr, LAddr     string
+	ByAddr, ByLAddr bool   // whether Addr, LAddr filter
+	Type            string // normal, replica, master or pubsub
+	User            string // the USER filter: a user name
+	SkipMe          bool
 	// Known, when set before Parse, says whether a user exists: a USER
 	// filter naming none is refused where it stands, as Redis refuses it.
 	Known func(user string) bool
@@ -72,7 +77,7 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			return "ERR syntax error"
 		}
 		val := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
+		switch wire.Word(string(args[i])) {
 		case "id":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n <= 0 {
@@ -80,27 +85,27 @@ func (f *KillFilter) Parse(args [][]byte) (reply string) {
 			}
 			f.ID = n
 		case "addr":
-			f.Addr = val
+			f.Addr, f.ByAddr = val, true
 		case "laddr":
-			f.LAddr = val
+			f.LAddr, f.ByLAddr = val, true
 		case "type":
-			f.Type = strings.ToLower(val)
+			f.Type = wire.Word(val)
 			if f.Type == "slave" {
 				f.Type = "replica"
 			}
 			if f.Type != "normal" && f.Type != "replica" && f.Type != "master" && f.Type != "pubsub" {
-				return "ERR Unknown client type '" + clip(val, 32) + "'"
+				return "ERR Unknown client type '" + wire.CString(val) + "'"
 			}
 		case "user":
 			if f.Known != nil && !f.Known(val) {
-				return "ERR No such user '" + clip(val, 128) + "'"
+				return "ERR No such user '" + wire.CString(val) + "'"
 			}
 			f.User = val
 		case "skipme":
 			switch {
-			case strings.EqualFold(val, "yes"):
+			case wire.EqualFold(val, "yes"):
 				f.SkipMe = true
-			case strings.EqualFold(val, "no"):
+			case wire.EqualFold(val, "no"):
 				f.SkipMe = false
 			default:
 				return "ERR syntax error"
@@ -117,8 +122,8 @@ func (f *KillFilter) Matches(o Client, self bool) bool {
 	switch {
 	case o.Closing,
 		f.ID != 0 && o.ID != f.ID,
-		f.Addr != "" && o.Addr != f.Addr,
-		f.LAddr != "" && o.LAddr != f.LAddr,
+		f.ByAddr && o.Addr != f.Addr,
+		f.ByLAddr && o.LAddr != f.LAddr,
 		f.Type == "replica" && !o.Replica,
 		f.Type == "normal" && (o.Replica || o.Subs > 0),
 		f.Type == "pubsub" && (o.Replica || o.Subs == 0),
@@ -128,12 +133,4 @@ func (f *KillFilter) Matches(o Client, self bool) bool {
 		return false
 	}
 	return true
-}
-
-// clip shortens s to n bytes for an error reply, marking the cut.
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

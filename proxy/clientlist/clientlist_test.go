@@ -43,6 +43,17 @@ func TestKillFilter(t *testing.T) {
 		{args("ADDR"), "ERR syntax error"},
 		{args("ID x TYPE nosuch"), "ERR client-id should be greater than 0"},
 		{args("TYPE slave USER default SKIPME no"), ""},
+		{args("tYpE SLAVE sKiPmE No"), ""},
+		// Names fold as Redis folds them, ASCII letters only: a look-alike
+		// that Unicode folds to an ASCII letter is no filter, nor a type.
+		{args("\u0130D 5"), "ERR syntax error"},                               // dotted capital I
+		{args("\u017fKIPME no"), "ERR syntax error"},                          // long s
+		{args("TYPE \u212aeplica"), "ERR Unknown client type '\u212aeplica'"}, // Kelvin sign
+		{args("SKIPME \u0274o"), "ERR syntax error"},
+		// A name is quoted whole, as Redis's %s quotes it, up to a NUL.
+		{args("USER " + strings.Repeat("u", 300)), "ERR No such user '" + strings.Repeat("u", 300) + "'"},
+		{args("TYPE " + strings.Repeat("t", 300)), "ERR Unknown client type '" + strings.Repeat("t", 300) + "'"},
+		{[][]byte{[]byte("USER"), []byte("bob\x00hidden")}, "ERR No such user 'bob'"},
 	} {
 		f := KillFilter{Known: func(u string) bool { return u == "default" }}
 		if got := f.Parse(tc.args); got != tc.reply {
@@ -65,8 +76,11 @@ func TestKillFilter(t *testing.T) {
 		{KillFilter{Type: "replica"}, replica, false, true},
 		{KillFilter{Type: "replica"}, normal, false, false},
 		{KillFilter{Type: "master"}, normal, false, false},
-		{KillFilter{Addr: "a"}, normal, false, true},
-		{KillFilter{Addr: "b"}, normal, false, false},
+		{KillFilter{Addr: "a", ByAddr: true}, normal, false, true},
+		{KillFilter{Addr: "b", ByAddr: true}, normal, false, false},
+		// An empty address is one no client has, not no filter.
+		{KillFilter{Addr: "", ByAddr: true}, normal, false, false},
+		{KillFilter{LAddr: "", ByLAddr: true}, Client{ID: 5, LAddr: "127.0.0.1:1"}, false, false},
 		{KillFilter{SkipMe: true}, normal, true, false},
 		{KillFilter{}, normal, true, true},
 		{KillFilter{}, Client{ID: 4, Closing: true}, false, false},

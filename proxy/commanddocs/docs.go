@@ -204,7 +204,7 @@ func Load(data []byte) (*Docs, error) {
 // Lookup finds name's COMMAND INFO entry and docs, a subcommand by its
 // full name ("config|get") as Redis 7 does.
 func (d *Docs) Lookup(name string) (info, docs Value, ok bool) {
-	name = strings.ToLower(name)
+	name = wire.Lower(name)
 	parent, sub, isSub := strings.Cut(name, "|")
 	info, ok = d.info[parent]
 	if !ok {
@@ -238,18 +238,18 @@ func Parse(b []byte) (Value, []byte, error) { return parse(b, 0) }
 // Redis does not know.
 func (d *Docs) List(kind, arg string) (list []string, ok bool) {
 	var match func(info Value) bool
-	switch strings.ToLower(kind) {
+	switch wire.Word(kind) {
 	case "module":
 		match = func(Value) bool { return false } // no module commands
 	case "aclcat":
 		match = func(info Value) bool {
 			return slices.ContainsFunc(info.Elems[6].Elems, func(v Value) bool {
-				return strings.EqualFold(v.Str, "@"+arg)
+				return wire.EqualFold(v.Str, "@"+arg)
 			})
 		}
 	case "pattern":
 		match = func(info Value) bool {
-			ok, _ := path.Match(strings.ToLower(arg), info.Elems[0].Str)
+			ok, _ := path.Match(wire.Lower(arg), info.Elems[0].Str)
 			return ok
 		}
 	default:
@@ -287,7 +287,7 @@ func (d *Docs) Reply(b []byte, p wire.Proto, args [][]byte, count int) ([]byte, 
 	if len(args) == 1 {
 		return d.appendInfo(b, p, d.names), Fine
 	}
-	switch strings.ToLower(string(args[1])) {
+	switch wire.Lower(string(args[1])) {
 	case "count":
 		if len(args) != 2 {
 			return b, WrongArity
@@ -311,7 +311,7 @@ func (d *Docs) Reply(b []byte, p wire.Proto, args [][]byte, count int) ([]byte, 
 	case "list":
 		list, ok := d.names, true
 		if len(args) != 2 {
-			if len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") {
+			if len(args) != 5 || !wire.EqualFold(args[2], "filterby") {
 				ok = false
 			} else {
 				list, ok = d.List(string(args[3]), string(args[4]))

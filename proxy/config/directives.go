@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // directive is one row of the directive table: how a redis.conf directive
@@ -126,7 +127,7 @@ var directives = []directive{
 	{
 		name: "protected-mode", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
-			switch asciiLower(args[0]) {
+			switch wire.Lower(args[0]) {
 			case "yes":
 				c.ProtectedMode = true
 			case "no":
@@ -287,6 +288,17 @@ func Names() []string {
 	return names
 }
 
+// Canonical returns the name of the directive name names (any case, alias
+// or not), and whether there is one: CONFIG SET's two names for one
+// directive are one directive.
+func Canonical(name string) (string, bool) {
+	d := byName[wire.Lower(name)]
+	if d == nil {
+		return "", false
+	}
+	return d.name, true
+}
+
 // Mutable reports whether the named directive (any case, alias or not) may
 // be changed at runtime with CONFIG SET. Unknown names report false.
 // Startup-only directives are logfile and log-format (the root logger
@@ -296,7 +308,7 @@ func Names() []string {
 // web configuration read, once, by New) and repl-log-size
 // (the stream log is opened and recovered at start).
 func Mutable(name string) bool {
-	d := byName[asciiLower(name)]
+	d := byName[wire.Lower(name)]
 	return d != nil && d.mutable
 }
 
@@ -311,7 +323,7 @@ func Mutable(name string) bool {
 // (redis-server's MULTI_ARG_CONFIG), so Set(name, v) accepts what
 // Get(name) returned.
 func (c *Config) Set(name string, args ...string) error {
-	name = asciiLower(name)
+	name = wire.Lower(name)
 	if err := c.set(name, args); err != nil {
 		return &Error{Directive: name, Err: err}
 	}
@@ -351,7 +363,7 @@ func (c *Config) set(name string, args []string) error {
 // "normal H S SEC slave H S SEC pubsub H S SEC". ok is false for an unknown
 // name.
 func (c *Config) Get(name string) (value string, ok bool) {
-	d := byName[asciiLower(name)]
+	d := byName[wire.Lower(name)]
 	if d == nil {
 		return "", false
 	}
@@ -380,7 +392,7 @@ func enumDirective[T ~string](name string, mutable bool, field func(*Config) *T,
 	return directive{
 		name: name, mutable: mutable, nargs: 1,
 		set: func(c *Config, args []string) error {
-			v := T(asciiLower(args[0]))
+			v := T(wire.Lower(args[0]))
 			if !slices.Contains(accepted, v) {
 				return badValue(args[0], enumReason(accepted))
 			}
@@ -437,7 +449,7 @@ func setReplicaOf(c *Config, args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("%w: got %d, want 2 (<host> <port> or no one)", ErrArgCount, len(args))
 	}
-	if asciiLower(args[0]) == "no" && asciiLower(args[1]) == "one" {
+	if wire.Lower(args[0]) == "no" && wire.Lower(args[1]) == "one" {
 		c.MasterHost, c.MasterPort = "", 0
 		return nil
 	}
@@ -459,7 +471,7 @@ func setReplicaOf(c *Config, args []string) error {
 // named "primary" (a Kubernetes service may be) stays usable: with its
 // port it is two arguments, so it is read as a host.
 func setSnapshotFrom(c *Config, args []string) error {
-	if len(args) == 1 && (args[0] == "" || asciiLower(args[0]) == "primary") {
+	if len(args) == 1 && (args[0] == "" || wire.Lower(args[0]) == "primary") {
 		c.SnapshotFromHost, c.SnapshotFromPort = "", 0
 		return nil
 	}
@@ -481,10 +493,10 @@ func setSnapshotFrom(c *Config, args []string) error {
 // (n at least 1): what the proxy acknowledges to its primary.
 func setAckPolicy(c *Config, args []string) error {
 	switch {
-	case len(args) == 1 && asciiLower(args[0]) == "received":
+	case len(args) == 1 && wire.Lower(args[0]) == "received":
 		c.AckReplicas = 0
 		return nil
-	case len(args) == 2 && asciiLower(args[0]) == "replicas":
+	case len(args) == 2 && wire.Lower(args[0]) == "replicas":
 		n, err := parseIntRange(args[1], 1, maxAckReplicas)
 		if err != nil {
 			return err
@@ -529,7 +541,7 @@ func setOutputLimits(c *Config, args []string) error {
 	}
 	limits := c.ClientOutputBufferLimit
 	for i := 0; i < len(args); i += 4 {
-		class := outputClass(&limits, asciiLower(args[i]))
+		class := outputClass(&limits, wire.Lower(args[i]))
 		if class == nil {
 			return badValue(args[i], "invalid client class: must be normal, replica (slave) or pubsub")
 		}

@@ -87,3 +87,19 @@ func printableName(name string) string {
 	}
 	return name
 }
+
+// A ValueError is a value a directive does not take: it wraps
+// [ErrInvalidValue], and its Reason is redis-server's words for the
+// refusal ("argument couldn't be parsed into an integer"), which CONFIG
+// SET replies with as Redis does.
+type ValueError struct {
+	Value  string // the value refused
+	Reason string
+}
+
+func (e *ValueError) Error() string {
+	return ErrInvalidValue.Error() + " " + strconv.Quote(e.Value) + ": " + e.Reason
+}
+
+// Unwrap returns [ErrInvalidValue].
+func (e *ValueError) Unwrap() error { return ErrInvalidValue }

@@ -161,7 +161,7 @@ func (c *Config) Load(file, text string) error {
 		if len(words) == 0 {
 			continue // only blanks such as \v or \f
 		}
-		name := asciiLower(words[0])
+		name := wire.Lower(words[0])
 		if err := n.set(name, words[1:]); err != nil {
 			return &Error{File: file, Line: line, Directive: name, Err: err}
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // RewriteSignature is the comment line CONFIG REWRITE puts before the
@@ -290,12 +292,12 @@ func readOldConfig(text string) *rewriteState {
 		words, err := splitArgs(line)
 		var d *directive
 		if err == nil && len(words) > 0 && strings.IndexByte(line, 0) < 0 {
-			if asciiLower(words[0]) == userDirective {
+			if wire.Lower(words[0]) == userDirective {
 				st.optionLines[userDirective] = append(st.optionLines[userDirective], len(st.lines))
 				st.lines = append(st.lines, line)
 				continue
 			}
-			d = byName[asciiLower(words[0])]
+			d = byName[wire.Lower(words[0])]
 		}
 		if d == nil {
 			st.lines = append(st.lines, "# ??? "+line)

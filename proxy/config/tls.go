@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // TLSAuth is the value of tls-auth-clients: whether a client connecting to
@@ -66,7 +68,7 @@ func boolDirective(name string, mutable bool, field func(*Config) *bool) directi
 	return directive{
 		name: name, mutable: mutable, nargs: 1,
 		set: func(c *Config, args []string) error {
-			switch asciiLower(args[0]) {
+			switch wire.Lower(args[0]) {
 			case "yes":
 				*field(c) = true
 			case "no":
@@ -139,7 +141,7 @@ func parseTLSProtocols(s string) (lo, hi uint16, err error) {
 	for _, w := range words {
 		i := -1
 		for j, v := range tlsVersions {
-			if v.name == asciiLower(w) {
+			if v.name == wire.Lower(w) {
 				i = j
 			}
 		}

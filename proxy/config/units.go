@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // ParseSize parses a byte count with Redis's memory units, as redis-server's
@@ -30,7 +32,7 @@ func ParseSize(s string) (int64, error) {
 // ParseBool parses Redis's booleans, "yes" and "no", case-insensitively
 // (redis-server's yesnotoi). Errors are [*Error] wrapping [ErrInvalidValue].
 func ParseBool(s string) (bool, error) {
-	switch asciiLower(s) {
+	switch wire.Lower(s) {
 	case "yes":
 		return true, nil
 	case "no":
@@ -74,7 +76,7 @@ func memToLL(s string) (int64, error) {
 		return 0, badValue(s, "argument must be a memory value")
 	}
 	var mul uint64
-	switch asciiLower(s[i:]) {
+	switch wire.Lower(s[i:]) {
 	case "", "b":
 		mul = 1
 	case "k":
@@ -156,26 +158,8 @@ func parseIntRange(s string, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
-// badValue wraps ErrInvalidValue with the offending value and the reason.
-// Only call it for values that may be printed: never for secrets.
+// badValue is a [*ValueError]: the offending value and the reason. Only
+// call it for values that may be printed: never for secrets.
 func badValue(value, reason string) error {
-	return fmt.Errorf("%w %q: %s", ErrInvalidValue, value, reason)
-}
-
-// asciiLower lower-cases ASCII letters only, like C's tolower/strcasecmp in
-// the C locale. strings.ToLower and strings.EqualFold would also map
-// non-ASCII letters such as the Kelvin sign U+212A to 'k'.
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if b[j] >= 'A' && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
+	return &ValueError{Value: value, Reason: reason}
 }

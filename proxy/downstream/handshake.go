@@ -3,8 +3,8 @@ package downstream
 import (
 	"net"
 	"strconv"
-	"strings"
 
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -61,10 +61,12 @@ func (h Handshake) Address(addr string) string {
 // Replconf applies REPLCONF's options (args: REPLCONF and its option pairs)
 // to h, in order, up to the first that ends the command. It says whether
 // to answer (ACK and GETACK are never answered), and with which error
-// reply; none ("") is +OK. A refused option leaves the ones before it
-// applied, as Redis does. It is [Handshake.ReplconfAllowing] with link
-// compression allowed and not capped (repl-link-compression-allow's
-// default).
+// reply; none ("") is +OK. Redis's options follow Redis: a refused option
+// leaves the ones before it applied. link-compression, replproxy's own, is
+// agreed only by the +OK: a command refused as a whole, or ended by ACK or
+// GETACK, leaves the link's compression as it was. It is
+// [Handshake.ReplconfAllowing] with link compression allowed and not
+// capped (repl-link-compression-allow's default).
 func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 	answer, errReply, _ = h.ReplconfAllowing(args, CompressionPolicy{Allow: true})
 	return answer, errReply
@@ -72,28 +74,33 @@ func (h *Handshake) Replconf(args [][]byte) (answer bool, errReply string) {
 
 // ReplconfAllowing is Replconf under pol, the link compression in force:
 // link-compression zstd is agreed to (+OK, Compression "zstd") when
-// pol.Allow and a slot of pol.Slots is free under pol.MaxLinks (taken
-// then, once per connection, and given back by EndCompression or by a
-// later link-compression no), and refused otherwise, with
-// LinkCompressionRefused or, past the cap, LinkCompressionCapped (capped
-// reports that one, for the caller's log line); link-compression no is
-// always +OK and plain; any other value is refused as unsupported.
+// pol.Allow and, once every option of the command is taken, a slot of
+// pol.Slots is free under pol.MaxLinks (taken then, once per connection,
+// and given back by EndCompression or by a later link-compression no), and
+// refused otherwise, with LinkCompressionRefused or, past the cap,
+// LinkCompressionCapped (capped reports that one, for the caller's log
+// line); link-compression no is +OK and plain; any other value is refused
+// as unsupported. The last link-compression of a command is the one that
+// counts.
 func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answer bool, errReply string, capped bool) {
 	if len(args)%2 == 0 {
 		return true, "ERR syntax error", false
 	}
+	// compression is what the command asks for, agreed below only once
+	// every option is taken: nothing of it outlives a refusal.
+	compression := h.Compression
 	for i := 1; i < len(args); i += 2 {
-		opt, val := strings.ToLower(string(args[i])), string(args[i+1])
+		opt, val := wire.Word(string(args[i])), string(args[i+1])
 		switch opt {
 		case "listening-port":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n > 65535 {
+			n, ok := wire.ParseInt([]byte(val))
+			if !ok || n < 0 || n > 65535 {
 				return true, "ERR value is not an integer or out of range", false
 			}
-			h.Port = n
+			h.Port = int(n)
 		case "ip-address":
 			if len(val) >= 256 {
-				return true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", false
+				return true, "ERR REPLCONF ip-address provided by replica instance is too long: " + strconv.Itoa(len(val)) + " bytes", false
 			}
 			if !validIP(val) {
 				// It is shown in INFO's "slaveN:ip=...,port=..." lines.
@@ -101,7 +108,7 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			}
 			h.IP = val
 		case "capa":
-			switch strings.ToLower(val) {
+			switch wire.Word(val) {
 			case "eof":
 				h.CapaEOF = true
 			case "psync2":
@@ -122,47 +129,57 @@ func (h *Handshake) ReplconfAllowing(args [][]byte, pol CompressionPolicy) (answ
 			case "0", "1":
 				h.RDBOnly = val == "1"
 			default: // Redis's range check, and its replies
-				// string2ll's integers: no '+', no leading zero.
-				if n, err := strconv.ParseInt(val, 10, 64); err != nil || strconv.FormatInt(n, 10) != val {
+				if _, ok := wire.ParseInt([]byte(val)); !ok {
 					return true, "ERR value is not an integer or out of range", false
 				}
 				return true, "ERR value is out of range, value must between 0 and 1", false
 			}
 		case "rdb-filter-only":
-			if bad := badFilter(val); bad != "" {
-				return true, "ERR Unsupported rdb-filter-only option: " + clip(bad, 64), false
+			if reply := filterRefusal(val); reply != "" {
+				return true, reply, false
 			}
 			h.Filtered, h.Filter = true, val
 		case "link-compression":
-			switch strings.ToLower(val) {
+			switch wire.Word(val) {
 			case "zstd":
-				switch {
-				case !pol.Allow:
+				if !pol.Allow {
 					return true, LinkCompressionRefused, false
-				case h.Compression == "zstd" || pol.Slots == nil:
-				case !pol.Slots.take(pol.MaxLinks):
-					return true, LinkCompressionCapped(pol.MaxLinks), true
 				}
-				h.Compression = "zstd"
+				compression = "zstd"
 			case "no":
-				h.EndCompression(pol.Slots)
+				compression = ""
 			default:
 				return true, "ERR Unsupported link-compression: " + clip(val, 64), false
 			}
 		case "version":
 		default:
-			return true, "ERR Unrecognized REPLCONF option: " + clip(opt, 64), false
+			return true, "ERR Unrecognized REPLCONF option: " + wire.CString(string(args[i])), false
 		}
+	}
+	switch {
+	case compression == h.Compression:
+	case compression == "":
+		h.EndCompression(pol.Slots)
+	case pol.Slots != nil && !pol.Slots.take(pol.MaxLinks):
+		return true, LinkCompressionCapped(pol.MaxLinks), true
+	default:
+		h.Compression = compression
 	}
 	return true, "", false
 }
 
-// badFilter returns the first word of an rdb-filter-only value that is no
-// filter, or "": Redis's check, word by word, where only "functions" is one.
-func badFilter(val string) string {
-	for _, f := range strings.Fields(val) {
-		if !strings.EqualFold(f, "functions") {
-			return f
+// filterRefusal returns Redis's refusal of an rdb-filter-only value, or ""
+// when it takes it: the value split as sdssplitargs splits it (quotes, and
+// a C string's end at a NUL byte), each word a filter, and only
+// "functions" is one.
+func filterRefusal(val string) string {
+	words, ok := wire.SplitArgs([]byte(val))
+	if !ok {
+		return "ERR Missing rdb-filter-only values"
+	}
+	for _, f := range words {
+		if !wire.EqualFold(f, "functions") {
+			return "ERR Unsupported rdb-filter-only option: " + wire.CString(string(f))
 		}
 	}
 	return ""
@@ -187,11 +204,11 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 	}
 	for i := 1; i < len(args); i += 2 {
 		val := string(args[i+1])
-		switch strings.ToLower(string(args[i])) {
+		switch wire.Word(string(args[i])) {
 		case "ack":
 			return replid.ParseOffset(val)
 		case "listening-port":
-			if n, err := strconv.Atoi(val); err != nil || n < 0 || n > 65535 {
+			if n, ok := wire.ParseInt([]byte(val)); !ok || n < 0 || n > 65535 {
 				return 0, false
 			}
 		case "ip-address":
@@ -203,14 +220,14 @@ func replconfAck(args [][]byte) (off int64, ok bool) {
 				return 0, false
 			}
 		case "rdb-filter-only":
-			if badFilter(val) != "" {
+			if filterRefusal(val) != "" {
 				return 0, false
 			}
 		case "link-compression":
 			// Either value read as Replconf reads it; whether zstd was
 			// allowed is not known here, and an ACK after it is none anyway
 			// (a replica negotiates before PSYNC, never beside an ACK).
-			if v := strings.ToLower(val); v != "zstd" && v != "no" {
+			if v := wire.Word(val); v != "zstd" && v != "no" {
 				return 0, false
 			}
 		case "capa", "version":

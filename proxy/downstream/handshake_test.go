@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -53,7 +54,7 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF listening-port", true, "ERR syntax error", Handshake{}},
 		{"REPLCONF listening-port 70000", true, "ERR value is not an integer or out of range", Handshake{}},
 		{"REPLCONF listening-port 1 ip-address a,b", true, "ERR REPLCONF ip-address cannot contain spaces, newlines, ',', '=' or special characters", Handshake{Port: 1}},
-		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes or more", Handshake{}},
+		{"REPLCONF ip-address " + strings.Repeat("a", 256), true, "ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes", Handshake{}},
 		{"REPLCONF rdb-only 1 rdb-only 0", true, "", Handshake{}},
 		{"REPLCONF rdb-only 2", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
 		{"REPLCONF rdb-only yes", true, "ERR value is not an integer or out of range", Handshake{}},
@@ -61,7 +62,8 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"REPLCONF rdb-only -1", true, "ERR value is out of range, value must between 0 and 1", Handshake{}},
 		{"REPLCONF rdb-filter-only x", true, "ERR Unsupported rdb-filter-only option: x", Handshake{}},
 		{"REPLCONF rdb-only 1 rdb-filter-only FUNCTIONS", true, "", Handshake{RDBOnly: true, Filtered: true, Filter: "FUNCTIONS"}},
-		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 64) + "...", Handshake{}},
+		{"REPLCONF " + strings.Repeat("z", 70) + " 1", true, "ERR Unrecognized REPLCONF option: " + strings.Repeat("z", 70), Handshake{}},
+		{"REPLCONF Bogus 1", true, "ERR Unrecognized REPLCONF option: Bogus", Handshake{}},
 		{"REPLCONF capa eof ACK 5", false, "", Handshake{CapaEOF: true}},
 		{"REPLCONF GETACK *", false, "", Handshake{}},
 		{"REPLCONF capa eof capa psync2 capa replproxy", true, "", Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true}},
@@ -103,6 +105,9 @@ func TestHandshakeReplconf(t *testing.T) {
 		{"", "", Handshake{Filtered: true}},
 		{"functions functions", "", Handshake{Filtered: true, Filter: "functions functions"}},
 		{"functions keys", "ERR Unsupported rdb-filter-only option: keys", Handshake{}},
+		{"\"functions\"", "", Handshake{Filtered: true, Filter: "\"functions\""}},
+		{"\x00keys", "", Handshake{Filtered: true, Filter: "\x00keys"}},
+		{"functions \"keys", "ERR Missing rdb-filter-only values", Handshake{}},
 	} {
 		var h Handshake
 		answer, errReply := h.Replconf([][]byte{[]byte("REPLCONF"), []byte("rdb-filter-only"), []byte(tc.val)})
@@ -163,5 +168,52 @@ func TestLinkCompressionCap(t *testing.T) {
 	}
 	if slots.Held() != 100 {
 		t.Fatalf("%d slots held by 100 connections without a cap", slots.Held())
+	}
+}
+
+// TestLinkCompressionAgreedOnlyByOK: link-compression, replproxy's own
+// option, takes effect only when the whole REPLCONF is answered +OK: a
+// command refused for any option, before or after it, or ended by ACK or
+// GETACK, leaves the compression (and the slots) as they were, while
+// Redis's own options before the refused one stay applied, as in Redis.
+func TestLinkCompressionAgreedOnlyByOK(t *testing.T) {
+	var slots LinkSlots
+	pol := CompressionPolicy{Allow: true, MaxLinks: 1, Slots: &slots}
+	args := func(s string) [][]byte { return bytes.Fields([]byte(s)) }
+	for _, tc := range []struct {
+		args     string
+		start    string // the handshake's compression before
+		answer   bool
+		errReply string
+		want     string // its compression after
+		port     int
+	}{
+		{"REPLCONF link-compression zstd bogus 1", "", true, "ERR Unrecognized REPLCONF option: bogus", "", 0},
+		{"REPLCONF listening-port 7 link-compression zstd rdb-only 2", "", true, "ERR value is out of range, value must between 0 and 1", "", 7},
+		{"REPLCONF link-compression zstd listening-port x", "", true, "ERR value is not an integer or out of range", "", 0},
+		{"REPLCONF link-compression zstd link-compression lz4", "", true, "ERR Unsupported link-compression: lz4", "", 0},
+		{"REPLCONF link-compression zstd ACK 5", "", false, "", "", 0},
+		{"REPLCONF link-compression zstd GETACK *", "", false, "", "", 0},
+		{"REPLCONF link-compression zstd link-compression no", "", true, "", "", 0},
+		{"REPLCONF link-compression no link-compression zstd", "", true, "", "zstd", 0},
+		// Agreed already: a refused "no" keeps it, an accepted one ends it.
+		{"REPLCONF link-compression no bogus 1", "zstd", true, "ERR Unrecognized REPLCONF option: bogus", "zstd", 0},
+		{"REPLCONF link-compression no", "zstd", true, "", "", 0},
+	} {
+		var h Handshake
+		if tc.start == "zstd" {
+			if _, errReply, _ := h.ReplconfAllowing(args("REPLCONF link-compression zstd"), pol); errReply != "" {
+				t.Fatalf("agreeing first: %q", errReply)
+			}
+		}
+		answer, errReply, capped := h.ReplconfAllowing(args(tc.args), pol)
+		if answer != tc.answer || errReply != tc.errReply || capped || h.Compression != tc.want || h.Port != tc.port {
+			t.Errorf("%q from %q: %v, %q, capped %v, %+v; want %v, %q, compression %q, port %d",
+				tc.args, tc.start, answer, errReply, capped, h, tc.answer, tc.errReply, tc.want, tc.port)
+		}
+		if want := int64(len(h.Compression) / 4); slots.Held() != want {
+			t.Errorf("%q from %q: %d slots held, want %d", tc.args, tc.start, slots.Held(), want)
+		}
+		h.EndCompression(&slots)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -411,7 +410,7 @@ func (r *Replica) readLoop() error {
 			r.ackTime.Store(time.Now().UnixNano()) // a loading replica's newline
 			continue
 		}
-		if !strings.EqualFold(string(cmd.Args[0]), "replconf") {
+		if wire.Lower(string(cmd.Args[0])) != "replconf" {
 			r.host.Command(cmd.Args)
 			continue
 		}

@@ -5,11 +5,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/dustin/go-humanize"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
@@ -104,14 +103,14 @@ func writeInfoMemory(w infoWriter, r *Report) {
 	ps := r.Pool
 	w.b.WriteString("# Memory\r\n")
 	w.kv("used_memory", rep.UsedMemory)
-	w.kv("used_memory_human", humanize.IBytes(uint64(rep.UsedMemory)))
+	w.kv("used_memory_human", humanBytes(rep.UsedMemory))
 	rss := sysmem.RSS()
 	w.kv("used_memory_rss", rss)
-	w.kv("used_memory_rss_human", humanize.IBytes(uint64(rss)))
+	w.kv("used_memory_rss_human", humanBytes(rss))
 	w.kv("used_memory_peak", r.PeakMemory)
-	w.kv("used_memory_peak_human", humanize.IBytes(uint64(r.PeakMemory)))
+	w.kv("used_memory_peak_human", humanBytes(r.PeakMemory))
 	w.kv("maxmemory", cfg.MaxMemory)
-	w.kv("maxmemory_human", humanize.IBytes(uint64(cfg.MaxMemory)))
+	w.kv("maxmemory_human", humanBytes(cfg.MaxMemory))
 	w.kv("maxmemory_policy", cfg.MaxMemoryPolicy)
 	w.kv("mem_fragmentation_ratio", fmt.Sprintf("%.2f", float64(rss)/float64(max(rep.UsedMemory, 1))))
 	w.kv("mem_fragmentation_bytes", rss-rep.UsedMemory)
@@ -119,9 +118,9 @@ func writeInfoMemory(w infoWriter, r *Report) {
 	w.kv("mem_counted_for_evict", rep.Counted)
 	w.kv("mem_over_maxmemory", b2i(r.OverMaxMemory))
 	w.kv("mem_replication_backlog", rep.ReplicationBacklog)
+	w.kv("mem_total_replication_buffers", rep.TotalReplicationBuffers)
 	w.kv("mem_clients_slaves", rep.ClientsSlaves)
 	w.kv("mem_clients_normal", rep.ClientsNormal)
-	w.kv("mem_total_replication_buffers", rep.TotalReplicationBuffers)
 	w.kv("mem_snapshots", rep.Snapshots)
 	w.kv("mem_snapshots_on_disk", rep.SnapshotsOnDisk)
 	w.kv("mem_free_blocks", rep.FreeBlocks)
@@ -377,4 +376,24 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// humanBytes writes a size as Redis's INFO writes its *_human fields
+// (bytesToHuman): bytes below 1024 as "<n>B", else to two decimals in the
+// largest unit of 1024 it reaches, K, M, G, T or P.
+func humanBytes[N int64 | uint64](n N) string {
+	v := uint64(max(n, 0))
+	const units = "KMGTP"
+	if v < 1024 {
+		return strconv.FormatUint(v, 10) + "B"
+	}
+	d, unit := float64(v)/1024, 0
+	for unit < len(units)-1 && d >= 1024 {
+		d /= 1024
+		unit++
+	}
+	if d >= 1024 { // past 1024 P, Redis gives bytes
+		return strconv.FormatUint(v, 10) + "B"
+	}
+	return strconv.FormatFloat(d, 'f', 2, 64) + units[unit:unit+1]
 }

@@ -173,3 +173,20 @@ func TestInfoSnapshotSource(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanBytes: the *_human fields are written as Redis's bytesToHuman
+// writes them: "<n>B" below 1024, else two decimals and K, M, G, T or P.
+func TestHumanBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0B"}, {-5, "0B"}, {1023, "1023B"}, {1024, "1.00K"}, {1536, "1.50K"}, {1048575, "1024.00K"},
+		{1048576, "1.00M"}, {1342177, "1.28M"}, {3 << 30, "3.00G"}, {5 << 40, "5.00T"}, {7 << 50, "7.00P"},
+		{1 << 60, "1152921504606846976B"},
+	} {
+		if got := humanBytes(tc.n); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

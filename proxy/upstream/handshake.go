@@ -425,7 +425,7 @@ func (c *session) fullSync(reply string) error {
 // 40 lowercase hex digits and the offset in [0, replid.MaxOffset].
 func parseFullResync(line string) (replID string, offset int64, err error) {
 	f := strings.Fields(line)
-	if len(f) != 3 || !strings.EqualFold(f[0], "+FULLRESYNC") {
+	if len(f) != 3 || !wire.EqualFold(f[0], "+FULLRESYNC") {
 		return "", 0, fmt.Errorf("%w: FULLRESYNC %q", ErrBadReply, clip(line, 120))
 	}
 	if !replid.Valid(f[1]) {
@@ -442,7 +442,7 @@ func parseFullResync(line string) (replID string, offset int64, err error) {
 // when the primary kept its replid (a reply from before PSYNC2).
 func parseContinue(line string) (replID string, err error) {
 	f := strings.Fields(line)
-	if len(f) == 0 || len(f) > 2 || !strings.EqualFold(f[0], "+CONTINUE") {
+	if len(f) == 0 || len(f) > 2 || !wire.EqualFold(f[0], "+CONTINUE") {
 		return "", fmt.Errorf("%w: CONTINUE %q", ErrBadReply, clip(line, 120))
 	}
 	if len(f) == 1 {
@@ -477,7 +477,7 @@ func ParsePayloadHeader(line string) (size int64, eofMark []byte, err error) {
 }
 
 func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+	return len(s) >= len(prefix) && wire.EqualFold(s[:len(prefix)], prefix)
 }
 
 // clip shortens s for an error or a log line.

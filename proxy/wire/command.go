@@ -306,13 +306,13 @@ func parseHeader(line []byte) (int64, bool) {
 	if n == 0 || line[n-1] != '\r' {
 		return 0, false
 	}
-	return parseInt(line[:n-1])
+	return ParseInt(line[:n-1])
 }
 
-// parseInt parses s as redis-server's string2ll does: an optional '-', then decimal digits
-// with no leading zero ("0" itself is fine, "-0" is not), no sign '+', no spaces, fewer than
-// 21 bytes, and no overflow of int64.
-func parseInt(s []byte) (int64, bool) {
+// ParseInt parses s as redis-server's string2ll does, for every integer a client sends: an
+// optional '-', then decimal digits with no leading zero ("0" itself is fine, "-0" is not), no
+// sign '+', no spaces, fewer than 21 bytes, and no overflow of int64.
+func ParseInt(s []byte) (int64, bool) {
 	if len(s) == 0 || len(s) >= 21 {
 		return 0, false
 	}

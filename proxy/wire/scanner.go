@@ -327,21 +327,21 @@ const (
 func (s *StreamScanner) kind() commandKind {
 	switch s.nameLen {
 	case 4:
-		if equalFold(s.name[:4], "EXEC") {
+		if EqualFold(s.name[:4], "EXEC") {
 			return kindExec
 		}
 	case 5:
-		if equalFold(s.name[:5], "MULTI") {
+		if EqualFold(s.name[:5], "MULTI") {
 			return kindMulti
 		}
 	case 7:
-		if equalFold(s.name[:7], "DISCARD") {
+		if EqualFold(s.name[:7], "DISCARD") {
 			return kindDiscard
 		}
 	case 8:
 		// REPLCONF GETACK <x>. replconfCommand wants an odd argc (even is a syntax error).
 		if s.argc >= 3 && s.argc%2 == 1 && s.subLen == 6 &&
-			equalFold(s.name[:8], "REPLCONF") && equalFold(s.sub[:6], "GETACK") {
+			EqualFold(s.name[:8], "REPLCONF") && EqualFold(s.sub[:6], "GETACK") {
 			return kindGetAck
 		}
 	}
@@ -379,16 +379,6 @@ func (s *StreamScanner) complete(end int64, ev *Event) {
 		ev.GetAck, ev.GetAckOffset = true, s.applied
 	}
 	s.applied = end
-}
-
-// equalFold compares b with the upper-case ASCII letters in upper, ignoring case.
-func equalFold(b []byte, upper string) bool {
-	for i := range len(upper) {
-		if b[i]&^0x20 != upper[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // fail records a protocol error at offset off and stops the scanner before it.

@@ -1,0 +1,273 @@
+package proxy
+
+import "strings"
+
+// diffTable is the differential harness's sequences: every command,
+// subcommand and error path the proxy shares with redis-server 7.0, in
+// both setups (diffSetup), in RESP2 and RESP3, as the default user and as
+// the users of diffUsers, with case variants and Unicode look-alikes of
+// names. differential_integration_test.go runs them; FuzzDifferential
+// mutates them.
+var diffTable = []diffSeq{
+	{"ping-echo-select", "open", [][]string{
+		{"PING"}, {"PING", "x"}, {"PING", "a", "b"}, {"ECHO", "hi"}, {"ECHO"}, {"ECHO", "a", "b"}, {"ECHO", ""},
+		{"SELECT", "0"}, {"SELECT", "15"}, {"SELECT", "16"}, {"SELECT", "-1"}, {"SELECT", "x"}, {"SELECT"},
+	}},
+	{"auth-open", "open", [][]string{
+		{"AUTH", "x"}, {"AUTH", "default", "x"}, {"ACL", "WHOAMI"}, {"AUTH", "admin", "admin-secret"}, {"ACL", "WHOAMI"},
+		{"AUTH", "admin", "wrong"}, {"ACL", "WHOAMI"}, {"AUTH", "a", "b", "c"}, {"AUTH"}, {"AUTH", "nobody", "x"},
+		{"AUTH", "monitor", "monitor-secret"}, {"ACL", "WHOAMI"}, {"PING"},
+	}},
+	{"hello", "open", [][]string{
+		{"HELLO"}, {"HELLO", "3"}, {"HELLO"}, {"CLIENT", "GETNAME"},
+		{"HELLO", "2", "FOO"}, {"HELLO", "2", "SETNAME"}, {"HELLO", "2", "AUTH", "default"},
+		{"HELLO", "2", "SETNAME", "a b", "FOO"}, {"HELLO", "2", "AUTH", "bob", "x"},
+		{"HELLO", "1"}, {"HELLO", "4"}, {"HELLO", "0"}, {"HELLO", "-3"}, {"HELLO", "4", "FOO"}, {"HELLO", "+3"},
+		{"HELLO", "03"}, {"HELLO", " 3"}, {"HELLO", "abc"}, {"HELLO", "99999999999999999999"}, {"HELLO", ""},
+		{"HELLO", "2", "AUTH", "default", "anything", "SETNAME", "x", "SETNAME", "lib"}, {"CLIENT", "GETNAME"},
+		{"HELLO", "3", "SETNAME", "lib3", "AUTH", "default", "x"}, {"CLIENT", "GETNAME"},
+		{"HELLO", "3", "AUTH", "admin", "admin-secret"}, {"ACL", "WHOAMI"}, {"HELLO", "2", "auth", "monitor", "monitor-secret", "setname", "m"},
+		{"ACL", "WHOAMI"}, {"CLIENT", "GETNAME"}, {"HELLO", "3", "SETNAME", strings.Repeat("n", 300)}, {"HELLO", "2", strings.Repeat("o", 300)},
+	}},
+	{"hello-locked", "locked", [][]string{
+		{"HELLO"}, {"HELLO", "3"}, {"HELLO", "4"}, {"HELLO", "3", "FOO"}, {"HELLO", "3", "AUTH", "default", "wrong"},
+		{"HELLO", "3", "AUTH", "bob", diffPassword}, {"HELLO", "3", "SETNAME", "a b", "AUTH", "default", diffPassword},
+		{"CLIENT", "GETNAME"}, {"HELLO", "3", "SETNAME", "pre"}, {"HELLO", "3", "AUTH", "default", diffPassword, "SETNAME", "a b"},
+		{"CLIENT", "GETNAME"}, {"ACL", "WHOAMI"}, {"HELLO"}, {"HELLO", "3", "SETNAME", "early", "AUTH", "default", "wrong"},
+		{"CLIENT", "GETNAME"}, {"HELLO", "3", "AUTH", "default", diffPassword, "SETNAME", "mon"}, {"CLIENT", "GETNAME"},
+		{"CONFIG", "GET", "repl-timeout"}, {"HELLO", "2"}, {"CONFIG", "GET", "repl-timeout"},
+	}},
+	{"hello-options-in-order", "locked", [][]string{
+		{"HELLO", "2", "AUTH", "default", diffPassword, "FOO"}, {"PING"}, {"HELLO", "3", "SETNAME", "x", "SETNAME", "y", "BAR"},
+		{"CLIENT", "GETNAME"}, {"HELLO", "3", "AUTH", "default", diffPassword, "AUTH", "nobody", "x"}, {"CLIENT", "GETNAME"}, {"PING"},
+	}},
+	{"noauth", "locked", [][]string{
+		{"PING"}, {"PING", "a", "b"}, {"CLIENT"}, {"CLIENT", "FOO"}, {"CLIENT", "KILL"}, {"CLIENT", "ID"}, {"CONFIG", "GET", "x"},
+		{"GET", "k"}, {"FOO"}, {"ACL", "WHOAMI"}, {"QUIT", "x", "y"},
+	}},
+	{"auth-locked", "locked", [][]string{
+		{"AUTH", "wrong"}, {"AUTH", "default", "wrong"}, {"AUTH", "nobody", "x"}, {"AUTH", "x", "y", "z"}, {"AUTH"},
+		{"AUTH", diffPassword}, {"ACL", "WHOAMI"}, {"AUTH", "monitor", "monitor-secret"}, {"ACL", "WHOAMI"},
+		{"AUTH", "monitor", "wrong"}, {"ACL", "WHOAMI"}, {"RESET"}, {"ACL", "WHOAMI"}, {"PING"},
+	}},
+	{"preauth-limits", "locked", [][]string{
+		{"PING"}, {"AUTH", "x", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}, {"PING"},
+	}},
+	{"preauth-bulk", "locked", [][]string{
+		{"AUTH", strings.Repeat("p", 16385)}, {"PING"},
+	}},
+	{"reset", "open", [][]string{
+		{"HELLO", "3", "SETNAME", "n"}, {"SUBSCRIBE", "news"}, {"RESET"}, {"CLIENT", "GETNAME"}, {"PING"}, {"ACL", "WHOAMI"},
+		{"AUTH", "admin", "admin-secret"}, {"ACL", "WHOAMI"}, {"RESET"}, {"ACL", "WHOAMI"}, {"RESET", "x"}, {"reset"},
+	}},
+	{"reset-locked", "locked", [][]string{
+		{"AUTH", "admin", "admin-secret"}, {"CLIENT", "SETNAME", "x"}, {"RESET"}, {"CLIENT", "GETNAME"}, {"ACL", "WHOAMI"}, {"RESET"},
+		{"PING"}, {"AUTH", diffPassword}, {"SUBSCRIBE", "ch1"}, {"RESET"}, {"PING"}, {"CLIENT", "GETNAME"},
+		{"HELLO", "3", "AUTH", "default", diffPassword}, {"RESET"}, {"HELLO", "3"}, {"AUTH", "default", diffPassword}, {"CLIENT", "INFO"},
+	}},
+	{"reset-subscribed", "open", [][]string{
+		{"CLIENT", "SETNAME", "sub"}, {"SUBSCRIBE", "ch1"}, {"SUBSCRIBE", "ch2"}, {"CLIENT", "INFO"}, {"RESET"}, {"PING"},
+		{"@2", "PUBLISH", "ch1", "x"}, {"CLIENT", "GETNAME"}, {"CLIENT", "INFO"}, {"HELLO", "3", "SETNAME", "mon"}, {"SUBSCRIBE", "ch1"},
+		{"CLIENT", "INFO"}, {"RESET"}, {"CLIENT", "INFO"}, {"CLIENT", "GETNAME"}, {"@2", "PUBLISH", "ch1", "x"}, {"SELECT", "0"},
+		{"RESET", "x"}, {"reset"}, {"REPLCONF", "capa", "eof"}, {"RESET"}, {"PING"},
+	}},
+	{"client", "open", [][]string{
+		{"CLIENT", "ID"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", "n"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""},
+		{"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "\x01"}, {"CLIENT", "SETNAME"},
+		{"CLIENT", "SETNAME", "a", "b"}, {"CLIENT", "INFO"}, {"CLIENT", "INFO", "x"}, {"CLIENT", "LIST"},
+		{"CLIENT", "LIST", "TYPE", "normal"}, {"CLIENT", "LIST", "TYPE", "replica"}, {"CLIENT", "LIST", "TYPE", "slave"},
+		{"CLIENT", "LIST", "TYPE", "master"}, {"CLIENT", "LIST", "TYPE", "pubsub"}, {"CLIENT", "LIST", "TYPE", "nosuch"},
+		{"CLIENT", "LIST", "ID", "$ID"}, {"CLIENT", "LIST", "ID", "$ID", "$ID"}, {"CLIENT", "LIST", "ID", "x"},
+		{"CLIENT", "LIST", "ID", "99999"}, {"CLIENT", "LIST", "ID"}, {"CLIENT", "LIST", "foo"}, {"CLIENT", "LIST", "TYPE"},
+		{"CLIENT", "LIST", "TYPE", "normal", "x"}, {"CLIENT"}, {"CLIENT", "FOO"}, {"CLIENT", "HELP"}, {"CLIENT", "HELP", "x"},
+		{"CLIENT", "ID", "x"}, {"client", "id"}, {"Client", "GetName"}, {"CLIENT", "NO-EVICT", "on"}, {"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "GETREDIR"}, {"CLIENT", "SETINFO", "lib-name", "x"}, {"CLIENT", "SETINFO", "lib-name"},
+		{"CLIENT", "GETNAME", "x"}, {"CLIENT", strings.Repeat("z", 200)}, {"CLIENT", "bad\r\nname"}, {"CLIENT", "nul\x00name"},
+	}},
+	{"client-kill", "open", [][]string{
+		{"@2", "CLIENT", "ID"}, {"CLIENT", "ID"}, {"CLIENT", "KILL"}, {"CLIENT", "KILL", "ID", "0"}, {"CLIENT", "KILL", "ID", "-1"},
+		{"CLIENT", "KILL", "ID", "x"}, {"CLIENT", "KILL", "ID", "999999"}, {"CLIENT", "KILL", "TYPE", "nosuch"},
+		{"CLIENT", "KILL", "USER", "nosuch"}, {"CLIENT", "KILL", "ID", "$ID2", "ID", "x"},
+		{"CLIENT", "KILL", "TYPE", "replica"}, {"CLIENT", "KILL", "TYPE", "slave"}, {"CLIENT", "KILL", "TYPE", "master"},
+		{"CLIENT", "KILL", "TYPE", "pubsub"}, {"CLIENT", "KILL", "USER", "nobody"}, {"CLIENT", "KILL", "USER", strings.Repeat("u", 300)},
+		{"CLIENT", "KILL", "TYPE", strings.Repeat("t", 300)}, {"CLIENT", "KILL", "SKIPME", "maybe"}, {"CLIENT", "KILL", "ADDR"},
+		{"CLIENT", "KILL", "ID", "$ID2", "TYPE", "nosuch"}, {"CLIENT", "KILL", "127.0.0.1:1"}, {"CLIENT", "KILL", "LADDR", "127.0.0.1:1"},
+		{"CLIENT", "KILL", "ADDR", "127.0.0.1:1", "SKIPME"}, {"CLIENT", "KILL", "USER", "admin"}, {"CLIENT", "KILL", ""},
+		{"CLIENT", "KILL", "ADDR", ""}, {"CLIENT", "KILL", "LADDR", "", "SKIPME", "no"}, {"CLIENT", "KILL", "USER", ""}, {"CLIENT", "KILL", "ID", "$ID", "SKIPME", "yes"},
+		{"CLIENT", "KILL", "ID", "$ID2"}, {"@2", "PING"}, {"PING"},
+	}},
+	{"client-kill-addr", "open", [][]string{
+		{"@2", "CLIENT", "ID"}, {"CLIENT", "KILL", "$ADDR2"}, {"@2", "PING"}, {"CLIENT", "KILL", "$ADDR2"}, {"CLIENT", "KILL", "$ADDR"}, {"PING"},
+	}},
+	{"client-kill-filters", "open", [][]string{
+		{"@2", "PING"}, {"CLIENT", "KILL", "USER", "default", "SKIPME", "yes"}, {"@2", "PING"}, {"!reconnect2"}, {"@2", "PING"},
+		{"CLIENT", "KILL", "SKIPME", "maybe"}, {"CLIENT", "KILL", "ID", "999999", "SKIPME", "maybe"}, {"CLIENT", "KILL", "SKIPME", "no", "ID"},
+		{"CLIENT", "KILL", "ID", "0", "SKIPME"}, {"CLIENT", "KILL", "USER", "nosuch", "SKIPME", "maybe"},
+		{"CLIENT", "KILL", "SKIPME", "maybe", "USER", "nosuch"}, {"CLIENT", "KILL", "TYPE", "bogus", "SKIPME", "maybe"},
+		{"CLIENT", "KILL", "BOGUS", "1"}, {"CLIENT", "KILL", "USER", "DEFAULT"}, {"CLIENT", "KILL", "TYPE", "pubsub", "USER", "default"},
+		{"CLIENT", "KILL", "USER", "default", "SKIPME", "YES"}, {"@2", "PING"}, {"!reconnect2"}, {"@2", "PING"},
+		{"CLIENT", "KILL", "USER", "default", "SKIPME", "no"}, {"@2", "PING"}, {"PING"},
+	}},
+	{"client-kill-self", "open", [][]string{
+		{"CLIENT", "ID"}, {"CLIENT", "KILL", "ID", "$ID", "SKIPME", "no"}, {"PING"},
+	}},
+	{"client-kill-type-normal", "open", [][]string{
+		{"@2", "PING"}, {"CLIENT", "KILL", "TYPE", "normal"}, {"@2", "PING"}, {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"}, {"PING"},
+	}},
+	{"client-kill-user", "locked", [][]string{
+		{"AUTH", "admin", "admin-secret"}, {"@2", "AUTH", "setname", "setname-secret"}, {"CLIENT", "KILL", "USER", "setname"},
+		{"@2", "PING"}, {"CLIENT", "KILL", "USER", "default"}, {"CLIENT", "KILL", "USER", "admin"},
+	}},
+	{"config", "open", [][]string{
+		{"CONFIG", "GET", "repl-timeout"}, {"CONFIG", "GET", "repl-timeout", "maxmemory"}, {"CONFIG", "GET", "nosuch"},
+		{"CONFIG", "GET", "*"}, {"CONFIG", "GET", "repl-*"}, {"CONFIG", "GET", "REPL-TIMEOUT"}, {"CONFIG", "GET", "port"},
+		{"CONFIG", "GET", "dir"}, {"CONFIG", "GET", "maxmemory*", "repl-backlog-*"}, {"CONFIG", "GET", "masterauth"},
+		{"CONFIG", "SET", "repl-timeout", "5"}, {"CONFIG", "GET", "repl-timeout"}, {"CONFIG", "SET", "repl-timeout", "x"},
+		{"CONFIG", "SET", "repl-timeout"}, {"CONFIG", "SET", "nosuch", "1"}, {"CONFIG", "SET", "repl-timeout", "5", "repl-timeout", "6"},
+		{"CONFIG", "SET", "repl-timeout", "5", "REPL-TIMEOUT", "6"}, {"CONFIG", "SET", "maxmemory", "lots"},
+		{"CONFIG", "SET", "repl-backlog-size", "2mb"}, {"CONFIG", "GET", "repl-backlog-size"}, {"CONFIG", "SET", "logfile", "x"},
+		{"CONFIG", "SET", "repl-timeout", "7", "nosuch", "1"}, {"CONFIG", "GET", "repl-timeout"}, {"CONFIG", "SET", "maxmemory", "1gb"},
+		{"CONFIG", "GET", "maxmemory"}, {"CONFIG", "RESETSTAT"}, {"CONFIG", "RESETSTAT", "x"}, {"CONFIG", "REWRITE"},
+		{"CONFIG", "FOO"}, {"CONFIG"}, {"CONFIG", "HELP"}, {"CONFIG", "GET"}, {"config", "get", "Repl-Timeout"},
+		{"CONFIG", "SET", "hz", "10"}, {"CONFIG", "SET", "repl-timeout", "5", "hz"}, {"CONFIG", "SET", "logfile", "x", "nosuch", "1"},
+		{"CONFIG", "SET", "nosuch", "1", "logfile", "x"}, {"CONFIG", "SET", "replicaof", "a", "slaveof", "b"},
+		{"CONFIG", "GET", "repl-timeout", "repl-timeout", "REPL-TIMEOUT"}, {"CONFIG", "GET", "repl-t*\x00x"}, {"CONFIG", "GET", "slaveof"}, {"CONFIG", "GET", "masterauth"},
+	}},
+	{"command", "open", [][]string{
+		{"COMMAND", "COUNT"}, {"COMMAND", "INFO", "ping"}, {"COMMAND", "INFO", "ping", "nosuch"},
+		{"COMMAND", "INFO", "config|get", "client|nosuch", "Ping"}, {"COMMAND", "INFO", "client"}, {"COMMAND", "INFO", "pubsub", "client", "get"},
+		{"COMMAND", "DOCS", "pubsub", "echo"}, {"COMMAND", "DOCS", "echo"},
+		{"COMMAND", "DOCS", "nosuch"}, {"COMMAND", "DOCS", "client|list"}, {"COMMAND", "LIST", "FILTERBY", "PATTERN", "pin*"},
+		{"COMMAND", "LIST", "x"}, {"COMMAND", "LIST", "FILTERBY", "nope", "x"}, {"COMMAND", "FOO"}, {"COMMAND", "COUNT", "x"},
+		{"COMMAND", "HELP"}, {"COMMAND", "GETKEYS", "get", "k"}, {"COMMAND", "INFO"}, {"COMMAND"}, {"COMMAND", "LIST"},
+	}},
+	{"info", "open", [][]string{
+		{"INFO"}, {"INFO", "server"}, {"INFO", "clients"}, {"INFO", "memory"}, {"INFO", "replication"}, {"INFO", "stats"},
+		{"INFO", "persistence"}, {"INFO", "cpu"}, {"INFO", "keyspace"}, {"INFO", "nosuch"}, {"INFO", "all"}, {"INFO", "everything"},
+		{"INFO", "default"}, {"INFO", "server", "clients"}, {"INFO", "SERVER"},
+	}},
+	{"slowlog-latency-time-role", "open", [][]string{
+		{"SLOWLOG", "GET"}, {"SLOWLOG", "GET", "x"}, {"SLOWLOG", "GET", "-2"}, {"SLOWLOG", "GET", "-1"}, {"SLOWLOG", "GET", "5", "x"},
+		{"SLOWLOG", "LEN"}, {"SLOWLOG", "LEN", "x"}, {"SLOWLOG", "RESET"}, {"SLOWLOG", "HELP"}, {"SLOWLOG", "FOO"}, {"SLOWLOG"},
+		{"LATENCY", "LATEST"}, {"LATENCY", "HISTORY", "command"}, {"LATENCY", "HISTORY"}, {"LATENCY", "RESET"},
+		{"LATENCY", "RESET", "command"}, {"LATENCY", "DOCTOR"}, {"LATENCY", "GRAPH", "command"}, {"LATENCY", "HISTOGRAM"},
+		{"LATENCY", "HELP"}, {"LATENCY", "FOO"}, {"LATENCY"}, {"TIME"}, {"TIME", "x"}, {"ROLE"}, {"ROLE", "x"},
+	}},
+	{"pubsub-resp2", "open", [][]string{
+		{"SUBSCRIBE", "news"}, {"PING"}, {"PING", "x"}, {"ECHO", "hi"}, {"PUBLISH", "news", "x"}, {"CLIENT", "GETNAME"},
+		{"SUBSCRIBE", "a", "b", "a", "c", "d", "e", "f", "g", "h"}, {"@2", "PUBLISH", "news", "hello"}, {"PING"}, {"UNSUBSCRIBE", "news"},
+		{"UNSUBSCRIBE", "nosuch"}, {"UNSUBSCRIBE"}, {"UNSUBSCRIBE"}, {"PUBLISH", "news", "x"}, {"SUBSCRIBE"}, {"PUBLISH", "a"},
+	}},
+	{"pubsub-resp3", "open", [][]string{
+		{"HELLO", "3"}, {"SUBSCRIBE", "news"}, {"PING"}, {"ECHO", "hi"}, {"PUBLISH", "news", "x"}, {"@2", "PUBLISH", "news", "y"},
+		{"PING"}, {"CLIENT", "LIST", "TYPE", "pubsub"}, {"UNSUBSCRIBE"}, {"UNSUBSCRIBE"},
+	}},
+	{"psubscribe", "open", [][]string{{"PSUBSCRIBE", "n*"}}},
+	{"pubsub-bounds", "open", [][]string{{"SUBSCRIBE", "ok", strings.Repeat("c", 513)}}},
+	{"punsubscribe", "open", [][]string{{"PUNSUBSCRIBE"}}},
+	{"replconf-psync", "open", [][]string{
+		{"REPLCONF", "listening-port", "6380"}, {"REPLCONF", "bogus", "1"}, {"REPLCONF", "capa", "eof", "capa", "psync2"},
+		{"REPLCONF", "capa", "nosuch"}, {"REPLCONF", "listening-port", "x"}, {"REPLCONF", "listening-port"}, {"REPLCONF"},
+		{"REPLCONF", "ACK", "5"}, {"REPLCONF", "GETACK", "*"}, {"REPLCONF", "rdb-only", "2"}, {"REPLCONF", "rdb-only", "x"},
+		{"REPLCONF", "rdb-only", "1"}, {"REPLCONF", "rdb-filter-only", "x"}, {"REPLCONF", "rdb-filter-only", "functions"},
+		{"REPLCONF", "ip-address", "10.0.0.1"}, {"REPLCONF", "ip-address", strings.Repeat("1", 300)},
+		{"REPLCONF", strings.Repeat("z", 70), "1"}, {"REPLCONF", "listening-port", "1", "bogus", "1"},
+		{"REPLCONF", "link-compression", "zstd"}, {"REPLCONF", "version", "7.0.0"}, {"replconf", "LISTENING-PORT", "1"},
+		{"REPLCONF", "ip-address", "a,b"}, {"REPLCONF", "listening-port", "70000"}, {"REPLCONF", "listening-port", "+1"}, {"REPLCONF", "rdb-filter-only", strings.Repeat("f", 100)},
+		{"PSYNC", "?", "-1"}, {"PSYNC", "x"}, {"PSYNC", "?", "x"}, {"SYNC"}, {"SYNC", "x"}, {"PSYNC"}, {"PSYNC", "x", "-1", "FAILOVER"},
+		{"PSYNC", "?", "-1", "x"}, {"REPLCONF", "rdb-filter-only", ""}, {"PSYNC", "?", "-1"},
+		{"REPLCONF", "rdb-filter-only", "\"functions\""}, {"REPLCONF", "rdb-filter-only", "\x00keys"}, {"REPLCONF", "rdb-filter-only", "a \"b"},
+	}},
+	{"acl", "open", [][]string{
+		{"ACL", "SETUSER", "ops", "on", "nopass", "+@all", "-@dangerous", "+info", "-config|set"},
+		{"ACL", "SETUSER", "mon2", "on", "#" + strings.Repeat("ab", 32), "+info", "+ping", "&mon:*", "~ignored:*"},
+		{"ACL", "GETUSER", "ops"}, {"ACL", "GETUSER", "mon2"}, {"ACL", "DRYRUN", "mon2", "publish", "mon:x", "hi"},
+		{"ACL", "DRYRUN", "mon2", "publish", "other", "hi"}, {"ACL", "LIST"}, {"ACL", "SETUSER", "bad", "#tooshort"},
+		{"AUTH", "replica", "wrong"}, {"ACL", "LOG", "1"}, {"ACL", "DELUSER", "ops", "nobody"}, {"ACL", "NOSUCHSUBCOMMAND"},
+		{"ACL", "WHOAMI"}, {"ACL", "USERS"}, {"ACL", "LIST"}, {"ACL", "GETUSER", "default"}, {"ACL", "GETUSER", "admin"},
+		{"ACL", "GETUSER", "sentinel"}, {"ACL", "GETUSER", "subs"}, {"ACL", "GETUSER", "nobody"}, {"ACL", "CAT"}, {"ACL", "CAT", "nosuch"},
+		{"ACL", "CAT", "pubsub"}, {"ACL", "CAT", "connection"}, {"ACL", "CAT", "a", "b"},
+		{"ACL", "DRYRUN", "replica", "psync", "?", "-1"}, {"ACL", "DRYRUN", "replica", "config", "set", "x", "y"},
+		{"ACL", "DRYRUN", "nobody", "ping"}, {"ACL", "DRYRUN", "replica", "nosuch"}, {"ACL", "DRYRUN", "replica", "get"},
+		{"ACL", "DRYRUN", "subs", "publish", "other", "x"}, {"ACL", "DRYRUN", "replica"},
+		{"ACL", "GENPASS"}, {"ACL", "GENPASS", "0"}, {"ACL", "GENPASS", "5"}, {"ACL", "GENPASS", "x"}, {"ACL", "GENPASS", "1", "2"},
+		{"ACL", "LOG"}, {"ACL", "LOG", "RESET"}, {"ACL", "LOG", "x"}, {"ACL", "LOG", "1", "2"}, {"ACL", "HELP"}, {"ACL", "FOO"}, {"ACL"},
+		{"ACL", "SETUSER", "fz", "on", ">p", "+ping"}, {"ACL", "SETUSER", "fz", "bogus"}, {"ACL", "SETUSER", "fz", "+nosuch"},
+		{"ACL", "SETUSER", "fz", "+client|nosuch"}, {"ACL", "SETUSER", "fz", "@nosuch"}, {"ACL", "SETUSER", "fz", "~*", "~more"},
+		{"ACL", "SETUSER", "fz", "+@pubsub", "-publish", "&ch*"}, {"ACL", "GETUSER", "fz"}, {"ACL", "LIST"},
+		{"ACL", "DELUSER", "fz", "nobody"}, {"ACL", "DELUSER", "default"}, {"ACL", "DELUSER"}, {"ACL", "SETUSER"},
+		{"ACL", "SAVE"}, {"ACL", "LOAD"}, {"ACL", "WHOAMI"}, {"ACL", "USERS"},
+	}},
+	{"acl-load-missing", "open", [][]string{
+		{"!rm-aclfile"}, {"ACL", "LOAD"}, {"ACL", "SAVE"}, {"ACL", "LOAD"}, {"ACL", "USERS"},
+	}},
+	{"acl-no-aclfile", "locked", [][]string{
+		{"AUTH", "admin", "admin-secret"}, {"ACL", "LOAD"}, {"ACL", "SAVE"}, {"ACL", "LOAD", "x"},
+	}},
+	{"acl-log", "locked", [][]string{
+		{"AUTH", "admin", "wrong"}, {"aUtH", "admin", "wrong"}, {"HELLO", "3", "AUTH", "admin", "wrong"}, {"hello", "2", "AUTH", "nobody", "x"}, {"AUTH", "monitor", "monitor-secret"}, {"CLIENT", "KILL", "ID", "1"}, {"CONFIG", "GET", "x"},
+		{"CLIENT", "KILL", "ID", "2"}, {"AUTH", "admin", "admin-secret"}, {"ACL", "LOG"}, {"ACL", "LOG", "1"}, {"ACL", "LOG", "RESET"},
+		{"ACL", "LOG"},
+	}},
+	{"monitor-user", "locked", [][]string{
+		{"AUTH", "monitor", "monitor-secret"}, {"PING"}, {"CLIENT", "KILL", "ID", "1"}, {"CLIENT", "KILL"}, {"PSYNC", "?", "-1"},
+		{"REPLCONF", "listening-port", "1"}, {"SYNC"}, {"CONFIG", "SET", "repl-timeout", "5"}, {"ACL", "WHOAMI"},
+		{"CLIENT", "\u212aILL", "ID", "1"}, {"CLIENT", "\u212aILL", "TYPE", "replica"}, {"CLIENT", "\u212aILL", "USER", "admin"},
+		{"CLIENT", "NO-EVICT", "on"}, {"CLIENT", "SETINFO", "lib-name", "x"}, {"SUBSCRIBE", "x"}, {"GET", "k"},
+	}},
+	{"replica-user", "locked", [][]string{
+		{"AUTH", "replica", "replica-secret"}, {"REPLCONF", "listening-port", "1"}, {"REPLCONF", "capa", "eof"}, {"PSYNC", "?", "-1"},
+		{"CONFIG", "SET", "repl-timeout", "5"}, {"CLIENT", "KILL", "TYPE", "replica"}, {"INFO"}, {"REPLICAOF", "NO", "ONE"},
+	}},
+	{"sentinel-user", "locked", [][]string{
+		{"AUTH", "sentinel", "sentinel-secret"}, {"ROLE"}, {"INFO", "replication"}, {"CLIENT", "SETNAME", "s"},
+		{"CLIENT", "GETNAME"}, {"PUBLISH", "__sentinel__:hello", "hi"}, {"SUBSCRIBE", "__sentinel__:hello"}, {"PUBLISH", "x", "y"},
+		{"UNSUBSCRIBE"}, {"CONFIG", "REWRITE"}, {"SLAVEOF", "a"}, {"CLIENT", "KILL", "TYPE", "pubsub"},
+	}},
+	{"subs-user", "locked", [][]string{
+		{"AUTH", "subs", "subs-secret"}, {"SUBSCRIBE", "other"}, {"SUBSCRIBE", "news1", "other"}, {"SUBSCRIBE", "news1"},
+		{"PUBLISH", "other", "y"}, {"PUBLISH", "news1", "y"}, {"UNSUBSCRIBE"}, {"PUBLISH", "other", "y"}, {"PUBLISH", "news1", "y"},
+	}},
+	{"setname-user", "locked", [][]string{
+		{"AUTH", "setname", "setname-secret"}, {"CLIENT", "SETNAME", "x"}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETINFO", "lib-name", "x"},
+		{"CLIENT", "NO-EVICT", "on"}, {"CLIENT", "KILL", "ID", "1"}, {"CLIENT", "LIST"}, {"CLIENT", "\u212aILL", "ID", "1"},
+		{"CLIENT", "HELP"}, {"CLIENT", "FOO"}, {"CLIENT", "SETNAME"},
+	}},
+	{"lookalikes", "open", [][]string{
+		{"CLIENT", "\u212aILL", "TYPE", "normal"}, {"CLIENT", "K\u0130LL", "ID", "1"}, {"CLIENT", "\u017fETNAME", "x"},
+		{"\uff30\uff29\uff2e\uff27"}, {"P\u0130NG"}, {"CONFIG", "\u017fET", "repl-timeout", "1"}, {"CONFIG", "GET", "repl-\u0163imeout"},
+		{"ACL", "\u017fETUSER", "x"}, {"ACL", "WHO\u0391MI"}, {"CLIENT", "KILL", "\u0130D", "1"}, {"CLIENT", "KILL", "TYPE", "\u017flave"},
+		{"CLIENT", "KILL", "\u017fKIPME", "no"}, {"CLIENT", "LIST", "TYPE", "norma\u212a"}, {"REPLCONF", "li\u017ftening-port", "1"},
+		{"HELLO", "3", "\u017fETNAME", "x"}, {"HELLO", "3", "\u212a"}, {"CONFIG", "GET", "\u017f*"}, {"INFO", "\u017ferver"},
+		{"COMMAND", "INFO", "\u212aeys"}, {"ACL", "CAT", "\u212aeyspace"}, {"SLOWLOG", "LE\u039d"}, {"\u212a"},
+	}},
+	{"case-variants", "open", [][]string{
+		{"ping"}, {"PiNg"}, {"client", "Id"}, {"CONFIG", "get", "REPL-TIMEOUT"}, {"config", "GeT", "repl-timeout"},
+		{"acl", "whoami"}, {"Hello", "3"}, {"Info", "SeRvEr"}, {"latency", "Latest"}, {"Slowlog", "len"}, {"command", "count"},
+		{"CLIENT", "kill", "type", "SLAVE"}, {"ACL", "cat", "PUBSUB"}, {"replconf", "Capa", "EOF"}, {"subscribe", "Ch"}, {"unsubscribe", "Ch"},
+	}},
+	{"shutdown", "open", [][]string{
+		{"SHUTDOWN", "ABORT"}, {"SHUTDOWN", "ABORT", "NOW"}, {"SHUTDOWN", "FOO"}, {"SHUTDOWN", "NOSAVE", "SAVE"},
+	}},
+	{"replicaof", "open", [][]string{
+		{"REPLICAOF"}, {"REPLICAOF", "a"}, {"REPLICAOF", "127.0.0.1", "x"}, {"REPLICAOF", "127.0.0.1", "-1"}, {"SLAVEOF", "a", "b", "c"},
+		{"REPLICAOF", "127.0.0.1", "65536"}, {"REPLICAOF", "127.0.0.1", "$PRIMARYPORT"}, {"SLAVEOF", "127.0.0.1", "$PRIMARYPORT"},
+	}},
+	{"quit", "open", [][]string{{"PING"}, {"QUIT"}, {"PING"}}},
+	{"quit-args", "open", [][]string{{"QUIT", "x"}, {"PING"}}},
+	{"unserved", "open", [][]string{
+		{"GET", "k"}, {"SET", "k", "v"}, {"FOO"}, {"FOO", "bar"}, {"EXEC"}, {"KEYS", "*"}, {"DBSIZE"}, {"PSUBSCRIBE"},
+		{"GET"}, {strings.Repeat("x", 200)},
+	}},
+	{"arity", "open", [][]string{
+		{"ECHO"}, {"PUBLISH", "a"}, {"SUBSCRIBE"}, {"TIME", "x"}, {"ROLE", "x"}, {"RESET", "x"}, {"SYNC", "x"}, {"PSYNC", "a"},
+		{"REPLICAOF", "a"}, {"SLOWLOG"}, {"LATENCY"}, {"ACL"}, {"CONFIG"}, {"CLIENT"},
+	}},
+	{"resp3-replies", "open", [][]string{
+		{"HELLO", "3"}, {"CONFIG", "GET", "repl-timeout"}, {"CONFIG", "GET", "nosuch"}, {"CLIENT", "GETNAME"}, {"ACL", "GETUSER", "default"},
+		{"ACL", "GETUSER", "nosuch"}, {"INFO", "server"}, {"INFO", "nosuch"}, {"CLIENT", "INFO"}, {"LATENCY", "HISTOGRAM"},
+		{"COMMAND", "DOCS", "echo"}, {"COMMAND", "INFO", "ping"}, {"COMMAND", "INFO", "nosuch"}, {"ACL", "LOG"},
+		{"ACL", "DRYRUN", "default", "ping"}, {"ACL", "CAT"}, {"UNSUBSCRIBE"}, {"LATENCY", "DOCTOR"}, {"CLIENT", "LIST"},
+		{"ACL", "GENPASS"}, {"TIME"}, {"ROLE"}, {"HELLO", "2"}, {"CLIENT", "GETNAME"},
+	}},
+}

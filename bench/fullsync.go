@@ -19,6 +19,8 @@ type syncRun struct {
 	forks       int64         // total_forks delta on the primary in that window
 	proxyForks  int64         // forks for the proxy's own first sync, before the window
 	proxyCPU    time.Duration // primary CPU for the proxy's own first sync
+	ownSync     time.Duration // the proxy's own first sync: from its start until its offset is the primary's
+	ownSyncCPU  time.Duration // the proxy's CPU until then (receiving, checking and writing the snapshot)
 	primaryCPU  time.Duration // in the window, fork children included
 	primaryHWM  int64         // bytes
 	relayHWM    int64         // bytes; 0 for direct
@@ -38,6 +40,8 @@ type syncSummary struct {
 	forks       sample.Summary
 	proxyForks  sample.Summary
 	proxyCPU    sample.Summary // seconds
+	ownSync     sample.Summary // seconds
+	ownSyncCPU  sample.Summary // seconds
 	primaryCPU  sample.Summary // seconds
 	primaryHWM  sample.Summary // MB
 	relayHWM    sample.Summary // MB
@@ -73,12 +77,14 @@ func runFullSync(ctx context.Context, o *options, proxyBin string) (*fullSyncRes
 	}
 	for _, p := range order {
 		s := syncSummary{point: p, runs: len(runs[p]), digestsSame: true}
-		var secs, forks, pforks, pcpu, cpu, phwm, rhwm, data []float64
+		var secs, forks, pforks, pcpu, own, ownCPU, cpu, phwm, rhwm, data []float64
 		for _, r := range runs[p] {
 			secs = append(secs, r.elapsed.Seconds())
 			forks = append(forks, float64(r.forks))
 			pforks = append(pforks, float64(r.proxyForks))
 			pcpu = append(pcpu, r.proxyCPU.Seconds())
+			own = append(own, r.ownSync.Seconds())
+			ownCPU = append(ownCPU, r.ownSyncCPU.Seconds())
 			cpu = append(cpu, r.primaryCPU.Seconds())
 			phwm = append(phwm, float64(r.primaryHWM)/1e6)
 			rhwm = append(rhwm, float64(r.relayHWM)/1e6)
@@ -87,6 +93,7 @@ func runFullSync(ctx context.Context, o *options, proxyBin string) (*fullSyncRes
 		}
 		s.seconds, s.forks, s.primaryCPU = sample.Of(secs), sample.Of(forks), sample.Of(cpu)
 		s.proxyForks, s.proxyCPU = sample.Of(pforks), sample.Of(pcpu)
+		s.ownSync, s.ownSyncCPU = sample.Of(own), sample.Of(ownCPU)
 		s.primaryHWM, s.relayHWM, s.dataMB = sample.Of(phwm), sample.Of(rhwm), sample.Of(data).Median
 		res.points = append(res.points, s)
 	}
@@ -115,8 +122,17 @@ func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint)
 	if err != nil {
 		return run, err
 	}
+	relayStart := time.Now()
 	if s.relay, err = startRelay(ctx, c, p.topology, logOn, s.primary); err != nil {
 		return run, err
+	}
+	if s.relay != nil {
+		run.ownSync = time.Since(relayStart)
+		cpu, err := s.relay.CPU()
+		if err != nil {
+			return run, err
+		}
+		run.ownSyncCPU = cpu.Total()
 	}
 	if s.replicas, err = startReplicas(ctx, c, p.replicas, nil); err != nil {
 		return run, err

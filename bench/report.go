@@ -312,18 +312,21 @@ func (r *results) fullSyncMarkdown(p printer, charts map[string]string) {
 	p("forks are `total_forks` on the primary in that window (the proxy's own first sync, before")
 	p("the window, is shown apart with the primary CPU it cost); primary CPU is in the same window")
 	p("and includes the fork child (reaped before the second reading). Peak RSS is the process's")
-	p("own (`VmHWM`), without the fork child's copy-on-write pages. %d run(s) per point.", r.opts.syncReps)
+	p("own (`VmHWM`), without the fork child's copy-on-write pages. The proxy's own sync is timed")
+	p("from its start until its offset is the primary's, with the proxy's CPU until then (receiving")
+	p("the snapshot, checking it and writing it to `dir`). %d run(s) per point.", r.opts.syncReps)
 	p("")
-	p("| N | topology | time to all synced s | primary forks | primary CPU s | primary peak RSS MB | proxy peak RSS MB | proxy's own sync: forks, primary CPU s | digests equal |")
-	p("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+	p("| N | topology | time to all synced s | primary forks | primary CPU s | primary peak RSS MB | proxy peak RSS MB | proxy's own sync: forks, primary CPU s | proxy's own sync: s, proxy CPU s | digests equal |")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, pt := range f.points {
-		own, relayHWM := "–", "–"
+		own, ownSync, relayHWM := "–", "–", "–"
 		if pt.point.topology == proxied {
 			own, relayHWM = fmtS(pt.proxyForks, 0)+", "+fmtS(pt.proxyCPU, 2), fmtS(pt.relayHWM, 0)
+			ownSync = fmtS(pt.ownSync, 2) + ", " + fmtS(pt.ownSyncCPU, 2)
 		}
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", pt.point.replicas, pt.point.topology,
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", pt.point.replicas, pt.point.topology,
 			fmtS(pt.seconds, 2), fmtS(pt.forks, 0), fmtS(pt.primaryCPU, 2),
-			fmtS(pt.primaryHWM, 0), relayHWM, own, yesNo(pt.digestsSame))
+			fmtS(pt.primaryHWM, 0), relayHWM, own, ownSync, yesNo(pt.digestsSame))
 	}
 	p("")
 	p("Goal: N simultaneous full syncs cost the primary at most one fork and under half the direct CPU.")

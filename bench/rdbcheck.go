@@ -22,7 +22,7 @@ import (
 // walkPayloads are BenchmarkWalker's payloads, in the order the report
 // lists them, with what each is.
 var walkPayloads = []struct{ name, what string }{
-	{"mixed", "20,000 keys of every type in small values, as a cache holds them"},
+	{"mixed", "180,000 small keys of 9 kinds (strings, integers, LZF strings, listpack hashes and sorted sets, intsets, quicklists, sets, hashes), as a cache holds them"},
 	{"large-strings", "64 strings of 256 KiB, incompressible"},
 	{"large-lzf-strings", "64 LZF-compressed strings of 128 KiB"},
 }

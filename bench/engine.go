@@ -39,19 +39,29 @@ func engineArgs(o *options) []string {
 }
 
 func runEngine(ctx context.Context, o *options) (*engineResult, error) {
-	args := engineArgs(o)
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, o.goCmd, args...)
-	cmd.Dir = o.root // ./replbuf/ is the product's, not this module's
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w\n%s", o.goCmd, strings.Join(args, " "), err, out.String())
-	}
-	results, err := gobench.Parse(&out)
+	results, command, err := goBench(ctx, o, engineArgs(o))
 	if err != nil {
 		return nil, err
 	}
-	return engineFrom(results, "go "+strings.Join(args, " "))
+	return engineFrom(results, command)
+}
+
+// goBench runs go with args (a go test -bench of a package of the
+// product's) in o.root, the product's module rather than this one, and
+// returns the benchmarks' results and the command as the report names it.
+func goBench(ctx context.Context, o *options, args []string) ([]gobench.Result, string, error) {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, o.goCmd, args...)
+	cmd.Dir = o.root
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, "", fmt.Errorf("%s %s: %w\n%s", o.goCmd, strings.Join(args, " "), err, out.String())
+	}
+	results, err := gobench.Parse(&out)
+	if err != nil {
+		return nil, "", err
+	}
+	return results, "go " + strings.Join(args, " "), nil
 }
 
 // engineFrom pairs each BenchmarkFanout result with BenchmarkRawWritev's.

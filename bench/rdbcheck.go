@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/replproxy/replproxy/bench/internal/gobench"
 	"github.com/replproxy/replproxy/bench/internal/sample"
@@ -52,20 +49,12 @@ func runWalk(ctx context.Context, o *options) (*walkResult, error) {
 		logf("fullsync: %s has no rdbcheck: the RDB check's cost is not measured", o.root)
 		return nil, nil
 	}
-	args := walkArgs(o)
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, o.goCmd, args...)
-	cmd.Dir = o.root // ./rdbcheck/ is the product's, not this module's
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w\n%s", o.goCmd, strings.Join(args, " "), err, out.String())
-	}
-	results, err := gobench.Parse(&out)
+	results, command, err := goBench(ctx, o, walkArgs(o))
 	if err != nil {
 		return nil, err
 	}
 	ss := gobench.Summarise(results)
-	r := &walkResult{command: "go " + strings.Join(args, " ")}
+	r := &walkResult{command: command}
 	for _, p := range walkPayloads {
 		walk, err := gobench.Find(ss, "Walker/"+p.name)
 		if err != nil {

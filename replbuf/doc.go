@@ -64,6 +64,9 @@
 //
 // A Snapshot is an RDB payload held in the same blocks with its (replid,
 // offset), read through the same cursors, including while it still arrives.
+// Its producer publishes only what package rdbcheck's walk has accepted,
+// and the payload's end only once the walk has passed it: no reader is
+// given a byte the walk refused, nor the whole of a payload that fails.
 //
 // # Concurrency
 //

@@ -8,8 +8,10 @@
 //   - The shared fetch (fetch.go): a full sync the history cannot serve
 //     from a held snapshot joins the history's one fetch in flight, which
 //     PlanFull or PlanBackup starts here; its attempts, the backoff between
-//     them (the upstream link's rule), when it is given up, its counting and
-//     its one log line per failure. A filtered RDB (FetchFiltered) is
+//     them (the upstream link's rule, shared by every fetch: a failed
+//     attempt of any fetch, or a replica's failed full sync, holds back the
+//     next attempt of any other), when it is given up, its counting and its
+//     one log line per failure. A filtered RDB (FetchFiltered) is
 //     fetched for one replica and counted with the others.
 //   - Where an arriving payload goes (payload.go), one rule for the main
 //     link's full sync and a fetch: memory, or dir as it arrives, or
@@ -48,5 +50,6 @@
 // # Locks
 //
 // Keeper.mu guards the work group and is a leaf: the history is called with
-// it released, and no callback of Source or Host is made under it.
+// it released, and no callback of Source or Host is made under it. The
+// fetch backoff's mutex (fetchRetry.mu) is a leaf too.
 package snapshots

@@ -109,8 +109,8 @@ func (k *Keeper) runFetch(ctx context.Context, f *history.Fetch) {
 	}
 }
 
-// FullSyncEnded is told that a replica's full sync completed (ok), or
-// failed before the replica was online: the next fetch goes at once, or
+// FullSyncEnded is told that a replica's full sync completed (ok: it loaded
+// its payload), or failed before that: the next fetch goes at once, or
 // waits one more backoff step. Any goroutine.
 func (k *Keeper) FullSyncEnded(ok bool) {
 	if ok {
@@ -160,9 +160,9 @@ func (k *Keeper) awaitRetry(ctx context.Context, began string, f *history.Fetch)
 // fetch that completes is not enough, as replicas that fail to load every
 // snapshot would otherwise have one fork after another. Any goroutine.
 type fetchRetry struct {
-	mu        sync.Mutex
+	mu        sync.Mutex    // a leaf; guards the two below
 	last      time.Duration // the backoff after the last failure in a row; 0 after a success
-	notBefore time.Time     // no attempt starts before; guarded by mu
+	notBefore time.Time     // no attempt starts before
 }
 
 // failed records a failed attempt at now and returns the wait it sets.

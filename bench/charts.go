@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/replproxy/replproxy/bench/internal/probe"
 	"github.com/replproxy/replproxy/bench/internal/sample"
 )
 
@@ -157,6 +158,20 @@ func (r *results) drawCharts() (map[string]string, error) {
 			if err := draw("variants", "streaming-variants", func(path string) error {
 				return barChart(path, fmt.Sprintf("Relay CPU per replica-GB by variant, N=%d, %s values", profileN(r.opts), sizeName(r.opts.tlsSize)),
 					"CPU s / (GB × replicas)", labels, []string{"relay CPU (median)"}, [][]float64{vals})
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if x := r.delay; x != nil && len(x.points) > 0 {
+		n := x.chartN()
+		for _, q := range []struct {
+			name string
+			get  func(probe.Quantiles) float64
+		}{{"p50", func(q probe.Quantiles) float64 { return q.P50 }}, {"p99", func(q probe.Quantiles) float64 { return q.P99 }}} {
+			if err := draw("delay-"+q.name, "delay-"+q.name, func(path string) error {
+				return lineChart(path, fmt.Sprintf("Delay to the last replica, %s, N=%d", q.name, n),
+					"SETs per second", "µs", x.delaySeries(n, q.get))
 			}); err != nil {
 				return nil, err
 			}

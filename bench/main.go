@@ -14,6 +14,9 @@
 // It measures these, each in its own file:
 //
 //	engine.go     the replbuf fan-out engine vs raw writev (go test -bench)
+//	delay.go      how long a write takes to reach a replica: direct,
+//	              through a byte forwarder (forward.go, the floor), a
+//	              chained redis-server and the proxy, in one run
 //	streaming.go  direct, chained and proxied replication of one write load
 //	paced.go      chained and proxied at a steady rate from many clients,
 //	              and idle
@@ -88,6 +91,16 @@ type options struct {
 	pacedSeconds int
 	pacedConns   int
 	idleSeconds  int
+	// delay: the paced rates (and a burst row), value sizes, replica
+	// counts behind each relay, the proxy's repl-read-coalesce-usec
+	// settings compared (delayDefault: its default), each run's measured
+	// seconds.
+	delayRates   []int
+	delayBurst   bool
+	delaySizes   []int
+	delayN       []int
+	delayWindows []string
+	delaySeconds int
 	// regions: the veth's rate each way in Mbit/s, the dataset in MiB,
 	// each steady load's seconds and rates (percent of the link).
 	regionsMbit    int
@@ -107,7 +120,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
-	sections := fs.String("sections", "engine,streaming,paced,fullsync,restart,regions", "which measurements to run")
+	sections := fs.String("sections", "engine,delay,streaming,paced,fullsync,restart,regions", "which measurements to run")
 	reps := fs.Int("reps", 0, "runs per streaming and paced point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
 	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
@@ -135,6 +148,12 @@ func parseOptions(args []string) (*options, error) {
 	pacedWideN := fs.String("paced-wide-replicas", "", "paced: replica counts measured at the lowest rate only, \"none\" for none (default 16; quick none)")
 	pacedSeconds := fs.Int("paced-seconds", 0, fmt.Sprintf("paced: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
 	fs.IntVar(&o.pacedConns, "paced-conns", 20, "paced: the load's connections, each writing its share every millisecond")
+	delayRates := fs.String("delay-rates", "", "delay: total SETs per second (default 1000,5000,20000,50000; quick 1000,20000)")
+	fs.BoolVar(&o.delayBurst, "delay-burst", true, "delay: a row under a saturating burst too")
+	delaySizes := fs.String("delay-sizes", "", "delay: value sizes in bytes (default 512; quick 512)")
+	delayN := fs.String("delay-replicas", "", "delay: replicas behind each relay (default 1,4,16; quick 1,4)")
+	delayWindows := fs.String("delay-windows", "default,1000", "delay: the proxy's repl-read-coalesce-usec settings compared, \"default\" for its default")
+	delaySeconds := fs.Int("delay-seconds", 0, fmt.Sprintf("delay: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
 	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
 	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
@@ -186,6 +205,15 @@ func parseOptions(args []string) (*options, error) {
 	o.regionsSeconds = pick(*regionsSeconds, 60, 15)
 	o.pacedSeconds = pick(*pacedSeconds, 20, 8)
 	o.idleSeconds = pick(*idleSeconds, 60, 15)
+	o.delaySeconds = pick(*delaySeconds, 20, 8)
+	for _, w := range strings.Split(*delayWindows, ",") {
+		if w = strings.TrimSpace(w); w != delayDefault {
+			if n, err := strconv.Atoi(w); err != nil || n < 0 {
+				return nil, fmt.Errorf("-delay-windows: %q is neither %q nor a number of microseconds", w, delayDefault)
+			}
+		}
+		o.delayWindows = append(o.delayWindows, w)
+	}
 	if o.pacedConns <= 0 {
 		return nil, errors.New("-paced-conns: want a positive integer")
 	}
@@ -213,6 +241,9 @@ func parseOptions(args []string) (*options, error) {
 		{&o.pacedSizes, *pacedSizes, "128,512,4096,cache", "512"},
 		{&o.pacedN, *pacedN, "1,4", "1,4"},
 		{&o.pacedWideN, *pacedWideN, "16", "none"},
+		{&o.delayRates, *delayRates, "1000,5000,20000,50000", "1000,20000"},
+		{&o.delaySizes, *delaySizes, "512", "512"},
+		{&o.delayN, *delayN, "1,4,16", "1,4"},
 	}
 	for _, l := range lists {
 		s := l.flag
@@ -268,7 +299,7 @@ func parseOptions(args []string) (*options, error) {
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		switch s {
-		case "engine", "streaming", "paced", "fullsync", "restart", "regions":
+		case "engine", "delay", "streaming", "paced", "fullsync", "restart", "regions":
 			o.sections[s] = true
 		default:
 			return nil, fmt.Errorf("-sections: unknown section %q", s)
@@ -323,6 +354,13 @@ func (o *options) makeCommand() string {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == forwardFlag {
+		if err := forwardMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o, err := parseOptions(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -371,6 +409,11 @@ func run(ctx context.Context, o *options) error {
 	if o.sections["engine"] {
 		logf("engine: go test -bench (count %d, benchtime %s)", o.benchCount, o.benchTime)
 		if r.engine, err = runEngine(ctx, o); err != nil {
+			return err
+		}
+	}
+	if o.sections["delay"] {
+		if r.delay, err = runDelay(ctx, o, proxyBin); err != nil {
 			return err
 		}
 	}
@@ -445,6 +488,13 @@ func (o *options) plan() string {
 			for _, pt := range profilePoints(o) {
 				p("  profile: one more run, proxied %s N=%d %s, under perf record", pt.variant, pt.replicas, sizeName(pt.valueSize))
 			}
+		}
+	}
+	if o.sections["delay"] {
+		pts := delayPoints(o)
+		p("delay: %d points × %d runs, %d connections, %.0f s of warm-up then %d s measured; each run a direct replica, a chained redis-server and the proxy (log on) of one primary:", len(pts), o.reps, o.pacedConns, pacedWarmup.Seconds(), o.delaySeconds)
+		for _, pt := range pts {
+			p("  %s", pt)
 		}
 	}
 	if o.sections["paced"] {

@@ -21,6 +21,7 @@ type results struct {
 	fullsync          *fullSyncResult
 	walk              *walkResult // the RDB check's cost, in the full-sync section
 	paced             *pacedResult
+	delay             *delayResult
 	restart           []*restartResult // one per variant
 	profiles          []*profileResult
 	regions           *regionsResult
@@ -118,6 +119,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	p("Figures are medians, with the range (min–max) in parentheses. CPU is read from `/proc/<pid>/stat` (utime + stime + cutime + cstime, the last two being")
 	p("fork children the process has reaped), peak RSS from `VmHWM` in `/proc/<pid>/status`.")
 	r.engineMarkdown(p, charts)
+	r.delayMarkdown(p, charts)
 	r.streamingMarkdown(p, charts)
 	r.pacedMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)

@@ -131,6 +131,16 @@ func (c *Cluster) StartProxyAt(ctx context.Context, pl Place, name string, upstr
 	})
 }
 
+// StartForwarder starts bin with args, then "-listen <host:port>" and
+// "-upstream <upstream's address>": a relay that copies bytes between
+// each connection to it and one it makes to upstream. It answers PING
+// through upstream, like the server behind it.
+func (c *Cluster) StartForwarder(ctx context.Context, name, bin string, upstream *Process, args ...string) (*Process, error) {
+	return c.start(ctx, Place{}, name, func(p *Process) *exec.Cmd {
+		return exec.Command(bin, slices.Concat(args, []string{"-listen", p.Addr(), "-upstream", upstream.Addr()})...)
+	})
+}
+
 func (c *Cluster) start(ctx context.Context, pl Place, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

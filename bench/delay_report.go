@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/replproxy/replproxy/bench/internal/probe"
+	"github.com/replproxy/replproxy/bench/internal/sample"
+)
+
+// The delay goals: at the proxy's defaults, its median delay beyond a
+// direct replica at most half the chained redis-server's, its p99 and
+// p99.9 no higher than the chained relay's; its CPU no higher than the
+// chained relay's from delayCPUFrom writes a second up and within
+// delayCPULow of it below; its context switches within delaySwitches.
+const (
+	delayAddedShare = 0.5
+	delayCPUFrom    = 5000
+	delayCPULow     = 1.10
+	delaySwitches   = 1.2
+)
+
+// loadLabel is a row's load: a paced rate or the burst.
+func (p delayPoint) loadLabel() string {
+	if p.rate == 0 {
+		return "burst"
+	}
+	return thousands(p.rate) + "/s"
+}
+
+func fmtQ(q probe.Quantiles) string {
+	if q.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f / %.0f / %.0f / %.0f / %.0f", q.P50, q.P90, q.P99, q.P999, q.Max)
+}
+
+// delayGoals are the goals' rows: every row at the proxy's default window.
+func (x *delayResult) delayGoals() []goal20 {
+	var gs []goal20
+	for _, s := range x.points {
+		if s.point.window != delayDefault {
+			continue
+		}
+		row := fmt.Sprintf("%s, %s, N=%d", s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas)
+		ch, px := s.added(pathChained), s.added(pathProxy)
+		gs = append(gs, goal20{"added median ≤ half the chained relay's", row,
+			fmt.Sprintf("%.0f µs (chained %.0f µs)", px, ch), fmt.Sprintf("≤ %.0f µs", delayAddedShare*max(ch, 0)), px <= delayAddedShare*max(ch, 0)})
+		for _, q := range []struct {
+			name string
+			get  func(probe.Quantiles) float64
+		}{{"p99", func(q probe.Quantiles) float64 { return q.P99 }}, {"p99.9", func(q probe.Quantiles) float64 { return q.P999 }}} {
+			a, b := q.get(s.delays[pathProxy]), q.get(s.delays[pathChained])
+			gs = append(gs, goal20{q.name + " ≤ the chained relay's", row, fmt.Sprintf("%.0f µs", a), fmt.Sprintf("≤ %.0f µs", b), a <= b})
+		}
+		if s.point.rate == 0 {
+			continue
+		}
+		limit, target := 1.0, "≤ 1.00×"
+		if s.point.rate < delayCPUFrom {
+			limit, target = delayCPULow, fmt.Sprintf("≤ %.2f×", delayCPULow)
+		}
+		cpu := s.core[pathProxy].Median / s.core[pathChained].Median
+		gs = append(gs, goal20{"relay CPU ÷ chained", row, fmt.Sprintf("%.2f×", cpu), target, cpu <= limit})
+		sw := s.switches[pathProxy].Median / s.switches[pathChained].Median
+		gs = append(gs, goal20{"context switches ÷ chained", row, fmt.Sprintf("%.2f×", sw), fmt.Sprintf("≤ %.1f×", delaySwitches), sw <= delaySwitches})
+	}
+	return gs
+}
+
+// delaySeries are a chart's lines: one quantile against the paced rate,
+// at N=n, for the direct replica, the chained relay and the proxy at each
+// window.
+func (x *delayResult) delaySeries(n int, get func(probe.Quantiles) float64) []series {
+	var out []series
+	add := func(name string, keep func(delaySummary) bool, path delayPath) {
+		s := series{name: name}
+		for _, d := range x.points {
+			if d.point.rate > 0 && d.point.replicas == n && keep(d) {
+				v := get(d.delays[path])
+				s.xs, s.ys = append(s.xs, float64(d.point.rate)), append(s.ys, sample.Summary{Median: v, Min: v, Max: v, N: 1})
+			}
+		}
+		out = append(out, s)
+	}
+	first := x.points[0].point.window
+	add("direct", func(d delaySummary) bool { return d.point.window == first }, pathDirect)
+	add("chained redis-server", func(d delaySummary) bool { return d.point.window == first }, pathChained)
+	for _, w := range x.windows() {
+		label := "proxy, window " + w
+		for _, d := range x.points {
+			if d.point.window == w {
+				label = "proxy, window " + d.windowLabel()
+				break
+			}
+		}
+		add(label, func(d delaySummary) bool { return d.point.window == w }, pathProxy)
+	}
+	return out
+}
+
+func (x *delayResult) windows() []string {
+	var ws []string
+	for _, d := range x.points {
+		if !slices.Contains(ws, d.point.window) {
+			ws = append(ws, d.point.window)
+		}
+	}
+	return ws
+}
+
+func (x *delayResult) chartN() int {
+	n := 0
+	for _, d := range x.points {
+		if n == 0 || d.point.replicas < n {
+			n = d.point.replicas
+		}
+	}
+	return n
+}
+
+func (r *results) delayMarkdown(p printer, charts map[string]string) {
+	x := r.delay
+	if x == nil || len(x.points) == 0 {
+		return
+	}
+	p("")
+	p("## Delay: how long a write takes to reach a replica")
+	p("")
+	p("One primary feeds, in the same run, a replica attached directly, a chained redis-server with N")
+	p("replicas and the proxy (its defaults: stream log on) with N replicas, under one load: paced SETs")
+	p("from %d connections as in the paced section, or a saturating burst (pipelined SETs from two", x.conns)
+	p("connections, as fast as the primary takes them). A probe PUBLISHes its send time on the primary")
+	p("%d times a second (PUBLISH is replicated; each replica delivers it to its own subscribers as it", int(1/delayProbeEvery.Seconds()))
+	p("applies the stream), and a subscriber on every replica records its arrival, on the harness's")
+	p("clock. A relay's delay for a message is its **last** replica's (of N): what a reader of every")
+	p("replica waits for. The window of each run is %d s after %.0f s of warm-up; the delays of all", x.seconds, pacedWarmup.Seconds())
+	p("%d run(s) of a row are pooled, the runs of the windows compared alternated. Delays include the", r.opts.reps)
+	p("primary's own time to apply PUBLISH and send it, and the harness's time to read it, which are")
+	p("the direct replica's delay; *added* is a relay's median beyond the direct replica's. CPU and")
+	p("context switches are the relay's own over the window (medians of the runs; *direct*: the")
+	p("primary's). The proxy's `repl-read-coalesce-usec` is the *window* column.")
+	p("")
+	p("| load | value | N | window | direct p50 / p99 µs | chained p50 / p90 / p99 / p99.9 / max µs | proxy p50 / p90 / p99 / p99.9 / max µs | added median chained / proxy µs | CPU %% chained / proxy | switches/s chained / proxy | messages | lost |")
+	p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, s := range x.points {
+		p("| %s | %s | %d | %s | %.0f / %.0f | %s | %s | %.0f / %.0f | %s / %s | %s / %s | %d | %d |",
+			s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas, s.windowLabel(),
+			s.delays[pathDirect].P50, s.delays[pathDirect].P99, fmtQ(s.delays[pathChained]), fmtQ(s.delays[pathProxy]),
+			s.added(pathChained), s.added(pathProxy), fmtS(s.core[pathChained], 1), fmtS(s.core[pathProxy], 1),
+			fmtS(s.switches[pathChained], 0), fmtS(s.switches[pathProxy], 0), s.delays[pathProxy].N, s.lost)
+	}
+	for _, q := range []string{"p50", "p99"} {
+		if c, ok := charts["delay-"+q]; ok {
+			p("")
+			p("![%s delay against rate, N=%d](%s)", q, x.chartN(), c)
+		}
+	}
+	goalsSection(p, "Against the delay goals", x.delayGoals(), func() {
+		p("Each goal at every row of this run at the proxy's default window: its median delay beyond the")
+		p("direct replica ≤ %.0f%% of the chained redis-server's, its p99 and p99.9 ≤ the chained relay's;", 100*delayAddedShare)
+		p("at paced rates its CPU ≤ the chained relay's from %s writes a second up and ≤ %.2f× below,", thousands(delayCPUFrom), delayCPULow)
+		p("and its context switches ≤ %.1f× the chained relay's.", delaySwitches)
+	})
+}

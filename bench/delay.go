@@ -38,18 +38,38 @@ const delayProbeEvery = 10 * time.Millisecond
 const delayDefault = "default"
 
 // delayPoint is one row: a rate (0: a saturating burst), a value size, N
-// replicas behind each relay, and the proxy's window.
+// replicas behind each relay, the proxy's window, and a variant of the
+// servers (delayVariants; "" for the proxy's defaults on plain TCP).
 type delayPoint struct {
 	rate, valueSize, replicas int
 	window                    string // delayDefault or microseconds
+	variant                   string
 }
+
+// The delay section's variants, each measured at the smallest N and the
+// default window: the proxy with its stream log off; every replication
+// link over TLS (the forwarder then forwards the TLS bytes); and, in place
+// of the one proxy, two in a row joined by a zstd-compressed link (proxy A
+// → proxy B with repl-link-compression zstd → N replicas), as between two
+// regions.
+const (
+	delayLogOff = "log-off"
+	delayTLS    = "tls"
+	delayZstd   = "zstd"
+)
+
+var delayVariantNames = []string{delayLogOff, delayTLS, delayZstd}
 
 func (p delayPoint) String() string {
 	load := "burst"
 	if p.rate > 0 {
 		load = thousands(p.rate) + "/s"
 	}
-	return fmt.Sprintf("%s %s N=%d window %s", load, sizeName(p.valueSize), p.replicas, p.window)
+	v := ""
+	if p.variant != "" {
+		v = " " + p.variant
+	}
+	return fmt.Sprintf("%s %s N=%d window %s%s", load, sizeName(p.valueSize), p.replicas, p.window, v)
 }
 
 // delayPoints are the rows a run measures, in order.
@@ -59,11 +79,17 @@ func delayPoints(o *options) []delayPoint {
 	if o.delayBurst {
 		rates = append(rates, 0)
 	}
+	smallest := slices.Min(o.delayN)
 	for _, rate := range rates {
 		for _, size := range o.delaySizes {
 			for _, n := range o.delayN {
 				for _, w := range o.delayWindows {
-					out = append(out, delayPoint{rate, size, n, w})
+					out = append(out, delayPoint{rate, size, n, w, ""})
+				}
+				if n == smallest {
+					for _, v := range o.delayVariants {
+						out = append(out, delayPoint{rate, size, n, delayDefault, v})
+					}
 				}
 			}
 		}
@@ -101,6 +127,7 @@ type delayRun struct {
 // delayServers are one run's processes.
 type delayServers struct {
 	primary, forwarder, chained, proxy *cluster.Process
+	proxyB                             *cluster.Process           // the zstd variant's second proxy; nil otherwise
 	replicas                           [nPaths][]*cluster.Process // by path
 }
 
@@ -127,15 +154,32 @@ func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayS
 	if s.forwarder, err = c.StartForwarder(ctx, "forwarder", self, s.primary, forwardFlag); err != nil {
 		return nil, err
 	}
-	if s.chained, err = startRelay(ctx, c, chained, plain, s.primary, noReplicaLimit()...); err != nil {
+	v := logOn
+	switch pt.variant {
+	case delayLogOff:
+		v = logOff
+	case delayTLS:
+		v = withTLS
+	}
+	if s.chained, err = startRelay(ctx, c, chained, v.peer(), s.primary, noReplicaLimit()...); err != nil {
 		return nil, err
 	}
 	args := noReplicaLimit()
 	if pt.window != delayDefault {
 		args = append(args, "--repl-read-coalesce-usec", pt.window)
 	}
-	if s.proxy, err = startRelay(ctx, c, proxied, logOn, s.primary, args...); err != nil {
+	if s.proxy, err = startRelay(ctx, c, proxied, v, s.primary, args...); err != nil {
 		return nil, err
+	}
+	upProxy := s.proxy
+	if pt.variant == delayZstd {
+		if s.proxyB, err = c.StartProxy(ctx, "proxy-b", s.proxy, append(noReplicaLimit(), "--repl-link-compression", "zstd")...); err != nil {
+			return nil, err
+		}
+		if err := cluster.WaitLinkUp(ctx, linkTimeout, s.proxyB); err != nil {
+			return nil, fmt.Errorf("proxy B: %w", err)
+		}
+		upProxy = s.proxyB
 	}
 	for _, p := range delayPaths {
 		n := pt.replicas
@@ -143,6 +187,9 @@ func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayS
 			n = 1
 		}
 		up := s.relay(p)
+		if p == pathProxy {
+			up = upProxy
+		}
 		for i := range n {
 			r, err := c.StartRedis(ctx, fmt.Sprintf("%s-replica%d", p, i+1), "--replicaof", "127.0.0.1", fmt.Sprint(up.ReplPort()))
 			if err != nil {
@@ -181,7 +228,29 @@ func readDelayMark(s *delayServers, pub *probe.PublisherRun) (m delayMark, err e
 			return m, err
 		}
 	}
+	if s.proxyB != nil {
+		// The pair is the relay: both proxies' CPU and switches.
+		cpu, err := s.proxyB.CPU()
+		if err != nil {
+			return m, err
+		}
+		sw, err := s.proxyB.Switches()
+		if err != nil {
+			return m, err
+		}
+		m.cpu[pathProxy] = addCPU(m.cpu[pathProxy], cpu)
+		m.switches[pathProxy].Voluntary += sw.Voluntary
+		m.switches[pathProxy].Nonvoluntary += sw.Nonvoluntary
+	}
 	return m, nil
+}
+
+func addCPU(a, b procstat.CPU) procstat.CPU {
+	a.User += b.User
+	a.System += b.System
+	a.ChildUser += b.ChildUser
+	a.ChildSystem += b.ChildSystem
+	return a
 }
 
 // delayLoad starts the point's load on addr: paced, or a burst (rate 0)
@@ -211,7 +280,11 @@ func delayLoad(ctx context.Context, o *options, addr string, pt delayPoint) (sto
 
 // delayOnce measures one run of pt.
 func delayOnce(ctx context.Context, o *options, proxyBin string, pt delayPoint) (run delayRun, err error) {
-	c, err := newCluster(o, proxyBin, logOn)
+	cv := logOn
+	if pt.variant == delayTLS {
+		cv = withTLS
+	}
+	c, err := newCluster(o, proxyBin, cv)
 	if err != nil {
 		return run, err
 	}
@@ -375,12 +448,4 @@ func runDelay(ctx context.Context, o *options, proxyBin string) (*delayResult, e
 		res.points = append(res.points, summariseDelay(pt, runs[pt]))
 	}
 	return res, nil
-}
-
-// windowLabel is how the report names a row's window.
-func (s delaySummary) windowLabel() string {
-	if s.point.window == delayDefault {
-		return "default (" + s.window + ")"
-	}
-	return s.point.window
 }

@@ -39,7 +39,7 @@ func fmtQ(q probe.Quantiles) string {
 func (x *delayResult) delayGoals() []goal20 {
 	var gs []goal20
 	for _, s := range x.points {
-		if s.point.window != delayDefault {
+		if s.point.window != delayDefault || s.point.variant != "" {
 			continue
 		}
 		row := fmt.Sprintf("%s, %s, N=%d", s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas)
@@ -76,7 +76,7 @@ func (x *delayResult) delaySeries(n int, get func(probe.Quantiles) float64) []se
 	add := func(name string, keep func(delaySummary) bool, path delayPath) {
 		s := series{name: name}
 		for _, d := range x.points {
-			if d.point.rate > 0 && d.point.replicas == n && keep(d) {
+			if d.point.rate > 0 && d.point.replicas == n && d.point.variant == "" && keep(d) {
 				v := get(d.delays[path])
 				s.xs, s.ys = append(s.xs, float64(d.point.rate)), append(s.ys, sample.Summary{Median: v, Min: v, Max: v, N: 1})
 			}
@@ -89,12 +89,15 @@ func (x *delayResult) delaySeries(n int, get func(probe.Quantiles) float64) []se
 	for _, w := range x.windows() {
 		label := "proxy, window " + w
 		for _, d := range x.points {
-			if d.point.window == w {
-				label = "proxy, window " + d.windowLabel()
+			if d.point.window == w && d.point.variant == "" {
+				label = "proxy, window " + d.proxyLabel()
 				break
 			}
 		}
 		add(label, func(d delaySummary) bool { return d.point.window == w }, pathProxy)
+	}
+	if len(out) > 0 {
+		add("floor (a byte forwarder)", func(d delaySummary) bool { return d.point.window == first }, pathFloor)
 	}
 	return out
 }
@@ -139,15 +142,22 @@ func (r *results) delayMarkdown(p printer, charts map[string]string) {
 	p("primary's own time to apply PUBLISH and send it, and the harness's time to read it, which are")
 	p("the direct replica's delay; *added* is a relay's median beyond the direct replica's. CPU and")
 	p("context switches are the relay's own over the window (medians of the runs; *direct*: the")
-	p("primary's). The proxy's `repl-read-coalesce-usec` is the *window* column.")
+	p("primary's). *proxy* is the proxy's `repl-read-coalesce-usec` (window) and, at the smallest N,")
+	p("its variants at the default window: *log off* (`--repl-log-size 0`; the chained relay and")
+	p("the direct replica as in the plain rows); *TLS* (every replication link over TLS, the chained")
+	p("relay's and the direct replica's too; the floor forwards the TLS bytes); *zstd pair* (proxy A")
+	p("→ proxy B, which asks for `repl-link-compression zstd` → N replicas: two hops, and the relay")
+	p("CPU is both proxies'). *floor*: one replica behind a process that only copies bytes")
+	p("(`io.Copy` between the sockets, spliced by the kernel), the least any relay can add: one more")
+	p("hop and one more process's wake-up per packet.")
 	p("")
-	p("| load | value | N | window | direct p50 / p99 µs | chained p50 / p90 / p99 / p99.9 / max µs | proxy p50 / p90 / p99 / p99.9 / max µs | added median chained / proxy µs | CPU %% chained / proxy | switches/s chained / proxy | messages | lost |")
-	p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	p("| load | value | N | proxy | direct p50 / p99 µs | floor p50 / p99 µs | chained p50 / p90 / p99 / p99.9 / max µs | proxy p50 / p90 / p99 / p99.9 / max µs | added median floor / chained / proxy µs | CPU %% chained / proxy | switches/s chained / proxy | messages | lost |")
+	p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range x.points {
-		p("| %s | %s | %d | %s | %.0f / %.0f | %s | %s | %.0f / %.0f | %s / %s | %s / %s | %d | %d |",
-			s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas, s.windowLabel(),
-			s.delays[pathDirect].P50, s.delays[pathDirect].P99, fmtQ(s.delays[pathChained]), fmtQ(s.delays[pathProxy]),
-			s.added(pathChained), s.added(pathProxy), fmtS(s.core[pathChained], 1), fmtS(s.core[pathProxy], 1),
+		p("| %s | %s | %d | %s | %.0f / %.0f | %.0f / %.0f | %s | %s | %.0f / %.0f / %.0f | %s / %s | %s / %s | %d | %d |",
+			s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas, s.proxyLabel(),
+			s.delays[pathDirect].P50, s.delays[pathDirect].P99, s.delays[pathFloor].P50, s.delays[pathFloor].P99, fmtQ(s.delays[pathChained]), fmtQ(s.delays[pathProxy]),
+			s.added(pathFloor), s.added(pathChained), s.added(pathProxy), fmtS(s.core[pathChained], 1), fmtS(s.core[pathProxy], 1),
 			fmtS(s.switches[pathChained], 0), fmtS(s.switches[pathProxy], 0), s.delays[pathProxy].N, s.lost)
 	}
 	for _, q := range []string{"p50", "p99"} {
@@ -162,4 +172,22 @@ func (r *results) delayMarkdown(p printer, charts map[string]string) {
 		p("at paced rates its CPU ≤ the chained relay's from %s writes a second up and ≤ %.2f× below,", thousands(delayCPUFrom), delayCPULow)
 		p("and its context switches ≤ %.1f× the chained relay's.", delaySwitches)
 	})
+}
+
+// proxyLabel is how the report names a row's proxy: its window, and its
+// variant when it has one.
+func (s delaySummary) proxyLabel() string {
+	w := s.point.window
+	if w == delayDefault {
+		w = "default (" + s.window + ")"
+	}
+	switch s.point.variant {
+	case delayLogOff:
+		return w + ", log off"
+	case delayTLS:
+		return w + ", TLS"
+	case delayZstd:
+		return w + ", zstd pair"
+	}
+	return w
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 )
 
 // The forwarder is the floor of a relay's delay: a process that copies the
@@ -21,28 +22,43 @@ import (
 const forwardFlag = "-forward-relay"
 
 // forwardMain runs the forwarder with args (after forwardFlag) until it is
-// killed.
+// killed: each "-forward listen=upstream" is a listener whose connections
+// go to upstream.
 func forwardMain(args []string) error {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
-	listen := fs.String("listen", "", "host:port to listen on")
-	upstream := fs.String("upstream", "", "host:port to forward each connection to")
+	var pairs []string
+	fs.Func("forward", "listen=upstream: host:port to listen on, and to forward each connection to", func(v string) error {
+		pairs = append(pairs, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *listen == "" || *upstream == "" {
-		return errors.New("forward: -listen and -upstream are required")
+	if len(pairs) == 0 {
+		return errors.New("forward: no -forward listen=upstream")
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("forward: %w", err)
-	}
-	for {
-		c, err := ln.Accept()
+	errs := make(chan error, len(pairs))
+	for _, pair := range pairs {
+		listen, upstream, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("forward: %q is not listen=upstream", pair)
+		}
+		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			return fmt.Errorf("forward: %w", err)
 		}
-		go forwardConn(c, *upstream)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					errs <- fmt.Errorf("forward: %w", err)
+					return
+				}
+				go forwardConn(c, upstream)
+			}
+		}()
 	}
+	return <-errs
 }
 
 func forwardConn(c net.Conn, upstream string) {

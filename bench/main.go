@@ -95,12 +95,13 @@ type options struct {
 	// counts behind each relay, the proxy's repl-read-coalesce-usec
 	// settings compared (delayDefault: its default), each run's measured
 	// seconds.
-	delayRates   []int
-	delayBurst   bool
-	delaySizes   []int
-	delayN       []int
-	delayWindows []string
-	delaySeconds int
+	delayRates    []int
+	delayBurst    bool
+	delaySizes    []int
+	delayN        []int
+	delayWindows  []string
+	delayVariants []string // of delayVariantNames, at the smallest N
+	delaySeconds  int
 	// regions: the veth's rate each way in Mbit/s, the dataset in MiB,
 	// each steady load's seconds and rates (percent of the link).
 	regionsMbit    int
@@ -153,6 +154,7 @@ func parseOptions(args []string) (*options, error) {
 	delaySizes := fs.String("delay-sizes", "", "delay: value sizes in bytes (default 512; quick 512)")
 	delayN := fs.String("delay-replicas", "", "delay: replicas behind each relay (default 1,4,16; quick 1,4)")
 	delayWindows := fs.String("delay-windows", "default,1000", "delay: the proxy's repl-read-coalesce-usec settings compared, \"default\" for its default")
+	delayVariants := fs.String("delay-variants", "", "delay: variants measured at the smallest N and the default window, of "+strings.Join(delayVariantNames, ",")+", or none (default all; quick none)")
 	delaySeconds := fs.Int("delay-seconds", 0, fmt.Sprintf("delay: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
 	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
@@ -213,6 +215,19 @@ func parseOptions(args []string) (*options, error) {
 			}
 		}
 		o.delayWindows = append(o.delayWindows, w)
+	}
+	dv := *delayVariants
+	if dv == "" {
+		dv = map[bool]string{false: strings.Join(delayVariantNames, ","), true: "none"}[o.quick]
+	}
+	for _, v := range strings.Split(dv, ",") {
+		switch {
+		case v == "none":
+		case slices.Contains(delayVariantNames, v):
+			o.delayVariants = append(o.delayVariants, v)
+		default:
+			return nil, fmt.Errorf("-delay-variants: unknown variant %q (%s, none)", v, strings.Join(delayVariantNames, ","))
+		}
 	}
 	if o.pacedConns <= 0 {
 		return nil, errors.New("-paced-conns: want a positive integer")

@@ -131,13 +131,18 @@ func (c *Cluster) StartProxyAt(ctx context.Context, pl Place, name string, upstr
 	})
 }
 
-// StartForwarder starts bin with args, then "-listen <host:port>" and
-// "-upstream <upstream's address>": a relay that copies bytes between
-// each connection to it and one it makes to upstream. It answers PING
-// through upstream, like the server behind it.
+// StartForwarder starts bin with args, then "-forward <listen>=<upstream>"
+// for its port and, after EnableTLS, its TLS port: a relay that copies
+// bytes between each connection to it and one it makes to upstream's port
+// (or TLS port), and back. It answers PING through upstream, like the
+// server behind it, and replicas of it dial its ReplPort.
 func (c *Cluster) StartForwarder(ctx context.Context, name, bin string, upstream *Process, args ...string) (*Process, error) {
 	return c.start(ctx, Place{}, name, func(p *Process) *exec.Cmd {
-		return exec.Command(bin, slices.Concat(args, []string{"-listen", p.Addr(), "-upstream", upstream.Addr()})...)
+		a := slices.Concat(args, []string{"-forward", p.Addr() + "=" + upstream.Addr()})
+		if p.TLSPort != 0 {
+			a = append(a, "-forward", net.JoinHostPort(p.Host(), strconv.Itoa(p.TLSPort))+"="+net.JoinHostPort(upstream.Host(), strconv.Itoa(upstream.TLSPort)))
+		}
+		return exec.Command(bin, a...)
 	})
 }
 

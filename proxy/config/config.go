@@ -309,12 +309,15 @@ type Config struct {
 	ReplLinkSyncRateLimit int64
 	// ReplReadCoalesce is `repl-read-coalesce-usec`, in microseconds in the
 	// directive: how long the primary's stream may gather in the proxy's
-	// socket before the proxy reads it, while it arrives at 64 KiB or more
-	// per that time; a slower stream is read as it arrives. Each read's
-	// wake-up costs the proxy more than the bytes it brings at small
-	// values; a byte relayed waits at most this long for it. 0 reads every
-	// stream as it arrives. TLS links are read as they arrive. Default
-	// 1000 (1 ms). A change applies at the link's next wait. Proxy-only.
+	// socket before the proxy reads it, while it comes more often than
+	// that or at 64 KiB or more per that time; a slower stream is read as
+	// it arrives. Each read's wake-up costs the proxy more than the bytes
+	// it brings at small values, but every byte relayed may then wait this
+	// long more before a replica has it: a trade of CPU for staleness an
+	// operator makes. Default 0: every stream is read as it arrives, so
+	// that a replica behind the proxy is no staler than behind a chained
+	// redis-server. TLS links are read as they arrive. A change applies at
+	// the link's next wait. Proxy-only.
 	ReplReadCoalesce time.Duration
 
 	// AckReplicas is `ack-policy`: 0 for `ack-policy received` (the
@@ -446,7 +449,7 @@ func DefaultConfig() *Config {
 		ProtectedMode:    true,
 		ReplBacklogSize:  1 << 20,
 		ReplTimeout:      60 * time.Second,
-		ReplReadCoalesce: time.Millisecond,
+		ReplReadCoalesce: 0,
 		ShutdownTimeout:  10 * time.Second,
 		ReplLogSize:      1 << 30,
 		ReplLogFsync:     FsyncEverySec,

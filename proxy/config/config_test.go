@@ -47,7 +47,7 @@ func TestDefaultConfig(t *testing.T) {
 		ReplLinkCompression:         LinkCompressionNo,
 		ReplLinkCompressionAllow:    true,
 		ReplLinkCompressionMaxLinks: 16,
-		ReplReadCoalesce:            time.Millisecond,
+		ReplReadCoalesce:            0,
 
 		ClientQueryBufferLimit: 1 << 30,
 		ProtoMaxBulkLen:        512 << 20,

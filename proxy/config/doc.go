@@ -65,7 +65,7 @@
 //	repl-link-sync-rate-limit    0 (unlimited; else at   yes      ReplLinkSyncRateLimit
 //	                             least SyncRatePiece
 //	                             per repl-timeout)
-//	repl-read-coalesce-usec      1000 (0: never)         yes      ReplReadCoalesce
+//	repl-read-coalesce-usec      0 (never)               yes      ReplReadCoalesce
 //	repl-log-window              64mb (min 4mb)          yes      ReplLogWindow
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit

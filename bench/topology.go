@@ -197,22 +197,18 @@ func startSteady(ctx context.Context, c *cluster.Cluster, t topology, v variant,
 	return s, nil
 }
 
-// startReplicas starts n redis-servers; attached, they replicate from up at
-// once, otherwise they wait for ReplicaOf.
+// startReplicas starts n redis-servers, all at once; attached, they
+// replicate from up at once, otherwise they wait for ReplicaOf.
 func startReplicas(ctx context.Context, c *cluster.Cluster, n int, up *cluster.Process) ([]*cluster.Process, error) {
-	var out []*cluster.Process
-	for i := range n {
-		var args []string
-		if up != nil {
-			args = []string{"--replicaof", "127.0.0.1", fmt.Sprint(up.ReplPort())}
-		}
-		r, err := c.StartRedis(ctx, fmt.Sprintf("replica%d", i+1), args...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+	var args []string
+	if up != nil {
+		args = []string{"--replicaof", "127.0.0.1", fmt.Sprint(up.ReplPort())}
 	}
-	return out, nil
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("replica%d", i+1)
+	}
+	return c.StartRedisMany(ctx, names, args...)
 }
 
 // digestsEqual compares DEBUG DIGEST of the primary and every replica.

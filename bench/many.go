@@ -224,8 +224,12 @@ func manyOnce(ctx context.Context, o *options, proxyBin string, t topology, data
 	// Once, at the end: the load writes its own keys only, so a snapshot
 	// that went wrong in part 1 still shows here, and so does a stream
 	// that went wrong in part 2 or 3.
-	run.digestsSame, err = digestsEqual(ctx, s)
-	return run, err
+	began := time.Now()
+	if run.digestsSame, err = digestsEqual(ctx, s); err != nil {
+		return run, err
+	}
+	logf("many %s: digests compared in %.1f s", t, time.Since(began).Seconds())
+	return run, nil
 }
 
 // manyFullSyncs is part 1: the proxy's own sync first (proxied), then N

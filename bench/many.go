@@ -2,13 +2,15 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/replproxy/replproxy/bench/internal/cluster"
@@ -42,11 +44,11 @@ import (
 // manyValueSize is the value size of the paced load's SETs.
 const manyValueSize = 512
 
-// manyPoll is how often the section asks the replicas that have not yet
+// manyPoll is how often the section asks each replica that has not yet
 // reached an offset. cluster.WaitReached asks every replica every 5 ms:
 // with a hundred of them that is a core's worth of INFO on a machine of
-// 2 cores whose CPU the run measures.
-const manyPoll = 50 * time.Millisecond
+// 2 cores whose CPU the run measures; at this pace, a few percent.
+const manyPoll = 100 * time.Millisecond
 
 // The memory a run needs: each redis-server holding d bytes of DEBUG
 // POPULATE's 1 KiB values uses about 1.5 d (jemalloc's 1280 B class for
@@ -466,32 +468,53 @@ func readRestartCounters(ctx context.Context, s *servers, full0 int64, run *many
 }
 
 // waitAllReached waits until every replica's link is up and its
-// master_repl_offset is at least target. Unlike cluster.WaitReached it
-// asks again only the replicas not there yet, every manyPoll (see there).
+// master_repl_offset is at least target. Each replica is asked by a
+// goroutine of its own, every manyPoll until it is there: a replica
+// writing or loading a snapshot may not answer for many seconds (a
+// hundred of them fsyncing their copies at once block in the disk), and
+// must hold up neither the reading of the others nor, when it answers,
+// the time its answer is seen. An INFO that times out means "not yet".
 func waitAllReached(ctx context.Context, target int64, replicas []*cluster.Process) error {
-	left := slices.Clone(replicas)
-	deadline := time.Now().Add(linkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, linkTimeout)
+	defer cancel()
+	errs := make([]error, len(replicas))
+	var wg sync.WaitGroup
+	for i, r := range replicas {
+		wg.Go(func() { errs[i] = waitReached(ctx, target, r) })
+	}
+	wg.Wait()
+	var first error
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			first = cmp.Or(first, err)
+			failed++
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("%d of %d replicas: %w", failed, len(replicas), first)
+	}
+	return nil
+}
+
+// waitReached is waitAllReached for one replica.
+func waitReached(ctx context.Context, target int64, r *cluster.Process) error {
 	for {
-		var behind []*cluster.Process
-		for _, r := range left {
-			f, err := r.Info(ctx, "replication")
-			if err != nil {
-				return err
-			}
+		f, err := r.Info(ctx, "replication")
+		var netErr net.Error
+		switch {
+		case err == nil:
 			off, _ := strconv.ParseInt(f["master_repl_offset"], 10, 64)
-			if f["master_link_status"] != "up" || off < target {
-				behind = append(behind, r)
+			if f["master_link_status"] == "up" && off >= target {
+				return nil
 			}
-		}
-		if left = behind; len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d replicas (%s first) have not reached offset %d within %v",
-				len(left), len(replicas), left[0].Name, target, linkTimeout)
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s has not reached offset %d: %w", r.Name, target, ctx.Err())
+		case !errors.As(err, &netErr) || !netErr.Timeout():
+			return err
 		}
 		if err := sleepCtx(ctx, manyPoll); err != nil {
-			return err
+			return fmt.Errorf("%s has not reached offset %d: %w", r.Name, target, err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +139,8 @@ type manyRun struct {
 	// Part 1. The window is from REPLICAOF until every replica's link is
 	// up and it has the offset the primary had at REPLICAOF.
 	syncTime       time.Duration
+	firstSync      time.Duration // REPLICAOF until the first replica was there
+	replicasSync   time.Duration // all N replicas' CPU over the window, added up
 	forks          int64         // total_forks delta on the primary over the window
 	primarySyncCPU time.Duration // the primary's, over the window, fork children included
 	relaySyncCPU   time.Duration // the proxy's, over the window
@@ -156,6 +159,7 @@ type manyRun struct {
 
 	// Part 3 (proxied).
 	restart      time.Duration // SIGKILL until every replica has passed the primary's offset at the restart
+	firstBack    time.Duration // SIGKILL until the first one had
 	primaryFull  int64         // full syncs the primary served (to the proxy)
 	proxyFull    int64         // full syncs the restarted proxy served
 	proxyPartial int64         // partial resyncs the restarted proxy accepted
@@ -273,6 +277,10 @@ func manyFullSyncs(ctx context.Context, o *options, c *cluster.Cluster, s *serve
 	if err != nil {
 		return err
 	}
+	replicas0, err := replicasCPU(s)
+	if err != nil {
+		return err
+	}
 	target, err := s.primary.Offset(ctx)
 	if err != nil {
 		return err
@@ -282,10 +290,9 @@ func manyFullSyncs(ctx context.Context, o *options, c *cluster.Cluster, s *serve
 	if err := replicaOfAll(ctx, s.replicas, s.upstream()); err != nil {
 		return err
 	}
-	if err := waitAllReached(ctx, target, s.replicas); err != nil {
+	if run.firstSync, run.syncTime, err = waitAllReached(ctx, target, s.replicas, start); err != nil {
 		return err
 	}
-	run.syncTime = time.Since(start)
 
 	// The fork children's CPU reaches cutime/cstime once the primary has
 	// reaped them.
@@ -300,6 +307,11 @@ func manyFullSyncs(ctx context.Context, o *options, c *cluster.Cluster, s *serve
 	if err != nil {
 		return err
 	}
+	replicas1, err := replicasCPU(s)
+	if err != nil {
+		return err
+	}
+	run.replicasSync = replicas1 - replicas0
 	forks2, err := s.primary.InfoInt(ctx, "stats", "total_forks")
 	if err != nil {
 		return err
@@ -314,6 +326,19 @@ func relayCPU(s *servers) (procstat.CPU, error) {
 		return procstat.CPU{}, nil
 	}
 	return s.relay.CPU()
+}
+
+// replicasCPU is the CPU of all the replicas, added up.
+func replicasCPU(s *servers) (time.Duration, error) {
+	var total time.Duration
+	for _, r := range s.replicas {
+		c, err := r.CPU()
+		if err != nil {
+			return 0, err
+		}
+		total += c.Total()
+	}
+	return total, nil
 }
 
 // manyMark is what part 2 reads at each end of its window.
@@ -333,12 +358,8 @@ func readManyMark(s *servers, l *load.PacedRun, pub *probe.PublisherRun) (m many
 	if m.relayCPU, err = relayCPU(s); err != nil {
 		return m, err
 	}
-	for _, r := range s.replicas {
-		c, err := r.CPU()
-		if err != nil {
-			return m, err
-		}
-		m.replicasCPU += c.Total()
+	if m.replicasCPU, err = replicasCPU(s); err != nil {
+		return m, err
 	}
 	m.harnessCPU, err = procstat.ReadCPU(os.Getpid())
 	return m, err
@@ -401,7 +422,7 @@ func manyPaced(ctx context.Context, o *options, s *servers, l *load.PacedRun, ru
 	if err != nil {
 		return err
 	}
-	if err := waitAllReached(ctx, off, s.replicas); err != nil {
+	if _, _, err := waitAllReached(ctx, off, s.replicas, time.Now()); err != nil {
 		return fmt.Errorf("catching up: %w", err)
 	}
 	if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
@@ -440,10 +461,9 @@ func manyRestart(ctx context.Context, s *servers, run *manyRun) (full0 int64, er
 	if err != nil {
 		return 0, err
 	}
-	if err := waitAllReached(ctx, off, s.replicas); err != nil {
+	if run.firstBack, run.restart, err = waitAllReached(ctx, off, s.replicas, start); err != nil {
 		return 0, fmt.Errorf("replicas after the restart: %w", err)
 	}
-	run.restart = time.Since(start)
 	return full0, nil
 }
 
@@ -468,33 +488,39 @@ func readRestartCounters(ctx context.Context, s *servers, full0 int64, run *many
 }
 
 // waitAllReached waits until every replica's link is up and its
-// master_repl_offset is at least target. Each replica is asked by a
-// goroutine of its own, every manyPoll until it is there: a replica
-// writing or loading a snapshot may not answer for many seconds (a
-// hundred of them fsyncing their copies at once block in the disk), and
-// must hold up neither the reading of the others nor, when it answers,
-// the time its answer is seen. An INFO that times out means "not yet".
-func waitAllReached(ctx context.Context, target int64, replicas []*cluster.Process) error {
+// master_repl_offset is at least target, and returns the time from since
+// until the first replica was seen there and until the last was. Each
+// replica is asked by a goroutine of its own, every manyPoll until it is
+// there: a replica writing or loading a snapshot may not answer for many
+// seconds (a hundred of them fsyncing their copies at once block in the
+// disk), and must hold up neither the reading of the others nor, when it
+// answers, the time its answer is seen. An INFO that times out means "not
+// yet".
+func waitAllReached(ctx context.Context, target int64, replicas []*cluster.Process, since time.Time) (first, last time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, linkTimeout)
 	defer cancel()
+	at := make([]time.Duration, len(replicas))
 	errs := make([]error, len(replicas))
 	var wg sync.WaitGroup
 	for i, r := range replicas {
-		wg.Go(func() { errs[i] = waitReached(ctx, target, r) })
+		wg.Go(func() {
+			if errs[i] = waitReached(ctx, target, r); errs[i] == nil {
+				at[i] = time.Since(since)
+			}
+		})
 	}
 	wg.Wait()
-	var first error
 	failed := 0
-	for _, err := range errs {
-		if err != nil {
-			first = cmp.Or(first, err)
+	for _, e := range errs {
+		if e != nil {
+			err = cmp.Or(err, e)
 			failed++
 		}
 	}
-	if first != nil {
-		return fmt.Errorf("%d of %d replicas: %w", failed, len(replicas), first)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%d of %d replicas: %w", failed, len(replicas), err)
 	}
-	return nil
+	return slices.Min(at), slices.Max(at), nil
 }
 
 // waitReached is waitAllReached for one replica.
@@ -526,6 +552,7 @@ type manySummary struct {
 	dataMB   float64 // median
 
 	syncTime, forks, primarySyncCPU, relaySyncCPU sample.Summary // seconds, count, seconds, seconds
+	firstSync, replicasSync                       sample.Summary // seconds
 	ownSync, ownForks, ownPrimaryCPU              sample.Summary // proxied: seconds, count, seconds
 
 	held, primaryCore, relayCore sample.Summary // SETs/s, % of a core, % of a core
@@ -535,6 +562,7 @@ type manySummary struct {
 	resyncs                      int64 // summed
 
 	restart, primaryFull, proxyFull, proxyPartial sample.Summary // proxied: seconds, counts
+	firstBack                                     sample.Summary // proxied: seconds
 
 	digestsSame bool // in every run
 }
@@ -545,10 +573,12 @@ type manySummary struct {
 func summariseMany(t topology, runs []manyRun) manySummary {
 	s := manySummary{topology: t, runs: len(runs), digestsSame: true}
 	var data, syncTime, forks, pcpu, rcpu, own, ownForks, ownCPU, held, pcore, rcore, repCore, harnessCore, restart, pfull, xfull, xpart []float64
-	var first, last []float64
+	var first, last, firstSync, repSync, firstBack []float64
 	for _, r := range runs {
 		data = append(data, r.dataMB)
 		syncTime = append(syncTime, r.syncTime.Seconds())
+		firstSync = append(firstSync, r.firstSync.Seconds())
+		repSync = append(repSync, r.replicasSync.Seconds())
 		forks = append(forks, float64(r.forks))
 		pcpu = append(pcpu, r.primarySyncCPU.Seconds())
 		held = append(held, perSecond(r.commands, r.window))
@@ -568,17 +598,20 @@ func summariseMany(t topology, runs []manyRun) manySummary {
 		ownCPU = append(ownCPU, r.ownPrimaryCPU.Seconds())
 		rcore = append(rcore, pctCore(r.relayCPU, r.window))
 		restart = append(restart, r.restart.Seconds())
+		firstBack = append(firstBack, r.firstBack.Seconds())
 		pfull = append(pfull, float64(r.primaryFull))
 		xfull = append(xfull, float64(r.proxyFull))
 		xpart = append(xpart, float64(r.proxyPartial))
 	}
 	s.dataMB = sample.Of(data).Median
 	s.syncTime, s.forks, s.primarySyncCPU, s.relaySyncCPU = sample.Of(syncTime), sample.Of(forks), sample.Of(pcpu), sample.Of(rcpu)
+	s.firstSync, s.replicasSync = sample.Of(firstSync), sample.Of(repSync)
 	s.ownSync, s.ownForks, s.ownPrimaryCPU = sample.Of(own), sample.Of(ownForks), sample.Of(ownCPU)
 	s.held, s.primaryCore, s.relayCore = sample.Of(held), sample.Of(pcore), sample.Of(rcore)
 	s.replicasCore, s.harnessCore = sample.Of(repCore), sample.Of(harnessCore)
 	s.first, s.last = probe.Summarise(first), probe.Summarise(last)
 	s.restart, s.primaryFull, s.proxyFull, s.proxyPartial = sample.Of(restart), sample.Of(pfull), sample.Of(xfull), sample.Of(xpart)
+	s.firstBack = sample.Of(firstBack)
 	return s
 }
 

@@ -171,7 +171,7 @@ func parseOptions(args []string) (*options, error) {
 	manyDataMB := fs.Int("many-data-mb", 0, fmt.Sprintf("many: MiB of data on the primary, which every replica holds a copy of; the default is halved until the copies fit in %.0f%% of the memory available (default 256; quick 64)", 100*manyMemShare))
 	fs.IntVar(&o.manyRate, "many-rate", 1000, fmt.Sprintf("many: the paced load's SETs per second (%s values, -paced-conns connections)", sizeName(manyValueSize)))
 	manySeconds := fs.Int("many-seconds", 0, fmt.Sprintf("many: seconds of the paced load's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
-	manyReps := fs.Int("many-reps", 0, "many: runs per topology, direct and proxied alternated (default 1; quick 1)")
+	manyReps := fs.Int("many-reps", 0, "many: runs per topology, direct and proxied alternated (default 1: one run of both takes about 4 minutes on 2 cores, most of it the replicas' syncs and digests; quick 1)")
 	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
 	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")

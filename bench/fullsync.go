@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/replproxy/replproxy/bench/internal/cluster"
@@ -151,21 +150,8 @@ func fullSyncOnce(ctx context.Context, o *options, proxyBin string, p syncPoint)
 	run.proxyForks, run.proxyCPU = forks1-forks0, cpu0.Sub(cpuAttach).Total()
 
 	start := time.Now()
-	errs := make(chan error, len(s.replicas))
-	var wg sync.WaitGroup
-	for _, r := range s.replicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- r.ReplicaOf(ctx, s.upstream())
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return run, fmt.Errorf("REPLICAOF: %w", err)
-		}
+	if err := replicaOfAll(ctx, s.replicas, s.upstream()); err != nil {
+		return run, err
 	}
 	if err := cluster.WaitLinkUp(ctx, linkTimeout, s.replicas...); err != nil {
 		return run, err

@@ -26,6 +26,9 @@
 //	              or missed per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
 //	restart.go    the proxy SIGKILLed under load and started again
+//	many.go       a hundred replicas direct and behind one proxy: their
+//	              full syncs at once, a paced load's delay to the first
+//	              and the last of them, and a SIGKILL of the proxy
 //	regions.go    two regions (network namespaces) joined by a rate-limited
 //	              link, plain against compressed (needs root, ip and tc)
 //
@@ -102,6 +105,16 @@ type options struct {
 	delayWindows  []string
 	delayVariants []string // of delayVariantNames, at the smallest N
 	delaySeconds  int
+	// many: the replicas, the data asked in MiB (manyDataSet: given with
+	// -many-data-mb, so refused rather than reduced when it does not fit
+	// in memory), the paced load's rate, each run's measured seconds, and
+	// the runs per topology.
+	manyN       int
+	manyDataMB  int
+	manyDataSet bool
+	manyRate    int
+	manySeconds int
+	manyReps    int
 	// regions: the veth's rate each way in Mbit/s, the dataset in MiB,
 	// each steady load's seconds and rates (percent of the link).
 	regionsMbit    int
@@ -121,7 +134,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.root, "root", "..", "the replproxy module's root, where the harness builds cmd/replproxy and runs replbuf's benchmarks")
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
-	sections := fs.String("sections", "engine,delay,streaming,paced,fullsync,restart,regions", "which measurements to run")
+	sections := fs.String("sections", "engine,delay,streaming,paced,fullsync,restart,many,regions", "which measurements to run")
 	reps := fs.Int("reps", 0, "runs per streaming and paced point (default 3; quick 3)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
 	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
@@ -156,6 +169,11 @@ func parseOptions(args []string) (*options, error) {
 	delayWindows := fs.String("delay-windows", "default,1000", "delay: the proxy's repl-read-coalesce-usec settings compared, \"default\" for its default")
 	delayVariants := fs.String("delay-variants", "", "delay: variants measured at the smallest N and the default window, of "+strings.Join(delayVariantNames, ",")+", or none (default all; quick none)")
 	delaySeconds := fs.Int("delay-seconds", 0, fmt.Sprintf("delay: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
+	manyN := fs.Int("many-replicas", 0, "many: replicas, direct and behind one proxy (default 100; quick 100)")
+	manyDataMB := fs.Int("many-data-mb", 0, fmt.Sprintf("many: MiB of data on the primary, which every replica holds a copy of; the default is halved until the copies fit in %.0f%% of the memory available (default 256; quick 64)", 100*manyMemShare))
+	fs.IntVar(&o.manyRate, "many-rate", 1000, fmt.Sprintf("many: the paced load's SETs per second (%s values, -paced-conns connections)", sizeName(manyValueSize)))
+	manySeconds := fs.Int("many-seconds", 0, fmt.Sprintf("many: seconds of the paced load's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
+	manyReps := fs.Int("many-reps", 0, "many: runs per topology, direct and proxied alternated (default 1: one run of both takes about 4 minutes on 2 cores, most of it the replicas' syncs and digests; quick 1)")
 	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
 	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
 	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
@@ -208,6 +226,13 @@ func parseOptions(args []string) (*options, error) {
 	o.pacedSeconds = pick(*pacedSeconds, 20, 8)
 	o.idleSeconds = pick(*idleSeconds, 60, 15)
 	o.delaySeconds = pick(*delaySeconds, 20, 8)
+	o.manyN = pick(*manyN, 100, 100)
+	o.manyDataMB, o.manyDataSet = pick(*manyDataMB, 256, 64), *manyDataMB > 0
+	o.manySeconds = pick(*manySeconds, 20, 8)
+	o.manyReps = pick(*manyReps, 1, 1)
+	if o.manyRate <= 0 {
+		return nil, errors.New("-many-rate: want a positive integer")
+	}
 	for _, w := range strings.Split(*delayWindows, ",") {
 		if w = strings.TrimSpace(w); w != delayDefault {
 			if n, err := strconv.Atoi(w); err != nil || n < 0 {
@@ -314,7 +339,7 @@ func parseOptions(args []string) (*options, error) {
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		switch s {
-		case "engine", "delay", "streaming", "paced", "fullsync", "restart", "regions":
+		case "engine", "delay", "streaming", "paced", "fullsync", "restart", "many", "regions":
 			o.sections[s] = true
 		default:
 			return nil, fmt.Errorf("-sections: unknown section %q", s)
@@ -463,6 +488,11 @@ func run(ctx context.Context, o *options) error {
 			r.restart = append(r.restart, x)
 		}
 	}
+	if o.sections["many"] {
+		if r.many, err = runMany(ctx, o, proxyBin); err != nil {
+			return err
+		}
+	}
 	if o.sections["regions"] {
 		if r.regions, err = runRegions(ctx, o, proxyBin); err != nil {
 			return err
@@ -529,6 +559,9 @@ func (o *options) plan() string {
 		for _, v := range restartVariants(o) {
 			p("restart: proxied (%s), %d replicas, %d MB/s, %d runs", v.name, o.restartN, o.restartMBs, o.restartRep)
 		}
+	}
+	if o.sections["many"] {
+		p("%s", o.manyPlan(memAvailable))
 	}
 	if o.sections["regions"] {
 		p("regions: %d Mbit/s each way between two namespaces, %d MiB of dataset, data %s × link %s: proxy B's full sync, then loads of %v%% of the link for %d s each",

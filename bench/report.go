@@ -23,6 +23,7 @@ type results struct {
 	paced             *pacedResult
 	delay             *delayResult
 	restart           []*restartResult // one per variant
+	many              *manyResult
 	profiles          []*profileResult
 	regions           *regionsResult
 }
@@ -124,6 +125,7 @@ func (r *results) markdown(b *strings.Builder, charts map[string]string) {
 	r.pacedMarkdown(p, charts)
 	r.fullSyncMarkdown(p, charts)
 	r.restartMarkdown(p)
+	r.manyMarkdown(p)
 	r.profileMarkdown(p)
 	r.regionsMarkdown(p)
 }
@@ -469,6 +471,9 @@ func (r *results) summary() string {
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))
+	}
+	if r.many != nil {
+		r.many.summary(p)
 	}
 	for _, x := range r.profiles {
 		if x.report == "" {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,14 +103,45 @@ func (c *Cluster) StartRedis(ctx context.Context, name string, args ...string) (
 
 // StartRedisAt is StartRedis at pl, bound to pl's address.
 func (c *Cluster) StartRedisAt(ctx context.Context, pl Place, name string, args ...string) (*Process, error) {
-	return c.start(ctx, pl, name, func(p *Process) *exec.Cmd {
+	return c.start(ctx, pl, name, redisCommand(pl, args))
+}
+
+// StartRedisMany starts one redis-server per name, each as StartRedis
+// would, all at once, and waits until every one answers PING: one after
+// another, a hundred of them take many seconds, each waiting for its own
+// PING. It returns them in the order of names, and the first error; Close
+// stops those that started either way.
+func (c *Cluster) StartRedisMany(ctx context.Context, names []string, args ...string) ([]*Process, error) {
+	procs := make([]*Process, len(names))
+	for i, name := range names {
+		var err error
+		if procs[i], err = c.prepare(Place{}, name, redisCommand(Place{}, args)); err != nil {
+			return nil, err
+		}
+	}
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.launch(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return procs, nil
+}
+
+// redisCommand is the command line of a redis-server at pl: the
+// harness's fixed settings, then args.
+func redisCommand(pl Place, args []string) func(p *Process) *exec.Cmd {
+	return func(p *Process) *exec.Cmd {
 		a := []string{
 			"--port", strconv.Itoa(p.Port), "--bind", pl.host(), "--save", "", "--appendonly", "no",
 			"--enable-debug-command", "yes", "--daemonize", "no", "--dir", p.dir,
 			"--logfile", filepath.Join(p.dir, "server.log"),
 		}
 		return pl.command("redis-server", slices.Concat(a, pl.protected(), p.tlsArgs(), args)...)
-	})
+	}
 }
 
 // StartProxy starts replproxy as a replica of upstream (its TLS port after
@@ -147,6 +179,16 @@ func (c *Cluster) StartForwarder(ctx context.Context, name, bin string, upstream
 }
 
 func (c *Cluster) start(ctx context.Context, pl Place, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
+	p, err := c.prepare(pl, name, command)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.launch(ctx)
+}
+
+// prepare makes a process's dir, ports and client, and adds it to the
+// cluster, not yet started.
+func (c *Cluster) prepare(pl Place, name string, command func(p *Process) *exec.Cmd) (*Process, error) {
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -167,7 +209,7 @@ func (c *Cluster) start(ctx context.Context, pl Place, name string, command func
 		DisableIdentity: true, MaxRetries: -1, ReadTimeout: 30 * time.Second,
 	})
 	c.procs = append(c.procs, p)
-	return p, p.launch(ctx)
+	return p, nil
 }
 
 // freePort returns a port nobody listened on a moment ago and that this

@@ -13,5 +13,6 @@
 // the kernel SIGKILLs the children if the harness itself dies.
 //
 // A Cluster is not safe for concurrent use except for the methods of
-// Process that only read (Info, CPU, HWM, Offset, Digest).
+// Process that only read (Info, CPU, HWM, Offset, Digest); StartRedisMany
+// starts many servers at once itself.
 package cluster

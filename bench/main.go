@@ -135,16 +135,16 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.goCmd, "go", cmp.Or(os.Getenv("GO"), "go"), "the go command, to build replproxy and run the engine benchmarks; $GO when set")
 	fs.StringVar(&o.note, "note", "", "a note for RESULTS.md, e.g. what else was loading the machine")
 	sections := fs.String("sections", "engine,delay,streaming,paced,fullsync,restart,many,regions", "which measurements to run")
-	reps := fs.Int("reps", 0, "runs per streaming and paced point (default 3; quick 3)")
+	reps := fs.Int("reps", 0, "runs per streaming, delay and paced point (default 3; quick 1)")
 	replicas := fs.String("replicas", "", "streaming: replica counts (default 1,4,8; quick 1,4)")
-	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 512,16384)")
-	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 128)")
-	syncMB := fs.Int("sync-mb", 0, "full sync: MiB of values on the primary (default 1024; quick 96)")
+	sizes := fs.String("sizes", "", "streaming: value sizes in bytes, and \"mixed\" for 100 B–64 KiB values of a fixed seeded distribution (default 512,1024,16384,65536,mixed; quick 16384)")
+	streamMB := fs.Int("stream-mb", 0, "streaming: MiB of SETs written per run (default 512; quick 64)")
+	syncMB := fs.Int("sync-mb", 0, "full sync: MiB of values on the primary (default 1024; quick 64)")
 	syncN := fs.String("sync-replicas", "", "full sync: replica counts (default 1,4,8; quick 1,4)")
 	syncReps := fs.Int("sync-reps", 0, "full sync: runs per point (default 3; quick 1)")
 	fs.IntVar(&o.syncDelay, "sync-delay", 0, "full sync: the primary's repl-diskless-sync-delay in seconds")
 	fs.IntVar(&o.restartN, "restart-replicas", 4, "restart: replicas behind the proxy")
-	restartRep := fs.Int("restart-reps", 0, "restart: runs (default 5; quick 2)")
+	restartRep := fs.Int("restart-reps", 0, "restart: runs (default 5; quick 1)")
 	fs.IntVar(&o.restartMBs, "restart-rate", 16, "restart: write load in MB/s during the kill")
 	variants := fs.String("variants", "log-off,log-full,tls", "streaming and restart variants beside the proxy's default (stream log on, from an empty log): log-off, log-full (the log already full and recycling; streaming only), tls; \"none\" for none")
 	logOff := fs.String("log-off-replicas", "", "streaming: replica counts measured with the stream log off too, at every value size (default 1,4,8; quick 4)")
@@ -156,31 +156,31 @@ func parseOptions(args []string) (*options, error) {
 	fs.BoolVar(&o.profile, "profile", false, "perf-record the proxy during one more streaming run per point (proxied, log on: 512 B values to 1 replica and 16 KiB to 4; and TLS at the TLS row's N and size, with the TLS row) and quote the top of perf report")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list the points the run would measure, and exit")
 	fs.IntVar(&o.regionsMbit, "regions-mbit", 100, "regions: the rate of the link between the two namespaces, Mbit/s each way (tbf)")
-	pacedRates := fs.String("paced-rates", "", "paced: total SETs per second (default 1000,5000,20000; quick 1000,20000)")
+	pacedRates := fs.String("paced-rates", "", "paced: total SETs per second (default 1000,5000,20000; quick 20000)")
 	pacedSizes := fs.String("paced-sizes", "", "paced: value sizes in bytes, and \"cache\" for internal/cachedata's cache-like mix of commands (default 128,512,4096,cache; quick 512)")
-	pacedN := fs.String("paced-replicas", "", "paced: replica counts measured at every rate (default 1,4; quick 1,4)")
+	pacedN := fs.String("paced-replicas", "", "paced: replica counts measured at every rate (default 1,4; quick 1)")
 	pacedWideN := fs.String("paced-wide-replicas", "", "paced: replica counts measured at the lowest rate only, \"none\" for none (default 16; quick none)")
-	pacedSeconds := fs.Int("paced-seconds", 0, fmt.Sprintf("paced: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
+	pacedSeconds := fs.Int("paced-seconds", 0, fmt.Sprintf("paced: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 5)", pacedWarmup.Seconds()))
 	fs.IntVar(&o.pacedConns, "paced-conns", 20, "paced: the load's connections, each writing its share every millisecond")
 	delayRates := fs.String("delay-rates", "", "delay: total SETs per second (default 1000,5000,20000,50000; quick 1000,20000)")
 	fs.BoolVar(&o.delayBurst, "delay-burst", true, "delay: a row under a saturating burst too")
 	delaySizes := fs.String("delay-sizes", "", "delay: value sizes in bytes (default 512; quick 512)")
-	delayN := fs.String("delay-replicas", "", "delay: replicas behind each relay (default 1,4,16; quick 1,4)")
+	delayN := fs.String("delay-replicas", "", "delay: replicas behind each relay (default 1,4,16; quick 1)")
 	delayWindows := fs.String("delay-windows", "default,1000", "delay: the proxy's repl-read-coalesce-usec settings compared, \"default\" for its default")
 	delayVariants := fs.String("delay-variants", "", "delay: variants measured at the smallest N and the default window, of "+strings.Join(delayVariantNames, ",")+", or none (default all; quick none)")
-	delaySeconds := fs.Int("delay-seconds", 0, fmt.Sprintf("delay: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
-	manyN := fs.Int("many-replicas", 0, "many: replicas, direct and behind one proxy (default 100; quick 100)")
-	manyDataMB := fs.Int("many-data-mb", 0, fmt.Sprintf("many: MiB of data on the primary, which every replica holds a copy of; the default is halved until the copies fit in %.0f%% of the memory available (default 256; quick 64)", 100*manyMemShare))
+	delaySeconds := fs.Int("delay-seconds", 0, fmt.Sprintf("delay: seconds of each run's measured window, after a warm-up of %.0f s (default 20; quick 5)", pacedWarmup.Seconds()))
+	manyN := fs.Int("many-replicas", 0, "many: replicas, direct and behind one proxy (default 100; quick 16)")
+	manyDataMB := fs.Int("many-data-mb", 0, fmt.Sprintf("many: MiB of data on the primary, which every replica holds a copy of; the default is halved until the copies fit in %.0f%% of the memory available (default 256; quick 32)", 100*manyMemShare))
 	fs.IntVar(&o.manyRate, "many-rate", 1000, fmt.Sprintf("many: the paced load's SETs per second (%s values, -paced-conns connections)", sizeName(manyValueSize)))
-	manySeconds := fs.Int("many-seconds", 0, fmt.Sprintf("many: seconds of the paced load's measured window, after a warm-up of %.0f s (default 20; quick 8)", pacedWarmup.Seconds()))
+	manySeconds := fs.Int("many-seconds", 0, fmt.Sprintf("many: seconds of the paced load's measured window, after a warm-up of %.0f s (default 20; quick 5)", pacedWarmup.Seconds()))
 	manyReps := fs.Int("many-reps", 0, "many: runs per topology, direct and proxied alternated (default 1: one run of both takes about 4 minutes on 2 cores, most of it the replicas' syncs and digests; quick 1)")
-	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 15)")
-	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 128)")
-	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 15)")
-	regionsLoads := fs.String("regions-loads", "90,120", "regions: the steady loads, in percent of the link's rate of stream")
+	idleSeconds := fs.Int("idle-seconds", 0, "paced: seconds of the idle row's window (default 60; quick 5)")
+	regionsDataMB := fs.Int("regions-data-mb", 0, "regions: MiB of dataset on the primary that proxy B's full sync carries across the link (default 1024; quick 32)")
+	regionsSeconds := fs.Int("regions-seconds", 0, "regions: seconds of each steady load (default 60; quick 5)")
+	regionsLoads := fs.String("regions-loads", "", "regions: the steady loads, in percent of the link's rate of stream (default 90,120; quick 90)")
 	regionsData := fs.String("regions-data", regionDataNames(), "regions: the data kinds, of "+regionDataNames())
-	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 3)")
-	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.3s)")
+	benchCount := fs.Int("bench-count", 0, "engine: go test -count (default 10; quick 1)")
+	benchTime := fs.String("benchtime", "", "engine: go test -benchtime (default 1s; quick 0.1s)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -209,26 +209,26 @@ func parseOptions(args []string) (*options, error) {
 		}
 		return full
 	}
-	o.reps = pick(*reps, 3, 3)
-	o.streamMB = pick(*streamMB, 512, 128)
-	o.syncMB = pick(*syncMB, 1024, 96)
+	o.reps = pick(*reps, 3, 1)
+	o.streamMB = pick(*streamMB, 512, 64)
+	o.syncMB = pick(*syncMB, 1024, 64)
 	o.syncReps = pick(*syncReps, 3, 1)
-	o.restartRep = pick(*restartRep, 5, 2)
-	o.benchCount = pick(*benchCount, 10, 3)
-	o.regionsDataMB = pick(*regionsDataMB, 1024, 128)
+	o.restartRep = pick(*restartRep, 5, 1)
+	o.benchCount = pick(*benchCount, 10, 1)
+	o.regionsDataMB = pick(*regionsDataMB, 1024, 32)
 	o.regionsData = strings.Split(*regionsData, ",")
 	for _, d := range o.regionsData {
 		if !strings.Contains(","+regionDataNames()+",", ","+d+",") {
 			return nil, fmt.Errorf("-regions-data: unknown data kind %q (%s)", d, regionDataNames())
 		}
 	}
-	o.regionsSeconds = pick(*regionsSeconds, 60, 15)
-	o.pacedSeconds = pick(*pacedSeconds, 20, 8)
-	o.idleSeconds = pick(*idleSeconds, 60, 15)
-	o.delaySeconds = pick(*delaySeconds, 20, 8)
-	o.manyN = pick(*manyN, 100, 100)
-	o.manyDataMB, o.manyDataSet = pick(*manyDataMB, 256, 64), *manyDataMB > 0
-	o.manySeconds = pick(*manySeconds, 20, 8)
+	o.regionsSeconds = pick(*regionsSeconds, 60, 5)
+	o.pacedSeconds = pick(*pacedSeconds, 20, 5)
+	o.idleSeconds = pick(*idleSeconds, 60, 5)
+	o.delaySeconds = pick(*delaySeconds, 20, 5)
+	o.manyN = pick(*manyN, 100, 16)
+	o.manyDataMB, o.manyDataSet = pick(*manyDataMB, 256, 32), *manyDataMB > 0
+	o.manySeconds = pick(*manySeconds, 20, 5)
 	o.manyReps = pick(*manyReps, 1, 1)
 	if o.manyRate <= 0 {
 		return nil, errors.New("-many-rate: want a positive integer")
@@ -263,7 +263,7 @@ func parseOptions(args []string) (*options, error) {
 	o.benchTime = *benchTime
 	o.proxyArgs = strings.Fields(*proxyArgs)
 	if o.benchTime == "" {
-		o.benchTime = map[bool]string{false: "1s", true: "0.3s"}[o.quick]
+		o.benchTime = map[bool]string{false: "1s", true: "0.1s"}[o.quick]
 	}
 	var err error
 	lists := []struct {
@@ -272,18 +272,18 @@ func parseOptions(args []string) (*options, error) {
 		full, quick string
 	}{
 		{&o.replicas, *replicas, "1,4,8", "1,4"},
-		{&o.sizes, *sizes, "512,1024,16384,65536,mixed", "512,16384"},
+		{&o.sizes, *sizes, "512,1024,16384,65536,mixed", "16384"},
 		{&o.syncN, *syncN, "1,4,8", "1,4"},
 		{&o.logOff, *logOff, "1,4,8", "4"},
 		{&o.logFull, *logFull, "1,4,8", "4"},
-		{&o.regionsLoads, *regionsLoads, "", ""},
-		{&o.pacedRates, *pacedRates, "1000,5000,20000", "1000,20000"},
+		{&o.regionsLoads, *regionsLoads, "90,120", "90"},
+		{&o.pacedRates, *pacedRates, "1000,5000,20000", "20000"},
 		{&o.pacedSizes, *pacedSizes, "128,512,4096,cache", "512"},
-		{&o.pacedN, *pacedN, "1,4", "1,4"},
+		{&o.pacedN, *pacedN, "1,4", "1"},
 		{&o.pacedWideN, *pacedWideN, "16", "none"},
 		{&o.delayRates, *delayRates, "1000,5000,20000,50000", "1000,20000"},
 		{&o.delaySizes, *delaySizes, "512", "512"},
-		{&o.delayN, *delayN, "1,4,16", "1,4"},
+		{&o.delayN, *delayN, "1,4,16", "1"},
 	}
 	for _, l := range lists {
 		s := l.flag

@@ -21,7 +21,7 @@ func TestManyOptions(t *testing.T) {
 	if o, err = parseOptions([]string{"-quick"}); err != nil {
 		t.Fatal(err)
 	}
-	if o.manyN != 100 || o.manyDataMB != 64 || o.manyDataSet || o.manySeconds != 8 || o.manyReps != 1 {
+	if o.manyN != 16 || o.manyDataMB != 32 || o.manyDataSet || o.manySeconds != 5 || o.manyReps != 1 {
 		t.Errorf("quick defaults: N=%d data %d %d s %d reps", o.manyN, o.manyDataMB, o.manySeconds, o.manyReps)
 	}
 	o, err = parseOptions([]string{"-sections", "many", "-many-replicas", "8", "-many-data-mb", "16", "-many-rate", "500", "-many-seconds", "3", "-many-reps", "2"})

@@ -36,7 +36,7 @@ func TestPacedPoints(t *testing.T) {
 	if o, err = parseOptions([]string{"-quick"}); err != nil {
 		t.Fatal(err)
 	}
-	if pts := pacedPoints(o); len(pts) != 2*2*3 || o.pacedSeconds != 8 || o.idleSeconds != 15 || o.pacedWideN != nil {
+	if pts := pacedPoints(o); len(pts) != 1*1*3 || o.pacedSeconds != 5 || o.idleSeconds != 5 || o.pacedWideN != nil {
 		t.Errorf("quick: %d points, %d s, idle %d s, wide %v", len(pts), o.pacedSeconds, o.idleSeconds, o.pacedWideN)
 	}
 	if o, err = parseOptions([]string{"-paced-rates", "500", "-paced-sizes", "cache,64", "-paced-wide-replicas", "none", "-paced-conns", "7"}); err != nil {

@@ -71,7 +71,7 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.streamMB != 128 || len(o.replicas) != 2 || o.benchCount != 3 || o.note != "busy machine" {
+	if o.streamMB != 64 || len(o.replicas) != 2 || o.benchCount != 1 || o.reps != 1 || o.note != "busy machine" {
 		t.Errorf("quick defaults: %+v", o)
 	}
 	if got := o.makeCommand(); got != "make bench QUICK=1" {
@@ -170,13 +170,13 @@ func TestStreamPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	pts := streamPoints(o)
-	// 2 N × 2 sizes × 3, log off and full at N=4 for both sizes, and the
-	// TLS row (three topologies, and proxied with the log off).
-	if len(pts) != 12+2+2+4 {
+	// 2 N × 1 size × 3, log off and full at N=4, and the TLS row (three
+	// topologies, and proxied with the log off).
+	if len(pts) != 6+1+1+4 {
 		t.Fatalf("quick points: %d: %+v", len(pts), pts)
 	}
 	for _, want := range []streamPoint{
-		{proxied, logOff.name, 4, 16384}, {proxied, logFull.name, 4, 512}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
+		{proxied, logOff.name, 4, 16384}, {proxied, logFull.name, 4, 16384}, {direct, withTLS.name, 4, 16384}, {proxied, withTLS.name, 4, 16384},
 		{proxied, tlsLogOff.name, 4, 16384},
 	} {
 		if !slices.Contains(pts, want) {

@@ -35,7 +35,7 @@ import (
 // time: its age is then at least that mark's, less the window.
 //
 // What the producer stores is what a reader needs and no more, since each
-// atomic store is a full barrier (~10 ns): the fine ring's newest mark ends
+// atomic store is a full barrier (tens of nanoseconds): the fine ring's newest mark ends
 // where the stream's published end is, which Publish stores anyway, so
 // extending it stores nothing; opening a mark stores the newest one's end
 // (final now), the new one's time and the count, and feeds the closed mark
@@ -49,8 +49,11 @@ import (
 // with the mark's index as the sequence); for the fine ring, whose newest
 // mark's end it takes from the stream's end (loaded after n: the producer
 // stores n before the end), that n has not moved at all, lest bytes of a
-// mark opened meanwhile be dated by the one before. A reader that slept
-// through a change asks again. Nothing allocates once the rings exist: they
+// mark opened meanwhile be dated by the one before. A reader that saw a
+// change asks again, and after tornRetries tries asks the coarse ring,
+// which holds all but the newest fine mark: marks open at most once per
+// 100 µs, so a byte of that one is younger than that. Nothing allocates
+// once the rings exist: they
 // are made whole with the stream, and anew, for a new generation's
 // offsets, by Reset.
 
@@ -66,9 +69,10 @@ const (
 	// the last date kept, early by at most the time they took to arrive.
 	pendingFills = 64
 
-	// tornRetries bounds how often Arrival reads again after the producer
-	// overwrote the marks it was reading (a reader that slept for a whole
-	// ring's worth of publishes).
+	// tornRetries bounds how often Arrival reads a ring again after the
+	// producer changed the marks it was reading: opened a fine mark
+	// meanwhile, or overwrote the coarse ones a reader that slept through a
+	// whole ring's worth was reading.
 	tornRetries = 3
 )
 
@@ -254,7 +258,7 @@ func (r *markRing) find(off int64, newest *atomic.Int64) (int64, markResult) {
 // the byte is older than both reach (at is then the oldest mark's time); ok
 // is false when no mark covers it.
 func (a *arrivals) find(off int64) (at int64, exact, ok bool) {
-	for range tornRetries {
+	for try := range tornRetries {
 		at, res := a.fine.find(off, a.published)
 		switch res {
 		case markFound:
@@ -262,10 +266,13 @@ func (a *arrivals) find(off int64) (at int64, exact, ok bool) {
 		case markNone:
 			return 0, false, false
 		case markTorn:
-			continue
+			if try < tornRetries-1 {
+				continue
+			}
 		}
-		// Older than the fine ring reaches: the coarse one, which holds
-		// every mark the fine ring closed.
+		// Older than the fine ring reaches (or its marks kept changing
+		// under the reader): the coarse one, which holds every mark the
+		// fine ring closed.
 		at, res = a.coarse.find(off, nil)
 		switch res {
 		case markFound:

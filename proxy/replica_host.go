@@ -89,5 +89,6 @@ func (s *Server) replicaCounters() downstream.Counters {
 		Closes:      &s.stats.ReplicaCloses,
 		Dropped:     &s.stats.ReplicasDropped,
 		ToDisk:      &s.stats.ReplicasToDisk,
+		Delays:      &s.stats.RelayDelays,
 	}
 }

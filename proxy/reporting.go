@@ -58,6 +58,8 @@ func (s *Server) report(parts reportParts) *report.Report {
 			f.HasLag = acked
 		}
 		f.LagBytes = max(r.Offset-f.Offset, 0)
+		d := rp.Delay(now)
+		f.Unsent, f.Unacked = d.Unsent, d.Unacked
 		if rp.IsProxy() {
 			ls := rp.Compression()
 			f.Link = &report.Link{Compression: ls.Mode, Raw: ls.Stats.Raw, Wire: ls.Stats.Wire,

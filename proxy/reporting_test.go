@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -133,6 +134,18 @@ func TestReportInfoAndMetricsAgree(t *testing.T) {
 		got, ok := m[pr.series]
 		if !ok || pr.value == "" || strconv.FormatFloat(got, 'f', -1, 64) != pr.value {
 			t.Errorf("%s = %v (present %v), INFO %q", pr.series, got, ok, pr.value)
+		}
+	}
+	// A replica's delays: INFO in milliseconds to the microsecond, the
+	// gauges in seconds.
+	for _, d := range []struct{ field, series string }{
+		{"unsent_ms", "replproxy_replica_unsent_age_seconds"},
+		{"unacked_ms", "replproxy_replica_unacked_age_seconds"},
+	} {
+		ms, err := strconv.ParseFloat(slave[d.field], 64)
+		got, ok := m[d.series+replica]
+		if err != nil || !ok || math.Abs(ms/1000-got) > 0.5e-6 {
+			t.Errorf("%s%s = %v (present %v), INFO %s=%q", d.series, replica, got, ok, d.field, slave[d.field])
 		}
 	}
 	// The figures are the linked proxy's, not zeros that agree by chance.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
 )
@@ -36,6 +37,13 @@ import (
 // Receivers are the same in both: one goroutine per socket reading into a
 // 256 KiB buffer until it has the whole stream. The ratio engine/raw is read
 // from one run of `go test -bench . ./replbuf/`.
+//
+// The engine's stream keeps arrival times, as the proxy's does, and its
+// producer dates every read (Arrived) with a time a millisecond after the
+// last one's, the proxy's coalesced pace, so that every read opens a mark.
+// The time is made up rather than read: the proxy's stream loop reads the
+// clock once per read whether or not the stream keeps arrival times, so
+// what the benchmark adds is the marks' own work.
 
 var fanoutSizes = []int{1, 8, 64}
 
@@ -92,8 +100,13 @@ const fanoutRead = 16 * BlockSize
 type fanoutProducer struct {
 	s    *Stream
 	read limitedPrefilled
-	want int // the room the next FillBuffers offers
+	want int       // the room the next FillBuffers offers
+	at   time.Time // the date of the last read (Arrived)
 }
+
+// benchReadEvery is how far apart in time the benchmarks' producers date
+// their reads: the proxy's default coalescing window.
+const benchReadEvery = time.Millisecond
 
 // fill does one read of at most limit bytes (fanoutRead at most) into the
 // stream with FillBuffers, publishes it, and returns its length. The room
@@ -106,6 +119,8 @@ func (p *fanoutProducer) fill(limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	p.at = p.at.Add(benchReadEvery)
+	p.s.Arrived(p.at)
 	if err := p.s.Publish(p.s.Filled()); err != nil {
 		return 0, err
 	}
@@ -121,7 +136,7 @@ func benchFanout(b *testing.B, n int) {
 	warm := int64(2*(window+DefaultBacklogSize)/BlockSize) * BlockSize
 	total := int64(b.N)*BlockSize + warm
 	r := newRig(b, n, total)
-	s := NewStream(0, &Config{Pool: NewPool(1024)})
+	s := NewStream(0, &Config{Pool: NewPool(1024), Arrivals: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -168,7 +183,7 @@ func benchFanout(b *testing.B, n int) {
 
 	// produce fills and publishes blocks' worth of stream, a read at a
 	// time, the last read cut to what is left, and returns the reads.
-	p := &fanoutProducer{s: s}
+	p := &fanoutProducer{s: s, at: time.Now()}
 	produce := func(blocks int) (reads int) {
 		for left := blocks * BlockSize; left > 0; reads++ {
 			n, err := p.fill(left)
@@ -266,18 +281,35 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkFillPublish is the producer as the proxy drives it: 16 KiB per op
-// filled in reads of 4 KiB, each published up to a point inside it (the last
-// whole command) and the rest with the next, into a stream that trims behind.
+// filled in reads of 4 KiB, each dated (Arrived, see BenchmarkFanout) and
+// published up to a point inside it (the last whole command) and the rest
+// with the next, into a stream that trims behind and keeps arrival times.
+// Reads are dated either a millisecond apart, the proxy's coalesced pace,
+// where every read opens a mark (stores that are full barriers), or 20 µs
+// apart, a fast stream read as it comes, where most only extend one (no
+// store). Opening marks is bounded in time, not in bytes: at most 10,100 a
+// second (the rings' windows), whatever the stream's rate.
 func BenchmarkFillPublish(b *testing.B) {
-	s := NewStream(0, nil)
-	r := &limitedPrefilled{n: 4 << 10}
-	b.SetBytes(BlockSize)
-	b.ReportAllocs()
-	for b.Loop() {
-		for range 4 {
-			s.Fill(r)
-			s.Publish(s.Filled() - 100)
-		}
+	for _, pace := range []struct {
+		name  string
+		every time.Duration
+	}{{"1ms", time.Millisecond}, {"20us", 20 * time.Microsecond}} {
+		every := pace.every
+		b.Run("read-every="+pace.name, func(b *testing.B) {
+			s := NewStream(0, &Config{Arrivals: true})
+			r := &limitedPrefilled{n: 4 << 10}
+			at := time.Now()
+			b.SetBytes(BlockSize)
+			b.ReportAllocs()
+			for b.Loop() {
+				for range 4 {
+					s.Fill(r)
+					at = at.Add(every)
+					s.Arrived(at)
+					s.Publish(s.Filled() - 100)
+				}
+			}
+		})
 	}
 }
 
@@ -328,7 +360,7 @@ func TestFanoutProducer(t *testing.T) {
 	// two blocks that FillBuffers may offer.
 	appendPattern(t, s, 2*fanoutRead)
 	sendAll(t, c, send)
-	p := &fanoutProducer{s: s}
+	p := &fanoutProducer{s: s, at: time.Now()}
 	var reads []int
 	for len(reads) < 64 && (len(reads) == 0 || reads[len(reads)-1] < fanoutRead) {
 		n, err := p.fill(fanoutRead)

@@ -56,6 +56,18 @@
 //     as it was when the newest one was started.
 //   - Generations. Reset starts a new stream (an upstream full resync): every
 //     open cursor fails with ErrReset.
+//   - Arrival times. A stream made with Config.Arrivals (the replication
+//     stream's, not a snapshot's) keeps when its bytes arrived, so that a
+//     reader can tell how long a byte has waited (Arrival): the producer
+//     dates each read as it fills it (Arrived), and Publish turns those
+//     dates into marks (end offset, time) in two rings, a fine one (a mark
+//     per 100 µs at most, 4096 of them) and a coarse one (per 10 ms, 8192),
+//     so that only published bytes have marks, a command held back until
+//     its end arrives keeps the time of its first read, and discarded bytes
+//     leave none. A time from the marks is at most the ring's window early,
+//     never late; a byte older than both rings reach (at least 80 s of
+//     publishes) is reported as older, with the oldest mark's time. Reset
+//     starts new rings: a generation's offsets are its own.
 //   - Memory. Every block is counted at the usable size of its allocations
 //     (BlockFootprint = payload + node), and Usage reports Redis 7's figures:
 //     mem_total_replication_buffers, the backlog part, the part held only for
@@ -79,6 +91,14 @@
 // wake waiters, and cursors take it to attach, wait, close, or release a block.
 // Lock order: Stream.mu, then Pool.mu. Nothing in this package calls back into
 // its users, and nothing logs.
+//
+// The arrival marks take no lock either: each mark's offset and time are
+// atomics the producer alone writes, and a ring's count of marks opened is
+// stored after a new mark's fields; a reader reads the marks it trusts and
+// then checks that the count has not moved far enough for the producer to
+// have overwritten them, reading again if it has (arrival.go). The
+// producer's cost per publish is a few stores and no clock read of its own
+// when it dated its reads (Arrived), and nothing allocates.
 //
 // NB: the race detector cannot see the kernel reading block bytes during
 // writev, so the tests also drain cursors with plain memory reads.

@@ -181,7 +181,9 @@ func allocRig(t testing.TB) (*Stream, *Cursor, *net.TCPConn) {
 			}
 		}
 	}()
-	s := NewStream(0, &Config{BacklogSize: 4 * BlockSize})
+	// Arrival times kept, as the proxy's stream keeps them: the
+	// zero-allocation checks cover dating reads and publishing marks.
+	s := NewStream(0, &Config{BacklogSize: 4 * BlockSize, Arrivals: true})
 	c, err := s.Attach(1)
 	if err != nil {
 		t.Fatal(err)

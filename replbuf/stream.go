@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultBacklogSize is Redis's default repl-backlog-size: 1 MiB.
@@ -30,6 +31,17 @@ type Config struct {
 
 	// Pool supplies the blocks. Nil means a private NewPool(0).
 	Pool *Pool
+
+	// Arrivals keeps when the bytes arrived (Stream.Arrived, Arrival): the
+	// replication stream's, whose readers report how long bytes wait for
+	// them. It costs two rings of marks (192 KiB) per generation; false,
+	// for a snapshot's stream, keeps none and costs nothing.
+	Arrivals bool
+
+	// Now is the clock that dates what the producer published without
+	// dating it (Arrived), and the base of the marks' times. Nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // A Stream is one replication stream held once in 16 KiB blocks and read by any
@@ -60,6 +72,18 @@ type Stream struct {
 	fillSpaces [][]byte
 	fillBytes  [][]byte
 	fillFree   []*block
+
+	// Arrival times (arrival.go), with Config.Arrivals: arrivals is the
+	// current generation's marks, read by anyone (Arrival), replaced by
+	// the producer at Reset; arr is the same pointer, the producer's own
+	// (nil without Config.Arrivals); fillDates are the dates of the bytes
+	// filled and not yet published, the producer's. Marks hold times as
+	// nanoseconds since base, read from now.
+	arrivals  atomic.Pointer[arrivals]
+	arr       *arrivals
+	fillDates fillDates
+	now       func() time.Time
+	base      time.Time
 
 	// mu guards the index and the cursor lists. The producer takes it when it
 	// publishes into new blocks and when it has cursors to place or wake;
@@ -92,9 +116,17 @@ func NewStream(start int64, cfg *Config) *Stream {
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
 	}
-	s := &Stream{pool: c.Pool, maxBatch: c.MaxBatchBytes}
+	s := &Stream{pool: c.Pool, maxBatch: c.MaxBatchBytes, now: c.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	s.SetBacklogSize(c.BacklogSize)
 	s.startLocked(start)
+	if c.Arrivals {
+		s.base = s.now()
+		s.arr = newArrivals(0, &s.end)
+		s.arrivals.Store(s.arr)
+	}
 	return s
 }
 
@@ -274,6 +306,7 @@ func (s *Stream) Publish(end int64) error {
 	if end == cur {
 		return nil
 	}
+	s.markPublished(end)
 	t := s.tail.Load()
 	if end < t.start+BlockSize {
 		s.publish(t, int(end+1-t.start), end)
@@ -290,6 +323,7 @@ func (s *Stream) Publish(end int64) error {
 func (s *Stream) Discard() {
 	s.dropUnpublished()
 	s.filled.Store(s.end.Load())
+	s.fillDates.clear()
 }
 
 // dropUnpublished gives the unpublished blocks back to the pool: nobody else
@@ -532,9 +566,22 @@ func (s *Stream) trimToLocked(end int64) {
 // otherwise they are left to the garbage collector, since a cursor may be in the
 // middle of a write from them. Bytes filled and not published are dropped.
 func (s *Stream) Reset(start int64) {
+	var arr *arrivals
+	if s.arr != nil {
+		arr = newArrivals(0, &s.end) // made before the lock: 192 KiB to clear
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.gen.Add(1)
+	gen := s.gen.Add(1)
+	if arr != nil {
+		// The new generation's offsets may repeat the old one's: its
+		// marks start anew, and a reader still asking about the old
+		// generation is told that nothing is known.
+		arr.gen = gen
+		s.arr = arr
+		s.arrivals.Store(arr)
+		s.fillDates.clear()
+	}
 	s.dropBlocksLocked()
 	s.dropUnpublished()
 	clear(s.mu.pending)

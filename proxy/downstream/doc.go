@@ -31,6 +31,12 @@
 //     Host.SyncRateLimit bytes a second, in bytes on the wire (under the
 //     encoder of a compressed link); the stream is never paced;
 //   - its ACK reader (readLoop) and its state (State), offset and ACK time;
+//   - its delay (delay.go): the ages of the oldest stream byte not yet
+//     written to it and of the oldest written and not acknowledged
+//     (Replica.Delay), from the stream's arrival marks (replbuf), and the
+//     server's histogram of the time from a byte's arrival to its write,
+//     observed once per stream write by whichever path made it
+//     (WriteDelays: the inline sender, the write loop, the stream log);
 //   - its limits (limits.go: client-output-buffer-limit replica and
 //     repl-timeout, judged on what it owns by OverLimit, which the proxy's
 //     monitor calls);

@@ -128,6 +128,12 @@ type inlineSender struct {
 	inline   atomic.Int64  // writes the inline sender made
 	sent     *atomic.Int64 // the replica's own bytes sent (Replica.sent), or nil
 	handed   atomic.Int64  // times it handed the socket to the write loop
+
+	// delays observes each inline write's delay (WriteInline), from the
+	// arrival marks of st, the stream cur reads; set with sent, read-only
+	// after. delays may be nil.
+	delays *WriteDelays
+	st     *replbuf.Stream
 }
 
 // newInlineSender returns conn's inline sender, or nil when conn cannot be
@@ -192,12 +198,16 @@ func (s *inlineSender) sendBatch() (handOver bool) {
 		return false
 	}
 	total := s.vec.load(*bufs)
+	from := c.Offset()
 	s.enter()
 	rerr := s.rc.Write(s.write)
 	s.leave()
 	n, failed := s.vec.result()
 	s.inline.Add(1)
 	if n > 0 {
+		if s.st != nil {
+			s.delays.wrote(WriteInline, s.st, c.Generation(), from)
+		}
 		s.out.Add(int64(n))
 		if s.sent != nil {
 			s.sent.Add(int64(n))

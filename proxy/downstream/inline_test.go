@@ -29,6 +29,7 @@ type inlineEnv struct {
 	t      testing.TB
 	hist   *history.History
 	fan    *Fanout
+	delays WriteDelays // every replica's writes observed, as the proxy's are
 	id     string
 	host   *fakeHost
 	ctx    context.Context
@@ -78,7 +79,8 @@ func (e *inlineEnv) replica() *inlineReplica {
 	ir.r = New(Config{ID: 1, Conn: conn, Reader: wire.NewCommandReader(conn, wire.Limits{}), Addr: "127.0.0.1:1",
 		Handshake: Handshake{CapaPSync2: true}, Plan: history.Plan{Partial: true, ReplID: e.id, Cursor: cur},
 		Hist: e.hist, Host: e.host, Log: hclog.NewNullLogger(), Fanout: e.fan,
-		Counters: Counters{OutputBytes: &ir.out, Closes: new(CloseCounts), Dropped: new(atomic.Int64), ToDisk: new(atomic.Int64)}})
+		Counters: Counters{OutputBytes: &ir.out, Closes: new(CloseCounts), Dropped: new(atomic.Int64), ToDisk: new(atomic.Int64),
+			Delays: &e.delays}})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

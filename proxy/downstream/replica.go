@@ -92,6 +92,7 @@ type Counters struct {
 	Closes      *CloseCounts  // replicas_closed_<reason>
 	Dropped     *atomic.Int64 // replicas dropped by a limit or timeout
 	ToDisk      *atomic.Int64 // replicas moved from memory to the stream log
+	Delays      *WriteDelays  // time from a byte's arrival to its write, by path (delay.go); nil: not observed
 }
 
 // Config is what a client hands over when PSYNC or SYNC makes it a replica.
@@ -156,12 +157,18 @@ type Replica struct {
 	// With the stream log, a replica that fell out of the memory window is
 	// sent from the log (writer.stream): onDisk meanwhile, and diskOff its
 	// next offset there, for the monitor's limits.
-	onDisk   atomic.Bool
-	diskOff  atomic.Int64
-	reason   atomic.Int32  // a CloseReason: why it was closed, first cause only
-	firstAck chan struct{} // closed at the first ACK
-	fullSync bool          // the replica asked for (or needed) a full sync; set by New
-	ackOnce  sync.Once
+	onDisk  atomic.Bool
+	diskOff atomic.Int64
+	diskGen atomic.Uint64 // the stream generation of diskOff, stored before onDisk
+	// streamFrom is the offset of the first stream byte this connection
+	// is sent (after its payload or +CONTINUE), 0 until the write loop
+	// starts the stream: Delay's unacked bytes begin there until an ACK
+	// says more.
+	streamFrom atomic.Int64
+	reason     atomic.Int32  // a CloseReason: why it was closed, first cause only
+	firstAck   chan struct{} // closed at the first ACK
+	fullSync   bool          // the replica asked for (or needed) a full sync; set by New
+	ackOnce    sync.Once
 	// cancel ends the write loop's context (a wait on the stream does not
 	// end with the connection); owned by Run, which sets it before either
 	// loop starts, and called by exit.

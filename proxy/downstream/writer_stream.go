@@ -40,12 +40,15 @@ const writeSlice = 20 * time.Millisecond
 func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)
+	r.startStream(plan.Cursor.Offset())
+	st := r.hist.Stream()
 	var in *inlineSender
 	if r.fanout != nil {
 		in = newInlineSender(w.conn, w.out)
 	}
 	if in != nil {
 		in.sent = &r.sent
+		in.delays, in.st = r.count.Delays, st
 	}
 	if in != nil {
 		r.inline.Store(in)
@@ -88,9 +91,13 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		if in != nil {
 			in.enter()
 		}
+		from := cur.Offset()
 		n, err := cur.Send(w.conn)
 		if in != nil {
 			in.leave()
+		}
+		if n > 0 {
+			r.count.Delays.wrote(WriteLoop, st, cur.Generation(), from)
 		}
 		w.count(n)
 		if err == nil {
@@ -153,6 +160,8 @@ func (w *writer) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, 
 	defer rd.Close()
 	r := w.r
 	st := r.hist.Stream()
+	r.startStream(rd.Offset())
+	r.diskGen.Store(gen)
 	r.diskOff.Store(rd.Offset())
 	r.onDisk.Store(true)
 	defer r.onDisk.Store(false)
@@ -182,7 +191,11 @@ func (w *writer) sendLog(ctx context.Context, rd *streamlog.Reader, gen uint64, 
 			}
 		}
 		w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		from := rd.Offset()
 		n, err := rd.WriteTo(w.conn, 1<<20)
+		if n > 0 {
+			r.count.Delays.wrote(WriteLog, st, gen, from)
+		}
 		w.count(n)
 		if ferr := w.flush(); ferr != nil {
 			return nil, fmt.Errorf("send from the stream log: %w", ferr)

@@ -92,7 +92,9 @@ type Counters struct {
 // Stream at offset 0 keeping backlogSize bytes.
 func New(pool *replbuf.Pool, backlogSize int64, counters Counters, log hclog.Logger) *History {
 	h := &History{
-		st:       replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool}),
+		// Arrival times kept: each replica's delay (how old the bytes it
+		// lacks are) is read from them.
+		st:       replbuf.NewStream(0, &replbuf.Config{BacklogSize: backlogSize, Pool: pool, Arrivals: true}),
 		pool:     pool,
 		log:      log,
 		counters: counters,

@@ -104,6 +104,10 @@ var metricSpecs = []metricSpec{
 		ofReplicaLag(func(r *Replica) int64 { return r.LagSeconds })},
 	{"replica_lag_bytes", gauge, "master_repl_offset minus the replica's acknowledged offset; absent until it is online and has acknowledged one.", replicaLabels,
 		ofReplicaLag(func(r *Replica) int64 { return r.LagBytes })},
+	{"replica_unsent_age_seconds", gauge, "Age of the oldest stream byte published and not yet written to the replica's socket: its time inside the proxy; 0 when none (slaveN unsent_ms).", replicaLabels,
+		ofReplica(func(r *Replica) float64 { return r.UnsentSeconds })},
+	{"replica_unacked_age_seconds", gauge, "Age of the oldest stream byte written to the replica and not covered by its last REPLCONF ACK, 0 when none: the proxy, the network and the replica, including its ACK period (1 s for Redis); absent until it is online and has acknowledged an offset (slaveN unacked_ms).", replicaLabels,
+		ofReplicaLag(func(r *Replica) float64 { return r.UnackedSeconds })},
 	{"replica_link_raw_bytes_total", counter, "Bytes sent to a downstream proxy before compression (linkN raw_bytes); only for replicas that are proxies.", replicaLabels,
 		ofReplicaLink(func(l *ReplicaLink) int64 { return l.RawBytes })},
 	{"replica_link_wire_bytes_total", counter, "Bytes sent to a downstream proxy on the wire, chunk headers included; equal to raw on a plain link (linkN wire_bytes).", replicaLabels,
@@ -252,6 +256,23 @@ var metricSpecs = []metricSpec{
 		number(func(f *Figures) int64 { return f.MemoryCountedForEvict })},
 }
 
+// histogramSpec is one replproxy_ histogram: its name after the prefix,
+// help, its one label, and its series in the Figures, one per label value.
+// Named as metricSpecs are (no _total: a histogram's _count and _sum
+// series are Prometheus's own).
+type histogramSpec struct {
+	name   string
+	help   string
+	labels []string
+	series func(f *Figures) []Histogram
+}
+
+// histogramSpecs lists every replproxy_ histogram. Read-only.
+var histogramSpecs = []histogramSpec{
+	{"relay_delay_seconds", "Time from a stream byte's arrival from the primary to its write to a replica's socket, observed once per write for the oldest byte in it, by where the write came from: inline (the producer sending to caught-up replicas), loop (a replica's write loop, from memory), log (from the stream log).", []string{"path"},
+		func(f *Figures) []Histogram { return f.RelayDelays }},
+}
+
 // number is a figure of one series without labels.
 func number[T int64 | float64](get func(*Figures) T) func(*Figures, putFunc) {
 	return func(f *Figures, put putFunc) { put(float64(get(f))) }
@@ -304,12 +325,22 @@ func replicaState(f *Figures, put putFunc) {
 
 // ofReplicaLag is a figure of each replica that has acknowledged an offset
 // (Replica.HasLag), under its replicaLabels.
-func ofReplicaLag(get func(*Replica) int64) func(*Figures, putFunc) {
+func ofReplicaLag[T int64 | float64](get func(*Replica) T) func(*Figures, putFunc) {
 	return func(f *Figures, put putFunc) {
 		for i := range f.Replicas {
 			if r := &f.Replicas[i]; r.HasLag {
 				put(float64(get(r)), r.IP, r.Port)
 			}
+		}
+	}
+}
+
+// ofReplica is a figure of every replica, under its replicaLabels.
+func ofReplica(get func(*Replica) float64) func(*Figures, putFunc) {
+	return func(f *Figures, put putFunc) {
+		for i := range f.Replicas {
+			r := &f.Replicas[i]
+			put(get(r), r.IP, r.Port)
 		}
 	}
 }
@@ -368,12 +399,17 @@ func ofDiskSnapshot(get func(*DiskSnapshot) int64) func(*Figures, putFunc) {
 type collector struct {
 	figures func() Figures
 	descs   []*prometheus.Desc // metricSpecs' descriptions, in its order
+	hdescs  []*prometheus.Desc // histogramSpecs', in its order
 }
 
 func newCollector(figures func() Figures) *collector {
-	c := &collector{figures: figures, descs: make([]*prometheus.Desc, len(metricSpecs))}
+	c := &collector{figures: figures, descs: make([]*prometheus.Desc, len(metricSpecs)),
+		hdescs: make([]*prometheus.Desc, len(histogramSpecs))}
 	for i, m := range metricSpecs {
 		c.descs[i] = prometheus.NewDesc("replproxy_"+m.name, m.help, m.labels, nil)
+	}
+	for i, h := range histogramSpecs {
+		c.hdescs[i] = prometheus.NewDesc("replproxy_"+h.name, h.help, h.labels, nil)
 	}
 	return c
 }
@@ -381,6 +417,9 @@ func newCollector(figures func() Figures) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
+		ch <- d
+	}
+	for _, d := range c.hdescs {
 		ch <- d
 	}
 }
@@ -394,6 +433,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		m.series(&f, func(v float64, labelValues ...string) {
 			ch <- prometheus.MustNewConstMetric(desc, m.kind, v, labelValues...)
 		})
+	}
+	for i, h := range histogramSpecs {
+		for _, x := range h.series(&f) {
+			buckets := make(map[float64]uint64, len(x.Bounds))
+			for j, b := range x.Bounds {
+				buckets[b] = uint64(x.Counts[j])
+			}
+			ch <- prometheus.MustNewConstHistogram(c.hdescs[i], uint64(x.Count), x.Sum, buckets, x.Label)
+		}
 	}
 }
 

@@ -56,8 +56,13 @@ func TestCollectorRendersFigures(t *testing.T) {
 		MasterReplOffset:  1000,
 		BacklogHistlen:    400,
 		Replicas: []Replica{
-			{IP: "127.0.0.1", Port: "6380", State: "online", HasLag: true, Offset: 990, LagSeconds: 1, LagBytes: 10},
-			{IP: "127.0.0.1", Port: "6381", State: "send_bulk", Offset: 0, LagBytes: 1000},
+			{IP: "127.0.0.1", Port: "6380", State: "online", HasLag: true, Offset: 990, LagSeconds: 1, LagBytes: 10,
+				UnsentSeconds: 0.125, UnackedSeconds: 1.5},
+			{IP: "127.0.0.1", Port: "6381", State: "send_bulk", Offset: 0, LagBytes: 1000, UnsentSeconds: 2.25},
+		},
+		RelayDelays: []Histogram{
+			{Label: "inline", Bounds: []float64{0.001, 0.01}, Counts: []int64{3, 5}, Count: 6, Sum: 0.5},
+			{Label: "log", Bounds: []float64{0.001, 0.01}, Counts: []int64{0, 0}},
 		},
 		ReplicaStates:      []string{"wait_bgsave", "send_bulk", "online"},
 		ConnectedReplicas:  2,
@@ -93,6 +98,15 @@ func TestCollectorRendersFigures(t *testing.T) {
 		`replproxy_replica_offset_bytes{replica_ip="127.0.0.1",replica_port="6380"}`:            990,
 		`replproxy_replica_lag_seconds{replica_ip="127.0.0.1",replica_port="6380"}`:             1,
 		`replproxy_replica_lag_bytes{replica_ip="127.0.0.1",replica_port="6380"}`:               10,
+		`replproxy_replica_unsent_age_seconds{replica_ip="127.0.0.1",replica_port="6380"}`:      0.125,
+		`replproxy_replica_unacked_age_seconds{replica_ip="127.0.0.1",replica_port="6380"}`:     1.5,
+		`replproxy_replica_unsent_age_seconds{replica_ip="127.0.0.1",replica_port="6381"}`:      2.25,
+		`replproxy_relay_delay_seconds_bucket{path="inline",le="0.001"}`:                        3,
+		`replproxy_relay_delay_seconds_bucket{path="inline",le="0.01"}`:                         5,
+		`replproxy_relay_delay_seconds_bucket{path="inline",le="+Inf"}`:                         6,
+		`replproxy_relay_delay_seconds_count{path="inline"}`:                                    6,
+		`replproxy_relay_delay_seconds_sum{path="inline"}`:                                      0.5,
+		`replproxy_relay_delay_seconds_count{path="log"}`:                                       0,
 		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6380",state="online"}`:    1,
 		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6380",state="send_bulk"}`: 0,
 		`replproxy_replica_state{replica_ip="127.0.0.1",replica_port="6381",state="send_bulk"}`: 1,
@@ -128,6 +142,7 @@ func TestCollectorRendersFigures(t *testing.T) {
 		`replproxy_replica_offset_bytes{replica_ip="127.0.0.1",replica_port="6381"}`,
 		`replproxy_replica_lag_seconds{replica_ip="127.0.0.1",replica_port="6381"}`,
 		`replproxy_replica_lag_bytes{replica_ip="127.0.0.1",replica_port="6381"}`,
+		`replproxy_replica_unacked_age_seconds{replica_ip="127.0.0.1",replica_port="6381"}`,
 	} {
 		if _, ok := m[s]; ok {
 			t.Errorf("%s present, want absent", s)
@@ -158,12 +173,35 @@ func TestCollectorAbsentGroups(t *testing.T) {
 // figures share a series.
 func TestMetricSpecsUnique(t *testing.T) {
 	seen := map[string]bool{}
-	for _, m := range metricSpecs {
+	for _, m := range everyMetric() {
 		if seen[m.name] {
 			t.Errorf("metric %s listed twice", m.name)
 		}
 		seen[m.name] = true
 	}
+}
+
+// namedMetric is what the naming and documentation tests read of a
+// metric, gauge, counter or histogram.
+type namedMetric struct {
+	name, typ string // typ as the metrics table writes it
+	labels    []string
+}
+
+// everyMetric lists metricSpecs and histogramSpecs alike.
+func everyMetric() []namedMetric {
+	var out []namedMetric
+	for _, m := range metricSpecs {
+		typ := "gauge"
+		if m.kind == counter {
+			typ = "counter"
+		}
+		out = append(out, namedMetric{m.name, typ, m.labels})
+	}
+	for _, h := range histogramSpecs {
+		out = append(out, namedMetric{h.name, "histogram", h.labels})
+	}
+	return out
 }
 
 // TestMetricNames holds every replproxy_ metric to Prometheus's naming
@@ -172,10 +210,10 @@ func TestMetricSpecsUnique(t *testing.T) {
 // never slave_ or master_ but for master_repl_offset_bytes (INFO's name for
 // the proxy's own offset); no label named after a unit.
 func TestMetricNames(t *testing.T) {
-	for _, m := range metricSpecs {
+	for _, m := range everyMetric() {
 		total := strings.HasSuffix(m.name, "_total")
-		if (m.kind == counter) != total {
-			t.Errorf("%s: counter %v, _total %v", m.name, m.kind == counter, total)
+		if (m.typ == "counter") != total {
+			t.Errorf("%s: counter %v, _total %v", m.name, m.typ == "counter", total)
 		}
 		base := strings.TrimSuffix(m.name, "_total")
 		if strings.Contains(base, "slave") || (strings.HasPrefix(base, "master_") && base != "master_repl_offset_bytes") {
@@ -242,7 +280,7 @@ func docMetrics(t *testing.T) map[string]string {
 func TestMetricDocs(t *testing.T) {
 	served := map[string]bool{}
 	documented := docMetrics(t)
-	for _, m := range metricSpecs {
+	for _, m := range everyMetric() {
 		name := "replproxy_" + m.name
 		served[name] = true
 		typ, ok := documented[name]
@@ -250,12 +288,14 @@ func TestMetricDocs(t *testing.T) {
 			t.Errorf("%s is not in the metrics table of %s", name, metricsDoc)
 			continue
 		}
-		want := "gauge"
-		if m.kind == counter {
-			want = "counter"
+		if typ != m.typ {
+			t.Errorf("%s is a %s; the metrics table of %s says %q", name, m.typ, metricsDoc, typ)
 		}
-		if typ != want {
-			t.Errorf("%s is a %s; the metrics table of %s says %q", name, want, metricsDoc, typ)
+	}
+	// A histogram's series are its name with _bucket, _count and _sum.
+	for _, h := range histogramSpecs {
+		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+			served["replproxy_"+h.name+suffix] = true
 		}
 	}
 	for name := range documented {
@@ -291,12 +331,14 @@ func fullFigures() Figures {
 		ConnectedReplicas: 22,
 		Replicas: []Replica{
 			{IP: "10.0.0.1", Port: "6380", State: "online", HasLag: true, Offset: 23, LagSeconds: 24, LagBytes: 25,
+				UnsentSeconds: 0.0625, UnackedSeconds: 1.125,
 				Link: &ReplicaLink{RawBytes: 26, WireBytes: 27, CompressCPUSeconds: 0.5, ThrottledSeconds: 2.75}},
 			{IP: "10.0.0.2", Port: "6381", State: "send_bulk"},
 		},
 		ReplicaStates:   []string{"online", "send_bulk"},
 		ReplicasDropped: 31, ReplicasClosed: []Count{{"killed", 32}}, ClientsClosed: []Count{{"quit", 34}},
-		SyncFull: 35, SyncPartialOK: 36, SyncPartialErr: 37, FullSyncs: []Count{{"requested", 38}},
+		RelayDelays: []Histogram{{Label: "loop", Bounds: []float64{0.001, 0.01}, Counts: []int64{94, 95}, Count: 96, Sum: 0.375}},
+		SyncFull:    35, SyncPartialOK: 36, SyncPartialErr: 37, FullSyncs: []Count{{"requested", 38}},
 		ReplInputBytes: 40, ReplOutputBytes: 41, NetInputBytes: 42, NetOutputBytes: 43,
 		ConnectionsReceived: 44, RejectedConnections: 45, CommandsProcessed: 46, ConnectedClients: 47,
 		ACLAccessDeniedAuth: 48, TLSConnectionsReceived: 49, TLSHandshakeFailures: 50, MetricsAuthFailures: 92, MetricsAuthThrottled: 93,
@@ -317,14 +359,23 @@ func fullFigures() Figures {
 	}
 }
 
-// renderSpecs is every series metricSpecs make of f, by name and label
-// values.
+// renderSpecs is every series metricSpecs and histogramSpecs make of f, by
+// name and label values.
 func renderSpecs(f Figures) map[string]float64 {
 	out := map[string]float64{}
 	for _, m := range metricSpecs {
 		m.series(&f, func(v float64, labelValues ...string) {
 			out[m.name+"{"+strings.Join(labelValues, ",")+"}"] = v
 		})
+	}
+	for _, h := range histogramSpecs {
+		for _, x := range h.series(&f) {
+			for i, b := range x.Bounds {
+				out[h.name+"_bucket{"+x.Label+",le="+strconv.FormatFloat(b, 'g', -1, 64)+"}"] = float64(x.Counts[i])
+			}
+			out[h.name+"_count{"+x.Label+"}"] = float64(x.Count)
+			out[h.name+"_sum{"+x.Label+"}"] = x.Sum
+		}
 	}
 	return out
 }
@@ -348,6 +399,17 @@ func TestMetricSpecsHaveSeries(t *testing.T) {
 		})
 		if n == 0 {
 			t.Errorf("%s: no series with every figure set", m.name)
+		}
+	}
+	for _, h := range histogramSpecs {
+		xs := h.series(&f)
+		if len(xs) == 0 {
+			t.Errorf("%s: no series with every figure set", h.name)
+		}
+		for _, x := range xs {
+			if len(x.Bounds) == 0 || len(x.Counts) != len(x.Bounds) || len(h.labels) != 1 {
+				t.Errorf("%s: %d bounds, %d counts, labels %q", h.name, len(x.Bounds), len(x.Counts), h.labels)
+			}
 		}
 	}
 }

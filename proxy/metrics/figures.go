@@ -59,6 +59,10 @@ type Figures struct {
 	ReplicasDropped   int64
 	ReplicasClosed    []Count // by close reason
 	ClientsClosed     []Count // by close reason
+	// RelayDelays is the time from a stream byte's arrival from the
+	// primary to its write to a replica, one histogram per write path
+	// (its Label): inline, loop, log. INFO has no field for it.
+	RelayDelays []Histogram
 
 	// Downstream syncs and traffic (INFO stats).
 	SyncFull                        int64
@@ -125,6 +129,18 @@ type Count struct {
 	Value int64
 }
 
+// A Histogram is one series of a histogram: its label value, and its
+// buckets as Prometheus has them, cumulative: Counts[i] observations at
+// most Bounds[i]; Count every observation, those above the last bound
+// included; Sum their total. Bounds and Sum are in the metric's unit.
+type Histogram struct {
+	Label  string
+	Bounds []float64 // ascending
+	Counts []int64   // as long as Bounds
+	Count  int64
+	Sum    float64
+}
+
 // A Replica is one slaveN line of INFO replication, under its stable
 // identity: the address and listening port it announced (slaveN ip and
 // port), which a reconnect keeps, not its client id, which it does not.
@@ -139,6 +155,12 @@ type Replica struct {
 	Offset     int64 // highest offset acknowledged
 	LagSeconds int64 // since its last ACK
 	LagBytes   int64 // MasterReplOffset minus Offset, at least 0
+	// UnsentSeconds is the age of the oldest stream byte published and not
+	// yet written to the replica (slaveN unsent_ms), shown for every
+	// replica; UnackedSeconds the age of the oldest written and not
+	// acknowledged (slaveN unacked_ms), shown with the lag (HasLag).
+	UnsentSeconds  float64
+	UnackedSeconds float64
 	// Link is the replica's link figures when it is a downstream proxy
 	// (INFO links' linkN), nil otherwise.
 	Link *ReplicaLink

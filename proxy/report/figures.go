@@ -130,6 +130,23 @@ func (r *Report) labelledFigures(f *metrics.Figures) {
 	for i, reason := range snapshots.SourceReasons {
 		f.SnapshotSourceFailures = append(f.SnapshotSourceFailures, metrics.Count{Label: reason, Value: st.Source.Failures[i]})
 	}
+	for p := range downstream.NumWritePaths {
+		f.RelayDelays = append(f.RelayDelays, relayHistogram(p.String(), st.RelayDelays[p]))
+	}
+}
+
+// relayHistogram is one write path's relay delays as /metrics shows them:
+// in seconds, the buckets made cumulative.
+func relayHistogram(label string, c downstream.RelayCounts) metrics.Histogram {
+	bounds := downstream.RelayBounds()
+	h := metrics.Histogram{Label: label, Bounds: make([]float64, len(bounds)), Counts: make([]int64, len(bounds)),
+		Sum: c.Sum.Seconds()}
+	for i, b := range bounds {
+		h.Count += c.Buckets[i]
+		h.Bounds[i], h.Counts[i] = b.Seconds(), h.Count
+	}
+	h.Count += c.Buckets[len(bounds)] // above every bound
+	return h
 }
 
 // partFigures sets the figures of the parts that may be absent: the
@@ -186,6 +203,7 @@ func replicaSeries(rs []Replica) []metrics.Replica {
 		m := metrics.Replica{
 			IP: rp.IP, Port: strconv.Itoa(rp.Port), State: rp.State.String(),
 			HasLag: rp.HasLag, Offset: rp.Offset, LagSeconds: rp.Lag, LagBytes: rp.LagBytes,
+			UnsentSeconds: rp.Unsent.Seconds(), UnackedSeconds: rp.Unacked.Seconds(),
 		}
 		if l := rp.Link; l != nil {
 			m.Link = &metrics.ReplicaLink{RawBytes: l.Raw, WireBytes: l.Wire, CompressCPUSeconds: l.CPU,

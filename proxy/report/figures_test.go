@@ -73,3 +73,35 @@ func TestFiguresUpstreamTimes(t *testing.T) {
 		})
 	}
 }
+
+// TestFiguresRelayDelays: each write path's histogram reaches /metrics'
+// figures labelled by its path, in seconds, its buckets made cumulative and
+// its count including the writes above every bound; and a replica's delays
+// are its gauges, in seconds.
+func TestFiguresRelayDelays(t *testing.T) {
+	r := &Report{Config: config.DefaultConfig(), Replicas: []Replica{
+		{IP: "10.0.0.1", Port: 6379, State: downstream.Online, HasLag: true,
+			Unsent: 250 * time.Millisecond, Unacked: 1500 * time.Millisecond},
+	}}
+	loop := &r.Stats.RelayDelays[downstream.WriteLoop]
+	loop.Buckets[0], loop.Buckets[2], loop.Buckets[len(loop.Buckets)-1] = 3, 4, 2
+	loop.Sum = 90 * time.Second
+	f := r.Figures()
+	if len(f.RelayDelays) != int(downstream.NumWritePaths) {
+		t.Fatalf("%d relay delay histograms, want one per path", len(f.RelayDelays))
+	}
+	h := f.RelayDelays[downstream.WriteLoop]
+	bounds := downstream.RelayBounds()
+	if h.Label != "loop" || len(h.Bounds) != len(bounds) || h.Bounds[0] != 0.0001 || h.Bounds[len(bounds)-1] != 30 {
+		t.Errorf("loop histogram %s, bounds %v: want loop, in seconds", h.Label, h.Bounds)
+	}
+	if h.Counts[0] != 3 || h.Counts[1] != 3 || h.Counts[2] != 7 || h.Counts[len(bounds)-1] != 7 || h.Count != 9 || h.Sum != 90 {
+		t.Errorf("loop histogram counts %v, count %d, sum %v; want cumulative 3, 3, 7 … 7, count 9, sum 90", h.Counts, h.Count, h.Sum)
+	}
+	if in := f.RelayDelays[downstream.WriteInline]; in.Label != "inline" || in.Count != 0 {
+		t.Errorf("inline histogram %+v, want empty", in)
+	}
+	if rp := f.Replicas[0]; rp.UnsentSeconds != 0.25 || rp.UnackedSeconds != 1.5 {
+		t.Errorf("replica delays %v and %v s, want 0.25 and 1.5", rp.UnsentSeconds, rp.UnackedSeconds)
+	}
+}

@@ -253,8 +253,12 @@ func writeInfoReplication(w infoWriter, r *Report) {
 	}
 	w.kv("connected_slaves", len(r.Replicas))
 	for i, rp := range r.Replicas {
-		w.kv(fmt.Sprintf("slave%d", i), fmt.Sprintf("ip=%s,port=%d,state=%s,offset=%d,lag=%d",
-			rp.IP, rp.Port, rp.State, rp.Offset, rp.Lag))
+		// Redis's fields first, as Redis writes them (Sentinel and clients
+		// read them by name, and Sentinel finds ip= and port= by searching
+		// the line: no field of ours may contain either); then the
+		// proxy's own, in milliseconds with microsecond digits.
+		w.kv(fmt.Sprintf("slave%d", i), fmt.Sprintf("ip=%s,port=%d,state=%s,offset=%d,lag=%d,unsent_ms=%.3f,unacked_ms=%.3f",
+			rp.IP, rp.Port, rp.State, rp.Offset, rp.Lag, millis(rp.Unsent), millis(rp.Unacked)))
 	}
 	w.kv("master_failover_state", "no-failover")
 	w.kv("master_replid", id.ReplID)
@@ -362,6 +366,9 @@ func writeInfoLinks(w infoWriter, r *Report) {
 		n++
 	}
 }
+
+// millis is d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // yesNo is a yes/no directive's value as its configuration spells it.
 func yesNo(b bool) string {

@@ -43,7 +43,8 @@ func TestInfoDerivedFields(t *testing.T) {
 			Applied: 990, SyncTotal: 4000, SyncRead: 1000},
 		Offset: 1000, Filled: 1003, StreamSince: -1,
 		Replicas: []Replica{
-			{IP: "10.0.0.1", Port: 6379, State: downstream.Online, Offset: 900, Lag: 2},
+			{IP: "10.0.0.1", Port: 6379, State: downstream.Online, Offset: 900, Lag: 2,
+				Unsent: 1234567 * time.Nanosecond, Unacked: 412345 * time.Microsecond},
 			{IP: "10.0.0.2", Port: 6379, State: downstream.Online,
 				Link: &Link{Compression: "zstd", Raw: 4096, Wire: 1024, CPU: 0.25, KBps: 1.5, Throttled: 1500 * time.Millisecond}},
 			{IP: "10.0.0.3", Port: 6379, State: downstream.SendBulk},
@@ -64,7 +65,10 @@ func TestInfoDerivedFields(t *testing.T) {
 		"slave_read_repl_offset":          "1003",
 		"slave_repl_offset":               "990",
 		"connected_slaves":                "3",
-		"slave2":                          "ip=10.0.0.3,port=6379,state=send_bulk,offset=0,lag=0",
+		// Redis's fields as Redis writes them, then the delays in
+		// milliseconds to the microsecond.
+		"slave0": "ip=10.0.0.1,port=6379,state=online,offset=900,lag=2,unsent_ms=1.235,unacked_ms=412.345",
+		"slave2": "ip=10.0.0.3,port=6379,state=send_bulk,offset=0,lag=0,unsent_ms=0.000,unacked_ms=0.000",
 		"upstream_link": "compression=refused,raw_bytes=10,wire_bytes=0,ratio=1.00,cpu_sec=0.000," +
 			"fetch_raw_bytes=44,fetch_wire_bytes=22,fetch_cpu_sec=0.000,input_kbps=0.00",
 		"link0": "ip=10.0.0.2,port=6379,compression=zstd,raw_bytes=4096,wire_bytes=1024,ratio=4.00," +

@@ -82,7 +82,12 @@ type Replica struct {
 	// be the whole stream: /metrics shows no lag until then (INFO shows
 	// offset and lag as Redis does).
 	HasLag bool
-	Link   *Link // a downstream proxy's link (INFO's linkN); nil for other replicas
+	// Unsent and Unacked are its delay (downstream.Delay): the ages of the
+	// oldest stream byte not yet written to it and of the oldest written
+	// and not acknowledged, 0 when there is none; INFO's unsent_ms and
+	// unacked_ms. /metrics shows Unacked only with HasLag, as the lag.
+	Unsent, Unacked time.Duration
+	Link            *Link // a downstream proxy's link (INFO's linkN); nil for other replicas
 }
 
 // A Link is one link's compression as INFO's Links section and the
@@ -198,6 +203,10 @@ type Counters struct {
 	ACLDeniedCmd, ACLDeniedKey, ACLDeniedChannel                 int64
 	TLSConnectionsReceived, TLSHandshakeFailures                 int64
 	MetricsAuthFailures, MetricsAuthThrottled                    int64
+
+	// RelayDelays is the time from a stream byte's arrival to its write to
+	// a replica, by write path (downstream.WriteDelays): /metrics only.
+	RelayDelays [downstream.NumWritePaths]downstream.RelayCounts
 }
 
 // snapshotSource is snapshot_source: the snapshot-from source in force as

@@ -59,6 +59,12 @@ type Stats struct {
 	// The monitoring port (proxy section).
 	MetricsAuthFailures  atomic.Int64 // metrics_auth_failures: requests refused 401 (metrics-web-config's basic_auth_users)
 	MetricsAuthThrottled atomic.Int64 // metrics_auth_throttled: requests refused 429, the password checks' queue full
+
+	// RelayDelays is the histogram of the time from a stream byte's arrival
+	// to its write to a replica, which every replica adds to
+	// (downstream.Counters.Delays). Not reset by CONFIG RESETSTAT: a
+	// histogram's counts only grow, as Prometheus reads them.
+	RelayDelays downstream.WriteDelays
 }
 
 // Reset zeroes the counters CONFIG RESETSTAT resets in Redis 7.0
@@ -132,6 +138,9 @@ func (st *Stats) Read() Counters {
 	for i := range st.ReplicaCloses {
 		c.ReplicaCloses[i] = st.ReplicaCloses[i].Load()
 		c.ClientCloses[i] = st.ClientCloses[i].Load()
+	}
+	for p := range downstream.NumWritePaths {
+		c.RelayDelays[p] = st.RelayDelays.Read(p)
 	}
 	return c
 }

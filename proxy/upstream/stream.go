@@ -52,8 +52,10 @@ func (c *session) streamLoop() error {
 	}
 	var one [1][]byte
 	want := replbuf.BlockSize
+	now := time.Now()
 	for {
-		now := time.Now()
+		// The deadline is renewed from the time the last read returned:
+		// what ran since (scanning, publishing) is far below its refresh.
 		dl.touch(now)
 		// A plain socket is read with readv into as many blocks as the
 		// last read filled, twice over (fillWant); any other source (TLS,
@@ -67,6 +69,12 @@ func (c *session) streamLoop() error {
 			one[0], err = st.Fill(src)
 			ps = one[:]
 		}
+		// The read's bytes arrived now, after it returned (it may have
+		// waited for them): the stream dates them so (Arrived), for the
+		// replicas' delays, and the link's last I/O is now. One clock read
+		// per read, as before the stream kept arrival times.
+		now = time.Now()
+		st.Arrived(now)
 		// Each slice is taken as one read's bytes are: scanned, published,
 		// a GETACK in it answered.
 		for _, p := range ps {

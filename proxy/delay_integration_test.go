@@ -88,7 +88,10 @@ func mustReadDelays(t testing.TB, p *testProxy, xc *redistest.Client, port int) 
 // INFO's unsent_ms and unacked_ms for it, and its gauges, show about how
 // long it has been stopped, and the other replica's stay small; resumed,
 // its figures fall back, and the relay-delay histogram has the writes that
-// waited for it.
+// waited for it. A probe published on the primary as the stop begins, and
+// received by a subscriber of the stopped replica once it resumes, saw the
+// delay INFO's last reading showed, plus the time from that reading to the
+// resume.
 func TestReplicaDelayStopped(t *testing.T) {
 	primary, pc := startPrimary(t)
 	p := metricsProxy(t, replicaOf(primary)...)
@@ -98,6 +101,8 @@ func TestReplicaDelayStopped(t *testing.T) {
 	writeMixed(t, pc, 100)
 	dsWaitSynced(t, pc, rcs...)
 	stopped, healthy := servers[0].Port(), servers[1].Port()
+	sub := redistest.Dial(t, servers[0].Addr())
+	sub.MustDo(t, "SUBSCRIBE", "delay:probe")
 
 	wc := redistest.Dial(t, primary.Addr())
 	stop, writerDone := make(chan struct{}), make(chan struct{})
@@ -140,12 +145,17 @@ func TestReplicaDelayStopped(t *testing.T) {
 
 	pausedAt := time.Now()
 	servers[0].Pause()
+	pc.MustDo(t, "PUBLISH", "delay:probe", "stop")
+	probeSent := time.Now()
 	dsSetBig(t, pc, "delay:burst", 16, 16, 512<<10)
 	checked := 0
+	var last replicaDelays // the last reading during the stop
+	var lastAt time.Time   // when it ended
 	for since := time.Since(pausedAt); since < 1200*time.Millisecond; since = time.Since(pausedAt) {
 		d := mustReadDelays(t, p, xc, stopped)
 		o := mustReadDelays(t, p, xc, healthy)
 		until := time.Since(pausedAt) // the figures were read between since and until
+		last, lastAt = d, pausedAt.Add(until)
 		t.Logf("stopped %.3f–%.3f s: unsent %.3f / %.3f, unacked %.3f / %.3f (INFO / gauge); the other's unsent %.3f, unacked %.3f",
 			since.Seconds(), until.Seconds(), d.unsent, d.unsentSeries, d.unacked, d.unackedSr, o.unsent, o.unacked)
 		if since >= 500*time.Millisecond {
@@ -176,8 +186,27 @@ func TestReplicaDelayStopped(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	servers[0].Resume()
+	resumedAt := time.Now()
 	if checked < 3 {
 		t.Fatalf("%d readings during the stop, want at least 3", checked)
+	}
+	msg, err := sub.Receive()
+	if err != nil {
+		t.Fatalf("the probe on the stopped replica: %v", err)
+	}
+	probeDelay := time.Since(probeSent)
+	if a := msg.Array(); len(a) != 3 || a[2].String() != "stop" {
+		t.Fatalf("the probe on the stopped replica: %v", msg)
+	}
+	// The probe waited from the stop to the resume and a little after;
+	// INFO's last reading, plus the time from it to the resume, is what it
+	// should have seen, within the probe's own delivery and the readings'
+	// scheduling.
+	want := last.unacked + resumedAt.Sub(lastAt).Seconds()
+	t.Logf("probe delay %.3f s; INFO's last unacked %.3f s + %.3f s to the resume = %.3f s",
+		probeDelay.Seconds(), last.unacked, resumedAt.Sub(lastAt).Seconds(), want)
+	if d := probeDelay.Seconds() - want; d < -0.1 || d > 0.3 {
+		t.Errorf("the probe saw %.3f s, INFO's figures say %.3f s", probeDelay.Seconds(), want)
 	}
 
 	redistest.WaitFor(t, 10*time.Second, "the resumed replica's delays small again", func() bool {

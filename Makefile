@@ -68,14 +68,17 @@ promtool:
 	fi
 	@promtool --version 2>&1 | head -1
 
-# bench measures the engine, streaming (direct, chained through a redis-server,
-# through replproxy), the relays at paced rates and idle, full syncs, a proxy
-# restart and two regions (network namespaces joined by a 100 Mbit/s veth, a
-# plain against a zstd link between two proxies) against real Redis, and
-# writes bench/RESULTS.md with charts beside it. The regions section needs
-# root, ip and tc: without them it is skipped and RESULTS.md and the summary
-# say why. QUICK=1 is a run of a few minutes; BENCH_ARGS passes more flags (go
-# run . -h in bench/ lists them), e.g.
+# bench measures the engine, the delay a write takes to reach a replica
+# (direct, through a byte forwarder, a chained redis-server and replproxy, in
+# one run), streaming (direct, chained through a redis-server, through
+# replproxy), the relays at paced rates and idle, full syncs, a proxy
+# restart, a hundred replicas direct and behind one proxy, and two regions
+# (network namespaces joined by a 100 Mbit/s veth, a plain against a zstd
+# link between two proxies) against real Redis, and writes bench/RESULTS.md
+# with charts beside it. The regions section needs root, ip and tc: without
+# them it is skipped and RESULTS.md and the summary say why. QUICK=1 is a run
+# of under five minutes on 2 cores; BENCH_ARGS passes more flags (go run . -h
+# in bench/ lists them), e.g.
 #   make bench QUICK=1 BENCH_ARGS='-note "another job was using the CPUs"'
 #   make bench BENCH_ARGS=-dry-run    # list the points a run measures
 #   make bench BENCH_ARGS=-profile    # add perf profiles of the proxy (needs perf)

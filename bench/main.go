@@ -9,7 +9,7 @@
 // Run it in bench/:
 //
 //	make bench           # the full run (go run . in bench/)
-//	make bench QUICK=1   # a few minutes on 2 cores (go run . -quick in bench/)
+//	make bench QUICK=1   # under five minutes on 2 cores (go run . -quick in bench/)
 //
 // It measures these, each in its own file:
 //

@@ -67,7 +67,10 @@ type flushingSource struct {
 // its waits in the poller come less than a window apart on average
 // (cycle), or a window's worth of it brings denseBytes; a window that ends
 // with nothing in it ends the coalescing, and the socket is read as it
-// arrives again. Owned by the stream loop.
+// arrives again. The window is 0 unless an operator sets one: every byte
+// a window holds back reaches the replicas that much later, and a
+// replica's readers feel that more than the proxy feels its CPU. Owned by
+// the stream loop.
 type coalescer struct {
 	window func() time.Duration // Host.ReadCoalesce, read at every wait
 	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
@@ -323,7 +326,7 @@ func (s *flushingSource) park(fd uintptr) {
 // every window's read deadline wakes the thread blocked in the poller to
 // recompute its timeout: at 512 B values, 1 replica, those were about
 // three quarters of the proxy's context switches. Holding the P for a
-// window (repl-read-coalesce-usec, 1 ms by default) while the stream is
+// window (repl-read-coalesce-usec, when an operator sets one) while the stream is
 // coalesced costs the other goroutines that P for as long, which is why it
 // is done only with two Ps or more (runtime.GOMAXPROCS) and only while the
 // stream is coalesced: a stream that leaves a window empty is read as it

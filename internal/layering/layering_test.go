@@ -80,6 +80,7 @@ var allowed = map[string][]string{
 	"bench/internal/cluster":  {"bench/..."},
 	"bench/internal/gobench":  {"bench/..."},
 	"bench/internal/load":     {"bench/..."},
+	"bench/internal/probe":    {},
 	"bench/internal/procstat": {"bench/..."},
 	"bench/internal/sample":   {"bench/..."},
 }

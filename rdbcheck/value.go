@@ -166,16 +166,25 @@ func (w *walk) hash() error {
 	}
 	set := w.memberSet()
 	for range n {
-		dup, err := w.member(set)
-		if err != nil {
+		if err := w.hashField(set); err != nil {
 			return err
 		}
-		if err := w.skipString(); err != nil {
-			return err
-		}
-		if dup {
-			return w.fail("duplicate hash fields detected")
-		}
+	}
+	return nil
+}
+
+// hashField reads one field of a hash (remembered in set, so that a field
+// seen twice fails) and its value.
+func (w *walk) hashField(set *seen) error {
+	dup, err := w.member(set)
+	if err != nil {
+		return err
+	}
+	if err := w.skipString(); err != nil {
+		return err
+	}
+	if dup {
+		return w.fail("duplicate hash fields detected")
 	}
 	return nil
 }
@@ -216,15 +225,8 @@ func (w *walk) hashMetadata(t byte) error {
 		if expireAt > expireTimeMax {
 			return w.fail("invalid expireAt time: %d", expireAt)
 		}
-		dup, err := w.member(set)
-		if err != nil {
+		if err := w.hashField(set); err != nil {
 			return err
-		}
-		if err := w.skipString(); err != nil {
-			return err
-		}
-		if dup {
-			return w.fail("duplicate hash fields detected")
 		}
 	}
 	return nil

@@ -71,8 +71,8 @@ func (c *session) streamLoop() error {
 		}
 		// The read's bytes arrived now, after it returned (it may have
 		// waited for them): the stream dates them so (Arrived), for the
-		// replicas' delays, and the link's last I/O is now. One clock read
-		// per read, as before the stream kept arrival times.
+		// replicas' delays, and the link's last I/O is now: one clock read
+		// per read serves both.
 		now = time.Now()
 		st.Arrived(now)
 		// Each slice is taken as one read's bytes are: scanned, published,

@@ -103,7 +103,7 @@ type delayPath int
 
 const (
 	pathDirect delayPath = iota
-	pathFloor            // through the forwarder (forward.go), one replica
+	pathFloor            // through the forwarder (forward.go): N replicas, each its own connection to the primary
 	pathChained
 	pathProxy
 	nPaths
@@ -183,7 +183,7 @@ func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayS
 	}
 	for _, p := range delayPaths {
 		n := pt.replicas
-		if p == pathDirect || p == pathFloor {
+		if p == pathDirect {
 			n = 1
 		}
 		up := s.relay(p)
@@ -436,8 +436,9 @@ func runDelay(ctx context.Context, o *options, proxyBin string) (*delayResult, e
 				return nil, fmt.Errorf("delay %s, run %d: %w", pt, rep, err)
 			}
 			d, fl, ch, px := probe.Summarise(r.delays[pathDirect].Last), probe.Summarise(r.delays[pathFloor].Last), probe.Summarise(r.delays[pathChained].Last), probe.Summarise(r.delays[pathProxy].Last)
-			logf("delay run %d %-30s (window %s) p50/p99 µs: direct %4.0f/%5.0f floor %4.0f/%5.0f chained %4.0f/%5.0f proxy %4.0f/%5.0f; CPU %% chained %4.1f proxy %4.1f; lost %d",
+			logf("delay run %d %-30s (window %s) p50/p99 µs: direct %4.0f/%5.0f floor %4.0f/%5.0f chained %4.0f/%5.0f proxy %4.0f/%5.0f; CPU %% floor %4.1f chained %4.1f proxy %4.1f; lost %d",
 				rep, pt, r.window, d.P50, d.P99, fl.P50, fl.P99, ch.P50, ch.P99, px.P50, px.P99,
+				pctCore(r.cpu[pathFloor], time.Duration(r.seconds*float64(time.Second))),
 				pctCore(r.cpu[pathChained], time.Duration(r.seconds*float64(time.Second))),
 				pctCore(r.cpu[pathProxy], time.Duration(r.seconds*float64(time.Second))), r.lost)
 			runs[pt] = append(runs[pt], r)

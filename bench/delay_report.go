@@ -36,22 +36,22 @@ func fmtQ(q probe.Quantiles) string {
 }
 
 // delayGoals are the goals' rows: every row at the proxy's default window.
-func (x *delayResult) delayGoals() []goal20 {
-	var gs []goal20
+func (x *delayResult) delayGoals() []goalRow {
+	var gs []goalRow
 	for _, s := range x.points {
 		if s.point.window != delayDefault || s.point.variant != "" {
 			continue
 		}
 		row := fmt.Sprintf("%s, %s, N=%d", s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas)
 		ch, px := s.added(pathChained), s.added(pathProxy)
-		gs = append(gs, goal20{"added median ≤ half the chained relay's", row,
+		gs = append(gs, goalRow{"added median ≤ half the chained relay's", row,
 			fmt.Sprintf("%.0f µs (chained %.0f µs)", px, ch), fmt.Sprintf("≤ %.0f µs", delayAddedShare*max(ch, 0)), px <= delayAddedShare*max(ch, 0)})
 		for _, q := range []struct {
 			name string
 			get  func(probe.Quantiles) float64
 		}{{"p99", func(q probe.Quantiles) float64 { return q.P99 }}, {"p99.9", func(q probe.Quantiles) float64 { return q.P999 }}} {
 			a, b := q.get(s.delays[pathProxy]), q.get(s.delays[pathChained])
-			gs = append(gs, goal20{q.name + " ≤ the chained relay's", row, fmt.Sprintf("%.0f µs", a), fmt.Sprintf("≤ %.0f µs", b), a <= b})
+			gs = append(gs, goalRow{q.name + " ≤ the chained relay's", row, fmt.Sprintf("%.0f µs", a), fmt.Sprintf("≤ %.0f µs", b), a <= b})
 		}
 		if s.point.rate == 0 {
 			continue
@@ -61,9 +61,9 @@ func (x *delayResult) delayGoals() []goal20 {
 			limit, target = delayCPULow, fmt.Sprintf("≤ %.2f×", delayCPULow)
 		}
 		cpu := s.core[pathProxy].Median / s.core[pathChained].Median
-		gs = append(gs, goal20{"relay CPU ÷ chained", row, fmt.Sprintf("%.2f×", cpu), target, cpu <= limit})
+		gs = append(gs, goalRow{"relay CPU ÷ chained", row, fmt.Sprintf("%.2f×", cpu), target, cpu <= limit})
 		sw := s.switches[pathProxy].Median / s.switches[pathChained].Median
-		gs = append(gs, goal20{"context switches ÷ chained", row, fmt.Sprintf("%.2f×", sw), fmt.Sprintf("≤ %.1f×", delaySwitches), sw <= delaySwitches})
+		gs = append(gs, goalRow{"context switches ÷ chained", row, fmt.Sprintf("%.2f×", sw), fmt.Sprintf("≤ %.1f×", delaySwitches), sw <= delaySwitches})
 	}
 	return gs
 }

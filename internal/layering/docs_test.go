@@ -1,0 +1,173 @@
+package layering
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the repository's root, two folders up, with its go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the module's root is not two folders up: %v", err)
+	}
+	return root
+}
+
+// readRepoFile reads a file of the repository by its path in it.
+func readRepoFile(t *testing.T, root, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// walkRepo calls f for every file below root but .git's, by its path in
+// the repository.
+func walkRepo(t *testing.T, root string, f func(rel string)) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		f(filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPackageMapParsed(t *testing.T) {
+	md := "# A\n\n## Package map\n\nIntro with `not/a/row`.\n\n" +
+		"| package | its job | may import |\n|---|---|---|\n" +
+		"| `a` | does `x` | nothing of the module |\n" +
+		"| `b/c/` | more | `a`, `d/...` |\n\n" +
+		"| path | what it is |\n|---|---|\n| `scripts/` | not a package |\n\n" +
+		"| package | its job | may import |\n|---|---|---|\n| `e` | again | `a` |\n| `a` | twice | |\n\n" +
+		"## Next\n\n| package | its job | may import |\n|---|---|---|\n| `f` | after the section | |\n"
+	got, dup := packageMap(md)
+	want := map[string][]string{"a": nil, "b/c": {"a", "d/..."}, "e": {"a"}}
+	if len(got) != len(want) {
+		t.Errorf("packageMap = %q, want %q", got, want)
+	}
+	for pkg, imports := range want {
+		if g, ok := got[pkg]; !ok || !slices.Equal(g, imports) {
+			t.Errorf("packageMap[%q] = %q, %v; want %q", pkg, g, ok, imports)
+		}
+	}
+	if !slices.Equal(dup, []string{"a"}) {
+		t.Errorf("duplicates %q, want [a]", dup)
+	}
+}
+
+// TestPackageMap fails when docs/architecture.md's package map leaves out a
+// package of the module (or of bench/), names one that does not exist, or
+// gives a package other imports than the layering table allows it.
+func TestPackageMap(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := modulePackages(t, root)
+	doc, dup := packageMap(readRepoFile(t, root, "docs/architecture.md"))
+	if len(doc) < 10 {
+		t.Fatalf("docs/architecture.md's package map has %d rows: it was not found, or not read", len(doc))
+	}
+	for _, pkg := range dup {
+		t.Errorf("docs/architecture.md's package map names %s twice", pkg)
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		imports, ok := doc[pkg]
+		if !ok {
+			t.Errorf("package %s is not in docs/architecture.md's package map: add its row (its job, and what it may import: %q)", pkg, allowed[pkg])
+			continue
+		}
+		if want := slices.Sorted(slices.Values(allowed[pkg])); !slices.Equal(slices.Sorted(slices.Values(imports)), want) {
+			t.Errorf("docs/architecture.md says %s may import %q; the layering table allows %q", pkg, imports, want)
+		}
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(doc)) {
+		if _, ok := pkgs[pkg]; !ok {
+			t.Errorf("docs/architecture.md's package map names %s, which is no package: remove its row", pkg)
+		}
+	}
+}
+
+func TestMarkdownLinksParsed(t *testing.T) {
+	md := "See [a](a.md), [b](../b/c.md#x \"title\"), [web](https://example.com), ![img](p.png)\n" +
+		"and [here](#top), [mail](mailto:x@y).\n```\n[not](inside.md)\n```\n"
+	if got, want := markdownLinks(md), []string{"a.md", "../b/c.md#x", "p.png", "#top"}; !slices.Equal(got, want) {
+		t.Errorf("markdownLinks = %q, want %q", got, want)
+	}
+	anchors := headingAnchors("# Top\n## Against the stream log's goals\n### 1. Full syncs at once\n" +
+		"## `proxy/` and TLS: what's new?\n## Top\n```\n# not a heading\n```\n#nospace\n")
+	for _, want := range []string{"top", "against-the-stream-logs-goals", "1-full-syncs-at-once", "proxy-and-tls-whats-new", "top-1"} {
+		if !anchors[want] {
+			t.Errorf("headingAnchors lacks %q: %v", want, anchors)
+		}
+	}
+	if len(anchors) != 5 {
+		t.Errorf("headingAnchors = %v, want 5", anchors)
+	}
+}
+
+// TestMarkdownLinks fails on a relative link of a Markdown file of the
+// repository that names no file, or a heading its file does not have.
+func TestMarkdownLinks(t *testing.T) {
+	root := repoRoot(t)
+	anchorsOf := map[string]map[string]bool{}
+	anchors := func(rel string) map[string]bool {
+		if a, ok := anchorsOf[rel]; ok {
+			return a
+		}
+		a := headingAnchors(readRepoFile(t, root, rel))
+		anchorsOf[rel] = a
+		return a
+	}
+	checked := 0
+	walkRepo(t, root, func(rel string) {
+		if !strings.HasSuffix(rel, ".md") {
+			return
+		}
+		for _, link := range markdownLinks(readRepoFile(t, root, rel)) {
+			checked++
+			target, anchor, _ := strings.Cut(link, "#")
+			dest := rel
+			if target != "" {
+				dest = filepath.ToSlash(filepath.Join(filepath.Dir(rel), target))
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(dest))); err != nil {
+				t.Errorf("%s links %s: no such file", rel, link)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !anchors(dest)[anchor] {
+				t.Errorf("%s links %s: %s has no heading #%s", rel, link, dest, anchor)
+			}
+		}
+	})
+	if checked < 50 {
+		t.Fatalf("checked %d links below %s: the walk went wrong", checked, root)
+	}
+}

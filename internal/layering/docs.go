@@ -12,6 +12,9 @@ import (
 //   - docs/architecture.md's package map (packageMap) names every package
 //     of the module and of bench/, no other, each with exactly the imports
 //     the layering table (allowed, in layering_test.go) lets it make;
+//   - docs/testing.md's list of fuzz targets (fuzzList) names every Fuzz
+//     function of the module under its package, and the Makefile's fuzz
+//     target runs each (makeFuzzTargets);
 //   - every relative link of a Markdown file (markdownLinks) names a file
 //     that exists, and a heading of it when it names one (headingAnchors).
 
@@ -99,6 +102,49 @@ func packageMap(md string) (pkgs map[string][]string, dup []string) {
 		pkgs[pkg] = backticked(cells[2])
 	}
 	return pkgs, dup
+}
+
+// fuzzName matches a fuzz target's name in a document.
+var fuzzName = regexp.MustCompile(`\bFuzz[A-Z0-9_]\w*`)
+
+// fuzzList reads the list under "## Fuzzing" in docs/testing.md: each item
+// ("- `pkg`: ..." and its indented continuation lines) gives, for the
+// package its first backticked span names, the fuzz targets it names.
+func fuzzList(md string) map[string][]string {
+	out := map[string][]string{}
+	pkg := ""
+	for _, line := range section(md, "Fuzzing") {
+		switch {
+		case strings.HasPrefix(line, "- "):
+			pkg = ""
+			if names := backticked(line); len(names) > 0 {
+				pkg = strings.TrimSuffix(names[0], "/")
+			}
+		case strings.HasPrefix(line, "  ") && pkg != "":
+		default:
+			pkg = ""
+		}
+		if pkg != "" {
+			out[pkg] = append(out[pkg], fuzzName.FindAllString(line, -1)...)
+		}
+	}
+	return out
+}
+
+// makeFuzzLine matches a command of the Makefile that runs one fuzz target:
+// the -fuzz pattern's name, and the package's folder (./proxy/wire/).
+var makeFuzzLine = regexp.MustCompile(`-fuzz\s+'?\^?(Fuzz\w+)\$*'?\s.*\s\./(\S*?)/?\s*$`)
+
+// makeFuzzTargets reads the Makefile's fuzz commands: the targets each
+// package's folder runs.
+func makeFuzzTargets(makefile string) map[string][]string {
+	out := map[string][]string{}
+	for _, line := range strings.Split(makefile, "\n") {
+		if m := makeFuzzLine.FindStringSubmatch(line); m != nil {
+			out[m[2]] = append(out[m[2]], m[1])
+		}
+	}
+	return out
 }
 
 // markdownLink matches a Markdown link or image: its target, before any

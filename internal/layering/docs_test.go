@@ -1,6 +1,9 @@
 package layering
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"maps"
 	"os"
@@ -111,6 +114,96 @@ func TestPackageMap(t *testing.T) {
 	for _, pkg := range slices.Sorted(maps.Keys(doc)) {
 		if _, ok := pkgs[pkg]; !ok {
 			t.Errorf("docs/architecture.md's package map names %s, which is no package: remove its row", pkg)
+		}
+	}
+}
+
+func TestFuzzListParsed(t *testing.T) {
+	md := "# T\n\n## Other\n\n- `x`: `FuzzNot`.\n\n## Fuzzing\n\nTargets:\n\n" +
+		"- `replbuf`: `FuzzStream`.\n" +
+		"- `proxy/wire`: `FuzzA`, `FuzzB`: what\n  they do, and `FuzzC`\n  too.\n" +
+		"Not an item: `FuzzD`.\n- `proxy/wire/`: `FuzzE`.\n"
+	got := fuzzList(md)
+	want := map[string][]string{"replbuf": {"FuzzStream"}, "proxy/wire": {"FuzzA", "FuzzB", "FuzzC", "FuzzE"}}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("fuzzList = %q, want %q", got, want)
+	}
+	mk := "fuzz: redis\n" +
+		"\t$(GO) test -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) ./replbuf/\n" +
+		"\t$(GO) test -run '^$$' -fuzz FuzzStreamScanner -fuzztime $(FUZZTIME) ./proxy/wire/\n" +
+		"\t$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/\n" +
+		"\t$(GO) test -race ./...\n"
+	gotMk := makeFuzzTargets(mk)
+	wantMk := map[string][]string{"replbuf": {"FuzzStream"}, "proxy/wire": {"FuzzStreamScanner"}, "proxy/linkzstd": {"FuzzReader"}}
+	if !maps.EqualFunc(gotMk, wantMk, slices.Equal) {
+		t.Errorf("makeFuzzTargets = %q, want %q", gotMk, wantMk)
+	}
+}
+
+// fuzzTargets returns the fuzz targets of the module below root, by the
+// package's path: every top-level func FuzzXxx(*testing.F) of a test file.
+func fuzzTargets(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	walkRepo(t, root, func(rel string) {
+		if !strings.HasSuffix(rel, "_test.go") || strings.Contains("/"+rel, "/testdata/") {
+			return
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(root, filepath.FromSlash(rel)), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !fuzzName.MatchString(fd.Name.Name) || fd.Type.Params.NumFields() != 1 {
+				continue
+			}
+			if star, ok := fd.Type.Params.List[0].Type.(*ast.StarExpr); !ok {
+				continue
+			} else if sel, ok := star.X.(*ast.SelectorExpr); !ok || sel.Sel.Name != "F" {
+				continue
+			}
+			pkg := filepath.ToSlash(filepath.Dir(rel))
+			out[pkg] = append(out[pkg], fd.Name.Name)
+		}
+	})
+	return out
+}
+
+// TestFuzzTargetsListed fails when a fuzz target of the module is missing
+// from docs/testing.md's list (under its package) or from the Makefile's
+// fuzz target, or when either names a target that does not exist there.
+func TestFuzzTargetsListed(t *testing.T) {
+	root := repoRoot(t)
+	targets := fuzzTargets(t, root)
+	n := 0
+	for _, names := range targets {
+		n += len(names)
+	}
+	if n < 10 {
+		t.Fatalf("found %d fuzz targets below %s: the walk went wrong", n, root)
+	}
+	for _, where := range []struct {
+		file   string
+		listed map[string][]string
+	}{
+		{"docs/testing.md", fuzzList(readRepoFile(t, root, "docs/testing.md"))},
+		{"Makefile", makeFuzzTargets(readRepoFile(t, root, "Makefile"))},
+	} {
+		for _, pkg := range slices.Sorted(maps.Keys(targets)) {
+			for _, name := range targets[pkg] {
+				if !slices.Contains(where.listed[pkg], name) {
+					t.Errorf("%s does not list the fuzz target %s of %s", where.file, name, pkg)
+				}
+			}
+		}
+		for _, pkg := range slices.Sorted(maps.Keys(where.listed)) {
+			for _, name := range where.listed[pkg] {
+				if !slices.Contains(targets[pkg], name) {
+					t.Errorf("%s lists %s under %s, which has no such fuzz target", where.file, name, pkg)
+				}
+			}
 		}
 	}
 }

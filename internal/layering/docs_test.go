@@ -264,3 +264,60 @@ func TestMarkdownLinks(t *testing.T) {
 		t.Fatalf("checked %d links below %s: the walk went wrong", checked, root)
 	}
 }
+
+func TestIssueNumberFound(t *testing.T) {
+	// Each citation is split by a "+", so that this file cites none.
+	for _, s := range []string{"issue " + "36's harness", "(issue " + "46)", "Issue #" + "47", "issues " + "34 and 35", "see (#" + "47)", "ISSUE " + "7", "issue" + "36"} {
+		if !issueNumber.MatchString(s) {
+			t.Errorf("issueNumber misses %q", s)
+		}
+	}
+	for _, s := range []string{"\"#00\"", "as the issue asks", "tissue 5", "[x](#1-full-syncs-at-once)", "color: #ff0000", "p.Issue(t, name)", "issues tickets"} {
+		if issueNumber.MatchString(s) {
+			t.Errorf("issueNumber matches %q", s)
+		}
+	}
+	for path, want := range map[string]bool{
+		"proxy/doc.go": true, "docs/testing.md": true, "Makefile": true, "deploy/systemd/replproxy.service": true,
+		"testdata/replproxy.conf": true, ".ci/run": true, "bench/go.mod": true,
+		"proxy/testdata/fuzz/FuzzDifferential/0a39475ab73041bf": false, "bench/chart-engine.png": false, "rdbcheck/testdata/a.rdb": false,
+		"replproxy": false, "LICENSE": false, ".gitignore": false,
+	} {
+		if got := issueChecked(path); got != want {
+			t.Errorf("issueChecked(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+// TestNoIssueNumbers fails when a file of the repository cites an issue by
+// its number (issueNumber): comments and docs say what the code is now, and
+// why it changed belongs to the commit that changed it. issueNumbersLeft
+// lists the files not reworded yet, each with why.
+func TestNoIssueNumbers(t *testing.T) {
+	root := repoRoot(t)
+	checked, cites := 0, map[string]bool{}
+	walkRepo(t, root, func(rel string) {
+		if !issueChecked(rel) {
+			return
+		}
+		checked++
+		for i, line := range strings.Split(readRepoFile(t, root, rel), "\n") {
+			m := issueNumber.FindString(line)
+			if m == "" {
+				continue
+			}
+			cites[rel] = true
+			if _, ok := issueNumbersLeft[rel]; !ok {
+				t.Errorf("%s:%d cites %q: say what the code is now, and leave the issue to the commit message", rel, i+1, m)
+			}
+		}
+	})
+	if checked < 500 {
+		t.Fatalf("checked %d files below %s: the walk went wrong", checked, root)
+	}
+	for rel := range issueNumbersLeft {
+		if !cites[rel] {
+			t.Errorf("issueNumbersLeft lists %s, which cites no issue number: remove it", rel)
+		}
+	}
+}

@@ -27,8 +27,9 @@
 // docs_test.go fails when docs/architecture.md's package map and the code
 // disagree (a package missing or extra, other imports than the table
 // allows), when a fuzz target is missing from docs/testing.md's list or the
-// Makefile's fuzz target, and on a relative link of a Markdown file that
-// resolves to no file or heading (docs.go lists its rules).
+// Makefile's fuzz target, on a relative link of a Markdown file that
+// resolves to no file or heading, and on a file of the repository that
+// cites an issue by its number (docs.go lists its rules).
 //
 // The layering's rules are the table in layering_test.go (allowed), with
 // the reason for each edge it leaves out beside the row; the package map of

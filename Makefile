@@ -119,7 +119,7 @@ fuzz: redis
 	$(GO) test -run '^$$' -fuzz '^FuzzCorruptChunk$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./rdbcheck/
 
-# chaos runs issue 36's harness (internal/chaos, TestChaos): a two-region
+# chaos runs the chaos harness (internal/chaos, TestChaos): a two-region
 # deployment (netns, so root), a primary, three Sentinels, race-built proxies
 # and their replicas under a steady write load, and a nemesis that picks a
 # fault from SEED every few seconds for DURATION, heals it and checks what it

@@ -35,15 +35,15 @@ func fmtQ(q probe.Quantiles) string {
 	return fmt.Sprintf("%.0f / %.0f / %.0f / %.0f / %.0f", q.P50, q.P90, q.P99, q.P999, q.Max)
 }
 
-// delayGoals are the goals' rows: every row at the proxy's default window.
 // A delayGoal is a goal's row with what the floor made of it: floored
 // marks a missed target that the floor (delay.go's byte forwarder) misses
 // too in the same run, out of any relay's reach there.
 type delayGoal struct {
-	goal20
+	goalRow
 	floored bool
 }
 
+// delayGoals are the goals' rows: every row at the proxy's default window.
 func (x *delayResult) delayGoals() []delayGoal {
 	var gs []delayGoal
 	for _, s := range x.points {
@@ -53,7 +53,7 @@ func (x *delayResult) delayGoals() []delayGoal {
 		row := fmt.Sprintf("%s, %s, N=%d", s.point.loadLabel(), sizeName(s.point.valueSize), s.point.replicas)
 		ch, px, fl := s.added(pathChained), s.added(pathProxy), s.added(pathFloor)
 		want := delayAddedShare * max(ch, 0)
-		gs = append(gs, delayGoal{goal20{goal: "added median ≤ half the chained relay's", row: row,
+		gs = append(gs, delayGoal{goalRow{goal: "added median ≤ half the chained relay's", row: row,
 			measured: fmt.Sprintf("%.0f µs (chained %.0f µs, floor %.0f µs)", px, ch, fl), target: fmt.Sprintf("≤ %.0f µs", want),
 			met: px <= want}, fl > want})
 		for _, q := range []struct {
@@ -62,7 +62,7 @@ func (x *delayResult) delayGoals() []delayGoal {
 		}{{"p99", func(q probe.Quantiles) float64 { return q.P99 }}, {"p99.9", func(q probe.Quantiles) float64 { return q.P999 }}} {
 			a, b := q.get(s.delays[pathProxy]), q.get(s.delays[pathChained])
 			fl := q.get(s.delays[pathFloor])
-			gs = append(gs, delayGoal{goal20{goal: q.name + " ≤ the chained relay's", row: row,
+			gs = append(gs, delayGoal{goalRow{goal: q.name + " ≤ the chained relay's", row: row,
 				measured: fmt.Sprintf("%.0f µs (floor %.0f µs)", a, fl), target: fmt.Sprintf("≤ %.0f µs", b), met: a <= b}, fl > b})
 		}
 		if s.point.rate == 0 {
@@ -77,11 +77,11 @@ func (x *delayResult) delayGoals() []delayGoal {
 		oneRead := s.point.replicas == 1
 		cpu := s.core[pathProxy].Median / s.core[pathChained].Median
 		flCPU := s.core[pathFloor].Median / s.core[pathChained].Median
-		gs = append(gs, delayGoal{goal20{goal: "relay CPU ÷ chained", row: row, measured: fmt.Sprintf("%.2f× (floor %.2f×)", cpu, flCPU),
+		gs = append(gs, delayGoal{goalRow{goal: "relay CPU ÷ chained", row: row, measured: fmt.Sprintf("%.2f× (floor %.2f×)", cpu, flCPU),
 			target: target, met: cpu <= limit}, oneRead && flCPU > limit})
 		sw := s.switches[pathProxy].Median / s.switches[pathChained].Median
 		flSw := s.switches[pathFloor].Median / s.switches[pathChained].Median
-		gs = append(gs, delayGoal{goal20{goal: "context switches ÷ chained", row: row, measured: fmt.Sprintf("%.2f× (floor %.2f×)", sw, flSw),
+		gs = append(gs, delayGoal{goalRow{goal: "context switches ÷ chained", row: row, measured: fmt.Sprintf("%.2f× (floor %.2f×)", sw, flSw),
 			target: fmt.Sprintf("≤ %.1f×", delaySwitches), met: sw <= delaySwitches}, oneRead && flSw > delaySwitches})
 	}
 	return gs
@@ -189,9 +189,9 @@ func (r *results) delayMarkdown(p printer, charts map[string]string) {
 		}
 	}
 	gs := x.delayGoals()
-	plain := make([]goal20, len(gs))
+	plain := make([]goalRow, len(gs))
 	for i, g := range gs {
-		plain[i] = g.goal20
+		plain[i] = g.goalRow
 		if !g.met && g.floored {
 			plain[i].target += ", below the floor"
 		}

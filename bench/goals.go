@@ -2,7 +2,7 @@ package main
 
 import "fmt"
 
-// Issue 20's goals ("the relay at the machine's floor, at its defaults"),
+// The streaming goals (the relay at the machine's floor, at its defaults),
 // each computed per row from one run's medians.
 const (
 	// relayVsChained: at defaults the proxy's relay CPU per replica-GB is
@@ -21,8 +21,8 @@ const (
 	engineVsRaw = 0.95
 )
 
-// Issue 37's goals for the stream log at the streaming rows, each computed
-// per row from one run's medians.
+// The stream log's goals at the streaming rows, each computed per row from
+// one run's medians.
 const (
 	// logVsFloorFull and logVsFloorEmpty: the log's CPU per GB of stream ÷
 	// its floor (diskFloor: dd through the page cache and CRC-32C), with
@@ -35,8 +35,8 @@ const (
 	logRSSSlack = 16 << 20
 )
 
-// goal20 is one row of the issue 20 goals table.
-type goal20 struct {
+// goalRow is one row of a goals table: one goal at one point.
+type goalRow struct {
 	goal     string // which goal
 	row      string // the point: N, value, variant
 	measured string
@@ -48,28 +48,28 @@ func pointRow(n, size int, variant string) string {
 	return fmt.Sprintf("N=%d %s, %s", n, sizeName(size), variant)
 }
 
-// goals20 computes issue 20's goals for every row the run has.
-func (r *results) goals20() []goal20 {
-	var out []goal20
+// streamingGoals computes the streaming goals for every row the run has.
+func (r *results) streamingGoals() []goalRow {
+	var out []goalRow
 	if s := r.streaming; s != nil {
-		out = append(out, s.relayGoals20()...)
+		out = append(out, s.relayGoals()...)
 		for _, pt := range s.points {
 			v := pt.point
 			if v.topology != proxied || v.variant != logOff.name || v.replicas != 1 || (v.valueSize != 512 && v.valueSize != 1024) {
 				continue
 			}
 			m := pt.relayCPUReplicaGB.Median
-			out = append(out, goal20{"small values, log off", pointRow(v.replicas, v.valueSize, v.variant),
+			out = append(out, goalRow{"small values, log off", pointRow(v.replicas, v.valueSize, v.variant),
 				fmt.Sprintf("%.2f s/replica-GB", m), fmt.Sprintf("≤ %.1f", smallValueCPU), m <= smallValueCPU})
 		}
 		for _, g := range s.goals() {
-			out = append(out, goal20{"primary: proxied ÷ chained", pointRow(g.replicas, g.valueSize, g.variant),
+			out = append(out, goalRow{"primary: proxied ÷ chained", pointRow(g.replicas, g.valueSize, g.variant),
 				fmt.Sprintf("%.2f", g.primaryVsChained), "≤ 1", g.primaryVsChained <= 1})
 		}
 	}
 	if e := r.engine; e != nil {
 		for _, row := range e.rows {
-			out = append(out, goal20{"engine ÷ raw writev", fmt.Sprintf("%d replicas", row.replicas),
+			out = append(out, goalRow{"engine ÷ raw writev", fmt.Sprintf("%d replicas", row.replicas),
 				fmt.Sprintf("%.2f, %s allocs/op", row.ratio, fmtS(row.fanoutAllocs, 0)),
 				fmt.Sprintf("≥ %.2f, 0 allocs/op", engineVsRaw), row.ratio >= engineVsRaw && row.fanoutAllocs.Max == 0})
 		}
@@ -77,24 +77,24 @@ func (r *results) goals20() []goal20 {
 	return out
 }
 
-// goals37 computes issue 37's goals for every row the run has: the paced
-// section's and the stream log's at the streaming rows.
-func (r *results) goals37() []goal20 {
-	var out []goal20
+// pacedAndLogGoals computes the paced section's goals and the stream log's
+// at the streaming rows, for every row the run has.
+func (r *results) pacedAndLogGoals() []goalRow {
+	var out []goalRow
 	if r.streaming != nil {
-		out = append(out, r.streaming.logGoals37()...)
+		out = append(out, r.streaming.logGoals()...)
 	}
 	if r.paced != nil {
-		out = append(out, r.paced.goals37()...)
+		out = append(out, r.paced.pacedGoals()...)
 	}
 	return out
 }
 
-// logGoals37 is issue 37's goals for the stream log at every streaming row
+// logGoals is the stream log's goals at every streaming row
 // with the log on and a log-off row beside it: its cost against its floor
 // (where the floor was measured) and its peak RSS.
-func (s *streamingResult) logGoals37() []goal20 {
-	var out []goal20
+func (s *streamingResult) logGoals() []goalRow {
+	var out []goalRow
 	for _, c := range s.logCosts() {
 		row := pointRow(c.replicas, c.valueSize, c.variant)
 		if f := c.floor(); f > 0 {
@@ -102,14 +102,14 @@ func (s *streamingResult) logGoals37() []goal20 {
 			if c.full() {
 				limit = logVsFloorFull
 			}
-			out = append(out, goal20{"log's cost ÷ " + floorKind(c.full()) + " floor", row,
+			out = append(out, goalRow{"log's cost ÷ " + floorKind(c.full()) + " floor", row,
 				fmt.Sprintf("%+.2f s/GB ÷ (dd %.2f + CRC %.2f) = %.2f", c.perStreamGB, c.ddFloor, c.crcFloor, c.vsFloor()),
 				fmt.Sprintf("≤ %.1f", limit), c.vsFloor() <= limit})
 		}
 		if c.window > 0 {
 			extra := (c.hwmOn - c.hwmOff) * 1e6
 			limit := c.window + logRSSSlack
-			out = append(out, goal20{"peak RSS, log on − off", row,
+			out = append(out, goalRow{"peak RSS, log on − off", row,
 				fmt.Sprintf("%.0f − %.0f MB = %+.1f MiB", c.hwmOn, c.hwmOff, extra/(1<<20)),
 				fmt.Sprintf("≤ window %.0f + %d MiB", c.window/(1<<20), logRSSSlack>>20), extra <= limit})
 		}
@@ -117,11 +117,11 @@ func (s *streamingResult) logGoals37() []goal20 {
 	return out
 }
 
-// relayGoals20 is the first goal at every proxied row with the log on
+// relayGoals is the first goal at every proxied row with the log on
 // (from empty and full; over TLS against chained over TLS), saying which
 // of its clauses applies.
-func (s *streamingResult) relayGoals20() []goal20 {
-	var out []goal20
+func (s *streamingResult) relayGoals() []goalRow {
+	var out []goalRow
 	for _, pt := range s.points {
 		v := variantNamed(pt.point.variant)
 		if pt.point.topology != proxied || !v.log {
@@ -132,7 +132,7 @@ func (s *streamingResult) relayGoals20() []goal20 {
 			continue
 		}
 		proxy, chain, floor := pt.relayCPUReplicaGB.Median, c.relayCPUReplicaGB.Median, pt.sendFloor.Median
-		g := goal20{goal: "relay ÷ chained", row: pointRow(pt.point.replicas, pt.point.valueSize, pt.point.variant)}
+		g := goalRow{goal: "relay ÷ chained", row: pointRow(pt.point.replicas, pt.point.valueSize, pt.point.variant)}
 		ratio := proxy / chain
 		limit := relayVsChained
 		if pt.point.replicas >= wideN {
@@ -152,8 +152,8 @@ func (s *streamingResult) relayGoals20() []goal20 {
 	return out
 }
 
-func (r *results) goals20Markdown(p printer) {
-	goalsSection(p, "Against issue 20's goals", r.goals20(), func() {
+func (r *results) streamingGoalsMarkdown(p printer) {
+	goalsSection(p, "Against the streaming goals", r.streamingGoals(), func() {
 		p("Each goal at every row of this run that has what it needs, from the medians above: the proxy's")
 		p("relay CPU with the log on ≤ the chained redis-server's, and ≤ %.1f× at N ≥ %d, or, where the", relayVsChainedWide, wideN)
 		p("send floor itself is above %.1f× the chained relay, ≤ %.1f× the floor (the row says which);", relayVsChainedWide, relayVsFloor)
@@ -163,10 +163,9 @@ func (r *results) goals20Markdown(p printer) {
 	})
 }
 
-// logGoals37Markdown is issue 37's goals for the stream log, at the
-// streaming rows.
-func (s *streamingResult) logGoals37Markdown(p printer) {
-	goalsSection(p, "Against issue 37's goals for the stream log", s.logGoals37(), func() {
+// logGoalsMarkdown is the stream log's goals, at the streaming rows.
+func (s *streamingResult) logGoalsMarkdown(p printer) {
+	goalsSection(p, "Against the stream log's goals", s.logGoals(), func() {
 		p("At every row with the log on and a log-off row beside it, from the medians above: the log's")
 		p("cost per GB of stream ≤ %.1f× the full-log floor with a full log (recycled segments) and ≤", logVsFloorFull)
 		p("%.1f× the empty-log floor from an empty one (the floors: dd through the page cache + CRC-32C,", logVsFloorEmpty)
@@ -178,7 +177,7 @@ func (s *streamingResult) logGoals37Markdown(p printer) {
 // goalsSection prints a section of goal rows: its heading, the lines intro
 // prints (what each goal asks) and the met/missed table; nothing without
 // rows.
-func goalsSection(p printer, heading string, gs []goal20, intro func()) {
+func goalsSection(p printer, heading string, gs []goalRow, intro func()) {
 	if len(gs) == 0 {
 		return
 	}
@@ -191,7 +190,7 @@ func goalsSection(p printer, heading string, gs []goal20, intro func()) {
 }
 
 // goalsTable prints goal rows as RESULTS.md's met/missed table.
-func goalsTable(p printer, gs []goal20) {
+func goalsTable(p printer, gs []goalRow) {
 	p("| goal | row | measured | target | met |")
 	p("|---|---|---|---|---|")
 	for _, g := range gs {
@@ -199,9 +198,9 @@ func goalsTable(p printer, gs []goal20) {
 	}
 }
 
-// goalsCount prints how many of an issue's goal rows were met, for the
+// goalsCount prints how many of the named goals' rows were met, for the
 // summary at the end of a run; nothing when there are none.
-func goalsCount(p printer, issue int, gs []goal20) {
+func goalsCount(p printer, name string, gs []goalRow) {
 	if len(gs) == 0 {
 		return
 	}
@@ -211,7 +210,7 @@ func goalsCount(p printer, issue int, gs []goal20) {
 			met++
 		}
 	}
-	p("issue %d's goals: %d of %d rows met (RESULTS.md lists each)", issue, met, len(gs))
+	p("%s: %d of %d rows met (RESULTS.md lists each)", name, met, len(gs))
 }
 
 func metMissed(b bool) string {

@@ -1,4 +1,4 @@
-// Command bench is the benchmark harness of issue 12: the evidence that
+// Command bench is replproxy's benchmark harness: the evidence that
 // fan-out is cheaper through replproxy, written to bench/RESULTS.md with
 // charts next to it. It is a module of its own (bench/go.mod), so that the
 // product's go.mod does not carry the plotting library; of replproxy's
@@ -22,8 +22,8 @@
 //	              and idle
 //	floor.go      the send floor and the log's floors measured beside its
 //	              rows
-//	goals.go      issue 20's goals and issue 37's for the stream log, met
-//	              or missed per row
+//	goals.go      the streaming goals and the stream log's, met or missed
+//	              per row
 //	fullsync.go   N replicas attaching at once to a primary holding data
 //	restart.go    the proxy SIGKILLed under load and started again
 //	many.go       a hundred replicas direct and behind one proxy: their

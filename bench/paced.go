@@ -15,7 +15,7 @@ import (
 	"github.com/replproxy/replproxy/internal/cachedata"
 )
 
-// The paced section (issue 37): the relays at the rates production
+// The paced section: the relays at the rates production
 // primaries run at, far below saturation. A fixed total rate of SETs from
 // many connections, each writing its share every millisecond (load.Paced),
 // reaches the relay as a few thousand small packets per second, where its

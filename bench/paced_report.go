@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// Issue 37's goals, each computed per row of the paced section from one
+// The paced goals, each computed per row of the paced section from one
 // run's medians.
 const (
 	// pacedVsChained and pacedVsChainedWide: the proxy at its defaults
@@ -114,9 +114,9 @@ func ratioText(a, b float64, prec int) string {
 	return fmt.Sprintf("%.*f ÷ %.*f = %.2f", prec, a, prec, b, a/b)
 }
 
-// goals37 computes issue 37's goals for every row the run has.
-func (x *pacedResult) goals37() []goal20 {
-	var out []goal20
+// pacedGoals computes the paced goals for every row the run has.
+func (x *pacedResult) pacedGoals() []goalRow {
+	var out []goalRow
 	for _, s := range x.points {
 		p := s.point
 		if p.topology != proxied || p.variant != logOn.name {
@@ -129,15 +129,15 @@ func (x *pacedResult) goals37() []goal20 {
 				limit = pacedVsChainedWide
 			}
 			cpu, chainCPU := s.relayCPUGB.Median, c.relayCPUGB.Median
-			out = append(out, goal20{"relay CPU ÷ chained", row, ratioText(cpu, chainCPU, 2) + " (s/replica-GB)",
+			out = append(out, goalRow{"relay CPU ÷ chained", row, ratioText(cpu, chainCPU, 2) + " (s/replica-GB)",
 				fmt.Sprintf("≤ %.1f", limit), cpu/chainCPU <= limit})
 			sw, chainSw := s.switches.Median, c.switches.Median
-			out = append(out, goal20{"context switches/s ÷ chained", row, ratioText(sw, chainSw, 0),
+			out = append(out, goalRow{"context switches/s ÷ chained", row, ratioText(sw, chainSw, 0),
 				fmt.Sprintf("≤ %.1f", pacedSwitchesVsChained), sw/chainSw <= pacedSwitchesVsChained})
 		}
 		if off, ok := x.peer(p, proxied, logOff); ok {
 			on, offCPU := s.relayCPUGB.Median, off.relayCPUGB.Median
-			out = append(out, goal20{"the log: relay CPU, log on ÷ off", row, ratioText(on, offCPU, 2) + " (s/replica-GB)",
+			out = append(out, goalRow{"the log: relay CPU, log on ÷ off", row, ratioText(on, offCPU, 2) + " (s/replica-GB)",
 				fmt.Sprintf("≤ %.1f", pacedLogExtra), on/offCPU <= pacedLogExtra})
 		}
 	}
@@ -145,7 +145,7 @@ func (x *pacedResult) goals37() []goal20 {
 	if s, ok := x.find(idle); ok {
 		if c, ok := x.peer(idle, chained, plain); ok {
 			extra := s.switches.Median - c.switches.Median
-			out = append(out, goal20{"idle wake-ups/s, proxy − chained", fmt.Sprintf("idle, N=%d", idleReplicas),
+			out = append(out, goalRow{"idle wake-ups/s, proxy − chained", fmt.Sprintf("idle, N=%d", idleReplicas),
 				fmt.Sprintf("%.1f − %.1f = %+.1f", s.switches.Median, c.switches.Median, extra),
 				fmt.Sprintf("≤ +%d", idleExtraSwitches), extra <= idleExtraSwitches})
 		}
@@ -247,7 +247,7 @@ func (r *results) pacedMarkdown(p printer, charts map[string]string) {
 			p("| %s | %s | %s | %s | %s |", relayLabel(s.point), fmtS(s.switches, 1), extra, fmtS(s.relayCore, 2), fmtS(s.syscalls, 1))
 		}
 	}
-	goalsSection(p, "Against issue 37's goals", x.goals37(), func() {
+	goalsSection(p, "Against the paced goals", x.pacedGoals(), func() {
 		p("Each goal at every row of this run that has what it needs, from the medians above: the proxy")
 		p("at its defaults (log on) pays ≤ %.1f× the chained redis-server's relay CPU per replica-GB at", pacedVsChained)
 		p("N=1 and ≤ %.1f× at N ≥ %d, and makes ≤ %.1f× its context switches per second; idle, ≤ the", pacedVsChainedWide, wideN, pacedSwitchesVsChained)
@@ -265,7 +265,7 @@ func pacedHeading(size int) string {
 }
 
 // summary prints the paced section's medians, a line per row;
-// results.summary counts issue 37's goals.
+// results.summary counts its goals met.
 func (x *pacedResult) summary(p printer) {
 	p("paced, medians (relay %% of a core; context switches/s):")
 	for _, s := range x.points {

@@ -108,7 +108,7 @@ func pacedFixture() *pacedResult {
 }
 
 func TestPacedGoals(t *testing.T) {
-	got := checkGoals(t, pacedFixture().goals37(), map[string]bool{
+	got := checkGoals(t, pacedFixture().pacedGoals(), map[string]bool{
 		"relay CPU ÷ chained 1,000/s, 512 B, N=1":               true,  // 0.5 ≤ 0.5
 		"relay CPU ÷ chained 20,000/s, 512 B, N=4":              false, // 0.5 > 0.4
 		"context switches/s ÷ chained 1,000/s, 512 B, N=4":      true,  // 1.1
@@ -151,7 +151,7 @@ func TestPacedMarkdown(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if sum := r.summary(); !strings.Contains(sum, "issue 37's goals: 7 of 13 rows met") || !strings.Contains(sum, "(0.50× CPU/GB)") {
+	if sum := r.summary(); !strings.Contains(sum, "paced and stream log goals: 7 of 13 rows met") || !strings.Contains(sum, "(0.50× CPU/GB)") {
 		t.Errorf("summary:\n%s", sum)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/replproxy/replproxy/internal/netns"
 )
 
-// The regions section (issue 22): two regions as two network namespaces
+// The regions section: two regions as two network namespaces
 // joined by a veth pair whose bandwidth tbf limits both ways. Region A holds
 // the primary and proxy A, region B proxy B (a replica of proxy A) and
 // three redis-server replicas of proxy B, so that only the link A→B

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Issue 22's goals for the compressed link between regions.
+// The regions goals: what the compressed link between regions is to meet.
 const (
 	// regionBytesFactor: on the cache-like data, plain's bytes across the
 	// link ÷ zstd's, for the full sync and per GB of stream.
@@ -84,9 +84,9 @@ func decompressCPU(s, plain regionStream, havePlain bool) (v float64, from strin
 // lagSeconds is a lag in bytes as seconds of s's load.
 func (s regionStream) lagSeconds(bytes float64) float64 { return bytes / s.rate }
 
-// goals22 is issue 22's goals at every row the section has.
-func (r *regionsResult) goals22() []goal20 {
-	var out []goal20
+// regionsGoals is the regions goals at every row the section has.
+func (r *regionsResult) regionsGoals() []goalRow {
+	var out []goalRow
 	for _, d := range regionDatas {
 		plain, okP := r.cell(d.name, "no")
 		z, okZ := r.cell(d.name, "zstd")
@@ -95,7 +95,7 @@ func (r *regionsResult) goals22() []goal20 {
 		}
 		if d.name == regionDatas[0].name && okP {
 			f := float64(plain.sync.crossedAB) / float64(z.sync.crossedAB)
-			out = append(out, goal20{"bytes across the link, plain ÷ zstd", d.name + ", full sync",
+			out = append(out, goalRow{"bytes across the link, plain ÷ zstd", d.name + ", full sync",
 				fmt.Sprintf("%.0f ÷ %.0f MB = %.2f×", float64(plain.sync.crossedAB)/1e6, float64(z.sync.crossedAB)/1e6, f),
 				fmt.Sprintf("≥ %.0f×", regionBytesFactor), f >= regionBytesFactor})
 		}
@@ -105,15 +105,15 @@ func (r *regionsResult) goals22() []goal20 {
 			row := fmt.Sprintf("%s, load %d%%", d.name, zs.pct)
 			if d.name == regionDatas[0].name && okPS {
 				pg, zg := float64(ps.crossedAB)/float64(ps.bytes), float64(zs.crossedAB)/float64(zs.bytes)
-				out = append(out, goal20{"bytes across the link per GB of stream, plain ÷ zstd", row,
+				out = append(out, goalRow{"bytes across the link per GB of stream, plain ÷ zstd", row,
 					fmt.Sprintf("%.3f ÷ %.3f = %.2f×", pg, zg, pg/zg), fmt.Sprintf("≥ %.0f×", regionBytesFactor), pg/zg >= regionBytesFactor})
 			}
 			if v, from := compressCPU(zs, ps, okPS); from != "" {
-				out = append(out, goal20{"compressing on proxy A, CPU-s per GB of stream", row,
+				out = append(out, goalRow{"compressing on proxy A, CPU-s per GB of stream", row,
 					fmt.Sprintf("%.3f (%s)", v, from), fmt.Sprintf("≤ %.1f", regionCompressCPU), v <= regionCompressCPU})
 			}
 			if v, from := decompressCPU(zs, ps, okPS); from != "" {
-				out = append(out, goal20{"decompressing on proxy B, CPU-s per GB of stream", row,
+				out = append(out, goalRow{"decompressing on proxy B, CPU-s per GB of stream", row,
 					fmt.Sprintf("%.3f (%s)", v, from), fmt.Sprintf("≤ %.1f", regionDecompressCPU), v <= regionDecompressCPU})
 			}
 			plainLag := "plain not measured"
@@ -121,7 +121,7 @@ func (r *regionsResult) goals22() []goal20 {
 				plainLag = fmt.Sprintf("plain: max %.1f MB = %.2f s, catch-up %.2f s", ps.lag.Max/1e6, ps.lagSeconds(ps.lag.Max), ps.catchUp.Seconds())
 			}
 			zl := zs.lagSeconds(zs.lag.Max)
-			out = append(out, goal20{"bounded lag, zstd", row,
+			out = append(out, goalRow{"bounded lag, zstd", row,
 				fmt.Sprintf("max %.2f MB = %.2f s of load, catch-up %.2f s (%s)", zs.lag.Max/1e6, zl, zs.catchUp.Seconds(), plainLag),
 				fmt.Sprintf("≤ %.0f s and ≤ %.0f s", regionLagSeconds, regionLagSeconds),
 				zl <= regionLagSeconds && zs.catchUp.Seconds() <= regionLagSeconds})
@@ -226,7 +226,7 @@ func (r *results) regionsMarkdown(p printer) {
 			p("**%s, %s link: stopped short** (the rows above are what it measured before): %s", c.data, linkName(c.mode), mdEscape(c.failed))
 		}
 	}
-	goalsSection(p, "Against issue 22's goals", x.goals22(), func() {
+	goalsSection(p, "Against the regions goals", x.regionsGoals(), func() {
 		p("On the cache-like data ≥ %.0f× fewer bytes across the link with zstd, for the full sync and per", regionBytesFactor)
 		p("GB of stream; ≤ %.1f CPU-s per GB of stream compressing on proxy A and ≤ %.1f decompressing on", regionCompressCPU, regionDecompressCPU)
 		p("proxy B (the link's own cpu_sec where INFO has it); under each load, the zstd link's largest")
@@ -267,7 +267,7 @@ func (x *regionsResult) summary(p printer) {
 				perGB(s.cpuA, s.bytes), perGB(s.cpuB, s.bytes))
 		}
 	}
-	goalsCount(p, 22, x.goals22())
+	goalsCount(p, "regions goals", x.regionsGoals())
 }
 
 // digestText is whether the cell's replicas equal its primary.

@@ -55,7 +55,7 @@ func TestRegionGoals(t *testing.T) {
 		{data: "cache-like", mode: "zstd", synced: true, sync: regionSync{crossedAB: 250e6}, streams: []regionStream{stream(300e6, 0.5, 0.4, 1e6)}},
 	}}
 	met := map[string]bool{}
-	for _, g := range x.goals22() {
+	for _, g := range x.regionsGoals() {
 		met[g.goal] = g.met
 	}
 	want := map[string]bool{

@@ -235,8 +235,8 @@ func (r *results) streamingMarkdown(p printer, charts map[string]string) {
 		}
 	}
 	r.variantsMarkdown(p, charts)
-	r.goals20Markdown(p)
-	s.logGoals37Markdown(p)
+	r.streamingGoalsMarkdown(p)
+	s.logGoalsMarkdown(p)
 	p("")
 	p("### Against the goals")
 	p("")
@@ -466,8 +466,8 @@ func (r *results) summary() string {
 				pt.seconds.Median, fmtS(pt.forks, 0), pt.primaryCPU.Median)
 		}
 	}
-	goalsCount(p, 20, r.goals20())
-	goalsCount(p, 37, r.goals37())
+	goalsCount(p, "streaming goals", r.streamingGoals())
+	goalsCount(p, "paced and stream log goals", r.pacedAndLogGoals())
 	for _, x := range r.restart {
 		p("restart (%s): streaming again after %.3f s; full syncs: primary %s, proxy %s; partial resyncs by the proxy %s",
 			x.variant.name, x.seconds.Median, fmtS(x.primaryFull, 0), fmtS(x.proxyFull, 0), fmtS(x.proxyPartial, 0))

@@ -214,9 +214,9 @@ func TestReportTop(t *testing.T) {
 
 // checkGoals checks that gs has every row of want ("goal row"), met or
 // missed as want says, and returns gs by those keys.
-func checkGoals(t *testing.T, gs []goal20, want map[string]bool) map[string]goal20 {
+func checkGoals(t *testing.T, gs []goalRow, want map[string]bool) map[string]goalRow {
 	t.Helper()
-	got := map[string]goal20{}
+	got := map[string]goalRow{}
 	for _, g := range gs {
 		got[g.goal+" "+g.row] = g
 	}
@@ -249,7 +249,7 @@ func TestGoals20(t *testing.T) {
 		{point: streamPoint{proxied, logOff.name, 1, 512}, primaryCPUGB: one(2), relayCPUReplicaGB: one(1.5)},
 	}}
 	r := &results{streaming: s, engine: &engineResult{rows: []engineRow{{replicas: 1, ratio: 0.96, fanoutAllocs: one(0)}, {replicas: 8, ratio: 0.9, fanoutAllocs: one(0)}}}}
-	checkGoals(t, r.goals20(), map[string]bool{
+	checkGoals(t, r.streamingGoals(), map[string]bool{
 		"relay ÷ chained N=4 512 B, log on":                                   true,
 		"relay ÷ send floor (floor > 0.6 × chained) N=4 16 KiB, log on, full": true,
 		"small values, log off N=1 512 B, log off":                            false,
@@ -258,9 +258,9 @@ func TestGoals20(t *testing.T) {
 		"engine ÷ raw writev 1 replicas":                                      true,
 		"engine ÷ raw writev 8 replicas":                                      false,
 	})
-	for _, g := range r.goals20() {
+	for _, g := range r.streamingGoals() {
 		if strings.Contains(g.goal, "log's cost") || strings.Contains(g.goal, "peak RSS") {
-			t.Errorf("issue 20's goals have issue 37's %q", g.goal)
+			t.Errorf("the streaming goals have the stream log's %q", g.goal)
 		}
 	}
 	// log cost (0.5 − 0.45) × 4 = 0.2 s/GB ÷ (dd 0.1 + CRC 0.1) = 1.0.
@@ -306,7 +306,7 @@ func nonZero(v float64) []float64 {
 
 func TestLogGoals37(t *testing.T) {
 	s := logGoalsFixture()
-	got := checkGoals(t, s.logGoals37(), map[string]bool{
+	got := checkGoals(t, s.logGoals(), map[string]bool{
 		"log's cost ÷ empty-log floor N=1 16 KiB, log on":      true,
 		"peak RSS, log on − off N=1 16 KiB, log on":            true,
 		"log's cost ÷ full-log floor N=1 16 KiB, log on, full": false,
@@ -325,9 +325,9 @@ func TestLogGoals37(t *testing.T) {
 	if g := got["peak RSS, log on − off N=4 16 KiB, log on, full"]; g.target != "≤ window 128 + 16 MiB" {
 		t.Errorf("RSS goal target %q", g.target)
 	}
-	// The run's count of issue 37's goals has the stream log's rows.
+	// The run's count of the paced and stream log goals has the stream log's rows.
 	r := &results{opts: &options{out: t.TempDir()}, streaming: s}
-	if sum := r.summary(); !strings.Contains(sum, "issue 37's goals: 5 of 7 rows met") {
+	if sum := r.summary(); !strings.Contains(sum, "paced and stream log goals: 5 of 7 rows met") {
 		t.Errorf("summary:\n%s", sum)
 	}
 }
@@ -340,14 +340,14 @@ func TestLogCostMarkdown(t *testing.T) {
 	r := &results{opts: o, streaming: logGoalsFixture()}
 	var b strings.Builder
 	r.variantsMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }, nil)
-	r.streaming.logGoals37Markdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) })
+	r.streaming.logGoalsMarkdown(func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) })
 	md := b.String()
 	for _, want := range []string{
 		"| 1 | 16 KiB | log on | 0.50 | 0.30 | +0.20 | +0.20 | empty-log | 0.10 | 0.05 | 1.33 | 0.000 | 120 | 40 | 64 |",
 		"| 1 | 16 KiB | log on, full | 0.50 | 0.30 | +0.20 | +0.20 | full-log | 0.10 | 0.05 | 1.33 | 0.000 | 130 | 40 | 64 |",
 		"| 4 | 16 KiB | log on | 0.35 | 0.30 | +0.05 | +0.20 | empty-log | – | – | – | 0.000 | 50 | 40 | 64 |",
 		"over 64 MiB",
-		"### Against issue 37's goals for the stream log",
+		"### Against the stream log's goals",
 		"| log's cost ÷ full-log floor | N=1 16 KiB, log on, full | +0.20 s/GB ÷ (dd 0.10 + CRC 0.05) = 1.33 | ≤ 1.3 | **missed** |",
 		"| peak RSS, log on − off | N=1 16 KiB, log on | 120 − 40 MB = +76.3 MiB | ≤ window 64 + 16 MiB | met |",
 	} {

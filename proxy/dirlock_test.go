@@ -15,7 +15,7 @@ import (
 	"github.com/replproxy/replproxy/streamlog"
 )
 
-// TestDirLockedWithoutLog (issue 18 item 6): a second proxy on the dir of a
+// TestDirLockedWithoutLog: a second proxy on the dir of a
 // running one refuses to start even with the stream log off, before it
 // touches a file: the first one's snapshot on disk survives, and it still
 // serves it. CONFIG SET dir to a dir another proxy holds is refused too.

@@ -59,7 +59,7 @@ func (f slowFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
-// TestLogSlowDisk is issue 20's must-show 3: with the log's disk slowed
+// TestLogSlowDisk: with the log's disk slowed
 // below the stream's rate, memory stays within the window, the lag is
 // reported in bytes and seconds, real replicas are unaffected (equal
 // digests, no full sync), and the log catches up when it can and otherwise
@@ -175,7 +175,7 @@ func TestLogSlowDisk(t *testing.T) {
 		peak, maxLag, maxAge, restarts)
 }
 
-// TestLogBlockedDisk is issue 37's must-show 3: while the log's disk takes
+// TestLogBlockedDisk: while the log's disk takes
 // no write at all, replicas receive the stream as soon as with a disk that
 // keeps up (a value written to the primary is readable on a replica of the
 // proxy as quickly), the log's lag is reported and grows, what the proxy

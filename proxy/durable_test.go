@@ -338,7 +338,7 @@ func TestLogSyncFailureShows(t *testing.T) {
 	}
 }
 
-// TestLogReplicaFallsBackToDisk is issue 10's must-show 2: a replica
+// TestLogReplicaFallsBackToDisk: a replica
 // SIGSTOPped while 96 MB pass, with a 1 MB memory backlog, moves to the stream
 // log instead of pinning the stream: what it pins stays under the memory
 // window (16 MiB) the whole time, and the replica, resumed, catches up from
@@ -420,7 +420,7 @@ func TestLogLagLimit(t *testing.T) {
 	}
 }
 
-// TestLogRecoveredOffsetsInRange (issue 18 item 5): a meta.json that lists a
+// TestLogRecoveredOffsetsInRange: a meta.json that lists a
 // segment near the largest int64 (a valid segment there, whose end would
 // overflow) is not adopted: the proxy starts with an empty log, says why,
 // and INFO never shows a negative offset.

@@ -247,7 +247,7 @@ func TestCompressedLinkCorrupt(t *testing.T) {
 // primary refuses link compression.
 const refusalLogged = "primary refused link compression, the link stays plain"
 
-// TestCompressionRefusedByRedis (Must show 2): a proxy asking for a
+// TestCompressionRefusedByRedis: a proxy asking for a
 // compressed link from a real redis-server gets its refusal and a plain
 // link (upstream_link compression=refused), logs the refusal exactly once
 // across reconnects, and its replicas equal the primary. The same against

@@ -141,7 +141,7 @@ func TestMetricsCloseBeforeRun(t *testing.T) {
 	}
 }
 
-// TestMetricsMatchInfo is issue 11's Must-show 3: against a real primary and
+// TestMetricsMatchInfo: against a real primary and
 // a real replica of the proxy, /metrics scraped over HTTP carries INFO's
 // figures, and /readyz follows the readiness rule: 503 before any sync, 200
 // with the link up, and still 200 once the primary is killed, because the
@@ -405,7 +405,7 @@ func TestMetricsLogMatchInfo(t *testing.T) {
 	if mismatch != "" {
 		t.Fatal(mismatch)
 	}
-	// The log's index is counted (issue 18 item 7): INFO and /metrics read
+	// The log's index is counted: INFO and /metrics read
 	// the same figure (again if the primary's PING moved it in between).
 	redistest.WaitFor(t, 10*time.Second, "mem_repl_log_index > 0 and equal in /metrics", func() bool {
 		idx := xc.InfoInt(t, "memory", "mem_repl_log_index")
@@ -433,7 +433,7 @@ func replicaSeriesOf(t testing.TB, m map[string]float64, ident string) map[strin
 	return out
 }
 
-// TestMetricsReplicaReconnect is issue 21's Must-show 3: a real
+// TestMetricsReplicaReconnect: a real
 // redis-server replica of the proxy that reconnects, by partial resync and
 // then by full sync, keeps its series (the same labels before, during and
 // after), and no scrape reports it further behind than it is: the primary

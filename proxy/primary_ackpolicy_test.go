@@ -51,7 +51,7 @@ func configGet(t *testing.T, c *redistest.Client, name string) string {
 	return v[1].String()
 }
 
-// TestAckPolicyReplicasWait is issue 11's must-show 4 against real Redis:
+// TestAckPolicyReplicasWait, against real Redis:
 // with `ack-policy replicas 2` and two replicas behind the proxy, WAIT on the
 // primary counts the proxy only once both replicas have the write; with one
 // of them frozen (SIGSTOP) it returns 0, and 1 again once it resumes.

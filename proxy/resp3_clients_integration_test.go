@@ -17,7 +17,7 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// The RESP3 clients' view (issue 21, Must show 1): go-redis with Protocol 3,
+// The RESP3 clients' view: go-redis with Protocol 3,
 // redis-cli -3 and node-redis with RESP: 3 read INFO, ROLE, CONFIG GET and
 // CLIENT LIST from the proxy and from a real redis-server replica of the same
 // primary, and decode them alike: the same types, the same keys. The one

@@ -225,7 +225,7 @@ func runHooked(t *testing.T, p *testProxy, hook func(what string)) {
 	})
 }
 
-// TestConfigChangeIOUnlocked (issue 33, "no I/O under writeMu"): at every
+// TestConfigChangeIOUnlocked (no I/O under writeMu): at every
 // point where CONFIG SET, REPLICAOF or the dir lock's release does I/O
 // (a listen, a close, a stat, a flock, a TLS file read, the memory limit's
 // log), writeMu, which serialises the publication of the configuration, is

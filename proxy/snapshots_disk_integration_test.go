@@ -47,7 +47,7 @@ func editSnapshotMeta(t testing.TB, dir string, edit func(*snapfile.Meta)) {
 	}
 }
 
-// TestSnapshotOnDiskRestart (issue 10, must-show 3): the proxy's snapshot
+// TestSnapshotOnDiskRestart: the proxy's snapshot
 // goes to dir as soon as it is complete (memory drops it, and it is no
 // eviction); after a clean restart a new replica, never synced, gets its full
 // sync from that file and the stream log after it, with no fork on the

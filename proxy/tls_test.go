@@ -58,7 +58,7 @@ func countListeners(s *Server, isTLS bool) int {
 	return n
 }
 
-// TestTLSBothWays is must-show 2: a primary serving TLS only, the proxy
+// TestTLSBothWays: a primary serving TLS only, the proxy
 // over TLS on both sides (tls-replication upstream, tls-port only
 // downstream), two real replicas over TLS; the data is equal everywhere, and
 // a client without a valid certificate is refused under tls-auth-clients yes.
@@ -502,7 +502,7 @@ func TestTLSConfigSetTLSPort(t *testing.T) {
 	}
 }
 
-// TestTLSHandshakeCounted is issue 18's item 2: a connection in its TLS
+// TestTLSHandshakeCounted: a connection in its TLS
 // handshake counts against maxclients and in connected_clients from accept
 // on, as Redis creates its client before the handshake. With maxclients 5,
 // one plain client and four silent TLS connections fill it: a fifth TLS

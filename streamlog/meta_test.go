@@ -13,7 +13,7 @@ import (
 	"github.com/replproxy/replproxy/replid"
 )
 
-// FuzzRecoverMeta (issue 18 item 5): whatever meta.json holds, over a sound
+// FuzzRecoverMeta: whatever meta.json holds, over a sound
 // log of four segments, Open never panics, never reports an offset out of
 // [0, replid.MaxOffset] or bounds out of order, and what it keeps reads
 // back as exactly the bytes appended at those offsets.

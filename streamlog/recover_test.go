@@ -243,7 +243,7 @@ func FuzzRecover(f *testing.F) {
 	})
 }
 
-// TestRecoveryOffsetsInRange (issue 18 item 5): offsets read from the
+// TestRecoveryOffsetsInRange: offsets read from the
 // directory are checked against replid.MaxOffset and each other before use.
 // A segment listed past the largest offset (whose end would overflow) or
 // out of order means the log is not adopted, and the report says why; a
@@ -288,7 +288,7 @@ func TestRecoveryOffsetsInRange(t *testing.T) {
 	}
 }
 
-// TestRecoveryHostileCRC (issue 18 item 7): a CRC file made of the smallest
+// TestRecoveryHostileCRC: a CRC file made of the smallest
 // valid entries (one byte each, 8 times its segment's size) and then
 // megabytes past them is read as a stream: recovery allocates a bounded
 // amount whatever the file holds. Before, it read the file whole, up to 8

@@ -15,7 +15,7 @@ func heapInUse() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestIndexBounded (issue 18 item 7): under small writes (chunks of one
+// TestIndexBounded: under small writes (chunks of one
 // command, 150 bytes here; 197 on average measured behind a proxy under
 // redis-benchmark -c 1) the in-memory index costs a bounded share of the
 // stream, when appended and when recovered, and Stats counts it. Before,

@@ -47,7 +47,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // speed the test asks for.
 const bigSyncWait = 5 * time.Minute
 
-// TestLargeSnapshotBoundedRSS is issue 18's third must-show: a primary whose
+// TestLargeSnapshotBoundedRSS: a primary whose
 // RDB is 2 GB (2048 values of 1 MiB, without compression, through a
 // diskless sync: an EOF-marked payload) and a proxy (the real binary) with
 // maxmemory 64mb and the stream log on, as by default. The proxy writes the

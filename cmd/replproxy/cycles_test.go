@@ -87,7 +87,7 @@ func plainBinary(t *testing.T, args ...string) *exec.Cmd {
 	return exec.Command(bin, append(args, "--log-format", "json")...) // as TestMain's child
 }
 
-// TestConnectCyclesReturnToBaseline is issue 18's "also verify": 10,000
+// TestConnectCyclesReturnToBaseline: 10,000
 // connect/disconnect cycles of each kind of connection against the real
 // binary, built without the race detector (a RESP
 // client's PING; a replica's handshake and PSYNC, answered

@@ -50,9 +50,9 @@ func procFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
-// TestFDBudgetUnderSiege is issue 18's must-show 2, on the real binary
-// under ulimit -n 256 with maxclients 200, a real primary, the stream log
-// on, metrics-port and tls-port: 1,000 idle monitoring connections, 300
+// TestFDBudgetUnderSiege: the real binary under ulimit -n 256 with
+// maxclients 200, a real primary, the stream log on, metrics-port and
+// tls-port: 1,000 idle monitoring connections, 300
 // silent TLS connections and 300 plain clients at once (150 that connect
 // first and stay, 150 past the limit once the TLS handshakes fill it).
 // Meanwhile PING answers within 1 s on a connected client, every new

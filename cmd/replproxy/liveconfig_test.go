@@ -58,7 +58,7 @@ func digestsEqual(t *testing.T, primary *redis.Client, replicas []*redis.Client)
 	}
 }
 
-// TestLiveConfig is must-show 5 on the real binary between real Redis
+// TestLiveConfig runs the real binary between real Redis
 // servers: CONFIG SET of repl-backlog-size, client-output-buffer-limit,
 // maxmemory and loglevel each change what the proxy does at once, and
 // CONFIG REWRITE writes a file (from one with comments, plus command-line

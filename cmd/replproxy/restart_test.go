@@ -18,7 +18,7 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// TestSIGKILLRestartNoFullSync is issue 10's first must-show: primary →
+// TestSIGKILLRestartNoFullSync: primary →
 // replproxy (the real binary) → three real replicas under continuous writes;
 // the proxy is SIGKILLed and restarted on the same dir. Its link comes back
 // by partial resync (the primary's sync_full and total_forks do not move),

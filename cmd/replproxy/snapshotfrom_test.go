@@ -18,10 +18,9 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// TestSnapshotFromReplicaNoFork is issue 34's first two must-shows on the
-// real binary: a primary holding 1 GB and a replica R0 of it; a fresh proxy
-// with snapshot-from R0 and an empty dir, then four replicas of the proxy,
-// all under steady writes. The primary's total_forks and sync_full do not
+// TestSnapshotFromReplicaNoFork, on the real binary: a primary holding 1 GB
+// and a replica R0 of it; a fresh proxy with snapshot-from R0 and an empty
+// dir, then four replicas of the proxy, all under steady writes. The primary's total_forks and sync_full do not
 // move (its sync_partial_ok moves by one: the proxy's PSYNC at R0's
 // position), R0 forks once, and every replica ends with the primary's
 // data. Then the proxy is SIGKILLed, its dir wiped, and it is started
@@ -138,7 +137,7 @@ func TestSnapshotFromReplicaNoFork(t *testing.T) {
 		t.Errorf("R0 total_forks %d→%d, want +1", before.r0Forks, after.r0Forks)
 	}
 
-	// Must show 2: killed, dir wiped, started again.
+	// Then killed, dir wiped, started again.
 	syscall.Kill(-proxy1.Process.Pid, syscall.SIGKILL)
 	<-exited1
 	if err := os.RemoveAll(proxyDir); err != nil {

@@ -106,7 +106,7 @@ func waitCleanExit(t *testing.T, exited <-chan error) {
 	}
 }
 
-// TestSupervisedSystemd is issue 21's Must show 6: under supervised systemd
+// TestSupervisedSystemd: under supervised systemd
 // (and auto, with NOTIFY_SOCKET set) the first message is READY=1, and
 // when it arrives the proxy already answers; a STATUS= follows the link to
 // the primary coming up; STOPPING=1 comes on SIGTERM, before the exit.

@@ -19,7 +19,7 @@ import (
 const (
 	// wanRate is the WAN's bandwidth each way in TestWANCut.
 	wanRate = 100e6
-	// wanCut is how long TestWANCut keeps the WAN down, as the issue asks.
+	// wanCut is how long TestWANCut keeps the WAN down: a minute-long outage.
 	wanCut = 60 * time.Second
 	// wanReplTimeout is the proxies' repl-timeout in TestWANCut, in seconds:
 	// short, so that proxy B gives up its dead link and redials within seconds
@@ -125,7 +125,7 @@ func (w *cacheWriter) run(ctx context.Context, rate int) error {
 	}
 }
 
-// TestWANCut is issue 22's first must-show, on a WAN built of two network
+// TestWANCut runs on a WAN built of two network
 // namespaces (internal/netns) joined by a veth pair limited to 100 Mbit/s each way:
 // region A holds the primary (redis-server) and proxy A, region B proxy B, whose
 // upstream is proxy A across the WAN, and three redis-server replicas of proxy B.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -27,26 +28,67 @@ type Run struct {
 	Outcomes   []Outcome
 	Events     []Event
 	Violations []Violation
-	// NotBuilt lists what the issue asks that this harness does not do yet,
-	// so that the report never claims it.
+	// NotBuilt lists what this harness does not do yet, so that the report
+	// never claims it.
 	NotBuilt []string
 }
 
-// WriteReport writes r as Markdown.
+// checkerTable is every checker, in the order the report lists them, with
+// what it checks.
+var checkerTable = []struct{ name, checks string }{
+	{CheckConverge, "after each heal, every replica at the primary's `DEBUG DIGEST` within the bound"},
+	{CheckReplID, "every replica's replid is the primary's replid or replid2"},
+	{CheckOffsets, "no replica's offset goes backwards within a replid"},
+	{CheckFullSync, "the full syncs each fault (or pair) caused, within what its kinds may cost"},
+	{CheckLogs, "no panic and no data race in a proxy's log or stderr"},
+	{CheckMemory, "a proxy's memory within maxmemory and its limits"},
+	{CheckBaseline, "after each heal, a proxy's goroutines and descriptors back within a slack of their baseline"},
+	{CheckCert, "a rotated certificate is the one new handshakes get"},
+}
+
+// WriteReport writes r as Markdown: the summary first (the verdict, the
+// run's figures, the checkers' results, the cost of each kind of fault and
+// of each pair, the violations, what is not built), then the event log,
+// folded in a <details> element so that the summary reads as one page.
 func WriteReport(w io.Writer, r Run) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Chaos run\n\n")
-	var twoAtOnce int
+	var twoAtOnce, converged, over int
 	for _, o := range r.Outcomes {
 		if o.Fault.Inner != nil {
 			twoAtOnce++
 		}
+		if o.Converged {
+			converged++
+		}
+		if o.Got.Primary > o.Want.Primary || o.Got.Proxies > o.Want.Proxies {
+			over++
+		}
 	}
+	verdict, why := "passed", "no violation"
+	if len(r.Violations) > 0 {
+		verdict, why = "failed", fmt.Sprintf("%d violations (below)", len(r.Violations))
+	}
+	fmt.Fprintf(&b, "**Verdict: %s**: %s. %d of %d heals converged within the bound; %d caused more full syncs than its faults may.\n\n",
+		verdict, why, converged, len(r.Outcomes), over)
 	fmt.Fprintf(&b, "- seed: `%d`\n- started: %s\n- duration: %v\n- faults: %d (%d alone, %d pairs of two at once)\n- violations: %d\n",
 		r.Seed, r.Start.UTC().Format(time.RFC3339), r.Duration.Round(time.Second),
 		len(r.Outcomes)+twoAtOnce, len(r.Outcomes)-twoAtOnce, twoAtOnce, len(r.Violations))
 	if r.Command != "" {
 		fmt.Fprintf(&b, "- reproduce: `%s`\n", r.Command)
+	}
+	byChecker := map[string]int{}
+	for _, v := range r.Violations {
+		byChecker[v.Checker]++
+	}
+	fmt.Fprintf(&b, "\n## Checkers\n\n")
+	fmt.Fprintf(&b, "| checker | what it checks | violations |\n|---|---|---:|\n")
+	for _, c := range checkerTable {
+		fmt.Fprintf(&b, "| %s | %s | %d |\n", c.name, c.checks, byChecker[c.name])
+		delete(byChecker, c.name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(byChecker)) {
+		fmt.Fprintf(&b, "| %s | | %d |\n", name, byChecker[name])
 	}
 	fmt.Fprintf(&b, "\n## Faults by kind\n\n")
 	fmt.Fprintf(&b, "A fault's count includes those applied together with another (below); the other columns are of the faults applied alone.\n\n")
@@ -104,11 +146,12 @@ func WriteReport(w io.Writer, r Run) error {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 	}
-	fmt.Fprintf(&b, "\n## History\n\n```\n")
+	fmt.Fprintf(&b, "\n## Event log\n\n<details>\n<summary>Every fault, heal, move and note of the run, by its time into the run (%d events)</summary>\n\n```\n",
+		len(r.Events))
 	for _, e := range r.Events {
 		fmt.Fprintf(&b, "+%-9v %-5s %-12s %-10s %s\n", e.At.Sub(r.Start).Round(time.Millisecond), e.Action, e.Kind, e.Target, e.Detail)
 	}
-	fmt.Fprintf(&b, "```\n")
+	fmt.Fprintf(&b, "```\n\n</details>\n")
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
 		return fmt.Errorf("chaos: write report: %w", err)

@@ -33,6 +33,9 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"**Verdict: failed**: 1 violations (below). 7 of 7 heals converged within the bound; 1 caused more full syncs than its faults may.",
+		"| full-sync | the full syncs each fault (or pair) caused, within what its kinds may cost | 1 |",
+		"| converge | after each heal, every replica at the primary's `DEBUG DIGEST` within the bound | 0 |",
 		"- seed: `36`",
 		"- faults: 8 (6 alone, 1 pairs of two at once)",
 		"- reproduce: `make chaos SEED=36 DURATION=1m30s`",
@@ -48,5 +51,43 @@ func TestWriteReport(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
+	}
+	// The summary comes first, the event log last, folded.
+	md := b.String()
+	summary, events, ok := strings.Cut(md, "\n## Event log\n")
+	if !ok {
+		t.Fatalf("no event log section:\n%s", md)
+	}
+	for _, heading := range []string{"## Checkers", "## Faults by kind", "## Two faults at once", "## Violations", "## Not built yet"} {
+		if !strings.Contains(summary, "\n"+heading+"\n") {
+			t.Errorf("the summary before the event log lacks %q", heading)
+		}
+	}
+	if !strings.HasPrefix(events, "\n<details>\n<summary>") || !strings.HasSuffix(events, "```\n\n</details>\n") ||
+		!strings.Contains(events, "(1 events)</summary>\n\n```\n+1s") {
+		t.Errorf("the event log is not one folded code block:\n%s", events)
+	}
+	if strings.Contains(summary, "SIGKILL") {
+		t.Error("an event appears in the summary")
+	}
+
+	// A run without violations passes; a checker not in the table still
+	// gets its row.
+	r.Violations = nil
+	r.Outcomes = r.Outcomes[:2]
+	b.Reset()
+	if err := WriteReport(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "**Verdict: passed**: no violation. 2 of 2 heals converged within the bound; 0 caused more full syncs than its faults may."; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+	r.Violations = []Violation{{At: start, Checker: "new-checker", Detail: "x"}}
+	b.Reset()
+	if err := WriteReport(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| new-checker | | 1 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
 	}
 }

@@ -157,7 +157,7 @@ func fill(p []byte, from int64) []byte {
 	return p
 }
 
-// TestInlineOneWriterPerSocket (issue 20, must show 2): many replicas over
+// TestInlineOneWriterPerSocket: many replicas over
 // loopback TCP with small buffers, their readers pausing at random, while
 // the producer publishes chunks of random size and flushes inline after
 // each. Every replica receives exactly the published bytes in order, and
@@ -244,7 +244,7 @@ func TestInlineOneWriterPerSocket(t *testing.T) {
 	t.Logf("%d inline writes, %d hand-overs", inline, handed)
 }
 
-// TestInlineBlockedReplicaDelaysNoOne (issue 20, must show 2): one replica
+// TestInlineBlockedReplicaDelaysNoOne: one replica
 // never reads, and its socket fills; the others, caught up, receive every
 // publish from the producer's own Flush, before the next publish: a
 // blocked replica delays them by no batch at all (its inline write fails

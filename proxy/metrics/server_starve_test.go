@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Issue 32's item 1: clients that hold the monitoring port's connections
+// Starving the port: clients that hold the monitoring port's connections
 // (keep-alive clients that never go idle long enough to be closed,
 // slow-loris clients that send their headers a byte a second) must not
 // keep a liveness probe out. Each attacker connects again as soon as it is
@@ -186,7 +186,7 @@ const (
 	floodClients = 64
 	// healthzBound and scrapeBound are what /healthz and a scrape with
 	// credentials that passed before may take under the flood: the
-	// issue's bounds, far inside a liveness probe's 2 s and a scrape's
+	// bounds the port is held to, far inside a liveness probe's 2 s and a scrape's
 	// timeout.
 	healthzBound = 100 * time.Millisecond
 	scrapeBound  = 500 * time.Millisecond
@@ -199,7 +199,7 @@ const (
 // process) an accept, a request read, a reply and a close. Under the race
 // detector that costs several times more, and on a loaded 2-core machine
 // one probe in five or so took 0.1 to 0.25 s, also with the bcrypt
-// comparison replaced by a sleep: the issue's bounds measure the proxy's
+// comparison replaced by a sleep: the bounds above measure the proxy's
 // binary, not an instrumented one. probeTimeout still tells the fix from
 // its absence there: without it a probe waits about 50 s (a comparison per
 // connection ahead, 0.8 s each under the race detector).

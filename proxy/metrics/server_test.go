@@ -122,7 +122,7 @@ func openFDs(t testing.TB) int {
 	return len(ents)
 }
 
-// TestMetricsConnectionsBounded is issue 18's item 1: 300 clients each GET
+// TestMetricsConnectionsBounded: 300 clients each GET
 // /healthz over one keep-alive connection and then stay, idle. Every one is
 // answered, in turns of the cap; the server never holds more than
 // MaxConns of them (the rest wait in the kernel's accept queue, with
@@ -177,7 +177,7 @@ func TestMetricsConnectionsBounded(t *testing.T) {
 	t.Logf("300 idle monitoring clients: at most %d descriptors held by the server, %d after the idle timeout", held, now)
 }
 
-// TestMetricsWriteTimeout is issue 18's item 7 (the monitoring part): a
+// TestMetricsWriteTimeout: a
 // client that pipelines scrapes of /metrics and never reads the replies
 // fills the socket buffers both ways; the server's write timeout then
 // closes the connection, which the client's blocked write sees as an error

@@ -35,7 +35,7 @@ func FuzzMeta(f *testing.F) {
 	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":-1,"size":1,"crc64":0}`))
 	f.Add([]byte(`{"size":9223372036854775807}`))
 	f.Add([]byte(`[1,2,3]`))
-	// Out of range (issue 18 item 5): past replid.MaxOffset, a size past
+	// Out of range: past replid.MaxOffset, a size past
 	// it, a creation time before 1970.
 	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":4611686018427387905,"size":1,"crc64":0}`))
 	f.Add([]byte(`{"replid":"` + replid.New() + `","offset":9223372036854775807,"size":1,"crc64":0}`))

@@ -62,11 +62,15 @@
 //     proxy, proxy/config and proxy/wire.
 //   - internal/redistest (the tests' real Redis servers, and the fake
 //     primary, relay and TCP pair they share) imports nothing of the
-//     module, and nothing but tests imports it.
-//   - internal/chaos (the chaos harness's fault table, nemesis, checkers
-//     and report) imports nothing of the module; its integration test
-//     starts the deployment through internal/netns, internal/redistest
-//     and internal/cachedata.
+//     module. It and internal/chaos/deploy are the test harnesses: code
+//     that runs only under go test and fails the test that calls it, which
+//     nothing but tests and the other harness imports.
+//   - internal/chaos (the chaos harness's fault table, seeded nemesis,
+//     history, checkers and report: no process, no network) imports
+//     nothing of the module; internal/chaos/deploy (the live deployment it
+//     drives, the load, the faults applied and the observers) imports
+//     internal/chaos, internal/netns, internal/redistest and
+//     internal/cachedata.
 //   - internal/safefile (the file mechanisms: open a regular file as seen,
 //     write a new file under a temporary name and rename it into place)
 //     imports nothing of the module.

@@ -1,0 +1,86 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/replproxy/replproxy/internal/chaos"
+)
+
+// notBuilt is what the harness does not do that a reader of the report
+// might assume it does; the report lists it so that it never claims more
+// than it ran.
+var notBuilt = []string{
+	"two faults at once are nested (the second is healed before the first) and drawn from the kinds whose heal needs nothing but their target; a failover, a wipe or a kill of a proxy is only ever the first, and never three at once",
+	"the primary's link is cut alone to proxy A only, not to the standby or to redis-2",
+}
+
+// Run drives the deployment for o.Duration and returns the run for the
+// report. It starts two goroutines, the load and the sampler, which stop
+// when Run returns (or when ctx ends); the nemesis is the goroutine that
+// calls Run, which must be the test's own, as everything that fails the
+// test runs there. Once the deployment has converged it applies a fault,
+// holds it, heals it and checks its cost, one after another, with a
+// second or two of load between two, until o.Duration has passed; then it
+// scans the proxies' logs. Every violation is in the run it returns (and
+// in the history).
+func (d *Deployment) Run(ctx context.Context, o Options) chaos.Run {
+	ctx, cancel := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() {
+		cancel()
+		bg.Wait()
+	}()
+	load := &loader{d: d}
+	bg.Go(func() { load.run(ctx) })
+	offsets, mem := &chaos.OffsetTracker{}, &chaos.MemoryTracker{}
+	bg.Go(func() { d.sample(ctx, offsets, mem) })
+
+	start := time.Now()
+	if _, ok := d.converge(load, start); !ok {
+		d.t.Fatalf("the deployment did not converge within %v of its start", convergeBound)
+	}
+	d.captureBaseline()
+	d.hist.Record(chaos.Event{Action: chaos.ActNote, Kind: chaos.NoFault, Detail: fmt.Sprintf("deployment up and converged; goroutines/descriptors %v", d.baseline)})
+
+	nem := chaos.NewNemesis(o.Seed, replTimeout, []string{"proxy-a", "proxy-b"}, nil)
+	nem.Only = o.Kinds
+	gaps := rand.New(rand.NewPCG(o.Seed, 1))
+	var outcomes []chaos.Outcome
+	for time.Since(start) < o.Duration && ctx.Err() == nil {
+		nem.Replicas = d.replicaNames()
+		f := nem.Next()
+		outcomes = append(outcomes, d.apply(ctx, f, load, offsets))
+		// A second or two of writes between two faults: load, not a wait
+		// for a condition.
+		hold(ctx, time.Duration(1+gaps.IntN(2))*time.Second)
+	}
+	cancel()
+	bg.Wait()
+	for _, p := range d.proxies {
+		for _, path := range []string{p.logfile, p.stderr} {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				d.t.Errorf("read %s: %v", path, err)
+				continue
+			}
+			d.hist.Violate(chaos.ScanLog(time.Now(), filepath.Base(path), b)...)
+		}
+	}
+
+	return chaos.Run{
+		Seed:       o.Seed,
+		Start:      start,
+		Duration:   time.Since(start),
+		Command:    o.Command(),
+		Outcomes:   outcomes,
+		Events:     d.hist.Events(),
+		Violations: d.hist.Violations(),
+		NotBuilt:   notBuilt,
+	}
+}

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,7 +108,10 @@ func New(t testing.TB, hist *chaos.History) *Deployment {
 	}
 
 	d.fsDir = mountSmallFS(t, filepath.Join(d.dir, "proxy-a-fs"))
-	d.sourceA = strings.TrimSuffix(d.pair.AddrA, ".1") + ".5"
+	var err error
+	if d.sourceA, err = hostAt(d.pair.AddrA, sourceHost); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.AddLocalAddr(d.sourceA); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +157,39 @@ func New(t testing.TB, hist *chaos.History) *Deployment {
 	return d
 }
 
+// sourceHost is the last byte of proxy A's own address in region A, the
+// address it dials the primary from: no other process of the region uses
+// it.
+const sourceHost = 5
+
+// hostAt is the IPv4 address of addr's /24 whose last byte is host: a
+// second address of the region addr is in.
+func hostAt(addr string, host byte) (string, error) {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return "", fmt.Errorf("a second address beside %q: %w", addr, err)
+	}
+	if !ip.Is4() {
+		return "", fmt.Errorf("a second address beside %s: not IPv4", addr)
+	}
+	b := ip.As4()
+	b[3] = host
+	return netip.AddrFrom4(b).String(), nil
+}
+
+// addServer adds the redis-server s, named name, in ns; home is the node
+// it replicates when the deployment is whole ("" for the first primary).
 func (d *Deployment) addServer(name string, ns netns.Namespace, s *redistest.Server, home string) {
 	d.servers[name] = s
 	d.home[name] = home
-	d.nodes = append(d.nodes, node{name: name, ns: ns, addr: s.Addr()})
-	d.byAddr[s.Addr()] = name
+	d.register(name, ns, s.Addr())
+}
+
+// register adds a node to the deployment's list, in the order of its
+// start, and to the index by address.
+func (d *Deployment) register(name string, ns netns.Namespace, addr string) {
+	d.nodes = append(d.nodes, node{name: name, ns: ns, addr: addr})
+	d.byAddr[addr] = name
 }
 
 // node returns the node named name, and fails the test if there is none:
@@ -213,12 +245,16 @@ func (d *Deployment) replicaofPrimary() []string {
 	return []string{"--replicaof", host, port}
 }
 
-// replicaNames is every redis-server but the primary.
-func (d *Deployment) replicaNames() []string {
-	p := d.primary()
+// replicaNames is every redis-server but the primary, as the Sentinels
+// name it now.
+func (d *Deployment) replicaNames() []string { return d.serversBut(d.primary()) }
+
+// serversBut is every redis-server but primary, in the order of their
+// start.
+func (d *Deployment) serversBut(primary string) []string {
 	var names []string
 	for _, n := range d.nodes {
-		if _, ok := d.servers[n.name]; ok && n.name != p {
+		if _, ok := d.servers[n.name]; ok && n.name != primary {
 			names = append(names, n.name)
 		}
 	}
@@ -242,7 +278,6 @@ func (d *Deployment) waitSentinelsKnow(f chaos.Fault, primary string) {
 	ok := pollEvery(30*time.Second, 250*time.Millisecond, func() bool {
 		missing = nil
 		for _, s := range d.sentinels {
-			known := map[string]bool{}
 			c, err := dialNode(node{ns: d.pair.A, addr: s.Addr()})
 			if err != nil {
 				missing = append(missing, s.Addr()+": "+err.Error())
@@ -254,16 +289,15 @@ func (d *Deployment) waitSentinelsKnow(f chaos.Fault, primary string) {
 				missing = append(missing, s.Addr()+": "+err.Error())
 				continue
 			}
+			var replicas [][]string
 			for _, r := range v.Array() {
-				fields := map[string]string{}
-				kv := r.Array()
-				for i := 0; i+1 < len(kv); i += 2 {
-					fields[kv[i].String()] = kv[i+1].String()
+				var kv []string
+				for _, x := range r.Array() {
+					kv = append(kv, x.String())
 				}
-				if !strings.Contains(fields["flags"], "down") && !strings.Contains(fields["flags"], "disconnected") {
-					known[d.byAddr[net.JoinHostPort(fields["ip"], fields["port"])]] = true
-				}
+				replicas = append(replicas, kv)
 			}
+			known := d.knownReplicas(replicas)
 			for _, w := range want {
 				if !known[w] {
 					missing = append(missing, s.Addr()+" lacks "+w)
@@ -275,6 +309,27 @@ func (d *Deployment) waitSentinelsKnow(f chaos.Fault, primary string) {
 	if !ok {
 		d.hist.Record(chaos.Event{Action: chaos.ActNote, Kind: f.Kind, Detail: "Sentinels still incomplete after 30 s: " + strings.Join(missing, "; ")})
 	}
+}
+
+// knownReplicas names the replicas of a SENTINEL REPLICAS reply (each a
+// flat list of field names and values) that the Sentinel sees up and
+// connected, by the deployment's names; a replica at an address of none of
+// its nodes is left out.
+func (d *Deployment) knownReplicas(replicas [][]string) map[string]bool {
+	known := map[string]bool{}
+	for _, kv := range replicas {
+		fields := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[kv[i]] = kv[i+1]
+		}
+		if strings.Contains(fields["flags"], "down") || strings.Contains(fields["flags"], "disconnected") {
+			continue
+		}
+		if name, ok := d.byAddr[net.JoinHostPort(fields["ip"], fields["port"])]; ok {
+			known[name] = true
+		}
+	}
+	return known
 }
 
 // waitProxiesFollow waits until Sentinel has moved the proxies of the

@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,32 +39,46 @@ type proxyOpts struct {
 	alsoBind string   // a second address to listen on; "" for none
 }
 
-// addProxy starts a proxy named name in ns, listening on host; upstream
-// gives its --replicaof and link directives at each start.
+// proxyPorts are one proxy's three ports.
+type proxyPorts struct {
+	plain, tls, metrics int
+}
+
+// addProxy starts a proxy named name in ns, listening on host on ports
+// free a moment ago; upstream gives its --replicaof and link directives at
+// each start.
 func (d *Deployment) addProxy(name string, ns netns.Namespace, host string, opts proxyOpts, upstream func() []string) {
-	dir := opts.dir
-	if dir == "" {
-		dir = filepath.Join(d.dir, name)
-	}
-	p := &proxyProc{
-		name: name, ns: ns, bin: d.bin, upstream: upstream, extra: opts.extra, alsoBind: opts.alsoBind,
-		port:    redistest.FreePort(d.t),
-		dir:     dir,
-		logfile: filepath.Join(d.dir, name+".log"),
-		stderr:  filepath.Join(d.dir, name+".stderr"),
-		caFile:  d.pki.CACert,
-	}
+	ports := proxyPorts{plain: redistest.FreePort(d.t), tls: redistest.FreePort(d.t), metrics: redistest.FreePort(d.t)}
+	p := d.layOut(name, ns, host, ports, opts, upstream)
 	p.certFile, p.keyFile = d.pki.Issue(d.t, name)
-	p.addr = net.JoinHostPort(host, strconv.Itoa(p.port))
-	p.tlsAddr = net.JoinHostPort(host, strconv.Itoa(redistest.FreePort(d.t)))
-	p.metricsAddr = net.JoinHostPort(host, strconv.Itoa(redistest.FreePort(d.t)))
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		d.t.Fatal(err)
 	}
 	p.start(d.t)
 	d.proxies[name] = p
-	d.nodes = append(d.nodes, node{name: name, ns: ns, addr: p.addr})
-	d.byAddr[p.addr] = name
+	d.register(name, ns, p.addr)
+}
+
+// layOut is proxy name, not started and without a certificate: its
+// addresses (host and ports), its dir (opts.dir, or one named for it in
+// the run's folder), and its log and stderr, named for it in the run's
+// folder.
+func (d *Deployment) layOut(name string, ns netns.Namespace, host string, ports proxyPorts, opts proxyOpts, upstream func() []string) *proxyProc {
+	dir := opts.dir
+	if dir == "" {
+		dir = filepath.Join(d.dir, name)
+	}
+	return &proxyProc{
+		name: name, ns: ns, bin: d.bin, upstream: upstream, extra: opts.extra, alsoBind: opts.alsoBind,
+		port:        ports.plain,
+		addr:        net.JoinHostPort(host, strconv.Itoa(ports.plain)),
+		tlsAddr:     net.JoinHostPort(host, strconv.Itoa(ports.tls)),
+		metricsAddr: net.JoinHostPort(host, strconv.Itoa(ports.metrics)),
+		dir:         dir,
+		logfile:     filepath.Join(d.dir, name+".log"),
+		stderr:      filepath.Join(d.dir, name+".stderr"),
+		caFile:      d.pki.CACert,
+	}
 }
 
 // buildProxy builds cmd/replproxy with -race into a temporary folder: the
@@ -101,8 +117,9 @@ type proxyProc struct {
 	exited          <-chan error
 }
 
-func (p *proxyProc) start(t testing.TB) {
-	t.Helper()
+// args is p's command line at a start: the directives every proxy of the
+// deployment has, then its own, then its upstream's as asked now.
+func (p *proxyProc) args() []string {
 	host, _, _ := net.SplitHostPort(p.addr)
 	_, tlsPort, _ := net.SplitHostPort(p.tlsAddr)
 	_, metricsPort, _ := net.SplitHostPort(p.metricsAddr)
@@ -115,7 +132,13 @@ func (p *proxyProc) start(t testing.TB) {
 		"--tls-port", tlsPort, "--tls-cert-file", p.certFile, "--tls-key-file", p.keyFile, "--tls-ca-cert-file", p.caFile,
 		"--metrics-port", metricsPort, "--metrics-bind", host,
 		"--maxmemory", strconv.Itoa(proxyMaxMemory), "--maxmemory-policy", "evict-snapshots")
-	args = append(append(args, p.extra...), p.upstream()...)
+	return append(append(args, p.extra...), p.upstream()...)
+}
+
+// start starts p and waits until it listens on its plain port.
+func (p *proxyProc) start(t testing.TB) {
+	t.Helper()
+	args := p.args()
 	errf, err := os.OpenFile(p.stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +189,19 @@ func (p *proxyProc) resources() (chaos.Resources, error) {
 		return chaos.Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
 	}
 	defer resp.Body.Close()
+	r, err := parseResources(resp.Body)
+	if err != nil {
+		return chaos.Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
+	}
+	return r, nil
+}
+
+// parseResources reads go_goroutines and process_open_fds from a
+// Prometheus text exposition.
+func parseResources(body io.Reader) (chaos.Resources, error) {
 	var r chaos.Resources
-	var seen int
-	sc := bufio.NewScanner(resp.Body)
+	var goroutines, fds bool
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
@@ -181,18 +214,16 @@ func (p *proxyProc) resources() (chaos.Resources, error) {
 		}
 		switch name {
 		case "go_goroutines":
-			r.Goroutines = int(n)
-			seen++
+			r.Goroutines, goroutines = int(n), true
 		case "process_open_fds":
-			r.FDs = int(n)
-			seen++
+			r.FDs, fds = int(n), true
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return chaos.Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
+		return chaos.Resources{}, err
 	}
-	if seen != 2 {
-		return chaos.Resources{}, fmt.Errorf("%s /metrics: no go_goroutines or process_open_fds", p.name)
+	if !goroutines || !fds {
+		return chaos.Resources{}, errors.New("no go_goroutines or no process_open_fds")
 	}
 	return r, nil
 }

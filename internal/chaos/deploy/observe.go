@@ -40,8 +40,8 @@ func (d *Deployment) sample(ctx context.Context, offsets *chaos.OffsetTracker, m
 			if err != nil {
 				continue // down, stopped or restarting: no sample
 			}
-			off, _ := strconv.ParseInt(m["master_repl_offset"], 10, 64)
-			s := chaos.NodeState{Name: n.name, ReplID: m["master_replid"], Offset: off, Epoch: epoch}
+			s := replState(n.name, m)
+			s.Epoch = epoch
 			if v := offsets.Observe(time.Now(), s); v != nil {
 				d.hist.Violate(*v)
 			}
@@ -50,6 +50,13 @@ func (d *Deployment) sample(ctx context.Context, offsets *chaos.OffsetTracker, m
 			}
 		}
 	}
+}
+
+// replState is what a node's INFO replication (repl) says of it: its
+// replid, its offset, and for a replica whether its link is up.
+func replState(name string, repl map[string]string) chaos.NodeState {
+	off, _ := strconv.ParseInt(repl["master_repl_offset"], 10, 64)
+	return chaos.NodeState{Name: name, ReplID: repl["master_replid"], Offset: off, LinkUp: repl["master_link_status"] == "up"}
 }
 
 // converge pauses the load and waits until every replica has the primary's
@@ -87,10 +94,9 @@ func (d *Deployment) converge(load *loader, since time.Time) (time.Duration, boo
 			if name == primary {
 				continue
 			}
-			s := chaos.NodeState{Name: name}
+			s := chaos.NodeState{Name: name} // unread: behind, link down
 			if m, err := info(d.node(name), "replication"); err == nil {
-				s.LinkUp = m["master_link_status"] == "up"
-				s.Offset, _ = strconv.ParseInt(m["master_repl_offset"], 10, 64)
+				s = replState(name, m)
 			}
 			states = append(states, s)
 		}
@@ -271,18 +277,28 @@ func (d *Deployment) sampleMemory(n node, repl map[string]string, mem *chaos.Mem
 	if err != nil || len(v.Array()) != 2 {
 		return
 	}
-	num := func(s string) int64 { x, _ := strconv.ParseInt(s, 10, 64); return x }
-	replicas := num(repl["connected_slaves"])
-	s := chaos.Memory{
-		Name:       n.name,
-		Used:       num(m["used_memory"]),
-		NotCounted: num(m["mem_not_counted_for_evict"]),
-		MaxMemory:  num(m["maxmemory"]),
-	}
-	s.Bound = s.MaxMemory + num(repl["repl_log_window"]) + num(repl["repl_backlog_size"]) + (replicas+1)*replicaHardLimit(v.Array()[1].String())
-	if viol := mem.Observe(time.Now(), s); viol != nil {
+	if viol := mem.Observe(time.Now(), memoryOf(n.name, m, repl, v.Array()[1].String())); viol != nil {
 		d.hist.Violate(*viol)
 	}
+}
+
+// memoryOf is a proxy's memory as its INFO memory (mem) and INFO
+// replication (repl) report it, with the bound its limits allow: maxmemory,
+// plus at their most what is never counted for eviction: the stream log's
+// window, the memory backlog, and an output buffer at the replica class's
+// hard limit (limits, as CONFIG GET client-output-buffer-limit gives it)
+// for each replica and one more.
+func memoryOf(name string, mem, repl map[string]string, limits string) chaos.Memory {
+	num := func(s string) int64 { x, _ := strconv.ParseInt(s, 10, 64); return x }
+	m := chaos.Memory{
+		Name:       name,
+		Used:       num(mem["used_memory"]),
+		NotCounted: num(mem["mem_not_counted_for_evict"]),
+		MaxMemory:  num(mem["maxmemory"]),
+	}
+	replicas := num(repl["connected_slaves"])
+	m.Bound = m.MaxMemory + num(repl["repl_log_window"]) + num(repl["repl_backlog_size"]) + (replicas+1)*replicaHardLimit(limits)
+	return m
 }
 
 // replicaHardLimit is the replica class's hard limit in a

@@ -64,15 +64,24 @@ func (d *Deployment) inject(ctx context.Context, f chaos.Fault, offsets *chaos.O
 		heal()
 		return f
 	}
-	lead := min(f.Hold/2, 2*time.Second)
+	lead, rest := nestedHolds(f.Hold, f.Inner.Hold)
 	hold(ctx, lead)
 	in, healInner := d.start(*f.Inner, offsets)
 	f.Inner = &in
 	hold(ctx, in.Hold)
 	healInner()
-	hold(ctx, max(f.Hold-lead-in.Hold, time.Second))
+	hold(ctx, rest)
 	heal()
 	return f
+}
+
+// nestedHolds is how long a fault held for outer holds alone before a
+// fault held for inner starts inside it (half its hold, at most 2 s), and
+// after that one's heal before its own (the rest of its hold, at least
+// 1 s): the inner fault is always healed first.
+func nestedHolds(outer, inner time.Duration) (lead, rest time.Duration) {
+	lead = min(outer/2, 2*time.Second)
+	return lead, max(outer-lead-inner, time.Second)
 }
 
 // start applies f and returns it (its target filled in where the
@@ -156,10 +165,7 @@ func (d *Deployment) proxyKill(f chaos.Fault) (heal func()) {
 // caught up.
 func (d *Deployment) proxyWipe(f chaos.Fault, offsets *chaos.OffsetTracker) (heal func()) {
 	p := d.proxies[f.Target]
-	moved, stand := []string{"a1", "a2", "a3", "proxy-b"}, "standby"
-	if f.Target == "proxy-b" {
-		moved, stand = []string{"b1", "b2", "b3"}, "proxy-a"
-	}
+	moved, stand := wipeMoves(f.Target)
 	p.kill(d.t)
 	if err := emptyDir(p.dir); err != nil {
 		d.t.Fatal(err)
@@ -182,6 +188,16 @@ func (d *Deployment) proxyWipe(f chaos.Fault, offsets *chaos.OffsetTracker) (hea
 		}
 		d.moveReplicas(f, moved, stand, f.Target)
 	}
+}
+
+// wipeMoves is what is moved away from a wiped proxy, and where to: proxy
+// A's replicas and proxy B to the standby, proxy B's replicas across the
+// WAN to proxy A.
+func wipeMoves(target string) (moved []string, stand string) {
+	if target == "proxy-b" {
+		return []string{"b1", "b2", "b3"}, "proxy-a"
+	}
+	return []string{"a1", "a2", "a3", "proxy-b"}, "standby"
 }
 
 // primaryKill kills the primary and waits for Sentinel to promote its
@@ -368,12 +384,18 @@ func serialOf(path string) (string, error) {
 // orchestrator would: its home, or for redis-1 and redis-2 the primary
 // the Sentinels name now (a restarted redis-server forgets its REPLICAOF).
 func (d *Deployment) rejoin(f chaos.Fault) {
-	up := d.home[f.Target]
-	if strings.HasPrefix(f.Target, "redis-") {
-		up = d.primary()
-	}
+	up := d.upstreamOf(f.Target, d.primary())
 	d.replicaOf(f.Target, d.node(up).addr)
 	d.rec(f, chaos.ActHeal, f.Target, "restarted, REPLICAOF "+up)
+}
+
+// upstreamOf is the node a restarted redis-server name replicates: its
+// home, or for redis-1 and redis-2 primary, the one the Sentinels name.
+func (d *Deployment) upstreamOf(name, primary string) string {
+	if strings.HasPrefix(name, "redis-") {
+		return primary
+	}
+	return d.home[name]
 }
 
 // replicaOf points replica name at addr. A redis-server still loading its
@@ -407,13 +429,19 @@ func untilLoaded(bound time.Duration, send func() error) error {
 // dies or comes back: a redis-server at to's port, proxy B at its TLS port.
 func (d *Deployment) moveReplicas(f chaos.Fault, replicas []string, from, to string) {
 	for _, name := range replicas {
-		addr := d.node(to).addr
-		if _, ok := d.proxies[name]; ok {
-			addr = d.proxies[to].tlsAddr
-		}
-		d.replicaOf(name, addr)
+		d.replicaOf(name, d.addrFor(name, to))
 	}
 	d.rec(f, chaos.ActMove, strings.Join(replicas, ","), from+" → "+to)
+}
+
+// addrFor is the address replica dials to replicate node to: to's plain
+// port for a redis-server, its TLS port for a proxy (proxy B's link is
+// TLS).
+func (d *Deployment) addrFor(replica, to string) string {
+	if _, ok := d.proxies[replica]; ok {
+		return d.proxies[to].tlsAddr
+	}
+	return d.node(to).addr
 }
 
 // waitCaughtUp waits until proxy name's offset reaches where other's was,

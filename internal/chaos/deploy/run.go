@@ -20,6 +20,31 @@ var notBuilt = []string{
 	"the primary's link is cut alone to proxy A only, not to the standby or to redis-2",
 }
 
+// schedule is the run's sequence of faults and of the gaps between them,
+// from the seed alone: the same seed and the same replicas give the same
+// schedule, whatever the deployment does meanwhile. It belongs to the
+// nemesis's goroutine.
+type schedule struct {
+	nem  *chaos.Nemesis
+	gaps *rand.Rand
+}
+
+// newSchedule is o's schedule: faults at proxy A and proxy B (and at
+// proxy A's disk and link), of o.Kinds when not empty.
+func newSchedule(o Options) *schedule {
+	nem := chaos.NewNemesis(o.Seed, replTimeout, []string{"proxy-a", "proxy-b"}, nil)
+	nem.Only = o.Kinds
+	return &schedule{nem: nem, gaps: rand.New(rand.NewPCG(o.Seed, 1))}
+}
+
+// next is the next fault, replicas being the redis-servers a replica-kill
+// may pick now, and the gap after its convergence: a second or two of
+// writes between two faults (load, not a wait for a condition).
+func (s *schedule) next(replicas []string) (chaos.Fault, time.Duration) {
+	s.nem.Replicas = replicas
+	return s.nem.Next(), time.Duration(1+s.gaps.IntN(2)) * time.Second
+}
+
 // Run drives the deployment for o.Duration and returns the run for the
 // report. It starts two goroutines, the load and the sampler, which stop
 // when Run returns (or when ctx ends); the nemesis is the goroutine that
@@ -48,17 +73,12 @@ func (d *Deployment) Run(ctx context.Context, o Options) chaos.Run {
 	d.captureBaseline()
 	d.hist.Record(chaos.Event{Action: chaos.ActNote, Kind: chaos.NoFault, Detail: fmt.Sprintf("deployment up and converged; goroutines/descriptors %v", d.baseline)})
 
-	nem := chaos.NewNemesis(o.Seed, replTimeout, []string{"proxy-a", "proxy-b"}, nil)
-	nem.Only = o.Kinds
-	gaps := rand.New(rand.NewPCG(o.Seed, 1))
+	sched := newSchedule(o)
 	var outcomes []chaos.Outcome
 	for time.Since(start) < o.Duration && ctx.Err() == nil {
-		nem.Replicas = d.replicaNames()
-		f := nem.Next()
+		f, gap := sched.next(d.replicaNames())
 		outcomes = append(outcomes, d.apply(ctx, f, load, offsets))
-		// A second or two of writes between two faults: load, not a wait
-		// for a condition.
-		hold(ctx, time.Duration(1+gaps.IntN(2))*time.Second)
+		hold(ctx, gap)
 	}
 	cancel()
 	bg.Wait()

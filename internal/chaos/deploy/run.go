@@ -61,7 +61,7 @@ func (d *Deployment) Run(ctx context.Context, o Options) chaos.Run {
 		cancel()
 		bg.Wait()
 	}()
-	load := &loader{d: d}
+	load := newLoader(d)
 	bg.Go(func() { load.run(ctx) })
 	offsets, mem := &chaos.OffsetTracker{}, &chaos.MemoryTracker{}
 	bg.Go(func() { d.sample(ctx, offsets, mem) })

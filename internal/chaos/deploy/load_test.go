@@ -55,10 +55,14 @@ func TestLoaderWrite(t *testing.T) {
 		l := &loader{primary: func() string { return primary.Load().(string) }}
 		l.pause()
 		client, server := net.Pipe()
+		// Cancelled when the test ends, passed or failed, so that the load
+		// stops and the bubble's goroutines with it.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			l.write(t.Context(), client, cachedata.New(1), "redis-1")
+			l.write(ctx, client, cachedata.New(1), "redis-1")
 		}()
 
 		buf := make([]byte, 1<<20)

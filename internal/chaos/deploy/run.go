@@ -46,14 +46,16 @@ func (s *schedule) next(replicas []string) (chaos.Fault, time.Duration) {
 }
 
 // Run drives the deployment for o.Duration and returns the run for the
-// report. It starts two goroutines, the load and the sampler, which stop
-// when Run returns (or when ctx ends); the nemesis is the goroutine that
-// calls Run, which must be the test's own, as everything that fails the
-// test runs there. Once the deployment has converged it applies a fault,
-// holds it, heals it and checks its cost, one after another, with a
-// second or two of load between two, until o.Duration has passed; then it
-// scans the proxies' logs. Every violation is in the run it returns (and
-// in the history).
+// report. The goroutine that calls Run is the nemesis, and must be the
+// test's own, since everything that fails the test runs there. Run starts
+// two goroutines, the load and the sampler, under a context of its own,
+// which it cancels, waiting for both, before it returns (a t.Fatal
+// included). Once the deployment has converged it applies a fault, holds
+// it, heals it and checks its cost, one after another, with a second or
+// two of load between two, until o.Duration has passed or ctx has ended
+// (which cuts a fault's hold short, not its convergence); then it scans
+// the proxies' logs. Every violation is in the run it returns, as in the
+// history.
 func (d *Deployment) Run(ctx context.Context, o Options) chaos.Run {
 	ctx, cancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup

@@ -119,7 +119,7 @@ fuzz: redis
 	$(GO) test -run '^$$' -fuzz '^FuzzCorruptChunk$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./rdbcheck/
 
-# chaos runs the chaos harness (internal/chaos, TestChaos): a two-region
+# chaos runs the chaos harness (internal/chaos/deploy, TestChaos): a two-region
 # deployment (netns, so root), a primary, three Sentinels, race-built proxies
 # and their replicas under a steady write load, and a nemesis that picks a
 # fault from SEED every few seconds for DURATION, heals it and checks what it
@@ -132,7 +132,7 @@ SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 endif
 chaos: redis
 	@echo "chaos: SEED=$(SEED) DURATION=$(DURATION)"
-	$(GO) test ./internal/chaos -run '^TestChaos$$' -count 1 -timeout 0 -v \
+	$(GO) test ./internal/chaos/deploy -run '^TestChaos$$' -count 1 -timeout 0 -v \
 		-args -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.report=$(CURDIR)/bench/CHAOS.md
 
 # demo starts a real primary, replproxy and three real replicas of the proxy on

@@ -7,8 +7,7 @@ import (
 )
 
 // Each checker is fed a wrong answer it must catch, and the right one it
-// must let pass: a checker that cannot fail is not a checker (issue 36's
-// second must-show).
+// must let pass: a checker that cannot fail is not a checker.
 
 func TestConvergedCatchesAReplicaBehind(t *testing.T) {
 	good := []NodeState{{Name: "a1", Digest: "d1", LinkUp: true}, {Name: "b1", Digest: "d1", LinkUp: true}}

@@ -240,7 +240,4 @@ func issueChecked(path string) bool {
 // issueNumbersLeft lists, by path, the files that still cite an issue
 // number, each with why it is not reworded yet. The test fails on any other
 // file that does, and on a listed file that no longer does.
-var issueNumbersLeft = map[string]string{
-	"internal/chaos/doc.go":           "internal/chaos is being reorganised (its harness out of its integration tests): reworded with that change",
-	"internal/chaos/checkers_test.go": "internal/chaos is being reorganised (its harness out of its integration tests): reworded with that change",
-}
+var issueNumbersLeft = map[string]string{}

@@ -35,4 +35,9 @@
 // the reason for each edge it leaves out beside the row; the package map of
 // docs/architecture.md gives the same rules with each package's job, lowest
 // layer first.
+//
+// internal/redistest and internal/chaos/deploy are the test harnesses
+// (testHarnesses): code that runs only under go test and fails the test
+// that calls it, which nothing but tests and the other harness imports, so
+// that the product never links either.
 package layering

@@ -61,14 +61,19 @@ var allowed = map[string][]string{
 	"cmd/replproxy": {"proxy", "proxy/config", "proxy/wire"},
 
 	"internal/cachedata": {},
-	// The chaos harness's own code is the fault table, the nemesis's
-	// choice, the checkers and the report; the deployment it drives is in
-	// its tests, which start servers through internal/redistest.
-	"internal/chaos":     {},
-	"internal/layering":  {},
-	"internal/netns":     {},
-	"internal/redistest": {},
-	"internal/safefile":  {},
+	// The chaos harness's pure part: the fault table, the nemesis's
+	// choice, the checkers, the history and the report, with no process
+	// or network of its own.
+	"internal/chaos": {},
+	// The chaos harness's live part: the deployment it starts (real
+	// servers through internal/redistest, regions through internal/netns),
+	// the load (internal/cachedata), the faults applied and the observers.
+	// It is a test harness (testHarnesses).
+	"internal/chaos/deploy": {"internal/cachedata", "internal/chaos", "internal/netns", "internal/redistest"},
+	"internal/layering":     {},
+	"internal/netns":        {},
+	"internal/redistest":    {},
+	"internal/safefile":     {},
 
 	// bench/ is a module of its own (bench/go.mod), walked here all the
 	// same: it builds cmd/replproxy and runs replbuf's benchmarks as
@@ -84,6 +89,13 @@ var allowed = map[string][]string{
 	"bench/internal/procstat": {"bench/..."},
 	"bench/internal/sample":   {"bench/..."},
 }
+
+// testHarnesses are the packages whose code runs only under go test: the
+// real servers of internal/redistest, and the chaos deployment built on
+// them. Each fails the test that calls it rather than returning errors, so
+// nothing but tests and other harnesses imports one: the product never
+// links a harness.
+var testHarnesses = []string{"internal/redistest", "internal/chaos/deploy"}
 
 // allows reports whether rule allows an import of pkg.
 func allows(rule []string, pkg string) bool {
@@ -174,19 +186,29 @@ func TestLayering(t *testing.T) {
 			}
 		}
 		// Tests may use any lower package, but never cmd/ or bench/ from
-		// outside them, and redistest only from tests.
+		// outside them, and a test harness only from tests and other
+		// harnesses.
 		for _, imp := range slices.Concat(imports, testImports) {
 			if (top(imp) == "cmd" || top(imp) == "bench") && top(imp) != top(pkg) {
 				t.Errorf("%s imports %s: nothing outside %s/ may", pkg, imp, top(imp))
 			}
 		}
-		if slices.Contains(imports, "internal/redistest") {
-			t.Errorf("%s imports internal/redistest outside its tests", pkg)
+		if !slices.Contains(testHarnesses, pkg) {
+			for _, imp := range imports {
+				if slices.Contains(testHarnesses, imp) {
+					t.Errorf("%s imports %s outside its tests: only tests and the test harnesses (%q) may", pkg, imp, testHarnesses)
+				}
+			}
 		}
 	}
 	for pkg := range allowed {
 		if _, ok := pkgs[pkg]; !ok {
 			t.Errorf("the layering table names %s, which is no package: remove it", pkg)
+		}
+	}
+	for _, pkg := range testHarnesses {
+		if _, ok := pkgs[pkg]; !ok {
+			t.Errorf("testHarnesses names %s, which is no package: remove it", pkg)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package chaos
+package deploy
 
 import (
 	"errors"
@@ -9,11 +9,10 @@ import (
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
-// TestUntilLoadedWaitsOutAFullSyncLoad is the fault that ended the run of
-// seed 141357788 at +4 min: a replica still loading the full sync a failover
-// cost it is moved, and answers REPLICAOF with -LOADING. untilLoaded asks
-// again until the load is done, and the replica then follows its new
-// upstream.
+// TestUntilLoadedWaitsOutAFullSyncLoad: a replica still loading a full
+// sync (as a failover may cost it) is moved, and answers REPLICAOF with
+// -LOADING. untilLoaded asks again until the load is done, and the replica
+// then follows its new upstream.
 func TestUntilLoadedWaitsOutAFullSyncLoad(t *testing.T) {
 	redistest.Require(t)
 	old := redistest.StartServer(t)

@@ -1,18 +1,16 @@
-package chaos
+package deploy
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/chaos"
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
@@ -20,10 +18,14 @@ import (
 // sampled, convergence to the primary's digest, full syncs counted per
 // node.
 
+// convergeBound is how long every replica has, once writes pause after a
+// heal, to reach the primary's DEBUG DIGEST.
+const convergeBound = 60 * time.Second
+
 // sample reads every node's replid and offset each second into offsets
 // (checker 3), and each proxy's memory into mem (checker 6), until ctx
 // ends.
-func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker, mem *MemoryTracker) {
+func (d *Deployment) sample(ctx context.Context, offsets *chaos.OffsetTracker, mem *chaos.MemoryTracker) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -38,8 +40,8 @@ func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker, mem *Me
 			if err != nil {
 				continue // down, stopped or restarting: no sample
 			}
-			off, _ := strconv.ParseInt(m["master_repl_offset"], 10, 64)
-			s := NodeState{Name: n.name, ReplID: m["master_replid"], Offset: off, Epoch: epoch}
+			s := replState(n.name, m)
+			s.Epoch = epoch
 			if v := offsets.Observe(time.Now(), s); v != nil {
 				d.hist.Violate(*v)
 			}
@@ -50,11 +52,18 @@ func (d *deployment) sample(ctx context.Context, offsets *OffsetTracker, mem *Me
 	}
 }
 
+// replState is what a node's INFO replication (repl) says of it: its
+// replid, its offset, and for a replica whether its link is up.
+func replState(name string, repl map[string]string) chaos.NodeState {
+	off, _ := strconv.ParseInt(repl["master_repl_offset"], 10, 64)
+	return chaos.NodeState{Name: name, ReplID: repl["master_replid"], Offset: off, LinkUp: repl["master_link_status"] == "up"}
+}
+
 // converge pauses the load and waits until every replica has the primary's
 // DEBUG DIGEST (checker 1), then checks every node's replid against the
 // primary's (checker 2), and resumes the load. It returns how long that
 // took from since, and false (recorded as a violation) if the bound passed.
-func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time.Duration, bool) {
+func (d *Deployment) converge(load *loader, since time.Time) (time.Duration, bool) {
 	load.pause()
 	defer load.resume()
 	// The primary's active expiry keeps deleting keys its writes gave a TTL
@@ -80,15 +89,14 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 			return false
 		}
 		end, _ := strconv.ParseInt(pm["master_repl_offset"], 10, 64)
-		var states []NodeState
+		var states []chaos.NodeState
 		for name := range d.servers {
 			if name == primary {
 				continue
 			}
-			s := NodeState{Name: name}
+			s := chaos.NodeState{Name: name} // unread: behind, link down
 			if m, err := info(d.node(name), "replication"); err == nil {
-				s.LinkUp = m["master_link_status"] == "up"
-				s.Offset, _ = strconv.ParseInt(m["master_repl_offset"], 10, 64)
+				s = replState(name, m)
 			}
 			states = append(states, s)
 		}
@@ -96,7 +104,7 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 		// dataset is grown): the digests are taken only once every replica
 		// has the primary's stream, and all at once.
 		var at bool
-		if at, behind = AtOffset(end, states); !at {
+		if at, behind = chaos.AtOffset(end, states); !at {
 			return false
 		}
 		want, digests := d.digests(primary, states)
@@ -104,7 +112,7 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 			states[i].Digest = digests[i]
 		}
 		var ok bool
-		ok, behind = Converged(want, states)
+		ok, behind = chaos.Converged(want, states)
 		return ok
 	})
 	took := time.Since(since)
@@ -113,7 +121,7 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 		return took, true
 	}
 	slices.Sort(behind)
-	d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
+	d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckConverge,
 		Detail: fmt.Sprintf("not at the primary's digest %v after the heal: %s", convergeBound, strings.Join(behind, "; "))})
 	return took, false
 }
@@ -121,7 +129,7 @@ func (d *deployment) converge(t *testing.T, load *loader, since time.Time) (time
 // activeExpire turns active expiry on or off on redis-1 and redis-2,
 // whichever is the primary; a server down is skipped (it restarts with
 // active expiry on).
-func (d *deployment) activeExpire(on bool) {
+func (d *Deployment) activeExpire(on bool) {
 	v := "0"
 	if on {
 		v = "1"
@@ -148,25 +156,25 @@ func pollEvery(timeout, interval time.Duration, cond func() bool) bool {
 }
 
 // checkReplIDs is checker 2 over every node but the primary p.
-func (d *deployment) checkReplIDs(p string) {
+func (d *Deployment) checkReplIDs(p string) {
 	pm, err := info(d.node(p), "replication")
 	if err != nil {
-		d.hist.Violate(Violation{At: time.Now(), Checker: CheckReplID, Detail: err.Error()})
+		d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckReplID, Detail: err.Error()})
 		return
 	}
-	var states []NodeState
+	var states []chaos.NodeState
 	for _, n := range d.nodes {
 		if n.name == p {
 			continue
 		}
 		m, err := info(n, "replication")
 		if err != nil {
-			d.hist.Violate(Violation{At: time.Now(), Checker: CheckReplID, Detail: err.Error()})
+			d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckReplID, Detail: err.Error()})
 			continue
 		}
-		states = append(states, NodeState{Name: n.name, ReplID: m["master_replid"]})
+		states = append(states, chaos.NodeState{Name: n.name, ReplID: m["master_replid"]})
 	}
-	d.hist.Violate(CheckReplIDs(time.Now(), pm["master_replid"], pm["master_replid2"], states)...)
+	d.hist.Violate(chaos.CheckReplIDs(time.Now(), pm["master_replid"], pm["master_replid2"], states)...)
 }
 
 // digests takes the primary's DEBUG DIGEST, then every replica's of states,
@@ -175,7 +183,7 @@ func (d *deployment) checkReplIDs(p string) {
 // that runs it, and a primary that does not answer the Sentinels for
 // down-after-milliseconds is failed over. A replica blocked as long only
 // sends its ACK late.
-func (d *deployment) digests(primary string, states []NodeState) (string, []string) {
+func (d *Deployment) digests(primary string, states []chaos.NodeState) (string, []string) {
 	want, _ := digest(d.node(primary))
 	got := make([]string, len(states))
 	sem := make(chan struct{}, runtime.NumCPU())
@@ -208,7 +216,7 @@ func digest(n node) (string, error) {
 // the proxies', node by node. Every node is up at a fault's start and after
 // its convergence, so a node that does not answer within 10 s is left out
 // and named in the second result, rather than counted from zero.
-func (d *deployment) fullSyncs(t *testing.T) (map[string]int64, []string) {
+func (d *Deployment) fullSyncs() (map[string]int64, []string) {
 	counts := map[string]int64{}
 	var missing []string
 	for _, name := range []string{"redis-1", "redis-2", "proxy-a", "standby", "proxy-b"} {
@@ -233,8 +241,8 @@ func (d *deployment) fullSyncs(t *testing.T) (map[string]int64, []string) {
 
 // caused is the cost of a fault from the counters before and after it,
 // over the nodes read both times, and each node's share for the history.
-func caused(before, after map[string]int64) (Cost, string) {
-	var c Cost
+func caused(before, after map[string]int64) (chaos.Cost, string) {
+	var c chaos.Cost
 	var shares []string
 	for _, name := range []string{"redis-1", "redis-2", "proxy-a", "standby", "proxy-b"} {
 		b, okB := before[name]
@@ -242,7 +250,7 @@ func caused(before, after map[string]int64) (Cost, string) {
 		if !okB || !okA {
 			continue
 		}
-		delta := int(SyncDelta(b, a))
+		delta := int(chaos.SyncDelta(b, a))
 		if strings.HasPrefix(name, "redis-") {
 			c.Primary += delta
 		} else {
@@ -255,7 +263,7 @@ func caused(before, after map[string]int64) (Cost, string) {
 
 // sampleMemory reads proxy n's memory and limits (repl is its INFO
 // replication, just read) into mem.
-func (d *deployment) sampleMemory(n node, repl map[string]string, mem *MemoryTracker) {
+func (d *Deployment) sampleMemory(n node, repl map[string]string, mem *chaos.MemoryTracker) {
 	m, err := info(n, "memory")
 	if err != nil {
 		return
@@ -269,18 +277,28 @@ func (d *deployment) sampleMemory(n node, repl map[string]string, mem *MemoryTra
 	if err != nil || len(v.Array()) != 2 {
 		return
 	}
-	num := func(s string) int64 { x, _ := strconv.ParseInt(s, 10, 64); return x }
-	replicas := num(repl["connected_slaves"])
-	s := Memory{
-		Name:       n.name,
-		Used:       num(m["used_memory"]),
-		NotCounted: num(m["mem_not_counted_for_evict"]),
-		MaxMemory:  num(m["maxmemory"]),
-	}
-	s.Bound = s.MaxMemory + num(repl["repl_log_window"]) + num(repl["repl_backlog_size"]) + (replicas+1)*replicaHardLimit(v.Array()[1].String())
-	if viol := mem.Observe(time.Now(), s); viol != nil {
+	if viol := mem.Observe(time.Now(), memoryOf(n.name, m, repl, v.Array()[1].String())); viol != nil {
 		d.hist.Violate(*viol)
 	}
+}
+
+// memoryOf is a proxy's memory as its INFO memory (mem) and INFO
+// replication (repl) report it, with the bound its limits allow: maxmemory,
+// plus at their most what is never counted for eviction: the stream log's
+// window, the memory backlog, and an output buffer at the replica class's
+// hard limit (limits, as CONFIG GET client-output-buffer-limit gives it)
+// for each replica and one more.
+func memoryOf(name string, mem, repl map[string]string, limits string) chaos.Memory {
+	num := func(s string) int64 { x, _ := strconv.ParseInt(s, 10, 64); return x }
+	m := chaos.Memory{
+		Name:       name,
+		Used:       num(mem["used_memory"]),
+		NotCounted: num(mem["mem_not_counted_for_evict"]),
+		MaxMemory:  num(mem["maxmemory"]),
+	}
+	replicas := num(repl["connected_slaves"])
+	m.Bound = m.MaxMemory + num(repl["repl_log_window"]) + num(repl["repl_backlog_size"]) + (replicas+1)*replicaHardLimit(limits)
+	return m
 }
 
 // replicaHardLimit is the replica class's hard limit in a
@@ -299,13 +317,13 @@ func replicaHardLimit(limits string) int64 {
 // baselineSlack is how far above its baseline a proxy's goroutines and
 // descriptors may be after a heal: the connections of the sampler and the
 // checkers come and go.
-var baselineSlack = Resources{Goroutines: 40, FDs: 20}
+var baselineSlack = chaos.Resources{Goroutines: 40, FDs: 20}
 
 // captureBaseline records each proxy's goroutines and descriptors: the
 // least of three samples a second apart, so that a connection of the
 // moment is not taken for the baseline.
-func (d *deployment) captureBaseline(t *testing.T) {
-	d.baseline = map[string]Resources{}
+func (d *Deployment) captureBaseline() {
+	d.baseline = map[string]chaos.Resources{}
 	for i := range 3 {
 		if i > 0 {
 			time.Sleep(time.Second)
@@ -313,80 +331,38 @@ func (d *deployment) captureBaseline(t *testing.T) {
 		for name, p := range d.proxies {
 			r, err := p.resources()
 			if err != nil {
-				t.Fatal(err)
+				d.t.Fatal(err)
 			}
 			b, ok := d.baseline[name]
 			if !ok {
 				b = r
 			}
-			d.baseline[name] = Resources{Goroutines: min(b.Goroutines, r.Goroutines), FDs: min(b.FDs, r.FDs)}
+			d.baseline[name] = chaos.Resources{Goroutines: min(b.Goroutines, r.Goroutines), FDs: min(b.FDs, r.FDs)}
 		}
 	}
 }
 
 // checkBaselines waits up to baselineWait for every proxy to be back within
 // baselineSlack of its baseline (checker 7), and records what each holds.
-func (d *deployment) checkBaselines(f Fault) {
+func (d *Deployment) checkBaselines(f chaos.Fault) {
 	const baselineWait = 20 * time.Second
 	var notes []string
 	for _, name := range []string{"proxy-a", "standby", "proxy-b"} {
 		p, base := d.proxies[name], d.baseline[name]
-		var got Resources
+		var got chaos.Resources
 		var err error
 		ok := pollEvery(baselineWait, 500*time.Millisecond, func() bool {
 			got, err = p.resources()
 			return err == nil && got.Within(base, baselineSlack)
 		})
 		if err != nil {
-			d.hist.Violate(Violation{At: time.Now(), Checker: CheckBaseline, Detail: err.Error()})
+			d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckBaseline, Detail: err.Error()})
 			continue
 		}
 		if !ok {
-			d.hist.Violate(*CheckBaselineOf(time.Now(), name, base, got, baselineSlack))
+			d.hist.Violate(*chaos.CheckBaselineOf(time.Now(), name, base, got, baselineSlack))
 		}
 		notes = append(notes, fmt.Sprintf("%s %d/%d", name, got.Goroutines, got.FDs))
 	}
-	d.rec(f, ActNote, "", "goroutines/descriptors "+strings.Join(notes, ", "))
-}
-
-// resources reads p's goroutines and open descriptors from its /metrics.
-func (p *proxyProc) resources() (Resources, error) {
-	client := http.Client{
-		Timeout:   5 * time.Second,
-		Transport: &http.Transport{DialContext: p.ns.DialContext, DisableKeepAlives: true},
-	}
-	resp, err := client.Get("http://" + p.metricsAddr + "/metrics")
-	if err != nil {
-		return Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
-	}
-	defer resp.Body.Close()
-	var r Resources
-	var seen int
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "go_goroutines":
-			r.Goroutines = int(n)
-			seen++
-		case "process_open_fds":
-			r.FDs = int(n)
-			seen++
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Resources{}, fmt.Errorf("%s /metrics: %w", p.name, err)
-	}
-	if seen != 2 {
-		return Resources{}, fmt.Errorf("%s /metrics: no go_goroutines or process_open_fds", p.name)
-	}
-	return r, nil
+	d.rec(f, chaos.ActNote, "", "goroutines/descriptors "+strings.Join(notes, ", "))
 }

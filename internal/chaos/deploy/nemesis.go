@@ -1,6 +1,7 @@
-package chaos
+package deploy
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replproxy/replproxy/internal/chaos"
 	"github.com/replproxy/replproxy/internal/redistest"
 )
 
@@ -24,124 +26,134 @@ import (
 // deployment, held and healed, with the moves an orchestrator would make
 // meanwhile; then what it cost.
 
-// stormConns is how many idle connections a ConnStorm opens.
+// stormConns is how many idle connections a [chaos.ConnStorm] opens.
 const stormConns = 1000
 
 // apply applies f, holds it, heals it, waits for convergence and checks its
-// cost and the proxies' resources; every step goes to the history.
-func (d *deployment) apply(t *testing.T, f Fault, load *loader, offsets *OffsetTracker) Outcome {
-	before, missingBefore := d.fullSyncs(t)
+// cost and the proxies' resources; every step goes to the history. A hold
+// ends early when ctx ends.
+func (d *Deployment) apply(ctx context.Context, f chaos.Fault, load *loader, offsets *chaos.OffsetTracker) chaos.Outcome {
+	before, missingBefore := d.fullSyncs()
 	at := time.Now()
-	f = d.inject(t, f, offsets)
-	took, ok := d.converge(t, load, time.Now())
-	d.rec(f, ActNote, "", fmt.Sprintf("converged in %v: %v", took.Round(time.Millisecond), ok))
+	f = d.inject(ctx, f, offsets)
+	took, ok := d.converge(load, time.Now())
+	d.rec(f, chaos.ActNote, "", fmt.Sprintf("converged in %v: %v", took.Round(time.Millisecond), ok))
 	want := f.Total()
-	after, missingAfter := d.fullSyncs(t)
+	after, missingAfter := d.fullSyncs()
 	got, shares := caused(before, after)
 	if missing := slices.Concat(missingBefore, missingAfter); len(missing) > 0 {
-		d.rec(f, ActNote, "", fmt.Sprintf("sync_full unread on %v: left out of the cost", missing))
+		d.rec(f, chaos.ActNote, "", fmt.Sprintf("sync_full unread on %v: left out of the cost", missing))
 	}
-	d.rec(f, ActNote, "", "sync_full "+shares)
-	d.hist.Violate(CheckCost(time.Now(), f, want, got)...)
+	d.rec(f, chaos.ActNote, "", "sync_full "+shares)
+	d.hist.Violate(chaos.CheckCost(time.Now(), f, want, got)...)
 	d.checkBaselines(f)
-	return Outcome{Fault: f, At: at, Converge: took, Converged: ok, Want: want, Got: got}
+	return chaos.Outcome{Fault: f, At: at, Converge: took, Converged: ok, Want: want, Got: got}
 }
 
 // rec records one step of f in the history.
-func (d *deployment) rec(f Fault, a Action, target, detail string) {
-	d.hist.Record(Event{Action: a, Kind: f.Kind, Target: target, Detail: detail})
+func (d *Deployment) rec(f chaos.Fault, a chaos.Action, target, detail string) {
+	d.hist.Record(chaos.Event{Action: a, Kind: f.Kind, Target: target, Detail: detail})
 }
 
 // inject applies f, holds it and heals it, and returns it with its target
-// filled in where the deployment chose it (the primary a PrimaryKill kills).
-func (d *deployment) inject(t *testing.T, f Fault, offsets *OffsetTracker) Fault {
-	f, heal := d.start(t, f, offsets)
+// filled in where the deployment chose it (the primary a [chaos.PrimaryKill] kills).
+func (d *Deployment) inject(ctx context.Context, f chaos.Fault, offsets *chaos.OffsetTracker) chaos.Fault {
+	f, heal := d.start(f, offsets)
 	if f.Inner == nil {
-		hold(t, f.Hold)
+		hold(ctx, f.Hold)
 		heal()
 		return f
 	}
-	lead := min(f.Hold/2, 2*time.Second)
-	hold(t, lead)
-	in, healInner := d.start(t, *f.Inner, offsets)
+	lead, rest := nestedHolds(f.Hold, f.Inner.Hold)
+	hold(ctx, lead)
+	in, healInner := d.start(*f.Inner, offsets)
 	f.Inner = &in
-	hold(t, in.Hold)
+	hold(ctx, in.Hold)
 	healInner()
-	hold(t, max(f.Hold-lead-in.Hold, time.Second))
+	hold(ctx, rest)
 	heal()
 	return f
 }
 
+// nestedHolds is how long a fault held for outer holds alone before a
+// fault held for inner starts inside it (half its hold, at most 2 s), and
+// after that one's heal before its own (the rest of its hold, at least
+// 1 s): the inner fault is always healed first.
+func nestedHolds(outer, inner time.Duration) (lead, rest time.Duration) {
+	lead = min(outer/2, 2*time.Second)
+	return lead, max(outer-lead-inner, time.Second)
+}
+
 // start applies f and returns it (its target filled in where the
 // deployment chose it) with its heal.
-func (d *deployment) start(t *testing.T, f Fault, offsets *OffsetTracker) (Fault, func()) {
+func (d *Deployment) start(f chaos.Fault, offsets *chaos.OffsetTracker) (chaos.Fault, func()) {
 	switch f.Kind {
-	case ProxyKill:
-		return f, d.proxyKill(t, f)
-	case ProxyStop:
+	case chaos.ProxyKill:
+		return f, d.proxyKill(f)
+	case chaos.ProxyStop:
 		p := d.proxies[f.Target]
-		p.signal(t, syscall.SIGSTOP)
-		d.rec(f, ActFault, f.Target, fmt.Sprintf("SIGSTOP for %v", f.Hold))
+		p.signal(d.t, syscall.SIGSTOP)
+		d.rec(f, chaos.ActFault, f.Target, fmt.Sprintf("SIGSTOP for %v", f.Hold))
 		return f, func() {
-			p.signal(t, syscall.SIGCONT)
-			d.rec(f, ActHeal, f.Target, "SIGCONT")
+			p.signal(d.t, syscall.SIGCONT)
+			d.rec(f, chaos.ActHeal, f.Target, "SIGCONT")
 		}
-	case ReplicaKill:
+	case chaos.ReplicaKill:
 		s := d.servers[f.Target]
 		s.Kill()
 		offsets.Forget(f.Target)
-		d.rec(f, ActFault, f.Target, "SIGKILL")
+		d.rec(f, chaos.ActFault, f.Target, "SIGKILL")
 		return f, func() {
 			s.Restart()
-			d.rejoin(t, f)
+			d.rejoin(f)
 		}
-	case WANCut:
+	case chaos.WANCut:
 		if err := d.pair.Cut(); err != nil {
-			t.Fatal(err)
+			d.t.Fatal(err)
 		}
-		d.rec(f, ActFault, "", fmt.Sprintf("cut for %v", f.Hold))
+		d.rec(f, chaos.ActFault, "", fmt.Sprintf("cut for %v", f.Hold))
 		return f, func() {
 			if err := d.pair.Restore(); err != nil {
-				t.Fatal(err)
+				d.t.Fatal(err)
 			}
-			d.rec(f, ActHeal, "", "restored")
+			d.rec(f, chaos.ActHeal, "", "restored")
 		}
-	case PrimaryKill:
-		return d.primaryKill(t, f, offsets)
-	case ConfigSet:
-		return f, d.configSet(t, f)
-	case ProxyWipe:
-		return f, d.proxyWipe(t, f, offsets)
-	case DiskFull:
-		return f, d.diskFull(t, f)
-	case ConnStorm:
-		return f, d.connStorm(t, f)
-	case CertRotate:
-		return f, d.certRotate(t, f)
-	case LinkCut:
-		return f, d.linkCut(t, f)
+	case chaos.PrimaryKill:
+		return d.primaryKill(f, offsets)
+	case chaos.ConfigSet:
+		return f, d.configSet(f)
+	case chaos.ProxyWipe:
+		return f, d.proxyWipe(f, offsets)
+	case chaos.DiskFull:
+		return f, d.diskFull(f)
+	case chaos.ConnStorm:
+		return f, d.connStorm(f)
+	case chaos.CertRotate:
+		return f, d.certRotate(f)
+	case chaos.LinkCut:
+		return f, d.linkCut(f)
 	}
-	t.Fatalf("no fault of kind %v", f.Kind)
+	d.t.Fatalf("no fault of kind %v", f.Kind)
 	return f, nil
 }
 
 // proxyKill kills a proxy, to be restarted on the same dir. Proxy A's
 // replicas go to the standby meanwhile; proxy B's wait for it, since no
 // other proxy is in their region.
-func (d *deployment) proxyKill(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) proxyKill(f chaos.Fault) (heal func()) {
 	p := d.proxies[f.Target]
-	p.kill(t)
-	d.rec(f, ActFault, f.Target, "SIGKILL")
+	p.kill(d.t)
+	d.rec(f, chaos.ActFault, f.Target, "SIGKILL")
 	aReplicas := []string{"a1", "a2", "a3"}
 	if f.Target == "proxy-a" {
-		d.moveReplicas(t, f, aReplicas, "proxy-a", "standby")
+		d.moveReplicas(f, aReplicas, "proxy-a", "standby")
 	}
 	return func() {
-		p.start(t)
-		d.rec(f, ActHeal, f.Target, "restarted on the same dir")
+		p.start(d.t)
+		d.rec(f, chaos.ActHeal, f.Target, "restarted on the same dir")
 		if f.Target == "proxy-a" {
-			d.waitCaughtUp(t, "proxy-a", "standby")
-			d.moveReplicas(t, f, aReplicas, "standby", "proxy-a")
+			d.waitCaughtUp("proxy-a", "standby")
+			d.moveReplicas(f, aReplicas, "standby", "proxy-a")
 		}
 	}
 }
@@ -151,108 +163,115 @@ func (d *deployment) proxyKill(t *testing.T, f Fault) (heal func()) {
 // as an orchestrator would (proxy A's replicas and proxy B to the standby,
 // proxy B's replicas across the WAN to proxy A), and back once it has
 // caught up.
-func (d *deployment) proxyWipe(t *testing.T, f Fault, offsets *OffsetTracker) (heal func()) {
+func (d *Deployment) proxyWipe(f chaos.Fault, offsets *chaos.OffsetTracker) (heal func()) {
 	p := d.proxies[f.Target]
-	moved, stand := []string{"a1", "a2", "a3", "proxy-b"}, "standby"
-	if f.Target == "proxy-b" {
-		moved, stand = []string{"b1", "b2", "b3"}, "proxy-a"
-	}
-	p.kill(t)
+	moved, stand := wipeMoves(f.Target)
+	p.kill(d.t)
 	if err := emptyDir(p.dir); err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	// A new incarnation: it starts from its upstream's snapshot, which may
 	// be older than where it was.
 	offsets.Forget(f.Target)
-	d.rec(f, ActFault, f.Target, "SIGKILL, dir emptied")
-	d.moveReplicas(t, f, moved, f.Target, stand)
+	d.rec(f, chaos.ActFault, f.Target, "SIGKILL, dir emptied")
+	d.moveReplicas(f, moved, f.Target, stand)
 	return func() {
-		p.start(t)
-		d.rec(f, ActHeal, f.Target, "restarted on the empty dir")
-		d.waitCaughtUp(t, f.Target, stand)
+		p.start(d.t)
+		d.rec(f, chaos.ActHeal, f.Target, "restarted on the empty dir")
+		d.waitCaughtUp(f.Target, stand)
 		// The replicas moved away may be behind where the restarted proxy's
 		// new history starts (a WAN cut inside kept proxy B from the
 		// standby): an orchestrator moves a replica back once it has caught
 		// up where it is, or it would need a full sync.
 		for _, r := range moved {
-			d.waitCaughtUp(t, r, stand)
+			d.waitCaughtUp(r, stand)
 		}
-		d.moveReplicas(t, f, moved, stand, f.Target)
+		d.moveReplicas(f, moved, stand, f.Target)
 	}
+}
+
+// wipeMoves is what is moved away from a wiped proxy, and where to: proxy
+// A's replicas and proxy B to the standby, proxy B's replicas across the
+// WAN to proxy A.
+func wipeMoves(target string) (moved []string, stand string) {
+	if target == "proxy-b" {
+		return []string{"b1", "b2", "b3"}, "proxy-a"
+	}
+	return []string{"a1", "a2", "a3", "proxy-b"}, "standby"
 }
 
 // primaryKill kills the primary and waits for Sentinel to promote its
 // replica and move the proxies; its heal restarts the old primary as a
 // replica of the new one. The fault it returns names the old primary.
-func (d *deployment) primaryKill(t *testing.T, f Fault, offsets *OffsetTracker) (Fault, func()) {
+func (d *Deployment) primaryKill(f chaos.Fault, offsets *chaos.OffsetTracker) (chaos.Fault, func()) {
 	old := d.primary()
 	f.Target = old
-	d.waitSentinelsKnow(t, f, old)
+	d.waitSentinelsKnow(f, old)
 	d.servers[old].Kill()
 	offsets.Forget(old)
-	d.rec(f, ActFault, old, "SIGKILL of the primary")
+	d.rec(f, chaos.ActFault, old, "SIGKILL of the primary")
 	failedOver := redistest.Poll(30*time.Second, func() bool {
 		p := d.primary()
 		return p != "" && p != old
 	})
 	if !failedOver {
-		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
+		d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckConverge,
 			Detail: fmt.Sprintf("no failover within 30 s of the kill of the primary %s", old)})
 	} else {
-		d.rec(f, ActNote, d.primary(), "promoted by Sentinel")
-		d.waitProxiesFollow(t, f)
+		d.rec(f, chaos.ActNote, d.primary(), "promoted by Sentinel")
+		d.waitProxiesFollow(f)
 	}
 	return f, func() {
 		d.servers[old].Restart()
-		d.rejoin(t, f)
+		d.rejoin(f)
 	}
 }
 
 // configSet sets a limit on a proxy under load; its heal sets it back.
-func (d *deployment) configSet(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) configSet(f chaos.Fault) (heal func()) {
 	n := d.node(f.Target)
 	c, err := dialNode(n)
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	v, err := c.Do("CONFIG", "GET", f.Setting)
 	c.Close()
 	if err != nil || len(v.Array()) != 2 {
-		t.Fatalf("CONFIG GET %s on %s: %v %v", f.Setting, f.Target, v, err)
+		d.t.Fatalf("CONFIG GET %s on %s: %v %v", f.Setting, f.Target, v, err)
 	}
 	was := v.Array()[1].String()
 	if err := do(n, "CONFIG", "SET", f.Setting, f.Value); err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
-	d.rec(f, ActFault, f.Target, fmt.Sprintf("CONFIG SET %s %q (was %q)", f.Setting, f.Value, was))
+	d.rec(f, chaos.ActFault, f.Target, fmt.Sprintf("CONFIG SET %s %q (was %q)", f.Setting, f.Value, was))
 	return func() {
 		if err := do(n, "CONFIG", "SET", f.Setting, was); err != nil {
-			t.Fatal(err)
+			d.t.Fatal(err)
 		}
-		d.rec(f, ActHeal, f.Target, fmt.Sprintf("CONFIG SET %s %q", f.Setting, was))
+		d.rec(f, chaos.ActHeal, f.Target, fmt.Sprintf("CONFIG SET %s %q", f.Setting, was))
 	}
 }
 
 // diskFull fills the file system under proxy A's dir with a filler file;
 // its heal removes it.
-func (d *deployment) diskFull(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) diskFull(f chaos.Fault) (heal func()) {
 	filler := filepath.Join(d.fsDir, "filler")
 	size, err := fillFS(d.fsDir, filler)
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
-	d.rec(f, ActFault, f.Target, fmt.Sprintf("file system full (a %d MiB filler) for %v", size>>20, f.Hold))
+	d.rec(f, chaos.ActFault, f.Target, fmt.Sprintf("file system full (a %d MiB filler) for %v", size>>20, f.Hold))
 	return func() {
 		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
+			d.t.Fatal(err)
 		}
-		d.rec(f, ActHeal, f.Target, "filler removed")
+		d.rec(f, chaos.ActHeal, f.Target, "filler removed")
 	}
 }
 
 // connStorm opens stormConns idle connections to a proxy from its own
 // region; its heal closes them.
-func (d *deployment) connStorm(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) connStorm(f chaos.Fault) (heal func()) {
 	n := d.node(f.Target)
 	var conns []net.Conn
 	var dialErr error
@@ -268,12 +287,12 @@ func (d *deployment) connStorm(t *testing.T, f Fault) (heal func()) {
 	if dialErr != nil {
 		detail += fmt.Sprintf(" (the next refused: %v)", dialErr)
 	}
-	d.rec(f, ActFault, f.Target, detail)
+	d.rec(f, chaos.ActFault, f.Target, detail)
 	return func() {
 		for _, c := range conns {
 			c.Close()
 		}
-		d.rec(f, ActHeal, f.Target, "closed")
+		d.rec(f, chaos.ActHeal, f.Target, "closed")
 	}
 }
 
@@ -281,28 +300,28 @@ func (d *deployment) connStorm(t *testing.T, f Fault) (heal func()) {
 // a rotation job would (new files, then CONFIG SET); its heal checks that
 // new handshakes get it (checker 8) while the links it had carry on (which
 // convergence checks).
-func (d *deployment) certRotate(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) certRotate(f chaos.Fault) (heal func()) {
 	p := d.proxies[f.Target]
 	d.rotations++
-	cert, key := d.pki.Issue(t, fmt.Sprintf("%s-%d", f.Target, d.rotations))
+	cert, key := d.pki.Issue(d.t, fmt.Sprintf("%s-%d", f.Target, d.rotations))
 	want, err := serialOf(cert)
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	if err := do(d.node(f.Target), "CONFIG", "SET", "tls-cert-file", cert, "tls-key-file", key); err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	p.certFile, p.keyFile = cert, key
-	d.rec(f, ActFault, f.Target, "certificate rotated to serial "+want)
+	d.rec(f, chaos.ActFault, f.Target, "certificate rotated to serial "+want)
 	return func() {
 		got, err := d.servedSerial(p)
 		if err != nil {
 			got = err.Error()
 		}
-		if v := CheckServedCert(time.Now(), f.Target, want, got); v != nil {
+		if v := chaos.CheckServedCert(time.Now(), f.Target, want, got); v != nil {
 			d.hist.Violate(*v)
 		}
-		d.rec(f, ActHeal, f.Target, "a new handshake got serial "+got)
+		d.rec(f, chaos.ActHeal, f.Target, "a new handshake got serial "+got)
 	}
 }
 
@@ -310,25 +329,25 @@ func (d *deployment) certRotate(t *testing.T, f Fault) (heal func()) {
 // primary's port; its heal restores it. Proxy A's replicas and proxy B
 // stay where they are: the proxy serves them what it has, and the primary's
 // backlog the rest once the link is back.
-func (d *deployment) linkCut(t *testing.T, f Fault) (heal func()) {
+func (d *Deployment) linkCut(f chaos.Fault) (heal func()) {
 	primary := d.primary()
 	_, port, _ := net.SplitHostPort(d.node(primary).addr)
 	p, _ := strconv.Atoi(port)
 	if err := d.pair.A.CutFlow(d.sourceA, d.pair.AddrA, p); err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
-	d.rec(f, ActFault, f.Target, fmt.Sprintf("link from %s to the primary %s cut for %v", d.sourceA, primary, f.Hold))
+	d.rec(f, chaos.ActFault, f.Target, fmt.Sprintf("link from %s to the primary %s cut for %v", d.sourceA, primary, f.Hold))
 	return func() {
 		if err := d.pair.A.RestoreFlows(); err != nil {
-			t.Fatal(err)
+			d.t.Fatal(err)
 		}
-		d.rec(f, ActHeal, f.Target, "restored")
+		d.rec(f, chaos.ActHeal, f.Target, "restored")
 	}
 }
 
 // servedSerial is the serial of the certificate p's TLS port presents to a
 // new handshake, as decimal text.
-func (d *deployment) servedSerial(p *proxyProc) (string, error) {
+func (d *Deployment) servedSerial(p *proxyProc) (string, error) {
 	raw, err := p.ns.Dial("tcp", p.tlsAddr)
 	if err != nil {
 		return "", err
@@ -364,26 +383,32 @@ func serialOf(path string) (string, error) {
 // rejoin points a restarted redis-server at its upstream, as an
 // orchestrator would: its home, or for redis-1 and redis-2 the primary
 // the Sentinels name now (a restarted redis-server forgets its REPLICAOF).
-func (d *deployment) rejoin(t *testing.T, f Fault) {
-	up := d.home[f.Target]
-	if strings.HasPrefix(f.Target, "redis-") {
-		up = d.primary()
-	}
+func (d *Deployment) rejoin(f chaos.Fault) {
+	up := d.upstreamOf(f.Target, d.primary())
 	d.replicaOf(f.Target, d.node(up).addr)
-	d.rec(f, ActHeal, f.Target, "restarted, REPLICAOF "+up)
+	d.rec(f, chaos.ActHeal, f.Target, "restarted, REPLICAOF "+up)
+}
+
+// upstreamOf is the node a restarted redis-server name replicates: its
+// home, or for redis-1 and redis-2 primary, the one the Sentinels name.
+func (d *Deployment) upstreamOf(name, primary string) string {
+	if strings.HasPrefix(name, "redis-") {
+		return primary
+	}
+	return d.home[name]
 }
 
 // replicaOf points replica name at addr. A redis-server still loading its
 // dataset (its own RDB after a restart, or a full sync) refuses REPLICAOF
 // with -LOADING; it is asked again, as an orchestrator would, for as long as
 // convergence may take, and a replica that never takes it is a violation.
-func (d *deployment) replicaOf(name, addr string) {
+func (d *Deployment) replicaOf(name, addr string) {
 	host, port, _ := net.SplitHostPort(addr)
 	err := untilLoaded(convergeBound, func() error {
 		return do(d.node(name), "REPLICAOF", host, port)
 	})
 	if err != nil {
-		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge, Detail: err.Error()})
+		d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckConverge, Detail: err.Error()})
 	}
 }
 
@@ -402,21 +427,27 @@ func untilLoaded(bound time.Duration, send func() error) error {
 
 // moveReplicas points replicas at to, as an orchestrator would when from
 // dies or comes back: a redis-server at to's port, proxy B at its TLS port.
-func (d *deployment) moveReplicas(t *testing.T, f Fault, replicas []string, from, to string) {
+func (d *Deployment) moveReplicas(f chaos.Fault, replicas []string, from, to string) {
 	for _, name := range replicas {
-		addr := d.node(to).addr
-		if _, ok := d.proxies[name]; ok {
-			addr = d.proxies[to].tlsAddr
-		}
-		d.replicaOf(name, addr)
+		d.replicaOf(name, d.addrFor(name, to))
 	}
-	d.rec(f, ActMove, strings.Join(replicas, ","), from+" → "+to)
+	d.rec(f, chaos.ActMove, strings.Join(replicas, ","), from+" → "+to)
+}
+
+// addrFor is the address replica dials to replicate node to: to's plain
+// port for a redis-server, its TLS port for a proxy (proxy B's link is
+// TLS).
+func (d *Deployment) addrFor(replica, to string) string {
+	if _, ok := d.proxies[replica]; ok {
+		return d.proxies[to].tlsAddr
+	}
+	return d.node(to).addr
 }
 
 // waitCaughtUp waits until proxy name's offset reaches where other's was,
 // so that the replicas moved back to it find their offset in its history,
 // as an orchestrator would wait before moving them.
-func (d *deployment) waitCaughtUp(t *testing.T, name, other string) {
+func (d *Deployment) waitCaughtUp(name, other string) {
 	ok := redistest.Poll(convergeBound, func() bool {
 		o, err := info(d.node(other), "replication")
 		if err != nil {
@@ -431,17 +462,17 @@ func (d *deployment) waitCaughtUp(t *testing.T, name, other string) {
 		return mine >= theirs
 	})
 	if !ok {
-		d.hist.Violate(Violation{At: time.Now(), Checker: CheckConverge,
+		d.hist.Violate(chaos.Violation{At: time.Now(), Checker: chaos.CheckConverge,
 			Detail: fmt.Sprintf("%s did not reach %s's offset within %v", name, other, convergeBound)})
 	}
 }
 
 // hold waits out a fault's duration: the outage itself, not a
-// synchronisation.
-func hold(t *testing.T, d time.Duration) {
+// synchronisation. It returns early when ctx ends.
+func hold(ctx context.Context, d time.Duration) {
 	select {
 	case <-time.After(d):
-	case <-t.Context().Done():
+	case <-ctx.Done():
 	}
 }
 
@@ -452,7 +483,7 @@ const smallFSSize = "384m"
 // mountSmallFS mounts a tmpfs of smallFSSize at dir for the test and
 // unmounts it at the end (after the processes, which are stopped by
 // cleanups registered later, and so run first).
-func mountSmallFS(t *testing.T, dir string) string {
+func mountSmallFS(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,11 @@
 // EqualFold), which they must use. A use that reads no such name is listed
 // in allowedFolds, with its reason.
 //
+// hall_test.go measures proxy/, the assembly, with the type checker: the
+// fields of its Server, the pairs of its files that use each other both
+// ways and the uses that close a cycle among them (hall.go); it fails when
+// one rises above its ceiling, and prints them with -v.
+//
 // docs_test.go fails when docs/architecture.md's package map and the code
 // disagree (a package missing or extra, other imports than the table
 // allows), when a fuzz target is missing from docs/testing.md's list or the

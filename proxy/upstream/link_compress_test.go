@@ -133,6 +133,14 @@ func (c *compressPrimary) sync(l *redistest.FakeLink) error {
 // (then ends it) or the session fails, and returns Serve's error.
 func serveFake(t *testing.T, l *Link, h *testHost, p *compressPrimary, want int64) error {
 	t.Helper()
+	return serveFakeUntil(t, l, h, p, want, func() bool { return true })
+}
+
+// serveFakeUntil is serveFake whose session also waits for more (want >= 0)
+// before it ends: a session that continues a stream its host already holds
+// reaches want at once, before its handshake is even over.
+func serveFakeUntil(t *testing.T, l *Link, h *testHost, p *compressPrimary, want int64, more func() bool) error {
+	t.Helper()
 	conn, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +162,7 @@ func serveFake(t *testing.T, l *Link, h *testHost, p *compressPrimary, want int6
 		case err := <-done:
 			return err
 		case <-tick.C:
-			if want >= 0 && h.st.Offset() >= want {
+			if want >= 0 && h.st.Offset() >= want && more() {
 				cancel()
 				return <-done
 			}
@@ -204,7 +212,9 @@ func TestCompressionRefusedLoggedOnce(t *testing.T) {
 	stream := setCmd("a")
 	p := startCompressPrimary(t, "-ERR Unrecognized REPLCONF option: link-compression", stream, "")
 	for i := 0; i < 3; i++ {
-		serveFake(t, l, h, p, int64(redistest.FakeOffset+len(stream)))
+		// Sessions after the first continue a stream the host holds whole:
+		// each ends once the primary has served it too.
+		serveFakeUntil(t, l, h, p, int64(redistest.FakeOffset+len(stream)), func() bool { return p.Mains.Load() > int32(i) })
 		if got := readStream(t, h.st, redistest.FakeOffset+1, len(stream)); got != stream {
 			t.Fatalf("session %d: stream %q, want %q", i, got, stream)
 		}

@@ -76,7 +76,7 @@ func fullSyncFailure(reason downstream.CloseReason) bool {
 }
 
 // FetchFiltered is the snapshot work's (snapshots.Keeper.FetchFiltered):
-// the primary's refusal comes back as the downstream.Refusal the replica
+// the primary's refusal comes back as the *wire.RefusedError the replica
 // passes on.
 func (h *replicaHost) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
 	return h.s.snaps.FetchFiltered(ctx, filter)

@@ -71,3 +71,20 @@ func ParseDecimal(s string, limit int64) (int64, bool) {
 	}
 	return n, true
 }
+
+// A NotContinued says why a history cannot continue from a position by
+// partial resync: the primary's, as its INFO replication shows, or the
+// proxy's own, for a snapshot from its snapshot source. Reason is "replid"
+// (the replid is not in the history: another primary's), "behind" (the
+// offset is no longer held) or "ahead" (past the history's end under its
+// replid: a history it never had); the snapshot work counts a source's
+// failures by it.
+type NotContinued struct {
+	Reason string
+	Detail string
+	// Forked says that the primary forked for a full sync already, so
+	// that its full sync is taken whatever snapshot-from-fallback says.
+	Forked bool
+}
+
+func (e *NotContinued) Error() string { return e.Detail }

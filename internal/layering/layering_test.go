@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work reaches the upstream link and the server through
 	// interfaces it declares (Source, Host): neither is in its row.
-	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "rdbcheck", "replbuf"},
+	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "proxy/wire", "rdbcheck", "replbuf", "replid"},
 	// The replica reads its plan's snapshot file (history.Plan.Spilled)
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.

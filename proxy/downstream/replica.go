@@ -74,15 +74,8 @@ type Host interface {
 	// FetchFiltered gets from the primary, over a side link, the RDB it
 	// makes under REPLCONF rdb-filter-only filter: a snapshot of its own,
 	// complete and checked, which the caller releases. The primary's own
-	// refusal is an error errors.As finds as a Refusal.
+	// refusal is an error errors.As finds as a *wire.RefusedError.
 	FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error)
-}
-
-// A Refusal is the primary's refusal of what a replica asked for, with the
-// reply line ("-ERR ...") the replica is sent as it is.
-type Refusal interface {
-	error
-	PrimaryReply() string
 }
 
 // Counters are the server's counters a replica adds to (INFO's), handed

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/linkzstd"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -313,9 +314,9 @@ func (w *writer) filtered(ctx context.Context, plan *history.Plan) error {
 		err = w.r.hist.AttachFiltered(sn, plan, w.r.hs.RDBOnly)
 	}
 	if err != nil {
-		var refused Refusal
+		var refused *wire.RefusedError
 		if errors.As(err, &refused) {
-			w.write([]byte(refused.PrimaryReply() + "\r\n"))
+			w.write([]byte(refused.Reply + "\r\n"))
 		}
 		return fullSyncError{fmt.Errorf("filtered snapshot: %w", err)}
 	}

@@ -277,8 +277,5 @@ func TestReplicaFiltered(t *testing.T) {
 }
 
 // refusal is a primary's refusal as the upstream link reports it: a
-// Refusal, found through the errors that wrap it.
-type refusal string
-
-func (r refusal) Error() string        { return "PSYNC: " + string(r) }
-func (r refusal) PrimaryReply() string { return string(r) }
+// *wire.RefusedError, found through the errors that wrap it.
+func refusal(reply string) error { return &wire.RefusedError{Command: "PSYNC", Reply: reply} }

@@ -58,16 +58,16 @@ func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) 
 // the stream's own (as FetchStarted requires), and the bytes after it are
 // still held, in memory or the stream log, or yet to come within maxAhead
 // (further ahead is another history's, as for a replica's PSYNC). The error
-// is a *NotContinued otherwise.
+// is a *replid.NotContinued otherwise.
 func (h *History) Continues(replID string, offset int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if replID != h.mu.replID {
-		return &NotContinued{Reason: "replid", Detail: fmt.Sprintf(
+		return &replid.NotContinued{Reason: "replid", Detail: fmt.Sprintf(
 			"the snapshot source has replid %s, the stream %s", replID, h.mu.replID)}
 	}
 	if end := h.st.Offset(); offset > end+maxAhead {
-		return &NotContinued{Reason: "ahead", Detail: fmt.Sprintf(
+		return &replid.NotContinued{Reason: "ahead", Detail: fmt.Sprintf(
 			"the snapshot source is at offset %d, more than %d bytes past the stream's end (%d)", offset, maxAhead, end)}
 	}
 	if c, err := h.st.Attach(offset + 1); err == nil {
@@ -79,20 +79,6 @@ func (h *History) Continues(replID string, offset int64) error {
 		return nil
 	}
 	first, _ := h.st.Backlog()
-	return &NotContinued{Reason: "behind", Detail: fmt.Sprintf(
+	return &replid.NotContinued{Reason: "behind", Detail: fmt.Sprintf(
 		"the snapshot source is at offset %d, before the stream's backlog (from %d)", offset, first)}
 }
-
-// A NotContinued says why a snapshot from the snapshot source cannot serve
-// this history: Reason is "replid" (another history's), "behind" (the
-// stream after it is no longer held) or "ahead" (too far past its end). The snapshot work counts failures of
-// the source by Reason.
-type NotContinued struct {
-	Reason string
-	Detail string
-}
-
-func (e *NotContinued) Error() string { return e.Detail }
-
-// SourceReason is the reason the snapshot work counts the failure under.
-func (e *NotContinued) SourceReason() string { return e.Reason }

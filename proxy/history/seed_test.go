@@ -87,10 +87,10 @@ func TestContinues(t *testing.T) {
 		{replid.New(), 1050, "replid"},
 	} {
 		err := h.Continues(tc.replID, tc.offset)
-		var nc *NotContinued
+		var nc *replid.NotContinued
 		got := ""
 		if errors.As(err, &nc) {
-			got = nc.SourceReason()
+			got = nc.Reason
 		}
 		if got != tc.want {
 			t.Errorf("Continues(%s, %d) = %v, want %q", tc.replID[:6], tc.offset, err, tc.want)

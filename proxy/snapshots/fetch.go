@@ -267,7 +267,7 @@ const filteredLimit = 8 << 20
 // functions: redis-cli --replica's) is an RDB the proxy writes itself
 // (emptyRDB), at no fork. Any other is fetched from the primary and counts
 // as a snapshot fetch (reason filtered), as it costs the primary a fork;
-// the primary's refusal comes back as a Refusal, for the replica to pass on.
+// the primary's refusal comes back as a *wire.RefusedError, for the replica to pass on.
 func (k *Keeper) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
 	if filter == "" {
 		return k.emptyRDB()

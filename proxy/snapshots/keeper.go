@@ -40,22 +40,15 @@ type Source interface {
 	// arrived, before its first byte; the payload then goes into the
 	// snapshot and the sink started returns (nil: memory only); an error
 	// from started refuses the payload unread. An error reply is an error
-	// that errors.As finds as a Refusal.
+	// that errors.As finds as a *wire.RefusedError.
 	FetchSnapshot(ctx context.Context, from string, position func(replID string, offset int64, announced bool) error,
 		started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
 	// FetchFiltered asks from ("": the primary) for the RDB it makes under
 	// REPLCONF rdb-filter-only filter, refusing one over limit bytes. The
-	// refusal is an error that errors.As finds as a Refusal.
+	// refusal is an error that errors.As finds as a *wire.RefusedError.
 	FetchFiltered(ctx context.Context, from, filter string, limit int64) (*replbuf.Snapshot, error)
 	// Connected reports whether the main link streams from the primary.
 	Connected() bool
-}
-
-// A Refusal is the error reply of the primary (or the snapshot source) to
-// what a side link asked for.
-type Refusal interface {
-	error
-	PrimaryReply() string
 }
 
 // Host is what the snapshot work reads of the server it runs in, only

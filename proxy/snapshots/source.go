@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
+	"github.com/replproxy/replproxy/replid"
 )
 
 // The snapshot source (snapshot-from, Settings.Source) is a replica of the
@@ -73,11 +75,11 @@ func (k *Keeper) SourceCounts() SourceCounts {
 // anything else (it is down).
 func sourceReason(err error) int {
 	name := SourceDown
-	var checked interface{ SourceReason() string }
-	var refused Refusal
+	var checked *replid.NotContinued
+	var refused *wire.RefusedError
 	switch {
 	case errors.As(err, &checked):
-		name = checked.SourceReason()
+		name = checked.Reason
 	case errors.As(err, &refused):
 		name = SourceRefused
 	}
@@ -110,8 +112,8 @@ func (k *Keeper) sourceFailed(from string, err error) {
 // the primary forked for it already (a PrimaryForked error). Such a
 // fallback is counted.
 func (k *Keeper) fallsBack(err error) bool {
-	var forked interface{ PrimaryForked() bool }
-	if k.settings().Fallback || (errors.As(err, &forked) && forked.PrimaryForked()) {
+	var forked *replid.NotContinued
+	if k.settings().Fallback || (errors.As(err, &forked) && forked.Forked) {
 		k.source.fallbacks.Add(1)
 		return true
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replid"
 )
 
@@ -87,10 +88,10 @@ func TestSourceReason(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&history.NotContinued{Reason: SourceBehind}, SourceBehind},
-		{&history.NotContinued{Reason: SourceReplID}, SourceReplID},
-		{&history.NotContinued{Reason: "unheard-of"}, SourceDown},
-		{refusal{}, SourceRefused},
+		{&replid.NotContinued{Reason: SourceBehind}, SourceBehind},
+		{&replid.NotContinued{Reason: SourceReplID}, SourceReplID},
+		{&replid.NotContinued{Reason: "unheard-of"}, SourceDown},
+		{refusal, SourceRefused},
 		{errors.New("connect: connection refused"), SourceDown},
 		{context.DeadlineExceeded, SourceDown},
 	} {
@@ -100,13 +101,8 @@ func TestSourceReason(t *testing.T) {
 	}
 }
 
-// refusal is an error reply, as a Refusal.
-type refusal struct{}
-
-func (refusal) Error() string { return "PSYNC: -NOMASTERLINK" }
-func (refusal) PrimaryReply() string {
-	return "-NOMASTERLINK Can't SYNC while not connected with my master"
-}
+// refusal is an error reply, as the upstream link reports one.
+var refusal = &wire.RefusedError{Command: "PSYNC", Reply: "-NOMASTERLINK Can't SYNC while not connected with my master"}
 
 // TestSeed: a seed hands out the source's position, and once begun the
 // history starts at it, with the fetch in flight that replicas join, which
@@ -153,7 +149,7 @@ func TestSeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sd.Abort(&history.NotContinued{Reason: SourceBehind, Detail: "behind"}) {
+		if !sd.Abort(&replid.NotContinued{Reason: SourceBehind, Detail: "behind"}) {
 			t.Error("Abort under fallback yes did not fall back")
 		}
 		if got := src.hist.Identity(); got != before {

@@ -71,7 +71,7 @@ func (c *session) readPayload(replID string, offset int64, started func(*replbuf
 		return nil, false, fmt.Errorf("payload header: %w", err)
 	}
 	if header[0] == '-' {
-		return nil, false, fmt.Errorf("primary aborted the sync: %w", &RefusedError{Command: "the payload", Reply: header})
+		return nil, false, fmt.Errorf("primary aborted the sync: %w", &wire.RefusedError{Command: "the payload", Reply: header})
 	}
 	size, mark, err := ParsePayloadHeader(header)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/linkzstd"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -222,19 +223,6 @@ func (l *Link) FetchSnapshot(ctx context.Context, from string, position func(rep
 	return l.fetch(ctx, from, nil, position, started)
 }
 
-// A RefusedError is the primary's error reply to a side link's REPLCONF or
-// PSYNC, or in place of its payload: Reply is the line as the primary sent
-// it ("-ERR ..."), for the proxy to pass on to a client asking the same.
-type RefusedError struct {
-	Command string // what was refused: REPLCONF rdb-filter-only, PSYNC, the payload
-	Reply   string
-}
-
-func (e *RefusedError) Error() string { return e.Command + ": " + clip(e.Reply, 120) }
-
-// PrimaryReply is the primary's error line, for a client asking the same.
-func (e *RefusedError) PrimaryReply() string { return e.Reply }
-
 // FetchFiltered opens a side link to from ("": the configured primary), as
 // FetchSnapshot does, and asks for the
 // RDB it makes under REPLCONF rdb-filter-only filter (Redis 7.0: "" for none
@@ -242,7 +230,7 @@ func (e *RefusedError) PrimaryReply() string { return e.Reply }
 // and PSYNC ? -1, into a snapshot of its own: it is not the dataset, and
 // never becomes the proxy's. A payload over limit bytes is refused, unread
 // when its size is declared. A primary's error reply comes back as a
-// *RefusedError.
+// *wire.RefusedError.
 func (l *Link) FetchFiltered(ctx context.Context, from, filter string, limit int64) (*replbuf.Snapshot, error) {
 	return l.fetch(ctx, from, []string{"rdb-filter-only", filter}, nil, func(_ *replbuf.Snapshot, size int64) (PayloadSink, error) {
 		if size > limit {
@@ -272,8 +260,8 @@ func (s *limitSink) Commit() error { return nil }
 func (s *limitSink) Abort()        {}
 
 // fetch is one side link's fetch: the handshake, REPLCONF rdb-only 1 and the
-// option pairs of opts (each refusal a *RefusedError), PSYNC ? -1 (its
-// error reply a *RefusedError too), and the payload into a new snapshot
+// option pairs of opts (each refusal a *wire.RefusedError), PSYNC ? -1 (its
+// error reply a *wire.RefusedError too), and the payload into a new snapshot
 // (see FetchSnapshot for from, position and started).
 func (l *Link) fetch(ctx context.Context, from string, opts []string, position func(string, int64, bool) error,
 	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
@@ -325,7 +313,7 @@ func (l *Link) fetch(ctx context.Context, from string, opts []string, position f
 			return nil, fmt.Errorf("REPLCONF %s: %w", opts[i], err)
 		}
 		if reply[0] == '-' {
-			return nil, &RefusedError{Command: "REPLCONF " + opts[i], Reply: reply}
+			return nil, &wire.RefusedError{Command: "REPLCONF " + opts[i], Reply: reply}
 		}
 	}
 	if err := c.send("PSYNC", "?", "-1"); err != nil {
@@ -336,7 +324,7 @@ func (l *Link) fetch(ctx context.Context, from string, opts []string, position f
 		return nil, fmt.Errorf("PSYNC: %w", err)
 	}
 	if reply[0] == '-' {
-		return nil, &RefusedError{Command: "PSYNC", Reply: reply}
+		return nil, &wire.RefusedError{Command: "PSYNC", Reply: reply}
 	}
 	replID, offset, err := parseFullResync(reply)
 	if err != nil {

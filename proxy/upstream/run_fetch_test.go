@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -44,7 +45,7 @@ func filterPrimary(t *testing.T, filterReply, payload string) (*redistest.FakePr
 
 // TestFetchFiltered: a filtered fetch sends the filter as the replica sent
 // it and returns the primary's RDB, checked; a primary that refuses the
-// filter (Redis before 7.0) is a *RefusedError with its reply; a payload
+// filter (Redis before 7.0) is a *wire.RefusedError with its reply; a payload
 // over the limit is refused.
 func TestFetchFiltered(t *testing.T) {
 	rdb := testRDB(t)
@@ -53,7 +54,7 @@ func TestFetchFiltered(t *testing.T) {
 	for _, tc := range []struct {
 		name, filterReply, payload string
 		limit                      int64
-		refused                    string // the RefusedError's reply, or ""
+		refused                    string // the wire.RefusedError's reply, or ""
 		fails                      bool
 	}{
 		{name: "sized", filterReply: "+OK", payload: sized, limit: 1 << 20},
@@ -74,7 +75,7 @@ func TestFetchFiltered(t *testing.T) {
 			default:
 				t.Fatalf("the primary was sent no filter (%v)", err)
 			}
-			var refused *RefusedError
+			var refused *wire.RefusedError
 			switch {
 			case tc.refused != "":
 				if !errors.As(err, &refused) || refused.Reply != tc.refused {

@@ -30,7 +30,7 @@ type Seed interface {
 	// first stream byte.
 	Begin()
 	// Abort is told that the primary cannot continue the position: why is
-	// a *NotContinuable, or the primary's own answer (ErrPrimaryFullSync)
+	// a *replid.NotContinued, or the primary's own answer (ErrPrimaryFullSync)
 	// or the link's failure. The payload is refused. It reports whether to
 	// ask the primary for a full sync instead (snapshot-from-fallback
 	// yes); after ErrPrimaryFullSync the primary has forked already and its
@@ -42,7 +42,7 @@ type Seed interface {
 // continued a seed's position: it forked all the same (its INFO said the
 // position was continuable, or it did not tell), so its payload is read.
 // Counted as a source behind the primary's backlog, the likeliest cause.
-var ErrPrimaryFullSync = &NotContinuable{Reason: "behind", Forked: true,
+var ErrPrimaryFullSync = &replid.NotContinued{Reason: "behind", Forked: true,
 	Detail: "the primary answered the snapshot source's position with a full sync"}
 
 // ErrSourceWait ends a main link's attempt whose snapshot source could not
@@ -50,27 +50,6 @@ var ErrPrimaryFullSync = &NotContinuable{Reason: "behind", Forked: true,
 // backoff, and says so at debug level only, the snapshot work having
 // logged the cause once.
 var ErrSourceWait = errors.New("waiting for the snapshot source")
-
-// A NotContinuable says why the primary cannot continue a position by
-// partial resync, as its INFO replication shows (PROTOCOL §4.2): Reason is
-// "replid" (the replid is not in its history: the source replicates another
-// primary), "behind" (the offset is no longer in its backlog) or "ahead"
-// (past the primary's end under its replid: a history it never had). The
-// snapshot work counts failures of the source by Reason.
-type NotContinuable struct {
-	Reason string
-	Detail string
-	Forked bool // the primary forked for a full sync already (ErrPrimaryFullSync)
-}
-
-func (e *NotContinuable) Error() string { return e.Detail }
-
-// SourceReason is the reason the snapshot work counts the failure under.
-func (e *NotContinuable) SourceReason() string { return e.Reason }
-
-// PrimaryForked reports whether the primary forked already, so that its
-// full sync is taken whatever snapshot-from-fallback says.
-func (e *NotContinuable) PrimaryForked() bool { return e.Forked }
 
 // primaryHistory is what a server's INFO replication says of where it
 // stands (a snapshot source) and of the positions it continues by partial
@@ -91,24 +70,24 @@ type primaryHistory struct {
 // PSYNC's own answer judges it.
 func (p *primaryHistory) continues(replID string, next int64) error {
 	if replID != p.replID && (replID != p.replID2 || next > p.secondOffset) {
-		return &NotContinuable{Reason: "replid", Detail: fmt.Sprintf(
+		return &replid.NotContinued{Reason: "replid", Detail: fmt.Sprintf(
 			"replid %s at offset %d is not in the primary's history (replid %s, replid2 %s up to %d)",
 			replID, next-1, p.replID, p.replID2, p.secondOffset)}
 	}
 	if !p.backlog || next < p.first {
-		return &NotContinuable{Reason: "behind", Detail: fmt.Sprintf(
+		return &replid.NotContinued{Reason: "behind", Detail: fmt.Sprintf(
 			"offset %d is not in the primary's backlog (offsets %d to %d)", next-1, p.first, p.first+p.histlen-1)}
 	}
 	return nil
 }
 
-// reached reports, as a *NotContinuable with reason "ahead", a position
+// reached reports, as a *replid.NotContinued with reason "ahead", a position
 // under the primary's replid past the end its INFO showed: one the primary
 // has not reached. Only an INFO read after the position was named can say
 // so (a source's stream trails the primary's, never leads it).
 func (p *primaryHistory) reached(replID string, offset int64) error {
 	if replID == p.replID && offset > p.offset {
-		return &NotContinuable{Reason: "ahead", Detail: fmt.Sprintf(
+		return &replid.NotContinued{Reason: "ahead", Detail: fmt.Sprintf(
 			"offset %d is past the primary's end (%d): not of its history", offset, p.offset)}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/replproxy/replproxy/replid"
 )
 
 const (
@@ -54,12 +56,12 @@ func TestPrimaryHistoryContinues(t *testing.T) {
 		{"e44abd2af047d7ad667bd01d92b27a8203579517", 1500, "replid"},
 	} {
 		err := ph.continues(tc.replID, tc.next)
-		var nc *NotContinuable
+		var nc *replid.NotContinued
 		got := ""
 		if errors.As(err, &nc) {
-			got = nc.SourceReason()
+			got = nc.Reason
 		} else if err != nil {
-			t.Errorf("continues(%s, %d): %v, not a NotContinuable", tc.replID, tc.next, err)
+			t.Errorf("continues(%s, %d): %v, not a replid.NotContinued", tc.replID, tc.next, err)
 		}
 		if got != tc.want {
 			t.Errorf("continues(%s, %d) = %q (%v), want %q", tc.replID[:6], tc.next, got, err, tc.want)
@@ -75,10 +77,10 @@ func TestPrimaryHistoryContinues(t *testing.T) {
 		{idB, 2500, ""},      // replid2's rule is continues'
 	} {
 		err := ph.reached(tc.replID, tc.offset)
-		var nc *NotContinuable
+		var nc *replid.NotContinued
 		got := ""
 		if errors.As(err, &nc) {
-			got = nc.SourceReason()
+			got = nc.Reason
 		}
 		if got != tc.want {
 			t.Errorf("reached(%s, %d) = %v, want %q", tc.replID[:6], tc.offset, err, tc.want)

@@ -47,3 +47,23 @@ const (
 func protocolError(msg string) *ProtocolError { return &ProtocolError{Msg: msg, Offset: -1} }
 
 func expectedDollar(got byte) string { return msgExpectedDollar + string([]byte{got}) + "'" }
+
+// A RefusedError is a peer's error reply to what was asked of it: a
+// primary's to a side link's REPLCONF or PSYNC, or in place of its payload.
+// Reply is the line as the peer sent it ("-ERR ..."), for the proxy to pass
+// on to a client that asked the same.
+type RefusedError struct {
+	Command string // what was refused: REPLCONF rdb-filter-only, PSYNC, the payload
+	Reply   string
+}
+
+// refusedErrorClip bounds the reply an error message quotes.
+const refusedErrorClip = 120
+
+func (e *RefusedError) Error() string {
+	r := e.Reply
+	if len(r) > refusedErrorClip {
+		r = r[:refusedErrorClip] + "..."
+	}
+	return e.Command + ": " + r
+}

@@ -25,13 +25,13 @@
 //     durable.go opens and recovers the log at New and runs its follower;
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
 //   - report and metrics: a report.Report is the figures read once from
-//     every part (reporting.go) and rendered twice, INFO's text and
+//     every part (report_read.go) and rendered twice, INFO's text and
 //     the monitoring server's figures (monitoring.go, which also holds /readyz's
 //     rule), so that the two never compute a figure twice; report.Stats are
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
 //     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it.
-//   - acl: the ACL users and their rules (Redis 7.0's), ACL LOG. users.go
+//   - acl: the ACL users and their rules (Redis 7.0's), ACL LOG. auth.go
 //     gives each client its user, checks every command before it runs
 //     (dispatch), authenticates, and closes the clients a change of users
 //     removes; commands_acl.go serves ACL, with the aclfile's I/O.
@@ -44,13 +44,13 @@
 //
 // This package's own: the Server (server.go: New, Run, Close; drain.go:
 // Shutdown's drain; supervise.go: what a supervisor is told), the listeners
-// (listeners.go; opened by package listen) and TLS material (tls.go; built
+// (listener_set.go; opened by package listen) and TLS material (tls_handshake.go; built
 // by package tlsconf),
 // replaced by CONFIG SET, new ones
 // ready before the old ones close; the configuration in force (settings.go,
-// copy-on-write; CONFIG REWRITE in commands.go); the clients (client.go,
+// copy-on-write; CONFIG REWRITE in commands.go); the clients (client_conn.go,
 // protect.go: limits, protected mode, the descriptor budget), their registry
-// (registry.go) and the admin commands (commands*.go, reporting.go's INFO), each
+// (registry.go) and the admin commands (commands*.go, report_read.go's INFO), each
 // client's protocol (RESP2, or RESP3 after HELLO 3); and the monitor
 // (monitor.go, memory.go): replica timeouts and output limits, maxmemory and
 // eviction, memory given back to the OS, the snapshot persisted and

@@ -18,7 +18,7 @@ import (
 // serves
 //
 //   - /metrics: every replproxy_ figure, read at scrape time into the same
-//     report INFO is written from (reporting.go; package report renders
+//     report INFO is written from (report_read.go; package report renders
 //     both): there is no second set of counters, and CONFIG RESETSTAT
 //     resets the counters INFO stats shows here too (Prometheus treats the
 //     drop as a counter reset).

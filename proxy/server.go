@@ -78,13 +78,13 @@ type Server struct {
 	logOpenErr string
 	commands   map[string]command
 	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
-	// users are the ACL users (package acl, users.go), and aclLog the ACL
+	// users are the ACL users (package acl, auth.go), and aclLog the ACL
 	// LOG; both set by New and safe for concurrent use.
 	users  *acl.Users
 	aclLog *acl.Log
 	memoryState
 
-	// ln holds the client listeners (listeners.go): opened by New,
+	// ln holds the client listeners (listener_set.go): opened by New,
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
 	ln listenerSet
@@ -93,7 +93,7 @@ type Server struct {
 	monitoring *metrics.Server
 
 	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
-	// listeners (tls.go), which takes the material in force at each one.
+	// listeners (tls_handshake.go), which takes the material in force at each one.
 	// Set by New, read-only.
 	tlsListenerConfig *tls.Config
 

@@ -41,7 +41,7 @@ import (
 // before the configuration. A change whose listen or dir lock fails runs
 // again alone: it waits, holding no lock, until every other change has
 // finished, and none starts until it has; alone, what it cannot have is
-// no sibling's, and it may close the listeners in use (listeners.go).
+// no sibling's, and it may close the listeners in use (listener_set.go).
 
 // settings is one published configuration, with the part of it every client
 // consults on its hot path already derived, so that both come from the same
@@ -49,7 +49,7 @@ import (
 type settings struct {
 	cfg    *config.Config // read-only once published
 	client clientConf
-	tls    *tlsconf.Material // the TLS material cfg names (tls.go); nil without TLS
+	tls    *tlsconf.Material // the TLS material cfg names (tls_handshake.go); nil without TLS
 }
 
 // liveConfig holds the published settings and orders their writers.

@@ -82,47 +82,76 @@ func (g fileUses) twoWay() [][2]string {
 	return out
 }
 
-// backEdges lists the edges that close a cycle: the back edges of a depth-
-// first walk that visits files, and each file's uses, in name order. With
-// none, the files can be laid out so that every use points down; each is an
-// arrow that runs back up.
-func (g fileUses) backEdges() [][2]string {
+// inCycles lists the uses whose two files lie on one cycle (the same
+// strongly connected component of the graph), each as [from, to], and the
+// files of the largest such component. With none, the files can be laid
+// out so that every use points down; each is an arrow that some layout
+// must run back up. Unlike a count of the back edges of one walk, it does
+// not depend on the files' names.
+func (g fileUses) inCycles() (uses [][2]string, largest []string) {
+	// Tarjan's algorithm, files visited in name order (the result does not
+	// depend on it).
 	names := make([]string, 0, len(g))
 	for n := range g {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	const (
-		unseen = iota
-		open
-		done
-	)
-	state := map[string]int{}
-	var out [][2]string
+	index, low, onStack := map[string]int{}, map[string]int{}, map[string]bool{}
+	comp := map[string]int{}
+	var stack []string
+	next, ncomp := 0, 0
 	var visit func(string)
 	visit = func(n string) {
-		state[n] = open
-		tos := make([]string, 0, len(g[n]))
+		index[n], low[n] = next, next
+		next++
+		stack = append(stack, n)
+		onStack[n] = true
 		for to := range g[n] {
-			tos = append(tos, to)
-		}
-		slices.Sort(tos)
-		for _, to := range tos {
-			switch state[to] {
-			case unseen:
+			if _, seen := index[to]; !seen {
 				visit(to)
-			case open:
-				out = append(out, [2]string{n, to})
+				low[n] = min(low[n], low[to])
+			} else if onStack[to] {
+				low[n] = min(low[n], index[to])
 			}
 		}
-		state[n] = done
+		if low[n] == index[n] {
+			var members []string
+			for {
+				m := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[m] = false
+				comp[m] = ncomp
+				members = append(members, m)
+				if m == n {
+					break
+				}
+			}
+			if len(members) > len(largest) {
+				largest = members
+			}
+			ncomp++
+		}
 	}
 	for _, n := range names {
-		if state[n] == unseen {
+		if _, seen := index[n]; !seen {
 			visit(n)
 		}
 	}
-	return out
+	for _, from := range names {
+		for to := range g[from] {
+			if _, ok := g[to]; ok && comp[from] == comp[to] {
+				uses = append(uses, [2]string{from, to})
+			}
+		}
+	}
+	slices.SortFunc(uses, func(x, y [2]string) int {
+		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]))
+	})
+	if len(largest) < 2 {
+		largest = nil
+	}
+	slices.Sort(largest)
+	return uses, largest
 }
 
 // usedBy counts, for each file, the other files that use it.

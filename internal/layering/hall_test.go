@@ -22,14 +22,14 @@ import (
 // the change that lowers the count, so that no later change raises it
 // unseen.
 var (
-	hallCeiling = hallFigures{serverFields: 51, twoWay: 31, backEdges: 43}
-	hallGoal    = hallFigures{serverFields: 25, twoWay: 8, backEdges: 15}
+	hallCeiling = hallFigures{serverFields: 51, twoWay: 31, inCycles: 131}
+	hallGoal    = hallFigures{serverFields: 25, twoWay: 8, inCycles: 15}
 )
 
 // hallFigures are the figures of proxy/'s root package that TestHall
 // keeps: the fields of Server, the pairs of files that use each other both
-// ways, and the uses that close a cycle (fileUses.backEdges).
-type hallFigures struct{ serverFields, twoWay, backEdges int }
+// ways, and the uses between files on one cycle (fileUses.inCycles).
+type hallFigures struct{ serverFields, twoWay, inCycles int }
 
 // TestHall measures proxy/, the assembly, with the type checker, prints
 // its figures (go test -run TestHall -v ./internal/layering/) and fails
@@ -42,7 +42,8 @@ func TestHall(t *testing.T) {
 	if !ok {
 		t.Fatal("proxy.Server is not a struct")
 	}
-	got := hallFigures{serverFields: server.NumFields(), twoWay: len(g.twoWay()), backEdges: len(g.backEdges())}
+	cycled, largest := g.inCycles()
+	got := hallFigures{serverFields: server.NumFields(), twoWay: len(g.twoWay()), inCycles: len(cycled)}
 	used := g.usedBy()
 	most, mostN := "", 0
 	for f, n := range used {
@@ -50,8 +51,8 @@ func TestHall(t *testing.T) {
 			most, mostN = f, n
 		}
 	}
-	t.Logf("proxy/: %d files; Server has %d fields (goal %d); %d pairs of files use each other both ways (goal %d); %d uses close a cycle (goal %d); %s is used by %d files",
-		len(g), got.serverFields, hallGoal.serverFields, got.twoWay, hallGoal.twoWay, got.backEdges, hallGoal.backEdges, most, mostN)
+	t.Logf("proxy/: %d files; Server has %d fields (goal %d); %d pairs of files use each other both ways (goal %d); %d uses between files on one cycle (goal %d), the largest cycle holding %d files; %s is used by %d files",
+		len(g), got.serverFields, hallGoal.serverFields, got.twoWay, hallGoal.twoWay, got.inCycles, hallGoal.inCycles, len(largest), most, mostN)
 	for _, p := range g.twoWay() {
 		t.Logf("both ways: %s ⇄ %s", p[0], p[1])
 	}
@@ -61,7 +62,7 @@ func TestHall(t *testing.T) {
 	}{
 		{"Server's fields", got.serverFields, hallCeiling.serverFields},
 		{"pairs of files using each other both ways", got.twoWay, hallCeiling.twoWay},
-		{"uses that close a cycle", got.backEdges, hallCeiling.backEdges},
+		{"uses between files on one cycle", got.inCycles, hallCeiling.inCycles},
 	} {
 		if c.got > c.ceil {
 			t.Errorf("proxy/ has %d %s, above its ceiling of %d: give the new state or call an owner of its own", c.got, c.what, c.ceil)
@@ -98,8 +99,9 @@ func TestFileUses(t *testing.T) {
 	if tw := g.twoWay(); len(tw) != 1 || tw[0] != [2]string{"a.go", "b.go"} {
 		t.Fatalf("twoWay %v; want [a.go b.go]", tw)
 	}
-	if be := g.backEdges(); len(be) != 1 || be[0] != [2]string{"b.go", "a.go"} {
-		t.Fatalf("backEdges %v; want [b.go a.go]", be)
+	if uses, largest := g.inCycles(); len(uses) != 2 || uses[0] != [2]string{"a.go", "b.go"} || uses[1] != [2]string{"b.go", "a.go"} ||
+		len(largest) != 2 || largest[0] != "a.go" || largest[1] != "b.go" {
+		t.Fatalf("inCycles %v, %v; want a→b and b→a, on the cycle [a.go b.go]", uses, largest)
 	}
 	if u := g.usedBy(); u["a.go"] != 1 || u["c.go"] != 1 || u["b.go"] != 1 {
 		t.Fatalf("usedBy %v", u)

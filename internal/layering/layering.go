@@ -26,7 +26,7 @@
 //
 // hall_test.go measures proxy/, the assembly, with the type checker: the
 // fields of its Server, the pairs of its files that use each other both
-// ways and the uses that close a cycle among them (hall.go); it fails when
+// ways and the uses between files that lie on one cycle (hall.go); it fails when
 // one rises above its ceiling, and prints them with -v.
 //
 // docs_test.go fails when docs/architecture.md's package map and the code

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,12 @@ type Server struct {
 	supervisor   Supervisor
 	lastStatus   atomic.Pointer[string]
 	stoppingOnce sync.Once
+
+	// made is what New made that holds a resource, each part's closer in
+	// the order the parts were made: New undoes it when a later step
+	// fails, Close on a server that never ran. Written by New (openDir)
+	// only.
+	made undoStack
 }
 
 // Options are what New needs besides the configuration.
@@ -189,8 +196,9 @@ type Options struct {
 }
 
 // New validates cfg, opens the listeners and returns a server ready to Run.
-// cfg is cloned: later changes to it have no effect.
-func New(cfg *config.Config, opts Options) (*Server, error) {
+// cfg is cloned: later changes to it have no effect. When it fails, it has
+// closed whatever it had opened.
+func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if cfg == nil {
 		cfg = config.DefaultConfig()
 	}
@@ -226,6 +234,14 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		monitorWake: make(chan struct{}, 1),
 		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
 	}
+	// Each part that holds a resource pushes its closer on s.made once it
+	// is made; a step that fails after it has them all closed, the last
+	// made first.
+	defer func() {
+		if err != nil {
+			s.made.run()
+		}
+	}()
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
 	s.fileLimit = opts.FileLimit
@@ -255,14 +271,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	cfg.Port = port // port 0 picks a free port (unless TLS only)
 	s.ln.setList(lns)
+	s.made.push(s.closeListeners)
 	if err := s.listenMetrics(cfg); err != nil {
-		s.closeListeners()
 		return nil, err
 	}
+	s.made.push(s.closeMetricsListener)
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
 	if err := s.openDir(cfg, opts); err != nil {
-		s.closeListeners()
-		s.closeMetricsListener()
 		return nil, err
 	}
 	if s.onMaxMemory != nil {
@@ -293,6 +308,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	default:
 		s.dirLock = lock
+		s.made.push(s.releaseDir)
 	}
 	if cfg.ReplLogSize > 0 && s.dirLock != nil {
 		d, err := openDurable(cfg, log, opts.logFS)
@@ -303,6 +319,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
+			s.made.push(d.close)
 			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
@@ -310,6 +327,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	}
 	s.snaps = newSnapshots(s, opts)
+	s.made.push(func() { s.snaps.Close() })
 	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
 	if s.dirLock != nil {
 		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
@@ -499,6 +517,21 @@ func (g *actorGroup) run() error {
 	return errors.Join(g.errs.list...)
 }
 
+// undoStack is what has been made so far of something made in steps: the
+// closer of each part that holds a resource, pushed once the part is made.
+type undoStack []func()
+
+// push records the closer of a part just made.
+func (u *undoStack) push(closer func()) { *u = append(*u, closer) }
+
+// run closes every part, the last made first. Each closer may be called
+// more than once.
+func (u undoStack) run() {
+	for _, closer := range slices.Backward(u) {
+		closer()
+	}
+}
+
 // Close stops the server: when Run is running, it ends it and waits until it
 // has returned; on a server that never ran it closes what New opened. It may
 // be called any number of times, from any goroutine; every call returns once
@@ -513,13 +546,7 @@ func (s *Server) Close() error {
 		<-done
 		return nil
 	}
-	s.snaps.Close()
-	s.closeListeners()
-	s.closeMetricsListener()
-	if s.durable != nil {
-		s.durable.close()
-	}
-	s.releaseDir()
+	s.made.run()
 	return nil
 }
 

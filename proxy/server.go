@@ -384,7 +384,8 @@ func (s *Server) Run(ctx context.Context) error {
 //     its stop closes the listeners and every client and waits for them.
 //  4. monitor and 5. memory return (which the monitor asks for): stopped
 //     before the snapshot keeper, whose work the monitor asks for too.
-//  6. snapshot keeper: it waits for its fetches, spills and persists.
+//  6. snapshot keeper: closed, it waits for its fetches, spills and
+//     persists.
 //  7. stream log, when configured: the follower, the last of the
 //     stream's readers, appends what was published; the log is closed
 //     once it has stopped.
@@ -448,7 +449,10 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 
 	g.add("monitor", func() error { return s.monitor(ctx) }, nil)
 	g.add("memory return", func() error { return s.returnMemory(ctx) }, nil)
-	g.add("snapshot keeper", func() error { return s.snaps.Run(ctx) }, func() { s.snaps.Close() })
+	// Not stopped by Keeper.Close, which, were it to come before Run (a
+	// stop right after the start), would have Run refuse with ErrClosed:
+	// Run closes the Keeper itself when ctx ends.
+	g.add("snapshot keeper", func() error { return s.snaps.Run(ctx) }, nil)
 
 	if d := s.durable; d != nil {
 		// Not under ctx: the follower stops only at its turn, after the

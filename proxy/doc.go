@@ -58,19 +58,36 @@
 //
 // # Goroutines
 //
-// Run starts one accept loop per listener (a replaced listener's loop ends
-// when it is closed), the upstream link's goroutine, the monitor and memory
-// returns (the background group), the Keeper (which owns its fetches',
-// spills' and persists' goroutines) and, with the stream log, the history's
-// follower; it waits for all of them when it ends. The follower is the last
-// of the stream's readers to stop, after the clients, and the log is closed
-// after it; the Keeper is closed after the background group, so that no
-// snapshot work starts once the monitor has stopped. Run's context ending (or
-// Close) stops it at once; Shutdown (SIGTERM, SHUTDOWN) first drains on
-// Run's own goroutine: listeners closed, the link ended, then up to
-// shutdown-timeout for the replicas to catch up. The monitoring server is
-// served by net/http's goroutines from Run's start to its very end, so that
-// it answers through a graceful stop.
+// Every goroutine of the server that lives as long as Run is an actor of
+// Run's run group (Server.actors), or is started and waited for by one.
+// An actor returns nil once stopped, or its error when it fails; the first
+// to return stops them all, one after the other in this order:
+//
+//  1. stop: waits for Run's context to end (or Close) or for Shutdown
+//     (SIGTERM, SHUTDOWN), which first drains on it: listeners closed, the
+//     link ended, then up to shutdown-timeout for the replicas to catch up.
+//     Its stop then cancels the context every actor below runs under but
+//     the follower and the monitoring server.
+//  2. the upstream link's goroutine: ended first, so that the stream's
+//     end stays put.
+//  3. the clients: one accept loop per listener (a replaced listener's
+//     loop ends when it is closed) and each client's goroutine; the
+//     listeners and every client are closed.
+//  4. the monitor, and 5. the memory returns (debug.FreeOSMemory, which
+//     the monitor asks for): stopped before the Keeper, whose work the
+//     monitor asks for too.
+//  6. the Keeper, which owns its fetches', spills' and persists'
+//     goroutines.
+//  7. with the stream log, the history's follower (and its syncer): the
+//     last of the stream's readers, it appends what was published; the
+//     log is closed after it.
+//  8. the monitoring server (net/http's goroutines), so that /metrics and
+//     /readyz answer through a graceful stop.
+//
+// Each is waited for before the next is stopped. Run then closes the
+// history, wakes the replicas parked on the fan-out and releases dir's
+// lock, and returns the errors of the actors that failed (each is logged
+// too): an actor's failure stops the whole server.
 //
 // Each accepted connection gets one goroutine (serveClient), which reads
 // commands and writes replies; on tls-port it first runs the handshake,
@@ -105,8 +122,8 @@
 //     releases the flock after.
 //   - rewriteMu is held across CONFIG REWRITE's file I/O; nothing is taken
 //     under it but a load of the configuration.
-//   - life (Run and Close) and bgMu are never held while waiting or while
-//     taking another lock.
+//   - life (Run and Close) is never held while waiting or while taking
+//     another lock.
 //   - The parts' locks are their packages': History.mu (a leaf but for
 //     replbuf and streamlog), downstream.LogSignal's, the upstream session's
 //     writeMu, the log's, pubsub's channels' lock (→ an outbox's: a publish

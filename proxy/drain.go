@@ -23,10 +23,11 @@ func (s *Server) Shutdown() {
 	s.drainOnce.Do(func() { close(s.drainReq) })
 }
 
-// drain is Run's graceful stop, before the stop proper: it closes the
-// listeners, ends the upstream link (stopLink) and waits until it has ended
-// (linkDone), then waits for the replicas to catch up. It returns at the
-// deadline, or when ctx ends.
+// drain is Run's graceful stop, on the stop actor's goroutine before the
+// actors are stopped (server.go, actors): it closes the listeners, ends
+// the upstream link (stopLink) and waits until it has ended (linkDone),
+// then waits for the replicas to catch up. It returns at the deadline, or
+// when ctx ends.
 func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan struct{}) {
 	timeout := s.config().ShutdownTimeout
 	s.notifyStopping()

@@ -93,20 +93,38 @@ type memoryState struct {
 	overMaxMemory   atomic.Bool
 	lastOverLog     atomic.Int64
 	memReturn       sysmem.Returner // when released memory goes back to the OS
+	// returnWake (capacity 1) asks returnMemory for a return: sent by the
+	// monitor, made by New.
+	returnWake chan struct{}
 }
 
 // returnReleasedMemory is the monitor's look at used_memory (see
-// sysmem.Returner for when memory goes back); the return itself runs on
-// the background group, so the monitor's other checks never
-// wait for a collection.
+// sysmem.Returner for when memory goes back); the return itself is
+// returnMemory's, so the monitor's other checks never wait for a
+// collection.
 func (s *Server) returnReleasedMemory(now time.Time) {
 	if !s.memReturn.Observe(now, s.memoryReport().UsedMemory) {
 		return
 	}
-	s.goBackground(func(context.Context) {
+	select {
+	case s.returnWake <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// returnMemory gives released memory back to the OS whenever the monitor
+// asks (returnReleasedMemory). One of Run's actors: it returns nil once
+// ctx ends.
+func (s *Server) returnMemory(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.returnWake:
+		}
 		before, start := sysmem.RSS(), time.Now()
 		debug.FreeOSMemory()
 		s.log.Debug("released memory returned to the OS", "rss-before-bytes", before, "rss-after-bytes", sysmem.RSS(),
 			"took-ms", time.Since(start).Milliseconds())
-	})
+	}
 }

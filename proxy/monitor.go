@@ -31,8 +31,9 @@ const (
 
 // monitor enforces the replica output-buffer limits and repl-timeout, and
 // releases retired snapshots once nobody reads them. It closes a replica's
-// connection, which ends its goroutines; it never waits on a replica.
-func (s *Server) monitor(ctx context.Context) {
+// connection, which ends its goroutines; it never waits on a replica. One
+// of Run's actors: it returns nil once ctx ends.
+func (s *Server) monitor(ctx context.Context) error {
 	t := time.NewTimer(monitorInterval)
 	defer t.Stop()
 	var since activity       // what was seen when it last moved
@@ -41,7 +42,7 @@ func (s *Server) monitor(ctx context.Context) {
 		var now time.Time
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case now = <-t.C:
 		case <-s.monitorWake:
 			now = time.Now()

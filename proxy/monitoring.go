@@ -167,29 +167,6 @@ func (s *Server) closeMetricsListener() {
 	}
 }
 
-// serveMetrics starts the monitoring server on its listener and returns the
-// function that stops it, waiting for scrapes in progress (up to
-// metrics.ShutdownWait) and for the serving goroutine. With no listener it
-// does nothing.
-func (s *Server) serveMetrics() (stop func()) {
-	m := s.monitoring
-	if m == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := m.Serve(); err != nil {
-			s.log.Error("metrics server failed", "error", err)
-		}
-	}()
-	s.log.Info("metrics server listening", "address", m.Addr().String())
-	return func() {
-		m.Shutdown()
-		<-done
-	}
-}
-
 // readiness is /readyz's rule. The proxy is ready when
 //
 //   - the upstream link is up (state connected: streaming from the

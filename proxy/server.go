@@ -9,11 +9,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/run"
 	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
@@ -151,11 +153,11 @@ type Server struct {
 	lastStatus   atomic.Pointer[string]
 	stoppingOnce sync.Once
 
-	// The background group: the monitor and memory returns, with the
-	// lifetime of Run.
-	bgMu  sync.Mutex
-	bgCtx context.Context // guarded by bgMu; set by Run
-	bg    sync.WaitGroup
+	// made is what New made that holds a resource, each part's closer in
+	// the order the parts were made: New undoes it when a later step
+	// fails, Close on a server that never ran. Written by New (openDir)
+	// only.
+	made undoStack
 }
 
 // Options are what New needs besides the configuration.
@@ -194,8 +196,9 @@ type Options struct {
 }
 
 // New validates cfg, opens the listeners and returns a server ready to Run.
-// cfg is cloned: later changes to it have no effect.
-func New(cfg *config.Config, opts Options) (*Server, error) {
+// cfg is cloned: later changes to it have no effect. When it fails, it has
+// closed whatever it had opened.
+func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if cfg == nil {
 		cfg = config.DefaultConfig()
 	}
@@ -229,7 +232,16 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		pid:         os.Getpid(),
 		drainReq:    make(chan struct{}),
 		monitorWake: make(chan struct{}, 1),
+		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
 	}
+	// Each part that holds a resource pushes its closer on s.made once it
+	// is made; a step that fails after it has them all closed, the last
+	// made first.
+	defer func() {
+		if err != nil {
+			s.made.run()
+		}
+	}()
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
 	s.fileLimit = opts.FileLimit
@@ -259,14 +271,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	cfg.Port = port // port 0 picks a free port (unless TLS only)
 	s.ln.setList(lns)
+	s.made.push(s.closeListeners)
 	if err := s.listenMetrics(cfg); err != nil {
-		s.closeListeners()
 		return nil, err
 	}
+	s.made.push(s.closeMetricsListener)
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
 	if err := s.openDir(cfg, opts); err != nil {
-		s.closeListeners()
-		s.closeMetricsListener()
 		return nil, err
 	}
 	if s.onMaxMemory != nil {
@@ -297,6 +308,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	default:
 		s.dirLock = lock
+		s.made.push(s.releaseDir)
 	}
 	if cfg.ReplLogSize > 0 && s.dirLock != nil {
 		d, err := openDurable(cfg, log, opts.logFS)
@@ -307,6 +319,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
+			s.made.push(d.close)
 			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
@@ -314,6 +327,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	}
 	s.snaps = newSnapshots(s, opts)
+	s.made.push(func() { s.snaps.Close() })
 	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
 	if s.dirLock != nil {
 		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
@@ -325,9 +339,10 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 // already.
 var ErrServerClosed = errors.New("proxy: server closed")
 
-// Run serves until ctx is done or Close is called, then closes every
-// connection and returns once every goroutine it started has stopped. It
-// returns nil after a clean stop. A server runs once.
+// Run serves until ctx is done, Close is called, a graceful stop (Shutdown)
+// has drained or one of its actors fails, then stops every actor in order
+// (see actors) and returns once all have stopped. It returns nil after a
+// clean stop, else the error of each actor that failed. A server runs once.
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -340,85 +355,185 @@ func (s *Server) Run(ctx context.Context) error {
 	defer close(s.life.done)
 	s.life.Unlock()
 	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
-	s.bgMu.Lock()
-	s.bgCtx = ctx
-	s.bgMu.Unlock()
-	s.goBackground(s.monitor)
-	snapsDone := make(chan struct{})
-	go func() {
-		defer close(snapsDone)
-		s.snaps.Run(ctx)
-	}()
-	// The monitoring server stops last, so that /metrics and /readyz answer
-	// through a graceful stop.
-	stopMetrics := s.serveMetrics()
-
-	var wg sync.WaitGroup
-	errc := make(chan error, 1)
-	s.serveListeners(func(ln net.Listener, isTLS bool) {
-		wg.Go(func() {
-			if err := s.acceptLoop(ctx, ln, &wg, isTLS); err != nil {
-				select {
-				case errc <- err:
-				default: // Run is ending on the first one already
-				}
-			}
-		})
-	})
-	s.notifyReady() // the accept loops run: the proxy serves
-	// The link has its own context, so that a graceful stop can end it
-	// first and fix the stream's end while the replicas catch up.
-	linkCtx, stopLink := context.WithCancel(ctx)
-	defer stopLink()
-	linkDone := make(chan struct{})
-	wg.Go(func() {
-		defer close(linkDone)
-		s.up.Run(linkCtx)
-	})
-
-	// The stream log's follower (and its syncer) have their own context
-	// too: the follower ends last among the stream's readers, appending what
-	// was published, and the log is closed once both have stopped.
-	logCtx, stopLog := context.WithCancel(context.Background())
-	defer stopLog()
-	logDone := make(chan struct{})
-	if d := s.durable; d != nil {
-		go func() {
-			defer close(logDone)
-			defer d.close()
-			d.follow.Run(logCtx)
-		}()
-	} else {
-		close(logDone)
-	}
-
-	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-		s.log.Error("listener failed", "error", err)
-	case <-s.drainReq:
-		s.drain(ctx, stopLink, linkDone)
-	}
-	s.notifyStopping() // drain sent it already on a graceful stop
-	cancel()
-	s.closeListeners()
-	s.closeClients()
-	wg.Wait()
-	s.bgMu.Lock() // no background work starts after this
-	s.bgMu.Unlock()
-	s.bg.Wait()
-	s.snaps.Close()
-	<-snapsDone
-	stopLog()
-	<-logDone
-	stopMetrics() // before the history closes: a scrape reads it
+	// New opened the listeners: a connection waits in their queue for the
+	// accept loops, which start with the actors.
+	s.notifyReady()
+	err := s.actors(ctx, cancel).run()
 	s.hist.Close()
 	// Parked replicas see the stream's end, as a cursor's Wait would.
 	s.fanout.Wake()
 	s.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
+}
+
+// actors is Run's run group: every goroutine of the server that lives as
+// long as Run is one of these actors, or started and waited for by one.
+// They are stopped in the order they are added here, which is the order
+// the server stops in:
+//
+//  1. stop: waits for ctx's end (Close) or Shutdown, which drains first
+//     (drain.go): listeners closed, the link ended, the replicas given up
+//     to shutdown-timeout to catch up. Its stop tells the supervisor and
+//     cancels ctx, which every actor but the stream log's follower and
+//     the monitoring server runs under: a stop at once.
+//  2. upstream link: ended first (by the drain already, on a graceful
+//     stop), so that the stream's end stays put.
+//  3. clients: one accept loop per listener (a replaced listener's ends
+//     when it is closed) and each client's goroutine, replicas' included;
+//     its stop closes the listeners and every client and waits for them.
+//  4. monitor and 5. memory return (which the monitor asks for): stopped
+//     before the snapshot keeper, whose work the monitor asks for too.
+//  6. snapshot keeper: closed, it waits for its fetches, spills and
+//     persists.
+//  7. stream log, when configured: the follower, the last of the
+//     stream's readers, appends what was published; the log is closed
+//     once it has stopped.
+//  8. monitoring server, when metrics-port is set: it answers /metrics and
+//     /readyz until here, through a graceful stop.
+//
+// Run then closes the history, wakes the replicas parked on the fan-out
+// and releases dir's lock.
+func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGroup {
+	g := &actorGroup{log: s.log}
+	// The link has a context of its own, so that a graceful stop can end
+	// it first and fix the stream's end while the replicas catch up.
+	linkCtx, stopLink := context.WithCancel(ctx)
+	linkDone := make(chan struct{})
+
+	g.add("stop", func() error {
+		select {
+		case <-ctx.Done():
+		case <-s.drainReq:
+			s.drain(ctx, stopLink, linkDone)
+		}
+		return nil
+	}, func() {
+		s.notifyStopping() // the drain told it already on a graceful stop
+		cancel()
+	})
+
+	g.add("upstream link", func() error {
+		err := s.up.Run(linkCtx)
+		close(linkDone)
+		if err == nil {
+			<-ctx.Done() // ended by a drain: the others stop with the stop actor
+		}
+		return err
+	}, stopLink)
+
+	var conns sync.WaitGroup // the accept loops and the clients' goroutines
+	acceptErr := make(chan error, 1)
+	g.add("clients", func() error {
+		s.serveListeners(func(ln net.Listener, isTLS bool) {
+			conns.Go(func() {
+				if err := s.acceptLoop(ctx, ln, &conns, isTLS); err != nil {
+					select {
+					case acceptErr <- err:
+					default: // the actor is failing on the first one already
+					}
+				}
+			})
+		})
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-acceptErr:
+			return err
+		}
+	}, func() {
+		s.closeListeners()
+		s.closeClients()
+		conns.Wait()
+	})
+
+	g.add("monitor", func() error { return s.monitor(ctx) }, nil)
+	g.add("memory return", func() error { return s.returnMemory(ctx) }, nil)
+	// Not stopped by Keeper.Close, which, were it to come before Run (a
+	// stop right after the start), would have Run refuse with ErrClosed:
+	// Run closes the Keeper itself when ctx ends.
+	g.add("snapshot keeper", func() error { return s.snaps.Run(ctx) }, nil)
+
+	if d := s.durable; d != nil {
+		// Not under ctx: the follower stops only at its turn, after the
+		// link and every other reader of the stream.
+		logCtx, stopLog := context.WithCancel(context.Background())
+		g.add("stream log", func() error {
+			defer d.close()
+			return d.follow.Run(logCtx)
+		}, stopLog)
+	}
+
+	if m := s.monitoring; m != nil {
+		s.log.Info("metrics server listening", "address", m.Addr().String())
+		g.add("monitoring server", m.Serve, m.Shutdown)
+	}
+	return g
+}
+
+// An actorGroup is a run.Group whose actors stop in order: each runs on a
+// goroutine of its own and, when the first one returns, every actor is
+// stopped, one at a time in the order they were added, each waited for
+// before the next is stopped. A failed actor's error is logged and kept.
+type actorGroup struct {
+	g   run.Group
+	log hclog.Logger
+	// errs are the failed actors' errors, in the order they failed;
+	// appended by the actors' goroutines, read by run once all returned.
+	errs struct {
+		sync.Mutex
+		list []error
+	}
+}
+
+// add adds the actor name: execute runs it until it is stopped, and
+// returns nil then, or its error when it fails; stop, when not nil, tells
+// it to return (an actor under Run's context needs no telling: the stop
+// actor has cancelled it by its turn). It is stopped once execute has
+// returned.
+func (g *actorGroup) add(name string, execute func() error, stop func()) {
+	done := make(chan struct{})
+	g.g.Add(func() error {
+		defer close(done)
+		err := execute()
+		if err != nil {
+			g.log.Error("stopping: a part of the server failed", "part", name, "error", err)
+			err = fmt.Errorf("%s: %w", name, err)
+			g.errs.Lock()
+			g.errs.list = append(g.errs.list, err)
+			g.errs.Unlock()
+		}
+		return err
+	}, func(error) {
+		if stop != nil {
+			stop()
+		}
+		<-done
+	})
+}
+
+// run runs the actors and returns once every one has stopped: nil, or the
+// errors of those that failed.
+func (g *actorGroup) run() error {
+	g.g.Run() // returns the first actor's error alone: g.errs has them all
+	g.errs.Lock()
+	defer g.errs.Unlock()
+	return errors.Join(g.errs.list...)
+}
+
+// undoStack is what has been made so far of something made in steps: the
+// closer of each part that holds a resource, pushed once the part is made.
+type undoStack []func()
+
+// push records the closer of a part just made.
+func (u *undoStack) push(closer func()) { *u = append(*u, closer) }
+
+// run closes every part, the last made first. Each closer may be called
+// more than once.
+func (u undoStack) run() {
+	for _, closer := range slices.Backward(u) {
+		closer()
+	}
 }
 
 // Close stops the server: when Run is running, it ends it and waits until it
@@ -435,13 +550,7 @@ func (s *Server) Close() error {
 		<-done
 		return nil
 	}
-	s.snaps.Close()
-	s.closeListeners()
-	s.closeMetricsListener()
-	if s.durable != nil {
-		s.durable.close()
-	}
-	s.releaseDir()
+	s.made.run()
 	return nil
 }
 
@@ -549,19 +658,6 @@ func (s *Server) identity() history.Identity { return s.hist.Identity() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
 func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }
-
-// goBackground runs f on the server's background group, with the server's
-// lifetime. It reports false when the server is not running.
-func (s *Server) goBackground(f func(ctx context.Context)) bool {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgCtx == nil || s.bgCtx.Err() != nil {
-		return false
-	}
-	ctx := s.bgCtx
-	s.bg.Go(func() { f(ctx) })
-	return true
-}
 
 // ReplIDSize is the length of a replication ID: 40 lowercase hex characters
 // (Redis's CONFIG_RUN_ID_SIZE). The replid rules live in package replid.

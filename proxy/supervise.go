@@ -13,10 +13,13 @@ import (
 // (STOPPING=1).
 
 // A Supervisor is told of the server's life (Options.Supervisor). Ready is
-// called once, from Run's goroutine, after the accept loops started;
+// called once, from Run's goroutine before its actors start (the listeners
+// are open: a connection waits in their queue for the accept loops);
 // Status from the monitor's goroutine after that (within a round, 100 ms),
-// only when the status changed; Stopping once, from Run's goroutine. No lock of the server is
-// held during a call, which may do I/O but should not block for long.
+// only when the status changed; Stopping once, after Ready, from the stop
+// actor's goroutine when a graceful stop begins, else from Run's goroutine
+// (server.go, actors). No lock of the server is held during a call, which
+// may do I/O but should not block for long.
 type Supervisor interface {
 	Ready(status string)
 	Status(status string)

@@ -231,8 +231,9 @@ func (f *Follower) fault(err error) {
 // Run appends the stream to the log until ctx ends, then appends what is
 // left (it is the last of the stream's readers to stop). It runs the syncer
 // beside it and returns once both have stopped; the caller then closes the
-// log.
-func (f *Follower) Run(ctx context.Context) {
+// log. A fault of the log is retried, never returned: Run returns nil once
+// ctx has ended.
+func (f *Follower) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { f.syncLoop(ctx) })
@@ -249,7 +250,7 @@ func (f *Follower) Run(ctx context.Context) {
 		f.hist.LogFollows(0)
 		f.appended() // readers at its end look again
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if cause := context.Cause(round); errors.Is(cause, errSyncFailed) {
 			err = cause
@@ -265,7 +266,7 @@ func (f *Follower) Run(ctx context.Context) {
 		f.hist.LogReady(false)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(f.cfg.Retry):
 		}
 	}

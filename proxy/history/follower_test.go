@@ -79,9 +79,15 @@ func TestFollower(t *testing.T) {
 		SyncEvery:   10 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 
 	if err := h.Stream().Append([]byte("*1\r\n$4\r\nPING\r\n")); err != nil { // offsets 101..114
 		t.Fatal(err)
@@ -113,7 +119,11 @@ func TestFollower(t *testing.T) {
 	}
 	cancel()
 	select {
-	case <-done:
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("Run returned %v once its context ended, want nil", err)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return once its context ended")
 	}
@@ -230,14 +240,16 @@ func runFollower(t *testing.T, opts streamlog.Options, wrap func(streamlog.FS) s
 	h.SetLog(l)
 	f := NewFollower(h, l, hclog.NewNullLogger(), cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
 	t.Cleanup(func() { // before the log's Close: cleanups run last first
 		cancel()
 		if release != nil {
 			release()
 		}
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	})
 	return h, l, f
 }

@@ -36,11 +36,11 @@
 // # Goroutines and locks
 //
 // A Sink is owned by the one goroutine writing it (a spill or persist on
-// the proxy's background group, or the upstream link's goroutine for a
-// payload that goes to dir as it arrives). A File never changes once made
-// and may be read and opened from any goroutine. The package has no lock
-// and no goroutine of its own, so it has no place in the proxy's lock order;
-// its callers hold no lock across its file I/O but the history's, for
-// File.Open in a full sync's plan, which does not block (O_NONBLOCK, and a
-// non-regular file is refused).
+// one of the snapshot Keeper's goroutines, or the upstream link's
+// goroutine for a payload that goes to dir as it arrives). A File never
+// changes once made and may be read and opened from any goroutine. The
+// package has no lock and no goroutine of its own, so it has no place in
+// the proxy's lock order; its callers hold no lock across its file I/O but
+// the history's, for File.Open in a full sync's plan, which does not block
+// (O_NONBLOCK, and a non-regular file is refused).
 package snapfile

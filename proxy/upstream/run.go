@@ -24,8 +24,9 @@ const (
 )
 
 // Run keeps a link to the configured primary until ctx is done: connect,
-// sync, stream, and on failure reconnect with backoff.
-func (l *Link) Run(ctx context.Context) {
+// sync, stream, and on failure reconnect with backoff. A lost link is
+// retried, never returned: Run returns nil once ctx is done.
+func (l *Link) Run(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		t := l.host.Target()
@@ -33,7 +34,7 @@ func (l *Link) Run(ctx context.Context) {
 			l.state.Store(int32(StateNone))
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-l.retargetCh:
 				continue
 			}
@@ -43,7 +44,7 @@ func (l *Link) Run(ctx context.Context) {
 			l.downSince.Store(time.Now().UnixNano())
 		}
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if retargeted {
 			l.log.Info("primary changed, reconnecting")
@@ -67,12 +68,13 @@ func (l *Link) Run(ctx context.Context) {
 		l.state.Store(int32(StateConnect))
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(backoff):
 		case <-l.retargetCh:
 			backoff = 0
 		}
 	}
+	return nil
 }
 
 // attempt runs one session to t, which a retarget ends early; the goroutine

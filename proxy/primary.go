@@ -9,6 +9,7 @@ import (
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/sysmem"
 	"github.com/replproxy/replproxy/proxy/upstream"
@@ -62,17 +63,18 @@ func (h upstreamHost) ResumeID() (string, bool) {
 	return id.ReplID, id.History
 }
 
-func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.installSnapshot(sn) }
+// Install makes sn the newest snapshot and starts a new generation of the
+// stream at its offset: the primary's bytes from offset+1 on. The replicas
+// of the old generation are disconnected after the change.
+func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.closeReplicasBefore(h.s.hist.Install(sn)) }
 
 // ContinueAs records the replid of a +CONTINUE; when it is new, the replicas
 // of the old one are disconnected, to continue through replid2 after they
 // reconnect (PROTOCOL §5).
 func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64, changed bool) {
-	oldID, secondOffset, epoch, changed := h.s.hist.ContinueAs(newID)
-	if changed {
-		h.s.disconnectReplicas(downstream.CloseReplIDChanged, epoch)
-	}
-	return oldID, secondOffset, changed
+	oldID, secondOffset, c := h.s.hist.ContinueAs(newID)
+	h.s.closeReplicasBefore(c)
+	return oldID, secondOffset, c.Kind != history.NoChange
 }
 
 // AckOffset applies the ack-policy (ackOffset, below).
@@ -124,11 +126,7 @@ type proxySeed struct {
 
 func (p proxySeed) Position() (string, int64) { return p.sd.Position() }
 
-func (p proxySeed) Begin() {
-	epoch := p.sd.Begin()
-	p.s.fanout.Wake() // parked replicas see the new generation as Wait's would
-	p.s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
-}
+func (p proxySeed) Begin() { p.s.closeReplicasBefore(p.sd.Begin()) }
 
 func (p proxySeed) Abort(why error) bool { return p.sd.Abort(why) }
 
@@ -146,13 +144,19 @@ func (s *Server) upstreamTarget() upstream.Target {
 	return t
 }
 
-// installSnapshot makes sn the newest snapshot and starts a new generation of
-// the stream at its offset: the primary's bytes from offset+1 on. The
-// replicas of the old generation are disconnected after the change.
-func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
-	epoch := s.hist.Install(sn)
-	s.fanout.Wake() // parked replicas see the new generation as Wait's would
-	s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
+// closeReplicasBefore acts on c, a change of the history's identity made
+// already (an install, a seed's begin, a new replid), with no lock held:
+// every replica planned before it is disconnected, for the close reason of
+// what changed. Before a new generation's, the replicas parked on the
+// fan-out are woken, to see it as a cursor's Wait would.
+func (s *Server) closeReplicasBefore(c history.Change) {
+	switch c.Kind {
+	case history.NewGeneration:
+		s.fanout.Wake()
+		s.disconnectReplicas(downstream.CloseGenerationChanged, c.Epoch)
+	case history.NewReplID:
+		s.disconnectReplicas(downstream.CloseReplIDChanged, c.Epoch)
+	}
 }
 
 // newSnapshots builds the server's snapshot work (package snapshots), which

@@ -187,12 +187,12 @@ func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int6
 func (s *Seed) Position() (replID string, offset int64) { return s.replID, s.offset }
 
 // Begin starts the history at the seed's position (History.BeginAt) and
-// lets the payload arrive into it. It returns the history's new epoch: the
+// lets the payload arrive into it. It returns the history's change: the
 // caller disconnects the replicas planned before it.
-func (s *Seed) Begin() (epoch uint64) {
-	epoch = s.k.hist.BeginAt(s.f, s.replID, s.offset)
+func (s *Seed) Begin() history.Change {
+	c := s.k.hist.BeginAt(s.f, s.replID, s.offset)
 	s.decided <- nil
-	return epoch
+	return c
 }
 
 // Abort refuses the seed (its payload is not read), counts and logs why,

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net"
 	"strconv"
 	"time"
@@ -17,7 +16,8 @@ import (
 )
 
 // newUpstream builds the server's link to its primary (package upstream),
-// which reaches the rest of the server only through upstreamHost.
+// which reaches the rest of the server through upstreamHost, and the
+// snapshot work directly (newSnapshots hands it the Keeper).
 func newUpstream(s *Server) *upstream.Link {
 	st := &s.stats
 	return upstream.New(upstreamHost{s}, upstream.Options{
@@ -41,8 +41,9 @@ func newUpstream(s *Server) *upstream.Link {
 }
 
 // upstreamHost is the server as the upstream link sees it (upstream.Host):
-// the configuration in force and the history. It holds no lock of its own;
-// each method takes what the part it calls takes.
+// the configuration in force, the history, and the replicas a change of
+// the history's identity disconnects. It holds no lock of its own; each
+// method takes what the part it calls takes.
 type upstreamHost struct{ s *Server }
 
 func (h upstreamHost) Target() upstream.Target { return h.s.upstreamTarget() }
@@ -96,39 +97,8 @@ func (h upstreamHost) Published() {
 	h.s.wakeMonitor()
 }
 
-// PayloadStarted counts a full sync's payload while it arrives and decides
-// whether it goes to dir as it does (package snapshots).
-func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	return h.s.snaps.PayloadStarted(sn, size)
-}
-
-func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.snaps.PayloadFailed(sn) }
-
 // SnapshotSource is the source snapshot-from names, "" for the primary.
 func (h upstreamHost) SnapshotSource() string { return h.s.config().SnapshotFromAddr() }
-
-// Seed starts a snapshot from the snapshot source for the main link's sync
-// (package snapshots runs it); its Begin disconnects the replicas of the
-// generation it replaces, as an install does.
-func (h upstreamHost) Seed(ctx context.Context, check func(string, int64) error) (upstream.Seed, bool, error) {
-	sd, fallback, err := h.s.snaps.Seed(ctx, check)
-	if sd == nil {
-		return nil, fallback, err // no typed nil in the interface
-	}
-	return proxySeed{h.s, sd}, false, nil
-}
-
-// proxySeed is a snapshots.Seed as the upstream link uses it.
-type proxySeed struct {
-	s  *Server
-	sd *snapshots.Seed
-}
-
-func (p proxySeed) Position() (string, int64) { return p.sd.Position() }
-
-func (p proxySeed) Begin() { p.s.closeReplicasBefore(p.sd.Begin()) }
-
-func (p proxySeed) Abort(why error) bool { return p.sd.Abort(why) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
@@ -145,7 +115,8 @@ func (s *Server) upstreamTarget() upstream.Target {
 }
 
 // closeReplicasBefore acts on c, a change of the history's identity made
-// already (an install, a seed's begin, a new replid), with no lock held:
+// already (an install and a new replid, from upstreamHost; a seed's begin,
+// from snapshotHost), with no lock held:
 // every replica planned before it is disconnected, for the close reason of
 // what changed. Before a new generation's, the replicas parked on the
 // fan-out are woken, to see it as a cursor's Wait would.
@@ -162,13 +133,15 @@ func (s *Server) closeReplicasBefore(c history.Change) {
 // newSnapshots builds the server's snapshot work (package snapshots), which
 // fetches over the upstream link's side links and reads the rest of the
 // server through snapshotHost and the settings it is given (here, then by
-// applyConfig after every change). After the stream log was opened (or not).
+// applyConfig after every change), and hands it to the link, whose main
+// link's payloads and seeds go to it (upstream.Snapshots). After the stream
+// log was opened (or not), before Run.
 func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 	machine := opts.machineMemory
 	if machine == nil {
 		machine = sysmem.Machine
 	}
-	return snapshots.New(snapshots.Options{
+	k := snapshots.New(snapshots.Options{
 		History:       s.hist,
 		Source:        s.up,
 		Host:          snapshotHost{s},
@@ -180,6 +153,8 @@ func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 		Settings:      s.snapshotSettings(s.config()),
 		MemoryGrows:   s.wakeMonitorNow,
 	})
+	s.up.DeliverTo(k)
+	return k
 }
 
 // snapshotSettings are the directives of cfg the snapshot work reads.
@@ -195,6 +170,10 @@ func (s *Server) snapshotSettings(cfg *config.Config) snapshots.Settings {
 
 // snapshotHost is the server as the snapshot work sees it (snapshots.Host).
 type snapshotHost struct{ s *Server }
+
+// HistoryChanged disconnects the replicas of the generation a seed's Begin
+// replaced, as an install's are.
+func (h snapshotHost) HistoryChanged(c history.Change) { h.s.closeReplicasBefore(c) }
 
 func (h snapshotHost) CountedMemory() int64 { return h.s.memoryReport().Counted }
 

@@ -77,11 +77,18 @@ func (s *fakeSource) Connected() bool { return s.connected }
 // are the CRC64 trailer, 0 for none.
 var testRDB = []byte("REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00")
 
-// fakeHost is a Host with no memory counted and no stream log.
-type fakeHost struct{}
+// fakeHost is a Host with no memory counted and no stream log; the
+// changes of the history it is told of go to changed, when it is set.
+type fakeHost struct{ changed chan<- history.Change }
 
 func (fakeHost) CountedMemory() int64                      { return 0 }
 func (fakeHost) LogBounds() (first, last int64, live bool) { return 0, 0, false }
+
+func (h fakeHost) HistoryChanged(c history.Change) {
+	if h.changed != nil {
+		h.changed <- c
+	}
+}
 
 // testPrimary is the primary the tests' Keepers are configured with.
 const testPrimary = "127.0.0.1:6379"

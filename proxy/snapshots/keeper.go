@@ -54,13 +54,19 @@ type Source interface {
 // Host is what the snapshot work reads of the server it runs in, only
 // where a decision needs it: the memory counted against maxmemory (a
 // payload under evict-snapshots), and the stream log's extent (refresh,
-// adoption). Each call is made with no lock of this package held.
+// adoption); and the one change of the history it makes that the server
+// acts on, a seed's new generation. Each call is made with no lock of this
+// package held.
 type Host interface {
 	// CountedMemory is used_memory less what is not counted for eviction.
 	CountedMemory() int64
 	// LogBounds is the stream log's first and last offset, and whether it
 	// follows the stream now (live).
 	LogBounds() (first, last int64, live bool)
+	// HistoryChanged is told of c, the new generation a seed's Begin
+	// started (History.BeginAt), once it is made: the server disconnects
+	// the replicas planned before it. On the upstream link's goroutine.
+	HistoryChanged(c history.Change)
 }
 
 // Settings are the directives the snapshot work reads: the server gives

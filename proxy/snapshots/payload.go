@@ -9,8 +9,14 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapfile"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
+
+// The Keeper is where the main link's syncs deliver their snapshots: its
+// full sync's payload (PayloadStarted, PayloadFailed, here) and the seed
+// from the snapshot source (Seed, source.go).
+var _ upstream.Snapshots = (*Keeper)(nil)
 
 // A sync payload as it arrives from the primary: the main link's full sync,
 // or a snapshot fetched over a side link. One rule for both (sinkFor):
@@ -93,7 +99,7 @@ var ErrPayloadOverMemory = errors.New("full sync payload larger than memory may 
 
 // PayloadStarted records sn, the main link's full sync payload, as the
 // arriving one and returns where it goes as it arrives (nil: memory only;
-// see the top of the file). From the upstream link's goroutine.
+// see the top of the file). Called by the upstream link, on its goroutine.
 func (k *Keeper) PayloadStarted(sn *replbuf.Snapshot, size int64) (Sink, error) {
 	k.memoryGrows()
 	f, sink, err := k.sinkFor(sn, size, "main")

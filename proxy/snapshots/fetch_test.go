@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -30,7 +31,7 @@ type fakeSource struct {
 }
 
 func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, position func(string, int64, bool) error,
-	started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
+	started func(*replbuf.Snapshot, int64) (upstream.PayloadSink, error)) (*replbuf.Snapshot, error) {
 	s.mu.Lock()
 	s.attempts++
 	n := s.attempts

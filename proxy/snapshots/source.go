@@ -228,7 +228,7 @@ func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+	}, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 		k.memoryGrows()
 		pf, sink, err := k.sinkFor(sn, size, "snapshot-source")
 		if err != nil {

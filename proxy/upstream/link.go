@@ -152,12 +152,7 @@ type Snapshots interface {
 // Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
 // Abort (it failed, or Write or Commit did) is called. An error from Write
 // or Commit fails the sync.
-//
-// It is an alias of an unnamed interface type, so that a callback that
-// returns one is the same type as another package's that returns its own
-// alias of the same methods (package snapshots' Sink), without either
-// package importing the other.
-type PayloadSink = interface {
+type PayloadSink interface {
 	Write(p []byte) error
 	Commit() error
 	Abort()

@@ -116,10 +116,10 @@ func (s *Server) upstreamTarget() upstream.Target {
 
 // closeReplicasBefore acts on c, a change of the history's identity made
 // already (an install and a new replid, from upstreamHost; a seed's begin,
-// from snapshotHost), with no lock held:
-// every replica planned before it is disconnected, for the close reason of
-// what changed. Before a new generation's, the replicas parked on the
-// fan-out are woken, to see it as a cursor's Wait would.
+// from snapshotHost), with no lock held: every replica planned before it is
+// disconnected, for the close reason of what changed. Before a new
+// generation's, the replicas parked on the fan-out are woken, to see it as
+// a cursor's Wait would. A NoChange closes nothing.
 func (s *Server) closeReplicasBefore(c history.Change) {
 	switch c.Kind {
 	case history.NewGeneration:

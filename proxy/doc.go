@@ -13,14 +13,20 @@
 //     follower. It returns the work it decides on; snapshots carries it out.
 //   - snapshots: the snapshot work (a Keeper): the shared fetch, where an
 //     arriving payload goes, spills, persists, refreshes, adoption and
-//     leftovers. The link is its Source; primary.go gives it snapshotHost
-//     and its settings (snapshotSettings, again after every change).
+//     leftovers. The link is its Source, and it is the link's Snapshots:
+//     the main link hands it its payloads and seeds itself. primary.go
+//     gives it snapshotHost and its settings (snapshotSettings, again after
+//     every change), and hands it to the link (newSnapshots).
 //   - downstream: a replica from PSYNC on. commands_sync.go serves REPLCONF,
 //     PSYNC and SYNC up to the hand-over (downstream.New); replica_host.go is
 //     the Host each replica is given.
 //   - upstream: the main link to the primary and its side links.
 //     primary.go is its Host, and gathers the replicas' ACKs the
-//     ack-policy counts (upstream.QuorumAck).
+//     ack-policy counts (upstream.QuorumAck). A change of the history's
+//     identity, from the link (an install, a new replid) or from a seed's
+//     Begin (snapshotHost), ends in one call, closeReplicasBefore: the
+//     fan-out woken for a new generation, and the replicas planned before
+//     it disconnected.
 //   - streamlog and snapfile: the stream and the snapshot in dir.
 //     durable.go opens and recovers the log at New and runs its follower;
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
@@ -35,9 +41,6 @@
 //     gives each client its user, checks every command before it runs
 //     (dispatch), authenticates, and closes the clients a change of users
 //     removes; commands_acl.go serves ACL, with the aclfile's I/O.
-//   - snapshots' Seed, the proxy's own sync from the snapshot source
-//     (snapshot-from): primary.go hands it to the link (upstreamHost.Seed)
-//     and disconnects the replicas of the generation its Begin replaces.
 //   - commanddocs (COMMAND), clientlist (CLIENT LIST and KILL), listen and
 //     tlsconf (sockets, TLS files), webconfig (the monitoring port's web
 //     configuration), sysmem (the OS's memory), wire, config.

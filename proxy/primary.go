@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"net"
 	"strconv"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/sysmem"
 	"github.com/replproxy/replproxy/proxy/upstream"
@@ -16,7 +16,8 @@ import (
 )
 
 // newUpstream builds the server's link to its primary (package upstream),
-// which reaches the rest of the server only through upstreamHost.
+// which reaches the rest of the server through upstreamHost, and the
+// snapshot work directly (newSnapshots hands it the Keeper).
 func newUpstream(s *Server) *upstream.Link {
 	st := &s.stats
 	return upstream.New(upstreamHost{s}, upstream.Options{
@@ -40,8 +41,9 @@ func newUpstream(s *Server) *upstream.Link {
 }
 
 // upstreamHost is the server as the upstream link sees it (upstream.Host):
-// the configuration in force and the history. It holds no lock of its own;
-// each method takes what the part it calls takes.
+// the configuration in force, the history, and the replicas a change of
+// the history's identity disconnects. It holds no lock of its own; each
+// method takes what the part it calls takes.
 type upstreamHost struct{ s *Server }
 
 func (h upstreamHost) Target() upstream.Target { return h.s.upstreamTarget() }
@@ -62,17 +64,18 @@ func (h upstreamHost) ResumeID() (string, bool) {
 	return id.ReplID, id.History
 }
 
-func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.installSnapshot(sn) }
+// Install makes sn the newest snapshot and starts a new generation of the
+// stream at its offset: the primary's bytes from offset+1 on. The replicas
+// of the old generation are disconnected after the change.
+func (h upstreamHost) Install(sn *replbuf.Snapshot) { h.s.closeReplicasBefore(h.s.hist.Install(sn)) }
 
 // ContinueAs records the replid of a +CONTINUE; when it is new, the replicas
 // of the old one are disconnected, to continue through replid2 after they
 // reconnect (PROTOCOL §5).
 func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64, changed bool) {
-	oldID, secondOffset, epoch, changed := h.s.hist.ContinueAs(newID)
-	if changed {
-		h.s.disconnectReplicas(downstream.CloseReplIDChanged, epoch)
-	}
-	return oldID, secondOffset, changed
+	oldID, secondOffset, c := h.s.hist.ContinueAs(newID)
+	h.s.closeReplicasBefore(c)
+	return oldID, secondOffset, c.Kind != history.NoChange
 }
 
 // AckOffset applies the ack-policy (ackOffset, below).
@@ -94,43 +97,8 @@ func (h upstreamHost) Published() {
 	h.s.wakeMonitor()
 }
 
-// PayloadStarted counts a full sync's payload while it arrives and decides
-// whether it goes to dir as it does (package snapshots).
-func (h upstreamHost) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
-	return h.s.snaps.PayloadStarted(sn, size)
-}
-
-func (h upstreamHost) PayloadFailed(sn *replbuf.Snapshot) { h.s.snaps.PayloadFailed(sn) }
-
 // SnapshotSource is the source snapshot-from names, "" for the primary.
 func (h upstreamHost) SnapshotSource() string { return h.s.config().SnapshotFromAddr() }
-
-// Seed starts a snapshot from the snapshot source for the main link's sync
-// (package snapshots runs it); its Begin disconnects the replicas of the
-// generation it replaces, as an install does.
-func (h upstreamHost) Seed(ctx context.Context, check func(string, int64) error) (upstream.Seed, bool, error) {
-	sd, fallback, err := h.s.snaps.Seed(ctx, check)
-	if sd == nil {
-		return nil, fallback, err // no typed nil in the interface
-	}
-	return proxySeed{h.s, sd}, false, nil
-}
-
-// proxySeed is a snapshots.Seed as the upstream link uses it.
-type proxySeed struct {
-	s  *Server
-	sd *snapshots.Seed
-}
-
-func (p proxySeed) Position() (string, int64) { return p.sd.Position() }
-
-func (p proxySeed) Begin() {
-	epoch := p.sd.Begin()
-	p.s.fanout.Wake() // parked replicas see the new generation as Wait's would
-	p.s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
-}
-
-func (p proxySeed) Abort(why error) bool { return p.sd.Abort(why) }
 
 // upstreamTarget returns the primary replicaof names now, Addr "" for none.
 func (s *Server) upstreamTarget() upstream.Target {
@@ -146,25 +114,34 @@ func (s *Server) upstreamTarget() upstream.Target {
 	return t
 }
 
-// installSnapshot makes sn the newest snapshot and starts a new generation of
-// the stream at its offset: the primary's bytes from offset+1 on. The
-// replicas of the old generation are disconnected after the change.
-func (s *Server) installSnapshot(sn *replbuf.Snapshot) {
-	epoch := s.hist.Install(sn)
-	s.fanout.Wake() // parked replicas see the new generation as Wait's would
-	s.disconnectReplicas(downstream.CloseGenerationChanged, epoch)
+// closeReplicasBefore acts on c, a change of the history's identity made
+// already (an install and a new replid, from upstreamHost; a seed's begin,
+// from snapshotHost), with no lock held: every replica planned before it is
+// disconnected, for the close reason of what changed. Before a new
+// generation's, the replicas parked on the fan-out are woken, to see it as
+// a cursor's Wait would. A NoChange closes nothing.
+func (s *Server) closeReplicasBefore(c history.Change) {
+	switch c.Kind {
+	case history.NewGeneration:
+		s.fanout.Wake()
+		s.disconnectReplicas(downstream.CloseGenerationChanged, c.Epoch)
+	case history.NewReplID:
+		s.disconnectReplicas(downstream.CloseReplIDChanged, c.Epoch)
+	}
 }
 
 // newSnapshots builds the server's snapshot work (package snapshots), which
 // fetches over the upstream link's side links and reads the rest of the
 // server through snapshotHost and the settings it is given (here, then by
-// applyConfig after every change). After the stream log was opened (or not).
+// applyConfig after every change), and hands it to the link, whose main
+// link's payloads and seeds go to it (upstream.Snapshots). After the stream
+// log was opened (or not), before Run.
 func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 	machine := opts.machineMemory
 	if machine == nil {
 		machine = sysmem.Machine
 	}
-	return snapshots.New(snapshots.Options{
+	k := snapshots.New(snapshots.Options{
 		History:       s.hist,
 		Source:        s.up,
 		Host:          snapshotHost{s},
@@ -176,6 +153,8 @@ func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 		Settings:      s.snapshotSettings(s.config()),
 		MemoryGrows:   s.wakeMonitorNow,
 	})
+	s.up.DeliverTo(k)
+	return k
 }
 
 // snapshotSettings are the directives of cfg the snapshot work reads.
@@ -191,6 +170,10 @@ func (s *Server) snapshotSettings(cfg *config.Config) snapshots.Settings {
 
 // snapshotHost is the server as the snapshot work sees it (snapshots.Host).
 type snapshotHost struct{ s *Server }
+
+// HistoryChanged disconnects the replicas of the generation a seed's Begin
+// replaced, as an install's are.
+func (h snapshotHost) HistoryChanged(c history.Change) { h.s.closeReplicasBefore(c) }
 
 func (h snapshotHost) CountedMemory() int64 { return h.s.memoryReport().Counted }
 

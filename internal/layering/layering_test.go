@@ -38,9 +38,11 @@ var allowed = map[string][]string{
 	"proxy/acl":         {"proxy/wire"},
 	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
-	// The snapshot work reaches the upstream link and the server through
-	// interfaces it declares (Source, Host): neither is in its row.
-	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "proxy/wire", "rdbcheck", "replbuf", "replid"},
+	// The snapshot work is where the main link delivers its payloads and
+	// seeds (it is upstream's Snapshots, so upstream is in its row, never
+	// the other way); it reaches the link's side links and the server
+	// through interfaces it declares (Source, Host), so proxy is not.
+	"proxy/snapshots": {"proxy/history", "proxy/snapfile", "proxy/upstream", "proxy/wire", "rdbcheck", "replbuf", "replid"},
 	// The replica reads its plan's snapshot file (history.Plan.Spilled)
 	// through history's types without naming snapfile, so snapfile is not
 	// in its row.

@@ -39,8 +39,9 @@
 // run, Evict and PersistNewest the snapshot to write to dir. The caller
 // starts it after the history's lock is released, and hands it back
 // (FetchNotStarted, SpillNotStarted) when it cannot, so that a record never
-// outlives work that will not run. Install and ContinueAs return the new
-// epoch, and the caller disconnects the replicas planned before it. The
+// outlives work that will not run. Install, BeginAt and ContinueAs return a
+// Change (the new epoch, and whether the stream restarted or the replid
+// changed), and the caller disconnects the replicas planned before it. The
 // proxy's decisions about files (where an arriving payload goes) and its
 // configuration stay out: a payload's destination comes in as a Payload,
 // the counters it bumps as Counters. PlanBackup returns its Fetch as

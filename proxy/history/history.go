@@ -42,9 +42,10 @@ type History struct {
 		// changed is closed and replaced at every change of epoch, for
 		// AwaitHistory.
 		changed chan struct{}
-		// epoch counts the changes of identity (install, ContinueAs). A plan
-		// carries the epoch it was made in, so that the caller of a change
-		// disconnects exactly the replicas planned before it.
+		// epoch counts the changes of identity (Install, BeginAt,
+		// ContinueAs: each returns a Change). A plan carries the epoch it
+		// was made in, so that the caller of a change disconnects exactly
+		// the replicas planned before it.
 		epoch uint64
 
 		snapshot *replbuf.Snapshot   // the newest complete or arriving snapshot, if any
@@ -190,6 +191,32 @@ func (h *History) Identity() Identity {
 	return Identity{h.mu.replID, h.mu.replID2, h.mu.secondOffset, h.mu.synced}
 }
 
+// A Change is a change of the history's identity that the replicas planned
+// before it cannot follow, as Install, BeginAt and ContinueAs return it: the
+// caller acts on it once the history's lock is released, by disconnecting
+// every replica planned before Epoch (for the reason Kind gives), which
+// comes back for a sync of the history as it is now. The zero Change is
+// none.
+type Change struct {
+	Epoch uint64     // the history's epoch from the change on
+	Kind  ChangeKind // what changed
+}
+
+// ChangeKind is what a Change changed.
+type ChangeKind int
+
+const (
+	// NoChange: ContinueAs of the replid in force; no replica is
+	// disconnected.
+	NoChange ChangeKind = iota
+	// NewGeneration: the stream restarted at a new offset (Install,
+	// BeginAt); every open cursor fails with replbuf.ErrReset.
+	NewGeneration
+	// NewReplID: the primary's replid changed (ContinueAs); the stream
+	// goes on, and the old replid is replid2.
+	NewReplID
+)
+
 // Epoch returns the current epoch: replicas planned in it share the
 // history's offsets.
 func (h *History) Epoch() uint64 {
@@ -224,9 +251,9 @@ func (h *History) Newest() *replbuf.Snapshot {
 // and starts a new generation of the stream at its offset: the primary's
 // bytes from offset+1 on, under sn's replid. Every open cursor fails with
 // replbuf.ErrReset; the caller then disconnects the replicas planned before
-// Epoch. A payload written to dir as it arrived (package snapshots) becomes
+// the Change (NewGeneration). A payload written to dir as it arrived (package snapshots) becomes
 // the snapshot on disk instead: memory held only a window of it.
-func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
+func (h *History) Install(sn *replbuf.Snapshot) Change {
 	h.mu.Lock()
 	var sp *snapfile.File
 	if f := h.mu.arrivingFile; h.mu.arriving == sn && f != nil {
@@ -250,12 +277,12 @@ func (h *History) Install(sn *replbuf.Snapshot) (epoch uint64) {
 	h.mu.synced = true
 	h.mu.epoch++
 	h.changedLocked()
-	epoch = h.mu.epoch
+	c := Change{Epoch: h.mu.epoch, Kind: NewGeneration}
 	h.st.Reset(sn.Offset())
 	h.pinForLogLocked()
 	h.mu.Unlock()
 	h.removeSpilled(old)
-	return epoch
+	return c
 }
 
 // pinForLogLocked replaces logPin with a cursor at the stream's new
@@ -321,14 +348,14 @@ func (h *History) PayloadEnded(sn *replbuf.Snapshot) {
 
 // ContinueAs takes the replid of an upstream +CONTINUE <replid>: when it is
 // new, the old one moves to replid2, valid up to the next byte of the stream
-// (PROTOCOL §5). changed reports that; the caller then disconnects the
-// replicas planned before epoch, which reconnect and continue through
-// replid2.
-func (h *History) ContinueAs(newID string) (oldID string, secondOffset int64, epoch uint64, changed bool) {
+// (PROTOCOL §5), and the Change is NewReplID: the caller then disconnects
+// the replicas planned before it, which reconnect and continue through
+// replid2. The replid in force, or none, changes nothing (NoChange).
+func (h *History) ContinueAs(newID string) (oldID string, secondOffset int64, c Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if newID == "" || newID == h.mu.replID {
-		return h.mu.replID, h.mu.secondOffset, h.mu.epoch, false
+		return h.mu.replID, h.mu.secondOffset, Change{Epoch: h.mu.epoch}
 	}
 	oldID = h.mu.replID
 	h.mu.replID2 = oldID
@@ -336,7 +363,7 @@ func (h *History) ContinueAs(newID string) (oldID string, secondOffset int64, ep
 	h.mu.replID = newID
 	h.mu.epoch++
 	h.changedLocked()
-	return oldID, h.mu.secondOffset, h.mu.epoch, true
+	return oldID, h.mu.secondOffset, Change{Epoch: h.mu.epoch, Kind: NewReplID}
 }
 
 // matchesLocked is the one replid-match rule of a partial resync (PROTOCOL

@@ -41,8 +41,8 @@ func newTestHistory(t testing.TB, replID string, offset int64) *History {
 	if err := sn.Complete(); err != nil {
 		t.Fatal(err)
 	}
-	if epoch := h.Install(sn); epoch != 1 {
-		t.Fatalf("install made epoch %d, want 1", epoch)
+	if c := h.Install(sn); c != (Change{Epoch: 1, Kind: NewGeneration}) {
+		t.Fatalf("install made %+v, want a new generation in epoch 1", c)
 	}
 	return h
 }
@@ -60,12 +60,12 @@ func TestHistoryReplIDMatch(t *testing.T) {
 	if _, r := h.PlanPartial(a, 101+maxAhead+1, false); r != FullSyncOffsetOutOfRange {
 		t.Fatalf("further than maxAhead past the end of the stream: %s, want offset_out_of_range", r)
 	}
-	oldID, second, epoch, changed := h.ContinueAs(b)
-	if !changed || oldID != a || second != 101 || epoch != 2 {
-		t.Fatalf("continueAs = %s %d %d %v, want %s 101 2 true", oldID, second, epoch, changed, a)
+	oldID, second, c := h.ContinueAs(b)
+	if oldID != a || second != 101 || c != (Change{Epoch: 2, Kind: NewReplID}) {
+		t.Fatalf("continueAs = %s %d %+v, want %s 101 and a new replid in epoch 2", oldID, second, c, a)
 	}
-	if _, _, _, changed := h.ContinueAs(b); changed {
-		t.Fatal("the same replid again counted as a change")
+	if _, _, c := h.ContinueAs(b); c.Kind != NoChange {
+		t.Fatalf("the same replid again counted as a change: %+v", c)
 	}
 	if err := h.Stream().Append(make([]byte, 10)); err != nil { // offset 110
 		t.Fatal(err)

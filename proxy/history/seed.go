@@ -24,8 +24,9 @@ import (
 // log off or down, by a pin in memory from offset+1. The snapshots
 // held so far are of a history the primary no longer continues: they are
 // forgotten, as at Install. The caller disconnects the replicas planned
-// before epoch. On the main link's goroutine, as Install.
-func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) {
+// before the Change (NewGeneration). On the main link's goroutine, as
+// Install.
+func (h *History) BeginAt(f *Fetch, replID string, offset int64) Change {
 	h.mu.Lock()
 	h.mu.arriving, h.mu.arrivingFile = nil, nil
 	h.retireLocked(h.mu.snapshot)
@@ -37,7 +38,7 @@ func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) 
 	h.mu.synced = true
 	h.mu.epoch++
 	h.changedLocked()
-	epoch = h.mu.epoch
+	c := Change{Epoch: h.mu.epoch, Kind: NewGeneration}
 	h.st.Reset(offset)
 	h.pinForLogLocked()
 	if h.disk == nil || !h.mu.logReady {
@@ -50,7 +51,7 @@ func (h *History) BeginAt(f *Fetch, replID string, offset int64) (epoch uint64) 
 	h.mu.fetch = f
 	h.mu.Unlock()
 	h.removeSpilled(old)
-	return epoch
+	return c
 }
 
 // Continues checks that a snapshot at (replID, offset), fetched from the

@@ -22,8 +22,8 @@ func TestBeginAt(t *testing.T) {
 	id := replid.New()
 	f := NewSeed()
 	epoch := h.Epoch()
-	if got := h.BeginAt(f, id, 5000); got == epoch {
-		t.Fatal("BeginAt kept the epoch")
+	if got := h.BeginAt(f, id, 5000); got.Epoch == epoch || got.Kind != NewGeneration {
+		t.Fatalf("BeginAt made %+v, want a new generation past epoch %d", got, epoch)
 	}
 	if got := h.Identity(); got.ReplID != id || !got.History || h.Stream().Offset() != 5000 {
 		t.Fatalf("identity %+v at %d, want %s at 5000", got, h.Stream().Offset(), id)

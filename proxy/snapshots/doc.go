@@ -26,9 +26,15 @@
 //     refreshed before the log stops covering them; adopted at start, and
 //     the leftovers of earlier runs removed.
 //
-// It reaches the upstream link only through Source, and the server only
-// through Host, both declared here; it imports history, snapfile, replbuf
-// and nothing above them.
+// The main link delivers its payloads and seeds here itself: a Keeper is
+// upstream.Snapshots (PayloadStarted, PayloadFailed, Seed), handed to the
+// link before Run. It reaches the link's side links only through Source,
+// and the server only through Host, both declared here: it reads the
+// server's memory and the stream log's extent, and tells it of the one
+// change of the history's identity it makes, a seed's new generation
+// (HistoryChanged), whose earlier replicas the server disconnects. It
+// imports history, snapfile, replbuf and, for the interface the Keeper
+// satisfies, upstream; nothing above them.
 //
 // # Goroutines
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/rdbcheck"
 	"github.com/replproxy/replproxy/replbuf"
 )
@@ -215,7 +216,7 @@ func (k *Keeper) fetchOnce(ctx context.Context, f *history.Fetch, from string) (
 	if from != "" {
 		position = func(replID string, offset int64, _ bool) error { return k.hist.Continues(replID, offset) }
 	}
-	sn, err := k.src.FetchSnapshot(ctx, from, position, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+	sn, err := k.src.FetchSnapshot(ctx, from, position, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 		k.memoryGrows()
 		// The same rule as the main link's payload: a declared size dir
 		// or memory cannot hold is refused here, unread.

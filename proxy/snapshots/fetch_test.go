@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -30,7 +31,7 @@ type fakeSource struct {
 }
 
 func (s *fakeSource) FetchSnapshot(ctx context.Context, from string, position func(string, int64, bool) error,
-	started func(*replbuf.Snapshot, int64) (Sink, error)) (*replbuf.Snapshot, error) {
+	started func(*replbuf.Snapshot, int64) (upstream.PayloadSink, error)) (*replbuf.Snapshot, error) {
 	s.mu.Lock()
 	s.attempts++
 	n := s.attempts
@@ -77,11 +78,18 @@ func (s *fakeSource) Connected() bool { return s.connected }
 // are the CRC64 trailer, 0 for none.
 var testRDB = []byte("REDIS0011\xff\x00\x00\x00\x00\x00\x00\x00\x00")
 
-// fakeHost is a Host with no memory counted and no stream log.
-type fakeHost struct{}
+// fakeHost is a Host with no memory counted and no stream log; the
+// changes of the history it is told of go to changed, when it is set.
+type fakeHost struct{ changed chan<- history.Change }
 
 func (fakeHost) CountedMemory() int64                      { return 0 }
 func (fakeHost) LogBounds() (first, last int64, live bool) { return 0, 0, false }
+
+func (h fakeHost) HistoryChanged(c history.Change) {
+	if h.changed != nil {
+		h.changed <- c
+	}
+}
 
 // testPrimary is the primary the tests' Keepers are configured with.
 const testPrimary = "127.0.0.1:6379"

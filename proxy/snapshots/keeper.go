@@ -11,20 +11,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
-
-// A Sink receives a sync payload as it arrives: Write with every payload
-// byte, in order, from the link's goroutine (p is valid only during the
-// call), then exactly one of Commit (the payload arrived whole and its
-// CRC64 checked) and Abort. An error from Write or Commit fails the sync.
-// An alias of an unnamed interface type, as the upstream link's
-// PayloadSink is: a callback returning either is the same type.
-type Sink = interface {
-	Write(p []byte) error
-	Commit() error
-	Abort()
-}
 
 // Source is the upstream link's side links, as the snapshot work uses them;
 // the link (*upstream.Link) is one.
@@ -35,14 +24,15 @@ type Source interface {
 	// replid and offset: as its INFO replication says before the PSYNC
 	// (announced false; not called when it does not say), then as its
 	// +FULLRESYNC names them, before the payload (announced true); an
-	// error from it ends the fetch, the payload unread. started is called with the new snapshot and the
-	// payload's declared size (-1: EOF-marked) once the payload's header
-	// arrived, before its first byte; the payload then goes into the
-	// snapshot and the sink started returns (nil: memory only); an error
-	// from started refuses the payload unread. An error reply is an error
-	// that errors.As finds as a *wire.RefusedError.
+	// error from it ends the fetch, the payload unread. started is called
+	// with the new snapshot and the payload's declared size (-1:
+	// EOF-marked) once the payload's header arrived, before its first
+	// byte; the payload then goes into the snapshot and the sink started
+	// returns (nil: memory only); an error from started refuses the
+	// payload unread. An error reply is an error that errors.As finds as a
+	// *wire.RefusedError.
 	FetchSnapshot(ctx context.Context, from string, position func(replID string, offset int64, announced bool) error,
-		started func(sn *replbuf.Snapshot, size int64) (Sink, error)) (*replbuf.Snapshot, error)
+		started func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error)) (*replbuf.Snapshot, error)
 	// FetchFiltered asks from ("": the primary) for the RDB it makes under
 	// REPLCONF rdb-filter-only filter, refusing one over limit bytes. The
 	// refusal is an error that errors.As finds as a *wire.RefusedError.
@@ -54,13 +44,19 @@ type Source interface {
 // Host is what the snapshot work reads of the server it runs in, only
 // where a decision needs it: the memory counted against maxmemory (a
 // payload under evict-snapshots), and the stream log's extent (refresh,
-// adoption). Each call is made with no lock of this package held.
+// adoption); and the one change of the history it makes that the server
+// acts on, a seed's new generation. Each call is made with no lock of this
+// package held.
 type Host interface {
 	// CountedMemory is used_memory less what is not counted for eviction.
 	CountedMemory() int64
 	// LogBounds is the stream log's first and last offset, and whether it
 	// follows the stream now (live).
 	LogBounds() (first, last int64, live bool)
+	// HistoryChanged is told of c, the new generation a seed's Begin
+	// started (History.BeginAt), once it is made: the server disconnects
+	// the replicas planned before it. On the upstream link's goroutine.
+	HistoryChanged(c history.Change)
 }
 
 // Settings are the directives the snapshot work reads: the server gives

@@ -9,8 +9,14 @@ import (
 
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapfile"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/replbuf"
 )
+
+// The Keeper is where the main link's syncs deliver their snapshots: its
+// full sync's payload (PayloadStarted, PayloadFailed, here) and the seed
+// from the snapshot source (Seed, source.go).
+var _ upstream.Snapshots = (*Keeper)(nil)
 
 // A sync payload as it arrives from the primary: the main link's full sync,
 // or a snapshot fetched over a side link. One rule for both (sinkFor):
@@ -93,8 +99,8 @@ var ErrPayloadOverMemory = errors.New("full sync payload larger than memory may 
 
 // PayloadStarted records sn, the main link's full sync payload, as the
 // arriving one and returns where it goes as it arrives (nil: memory only;
-// see the top of the file). From the upstream link's goroutine.
-func (k *Keeper) PayloadStarted(sn *replbuf.Snapshot, size int64) (Sink, error) {
+// see the top of the file). Called by the upstream link, on its goroutine.
+func (k *Keeper) PayloadStarted(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 	k.memoryGrows()
 	f, sink, err := k.sinkFor(sn, size, "main")
 	if err != nil {
@@ -119,7 +125,7 @@ func (k *Keeper) PayloadFailed(sn *replbuf.Snapshot) { k.hist.PayloadEnded(sn) }
 // before anything is read, a declared size dir cannot hold
 // (ErrPayloadTooLarge) or memory cannot (ErrPayloadOverMemory). link names
 // the link in logs.
-func (k *Keeper) sinkFor(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, Sink, error) {
+func (k *Keeper) sinkFor(sn *replbuf.Snapshot, size int64, link string) (*payloadFile, upstream.PayloadSink, error) {
 	set := k.settings()
 	limit, evict := int64(-1), false // the most memory holds; -1: no limit
 	if k.durable {
@@ -167,9 +173,9 @@ func memoryBoundFor(machine, size int64) (*memoryBound, error) {
 	return &memoryBound{limit: machine}, nil
 }
 
-// A memoryBound is the Sink of an EOF-marked payload memory holds whole: it
-// keeps nothing and fails the payload once more than limit bytes arrived.
-// Owned by the link's goroutine.
+// A memoryBound is the PayloadSink of an EOF-marked payload memory holds
+// whole: it keeps nothing and fails the payload once more than limit bytes
+// arrived. Owned by the link's goroutine.
 type memoryBound struct {
 	limit int64
 	n     int64 // the payload's bytes so far
@@ -184,9 +190,9 @@ func (b *memoryBound) Write(p []byte) error {
 func (b *memoryBound) Commit() error { return nil }
 func (b *memoryBound) Abort()        {}
 
-// payloadFile is the Sink of a payload that goes to dir once it passes
-// limit bytes. It is owned by the upstream link's goroutine, which calls
-// Write, Commit or Abort; the history reads Spilled and Evicted after.
+// payloadFile is the PayloadSink of a payload that goes to dir once it
+// passes limit bytes. It is owned by the upstream link's goroutine, which
+// calls Write, Commit or Abort; the history reads Spilled and Evicted after.
 type payloadFile struct {
 	dir      string
 	random   io.Reader // names the temporary file (nil: crypto/rand)

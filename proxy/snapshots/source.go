@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -130,9 +131,10 @@ func (k *Keeper) sourceServed() {
 }
 
 // A Seed is a snapshot from the source for the proxy's own sync, which the
-// main link asks the primary to continue (upstream.Seed; the server passes
-// it on): the main link's goroutine calls Position, then Begin or Abort,
-// once; a fetch goroutine of the Keeper's runs the side link meanwhile.
+// main link asks the primary to continue (an upstream.Seed, which the link
+// has of Keeper.Seed): the main link's goroutine calls Position, then Begin
+// or Abort, once; a fetch goroutine of the Keeper's runs the side link
+// meanwhile.
 type Seed struct {
 	k    *Keeper
 	f    *history.Fetch
@@ -146,20 +148,21 @@ type Seed struct {
 }
 
 // Seed starts a snapshot from the source for the proxy's own sync and
-// returns once the source's +FULLRESYNC named its position; it returns nil
-// and no error when no source is configured. When the source fails first,
-// err says why and fallback whether to ask the primary instead (both
-// counted and logged here).
+// returns once the source's +FULLRESYNC named its position (a *Seed); it
+// returns nil and no error when no source is configured. When the source
+// fails first, err says why and fallback whether to ask the primary
+// instead (both counted and logged here). It is upstream.Snapshots' Seed,
+// called by the main link.
 //
 // check, when not nil, is the primary's rule for a position it continues
 // (the main link has its INFO): the source is not asked for a snapshot, a
 // fork, from a position it refuses.
-func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int64) error) (s *Seed, fallback bool, err error) {
+func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int64) error) (seed upstream.Seed, fallback bool, err error) {
 	from := k.settings().Source
 	if from == "" {
 		return nil, false, nil
 	}
-	s = &Seed{k: k, f: history.NewSeed(), from: from, ready: make(chan struct{}), decided: make(chan error, 1)}
+	s := &Seed{k: k, f: history.NewSeed(), from: from, ready: make(chan struct{}), decided: make(chan error, 1)}
 	// A seed queued before Run and undone by Close is refused as one
 	// asked for after Close is: its waiter must not wait for a side link
 	// that will never run.
@@ -186,13 +189,14 @@ func (k *Keeper) Seed(ctx context.Context, check func(replID string, offset int6
 // Position is where the source stands: its +FULLRESYNC's replid and offset.
 func (s *Seed) Position() (replID string, offset int64) { return s.replID, s.offset }
 
-// Begin starts the history at the seed's position (History.BeginAt) and
-// lets the payload arrive into it. It returns the history's new epoch: the
-// caller disconnects the replicas planned before it.
-func (s *Seed) Begin() (epoch uint64) {
-	epoch = s.k.hist.BeginAt(s.f, s.replID, s.offset)
+// Begin starts the history at the seed's position (History.BeginAt), lets
+// the payload arrive into it, and then tells the Host of the new
+// generation (HistoryChanged), whose replicas planned before it the server
+// disconnects.
+func (s *Seed) Begin() {
+	c := s.k.hist.BeginAt(s.f, s.replID, s.offset)
 	s.decided <- nil
-	return epoch
+	s.k.host.HistoryChanged(c)
 }
 
 // Abort refuses the seed (its payload is not read), counts and logs why,
@@ -224,7 +228,7 @@ func (k *Keeper) runSeed(ctx context.Context, s *Seed, check func(string, int64)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, func(sn *replbuf.Snapshot, size int64) (Sink, error) {
+	}, func(sn *replbuf.Snapshot, size int64) (upstream.PayloadSink, error) {
 		k.memoryGrows()
 		pf, sink, err := k.sinkFor(sn, size, "snapshot-source")
 		if err != nil {

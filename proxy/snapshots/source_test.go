@@ -105,9 +105,9 @@ func TestSourceReason(t *testing.T) {
 var refusal = &wire.RefusedError{Command: "PSYNC", Reply: "-NOMASTERLINK Can't SYNC while not connected with my master"}
 
 // TestSeed: a seed hands out the source's position, and once begun the
-// history starts at it, with the fetch in flight that replicas join, which
-// ends with the payload; an aborted seed leaves the history as it was and
-// says whether to fall back.
+// history starts at it, the Host is told of the new generation, and the
+// fetch in flight that replicas join ends with the payload; an aborted seed
+// leaves the history as it was and says whether to fall back.
 func TestSeed(t *testing.T) {
 	t.Run("begun", func(t *testing.T) {
 		src := &fakeSource{connected: true}
@@ -116,6 +116,9 @@ func TestSeed(t *testing.T) {
 		id := replid.New()
 		src.position = func(string) (string, int64) { return id, 1000 }
 		src.attempt = func(_ int, start func() error) error { return start() }
+		changed := make(chan history.Change, 1)
+		k.host = fakeHost{changed: changed}
+		epoch := src.hist.Epoch()
 		go k.Run(t.Context())
 		defer k.Close()
 		sd, _, err := k.Seed(t.Context(), nil)
@@ -128,6 +131,14 @@ func TestSeed(t *testing.T) {
 		sd.Begin()
 		if got := src.hist.Identity(); got.ReplID != id || !got.History || src.hist.Stream().Offset() != 1000 {
 			t.Errorf("history %+v at %d after Begin, want %s at 1000", got, src.hist.Stream().Offset(), id)
+		}
+		select {
+		case c := <-changed:
+			if want := (history.Change{Epoch: epoch + 1, Kind: history.NewGeneration}); c != want {
+				t.Errorf("Host told of %+v, want %+v", c, want)
+			}
+		default:
+			t.Error("Begin returned without telling the Host of the new generation")
 		}
 		waitFor(t, func() bool { return k.SourceCounts().Fetches == 1 })
 		if sn := src.hist.Newest(); sn == nil || sn.Offset() != 1000 {

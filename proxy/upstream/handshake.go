@@ -385,12 +385,12 @@ func (c *session) fullSync(reply string) error {
 	l.state.Store(int32(StateSync))
 	l.resumable = false
 	start := time.Now()
-	// The host counts the payload while it arrives, and may have it written
-	// to a file as it does; a payload it accepted and that failed is its to
-	// forget, then released here (nobody else reads it).
+	// The snapshot work counts the payload while it arrives, and may have
+	// it written to a file as it does; a payload it accepted and that
+	// failed is its to forget, then released here (nobody else reads it).
 	var arriving *replbuf.Snapshot
 	sn, eof, err := c.readPayload(replID, offset, func(sn *replbuf.Snapshot, size int64) (PayloadSink, error) {
-		sink, err := l.host.PayloadStarted(sn, size)
+		sink, err := l.snaps.PayloadStarted(sn, size)
 		if err == nil {
 			arriving = sn
 		}
@@ -398,7 +398,7 @@ func (c *session) fullSync(reply string) error {
 	})
 	if err != nil {
 		if arriving != nil {
-			l.host.PayloadFailed(arriving)
+			l.snaps.PayloadFailed(arriving)
 			arriving.Release()
 		}
 		return fmt.Errorf("full sync payload: %w", err)

@@ -8,11 +8,14 @@
 //
 // # What it needs
 //
-// The link knows the rest of the proxy only through Host, which it declares:
-// the configuration (the primary to follow, the port to announce), and the
-// history (the stream it produces into, the identity a PSYNC continues from,
-// a new generation after a full sync, a new replid after a partial one).
-// Counters are atomics the proxy owns and the link only adds to.
+// The link knows the rest of the proxy only through two interfaces it
+// declares. Host: the configuration (the primary to follow, the port to
+// announce), and the history (the stream it produces into, the identity a
+// PSYNC continues from, a new generation after a full sync, a new replid
+// after a partial one). Snapshots: the snapshot work (package snapshots'
+// Keeper, handed over by DeliverTo), which a full sync's payload goes to
+// while it arrives and which runs a seed from the snapshot source. Counters
+// are atomics the proxy owns and the link only adds to.
 //
 // # Files and goroutines
 //
@@ -32,7 +35,7 @@
 //     (compressionRefused). A chunk that fails its check ends the link
 //     (LinkCorrupt), none of its bytes used, and it resyncs.
 //   - seed.go: the main link's sync from the snapshot source
-//     (snapshot-from, Host.Seed): the primary's INFO replication read
+//     (snapshot-from, Snapshots.Seed): the primary's INFO replication read
 //     before PSYNC (which positions it continues), and a PSYNC at the
 //     source's position while its snapshot still arrives over a side link.
 //     A side link to a source is checked the same way before it is asked.
@@ -44,10 +47,10 @@
 // stream's producer side; a session's ACK goroutine only writes ACKs, under
 // the session's write lock. A side link is owned by the goroutine that
 // called FetchSnapshot. The link takes no lock of the proxy's: it calls Host
-// with none of its own held, and Host's methods take what they need. The
-// compression figures' mutex (Link.figures) is a leaf, held only to read or
-// add figures and to note a refusal, never across I/O or a call out; the
-// log line of a refusal is written after it is released.
+// and Snapshots with none of its own held, and their methods take what they
+// need. The compression figures' mutex (Link.figures) is a leaf, held only
+// to read or add figures and to note a refusal, never across I/O or a call
+// out; the log line of a refusal is written after it is released.
 package upstream
 
 import (
@@ -81,7 +84,8 @@ type Host interface {
 	// the history holds nothing to continue (before the first sync).
 	ResumeID() (replID string, ok bool)
 	// Install makes sn, the payload of a full sync, the newest snapshot and
-	// starts a new generation of the stream at its offset.
+	// starts a new generation of the stream at its offset; the replicas of
+	// the generation it replaces are disconnected.
 	Install(sn *replbuf.Snapshot)
 	// ContinueAs takes the replid of a +CONTINUE: a new one ("" is none)
 	// moves the old one to replid2 as of the stream's end.
@@ -105,21 +109,29 @@ type Host interface {
 	// waits) or flushBudget bytes are held (flushingSource), elsewhere after
 	// every publish.
 	Published()
-	// PayloadStarted is told of the payload of a main link's full sync once
-	// its header arrived (size -1: EOF-marked, size unknown), before its
-	// first byte, so that the host counts sn's memory while it arrives. It
-	// returns where the payload is also written as it arrives (nil: memory
-	// only), or an error that refuses the payload before any of it is read
-	// (the sync fails; the link retries with backoff).
-	PayloadStarted(sn *replbuf.Snapshot, size int64) (PayloadSink, error)
-	// PayloadFailed tells the host that the payload PayloadStarted accepted
-	// failed; the link releases sn afterwards. A payload that succeeds is
-	// given to Install instead.
-	PayloadFailed(sn *replbuf.Snapshot)
 
 	// SnapshotSource is the snapshot source snapshot-from names (host:port),
 	// or "" for the primary itself. Read at every PSYNC.
 	SnapshotSource() string
+}
+
+// Snapshots is the snapshot work as the main link's syncs use it: where a
+// full sync's payload goes while it arrives, and the seed from the
+// snapshot source. Package snapshots' Keeper is one, handed to the link
+// before Run (DeliverTo). Its methods are called on the link's goroutine,
+// with no lock of the link's held.
+type Snapshots interface {
+	// PayloadStarted is told of the payload of a main link's full sync once
+	// its header arrived (size -1: EOF-marked, size unknown), before its
+	// first byte, so that sn's memory is counted while it arrives. It
+	// returns where the payload is also written as it arrives (nil: memory
+	// only), or an error that refuses the payload before any of it is read
+	// (the sync fails; the link retries with backoff).
+	PayloadStarted(sn *replbuf.Snapshot, size int64) (PayloadSink, error)
+	// PayloadFailed is told that the payload PayloadStarted accepted
+	// failed; the link releases sn afterwards. A payload that succeeds is
+	// given to Host.Install instead.
+	PayloadFailed(sn *replbuf.Snapshot)
 	// Seed starts a snapshot from the snapshot source for a main link the
 	// primary cannot continue, and returns once the source's +FULLRESYNC
 	// named its position (see Seed), the payload still to come; the main
@@ -127,23 +139,20 @@ type Host interface {
 	// rule for a position it continues: the source is asked where it
 	// stands first, and not asked for a snapshot (a fork) from a position
 	// check refuses. When the source fails first, err says why (counted
-	// and logged by the host) and fallback whether to ask the primary for
-	// a full sync instead (snapshot-from-fallback).
+	// and logged by the snapshot work) and fallback whether to ask the
+	// primary for a full sync instead (snapshot-from-fallback). A nil seed
+	// and no error: no source is configured.
 	Seed(ctx context.Context, check func(replID string, offset int64) error) (seed Seed, fallback bool, err error)
 }
 
-// A PayloadSink receives a sync payload as it arrives (the host's file): a
-// main link's full sync, or a snapshot fetched over a side link. Write is called with every payload byte, in order, from the
-// link's goroutine; p is valid only during the call. Then exactly one of
+// A PayloadSink receives a sync payload as it arrives (the snapshot work's
+// file): a main link's full sync, or a snapshot fetched over a side link.
+// Write is called with every payload byte, in order, from the link's
+// goroutine; p is valid only during the call. Then exactly one of
 // Commit (the payload arrived whole and its CRC64 checked: invariant 7) and
 // Abort (it failed, or Write or Commit did) is called. An error from Write
 // or Commit fails the sync.
-//
-// It is an alias of an unnamed interface type, so that a callback that
-// returns one is the same type as another package's that returns its own
-// alias of the same methods (package snapshots' Sink), without either
-// package importing the other.
-type PayloadSink = interface {
+type PayloadSink interface {
 	Write(p []byte) error
 	Commit() error
 	Abort()
@@ -263,7 +272,10 @@ var ErrQueryBufferLimit = errors.New("unpublished stream from the primary over m
 // connection, the scanner and the stream's producer side. The atomics are
 // read by INFO and ROLE (Status).
 type Link struct {
-	host     Host
+	host Host
+	// snaps is where the main link's syncs deliver their snapshots: set
+	// before Run (DeliverTo), read by the run goroutine.
+	snaps    Snapshots
 	pool     *replbuf.Pool
 	counters Counters
 	log      hclog.Logger
@@ -302,7 +314,8 @@ type Link struct {
 	resumable bool
 }
 
-// New returns a link that serves host once Run is called.
+// New returns a link that serves host once Run is called; DeliverTo names
+// where its syncs' snapshots go before then.
 func New(host Host, opts Options) *Link {
 	log := opts.Log
 	if log == nil {
@@ -313,6 +326,12 @@ func New(host Host, opts Options) *Link {
 	l.syncTotal.Store(-1)
 	return l
 }
+
+// DeliverTo says, before Run, where the main link's syncs deliver their
+// snapshots: a full sync's payload while it arrives, and the seed from the
+// snapshot source. The snapshot work takes the link as its Source in turn,
+// so that one of the two is handed the other after both are made.
+func (l *Link) DeliverTo(snaps Snapshots) { l.snaps = snaps }
 
 // ResumeFrom says, before Run, that the host's stream was recovered (from
 // disk) up to offset, a command's end: the first PSYNC asks for the bytes

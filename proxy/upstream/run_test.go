@@ -16,8 +16,8 @@ import (
 )
 
 // testHost is a Host on a bare stream, as the proxy's history would be
-// before its first sync. Its primary (Target) is the one the test names,
-// and may change (retarget), as replicaof does.
+// before its first sync, and the link's Snapshots. Its primary (Target) is
+// the one the test names, and may change (retarget), as replicaof does.
 type testHost struct {
 	st       *replbuf.Stream
 	mu       sync.Mutex
@@ -123,7 +123,9 @@ func newTestLink(t *testing.T, target Target, opts Options) (*Link, *testHost) {
 		ChecksumFails: &c[5], StreamErrors: &c[6], ReplInputBytes: &c[7], FetchBytes: &c[8],
 		QueryLimits: &c[9], LinkCorrupt: &c[10], RDBCheckFails: &c[11],
 	}
-	return New(h, opts), h
+	l := New(h, opts)
+	l.DeliverTo(h)
+	return l, h
 }
 
 // testRDB returns testdata/rdb/small.rdb, a Redis 7.0 RDB with a valid

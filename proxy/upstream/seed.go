@@ -25,9 +25,10 @@ type Seed interface {
 	Position() (replID string, offset int64)
 	// Begin is told that the primary continues the position (+CONTINUE):
 	// the history starts a new generation of the stream at the offset,
-	// under the replid, and its replicas wait for the payload, which goes
-	// on arriving over the side link. On the link's goroutine, before the
-	// first stream byte.
+	// under the replid, the replicas of the generation it replaces are
+	// disconnected, and those that need a full sync wait for the payload,
+	// which goes on arriving over the side link. On the link's goroutine,
+	// before the first stream byte.
 	Begin()
 	// Abort is told that the primary cannot continue the position: why is
 	// a *replid.NotContinued, or the primary's own answer (ErrPrimaryFullSync)
@@ -160,17 +161,17 @@ func parsePrimaryHistory(info string) (*primaryHistory, error) {
 // source's +FULLRESYNC names a position, which the primary is asked to
 // continue at once, while the payload still arrives over the side link.
 // ph is what the primary's INFO said (nil: it did not tell). A source that
-// fails, or a position the primary cannot continue, is counted by the host;
-// under snapshot-from-fallback yes the primary is then asked for a full
-// sync as without a source, under no the attempt fails and the link
-// retries with backoff.
+// fails, or a position the primary cannot continue, is counted by the
+// snapshot work (Snapshots); under snapshot-from-fallback yes the primary
+// is then asked for a full sync as without a source, under no the attempt
+// fails and the link retries with backoff.
 func (c *session) seedSync(ctx context.Context, ph *primaryHistory) error {
 	l := c.l
 	var check func(string, int64) error
 	if ph != nil {
 		check = func(replID string, offset int64) error { return ph.continues(replID, offset+1) }
 	}
-	seed, fallback, err := l.host.Seed(ctx, check)
+	seed, fallback, err := l.snaps.Seed(ctx, check)
 	c.conn.SetDeadline(time.Now().Add(c.timeout)) // the wait is not the primary's silence
 	if err != nil {
 		if !fallback {

@@ -158,3 +158,17 @@ func render(t Topology) string {
 	}
 	return b.String()
 }
+
+// layout is render without the health of each node: what every source
+// reports alike, when replicas' health may differ by the moment (a
+// replica is "loading" in CLUSTER SHARDS until its offset is gossiped).
+func layout(t Topology) string {
+	var b strings.Builder
+	for line := range strings.Lines(render(t)) {
+		if strings.HasPrefix(line, "  ") {
+			line = line[:strings.LastIndexByte(strings.TrimSuffix(line, "\n"), ' ')] + "\n"
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}

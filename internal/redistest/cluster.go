@@ -157,8 +157,14 @@ func startClusterNode(t testing.TB, bin string, args []string) *Server {
 // above it, is below 65536 and was free a moment ago too.
 func clusterPort(t testing.TB) int {
 	t.Helper()
+	return clusterPortFrom(t, FreePort)
+}
+
+// clusterPortFrom is clusterPort with the free ports tried given by free.
+func clusterPortFrom(t testing.TB, free func(testing.TB) int) int {
+	t.Helper()
 	for range clusterPortAttempts {
-		port := FreePort(t)
+		port := free(t)
 		if port+ClusterBusOffset > 65535 {
 			continue
 		}

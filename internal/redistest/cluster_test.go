@@ -1,16 +1,36 @@
 package redistest
 
 import (
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
+// TestClusterPort checks that a node's port leaves room for its bus port
+// and that both are free, which a machine whose free ports are all low
+// would not show: the free ports tried are the test's.
 func TestClusterPort(t *testing.T) {
-	for range 50 {
-		if p := clusterPort(t); p+ClusterBusOffset > 65535 {
-			t.Fatalf("clusterPort = %d: its bus port %d is no port", p, p+ClusterBusOffset)
-		}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busTaken := taken.Addr().(*net.TCPAddr).Port - ClusterBusOffset // a port whose bus port is taken
+	good := FreePort(t)
+	for good+ClusterBusOffset > 65535 {
+		good = FreePort(t)
+	}
+	tries := []int{65535 - ClusterBusOffset + 1, 60000, busTaken, good}
+	var tried []int
+	got := clusterPortFrom(t, func(testing.TB) int {
+		p := tries[len(tried)]
+		tried = append(tried, p)
+		return p
+	})
+	if got != good || len(tried) != len(tries) {
+		t.Errorf("clusterPort tried %v and chose %d; want %d, the first with room for a free bus port", tried, got, good)
 	}
 }
 
@@ -84,8 +104,9 @@ func TestCluster(t *testing.T) {
 			next = r[1] + 1
 		}
 		role := c.Dial(sh.Replicas[0]).Info(t, "replication")
-		if role["role"] != "slave" || role["master_port"] != sh.Primary.Addr()[strings.LastIndex(sh.Primary.Addr(), ":")+1:] {
-			t.Errorf("replica %s: role:%s master_port:%s, want a replica of %s", sh.Replicas[0].Addr(), role["role"], role["master_port"], sh.Primary.Addr())
+		if role["role"] != "slave" || role["master_port"] != strconv.Itoa(sh.Primary.Port()) || role["master_link_status"] != "up" {
+			t.Errorf("replica %s: role:%s master_port:%s master_link_status:%s, want a linked replica of %s",
+				sh.Replicas[0].Addr(), role["role"], role["master_port"], role["master_link_status"], sh.Primary.Addr())
 		}
 	}
 	if next != ClusterSlots {
@@ -94,6 +115,10 @@ func TestCluster(t *testing.T) {
 
 	before := c.ShardOf(0)
 	c.Failover(before.Replicas[0])
+	// Failover returns once the promotion is done, not when it starts.
+	if role := c.Dial(before.Replicas[0]).Info(t, "replication")["role"]; role != "master" {
+		t.Errorf("right after Failover the promoted node says role:%s", role)
+	}
 	after := c.ShardOf(0)
 	if after.Primary != before.Replicas[0] || !slices.Equal(after.Replicas, []*Server{before.Primary}) {
 		t.Errorf("after the failover slot 0 is served by %s with replicas %v; want %s with replica %s",
@@ -110,5 +135,8 @@ func TestCluster(t *testing.T) {
 	c.WaitReady()
 	if got := c.Dial(replica).MustDo(t, "CLUSTER", "MYID").String(); got != id {
 		t.Errorf("restarted node's ID = %s, want %s", got, id)
+	}
+	if link := c.Dial(replica).Info(t, "replication")["master_link_status"]; link != "up" {
+		t.Errorf("right after WaitReady the restarted replica's link is %s", link)
 	}
 }

@@ -3,6 +3,7 @@ package clustertopo
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -33,31 +34,93 @@ func FuzzParseReply(f *testing.F) {
 		nodesLine(idB, ":0@0", "slave,fail,noaddr", idA) + nodesLine(idC, "127.0.0.1:1@2", "slave", idD))))
 	f.Add([]byte("*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n$5\r\nnodes\r\n*-1\r\n"))
 	f.Add([]byte("*3\r\n*1\r\n*1\r\n*1\r\n"))
+	for _, small := range []string{"*-1\r\n", "$-1\r\n", ":0\r\n", "+OK\r\n", "-ERR x\r\n", "*2\r\n$1\r\na\r\n:1\r\n"} {
+		f.Add([]byte(small))
+	}
 	lim := Limits{MaxReplyBytes: 1 << 16, MaxValues: 4096}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if topo, err := parseNodes(value{kind: '$', str: string(raw)}); err == nil {
 			checkTopology(t, topo, FromNodes)
 		}
-		v, err := newReplyReader(bytes.NewReader(raw), lim).read()
-		v2, err2 := newReplyReader(iotest.OneByteReader(bytes.NewReader(raw)), lim).read()
-		if (err == nil) != (err2 == nil) {
-			t.Fatalf("read whole: %v; read a byte at a time: %v", err, err2)
+		checkReply(t, raw, lim)
+		checkReply(t, recipe(raw), lim)
+	})
+}
+
+// recipe reads fuzz bytes as a recipe for a reply, so that the fuzzer
+// reaches deep into the parsers without having to find RESP's framing and
+// the commands' keys by chance: each byte picks a piece (a header with a
+// small, maybe negative, count or length; an integer; a simple string or
+// an error; a key, a role or a health word the parsers look for; a node
+// ID; a host; or a byte as it is), the next byte its number where it takes
+// one.
+func recipe(raw []byte) []byte {
+	words := []string{"slots", "nodes", "id", "port", "tls-port", "ip", "endpoint", "hostname", "role",
+		"replication-offset", "health", "master", "replica", "slave", "online", "fail", "failed", "loading", "?", ""}
+	ids := []string{idA, idB, idC, idD}
+	hosts := []string{"127.0.0.1", "::1", "node-a", "10.0.0.1"}
+	var b []byte
+	for i := 0; i < len(raw); i++ {
+		arg := 0
+		if i+1 < len(raw) {
+			arg = int(int8(raw[i+1]))
+		}
+		switch raw[i] % 10 {
+		case 0:
+			b = fmt.Appendf(b, "*%d\r\n", arg%8)
+			i++
+		case 1:
+			b = fmt.Appendf(b, ":%d\r\n", arg*131)
+			i++
+		case 2:
+			b = fmt.Appendf(b, ":%d\r\n", int(uint8(arg))*64)
+			i++
+		case 3:
+			b = fmt.Appendf(b, "$%d\r\n", arg%4)
+			i++
+		case 4:
+			b = append(b, enc(words[int(uint8(arg))%len(words)])...)
+			i++
+		case 5:
+			b = append(b, enc(ids[int(uint8(arg))%len(ids)])...)
+			i++
+		case 6:
+			b = append(b, enc(hosts[int(uint8(arg))%len(hosts)])...)
+			i++
+		case 7:
+			b = append(b, "+OK\r\n"...)
+		case 8:
+			b = append(b, "-ERR x\r\n"...)
+		default:
+			b = append(b, raw[i])
+		}
+	}
+	return b
+}
+
+// checkReply reads raw as a node's reply, whole and a byte at a time, and
+// parses what it reads as each command's reply.
+func checkReply(t *testing.T, raw []byte, lim Limits) {
+	t.Helper()
+	v, err := newReplyReader(bytes.NewReader(raw), lim).read()
+	v2, err2 := newReplyReader(iotest.OneByteReader(bytes.NewReader(raw)), lim).read()
+	if (err == nil) != (err2 == nil) {
+		t.Fatalf("read whole: %v; read a byte at a time: %v", err, err2)
+	}
+	if err != nil {
+		return
+	}
+	for source, parse := range parsers {
+		topo, err := parse(v)
+		topo2, err2 := parse(v2)
+		if (err == nil) != (err2 == nil) || render(topo) != render(topo2) {
+			t.Fatalf("%v: the same reply read two ways parsed as %v / %v", source, err, err2)
 		}
 		if err != nil {
-			return
+			continue
 		}
-		for source, parse := range parsers {
-			topo, err := parse(v)
-			topo2, err2 := parse(v2)
-			if (err == nil) != (err2 == nil) || render(topo) != render(topo2) {
-				t.Fatalf("%v: the same reply read two ways parsed as %v / %v", source, err, err2)
-			}
-			if err != nil {
-				continue
-			}
-			checkTopology(t, topo, source)
-		}
-	})
+		checkTopology(t, topo, source)
+	}
 }
 
 // checkTopology fails t when topo breaks a promise of Topology.

@@ -66,6 +66,7 @@ func TestReadReplyErrors(t *testing.T) {
 		{"integer with a leading zero", ":01\r\n", Limits{}, errProtocol},
 		{"integer overflowing", ":9223372036854775808\r\n", Limits{}, errProtocol},
 		{"bulk length -2", "$-2\r\n", Limits{}, errProtocol},
+		{"array length -2", "*-2\r\n", Limits{}, errProtocol},
 		{"array length a word", "*x\r\n", Limits{}, errProtocol},
 		{"line too long", "+" + strings.Repeat("a", maxLine+1) + "\r\n", Limits{}, ErrReplyTooLarge},
 		{"line past the buffer", "+" + strings.Repeat("a", readBuffer+10) + "\r\n", Limits{}, ErrReplyTooLarge},

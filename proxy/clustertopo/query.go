@@ -123,27 +123,29 @@ func querySeed(ctx context.Context, seed string, opts Options) (Topology, error)
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	conn, err := dial(ctx, "tcp", seed)
+	tcp, err := dial(ctx, "tcp", seed)
 	if err != nil {
 		return Topology{}, fmt.Errorf("dial: %w", err)
 	}
-	defer conn.Close()
+	defer tcp.Close()
 	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
+	if err := tcp.SetDeadline(deadline); err != nil {
 		return Topology{}, fmt.Errorf("set deadline: %w", err)
 	}
 	// A canceled ctx ends a read or write under way: the deadline moves to
 	// the past. The function runs on a goroutine of its own, once, and
 	// only after ctx ends; stop keeps it from running once this returns.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	// It touches the TCP connection alone, which nothing here reassigns.
+	stop := context.AfterFunc(ctx, func() { tcp.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	conn := tcp
 	if opts.TLS != nil {
 		conf := opts.TLS
 		if conf.ServerName == "" {
 			conf = conf.Clone()
 			conf.ServerName, _, _ = net.SplitHostPort(seed)
 		}
-		tc := tls.Client(conn, conf)
+		tc := tls.Client(tcp, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return Topology{}, fmt.Errorf("TLS handshake: %w", err)
 		}

@@ -2,7 +2,9 @@ package clustertopo
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -200,5 +202,55 @@ func TestQueryCanceled(t *testing.T) {
 	}
 	if len(res.Failed) != 1 || res.Failed[0].Seed != silent.addr {
 		t.Errorf("Failed = %v, want the silent seed alone (the next one never asked)", res.Failed)
+	}
+}
+
+// silentTLSNode listens on 127.0.0.1 with pki's certificate, completes
+// each TLS handshake, and then never answers. It stops when the test ends.
+func silentTLSNode(t *testing.T, pki *redistest.PKI) string {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(pki.Cert, pki.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				io.Copy(io.Discard, conn) // handshakes, reads, answers nothing; ends when the client hangs up
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestQueryCanceledTLS cancels a query that is waiting for a reply over
+// TLS: the cancel reaches the connection under the TLS one, under -race
+// too.
+func TestQueryCanceledTLS(t *testing.T) {
+	pki := redistest.NewPKI(t)
+	addr := silentTLSNode(t, pki)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := Query(ctx, []string{addr}, Options{TLS: pki.ClientConfig(), Timeout: time.Minute})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Query = %v, want context.Canceled", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Query returned %v after the cancel", elapsed)
 	}
 }

@@ -118,6 +118,7 @@ fuzz: redis
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 	$(GO) test -run '^$$' -fuzz '^FuzzCorruptChunk$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./proxy/linkzstd/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalker$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./rdbcheck/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZTIME) ./proxy/clustertopo/
 
 # chaos runs the chaos harness (internal/chaos/deploy, TestChaos): a two-region
 # deployment (netns, so root), a primary, three Sentinels, race-built proxies

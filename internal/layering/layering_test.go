@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"proxy/webconfig":   {},
 	"proxy/listen":      {},
 	"proxy/clientlist":  {"proxy/wire"},
+	"proxy/clustertopo": {"proxy/wire"},
 	"proxy/acl":         {"proxy/wire"},
 	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},

@@ -15,6 +15,10 @@
 //     On Linux each server also gets SIGKILL if the test binary dies without running its
 //     cleanups (a -timeout panic, a signal), so no server outlives the test binary.
 //   - Servers run with --enable-debug-command yes, so [Client.Digest] works.
+//   - A cluster ([StartCluster]) is real servers with cluster-enabled yes, each
+//     in its own directory, on ports that leave room for the cluster bus
+//     [ClusterBusOffset] above them, made one cluster by redis-cli --cluster
+//     create; its methods wait until the nodes agree ([Cluster.WaitReady]).
 //   - When redis-server or redis-cli is missing, [Require] skips the test, except under
 //     CI (env CI=true), where it fails it: CI must never silently skip integration tests.
 //     go test -short skips them all on purpose, even under CI=true (`make unit` runs

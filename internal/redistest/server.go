@@ -176,8 +176,15 @@ func startServerBin(t testing.TB, bin string, tlsConf *tls.Config, ns Namespace,
 // (another test's server got there first), up to startAttempts times.
 func startOnFreePort(t testing.TB, what string, port *int, start func() error) {
 	t.Helper()
+	startOnPickedPort(t, what, FreePort, port, start)
+}
+
+// startOnPickedPort is startOnFreePort with the port picked by pick: a
+// cluster node needs a second free port beside its own ([ClusterBusOffset]).
+func startOnPickedPort(t testing.TB, what string, pick func(testing.TB) int, port *int, start func() error) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		*port = FreePort(t)
+		*port = pick(t)
 		err := start()
 		if err == nil {
 			return

@@ -512,7 +512,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 // redis-server's replies and log lines. rewriteMu makes rewrites one at a
 // time, so the file ends with the configuration of the last one to run.
 func (s *Server) configRewrite(c *client) {
-	if s.configFile == "" {
+	if s.process.ConfigFile == "" {
 		c.out = wire.AppendError(c.out, "ERR The server is running without a config file")
 		return
 	}
@@ -526,14 +526,14 @@ func (s *Server) configRewrite(c *client) {
 		}
 	}
 	s.rewriteMu.Lock()
-	err := cfg.RewriteFile(s.configFile)
+	err := cfg.RewriteFile(s.process.ConfigFile)
 	s.rewriteMu.Unlock()
 	if err != nil {
-		s.log.Warn("CONFIG REWRITE failed", "path", s.configFile, "error", err)
+		s.log.Warn("CONFIG REWRITE failed", "path", s.process.ConfigFile, "error", err)
 		c.out = wire.AppendError(c.out, "ERR Rewriting config file: "+strerror(err))
 		return
 	}
-	s.log.Info("CONFIG REWRITE executed with success", "path", s.configFile)
+	s.log.Info("CONFIG REWRITE executed with success", "path", s.process.ConfigFile)
 	c.out = wire.AppendSimple(c.out, "OK")
 }
 

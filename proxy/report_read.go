@@ -34,10 +34,7 @@ func (s *Server) report(parts reportParts) *report.Report {
 	now := time.Now()
 	r := &report.Report{
 		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.identity(), Stats: s.stats.Read(),
-		Process: report.Process{
-			Version: Version, RedisVersion: redisCompatVersion,
-			PID: s.pid, RunID: s.runID, Started: s.started, ConfigFile: s.configFile,
-		},
+		Process: s.process,
 	}
 	r.Stats.Fetches = s.snaps.Counts()
 	r.Stats.Source = s.snaps.SourceCounts()

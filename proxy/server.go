@@ -44,13 +44,12 @@ const redisCompatVersion = "7.0.15"
 // stream, and the listener that serves replicas and admin clients. Build one
 // with New, run it with Run; several can run in one process.
 type Server struct {
-	log        hclog.Logger
-	pool       *replbuf.Pool
-	hist       *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
-	runID      string
-	started    time.Time
-	configFile string
-	pid        int
+	log  hclog.Logger
+	pool *replbuf.Pool
+	hist *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
+	// process is who this server is to INFO and the logs: its run ID, pid,
+	// start time and configuration file. Set by New, read-only.
+	process report.Process
 
 	onMaxMemory func(int64)
 	// monitorRounds counts the monitor's completed rounds; written by the
@@ -226,10 +225,8 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 		supervisor:  opts.Supervisor,
 		log:         log,
 		pool:        pool,
-		runID:       replid.New(),
-		started:     time.Now(),
-		configFile:  opts.ConfigFile,
-		pid:         os.Getpid(),
+		process: report.Process{Version: Version, RedisVersion: redisCompatVersion,
+			PID: os.Getpid(), RunID: replid.New(), Started: time.Now(), ConfigFile: opts.ConfigFile},
 		drainReq:    make(chan struct{}),
 		monitorWake: make(chan struct{}, 1),
 		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
@@ -354,7 +351,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.life.cancel, s.life.done = cancel, make(chan struct{})
 	defer close(s.life.done)
 	s.life.Unlock()
-	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
+	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.process.PID)
 	// New opened the listeners: a connection waits in their queue for the
 	// accept loops, which start with the actors.
 	s.notifyReady()

@@ -26,7 +26,7 @@
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
 //   - report and metrics: a report.Report is the figures read once from
 //     every part (report_read.go) and rendered twice, INFO's text and
-//     the monitoring server's figures (monitoring.go, which also holds /readyz's
+//     the monitoring server's figures (metrics_port.go, which also holds /readyz's
 //     rule), so that the two never compute a figure twice; report.Stats are
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
@@ -52,7 +52,7 @@
 // protect.go: limits, protected mode, the descriptor budget), their registry
 // (registry.go) and the admin commands (commands*.go, report_read.go's INFO), each
 // client's protocol (RESP2, or RESP3 after HELLO 3); and the monitor
-// (monitor.go, memory.go): replica timeouts and output limits, maxmemory and
+// (cron.go, memory.go): replica timeouts and output limits, maxmemory and
 // eviction, memory given back to the OS, the snapshot persisted and
 // refreshed; ten rounds a second, one while nothing moves.
 //

@@ -89,7 +89,7 @@ type Server struct {
 	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
 	// Close.
 	ln listenerSet
-	// monitoring is metrics-port's server (monitoring.go); nil when off. Set
+	// monitoring is metrics-port's server (metrics_port.go); nil when off. Set
 	// by New, served by Run, closed at its end or by Close.
 	monitoring *metrics.Server
 

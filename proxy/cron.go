@@ -54,7 +54,7 @@ func (s *Server) monitor(ctx context.Context) error {
 		s.snaps.Persist()
 		s.snaps.Refresh(now)
 		s.returnReleasedMemory(now)
-		s.notifyStatus()
+		s.supervision.notifyStatus()
 		s.monitorRounds.Add(1)
 		next := monitorInterval
 		if a := s.activity(); !a.stillSince(since) || stillSince.IsZero() {

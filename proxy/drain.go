@@ -30,7 +30,7 @@ func (s *Server) Shutdown() {
 // when ctx ends.
 func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan struct{}) {
 	timeout := s.config().ShutdownTimeout
-	s.notifyStopping()
+	s.supervision.notifyStopping()
 	s.log.Info("shutting down: no new clients; waiting for the replicas to receive the stream",
 		"shutdown-timeout-ms", timeout.Milliseconds())
 	s.closeListeners()

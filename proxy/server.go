@@ -144,13 +144,9 @@ type Server struct {
 	drainReq  chan struct{}
 	drainOnce sync.Once
 
-	// supervisor is Options.Supervisor (nil: none), told of the server's
-	// life (supervise.go); lastStatus is the status it was last given (nil
-	// before Ready), written once by Run's goroutine, then by the monitor
-	// only; stoppingOnce sends Stopping once.
-	supervisor   Supervisor
-	lastStatus   atomic.Pointer[string]
-	stoppingOnce sync.Once
+	// supervision tells Options.Supervisor of the server's life
+	// (supervise.go). Set by New.
+	supervision *supervision
 
 	// made is what New made that holds a resource, each part's closer in
 	// the order the parts were made: New undoes it when a later step
@@ -222,7 +218,6 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	pool := replbuf.NewPool(0)
 	s := &Server{
 		onMaxMemory: opts.OnMaxMemory,
-		supervisor:  opts.Supervisor,
 		log:         log,
 		pool:        pool,
 		process: report.Process{Version: Version, RedisVersion: redisCompatVersion,
@@ -257,6 +252,7 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	s.clients = newRegistry()
 	s.pubsub = pubsub.New[*client]()
 	s.up = newUpstream(s)
+	s.supervision = newSupervision(opts.Supervisor, s.readiness, s.up.State)
 	tlsst, err := tlsconf.Load(cfg) // before any socket: bad material fails the start
 	if err != nil {
 		return nil, err
@@ -354,7 +350,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.process.PID)
 	// New opened the listeners: a connection waits in their queue for the
 	// accept loops, which start with the actors.
-	s.notifyReady()
+	s.supervision.notifyReady()
 	err := s.actors(ctx, cancel).run()
 	s.hist.Close()
 	// Parked replicas see the stream's end, as a cursor's Wait would.
@@ -406,7 +402,7 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 		}
 		return nil
 	}, func() {
-		s.notifyStopping() // the drain told it already on a graceful stop
+		s.supervision.notifyStopping() // the drain told it already on a graceful stop
 		cancel()
 	})
 

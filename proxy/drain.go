@@ -33,7 +33,7 @@ func (s *Server) drain(ctx context.Context, stopLink func(), linkDone <-chan str
 	s.supervision.notifyStopping()
 	s.log.Info("shutting down: no new clients; waiting for the replicas to receive the stream",
 		"shutdown-timeout-ms", timeout.Milliseconds())
-	s.closeListeners()
+	s.listeners.close()
 	stopLink()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()

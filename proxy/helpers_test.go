@@ -132,7 +132,7 @@ func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 		return p
 	}
 	if ps.wrap != nil {
-		srv.ln.list[0].Ln = ps.wrap(srv.ln.list[0].Ln)
+		srv.listeners.list[0].Ln = ps.wrap(srv.listeners.list[0].Ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

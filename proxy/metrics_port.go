@@ -95,7 +95,7 @@ func (s *Server) secureMetrics(m *metrics.Server, cfg *config.Config) error {
 			}
 		})
 	case cfg.MetricsServesTLS():
-		m.TLS = s.listenerTLS()
+		m.TLS = listenerTLS(&s.conf)
 	}
 	if web == nil {
 		return nil

@@ -3,7 +3,6 @@ package proxy
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -85,18 +84,13 @@ type Server struct {
 	aclLog *acl.Log
 	memoryState
 
-	// ln holds the client listeners (listener_set.go): opened by New,
-	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
-	// Close.
-	ln listenerSet
+	// listeners are the client listeners and the TLS configuration of
+	// their handshakes (listener_set.go): opened by New, replaced by CONFIG
+	// SET port or bind, closed by Run's end, a drain or Close.
+	listeners *listenerSet
 	// monitoring is metrics-port's server (metrics_port.go); nil when off. Set
 	// by New, served by Run, closed at its end or by Close.
 	monitoring *metrics.Server
-
-	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
-	// listeners (tls_handshake.go), which takes the material in force at each one.
-	// Set by New, read-only.
-	tlsListenerConfig *tls.Config
 
 	// conf is the configuration in force (settings.go), published
 	// copy-on-write: CONFIG SET and REPLICAOF replace it.
@@ -257,14 +251,13 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.tlsListenerConfig = s.listenerTLS()
 	lns, port, err := listen.Open(cfg.Bind, cfg.Port, cfg.TLSPort, nil, log)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Port = port // port 0 picks a free port (unless TLS only)
-	s.ln.setList(lns)
-	s.made.push(s.closeListeners)
+	s.listeners = newListenerSet(lns, listenerTLS(&s.conf), log)
+	s.made.push(s.listeners.close)
 	if err := s.listenMetrics(cfg); err != nil {
 		return nil, err
 	}
@@ -418,7 +411,7 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 	var conns sync.WaitGroup // the accept loops and the clients' goroutines
 	acceptErr := make(chan error, 1)
 	g.add("clients", func() error {
-		s.serveListeners(func(ln net.Listener, isTLS bool) {
+		s.listeners.serveAll(func(ln net.Listener, isTLS bool) {
 			conns.Go(func() {
 				if err := s.acceptLoop(ctx, ln, &conns, isTLS); err != nil {
 					select {
@@ -435,7 +428,7 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 			return err
 		}
 	}, func() {
-		s.closeListeners()
+		s.listeners.close()
 		s.closeClients()
 		conns.Wait()
 	})
@@ -645,6 +638,23 @@ func (s *Server) closeClients() {
 		c.closeFor(downstream.CloseServerShutdown)
 	}
 }
+
+// Addr returns the address of the first plain listener, or of the first
+// TLS one when there is no plain listener (port 0 with a tls-port): where
+// replicas connect. After CONFIG SET port or bind it is the new one's.
+func (s *Server) Addr() net.Addr { return s.listeners.plainAddr() }
+
+// Port returns the TCP port of [Server.Addr].
+func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
+
+// TLSAddr returns the address of the first TLS listener, nil when tls-port
+// is 0. After CONFIG SET bind it is the new one's.
+func (s *Server) TLSAddr() net.Addr { return s.listeners.secureAddr() }
+
+// plainPort returns the port of the plain listeners, 0 when TLS only: the
+// configuration's, which New and CONFIG SET settle when port 0 picks one,
+// as INFO's tcp_port is Redis's server.port.
+func (s *Server) plainPort() int { return s.config().Port }
 
 // identity returns the replication identity the proxy presents now.
 func (s *Server) identity() history.Identity { return s.hist.Identity() }

@@ -138,10 +138,22 @@ func newSettings(cfg *config.Config, tls *tlsconf.Material) *settings {
 }
 
 // config returns the configuration in force. It is shared: never change it.
-func (s *Server) config() *config.Config { return s.conf.cur.Load().cfg }
+func (c *liveConfig) config() *config.Config { return c.cur.Load().cfg }
 
 // clientConf returns what clients consult of the configuration in force.
-func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
+func (c *liveConfig) clientConf() *clientConf { return &c.cur.Load().client }
+
+// tls returns the TLS material in force, nil when no TLS is configured.
+func (c *liveConfig) tls() *tlsconf.Material { return c.cur.Load().tls }
+
+// config returns the configuration in force. It is shared: never change it.
+func (s *Server) config() *config.Config { return s.conf.config() }
+
+// clientConf returns what clients consult of the configuration in force.
+func (s *Server) clientConf() *clientConf { return s.conf.clientConf() }
+
+// tlsNow returns the TLS material in force, nil when no TLS is configured.
+func (s *Server) tlsNow() *tlsconf.Material { return s.conf.tls() }
 
 // changeConfig lets change edit a copy of the configuration in force (prev
 // is the current one, not to be changed); when change returns nil and the
@@ -240,7 +252,7 @@ func (s *Server) prepare(cur *settings, next *config.Config, reloadTLS, alone bo
 	if p.dir, conflict, err = s.prepareDir(prev, next); err != nil {
 		return nil, conflict, err
 	}
-	if p.lns, conflict, err = s.prepareListeners(prev, next, alone); err != nil {
+	if p.lns, conflict, err = s.listeners.prepare(prev, next, alone, s.io); err != nil {
 		s.undo(&prepared{dir: p.dir})
 		return nil, conflict, err
 	}
@@ -277,7 +289,7 @@ type finishing struct {
 func (s *Server) publishLocked(p *prepared) *finishing {
 	fin := &finishing{dir: p.dir}
 	if p.lns != nil {
-		fin.displaced, fin.replaced = s.swapListeners(p.lns.lns)
+		fin.displaced, fin.replaced = s.listeners.swap(p.lns.lns)
 	}
 	if p.dir != nil {
 		fin.oldLock = s.swapDirLockLocked(p.dir.lock)

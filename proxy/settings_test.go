@@ -484,7 +484,7 @@ func checkListeners(t *testing.T, p *testProxy, ports []int) {
 		want = append(want, fmt.Sprintf("tls 127.0.0.1:%d", cfg.TLSPort))
 	}
 	var got []string
-	for _, b := range p.listenersInUse() {
+	for _, b := range p.listeners.inUse() {
 		kind := "plain"
 		if b.TLS {
 			kind = "tls"

@@ -12,12 +12,11 @@ import (
 // runDone returns the channel Run closes when it returns.
 func (p *testProxy) runDone(t testing.TB) <-chan struct{} {
 	t.Helper()
-	p.life.Lock()
-	defer p.life.Unlock()
-	if p.life.done == nil {
+	done := p.life.running()
+	if done == nil {
 		t.Fatal("the proxy is not running")
 	}
-	return p.life.done
+	return done
 }
 
 // drainSetup runs a primary, the proxy with shutdown-timeout, and one real

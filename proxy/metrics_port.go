@@ -181,10 +181,8 @@ func (s *Server) closeMetricsListener() {
 // (whether or not replicaof is set), nor with an empty backlog. why is a
 // one-line reason either way.
 func (s *Server) readiness() (ok bool, why string) {
-	select {
-	case <-s.drainReq:
+	if s.life.draining() {
 		return false, "shutting down"
-	default:
 	}
 	st := s.up.State()
 	if st == upstream.StateConnected {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,27 +125,12 @@ type Server struct {
 	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
 	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
 
-	// life is the server's lifetime: Run sets it up, Close ends it.
-	life struct {
-		sync.Mutex
-		closed bool               // Close was called
-		cancel context.CancelFunc // ends Run; set once Run started
-		done   chan struct{}      // closed when Run returns; set with cancel
-	}
-	// drainReq is closed by Shutdown (once, drainOnce): Run then stops
-	// gracefully (drain.go).
-	drainReq  chan struct{}
-	drainOnce sync.Once
-
+	// life is the server's life (drain.go): Run, Close, Shutdown's graceful
+	// stop, and what New made. Set by New, last.
+	life *lifecycle
 	// supervision tells Options.Supervisor of the server's life
 	// (supervise.go). Set by New.
 	supervision *supervision
-
-	// made is what New made that holds a resource, each part's closer in
-	// the order the parts were made: New undoes it when a later step
-	// fails, Close on a server that never ran. Written by New (openDir)
-	// only.
-	made undoStack
 }
 
 // Options are what New needs besides the configuration.
@@ -216,16 +200,17 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 		pool:        pool,
 		process: report.Process{Version: Version, RedisVersion: redisCompatVersion,
 			PID: os.Getpid(), RunID: replid.New(), Started: time.Now(), ConfigFile: opts.ConfigFile},
-		drainReq:    make(chan struct{}),
 		monitorWake: make(chan struct{}, 1),
 		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
 	}
-	// Each part that holds a resource pushes its closer on s.made once it
+	// Each part that holds a resource pushes its closer on made once it
 	// is made; a step that fails after it has them all closed, the last
-	// made first.
+	// made first. Once the server is whole, its lifecycle keeps them for
+	// Close.
+	var made undoStack
 	defer func() {
 		if err != nil {
-			s.made.run()
+			made.run()
 		}
 	}()
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
@@ -257,18 +242,19 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	}
 	cfg.Port = port // port 0 picks a free port (unless TLS only)
 	s.listeners = newListenerSet(lns, listenerTLS(&s.conf), log)
-	s.made.push(s.listeners.close)
+	made.push(s.listeners.close)
 	if err := s.listenMetrics(cfg); err != nil {
 		return nil, err
 	}
-	s.made.push(s.closeMetricsListener)
+	made.push(s.closeMetricsListener)
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
-	if err := s.openDir(cfg, opts); err != nil {
+	if err := s.openDir(cfg, opts, &made); err != nil {
 		return nil, err
 	}
 	if s.onMaxMemory != nil {
 		s.onMaxMemory(cfg.MaxMemory)
 	}
+	s.life = newLifecycle(made, &s.conf, log, s.listeners, s.hist, s.clients, s.supervision)
 	return s, nil
 }
 
@@ -276,7 +262,7 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 // recovers the history from it, then builds the snapshot work, which adopts
 // the snapshot on disk and removes the leftovers of earlier runs. In New,
 // after the listeners: only a dir another proxy holds fails it.
-func (s *Server) openDir(cfg *config.Config, opts Options) error {
+func (s *Server) openDir(cfg *config.Config, opts Options, made *undoStack) error {
 	log := s.log
 	// Before anything touches dir, whatever the log's setting: the lock
 	// refuses a second proxy on it, before it removes the files the first
@@ -294,7 +280,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	default:
 		s.dirLock = lock
-		s.made.push(s.releaseDir)
+		made.push(s.releaseDir)
 	}
 	if cfg.ReplLogSize > 0 && s.dirLock != nil {
 		d, err := openDurable(cfg, log, opts.logFS)
@@ -305,7 +291,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 			msg := err.Error()
 			s.logOpenErr = msg
 		} else {
-			s.made.push(d.close)
+			made.push(d.close)
 			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
@@ -313,7 +299,7 @@ func (s *Server) openDir(cfg *config.Config, opts Options) error {
 		}
 	}
 	s.snaps = newSnapshots(s, opts)
-	s.made.push(func() { s.snaps.Close() })
+	made.push(func() { s.snaps.Close() })
 	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
 	if s.dirLock != nil {
 		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
@@ -332,14 +318,10 @@ var ErrServerClosed = errors.New("proxy: server closed")
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.life.Lock()
-	if s.life.closed || s.life.cancel != nil {
-		s.life.Unlock()
+	if !s.life.begin(cancel) {
 		return ErrServerClosed
 	}
-	s.life.cancel, s.life.done = cancel, make(chan struct{})
-	defer close(s.life.done)
-	s.life.Unlock()
+	defer s.life.ended()
 	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.process.PID)
 	// New opened the listeners: a connection waits in their queue for the
 	// accept loops, which start with the actors.
@@ -390,8 +372,8 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 	g.add("stop", func() error {
 		select {
 		case <-ctx.Done():
-		case <-s.drainReq:
-			s.drain(ctx, stopLink, linkDone)
+		case <-s.life.drainRequested():
+			s.life.drain(ctx, stopLink, linkDone)
 		}
 		return nil
 	}, func() {
@@ -507,36 +489,12 @@ func (g *actorGroup) run() error {
 	return errors.Join(g.errs.list...)
 }
 
-// undoStack is what has been made so far of something made in steps: the
-// closer of each part that holds a resource, pushed once the part is made.
-type undoStack []func()
-
-// push records the closer of a part just made.
-func (u *undoStack) push(closer func()) { *u = append(*u, closer) }
-
-// run closes every part, the last made first. Each closer may be called
-// more than once.
-func (u undoStack) run() {
-	for _, closer := range slices.Backward(u) {
-		closer()
-	}
-}
-
 // Close stops the server: when Run is running, it ends it and waits until it
 // has returned; on a server that never ran it closes what New opened. It may
 // be called any number of times, from any goroutine; every call returns once
 // the server is stopped. It returns nil.
 func (s *Server) Close() error {
-	s.life.Lock()
-	s.life.closed = true
-	cancel, done := s.life.cancel, s.life.done
-	s.life.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-		return nil
-	}
-	s.made.run()
+	s.life.close()
 	return nil
 }
 
@@ -658,6 +616,13 @@ func (s *Server) plainPort() int { return s.config().Port }
 
 // identity returns the replication identity the proxy presents now.
 func (s *Server) identity() history.Identity { return s.hist.Identity() }
+
+// Shutdown asks Run to stop gracefully and returns at once; Run returns when
+// the replicas have caught up or shutdown-timeout has passed, whichever is
+// first. Ending Run's context, or Close, still stops at once, during the
+// wait too. Any goroutine, any number of times; on a server not running, Run
+// will stop gracefully as soon as it starts.
+func (s *Server) Shutdown() { s.life.shutdown() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
 func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }

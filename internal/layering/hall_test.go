@@ -22,7 +22,7 @@ import (
 // the change that lowers the count, so that no later change raises it
 // unseen.
 var (
-	hallCeiling = hallFigures{serverFields: 43, twoWay: 28, inCycles: 119}
+	hallCeiling = hallFigures{serverFields: 40, twoWay: 27, inCycles: 118}
 	hallGoal    = hallFigures{serverFields: 25, twoWay: 8, inCycles: 15}
 )
 

@@ -56,7 +56,7 @@ type client struct {
 	// authed: the client authenticated (AUTH, HELLO's AUTH) as user, which
 	// it runs as from then on; until then it is the default user's, and
 	// needs to authenticate only when that user is off or has a password
-	// (Server.authRequired). user is read by CLIENT LIST from any goroutine.
+	// (access.authRequired). user is read by CLIENT LIST from any goroutine.
 	authed bool
 	user   atomic.Pointer[acl.User]
 	// subs are the channels the client is subscribed to
@@ -96,10 +96,10 @@ func newClient(s *Server, id int64, conn net.Conn) *client {
 	}
 	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
 	cc := s.clientConf()
-	c.user.Store(s.users.Default())
-	c.authed = s.defaultOpen() // as Redis's clientSetDefaultAuth: kept when a password is set later
+	c.user.Store(s.access.users.Default())
+	c.authed = s.access.defaultOpen() // as Redis's clientSetDefaultAuth: kept when a password is set later
 	lim := cc.limits
-	lim.Unauthenticated = s.authRequired(c)
+	lim.Unauthenticated = s.access.authRequired(c)
 	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.NetInputBytes}, lim)
 	c.lastUse.Store(c.created.UnixNano())
 	c.resp.Store(uint32(wire.RESP2))
@@ -130,6 +130,26 @@ func (c *client) clientName() string {
 func (c *client) closeFor(reason downstream.CloseReason) {
 	downstream.FirstReason(&c.reason, reason)
 	c.conn.Close()
+}
+
+// syncLimits gives the client's reader the limits in force before each
+// command: Redis's pre-AUTH limits while the client must authenticate, and
+// the latest proto-max-bulk-len and client-query-buffer-limit. A client that
+// connected while the default user had a password needs no AUTH once it
+// has none, as in Redis (authRequired is checked per command).
+func (c *client) syncLimits(cc *clientConf) {
+	lim := cc.limits
+	lim.Unauthenticated = c.srv.access.authRequired(c)
+	if lim != c.rd.Limits() {
+		c.rd.SetLimits(lim)
+	}
+}
+
+// bufferBytes is what the client's buffers hold: the reader's fixed buffer,
+// the command being read, the reply buffer and a subscriber's outbox. Any
+// goroutine.
+func (c *client) bufferBytes() int64 {
+	return clientBufferBytes + c.rd.QueryBytes() + c.outCap.Load() + c.boxBytes.Load()
 }
 
 // countingReader adds every byte read to a counter.
@@ -188,7 +208,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 				c.flush()
 			case errors.Is(err, wire.ErrQueryLimit):
 				s.stats.QueryLimitDisconnects.Add(1)
-				if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+				if ok, n := s.protect.limitLog.allow(time.Now(), logEvery); ok {
 					c.log.Warn("client closed: its command reached client-query-buffer-limit",
 						"limit-bytes", cc.limits.MaxQuery, "suppressed", n)
 				}
@@ -293,7 +313,7 @@ func (s *Server) closedByOutputLimit(c *client, reason downstream.CloseReason) {
 		which = "soft"
 	}
 	s.stats.OutputLimitDisconnects.Add(1)
-	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+	if ok, n := s.protect.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
 			"limit-class", which, "pending-bytes", len(c.out), "suppressed", n)
 	}
@@ -427,6 +447,17 @@ func (c *client) listed(now time.Time) clientlist.Client {
 	return f
 }
 
+// infoLine is c's CLIENT LIST line without its newline, as CLIENT INFO
+// and ACL LOG's client-info show it. Any goroutine.
+func (c *client) infoLine() string {
+	var b strings.Builder
+	clientlist.Append(&b, c.listed(time.Now()))
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// userOf is the user c runs as. Any goroutine.
+func (c *client) userOf() *acl.User { return c.user.Load() }
+
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
 // LADDR, TYPE (normal|replica|slave|master|pubsub), USER and SKIPME
 // filters, parsed in order as Redis 7.0 parses them: the first bad option
@@ -435,7 +466,7 @@ func (c *client) listed(now time.Time) clientlist.Client {
 // own address) gets its reply, and its connection is closed after it.
 func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
-	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.users.Lookup(u) != nil }}
+	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.access.users.Lookup(u) != nil }}
 	if oldForm {
 		f.Addr, f.ByAddr, f.SkipMe = string(args[0]), true, false
 	} else if reply := f.Parse(args); reply != "" {

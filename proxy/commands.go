@@ -182,11 +182,11 @@ func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
 		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", *r.full))
 		return false
 	}
-	if !r.cmd.noAuth && s.authRequired(c) {
+	if !r.cmd.noAuth && s.access.authRequired(c) {
 		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
 		return false
 	}
-	if !s.permitted(c, args, r) {
+	if !s.access.permitted(c, args, r) {
 		return false
 	}
 	name := *r.cmd.name
@@ -271,7 +271,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return false
 	}
-	if len(args) == 2 && s.users.Default().Profile().NoPass() {
+	if len(args) == 2 && s.access.users.Default().Profile().NoPass() {
 		c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return false
 	}
@@ -279,7 +279,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if !s.authenticate(c, args[0], user, args[len(args)-1]) {
+	if !s.access.authenticate(c, args[0], user, args[len(args)-1]) {
 		return false
 	}
 	c.out = wire.AppendSimple(c.out, "OK")
@@ -465,8 +465,8 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		if err := next.Validate(); err != nil {
 			return fmt.Errorf("ERR CONFIG SET failed - %w", err)
 		}
-		if next.MaxClients != prev.MaxClients && s.fileLimit != nil {
-			if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
+		if next.MaxClients != prev.MaxClients && s.protect.fileLimit != nil {
+			if n := s.protect.fileLimit(next.MaxClients); n < next.MaxClients {
 				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
 			}
 		}
@@ -521,7 +521,7 @@ func (s *Server) configRewrite(c *client) {
 		// The users in force, as Redis writes them when it has no aclfile.
 		cfg = cfg.Clone()
 		cfg.Users = nil
-		for _, line := range s.users.List() {
+		for _, line := range s.access.users.List() {
 			cfg.Users = append(cfg.Users, strings.Fields(line)[1:])
 		}
 	}

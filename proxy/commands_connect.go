@@ -53,7 +53,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		more := len(args) - i - 1
 		switch opt := args[i]; {
 		case wire.EqualFold(opt, "auth") && more >= 2:
-			if !s.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
+			if !s.access.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
 				return false
 			}
 			i += 2
@@ -70,7 +70,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 			return false
 		}
 	}
-	if s.authRequired(c) {
+	if s.access.authRequired(c) {
 		c.out = wire.AppendError(c.out, noAuthHello)
 		return false
 	}
@@ -122,8 +122,8 @@ func (s *Server) cmdReset(c *client, _ [][]byte) bool {
 	}
 	c.resp.Store(uint32(wire.RESP2))
 	c.name.Store(nil)
-	c.user.Store(s.users.Default())
-	c.authed = s.defaultOpen()
+	c.user.Store(s.access.users.Default())
+	c.authed = s.access.defaultOpen()
 	c.out = wire.AppendSimple(c.out, "RESET")
 	return false
 }

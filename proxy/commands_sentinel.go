@@ -232,7 +232,7 @@ func (s *Server) closedByPubSubLimit(c *client, over pubsub.Over, pending int64)
 		reason = downstream.CloseOutputSoftLimit
 	}
 	s.stats.OutputLimitDisconnects.Add(1)
-	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+	if ok, n := s.protect.limitLog.allow(time.Now(), logEvery); ok {
 		c.log.Warn("client closed: output buffer over client-output-buffer-limit pubsub",
 			"limit-class", over.String(), "pending-bytes", pending, "suppressed", n)
 	}

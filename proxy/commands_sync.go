@@ -24,7 +24,7 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	pol := downstream.CompressionPolicy{Allow: cfg.ReplLinkCompressionAllow, MaxLinks: cfg.ReplLinkCompressionMaxLinks, Slots: &s.linkSlots}
 	answer, errReply, capped := c.hs.ReplconfAllowing(args, pol)
 	if capped {
-		if ok, n := s.linkLog.allow(time.Now(), logEvery); ok {
+		if ok, n := s.protect.linkLog.allow(time.Now(), logEvery); ok {
 			c.log.Warn("compressed link refused: repl-link-compression-max-links reached; the link stays plain",
 				"repl-link-compression-max-links", pol.MaxLinks, "suppressed", n)
 		}

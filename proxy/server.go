@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/oklog/run"
-	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -77,10 +76,9 @@ type Server struct {
 	logOpenErr string
 	commands   map[string]command
 	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
-	// users are the ACL users (package acl, auth.go), and aclLog the ACL
-	// LOG; both set by New and safe for concurrent use.
-	users  *acl.Users
-	aclLog *acl.Log
+	// access is the ACL users, the ACL LOG and the failed AUTHs' log
+	// (auth.go). Set by New.
+	access *access
 	memoryState
 
 	// listeners are the client listeners and the TLS configuration of
@@ -113,17 +111,9 @@ type Server struct {
 	// takes its slot at REPLCONF and gives it back at its end.
 	linkSlots downstream.LinkSlots
 
-	// Client protection (protect.go): the file-limit hook, rate-limited logs.
-	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
-	authLog    logLimiter               // failed AUTH
-	acceptLog  logLimiter               // accept errors
-	limitLog   logLimiter               // clients closed by a buffer limit
-	tlsLog     logLimiter               // failed TLS handshakes
-	httpLog    logLimiter               // the monitoring server's errors (net/http's: failed TLS handshakes, accept errors)
-	webAuthLog logLimiter               // monitoring requests refused 401
-	webBusyLog logLimiter               // monitoring requests refused 429 (the password checks busy)
-	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
-	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
+	// protect is the open file limit's check and the rate-limited logs of
+	// what strangers can repeat (protect.go). Set by New.
+	protect *protection
 
 	// life is the server's life (drain.go): Run, Close, Shutdown's graceful
 	// stop, and what New made. Set by New, last.
@@ -215,18 +205,17 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	}()
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
-	s.fileLimit = opts.FileLimit
+	s.protect = newProtection(opts.FileLimit)
 	s.commands = commandTable()
 	docs, err := commanddocs.LoadEmbedded()
 	if err != nil {
 		return nil, err // only a broken build: its test checks the file
 	}
 	s.cmdDocs = docs
-	s.users, err = newUsers(cfg, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
+	s.access, err = newAccess(cfg, &s.stats, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
 	if err != nil {
 		return nil, err
 	}
-	s.aclLog = acl.NewLog(int(min(cfg.ACLLogMaxLen, 1<<31-1)))
 	s.runtimeBaseline = measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.pubsub = pubsub.New[*client]()
@@ -514,7 +503,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 				return nil
 			}
 			delay = nextAcceptDelay(delay)
-			if ok, n := s.acceptLog.allow(time.Now(), logEvery); ok {
+			if ok, n := s.protect.acceptLog.allow(time.Now(), logEvery); ok {
 				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
 			}
 			t := time.NewTimer(delay)
@@ -556,7 +545,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitG
 // says the connection holds a slot of the registry already (a TLS one,
 // reserved at accept): it becomes the client's, or is given back.
 func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
-	if deniedByProtectedMode(s.clientConf(), s.defaultOpen(), conn.RemoteAddr()) {
+	if deniedByProtectedMode(s.clientConf(), s.access.defaultOpen(), conn.RemoteAddr()) {
 		if reserved {
 			s.clients.unreserve()
 		}

@@ -338,10 +338,10 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 	}
 	if next.RequirePass != prev.RequirePass {
 		// requirepass is the default user's password, as in Redis.
-		s.users.SetDefaultPassword(next.RequirePass)
+		s.access.users.SetDefaultPassword(next.RequirePass)
 	}
 	if next.ACLLogMaxLen != prev.ACLLogMaxLen {
-		s.aclLog.SetMaxLen(int(min(next.ACLLogMaxLen, 1<<31-1)))
+		s.access.aclLog.SetMaxLen(int(min(next.ACLLogMaxLen, 1<<31-1)))
 	}
 	if next.ReplBacklogSize != prev.ReplBacklogSize {
 		// Under the history's lock; in publication order, so next's is the

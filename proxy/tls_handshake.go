@@ -57,7 +57,7 @@ func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, boo
 		tc.Close()
 		s.clients.unreserve() // before the count, which a reader may wait on
 		s.stats.TLSHandshakeFailures.Add(1)
-		if ok, n := s.tlsLog.allow(time.Now(), logEvery); ok {
+		if ok, n := s.protect.tlsLog.allow(time.Now(), logEvery); ok {
 			s.log.Named("downstream").Warn("TLS handshake failed", "address", conn.RemoteAddr().String(), "error", err, "suppressed", n)
 		}
 		return nil, false

@@ -59,10 +59,10 @@ func TestMonitorQuiet(t *testing.T) {
 		t.Skip("slow (about 3 s): waits for the monitor to go quiet, then watches it")
 	}
 	p := startProxy(t) // no primary: nothing moves
-	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.monitorQuiet.Load)
-	rounds := p.monitorRounds.Load()
+	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.cron.quiet.Load)
+	rounds := p.cron.rounds.Load()
 	time.Sleep(quietInterval + quietInterval/2)
-	if n := p.monitorRounds.Load() - rounds; n > 2 {
+	if n := p.cron.rounds.Load() - rounds; n > 2 {
 		t.Fatalf("%d monitor rounds in %v while quiet, want at most 2", n, quietInterval+quietInterval/2)
 	}
 	// The stream moves (as the link's goroutine would move it), and its
@@ -72,17 +72,17 @@ func TestMonitorQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	host.Published()
-	if !p.monitorQuiet.Load() {
+	if !p.cron.quiet.Load() {
 		t.Fatal("a PING woke the quiet monitor")
 	}
-	rounds = p.monitorRounds.Load()
+	rounds = p.cron.rounds.Load()
 	value := strings.Repeat("v", quietBytes)
 	if err := st.Append([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(len(value)) + "\r\n" + value + "\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	host.Published()
-	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.monitorRounds.Load() > rounds })
-	if p.monitorQuiet.Load() {
+	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.cron.rounds.Load() > rounds })
+	if p.cron.quiet.Load() {
 		t.Fatal("the monitor is quiet right after a publish woke it")
 	}
 }

@@ -148,7 +148,8 @@ func (s *Server) logBehindLimit() int64 {
 	return max(s.memoryWindow(), s.config().ReplLogWindow)
 }
 
-// logLive reports whether the stream log follows the stream now.
-func (s *Server) logLive() bool {
-	return s.durable != nil && !s.durable.follow.Down()
+// live reports whether the stream log follows the stream now: false
+// without one (d nil).
+func (d *durable) live() bool {
+	return d != nil && !d.follow.Down()
 }

@@ -95,8 +95,8 @@ func (s *Server) report(parts reportParts) *report.Report {
 	}
 	if parts&reportMemory != 0 {
 		r.Mem = s.memoryReport() // raises the peak first
-		r.PeakMemory = s.peakMemory.Load()
-		r.OverMaxMemory = s.overMaxMemory.Load()
+		r.PeakMemory = s.mem.peak.Load()
+		r.OverMaxMemory = s.mem.over.Load()
 	}
 	return r
 }

@@ -9,11 +9,12 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/oklog/run"
+	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
@@ -48,18 +49,6 @@ type Server struct {
 	// start time and configuration file. Set by New, read-only.
 	process report.Process
 
-	onMaxMemory func(int64)
-	// monitorRounds counts the monitor's completed rounds; written by the
-	// monitor only, read by tests that must know a round has passed.
-	monitorRounds atomic.Int64
-	// monitorQuiet says that the monitor runs at quietInterval (written by
-	// the monitor, cleared by wakeMonitorNow), monitorQuietFrom the
-	// stream's end it compares with meanwhile (written by the monitor);
-	// monitorWake (capacity 1) ends its wait.
-	monitorQuiet     atomic.Bool
-	monitorQuietFrom atomic.Int64
-	monitorWake      chan struct{}
-
 	stats report.Stats
 	up    *upstream.Link // the link to the primary (package upstream; its Host in primary.go)
 	// snaps carries out the snapshot work the history decides (package
@@ -79,7 +68,10 @@ type Server struct {
 	// access is the ACL users, the ACL LOG and the failed AUTHs' log
 	// (auth.go). Set by New.
 	access *access
-	memoryState
+	// mem is the server's memory bookkeeping, eviction and returns to the
+	// OS (memory.go); cron is the monitor (cron.go). Set by New.
+	mem  *memory
+	cron *cron
 
 	// listeners are the client listeners and the TLS configuration of
 	// their handshakes (listener_set.go): opened by New, replaced by CONFIG
@@ -185,13 +177,10 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	}
 	pool := replbuf.NewPool(0)
 	s := &Server{
-		onMaxMemory: opts.OnMaxMemory,
-		log:         log,
-		pool:        pool,
+		log:  log,
+		pool: pool,
 		process: report.Process{Version: Version, RedisVersion: redisCompatVersion,
 			PID: os.Getpid(), RunID: replid.New(), Started: time.Now(), ConfigFile: opts.ConfigFile},
-		monitorWake: make(chan struct{}, 1),
-		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
 	}
 	// Each part that holds a resource pushes its closer on made once it
 	// is made; a step that fails after it has them all closed, the last
@@ -216,7 +205,7 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.runtimeBaseline = measureRuntimeBaseline()
+	baseline := measureRuntimeBaseline()
 	s.clients = newRegistry()
 	s.pubsub = pubsub.New[*client]()
 	s.up = newUpstream(s)
@@ -240,8 +229,10 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if err := s.openDir(cfg, opts, &made); err != nil {
 		return nil, err
 	}
-	if s.onMaxMemory != nil {
-		s.onMaxMemory(cfg.MaxMemory)
+	s.mem = newMemory(baseline, &s.conf, s.hist, pool, s.clients, s.durable, s.snaps, log, opts.OnMaxMemory)
+	s.cron = newCron(&s.conf, s.hist, &s.stats, s.up, s.clients, s.durable, s.mem, s.snaps, s.supervision)
+	if opts.OnMaxMemory != nil {
+		opts.OnMaxMemory(cfg.MaxMemory)
 	}
 	s.life = newLifecycle(made, &s.conf, log, s.listeners, s.hist, s.clients, s.supervision)
 	return s, nil
@@ -404,8 +395,8 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 		conns.Wait()
 	})
 
-	g.add("monitor", func() error { return s.monitor(ctx) }, nil)
-	g.add("memory return", func() error { return s.returnMemory(ctx) }, nil)
+	g.add("monitor", func() error { return s.cron.run(ctx) }, nil)
+	g.add("memory return", func() error { return s.mem.returnMemory(ctx) }, nil)
 	// Not stopped by Keeper.Close, which, were it to come before Run (a
 	// stop right after the start), would have Run refuse with ErrClosed:
 	// Run closes the Keeper itself when ctx ends.
@@ -605,6 +596,26 @@ func (s *Server) plainPort() int { return s.config().Port }
 
 // identity returns the replication identity the proxy presents now.
 func (s *Server) identity() history.Identity { return s.hist.Identity() }
+
+// wakeMonitor runs the monitor's next round now if it is quiet and enough
+// of the stream came since (cron.wakeIfMoved): the stream's producer.
+func (s *Server) wakeMonitor() { s.cron.wakeIfMoved() }
+
+// wakeMonitorNow runs the monitor's next round now if it is quiet: a
+// payload starts to grow memory.
+func (s *Server) wakeMonitorNow() { s.cron.wakeNow() }
+
+// disconnectReplicas closes every replica planned before epoch
+// (registry.disconnectReplicas).
+func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
+	s.clients.disconnectReplicas(reason, epoch)
+}
+
+// memoryReport is used_memory's accounting now (memory.report).
+func (s *Server) memoryReport() eviction.Report { return s.mem.report() }
+
+// logLive reports whether the stream log follows the stream now.
+func (s *Server) logLive() bool { return s.durable.live() }
 
 // Shutdown asks Run to stop gracefully and returns at once; Run returns when
 // the replicas have caught up or shutdown-timeout has passed, whichever is

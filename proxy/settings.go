@@ -323,9 +323,9 @@ func (s *Server) finish(prev, next *config.Config, fin *finishing) {
 // applyConfig puts the effects of a newly published configuration into
 // force. REQUIRES: no lock held, called in publication order (finish).
 func (s *Server) applyConfig(prev, next *config.Config) {
-	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
+	if next.MaxMemory != prev.MaxMemory && s.mem.onMaxMemory != nil {
 		s.io("memory limit") // cmd/replproxy's logs
-		s.onMaxMemory(next.MaxMemory)
+		s.mem.onMaxMemory(next.MaxMemory)
 	}
 	s.snaps.Configure(s.snapshotSettings(next))
 	if next.LogLevel != prev.LogLevel {

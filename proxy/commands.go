@@ -446,9 +446,9 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		}
 	}
 	// The change only edits and checks: the sockets of a new port or bind,
-	// a new dir's lock and the TLS files are taken by changeConfigTLS
+	// a new dir's lock and the TLS files are taken by configChanges.changeTLS
 	// (prepare), after it.
-	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
+	err := s.changes.changeTLS(firstTLS != "", func(prev, next *config.Config) error {
 		for i, name := range names {
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
@@ -474,7 +474,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			// Redis chdirs and replies with strerror; replproxy keeps no
 			// working directory, but a dir that is not one would fail
 			// every later spill.
-			s.io("stat dir")
+			s.changes.io("stat dir")
 			if err := checkDirUsable(next.Dir); err != nil {
 				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
 			}
@@ -483,7 +483,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 				// a new dir would hold none of the history a restart needs.
 				return errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
 			}
-			// dir's lock moves with it (dirlock.go, prepareDir).
+			// dir's lock moves with it (dirlock.go, dataDir.prepare).
 		}
 		return nil
 	})
@@ -509,8 +509,8 @@ func (s *Server) configSet(c *client, args [][]byte) {
 
 // configRewrite is CONFIG REWRITE: the configuration in force written over
 // the file the server started from (config.Config.RewriteFile), with
-// redis-server's replies and log lines. rewriteMu makes rewrites one at a
-// time, so the file ends with the configuration of the last one to run.
+// redis-server's replies and log lines. Rewrites run one at a time
+// (configChanges.rewrite), so the file ends with the configuration of the last one to run.
 func (s *Server) configRewrite(c *client) {
 	if s.process.ConfigFile == "" {
 		c.out = wire.AppendError(c.out, "ERR The server is running without a config file")
@@ -525,9 +525,7 @@ func (s *Server) configRewrite(c *client) {
 			cfg.Users = append(cfg.Users, strings.Fields(line)[1:])
 		}
 	}
-	s.rewriteMu.Lock()
-	err := cfg.RewriteFile(s.process.ConfigFile)
-	s.rewriteMu.Unlock()
+	err := s.changes.rewrite(s.process.ConfigFile, cfg)
 	if err != nil {
 		s.log.Warn("CONFIG REWRITE failed", "path", s.process.ConfigFile, "error", err)
 		c.out = wire.AppendError(c.out, "ERR Rewriting config file: "+strerror(err))
@@ -564,16 +562,6 @@ func checkDirUsable(dir string) error {
 	return nil
 }
 
-// sameDir reports whether a and b name the same directory.
-func sameDir(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
-}
-
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE, checked as
 // Redis's replicaofCommand checks it: the port is 0 to 65535 ("Invalid
 // master port"), and the primary already in force is left as it is.
@@ -592,7 +580,7 @@ func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 		}
 	}
 	var now *config.Config
-	err := s.changeConfig(func(_, next *config.Config) error {
+	err := s.changes.change(func(_, next *config.Config) error {
 		now = next // the last try's is the one published
 		if noOne {
 			return next.Set("replicaof", "no", "one")

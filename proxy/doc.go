@@ -108,7 +108,7 @@
 //   - The configuration has no reader lock (an atomic.Pointer). A writer
 //     (CONFIG SET, REPLICAOF) prepares its change with no lock held: it
 //     reads the TLS files, takes a new dir's lock and opens new listeners
-//     first. It then publishes under liveConfig.writeMu, which guards
+//     first. It then publishes under configChanges.writeMu, which guards
 //     pointer swaps alone (the configuration, the listener set under ln's
 //     lock, a leaf and the only lock taken under writeMu, and dir's lock),
 //     so that the material is published with the configuration naming it;

@@ -106,7 +106,7 @@ func (s *Server) report(parts reportParts) *report.Report {
 func (s *Server) logReport(now time.Time) report.Log {
 	d := s.durable
 	cfg := s.config()
-	r := report.Log{Enabled: cfg.ReplLogSize > 0, OpenErr: s.logOpenErr}
+	r := report.Log{Enabled: cfg.ReplLogSize > 0, OpenErr: s.dir.logOpenErr}
 	if d == nil {
 		return r
 	}

@@ -56,15 +56,11 @@ type Server struct {
 	// New, run by Run.
 	snaps   *snapshots.Keeper
 	durable *durable // the stream log (durable.go); nil with repl-log-size 0
-	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
-	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
-	// nil when dir could not be locked (a missing or read-only dir).
-	dirLock *streamlog.DirLock
-	// logOpenErr is why the stream log could not be opened at start, when
-	// it was configured; set by New.
-	logOpenErr string
-	commands   map[string]command
-	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
+	// dir is dir's lock and why the stream log could not be opened there
+	// (dirlock.go). Set by New.
+	dir      *dataDir
+	commands map[string]command
+	cmdDocs  *commanddocs.Docs // COMMAND's entries; read-only
 	// access is the ACL users, the ACL LOG and the failed AUTHs' log
 	// (auth.go). Set by New.
 	access *access
@@ -82,11 +78,10 @@ type Server struct {
 	monitoring *metrics.Server
 
 	// conf is the configuration in force (settings.go), published
-	// copy-on-write: CONFIG SET and REPLICAOF replace it.
-	conf liveConfig
-	// rewriteMu makes CONFIG REWRITEs one at a time: it guards the config
-	// file, and is held across its I/O (no other lock is taken under it).
-	rewriteMu sync.Mutex
+	// copy-on-write; changes are its writers, CONFIG SET, REPLICAOF and
+	// CONFIG REWRITE. Set by New.
+	conf    liveConfig
+	changes *configChanges
 
 	// clients is the client registry (registry.go), under its own lock,
 	// never held together with hist's.
@@ -226,6 +221,8 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	}
 	made.push(s.closeMetricsListener)
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
+	s.dir = &dataDir{}
+	s.changes = newConfigChanges(&s.conf, s.listeners, s.dir, log, s.applyConfig)
 	if err := s.openDir(cfg, opts, &made); err != nil {
 		return nil, err
 	}
@@ -256,20 +253,20 @@ func (s *Server) openDir(cfg *config.Config, opts Options, made *undoStack) erro
 		// relaying; nothing in it is touched, the log is not opened.
 		log.Warn("dir not locked: its files are left alone and the stream log is off", "dir", cfg.Dir, "error", err)
 		if cfg.ReplLogSize > 0 {
-			s.logOpenErr = "stream log: " + err.Error()
+			s.dir.logOpenErr = "stream log: " + err.Error()
 		}
 	default:
-		s.dirLock = lock
-		made.push(s.releaseDir)
+		s.dir.lock = lock
+		made.push(s.changes.releaseDir)
 	}
-	if cfg.ReplLogSize > 0 && s.dirLock != nil {
+	if cfg.ReplLogSize > 0 && s.dir.lock != nil {
 		d, err := openDurable(cfg, log, opts.logFS)
 		if err != nil {
 			// A dir the log cannot use never stops relaying: the proxy runs
 			// as without a log, and says so.
 			log.Warn("stream log unavailable: running with the history in memory only", "error", err)
 			msg := err.Error()
-			s.logOpenErr = msg
+			s.dir.logOpenErr = msg
 		} else {
 			made.push(d.close)
 			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
@@ -281,10 +278,40 @@ func (s *Server) openDir(cfg *config.Config, opts Options, made *undoStack) erro
 	s.snaps = newSnapshots(s, opts)
 	made.push(func() { s.snaps.Close() })
 	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
-	if s.dirLock != nil {
+	if s.dir.lock != nil {
 		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
 	}
 	return nil
+}
+
+// applyConfig puts the effects of a newly published configuration into
+// force. REQUIRES: no lock held, called in publication order (finish).
+func (s *Server) applyConfig(prev, next *config.Config) {
+	if next.MaxMemory != prev.MaxMemory && s.mem.onMaxMemory != nil {
+		s.changes.io("memory limit") // cmd/replproxy's logs
+		s.mem.onMaxMemory(next.MaxMemory)
+	}
+	s.snaps.Configure(s.snapshotSettings(next))
+	if next.LogLevel != prev.LogLevel {
+		s.log.SetLevel(HCLogLevel(next.LogLevel))
+	}
+	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
+		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
+		next.TLSReplication != prev.TLSReplication {
+		s.up.Retarget()
+	}
+	if next.RequirePass != prev.RequirePass {
+		// requirepass is the default user's password, as in Redis.
+		s.access.users.SetDefaultPassword(next.RequirePass)
+	}
+	if next.ACLLogMaxLen != prev.ACLLogMaxLen {
+		s.access.aclLog.SetMaxLen(int(min(next.ACLLogMaxLen, 1<<31-1)))
+	}
+	if next.ReplBacklogSize != prev.ReplBacklogSize {
+		// Under the history's lock; in publication order, so next's is the
+		// value published last of those applied yet.
+		s.hist.SetBacklogSize(func() int64 { return next.ReplBacklogSize })
+	}
 }
 
 // ErrServerClosed is returned by Run on a server that was closed or has run
@@ -310,7 +337,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.hist.Close()
 	// Parked replicas see the stream's end, as a cursor's Wait would.
 	s.fanout.Wake()
-	s.releaseDir() // last: nothing writes in dir any more
+	s.changes.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err
 }
@@ -593,6 +620,15 @@ func (s *Server) TLSAddr() net.Addr { return s.listeners.secureAddr() }
 // configuration's, which New and CONFIG SET settle when port 0 picks one,
 // as INFO's tcp_port is Redis's server.port.
 func (s *Server) plainPort() int { return s.config().Port }
+
+// config returns the configuration in force. It is shared: never change it.
+func (s *Server) config() *config.Config { return s.conf.config() }
+
+// clientConf returns what clients consult of the configuration in force.
+func (s *Server) clientConf() *clientConf { return s.conf.clientConf() }
+
+// tlsNow returns the TLS material in force, nil when no TLS is configured.
+func (s *Server) tlsNow() *tlsconf.Material { return s.conf.tls() }
 
 // identity returns the replication identity the proxy presents now.
 func (s *Server) identity() history.Identity { return s.hist.Identity() }

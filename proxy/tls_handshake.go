@@ -21,13 +21,6 @@ import (
 // goroutine and descriptor for that long at most.
 const tlsHandshakeTimeout = 10 * time.Second
 
-// tlsLoadError is a failure to build the TLS material at CONFIG SET: Redis
-// answers it with "Unable to update TLS configuration" and keeps the old.
-type tlsLoadError struct{ err error }
-
-func (e *tlsLoadError) Error() string { return "load TLS material: " + e.err.Error() }
-func (e *tlsLoadError) Unwrap() error { return e.err }
-
 // listenerTLS is the tls.Config of tls-port's listener: every handshake
 // takes the server config in force then.
 func listenerTLS(conf *liveConfig) *tls.Config {

@@ -111,7 +111,7 @@ func (s *Server) logReport(now time.Time) report.Log {
 		return r
 	}
 	r.Open, r.Live = true, !d.follow.Down()
-	r.Size, r.Fsync, r.Window = cfg.ReplLogSize, string(cfg.ReplLogFsync), s.logBehindLimit()
+	r.Size, r.Fsync, r.Window = cfg.ReplLogSize, string(cfg.ReplLogFsync), logBehindLimit(cfg)
 	r.ReplID = d.log.Identity().ReplID
 	r.Stats = d.log.Stats()
 	r.SyncAge = -1

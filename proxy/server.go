@@ -269,10 +269,10 @@ func (s *Server) openDir(cfg *config.Config, opts Options, made *undoStack) erro
 			s.dir.logOpenErr = msg
 		} else {
 			made.push(d.close)
-			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
+			d.follow = history.NewFollower(s.hist, d.log, d.lg, d.followerConfig(&s.conf, cmp.Or(opts.logRetry, logRetryInterval)))
 			s.durable = d
 			s.hist.SetLog(d.log)
-			s.recovered(d)
+			d.recover(s.hist, s.up)
 		}
 	}
 	s.snaps = newSnapshots(s, opts)
@@ -649,6 +649,10 @@ func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64)
 
 // memoryReport is used_memory's accounting now (memory.report).
 func (s *Server) memoryReport() eviction.Report { return s.mem.report() }
+
+// memoryWindow is how far behind the stream's end a replica may be and
+// still be sent from memory while the stream log runs (durable.go).
+func (s *Server) memoryWindow() int64 { return memoryWindow(s.config()) }
 
 // logLive reports whether the stream log follows the stream now.
 func (s *Server) logLive() bool { return s.durable.live() }

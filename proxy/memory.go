@@ -13,14 +13,8 @@ import (
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/sysmem"
-	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 )
-
-// clientBufferBytes is what each connection's reader holds at least: its
-// bufio buffer (Redis's PROTO_IOBUF_LEN). The command being read comes on
-// top (client.bufferBytes).
-const clientBufferBytes = wire.ReadBufferSize
 
 // overLimitLogEvery rate-limits the "over maxmemory" warning of noeviction.
 const overLimitLogEvery = time.Minute

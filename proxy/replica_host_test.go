@@ -13,7 +13,7 @@ import (
 func TestReplicaHostCommands(t *testing.T) {
 	s := linkNewServer(t, hclog.Off)
 	conn, _ := linkPipe(t)
-	c := newClient(s, 1, conn)
+	c := s.clientOf(1, conn)
 	h := &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}
 	h.Replconf()
 	if got := *c.lastCmd.Load(); got != "replconf" {

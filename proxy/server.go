@@ -573,7 +573,7 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, r
 	}
 	c, ok := (*client)(nil), true
 	if reserved {
-		c = s.clients.addReserved(func(id int64) *client { return newClient(s, id, conn) })
+		c = s.clients.addReserved(func(id int64) *client { return s.clientOf(id, conn) })
 	} else {
 		c, ok = s.register(conn)
 	}
@@ -594,7 +594,14 @@ func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, r
 
 // register adds a connection to the client registry, unless maxclients is reached.
 func (s *Server) register(conn net.Conn) (*client, bool) {
-	return s.clients.add(s.config().MaxClients, func(id int64) *client { return newClient(s, id, conn) })
+	return s.clients.add(s.config().MaxClients, func(id int64) *client { return s.clientOf(id, conn) })
+}
+
+// clientOf makes the client of conn, with id (newClient): handed what every
+// client shares, as the default user.
+func (s *Server) clientOf(id int64, conn net.Conn) *client {
+	shared := clientShared{conf: &s.conf, stats: &s.stats, limitLog: &s.protect.limitLog}
+	return newClient(id, conn, shared, s.log, s.access.users.Default(), s.access.defaultOpen())
 }
 
 // closeClients closes every client connection, which ends their goroutines.

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/clientlist"
@@ -14,6 +16,112 @@ import (
 // flushThreshold is how much reply a pipelined batch may gather before it is
 // written even though more commands are buffered.
 const flushThreshold = 64 << 10
+
+// acceptLoop accepts connections until the listener is closed. Each client's
+// goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
+// so that a slow one holds up no other client, and the connection counts
+// against maxclients from accept on. Any other accept error (EMFILE when the process is out
+// of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
+// retried after a back-off: a proxy that stops accepting would leave every
+// replica without a way back.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, isTLS bool) error {
+	var delay time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			delay = nextAcceptDelay(delay)
+			if ok, n := s.protect.acceptLog.allow(time.Now(), logEvery); ok {
+				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		delay = 0
+		s.stats.ConnectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
+		if isTLS {
+			s.stats.TLSConnectionsReceived.Add(1)
+			// The handshake holds a descriptor and a goroutine for up to its
+			// timeout, so it takes a client's slot from accept on, as Redis
+			// creates the client before the handshake; past maxclients the
+			// connection is closed at once. Redis's error cannot go out
+			// before the handshake (Redis writes nothing either): it drops.
+			if !s.clients.reserve(s.config().MaxClients) {
+				s.stats.RejectedConnections.Add(1)
+				conn.Close()
+				continue
+			}
+			wg.Go(func() {
+				if tc, ok := s.handshakeTLS(ctx, conn); ok {
+					s.admit(ctx, tc, wg, true)
+				}
+			})
+			continue
+		}
+		s.admit(ctx, conn, wg, false)
+	}
+}
+
+// admit serves a new connection (after its TLS handshake, on tls-port):
+// protected mode and maxclients, then a goroutine that joins wg. reserved
+// says the connection holds a slot of the registry already (a TLS one,
+// reserved at accept): it becomes the client's, or is given back.
+func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
+	if deniedByProtectedMode(s.clientConf(), s.access.defaultOpen(), conn.RemoteAddr()) {
+		if reserved {
+			s.clients.unreserve()
+		}
+		s.stats.RejectedConnections.Add(1) // as Redis counts it
+		wg.Go(func() { deny(conn) })
+		return
+	}
+	c, ok := (*client)(nil), true
+	if reserved {
+		c = s.clients.addReserved(func(id int64) *client { return s.clientOf(id, conn) })
+	} else {
+		c, ok = s.register(conn)
+	}
+	if !ok {
+		s.stats.RejectedConnections.Add(1)
+		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+		conn.Close()
+		return
+	}
+	if ctx.Err() != nil {
+		// Run cancels ctx before closeClients lists the clients: a client
+		// registered after that list (a TLS handshake that ended just then)
+		// sees the cancel here and is closed, so none is left open.
+		c.closeFor(downstream.CloseServerShutdown)
+	}
+	wg.Go(func() { s.serveClient(ctx, c) })
+}
+
+// register adds a connection to the client registry, unless maxclients is reached.
+func (s *Server) register(conn net.Conn) (*client, bool) {
+	return s.clients.add(s.config().MaxClients, func(id int64) *client { return s.clientOf(id, conn) })
+}
+
+// clientOf makes the client of conn, with id (newClient): handed what every
+// client shares, as the default user.
+func (s *Server) clientOf(id int64, conn net.Conn) *client {
+	shared := clientShared{conf: &s.conf, stats: &s.stats, limitLog: &s.protect.limitLog}
+	return newClient(id, conn, shared, s.log, s.access.users.Default(), s.access.defaultOpen())
+}
+
+// closeClients closes every client connection, which ends their goroutines.
+func (s *Server) closeClients() {
+	for _, c := range s.clients.clients() {
+		c.closeFor(downstream.CloseServerShutdown)
+	}
+}
 
 // serveClient reads and runs commands until the client leaves, breaks the
 // protocol, or the server stops; a client that becomes a replica is then

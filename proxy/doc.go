@@ -42,7 +42,7 @@
 //     tlsconf (sockets, TLS files), webconfig (the monitoring port's web
 //     configuration), sysmem (the OS's memory), wire, config.
 //
-// This package's own: the Server (server.go: New, Run, Close; drain.go:
+// This package's own: the Server (server.go; assemble.go: New; run.go: Run, Close; drain.go:
 // Shutdown's drain; supervise.go: what a supervisor is told), the listeners
 // (listener_set.go; opened by package listen) and TLS material (tls_handshake.go; built
 // by package tlsconf),

@@ -114,7 +114,7 @@ func (l *lifecycle) draining() bool {
 }
 
 // drain is Run's graceful stop, on the stop actor's goroutine before the
-// actors are stopped (server.go, actors): it closes the listeners, ends
+// actors are stopped (run.go, actors): it closes the listeners, ends
 // the upstream link (stopLink) and waits until it has ended (linkDone),
 // then waits for the replicas to catch up. It returns at the deadline, or
 // when ctx ends.

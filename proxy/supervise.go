@@ -21,7 +21,7 @@ import (
 // Status from the monitor's goroutine after that (within a round, 100 ms),
 // only when the status changed; Stopping once, after Ready, from the stop
 // actor's goroutine when a graceful stop begins, else from Run's goroutine
-// (server.go, actors). No lock of the server is held during a call, which
+// (run.go, actors). No lock of the server is held during a call, which
 // may do I/O but should not block for long.
 type Supervisor interface {
 	Ready(status string)

@@ -71,12 +71,11 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
 		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
 	s.protect = newProtection(opts.FileLimit)
-	s.commands = commandTable()
 	docs, err := commanddocs.LoadEmbedded()
 	if err != nil {
 		return nil, err // only a broken build: its test checks the file
 	}
-	s.cmdDocs = docs
+	s.commands = newCommandTable(commandEntries(s), docs)
 	s.access, err = newAccess(cfg, &s.stats, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
 	if err != nil {
 		return nil, err

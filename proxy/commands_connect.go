@@ -161,28 +161,6 @@ func (s *Server) cmdTime(c *client, _ [][]byte) bool {
 	return false
 }
 
-// unknownSub is Redis 7.0's reply to an unknown subcommand
-// (commandCheckExistence): the name as C sees it, cut to 128 bytes, and the
-// command in upper case.
-func unknownSub(c *client, args [][]byte) {
-	sub := wire.CString(string(args[1]))
-	if len(sub) > 128 {
-		sub = sub[:128]
-	}
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", sub, wire.Upper(wire.CString(string(args[0])))))
-}
-
-// subSyntaxError is Redis's reply to a subcommand it has, used with
-// arguments it does not take (addReplySubcommandSyntaxError).
-func subSyntaxError(c *client, args [][]byte) {
-	sub := wire.CString(string(args[1]))
-	if len(sub) > 128 {
-		sub = sub[:128]
-	}
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
-		sub, wire.Upper(wire.CString(string(args[0])))))
-}
-
 // cmdSlowlog is SLOWLOG GET [count], LEN, RESET and HELP, always empty;
 // dispatch has checked the subcommand and its arity.
 func (s *Server) cmdSlowlog(c *client, args [][]byte) bool {
@@ -283,7 +261,7 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 		return false
 	}
 	var misuse commanddocs.Misuse
-	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
+	c.out, misuse = s.commands.docs.Reply(c.out, c.proto(), args, len(s.commands.byName))
 	switch misuse {
 	case commanddocs.WrongArity:
 		// Not reached: dispatch checks the subcommand's arity first.

@@ -143,7 +143,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	lg := c.log.With("replica-address", c.hs.Address(c.addr))
 	r := downstream.New(downstream.Config{ID: c.id, Conn: c.conn, Reader: c.rd, Addr: c.addr,
 		Handshake: c.hs, Legacy: legacy, Plan: plan, Hist: s.hist, Counters: s.replicaCounters(), Log: lg,
-		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}})
+		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands.byName["replconf"].name}})
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
 	if plan.Partial {

@@ -218,3 +218,9 @@ func (w *crc64Writer) Write(p []byte) (int, error) {
 	w.crc = rdbcheck.CRC64(w.crc, p)
 	return len(p), nil
 }
+
+// servedCommands is the command table by name, with no server to run its
+// commands: its names and shapes.
+func servedCommands() map[string]command {
+	return newCommandTable(commandEntries(nil), nil).byName
+}

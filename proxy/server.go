@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/eviction"
-	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
@@ -50,9 +49,10 @@ type Server struct {
 	durable *durable // the stream log (durable.go); nil with repl-log-size 0
 	// dir is dir's lock and why the stream log could not be opened there
 	// (dirlock.go). Set by New.
-	dir      *dataDir
-	commands map[string]command
-	cmdDocs  *commanddocs.Docs // COMMAND's entries; read-only
+	dir *dataDir
+	// commands is the command table and COMMAND's entries
+	// (command_table.go), its handlers bound to this server. Set by New.
+	commands *commandTable
 	// access is the ACL users, the ACL LOG and the failed AUTHs' log
 	// (auth.go). Set by New.
 	access *access

@@ -30,76 +30,70 @@ const Version = "0.1.0"
 const redisCompatVersion = "7.0.15"
 
 // A Server is one replproxy: the upstream link to a primary, the shared
-// stream, and the listener that serves replicas and admin clients. Build one
-// with New, run it with Run; several can run in one process.
+// stream, and the listeners that serve replicas and admin clients. Build
+// one with New (assemble.go), run it with Run (run.go); several can run in
+// one process.
+//
+// Its fields are the owners of its state, each in a file (or a package) of
+// its own, with its own lock or atomics. New makes each one and hands it
+// what it needs of the others; none holds the Server. The Server's own
+// methods are the parts built on all of them: serving a client
+// (client_conn.go), the commands (dispatch.go, commands*.go), the report
+// (report_read.go), the hosts of the link and of the replicas (primary.go,
+// replica_host.go) and the monitoring port (metrics_port.go). Every field
+// is set by New and never replaced.
 type Server struct {
-	log  hclog.Logger
-	pool *replbuf.Pool
-	hist *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
-	// process is who this server is to INFO and the logs: its run ID, pid,
-	// start time and configuration file. Set by New, read-only.
-	process report.Process
-
-	stats report.Stats
-	up    *upstream.Link // the link to the primary (package upstream; its Host in primary.go)
-	// snaps carries out the snapshot work the history decides (package
-	// snapshots, primary.go): fetches, payloads, spills, persists. Set by
-	// New, run by Run.
+	// The replication data: the stream's blocks, the history that holds
+	// the stream and the snapshots, the stream log in dir (its follower is
+	// one of Run's actors), dir's lock, the snapshot work (the Keeper, an
+	// actor), and the link to the primary (an actor; its Host is
+	// primary.go's).
+	pool    *replbuf.Pool
+	hist    *history.History
+	durable *durable // durable.go; nil with repl-log-size 0
+	dir     *dataDir // dirlock.go
 	snaps   *snapshots.Keeper
-	durable *durable // the stream log (durable.go); nil with repl-log-size 0
-	// dir is dir's lock and why the stream log could not be opened there
-	// (dirlock.go). Set by New.
-	dir *dataDir
-	// commands is the command table and COMMAND's entries
-	// (command_table.go), its handlers bound to this server. Set by New.
-	commands *commandTable
-	// access is the ACL users, the ACL LOG and the failed AUTHs' log
-	// (auth.go). Set by New.
-	access *access
-	// mem is the server's memory bookkeeping, eviction and returns to the
-	// OS (memory.go); cron is the monitor (cron.go). Set by New.
-	mem  *memory
-	cron *cron
+	up      *upstream.Link
 
-	// listeners are the client listeners and the TLS configuration of
-	// their handshakes (listener_set.go): opened by New, replaced by CONFIG
-	// SET port or bind, closed by Run's end, a drain or Close.
-	listeners *listenerSet
-	// monitoring is metrics-port's server (metrics_port.go); nil when off. Set
-	// by New, served by Run, closed at its end or by Close.
-	monitoring *metrics.Server
+	// What the replicas share: the inline fan-out the link's goroutine
+	// writes through (a leaf lock), and the slots of compressed links (an
+	// atomic) each client's goroutine takes at REPLCONF and gives back at
+	// its end.
+	fanout    downstream.Fanout
+	linkSlots downstream.LinkSlots
 
-	// conf is the configuration in force (settings.go), published
-	// copy-on-write; changes are its writers, CONFIG SET, REPLICAOF and
-	// CONFIG REWRITE. Set by New.
+	// The clients: the listeners (each served by an accept loop of the
+	// clients actor), the registry, the Pub/Sub channels, the ACL users,
+	// what protects the proxy from strangers, and the command table.
+	listeners *listenerSet              // listener_set.go
+	clients   *registry                 // registry.go; never locked with hist's lock
+	pubsub    *pubsub.Channels[*client] // package pubsub
+	access    *access                   // auth.go
+	protect   *protection               // protect.go
+	commands  *commandTable             // command_table.go
+
+	// The configuration in force, read with one atomic load, and its
+	// writers, CONFIG SET, REPLICAOF and CONFIG REWRITE (settings.go).
 	conf    liveConfig
 	changes *configChanges
 
-	// clients is the client registry (registry.go), under its own lock,
-	// never held together with hist's.
-	clients *registry
-	// pubsub is the channels subscribed to and their subscribers
-	// (package pubsub), under its own lock.
-	pubsub *pubsub.Channels[*client]
+	// The background: the monitor (cron.go), an actor, and the memory it
+	// watches (memory.go), whose returns to the OS another actor makes.
+	cron *cron
+	mem  *memory
 
-	// fanout is the set of replicas the upstream link sends to inline after
-	// each publish (downstream.Fanout), under its own lock, a leaf.
-	fanout downstream.Fanout
-	// linkSlots are the connections agreed to a compressed link, against
-	// repl-link-compression-max-links (an atomic): each client's goroutine
-	// takes its slot at REPLCONF and gives it back at its end.
-	linkSlots downstream.LinkSlots
-
-	// protect is the open file limit's check and the rate-limited logs of
-	// what strangers can repeat (protect.go). Set by New.
-	protect *protection
-
-	// life is the server's life (drain.go): Run, Close, Shutdown's graceful
-	// stop, and what New made. Set by New, last.
-	life *lifecycle
-	// supervision tells Options.Supervisor of the server's life
-	// (supervise.go). Set by New.
+	// The figures and who is told: the counters behind INFO and /metrics,
+	// the process's identity, metrics-port's server (metrics_port.go; an
+	// actor, nil when off), the supervisor (supervise.go).
+	stats       report.Stats
+	process     report.Process
+	monitoring  *metrics.Server
 	supervision *supervision
+
+	// The server's life (drain.go): Run, Close, Shutdown's graceful stop,
+	// and the closers of what New made. log is the root logger.
+	life *lifecycle
+	log  hclog.Logger
 }
 
 // Options are what New needs besides the configuration.
@@ -136,6 +130,11 @@ type Options struct {
 	// writes to systemd's notify socket under supervised systemd.
 	Supervisor Supervisor
 }
+
+// The methods below are the Server's API and the few questions the parts
+// built on it ask of its owners (the link's and the replicas' hosts,
+// primary.go and replica_host.go, above all): each one line, answered by
+// the owner it names.
 
 // Addr returns the address of the first plain listener, or of the first
 // TLS one when there is no plain listener (port 0 with a tls-port): where

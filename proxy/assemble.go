@@ -165,7 +165,8 @@ func (s *Server) openDir(cfg *config.Config, opts Options, made *undoStack) erro
 }
 
 // applyConfig puts the effects of a newly published configuration into
-// force. REQUIRES: no lock held, called in publication order (finish).
+// force. REQUIRES: no lock held, called in publication order
+// (configChanges.finish).
 func (s *Server) applyConfig(prev, next *config.Config) {
 	if next.MaxMemory != prev.MaxMemory && s.mem.onMaxMemory != nil {
 		s.changes.io("memory limit") // cmd/replproxy's logs

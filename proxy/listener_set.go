@@ -166,8 +166,8 @@ type listenerChange struct {
 // the new ones still fail, opens the old ones again, as redis-server's
 // changeBindAddr does; the configuration in force is prev's throughout,
 // as no other change runs, and the change is then never undone.
-// io tells the change's test hook of each piece of I/O (liveConfig.io).
-// REQUIRES: no lock held; a change started (liveConfig.start), alone when
+// io tells the change's test hook of each piece of I/O (configChanges.io).
+// REQUIRES: no lock held; a change started (configChanges.start), alone when
 // alone is set.
 func (ls *listenerSet) prepare(prev, next *config.Config, alone bool, io func(what string)) (lc *listenerChange, conflict bool, err error) {
 	bindChanged := !slices.Equal(next.Bind, prev.Bind)

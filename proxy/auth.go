@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/acl"
-	"github.com/replproxy/replproxy/proxy/clientlist"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/report"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -19,6 +17,27 @@ import (
 // the clients a change of users disconnects. Every client starts as the
 // default user, authenticated when that user is on and needs no password
 // (requirepass unset), as in Redis; AUTH and HELLO's AUTH make it another.
+
+// access is the server's side of the ACL users: the users and the ACL LOG
+// (both safe for concurrent use), the rate-limited log of failed AUTHs,
+// and the acl_access_denied_ counters it adds to. Made by New; any
+// client's goroutine calls it.
+type access struct {
+	users   *acl.Users
+	aclLog  *acl.Log
+	authLog logLimiter // failed AUTH
+	stats   *report.Stats
+}
+
+// newAccess builds the users the configuration declares (newUsers) and
+// the ACL LOG; warn is told of each user left off.
+func newAccess(cfg *config.Config, stats *report.Stats, warn func(msg string)) (*access, error) {
+	users, err := newUsers(cfg, warn)
+	if err != nil {
+		return nil, err
+	}
+	return &access{users: users, aclLog: acl.NewLog(int(min(cfg.ACLLogMaxLen, 1<<31-1))), stats: stats}, nil
+}
 
 // newUsers builds the users the configuration declares: the default user's
 // password (requirepass), then the user lines or the aclfile (never both:
@@ -53,15 +72,12 @@ func newUsers(cfg *config.Config, log func(msg string)) (*acl.Users, error) {
 	return users, nil
 }
 
-// userOf is the user c runs as. Any goroutine.
-func (c *client) userOf() *acl.User { return c.user.Load() }
-
 // authRequired reports whether c must authenticate before a command that
 // needs it: it has not, and the default user is off or has a password
 // (Redis's authRequired). A client counts as authenticated when it
 // connected (or RESET) while the default user was open, as in Redis.
-func (s *Server) authRequired(c *client) bool {
-	return !c.authed && !s.defaultOpen()
+func (a *access) authRequired(c *client) bool {
+	return !c.authed && !a.defaultOpen()
 }
 
 // permitted checks args, the command r, against c's user's rules; a
@@ -74,7 +90,7 @@ func (s *Server) authRequired(c *client) bool {
 // 7.2 has it) is allowed to users that may run every subcommand of its
 // container, and refused to any other; so is, should one ever get here, a
 // name the ACL's table does not know: nothing unknown runs unchecked.
-func (s *Server) permitted(c *client, args [][]byte, r resolved) bool {
+func (a *access) permitted(c *client, args [][]byte, r resolved) bool {
 	u := c.userOf()
 	p := u.Profile()
 	var d *acl.Denied
@@ -90,24 +106,16 @@ func (s *Server) permitted(c *client, args [][]byte, r resolved) bool {
 	}
 	switch d.Reason {
 	case acl.ReasonKey:
-		s.stats.ACLDeniedKey.Add(1)
+		a.stats.ACLDeniedKey.Add(1)
 	case acl.ReasonChannel:
-		s.stats.ACLDeniedChannel.Add(1)
+		a.stats.ACLDeniedChannel.Add(1)
 	default:
-		s.stats.ACLDeniedCmd.Add(1)
+		a.stats.ACLDeniedCmd.Add(1)
 	}
-	s.aclLog.Add(acl.Event{Reason: d.Reason, Context: acl.ContextToplevel, Object: d.Object,
-		Username: u.Name(), ClientInfo: s.clientInfoLine(c)}, time.Now())
+	a.aclLog.Add(acl.Event{Reason: d.Reason, Context: acl.ContextToplevel, Object: d.Object,
+		Username: u.Name(), ClientInfo: c.infoLine()}, time.Now())
 	c.out = wire.AppendError(c.out, d.Error())
 	return false
-}
-
-// clientInfoLine is c's CLIENT LIST line without its newline, as ACL LOG's
-// client-info shows it.
-func (s *Server) clientInfoLine(c *client) string {
-	var b strings.Builder
-	clientlist.Append(&b, c.listed(time.Now()))
-	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // authenticate checks user and pass, for AUTH and HELLO's AUTH option (cmd
@@ -117,12 +125,12 @@ func (s *Server) clientInfoLine(c *client) string {
 // put in the ACL LOG under the command's name as sent, as Redis names it,
 // and the WRONGPASS reply appended. An unknown user, an off one and a
 // wrong password fail alike, as in Redis.
-func (s *Server) authenticate(c *client, cmd []byte, user string, pass []byte) bool {
-	u, ok := s.users.Authenticate(user, pass)
+func (a *access) authenticate(c *client, cmd []byte, user string, pass []byte) bool {
+	u, ok := a.users.Authenticate(user, pass)
 	if !ok {
-		s.authFailed(c)
-		s.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: string(cmd),
-			Username: user, ClientInfo: s.clientInfoLine(c)}, time.Now())
+		a.authFailed(c)
+		a.aclLog.Add(acl.Event{Reason: acl.ReasonAuth, Context: acl.ContextToplevel, Object: string(cmd),
+			Username: user, ClientInfo: c.infoLine()}, time.Now())
 		c.out = wire.AppendError(c.out, "WRONGPASS invalid username-password pair or user is disabled.")
 		return false
 	}
@@ -131,50 +139,22 @@ func (s *Server) authenticate(c *client, cmd []byte, user string, pass []byte) b
 	return true
 }
 
-// disconnectUsers closes the clients running as a user that no longer
-// exists (ACL DELUSER, ACL LOAD), as Redis frees them, replicas included:
-// the connection that asked is closed after its reply (quit).
-func (s *Server) disconnectUsers(self *client) (quit bool) {
-	for _, o := range s.clients.clients() {
-		if !o.userOf().Deleted() {
-			continue
-		}
-		quit = quit || s.closeClient(self, o, downstream.CloseKilled)
-	}
-	return quit
-}
-
-// disconnectRevokedSubscribers closes u's subscribers subscribed to a
-// channel u's new rules refuse (ACL SETUSER), as Redis does.
-func (s *Server) disconnectRevokedSubscribers(self *client, u *acl.User) (quit bool) {
-	p := u.Profile()
-	for _, o := range s.pubsub.Refused(func(o *client) bool { return o.userOf() == u }, p.CanSubscribe) {
-		quit = quit || s.closeClient(self, o, downstream.CloseKilled)
-	}
-	return quit
-}
-
-// closeClient closes o for reason, or, when o is self, reports that it
-// closes once its reply is written.
-func (s *Server) closeClient(self, o *client, reason downstream.CloseReason) (quit bool) {
-	switch r := o.asReplica.Load(); {
-	case o == self:
-		downstream.FirstReason(&self.reason, reason)
-		return true
-	case r != nil:
-		r.Close(reason, nil)
-	default:
-		o.closeFor(reason)
-	}
-	return false
-}
-
 // errNoACLFile refuses ACL LOAD and SAVE without an aclfile.
 var errNoACLFile = errors.New(acl.ErrNoACLFile)
 
 // defaultOpen reports whether the default user is on and needs no
 // password: clients need not authenticate, and protected mode applies.
-func (s *Server) defaultOpen() bool {
-	d := s.users.Default().Profile()
+func (a *access) defaultOpen() bool {
+	d := a.users.Default().Profile()
 	return d.Enabled() && d.NoPass()
+}
+
+// authFailed counts a refused AUTH (acl_access_denied_auth, as Redis 7 does)
+// and logs it at most once per logEvery: a stranger may send thousands of
+// them in one pipeline.
+func (a *access) authFailed(c *client) {
+	a.stats.ACLDeniedAuth.Add(1)
+	if ok, n := a.authLog.allow(time.Now(), logEvery); ok {
+		c.log.Warn("authentication failed", "suppressed", n)
+	}
 }

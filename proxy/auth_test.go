@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/report"
 )
 
 // TestUsersFromFiles: users come from user lines or an aclfile; ACL SAVE
@@ -156,5 +158,38 @@ func TestRevokedChannels(t *testing.T) {
 	}
 	if got := keep.do("PING"); !strings.Contains(got, "pong") {
 		t.Errorf("the subscriber to an allowed channel: PING answered %q", got)
+	}
+}
+
+// TestAccessOnItsOwn: access, made with no server, asks a client of a
+// default user with a password to authenticate, refuses a wrong password
+// (counted, in the ACL LOG, WRONGPASS) and takes the right one.
+func TestAccessOnItsOwn(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.RequirePass = "secret"
+	var stats report.Stats
+	a, err := newAccess(cfg, &stats, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf liveConfig
+	conf.cur.Store(newSettings(cfg, nil))
+	conn, peer := net.Pipe()
+	defer peer.Close()
+	defer conn.Close()
+	c := newClient(1, conn, clientShared{conf: &conf, stats: &stats, limitLog: &logLimiter{}}, hclog.NewNullLogger(),
+		a.users.Default(), a.defaultOpen())
+	if a.defaultOpen() || !a.authRequired(c) {
+		t.Fatal("a default user with a password is open")
+	}
+	if a.authenticate(c, []byte("AUTH"), "default", []byte("wrong")) || !strings.HasPrefix(string(c.out), "-WRONGPASS") {
+		t.Fatalf("a wrong password: %q", c.out)
+	}
+	if stats.ACLDeniedAuth.Load() != 1 || a.aclLog.Len() != 1 {
+		t.Fatalf("a wrong password counted %d times, %d ACL LOG entries; want 1, 1", stats.ACLDeniedAuth.Load(), a.aclLog.Len())
+	}
+	c.out = c.out[:0]
+	if !a.authenticate(c, []byte("AUTH"), "default", []byte("secret")) || a.authRequired(c) {
+		t.Fatal("the right password did not authenticate")
 	}
 }

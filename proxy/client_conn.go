@@ -3,145 +3,124 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/clientlist"
-	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/proxy/listen"
-	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
-
-// clientWriteTimeout bounds one write of replies to an admin client.
-const clientWriteTimeout = 10 * time.Second
-
-// flushChunk is the most one write of replies sends, so that the soft output
-// limit sees progress between writes.
-const flushChunk = 256 << 10
-
-// errOutputLimit ends a flush to a client closed for its output buffer.
-var errOutputLimit = errors.New("output buffer over client-output-buffer-limit normal")
-
-// minSoftWait is the shortest write a client over the soft output limit is
-// given (the monitor's period).
-const minSoftWait = monitorInterval
 
 // flushThreshold is how much reply a pipelined batch may gather before it is
 // written even though more commands are buffered.
 const flushThreshold = 64 << 10
 
-// A client is one connection to the proxy: an admin client or (later in its
-// life) a replica. Its goroutine, serveClient, owns every field not marked
-// otherwise.
-type client struct {
-	srv     *Server
-	id      int64
-	conn    net.Conn
-	addr    string // remote address
-	laddr   string // local address
-	fd      int    // the socket's descriptor, for CLIENT LIST; -1 when it has none
-	created time.Time
-	log     hclog.Logger
-
-	rd  *wire.CommandReader
-	out []byte
-	// authed: the client authenticated (AUTH, HELLO's AUTH) as user, which
-	// it runs as from then on; until then it is the default user's, and
-	// needs to authenticate only when that user is off or has a password
-	// (Server.authRequired). user is read by CLIENT LIST from any goroutine.
-	authed bool
-	user   atomic.Pointer[acl.User]
-	// subs are the channels the client is subscribed to
-	// (commands_sentinel.go).
-	subs map[string]struct{}
-	// box, once the client first subscribed, takes every reply to it, and
-	// publishers' messages, for its WriteLoop. Set by the client's
-	// goroutine before the client is first added to the channels;
-	// publishers read it under the channels' lock (package pubsub).
-	box *pubsub.Outbox
-
-	hs downstream.Handshake // what REPLCONF said
-
-	asReplica atomic.Pointer[downstream.Replica] // set by PSYNC/SYNC: the client is a replica from then on; any goroutine may read it
-	outCap    atomic.Int64                       // cap of out after the last flush, for memory accounting
-	name      atomic.Pointer[string]             // CLIENT SETNAME; read by CLIENT LIST
-	lastCmd   atomic.Pointer[string]             // for CLIENT LIST
-	lastUse   atomic.Int64                       // unix nanos of the last command, or of the last write to a subscriber (its box's WriteLoop)
-	subCount  atomic.Int32                       // len(subs), for CLIENT LIST
-	boxBytes  atomic.Int64                       // what box holds (written by it), for CLIENT LIST and memory
-	reason    atomic.Int32                       // a downstream.CloseReason, recorded by whoever closes the connection first
-	// resp is the client's wire.Proto: RESP2 from accept on, changed by
-	// HELLO on its own goroutine; atomic because CLIENT LIST (any client's
-	// goroutine) shows it.
-	resp atomic.Uint32
-}
-
-func newClient(s *Server, id int64, conn net.Conn) *client {
-	c := &client{
-		srv:     s,
-		id:      id,
-		conn:    conn,
-		addr:    conn.RemoteAddr().String(),
-		laddr:   conn.LocalAddr().String(),
-		fd:      listen.FD(conn),
-		created: time.Now(),
+// acceptLoop accepts connections until the listener is closed. Each client's
+// goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
+// so that a slow one holds up no other client, and the connection counts
+// against maxclients from accept on. Any other accept error (EMFILE when the process is out
+// of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
+// retried after a back-off: a proxy that stops accepting would leave every
+// replica without a way back.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, isTLS bool) error {
+	var delay time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			delay = nextAcceptDelay(delay)
+			if ok, n := s.protect.acceptLog.allow(time.Now(), logEvery); ok {
+				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		delay = 0
+		s.stats.ConnectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
+		if isTLS {
+			s.stats.TLSConnectionsReceived.Add(1)
+			// The handshake holds a descriptor and a goroutine for up to its
+			// timeout, so it takes a client's slot from accept on, as Redis
+			// creates the client before the handshake; past maxclients the
+			// connection is closed at once. Redis's error cannot go out
+			// before the handshake (Redis writes nothing either): it drops.
+			if !s.clients.reserve(s.config().MaxClients) {
+				s.stats.RejectedConnections.Add(1)
+				conn.Close()
+				continue
+			}
+			wg.Go(func() {
+				if tc, ok := s.handshakeTLS(ctx, conn); ok {
+					s.admit(ctx, tc, wg, true)
+				}
+			})
+			continue
+		}
+		s.admit(ctx, conn, wg, false)
 	}
-	c.log = s.log.Named("downstream").With("client-id", id, "address", c.addr)
-	cc := s.clientConf()
-	c.user.Store(s.users.Default())
-	c.authed = s.defaultOpen() // as Redis's clientSetDefaultAuth: kept when a password is set later
-	lim := cc.limits
-	lim.Unauthenticated = s.authRequired(c)
-	c.rd = wire.NewCommandReader(countingReader{wire.ConnReader(conn), &s.stats.NetInputBytes}, lim)
-	c.lastUse.Store(c.created.UnixNano())
-	c.resp.Store(uint32(wire.RESP2))
-	return c
 }
 
-// proto returns the RESP version the client's replies are written in: every
-// reply goes through it where RESP3 differs from RESP2 (a map, a null, a
-// verbatim string, a push), so that a command gets both by writing one.
-// Any goroutine.
-func (c *client) proto() wire.Proto { return wire.Proto(c.resp.Load()) }
-
-// replicaSet reports whether the client became a replica. Any goroutine.
-func (c *client) replicaSet() bool { return c.asReplica.Load() != nil }
-
-// clientName is its CLIENT SETNAME name, "" for none: logs name the client
-// that asked for a change by id, address and name.
-func (c *client) clientName() string {
-	if n := c.name.Load(); n != nil {
-		return *n
+// admit serves a new connection (after its TLS handshake, on tls-port):
+// protected mode and maxclients, then a goroutine that joins wg. reserved
+// says the connection holds a slot of the registry already (a TLS one,
+// reserved at accept): it becomes the client's, or is given back.
+func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
+	if deniedByProtectedMode(s.clientConf(), s.access.defaultOpen(), conn.RemoteAddr()) {
+		if reserved {
+			s.clients.unreserve()
+		}
+		s.stats.RejectedConnections.Add(1) // as Redis counts it
+		wg.Go(func() { deny(conn) })
+		return
 	}
-	return ""
+	c, ok := (*client)(nil), true
+	if reserved {
+		c = s.clients.addReserved(func(id int64) *client { return s.clientOf(id, conn) })
+	} else {
+		c, ok = s.register(conn)
+	}
+	if !ok {
+		s.stats.RejectedConnections.Add(1)
+		conn.Write([]byte("-ERR max number of clients reached\r\n"))
+		conn.Close()
+		return
+	}
+	if ctx.Err() != nil {
+		// Run cancels ctx before closeClients lists the clients: a client
+		// registered after that list (a TLS handshake that ended just then)
+		// sees the cancel here and is closed, so none is left open.
+		c.closeFor(downstream.CloseServerShutdown)
+	}
+	wg.Go(func() { s.serveClient(ctx, c) })
 }
 
-// closeFor closes the connection for reason, unless another was recorded
-// first; the client's goroutine then ends on the closed connection. Any
-// goroutine.
-func (c *client) closeFor(reason downstream.CloseReason) {
-	downstream.FirstReason(&c.reason, reason)
-	c.conn.Close()
+// register adds a connection to the client registry, unless maxclients is reached.
+func (s *Server) register(conn net.Conn) (*client, bool) {
+	return s.clients.add(s.config().MaxClients, func(id int64) *client { return s.clientOf(id, conn) })
 }
 
-// countingReader adds every byte read to a counter.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+// clientOf makes the client of conn, with id (newClient): handed what every
+// client shares, as the default user.
+func (s *Server) clientOf(id int64, conn net.Conn) *client {
+	shared := clientShared{conf: &s.conf, stats: &s.stats, limitLog: &s.protect.limitLog}
+	return newClient(id, conn, shared, s.log, s.access.users.Default(), s.access.defaultOpen())
 }
 
-func (r countingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n.Add(int64(n))
-	return n, err
+// closeClients closes every client connection, which ends their goroutines.
+func (s *Server) closeClients() {
+	for _, c := range s.clients.clients() {
+		c.closeFor(downstream.CloseServerShutdown)
+	}
 }
 
 // serveClient reads and runs commands until the client leaves, breaks the
@@ -178,7 +157,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReason, error) {
 	for ctx.Err() == nil {
 		cc := s.clientConf()
-		c.syncLimits(cc)
+		c.syncLimits(cc, s.access.authRequired(c))
 		cmd, err := c.rd.ReadCommand()
 		if err != nil {
 			var pe *wire.ProtocolError
@@ -188,7 +167,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 				c.flush()
 			case errors.Is(err, wire.ErrQueryLimit):
 				s.stats.QueryLimitDisconnects.Add(1)
-				if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
+				if ok, n := s.protect.limitLog.allow(time.Now(), logEvery); ok {
 					c.log.Warn("client closed: its command reached client-query-buffer-limit",
 						"limit-bytes", cc.limits.MaxQuery, "suppressed", n)
 				}
@@ -202,7 +181,7 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 		c.lastUse.Store(time.Now().UnixNano())
 		quit := s.dispatch(c, cmd.Args)
 		if !c.replicaSet() && c.box == nil && c.overHardLimit(cc.output) {
-			s.closedByOutputLimit(c, downstream.CloseOutputHardLimit)
+			c.closedByOutputLimit(downstream.CloseOutputHardLimit)
 			return downstream.CloseOutputHardLimit, nil
 		}
 		if quit || c.replicaSet() || c.rd.Buffered() == 0 || len(c.out) >= flushThreshold {
@@ -219,99 +198,6 @@ func (s *Server) runClient(ctx context.Context, c *client) (downstream.CloseReas
 		}
 	}
 	return downstream.CloseServerShutdown, nil
-}
-
-// flush writes the gathered replies. While what is left to write is at or
-// over the soft limit of client-output-buffer-limit normal, the write may
-// take only the soft period; a client that reads slower than that is closed
-// for its output buffer, as Redis closes it.
-func (c *client) flush() error {
-	if len(c.out) == 0 {
-		return nil
-	}
-	if c.box != nil {
-		c.queueOut() // the outbox's WriteLoop writes, in order with messages
-		return nil
-	}
-	lim := c.srv.clientConf().output
-	if c.replicaSet() {
-		lim = config.OutputBufferLimit{} // the replica class is the monitor's
-	}
-	var err error
-	pending := c.out
-	var overSince time.Time
-	for len(pending) > 0 && err == nil {
-		now := time.Now()
-		deadline := now.Add(clientWriteTimeout)
-		over := lim.Soft > 0 && int64(len(pending)) >= lim.Soft
-		switch {
-		case !over:
-			overSince = time.Time{}
-		case overSince.IsZero():
-			overSince = now
-			// At least minSoftWait: the kernel needs a moment to take bytes
-			// even from a client that reads at once.
-			deadline = minTime(deadline, maxTime(now.Add(lim.SoftPeriod), now.Add(minSoftWait)))
-		case now.Sub(overSince) > lim.SoftPeriod:
-			c.srv.closedByOutputLimit(c, downstream.CloseOutputSoftLimit)
-			err = errOutputLimit
-			continue
-		default:
-			deadline = minTime(deadline, maxTime(overSince.Add(lim.SoftPeriod), now.Add(minSoftWait)))
-		}
-		c.conn.SetWriteDeadline(deadline)
-		var n int
-		n, err = c.conn.Write(pending[:min(len(pending), flushChunk)])
-		c.srv.stats.NetOutputBytes.Add(int64(n))
-		pending = pending[n:]
-		var ne net.Error
-		if over && errors.As(err, &ne) && ne.Timeout() && int64(len(pending)) >= lim.Soft {
-			c.srv.closedByOutputLimit(c, downstream.CloseOutputSoftLimit)
-		}
-	}
-	if cap(c.out) > 1<<20 {
-		c.out = nil // don't keep a huge reply buffer around
-	} else {
-		c.out = c.out[:0]
-	}
-	c.outCap.Store(int64(cap(c.out)))
-	return err
-}
-
-// overHardLimit reports whether the replies gathered reach the hard limit of
-// client-output-buffer-limit normal.
-func (c *client) overHardLimit(lim config.OutputBufferLimit) bool {
-	return lim.Hard > 0 && int64(len(c.out)) >= lim.Hard
-}
-
-// closedByOutputLimit counts and logs an admin client closed for its output
-// buffer (client_output_buffer_limit_disconnections) and closes it; its
-// goroutine then ends on the closed connection.
-func (s *Server) closedByOutputLimit(c *client, reason downstream.CloseReason) {
-	which := "hard"
-	if reason == downstream.CloseOutputSoftLimit {
-		which = "soft"
-	}
-	s.stats.OutputLimitDisconnects.Add(1)
-	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
-		c.log.Warn("client closed: output buffer over client-output-buffer-limit normal",
-			"limit-class", which, "pending-bytes", len(c.out), "suppressed", n)
-	}
-	c.closeFor(reason)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // cmdClient is CLIENT ID, GETNAME, SETNAME, LIST, INFO, SETINFO, KILL and
@@ -394,39 +280,6 @@ func (s *Server) clientList(c *client, opts [][]byte) {
 	c.out = c.proto().AppendVerbatim(c.out, "txt", b.String())
 }
 
-// listed is c as CLIENT LIST shows it and CLIENT KILL filters it. Any
-// goroutine: it reads only c's atomics and immutable fields.
-func (c *client) listed(now time.Time) clientlist.Client {
-	f := clientlist.Client{ID: c.id, Addr: c.addr, LAddr: c.laddr, FD: c.fd, Subs: c.subCount.Load(),
-		Age: int64(now.Sub(c.created) / time.Second), Proto: int(c.proto()),
-		Closing: downstream.CloseReason(c.reason.Load()) != downstream.CloseNone}
-	if n := c.name.Load(); n != nil {
-		f.Name = *n
-	}
-	if u := c.userOf(); u != nil {
-		f.User = u.Name()
-	}
-	if l := c.lastCmd.Load(); l != nil {
-		f.Cmd = *l
-	}
-	// idle is since the client's last command (or message written to a
-	// subscriber), as Redis's lastinteraction; a replica sends no commands
-	// once streaming, but Redis counts each read from it, its ACKs every
-	// second, as an interaction too.
-	last := c.lastUse.Load()
-	if r := c.asReplica.Load(); r != nil {
-		last, f.Replica = max(last, r.AckTime()), true
-		f.Closing = f.Closing || r.Closed()
-		if cur := r.Cursor(); cur != nil {
-			f.OMem = cur.OutputBufferSize()
-		}
-	} else {
-		f.OMem = c.boxBytes.Load() // a subscriber's outbox
-	}
-	f.Idle = max(0, int64(now.Sub(time.Unix(0, last))/time.Second))
-	return f
-}
-
 // clientKill is CLIENT KILL <addr> (old form) or CLIENT KILL with ID, ADDR,
 // LADDR, TYPE (normal|replica|slave|master|pubsub), USER and SKIPME
 // filters, parsed in order as Redis 7.0 parses them: the first bad option
@@ -435,7 +288,7 @@ func (c *client) listed(now time.Time) clientlist.Client {
 // own address) gets its reply, and its connection is closed after it.
 func (s *Server) clientKill(c *client, args [][]byte) (quit bool) {
 	oldForm := len(args) == 1
-	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.users.Lookup(u) != nil }}
+	f := clientlist.KillFilter{SkipMe: true, Known: func(u string) bool { return s.access.users.Lookup(u) != nil }}
 	if oldForm {
 		f.Addr, f.ByAddr, f.SkipMe = string(args[0]), true, false
 	} else if reply := f.Parse(args); reply != "" {

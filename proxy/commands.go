@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/replproxy/replproxy/proxy/acl"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/tlsconf"
@@ -19,207 +18,39 @@ import (
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
-// A command is one entry of the command table.
-type command struct {
-	// arity follows Redis: n > 0 means exactly n arguments (the name
-	// included), n < 0 means at least -n.
-	arity int
-	// noAuth marks commands allowed before AUTH.
-	noAuth bool
-	run    func(s *Server, c *client, args [][]byte) (quit bool)
-
-	// name is the table's key, set by commandTable, for CLIENT LIST.
-	name *string
-	// subs are, for a command with subcommands (a container), the ones the
-	// proxy serves, by lower-case name; nil for any other command.
-	subs map[string]subcommand
-}
-
-// A subcommand is one the proxy serves of a container.
-type subcommand struct {
-	name  *string // its full name, as Redis 7 shows it: "client|kill"
-	arity int     // Redis's, the container's name included
-	// beyondRedis70: Redis 7.0 has no such subcommand (the proxy answers
-	// it as a later Redis does), so the ACL's table does not know it
-	// either: it is allowed to users that may run the whole container.
-	beyondRedis70 bool
-}
-
-// servedSubcommands are the subcommands the proxy serves, for each of its
-// containers: every one Redis 7.0 has there, but COMMAND GETKEYS and
-// GETKEYSANDFLAGS (the proxy holds no keys) and the CLIENT subcommands for
-// what it does not do (CACHING, GETREDIR, TRACKING and TRACKINGINFO,
-// NO-EVICT, PAUSE and UNPAUSE, REPLY, UNBLOCK), which are checked as Redis
-// checks them and then answered as unknown.
-var servedSubcommands = map[string][]string{
-	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
-	"client":  {"getname", "help", "id", "info", "kill", "list", "setname"},
-	"command": {"count", "docs", "help", "info", "list"},
-	"config":  {"get", "help", "resetstat", "rewrite", "set"},
-	"latency": {"doctor", "graph", "help", "histogram", "history", "latest", "reset"},
-	"slowlog": {"get", "help", "len", "reset"},
-}
-
-// clientSetInfoArity is Redis 7.2's arity of CLIENT SETINFO, the one
-// subcommand served that Redis 7.0 lacks.
-const clientSetInfoArity = 4
-
-// commandTable returns the commands the proxy answers. It is built per call
-// site rather than held in a package variable because handlers refer back to
-// it (COMMAND COUNT). A subcommand's arity is the one of Redis 7.0's table
-// (package acl), so that the two cannot differ.
-func commandTable() map[string]command {
+// commandEntries are the commands the proxy answers, each run on s
+// (newCommandTable completes them). s may be nil where only the table's
+// names and shapes are wanted: nothing runs then.
+func commandEntries(s *Server) map[string]command {
 	t := map[string]command{
-		"ping":      {arity: -1, run: (*Server).cmdPing},
-		"echo":      {arity: 2, run: (*Server).cmdEcho},
-		"quit":      {arity: -1, noAuth: true, run: (*Server).cmdQuit},
-		"auth":      {arity: -2, noAuth: true, run: (*Server).cmdAuth},
-		"info":      {arity: -1, run: (*Server).cmdInfo},
-		"role":      {arity: 1, run: (*Server).cmdRole},
-		"config":    {arity: -2, run: (*Server).cmdConfig},
-		"client":    {arity: -2, run: (*Server).cmdClient},
-		"command":   {arity: -1, run: (*Server).cmdCommand},
-		"select":    {arity: 2, run: (*Server).cmdSelect},
-		"replicaof": {arity: 3, run: (*Server).cmdReplicaOf},
-		"replconf":  {arity: -1, run: (*Server).cmdReplconf},
-		"psync":     {arity: -3, run: (*Server).cmdPSync},
-		"sync":      {arity: 1, run: (*Server).cmdSync},
-		"slaveof":   {arity: 3, run: (*Server).cmdReplicaOf},
-		"hello":     {arity: -1, noAuth: true, run: (*Server).cmdHello},
-		"reset":     {arity: 1, noAuth: true, run: (*Server).cmdReset},
-		"time":      {arity: 1, run: (*Server).cmdTime},
-		"slowlog":   {arity: -2, run: (*Server).cmdSlowlog},
-		"latency":   {arity: -2, run: (*Server).cmdLatency},
-		"shutdown":  {arity: -1, run: (*Server).cmdShutdown},
-		"acl":       {arity: -2, run: (*Server).cmdACL},
+		"ping":      {arity: -1, run: s.cmdPing},
+		"echo":      {arity: 2, run: s.cmdEcho},
+		"quit":      {arity: -1, noAuth: true, run: s.cmdQuit},
+		"auth":      {arity: -2, noAuth: true, run: s.cmdAuth},
+		"info":      {arity: -1, run: s.cmdInfo},
+		"role":      {arity: 1, run: s.cmdRole},
+		"config":    {arity: -2, run: s.cmdConfig},
+		"client":    {arity: -2, run: s.cmdClient},
+		"command":   {arity: -1, run: s.cmdCommand},
+		"select":    {arity: 2, run: s.cmdSelect},
+		"replicaof": {arity: 3, run: s.cmdReplicaOf},
+		"replconf":  {arity: -1, run: s.cmdReplconf},
+		"psync":     {arity: -3, run: s.cmdPSync},
+		"sync":      {arity: 1, run: s.cmdSync},
+		"slaveof":   {arity: 3, run: s.cmdReplicaOf},
+		"hello":     {arity: -1, noAuth: true, run: s.cmdHello},
+		"reset":     {arity: 1, noAuth: true, run: s.cmdReset},
+		"time":      {arity: 1, run: s.cmdTime},
+		"slowlog":   {arity: -2, run: s.cmdSlowlog},
+		"latency":   {arity: -2, run: s.cmdLatency},
+		"shutdown":  {arity: -1, run: s.cmdShutdown},
+		"acl":       {arity: -2, run: s.cmdACL},
 		// Pub/Sub, as a replica serves it (commands_sentinel.go, package pubsub).
-		"subscribe":   {arity: -2, run: (*Server).cmdSubscribe},
-		"unsubscribe": {arity: -1, run: (*Server).cmdUnsubscribe},
-		"publish":     {arity: 3, run: (*Server).cmdPublish},
+		"subscribe":   {arity: -2, run: s.cmdSubscribe},
+		"unsubscribe": {arity: -1, run: s.cmdUnsubscribe},
+		"publish":     {arity: 3, run: s.cmdPublish},
 	}
-	for name, cmd := range t {
-		cmd.name = &name
-		for _, sub := range servedSubcommands[name] {
-			full, arity, ok := acl.Lookup([][]byte{[]byte(name), []byte(sub)})
-			if !ok {
-				panic("proxy: Redis 7.0 has no subcommand " + name + "|" + sub) // the list above is wrong
-			}
-			if cmd.subs == nil {
-				cmd.subs = map[string]subcommand{}
-			}
-			cmd.subs[sub] = subcommand{name: &full, arity: arity}
-		}
-		t[name] = cmd
-	}
-	setInfo := "client|setinfo"
-	t["client"].subs["setinfo"] = subcommand{name: &setInfo, arity: clientSetInfoArity, beyondRedis70: true}
 	return t
-}
-
-// A resolved command is what dispatch found args to name, in Redis's order.
-type resolved struct {
-	cmd command
-	// full is the name Redis 7 shows the command by ("client|kill"), from
-	// the table, never a client's bytes: nil when args name nothing.
-	full  *string
-	arity int
-	// unserved: a subcommand of Redis 7.0 the proxy does not serve. It is
-	// checked as Redis checks it (arity, authentication, the ACL) and then
-	// answered as unknown: it never runs.
-	unserved bool
-	// beyondRedis70: a subcommand served that Redis 7.0 lacks
-	// (subcommand.beyondRedis70).
-	beyondRedis70 bool
-}
-
-// resolve finds the command args name, as Redis's lookupCommand does: the
-// command, and for a container with more than one argument the subcommand
-// args[1] names, among those the proxy serves, then among Redis 7.0's. ok
-// is false for a name neither has: dispatch answers it, and nothing of it
-// runs.
-func (s *Server) resolve(args [][]byte) (r resolved, ok bool) {
-	cmd, ok := s.commands[wire.Lower(string(args[0]))]
-	if !ok {
-		return r, false
-	}
-	r = resolved{cmd: cmd, full: cmd.name, arity: cmd.arity}
-	if cmd.subs == nil || len(args) < 2 {
-		return r, true
-	}
-	if sub, ok := cmd.subs[wire.Lower(string(args[1]))]; ok {
-		r.full, r.arity, r.beyondRedis70 = sub.name, sub.arity, sub.beyondRedis70
-		return r, true
-	}
-	full, arity, known := acl.Lookup(args[:2])
-	if !known {
-		return resolved{cmd: cmd}, false
-	}
-	r.full, r.arity, r.unserved = &full, arity, true
-	return r, true
-}
-
-// dispatch runs one command and appends its reply to c.out. Its checks run
-// in redis-server 7.0's order (processCommand): the command's existence
-// (an unknown subcommand is answered here, before authentication and the
-// ACL, as in Redis, and never reaches a handler), its arity, then
-// authentication, then the ACL.
-func (s *Server) dispatch(c *client, args [][]byte) (quit bool) {
-	r, ok := s.resolve(args)
-	// CLIENT LIST shows cmd=NULL after an unknown command, as Redis does:
-	// only names from the tables, never bytes a client chose, reach its
-	// lines.
-	c.lastCmd.Store(r.full)
-	switch {
-	case !ok && r.cmd.run != nil:
-		unknownSub(c, args)
-		return false
-	case !ok:
-		c.out = wire.AppendError(c.out, fmt.Sprintf(
-			"ERR replproxy relays replication only; '%s' is not served here (send it to the primary)", clip(wire.Lower(string(args[0])), 128)))
-		return false
-	}
-	if (r.arity > 0 && len(args) != r.arity) || (r.arity < 0 && len(args) < -r.arity) {
-		c.out = wire.AppendError(c.out, fmt.Sprintf("ERR wrong number of arguments for '%s' command", *r.full))
-		return false
-	}
-	if !r.cmd.noAuth && s.authRequired(c) {
-		c.out = wire.AppendError(c.out, "NOAUTH Authentication required.")
-		return false
-	}
-	if !s.permitted(c, args, r) {
-		return false
-	}
-	name := *r.cmd.name
-	if len(c.subs) > 0 && c.proto() == wire.RESP2 {
-		// A subscribed RESP2 client (commands_sentinel.go); in RESP3 a
-		// subscriber runs any command, and PING answers +PONG, as in Redis.
-		switch {
-		case !subscribedOnly[name]:
-			c.out = wire.AppendError(c.out, subscribedRefusal(*r.full))
-			return false
-		case name == "ping":
-			cmdPingSubscribed(c, args)
-			return false
-		}
-	}
-	if r.unserved {
-		unknownSub(c, args)
-		return false
-	}
-	if c.box != nil && (name == "psync" || name == "sync") {
-		// Its replies go through the outbox; a replica's through its writer.
-		c.out = wire.AppendError(c.out, "ERR replproxy serves no replica on a connection that subscribed to a channel")
-		return false
-	}
-	return r.cmd.run(s, c, args)
-}
-
-// clip shortens s for an error reply.
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 func (s *Server) cmdPing(c *client, args [][]byte) bool {
@@ -271,7 +102,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 		c.out = wire.AppendError(c.out, "ERR syntax error")
 		return false
 	}
-	if len(args) == 2 && s.users.Default().Profile().NoPass() {
+	if len(args) == 2 && s.access.users.Default().Profile().NoPass() {
 		c.out = wire.AppendError(c.out, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return false
 	}
@@ -279,7 +110,7 @@ func (s *Server) cmdAuth(c *client, args [][]byte) bool {
 	if len(args) == 3 {
 		user = string(args[1])
 	}
-	if !s.authenticate(c, args[0], user, args[len(args)-1]) {
+	if !s.access.authenticate(c, args[0], user, args[len(args)-1]) {
 		return false
 	}
 	c.out = wire.AppendSimple(c.out, "OK")
@@ -446,9 +277,9 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		}
 	}
 	// The change only edits and checks: the sockets of a new port or bind,
-	// a new dir's lock and the TLS files are taken by changeConfigTLS
+	// a new dir's lock and the TLS files are taken by configChanges.changeTLS
 	// (prepare), after it.
-	err := s.changeConfigTLS(firstTLS != "", func(prev, next *config.Config) error {
+	err := s.changes.changeTLS(firstTLS != "", func(prev, next *config.Config) error {
 		for i, name := range names {
 			// The value goes as one argument, spaces and all ("" clears a
 			// password); directives that take several words (bind, replicaof,
@@ -465,8 +296,8 @@ func (s *Server) configSet(c *client, args [][]byte) {
 		if err := next.Validate(); err != nil {
 			return fmt.Errorf("ERR CONFIG SET failed - %w", err)
 		}
-		if next.MaxClients != prev.MaxClients && s.fileLimit != nil {
-			if n := s.fileLimit(next.MaxClients); n < next.MaxClients {
+		if next.MaxClients != prev.MaxClients && s.protect.fileLimit != nil {
+			if n := s.protect.fileLimit(next.MaxClients); n < next.MaxClients {
 				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with %d", n)
 			}
 		}
@@ -474,7 +305,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			// Redis chdirs and replies with strerror; replproxy keeps no
 			// working directory, but a dir that is not one would fail
 			// every later spill.
-			s.io("stat dir")
+			s.changes.io("stat dir")
 			if err := checkDirUsable(next.Dir); err != nil {
 				return fmt.Errorf("ERR CONFIG SET failed (possibly related to argument 'dir') - %s", err)
 			}
@@ -483,7 +314,7 @@ func (s *Server) configSet(c *client, args [][]byte) {
 				// a new dir would hold none of the history a restart needs.
 				return errors.New("ERR CONFIG SET failed (possibly related to argument 'dir') - dir cannot change while the stream log is on (repl-log-size)")
 			}
-			// dir's lock moves with it (dirlock.go, prepareDir).
+			// dir's lock moves with it (dirlock.go, dataDir.prepare).
 		}
 		return nil
 	})
@@ -509,10 +340,10 @@ func (s *Server) configSet(c *client, args [][]byte) {
 
 // configRewrite is CONFIG REWRITE: the configuration in force written over
 // the file the server started from (config.Config.RewriteFile), with
-// redis-server's replies and log lines. rewriteMu makes rewrites one at a
-// time, so the file ends with the configuration of the last one to run.
+// redis-server's replies and log lines. Rewrites run one at a time
+// (configChanges.rewrite), so the file ends with the configuration of the last one to run.
 func (s *Server) configRewrite(c *client) {
-	if s.configFile == "" {
+	if s.process.ConfigFile == "" {
 		c.out = wire.AppendError(c.out, "ERR The server is running without a config file")
 		return
 	}
@@ -521,34 +352,18 @@ func (s *Server) configRewrite(c *client) {
 		// The users in force, as Redis writes them when it has no aclfile.
 		cfg = cfg.Clone()
 		cfg.Users = nil
-		for _, line := range s.users.List() {
+		for _, line := range s.access.users.List() {
 			cfg.Users = append(cfg.Users, strings.Fields(line)[1:])
 		}
 	}
-	s.rewriteMu.Lock()
-	err := cfg.RewriteFile(s.configFile)
-	s.rewriteMu.Unlock()
+	err := s.changes.rewrite(s.process.ConfigFile, cfg)
 	if err != nil {
-		s.log.Warn("CONFIG REWRITE failed", "path", s.configFile, "error", err)
+		s.log.Warn("CONFIG REWRITE failed", "path", s.process.ConfigFile, "error", err)
 		c.out = wire.AppendError(c.out, "ERR Rewriting config file: "+strerror(err))
 		return
 	}
-	s.log.Info("CONFIG REWRITE executed with success", "path", s.configFile)
+	s.log.Info("CONFIG REWRITE executed with success", "path", s.process.ConfigFile)
 	c.out = wire.AppendSimple(c.out, "OK")
-}
-
-// strerror words err as C's strerror does ("Permission denied") when it
-// carries an errno, and as Go does otherwise.
-func strerror(err error) string {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return err.Error()
-	}
-	msg := errno.Error()
-	if msg != "" && msg[0] >= 'a' && msg[0] <= 'z' {
-		msg = string(msg[0]-'a'+'A') + msg[1:]
-	}
-	return msg
 }
 
 // checkDirUsable reports, in strerror's words, why dir cannot be the
@@ -562,16 +377,6 @@ func checkDirUsable(dir string) error {
 		return errors.New(strerror(syscall.ENOTDIR))
 	}
 	return nil
-}
-
-// sameDir reports whether a and b name the same directory.
-func sameDir(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
 }
 
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE, checked as
@@ -592,7 +397,7 @@ func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
 		}
 	}
 	var now *config.Config
-	err := s.changeConfig(func(_, next *config.Config) error {
+	err := s.changes.change(func(_, next *config.Config) error {
 		now = next // the last try's is the one published
 		if noOne {
 			return next.Set("replicaof", "no", "one")

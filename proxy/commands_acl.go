@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/acl"
+	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) cmdACL(c *client, args [][]byte) (quit bool) {
 	rest := args[2:]
 	switch sub {
 	case "setuser":
-		u, prev, err := s.users.SetUser(string(rest[0]), rest[1:])
+		u, prev, err := s.access.users.SetUser(string(rest[0]), rest[1:])
 		if err != nil {
 			c.out = wire.AppendError(c.out, errorReply(err))
 			return false
@@ -37,7 +38,7 @@ func (s *Server) cmdACL(c *client, args [][]byte) (quit bool) {
 		for i, n := range rest {
 			names[i] = string(n)
 		}
-		gone, err := s.users.DelUser(names)
+		gone, err := s.access.users.DelUser(names)
 		if err != nil {
 			c.out = wire.AppendError(c.out, errorReply(err))
 			return false
@@ -45,19 +46,19 @@ func (s *Server) cmdACL(c *client, args [][]byte) (quit bool) {
 		c.out = wire.AppendInt(c.out, int64(len(gone)))
 		return s.disconnectUsers(c)
 	case "getuser":
-		c.out = appendACLValue(c.out, c.proto(), s.users.GetUser(string(rest[0])))
+		c.out = appendACLValue(c.out, c.proto(), s.access.users.GetUser(string(rest[0])))
 	case "users":
-		c.out = appendBulkStrings(c.out, s.users.Names())
+		c.out = appendBulkStrings(c.out, s.access.users.Names())
 	case "list":
-		c.out = appendBulkStrings(c.out, s.users.List())
+		c.out = appendBulkStrings(c.out, s.access.users.List())
 	case "whoami":
 		c.out = wire.AppendBulkString(c.out, c.userOf().Name())
 	case "cat":
 		c.out = appendACLValue(c.out, c.proto(), acl.Cat(rest))
 	case "log":
-		c.out = appendACLValue(c.out, c.proto(), s.aclLog.Command(rest, time.Now()))
+		c.out = appendACLValue(c.out, c.proto(), s.access.aclLog.Command(rest, time.Now()))
 	case "dryrun":
-		c.out = appendACLValue(c.out, c.proto(), s.users.DryRun(rest))
+		c.out = appendACLValue(c.out, c.proto(), s.access.users.DryRun(rest))
 	case "genpass":
 		c.out = appendACLValue(c.out, c.proto(), acl.GenPass(rest))
 	case "help":
@@ -81,7 +82,7 @@ func (s *Server) aclLoad(c *client) (quit bool) {
 		c.out = wire.AppendError(c.out, "ERR Error loading ACLs, opening file '"+file+"': "+strerror(err))
 		return false
 	}
-	if err := s.users.Load(file, data); err != nil {
+	if err := s.access.users.Load(file, data); err != nil {
 		c.out = wire.AppendError(c.out, errorReply(err))
 		return false
 	}
@@ -93,12 +94,50 @@ func (s *Server) aclLoad(c *client) (quit bool) {
 // temporary file renamed over it, as Redis writes it.
 func (s *Server) aclSave(c *client) {
 	file := s.config().ACLFile
-	if err := writeReplacing(file, s.users.Save()); err != nil {
+	if err := writeReplacing(file, s.access.users.Save()); err != nil {
 		c.log.Warn("cannot save the ACL users", "path", filepath.Clean(file), "error", err)
 		c.out = wire.AppendError(c.out, "ERR "+acl.ErrSaveFailed)
 		return
 	}
 	c.out = wire.AppendSimple(c.out, "OK")
+}
+
+// disconnectUsers closes the clients running as a user that no longer
+// exists (ACL DELUSER, ACL LOAD), as Redis frees them, replicas included:
+// the connection that asked is closed after its reply (quit).
+func (s *Server) disconnectUsers(self *client) (quit bool) {
+	for _, o := range s.clients.clients() {
+		if !o.userOf().Deleted() {
+			continue
+		}
+		quit = quit || s.closeClient(self, o, downstream.CloseKilled)
+	}
+	return quit
+}
+
+// disconnectRevokedSubscribers closes u's subscribers subscribed to a
+// channel u's new rules refuse (ACL SETUSER), as Redis does.
+func (s *Server) disconnectRevokedSubscribers(self *client, u *acl.User) (quit bool) {
+	p := u.Profile()
+	for _, o := range s.pubsub.Refused(func(o *client) bool { return o.userOf() == u }, p.CanSubscribe) {
+		quit = quit || s.closeClient(self, o, downstream.CloseKilled)
+	}
+	return quit
+}
+
+// closeClient closes o for reason, or, when o is self, reports that it
+// closes once its reply is written.
+func (s *Server) closeClient(self, o *client, reason downstream.CloseReason) (quit bool) {
+	switch r := o.asReplica.Load(); {
+	case o == self:
+		downstream.FirstReason(&self.reason, reason)
+		return true
+	case r != nil:
+		r.Close(reason, nil)
+	default:
+		o.closeFor(reason)
+	}
+	return false
 }
 
 // writeReplacing writes data to a temporary file beside path, syncs it and

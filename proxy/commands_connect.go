@@ -53,7 +53,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 		more := len(args) - i - 1
 		switch opt := args[i]; {
 		case wire.EqualFold(opt, "auth") && more >= 2:
-			if !s.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
+			if !s.access.authenticate(c, args[0], string(args[i+1]), args[i+2]) {
 				return false
 			}
 			i += 2
@@ -70,7 +70,7 @@ func (s *Server) cmdHello(c *client, args [][]byte) bool {
 			return false
 		}
 	}
-	if s.authRequired(c) {
+	if s.access.authRequired(c) {
 		c.out = wire.AppendError(c.out, noAuthHello)
 		return false
 	}
@@ -122,8 +122,8 @@ func (s *Server) cmdReset(c *client, _ [][]byte) bool {
 	}
 	c.resp.Store(uint32(wire.RESP2))
 	c.name.Store(nil)
-	c.user.Store(s.users.Default())
-	c.authed = s.defaultOpen()
+	c.user.Store(s.access.users.Default())
+	c.authed = s.access.defaultOpen()
 	c.out = wire.AppendSimple(c.out, "RESET")
 	return false
 }
@@ -159,28 +159,6 @@ func (s *Server) cmdTime(c *client, _ [][]byte) bool {
 	c.out = wire.AppendBulkString(c.out, strconv.FormatInt(now.Unix(), 10))
 	c.out = wire.AppendBulkString(c.out, strconv.Itoa(now.Nanosecond()/1000))
 	return false
-}
-
-// unknownSub is Redis 7.0's reply to an unknown subcommand
-// (commandCheckExistence): the name as C sees it, cut to 128 bytes, and the
-// command in upper case.
-func unknownSub(c *client, args [][]byte) {
-	sub := wire.CString(string(args[1]))
-	if len(sub) > 128 {
-		sub = sub[:128]
-	}
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand '%s'. Try %s HELP.", sub, wire.Upper(wire.CString(string(args[0])))))
-}
-
-// subSyntaxError is Redis's reply to a subcommand it has, used with
-// arguments it does not take (addReplySubcommandSyntaxError).
-func subSyntaxError(c *client, args [][]byte) {
-	sub := wire.CString(string(args[1]))
-	if len(sub) > 128 {
-		sub = sub[:128]
-	}
-	c.out = wire.AppendError(c.out, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.",
-		sub, wire.Upper(wire.CString(string(args[0])))))
 }
 
 // cmdSlowlog is SLOWLOG GET [count], LEN, RESET and HELP, always empty;
@@ -283,7 +261,7 @@ func (s *Server) cmdCommand(c *client, args [][]byte) bool {
 		return false
 	}
 	var misuse commanddocs.Misuse
-	c.out, misuse = s.cmdDocs.Reply(c.out, c.proto(), args, len(s.commands))
+	c.out, misuse = s.commands.docs.Reply(c.out, c.proto(), args, len(s.commands.byName))
 	switch misuse {
 	case commanddocs.WrongArity:
 		// Not reached: dispatch checks the subcommand's arity first.

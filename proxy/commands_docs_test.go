@@ -93,7 +93,7 @@ func TestCommandDocsMatchRedis(t *testing.T) {
 	defer rconn.Close()
 	p := startProxy(t)
 	var names []string
-	for n := range p.commands {
+	for n := range p.commands.byName {
 		names = append(names, n)
 	}
 	slices.Sort(names)

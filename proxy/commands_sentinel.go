@@ -1,14 +1,11 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"time"
 
-	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -109,7 +106,7 @@ func (s *Server) cmdPublish(c *client, args [][]byte) bool {
 	lim := s.config().ClientOutputBufferLimit.PubSub
 	n, victims := s.pubsub.Publish(args[1], args[2], lim, time.Now())
 	for _, v := range victims {
-		s.closedByPubSubLimit(v.Sub, v.Over, v.Pending)
+		v.Sub.closedByPubSubLimit(v.Over, v.Pending)
 	}
 	c.out = wire.AppendInt(c.out, n)
 	return false
@@ -148,43 +145,6 @@ func cmdPingSubscribed(c *client, args [][]byte) {
 	}
 }
 
-// Proto is c's protocol, for a publish (pubsub.Subscriber). Any goroutine.
-func (c *client) Proto() wire.Proto { return c.proto() }
-
-// Outbox is c's outbox, for a publish (pubsub.Subscriber): set before c
-// first subscribes, read under the channels' lock.
-func (c *client) Outbox() *pubsub.Outbox { return c.box }
-
-// startOutbox gives c an outbox, and a goroutine writing it to the
-// connection, on its first SUBSCRIBE: from then on every reply to c goes
-// through it (flush), so that replies and messages reach it in order. A
-// failed write closes the connection, so that the client's goroutine ends
-// too. The client's goroutine only.
-func (c *client) startOutbox() {
-	if c.box != nil {
-		return
-	}
-	box := pubsub.NewOutbox(&c.boxBytes)
-	c.box = box
-	go func() {
-		err := box.WriteLoop(c.conn, clientWriteTimeout, func(n int, err error) {
-			c.srv.stats.NetOutputBytes.Add(int64(n))
-			switch {
-			case err == nil:
-				// Redis counts a write to a client as an interaction too:
-				// a subscriber that receives messages is not idle in
-				// CLIENT LIST.
-				c.lastUse.Store(time.Now().UnixNano())
-			case !errors.Is(err, net.ErrClosed):
-				c.closeFor(downstream.CloseWriteError)
-			}
-		})
-		if err != nil {
-			c.log.Debug("subscriber write failed", "error", err)
-		}
-	}()
-}
-
 // stopOutbox leaves every channel and ends c's outbox's writing, waiting for
 // it to write what is pending (QUIT's +OK). serveClient, before it closes
 // the connection: a peer that has gone fails the write at once, and one
@@ -196,45 +156,4 @@ func (s *Server) stopOutbox(c *client) {
 	s.pubsub.Unsubscribe(c, slices.Collect(maps.Keys(c.subs)))
 	c.box.Stop()
 	<-c.box.Done()
-}
-
-// queueOut moves the replies gathered in c.out into c's outbox, closing c
-// if that takes it over client-output-buffer-limit pubsub. The client's
-// goroutine only.
-func (c *client) queueOut() {
-	if len(c.out) == 0 {
-		return
-	}
-	lim := c.srv.config().ClientOutputBufferLimit.PubSub
-	c.queuedOut(c.box.Put(c.out, lim, time.Now()))
-}
-
-// queuedOut closes c if putting c.out into its outbox took it over
-// client-output-buffer-limit pubsub, and empties c.out. The client's
-// goroutine only, with no lock held.
-func (c *client) queuedOut(over pubsub.Over, pending int64) {
-	if over != pubsub.Within {
-		c.srv.closedByPubSubLimit(c, over, pending)
-	}
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	} else {
-		c.out = c.out[:0]
-	}
-	c.outCap.Store(int64(cap(c.out)))
-}
-
-// closedByPubSubLimit counts and logs a subscribed client closed for its
-// output buffer, and closes it. Any goroutine.
-func (s *Server) closedByPubSubLimit(c *client, over pubsub.Over, pending int64) {
-	reason := downstream.CloseOutputHardLimit
-	if over == pubsub.OverSoft {
-		reason = downstream.CloseOutputSoftLimit
-	}
-	s.stats.OutputLimitDisconnects.Add(1)
-	if ok, n := s.limitLog.allow(time.Now(), logEvery); ok {
-		c.log.Warn("client closed: output buffer over client-output-buffer-limit pubsub",
-			"limit-class", over.String(), "pending-bytes", pending, "suppressed", n)
-	}
-	c.closeFor(reason)
 }

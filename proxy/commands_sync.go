@@ -24,7 +24,7 @@ func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	pol := downstream.CompressionPolicy{Allow: cfg.ReplLinkCompressionAllow, MaxLinks: cfg.ReplLinkCompressionMaxLinks, Slots: &s.linkSlots}
 	answer, errReply, capped := c.hs.ReplconfAllowing(args, pol)
 	if capped {
-		if ok, n := s.linkLog.allow(time.Now(), logEvery); ok {
+		if ok, n := s.protect.linkLog.allow(time.Now(), logEvery); ok {
 			c.log.Warn("compressed link refused: repl-link-compression-max-links reached; the link stays plain",
 				"repl-link-compression-max-links", pol.MaxLinks, "suppressed", n)
 		}
@@ -143,7 +143,7 @@ func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	lg := c.log.With("replica-address", c.hs.Address(c.addr))
 	r := downstream.New(downstream.Config{ID: c.id, Conn: c.conn, Reader: c.rd, Addr: c.addr,
 		Handshake: c.hs, Legacy: legacy, Plan: plan, Hist: s.hist, Counters: s.replicaCounters(), Log: lg,
-		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}})
+		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands.byName["replconf"].name}})
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
 	if plan.Partial {

@@ -850,14 +850,14 @@ func matchWords(pattern, args []string, prev string) bool {
 	case "*":
 		ok = true
 	case "<unserved>":
-		_, served := commandTable()[wire.Lower(args[0])]
+		_, served := servedCommands()[wire.Lower(args[0])]
 		ok = !served
 	case "<unserved-sub>":
 		ok = slices.ContainsFunc(unservedSubcommands[wire.Lower(prev)], func(s string) bool { return wire.EqualFold(args[0], s) })
 	case "<nul>":
 		ok = strings.IndexByte(args[0], 0) >= 0
 	case "<container>":
-		ok = commandTable()[wire.Lower(args[0])].subs != nil
+		ok = servedCommands()[wire.Lower(args[0])].subs != nil
 	default:
 		ok = wire.EqualFold(args[0], p)
 	}
@@ -935,7 +935,7 @@ func commandServedOnly(proxy, redis string, _ *diffSetup) bool {
 		case e.Kind == '*' && len(e.Elems) == 10 && pv.Elems[i].Kind != '*':
 			// A COMMAND INFO entry of a command the proxy does not serve,
 			// which it answers as unknown.
-			if _, served := commandTable()[e.Elems[0].Str]; !served {
+			if _, served := servedCommands()[e.Elems[0].Str]; !served {
 				rv.Elems[i] = pv.Elems[i]
 			}
 		case e.Kind == '*' && len(e.Elems) == 10: // a COMMAND INFO entry

@@ -32,37 +32,56 @@
 //     dirlock.go takes, moves (CONFIG SET dir) and releases dir's lock.
 //   - report and metrics: a report.Report is the figures read once from
 //     every part (report_read.go) and rendered twice, INFO's text and
-//     the monitoring server's figures (monitoring.go, which also holds /readyz's
+//     the monitoring server's figures (metrics_port.go, which also holds /readyz's
 //     rule), so that the two never compute a figure twice; report.Stats are
 //     the counters behind them.
 //   - pubsub: the channels, subscribers and their outboxes;
 //     commands_sentinel.go serves SUBSCRIBE, UNSUBSCRIBE and PUBLISH on it.
 //   - acl: the ACL users and their rules (Redis 7.0's), ACL LOG. auth.go
-//     gives each client its user, checks every command before it runs
-//     (dispatch), authenticates, and closes the clients a change of users
-//     removes; commands_acl.go serves ACL, with the aclfile's I/O.
+//     holds them (access): it gives each client its user, checks every
+//     command before it runs (dispatch.go) and authenticates;
+//     commands_acl.go serves ACL, with the aclfile's I/O, and closes the
+//     clients a change of users removes.
 //   - commanddocs (COMMAND), clientlist (CLIENT LIST and KILL), listen and
 //     tlsconf (sockets, TLS files), webconfig (the monitoring port's web
 //     configuration), sysmem (the OS's memory), wire, config.
 //
-// This package's own: the Server (server.go: New, Run, Close; drain.go:
-// Shutdown's drain; supervise.go: what a supervisor is told), the listeners
-// (listener_set.go; opened by package listen) and TLS material (tls_handshake.go; built
-// by package tlsconf),
-// replaced by CONFIG SET, new ones
-// ready before the old ones close; the configuration in force (settings.go,
-// copy-on-write; CONFIG REWRITE in commands.go); the clients (client_conn.go,
-// protect.go: limits, protected mode, the descriptor budget), their registry
-// (registry.go) and the admin commands (commands*.go, report_read.go's INFO), each
-// client's protocol (RESP2, or RESP3 after HELLO 3); and the monitor
-// (monitor.go, memory.go): replica timeouts and output limits, maxmemory and
-// eviction, memory given back to the OS, the snapshot persisted and
-// refreshed; ten rounds a second, one while nothing moves.
+// This package's own state is held by owners, each a type in a file of its
+// own that New (assemble.go) makes and hands what it needs of the others,
+// and that never reaches back into the Server (server.go, which lists
+// them):
+//
+//   - the configuration in force and its writers (settings.go: liveConfig,
+//     copy-on-write; configChanges, CONFIG SET, REPLICAOF and CONFIG
+//     REWRITE);
+//   - the client listeners, replaced by CONFIG SET with new ones ready
+//     before the old ones close (listener_set.go; opened by package
+//     listen), and the TLS material their handshakes take
+//     (tls_handshake.go; built by package tlsconf);
+//   - dir's lock (dirlock.go) and the stream log (durable.go);
+//   - each client (client.go: its replies, its outbox, its protocol, RESP2
+//     or RESP3 after HELLO 3), their registry (registry.go), the ACL users
+//     (auth.go), what protects the proxy from strangers (protect.go:
+//     limits, protected mode, the descriptor budget, the rate-limited
+//     logs) and the command table (command_table.go);
+//   - the monitor (cron.go, the proxy's replicationCron: replica timeouts
+//     and output limits, retired snapshots, the snapshot persisted and
+//     refreshed; ten rounds a second, one while nothing moves) and memory
+//     (memory.go: maxmemory and eviction, memory given back to the OS);
+//   - what a supervisor is told (supervise.go) and the server's life
+//     (drain.go: Run's start, Close, Shutdown's drain, New's undo).
+//
+// The Server's own methods are the parts built on all of them: serving a
+// client (client_conn.go), the admin commands (dispatch.go, commands*.go,
+// replies.go), the report (report_read.go, INFO's), the hosts of the link
+// and the replicas (primary.go, replica_host.go), the monitoring port
+// (metrics_port.go) and Run's run group (run.go).
 //
 // # Goroutines
 //
 // Every goroutine of the server that lives as long as Run is an actor of
-// Run's run group (Server.actors), or is started and waited for by one.
+// Run's run group (Server.actors, run.go), or is started and waited for
+// by one.
 // An actor returns nil once stopped, or its error when it fails; the first
 // to return stops them all, one after the other in this order:
 //
@@ -111,8 +130,8 @@
 //   - The configuration has no reader lock (an atomic.Pointer). A writer
 //     (CONFIG SET, REPLICAOF) prepares its change with no lock held: it
 //     reads the TLS files, takes a new dir's lock and opens new listeners
-//     first. It then publishes under liveConfig.writeMu, which guards
-//     pointer swaps alone (the configuration, the listener set under ln's
+//     first. It then publishes under configChanges.writeMu, which guards
+//     pointer swaps alone (the configuration, the listener set under its
 //     lock, a leaf and the only lock taken under writeMu, and dir's lock),
 //     so that the material is published with the configuration naming it;
 //     a change prepared from a configuration no longer in force is undone
@@ -121,12 +140,12 @@
 //     lock of this package held, in publication order; the backlog size is
 //     set then, under the history's lock. A change whose listen or dir lock
 //     fails runs again alone: the other writers wait for it, holding no
-//     lock (settings.go). releaseDir takes writeMu for the swap and
-//     releases the flock after.
-//   - rewriteMu is held across CONFIG REWRITE's file I/O; nothing is taken
-//     under it but a load of the configuration.
-//   - life (Run and Close) is never held while waiting or while taking
-//     another lock.
+//     lock (settings.go). configChanges.releaseDir takes writeMu for the
+//     swap and releases the flock after.
+//   - configChanges.rewriteMu is held across CONFIG REWRITE's file I/O;
+//     nothing is taken under it.
+//   - lifecycle.mu (Run and Close) is never held while waiting or while
+//     taking another lock.
 //   - The parts' locks are their packages': History.mu (a leaf but for
 //     replbuf and streamlog), downstream.LogSignal's, the upstream session's
 //     writeMu, the log's, pubsub's channels' lock (→ an outbox's: a publish

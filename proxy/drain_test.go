@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -12,12 +13,11 @@ import (
 // runDone returns the channel Run closes when it returns.
 func (p *testProxy) runDone(t testing.TB) <-chan struct{} {
 	t.Helper()
-	p.life.Lock()
-	defer p.life.Unlock()
-	if p.life.done == nil {
+	done := p.life.running()
+	if done == nil {
 		t.Fatal("the proxy is not running")
 	}
-	return p.life.done
+	return done
 }
 
 // drainSetup runs a primary, the proxy with shutdown-timeout, and one real
@@ -113,4 +113,46 @@ func TestShutdownTimeout(t *testing.T) {
 			t.Errorf("ending Run's context during the drain took %v", d)
 		}
 	})
+}
+
+// TestLifecycleOnItsOwn: the lifecycle, made with no server, runs the
+// closers of what New made on a Close before Run, and refuses Run after
+// it; Run starts once, and Close ends it and waits until it has returned.
+// Shutdown's request is seen at once, however often it is made.
+func TestLifecycleOnItsOwn(t *testing.T) {
+	closed := 0
+	var made undoStack
+	made.push(func() { closed++ })
+	never := newLifecycle(made, nil, nil, nil, nil, nil, nil)
+	never.shutdown()
+	never.shutdown()
+	if !never.draining() {
+		t.Fatal("no drain after Shutdown")
+	}
+	never.close()
+	if closed != 1 {
+		t.Fatalf("Close before Run ran the closers %d times, want 1", closed)
+	}
+	if never.begin(func() {}) {
+		t.Fatal("Run began after Close")
+	}
+
+	l := newLifecycle(nil, nil, nil, nil, nil, nil, nil)
+	if l.draining() || l.running() != nil {
+		t.Fatal("a new lifecycle drains or runs")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if !l.begin(cancel) || l.begin(cancel) {
+		t.Fatal("Run must begin once")
+	}
+	go func() {
+		<-ctx.Done()
+		l.ended()
+	}()
+	l.close()
+	select {
+	case <-l.running():
+	default:
+		t.Fatal("Close returned before Run did")
+	}
 }

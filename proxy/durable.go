@@ -10,6 +10,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/streamlog"
 )
 
@@ -87,9 +88,9 @@ func (d *durable) close() {
 	})
 }
 
-// recovered applies what the log holds to the history and the link, before
+// recover applies what the log holds to the history and the link, before
 // Run: the stream starts at the log's end under its identity.
-func (s *Server) recovered(d *durable) {
+func (d *durable) recover(hist *history.History, up *upstream.Link) {
 	id := d.log.Identity()
 	first, last := d.log.Bounds()
 	rec := d.rec
@@ -100,19 +101,19 @@ func (s *Server) recovered(d *durable) {
 		d.lg.Info("stream log: empty")
 		return
 	}
-	s.hist.RecoverFrom(id, last)
+	hist.RecoverFrom(id, last)
 	d.follow.Recovered()
-	s.up.ResumeFrom(last)
+	up.ResumeFrom(last)
 	d.lg.Info("stream log: history recovered", "replid", id.ReplID, "first-offset", first, "last-offset", last,
 		"verified-bytes", rec.Verified, "unfinished-bytes", rec.Unfinished)
 }
 
-// followerConfig is what d's follower reads of the configuration in force,
-// and how it wakes the replicas waiting at the log's end.
-func (s *Server) followerConfig(d *durable, retry time.Duration) history.FollowerConfig {
+// followerConfig is what d's follower reads of the configuration in force
+// (conf), and how it wakes the replicas waiting at the log's end.
+func (d *durable) followerConfig(conf *liveConfig, retry time.Duration) history.FollowerConfig {
 	return history.FollowerConfig{
 		Fsync: func() history.Fsync {
-			switch s.config().ReplLogFsync {
+			switch conf.config().ReplLogFsync {
 			case config.FsyncAlways:
 				return history.FsyncAlways
 			case config.FsyncEverySec:
@@ -124,7 +125,7 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 		// what it has not sent: a window bounds both (a disk slower than the
 		// stream restarts the log instead of growing memory), the log's
 		// repl-log-window.
-		BehindLimit: s.logBehindLimit,
+		BehindLimit: func() int64 { return logBehindLimit(conf.config()) },
 		Retry:       retry,
 		SyncEvery:   time.Second,
 		Appended:    d.appended.Notify,
@@ -135,20 +136,22 @@ func (s *Server) followerConfig(d *durable, retry time.Duration) history.Followe
 const minMemoryWindow = 16 << 20
 
 // memoryWindow is how far behind the stream's end a replica may be and still
-// be sent from memory while the stream log runs: further behind, it reads
-// from the log, so that replicas never pin more than this (durable.go). It
-// is repl-backlog-size, at least minMemoryWindow.
-func (s *Server) memoryWindow() int64 {
-	return max(s.config().ReplBacklogSize, minMemoryWindow)
+// be sent from memory while the stream log runs under cfg: further behind,
+// it reads from the log, so that replicas never pin more than this. It is
+// repl-backlog-size, at least minMemoryWindow.
+func memoryWindow(cfg *config.Config) int64 {
+	return max(cfg.ReplBacklogSize, minMemoryWindow)
 }
 
 // logBehindLimit is how far the log's follower may fall behind the stream's
-// end before the log restarts: repl-log-window, at least the memory window.
-func (s *Server) logBehindLimit() int64 {
-	return max(s.memoryWindow(), s.config().ReplLogWindow)
+// end under cfg before the log restarts: repl-log-window, at least the
+// memory window.
+func logBehindLimit(cfg *config.Config) int64 {
+	return max(memoryWindow(cfg), cfg.ReplLogWindow)
 }
 
-// logLive reports whether the stream log follows the stream now.
-func (s *Server) logLive() bool {
-	return s.durable != nil && !s.durable.follow.Down()
+// live reports whether the stream log follows the stream now: false
+// without one (d nil).
+func (d *durable) live() bool {
+	return d != nil && !d.follow.Down()
 }

@@ -117,7 +117,7 @@ func TestLogSlowDisk(t *testing.T) {
 	// loaded machine's scheduling (the slack), where a follower holding on
 	// would pin all 96 MB.
 	sfs.rate.Store(4 << 20)
-	window, slack := p.logBehindLimit(), int64(32<<20)
+	window, slack := logBehindLimit(p.config()), int64(32<<20)
 	var peak, peakLag, maxLag int64
 	var maxAge float64
 	for i := range 48 { // 48 × 20 × 100 KB = 96 MB
@@ -224,7 +224,7 @@ func TestLogBlockedDisk(t *testing.T) {
 	if lagBytes == 0 || lagSeconds == "0" {
 		t.Fatalf("the log's lag %d bytes, %s s with its disk held; want both above 0", lagBytes, lagSeconds)
 	}
-	if limit := p.logBehindLimit(); pinned > limit {
+	if limit := logBehindLimit(p.config()); pinned > limit {
 		t.Fatalf("pinned %d bytes beyond the backlog, over the window %d", pinned, limit)
 	}
 	waitLogged(t, pc, xc)
@@ -299,8 +299,8 @@ func TestLogWindowDirective(t *testing.T) {
 				t.Fatalf("CONFIG SET %q: %q", tc.set, r)
 			}
 		}
-		if got := window(); got != tc.want || strconv.FormatInt(p.logBehindLimit(), 10) != tc.want {
-			t.Fatalf("after %q: repl_log_window %s, follower's limit %d; want %s", tc.set, got, p.logBehindLimit(), tc.want)
+		if got := window(); got != tc.want || strconv.FormatInt(logBehindLimit(p.config()), 10) != tc.want {
+			t.Fatalf("after %q: repl_log_window %s, follower's limit %d; want %s", tc.set, got, logBehindLimit(p.config()), tc.want)
 		}
 	}
 	if r := a.do("CONFIG", "SET", "repl-log-window", "1mb"); !strings.HasPrefix(r, "-ERR") {

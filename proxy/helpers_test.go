@@ -132,7 +132,7 @@ func newTestProxy(t testing.TB, ps proxySetup) *testProxy {
 		return p
 	}
 	if ps.wrap != nil {
-		srv.ln.list[0].Ln = ps.wrap(srv.ln.list[0].Ln)
+		srv.listeners.list[0].Ln = ps.wrap(srv.listeners.list[0].Ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -217,4 +217,10 @@ type crc64Writer struct{ crc uint64 }
 func (w *crc64Writer) Write(p []byte) (int, error) {
 	w.crc = rdbcheck.CRC64(w.crc, p)
 	return len(p), nil
+}
+
+// servedCommands is the command table by name, with no server to run its
+// commands: its names and shapes.
+func servedCommands() map[string]command {
+	return newCommandTable(commandEntries(nil), nil).byName
 }

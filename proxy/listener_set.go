@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/listen"
@@ -22,12 +25,25 @@ import (
 // rebinds port and tls-port. Run's end, a drain or Close closes them for
 // good. Connections accepted from a replaced listener stay open.
 type listenerSet struct {
-	sync.Mutex // a leaf but for serve's accept loops, which take no proxy lock
-	list       []listen.Listener
-	closed     bool                              // closed for good: nothing is served any more
-	addr       net.Addr                          // Addr's; kept while list has no listener for it during a change
-	tlsAddr    net.Addr                          // TLSAddr's; nil without tls-port, kept like addr
-	serve      func(ln net.Listener, isTLS bool) // Run's: starts an accept loop; nil before Run
+	// tls is the tls.Config of every handshake on tls-port's listeners
+	// (tls_handshake.go), which takes the material in force at each one;
+	// log is where a change's listen failures go. Set by New, read-only.
+	tls *tls.Config
+	log hclog.Logger
+
+	mu      sync.Mutex // a leaf but for serve's accept loops, which take no proxy lock
+	list    []listen.Listener
+	closed  bool                              // closed for good: nothing is served any more
+	addr    net.Addr                          // Addr's; kept while list has no listener for it during a change
+	tlsAddr net.Addr                          // TLSAddr's; nil without tls-port, kept like addr
+	serve   func(ln net.Listener, isTLS bool) // Run's: starts an accept loop; nil before Run
+}
+
+// newListenerSet makes the set of the listeners New opened.
+func newListenerSet(lns []listen.Listener, tlsConfig *tls.Config, log hclog.Logger) *listenerSet {
+	ls := &listenerSet{tls: tlsConfig, log: log}
+	ls.setList(lns)
+	return ls
 }
 
 // setList puts lns in the set and settles the addresses Addr and TLSAddr
@@ -56,86 +72,79 @@ func (ls *listenerSet) setList(lns []listen.Listener) {
 	}
 }
 
-// serveListeners records Run's serve and calls it for every listener; it
+// serveAll records Run's serve and calls it for every listener; it
 // is called for each listener put in later. Nothing is served once the set
 // is closed.
-func (s *Server) serveListeners(serve func(ln net.Listener, isTLS bool)) {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	if s.ln.closed {
+func (ls *listenerSet) serveAll(serve func(ln net.Listener, isTLS bool)) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed {
 		return
 	}
-	s.ln.serve = serve
-	for _, b := range s.ln.list {
+	ls.serve = serve
+	for _, b := range ls.list {
 		serve(b.Ln, b.TLS)
 	}
 }
 
-// swapListeners puts lns in place of the listeners in use and serves the
+// swap puts lns in place of the listeners in use and serves the
 // new ones; it returns the old ones lns does not keep, for the caller to
 // close (which ends their accept loops), and true. When the set is closed
 // already (the server is stopping) it puts nothing in place and returns
 // the new ones of lns, and false. It takes the set's lock alone: a
 // change's publication calls it under writeMu.
-func (s *Server) swapListeners(lns []listen.Listener) (displaced []listen.Listener, ok bool) {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	old := s.ln.list
-	if s.ln.closed {
+func (ls *listenerSet) swap(lns []listen.Listener) (displaced []listen.Listener, ok bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	old := ls.list
+	if ls.closed {
 		return listen.Without(lns, old), false
 	}
-	s.ln.setList(lns)
-	if s.ln.serve != nil {
+	ls.setList(lns)
+	if ls.serve != nil {
 		for _, b := range listen.Without(lns, old) {
-			s.ln.serve(b.Ln, b.TLS)
+			ls.serve(b.Ln, b.TLS)
 		}
 	}
 	return listen.Without(old, lns), true
 }
 
-// replaceListeners is swapListeners that closes what it displaced.
-func (s *Server) replaceListeners(lns []listen.Listener) bool {
-	displaced, ok := s.swapListeners(lns)
+// replace is swap that closes what it displaced.
+func (ls *listenerSet) replace(lns []listen.Listener) bool {
+	displaced, ok := ls.swap(lns)
 	listen.CloseAll(displaced)
 	return ok
 }
 
-// closeListeners closes the listeners for good; later calls do nothing.
-func (s *Server) closeListeners() {
-	s.ln.Lock()
-	lns := s.ln.list
-	if s.ln.closed {
+// close closes the listeners for good; later calls do nothing.
+func (ls *listenerSet) close() {
+	ls.mu.Lock()
+	lns := ls.list
+	if ls.closed {
 		lns = nil
 	}
-	s.ln.closed, s.ln.serve = true, nil
-	s.ln.Unlock()
+	ls.closed, ls.serve = true, nil
+	ls.mu.Unlock()
 	listen.CloseUnkept(lns, nil)
 }
 
-// Addr returns the address of the first plain listener, or of the first
-// TLS one when there is no plain listener (port 0 with a tls-port): where
-// replicas connect. After CONFIG SET port or bind it is the new one's.
-func (s *Server) Addr() net.Addr {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	return s.ln.addr
+// plainAddr returns the address of the first plain listener, or of the
+// first TLS one when there is no plain listener (port 0 with a tls-port):
+// where replicas connect. After CONFIG SET port or bind it is the new
+// one's.
+func (ls *listenerSet) plainAddr() net.Addr {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.addr
 }
 
-// Port returns the TCP port of [Server.Addr].
-func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
-
-// TLSAddr returns the address of the first TLS listener, nil when tls-port
-// is 0. After CONFIG SET bind it is the new one's.
-func (s *Server) TLSAddr() net.Addr {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	return s.ln.tlsAddr
+// secureAddr returns the address of the first TLS listener, nil when
+// tls-port is 0. After CONFIG SET bind it is the new one's.
+func (ls *listenerSet) secureAddr() net.Addr {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.tlsAddr
 }
-
-// plainPort returns the port of the plain listeners, 0 when TLS only: the
-// configuration's, which New and CONFIG SET settle when port 0 picks one,
-// as INFO's tcp_port is Redis's server.port.
-func (s *Server) plainPort() int { return s.config().Port }
 
 // listenerChange is the listeners a change of port, tls-port or bind
 // prepared for its configuration: not in use until published.
@@ -144,7 +153,7 @@ type listenerChange struct {
 	opened []listen.Listener // those of lns the change opened, closed if it is not published
 }
 
-// prepareListeners is a change's part for port, tls-port and bind: when
+// prepare is a change's part for port, tls-port and bind: when
 // next changes any, it opens next's listeners (a new port: the plain ones;
 // a new tls-port: the TLS ones; a new bind: both kinds, as redis-server's
 // changeBindAddr rebinds port and tls-port), keeping those in use whose
@@ -157,45 +166,46 @@ type listenerChange struct {
 // the new ones still fail, opens the old ones again, as redis-server's
 // changeBindAddr does; the configuration in force is prev's throughout,
 // as no other change runs, and the change is then never undone.
-// REQUIRES: no lock held; a change started (liveConfig.start), alone when
+// io tells the change's test hook of each piece of I/O (configChanges.io).
+// REQUIRES: no lock held; a change started (configChanges.start), alone when
 // alone is set.
-func (s *Server) prepareListeners(prev, next *config.Config, alone bool) (lc *listenerChange, conflict bool, err error) {
+func (ls *listenerSet) prepare(prev, next *config.Config, alone bool, io func(what string)) (lc *listenerChange, conflict bool, err error) {
 	bindChanged := !slices.Equal(next.Bind, prev.Bind)
 	portChanged, tlsPortChanged := next.Port != prev.Port, next.TLSPort != prev.TLSPort
 	if !portChanged && !tlsPortChanged && !bindChanged {
 		return nil, false, nil
 	}
-	keep := s.listenersInUse()
+	keep := ls.inUse()
 	keep = slices.DeleteFunc(keep, func(b listen.Listener) bool {
 		return b.TLS && tlsPortChanged || !b.TLS && portChanged
 	})
-	s.io("listen")
-	lns, port, err := listen.Open(next.Bind, next.Port, next.TLSPort, keep, s.log)
+	io("listen")
+	lns, port, err := listen.Open(next.Bind, next.Port, next.TLSPort, keep, ls.log)
 	if err != nil && !alone {
 		return nil, true, listenReply(portChanged, tlsPortChanged)
 	}
 	if err != nil && bindChanged && errors.Is(err, syscall.EADDRINUSE) {
 		// Perhaps in use by our own listeners: close them, try again, and
 		// put the old ones back if that fails too.
-		s.io("close listeners")
-		s.replaceListeners(nil)
+		io("close listeners")
+		ls.replace(nil)
 		keep = nil
-		s.io("listen")
-		lns, port, err = listen.Open(next.Bind, next.Port, next.TLSPort, nil, s.log)
+		io("listen")
+		lns, port, err = listen.Open(next.Bind, next.Port, next.TLSPort, nil, ls.log)
 		if err != nil {
-			s.io("listen")
-			back, _, rerr := listen.Open(prev.Bind, prev.Port, prev.TLSPort, nil, s.log)
+			io("listen")
+			back, _, rerr := listen.Open(prev.Bind, prev.Port, prev.TLSPort, nil, ls.log)
 			if rerr != nil {
-				s.io("log")
-				s.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
+				io("log")
+				ls.log.Error("cannot listen on the old addresses again: no new client can connect", "error", rerr)
 			} else {
-				s.replaceListeners(back)
+				ls.replace(back)
 			}
 		}
 	}
 	if err != nil {
-		s.io("log")
-		s.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
+		io("log")
+		ls.log.Warn("CONFIG SET: cannot listen on the new addresses", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort, "error", err)
 		return nil, false, listenReply(portChanged, tlsPortChanged)
 	}
 	next.Port = port
@@ -214,9 +224,9 @@ func listenReply(portChanged, tlsPortChanged bool) error {
 	return errors.New("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.")
 }
 
-// listenersInUse returns the listeners in use.
-func (s *Server) listenersInUse() []listen.Listener {
-	s.ln.Lock()
-	defer s.ln.Unlock()
-	return slices.Clone(s.ln.list)
+// inUse returns the listeners in use.
+func (ls *listenerSet) inUse() []listen.Listener {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return slices.Clone(ls.list)
 }

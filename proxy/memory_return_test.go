@@ -50,7 +50,7 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 	}
 	p.hist.Retire(sn, false)
 	redistest.WaitFor(t, 10*time.Second, "the monitor to see the snapshot", func() bool {
-		return p.memReturn.High() >= held
+		return p.mem.returner.High() >= held
 	})
 	t.Logf("holding: used_memory %d MiB, retained %d MiB", p.memoryReport().UsedMemory>>20, retainedMemory()>>20)
 

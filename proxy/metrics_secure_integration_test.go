@@ -18,7 +18,7 @@ import (
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
-// The monitoring port secured (monitoring.go): metrics-tls, and
+// The monitoring port secured (metrics_port.go): metrics-tls, and
 // metrics-web-config's basic_auth_users and tls_server_config. None of
 // these tests needs Redis.
 

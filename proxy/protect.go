@@ -67,26 +67,6 @@ func newClientConf(cfg *config.Config) *clientConf {
 	}
 }
 
-// syncLimits gives the client's reader the limits in force before each
-// command: Redis's pre-AUTH limits while the client must authenticate, and
-// the latest proto-max-bulk-len and client-query-buffer-limit. A client that
-// connected while the default user had a password needs no AUTH once it
-// has none, as in Redis (authRequired is checked per command).
-func (c *client) syncLimits(cc *clientConf) {
-	lim := cc.limits
-	lim.Unauthenticated = c.srv.authRequired(c)
-	if lim != c.rd.Limits() {
-		c.rd.SetLimits(lim)
-	}
-}
-
-// bufferBytes is what the client's buffers hold: the reader's fixed buffer,
-// the command being read, the reply buffer and a subscriber's outbox. Any
-// goroutine.
-func (c *client) bufferBytes() int64 {
-	return clientBufferBytes + c.rd.QueryBytes() + c.outCap.Load() + c.boxBytes.Load()
-}
-
 // deniedByProtectedMode applies Redis 7.0's rule: with protected mode on and
 // a default user that needs no password (open), only loopback clients are
 // served, whatever the bind addresses (Redis 6 also required that no bind
@@ -115,6 +95,26 @@ func validName(name string) bool {
 	return true
 }
 
+// protection is what the server holds against clients beyond the
+// configuration: the open file limit's check (Options.FileLimit) and the
+// log lines a stranger can repeat at will, each let through at most once
+// per logEvery. Made by New; the loggers are written by any goroutine.
+type protection struct {
+	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
+	acceptLog  logLimiter               // accept errors
+	limitLog   logLimiter               // clients closed by a buffer limit
+	tlsLog     logLimiter               // failed TLS handshakes
+	httpLog    logLimiter               // the monitoring server's errors (net/http's: failed TLS handshakes, accept errors)
+	webAuthLog logLimiter               // monitoring requests refused 401
+	webBusyLog logLimiter               // monitoring requests refused 429 (the password checks busy)
+	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
+	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
+}
+
+func newProtection(fileLimit func(maxclients int) int) *protection {
+	return &protection{fileLimit: fileLimit}
+}
+
 // logLimiter lets a repeated log line through at most once per period and
 // counts the ones it held back. Any goroutine.
 type logLimiter struct {
@@ -131,16 +131,6 @@ func (l *logLimiter) allow(now time.Time, every time.Duration) (ok bool, suppres
 		return false, 0
 	}
 	return true, l.suppressed.Swap(0)
-}
-
-// authFailed counts a refused AUTH (acl_access_denied_auth, as Redis 7 does)
-// and logs it at most once per logEvery: a stranger may send thousands of
-// them in one pipeline.
-func (s *Server) authFailed(c *client) {
-	s.stats.ACLDeniedAuth.Add(1)
-	if ok, n := s.authLog.allow(time.Now(), logEvery); ok {
-		c.log.Warn("authentication failed", "suppressed", n)
-	}
 }
 
 // nextAcceptDelay is the back-off after a failed accept: 10 ms, doubling up

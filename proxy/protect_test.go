@@ -423,48 +423,6 @@ func TestConfigGetHidesSecrets(t *testing.T) {
 	}
 }
 
-func TestNormalOutputBufferLimit(t *testing.T) {
-	p := startProxy(t, "--client-output-buffer-limit", "normal 100kb 0 0")
-	a := adminDial(t, p)
-	if got := a.do("ECHO", strings.Repeat("x", 50000)); len(got) != 50000+len("$50000\r\n\r\n") {
-		t.Fatalf("a reply under the hard limit: %.40q", got)
-	}
-	a.send(bulkCommand(200000, "ECHO"))
-	a.expectClosed()
-	if got := infoField(p, "stats", "client_output_buffer_limit_disconnections"); got != "1" {
-		t.Fatalf("client_output_buffer_limit_disconnections %q, want 1", got)
-	}
-	// The replica class is not the normal one: replicas keep their own limit.
-	if got := adminDial(t, p).do("PING"); got != "+PONG\r\n" {
-		t.Fatalf("another client: %q", got)
-	}
-}
-
-func TestOutputLimitSoft(t *testing.T) {
-	p := startProxy(t, "--client-output-buffer-limit", "normal 0 1mb 1")
-	// A client that reads its 4 MiB reply at once stays.
-	a := adminDial(t, p)
-	a.send(bulkCommand(4<<20, "ECHO"))
-	if got := a.reply(); len(got) != 4<<20+len("$4194304\r\n\r\n") {
-		t.Fatalf("a 4 MiB reply read at once: %.40q", got)
-	}
-	if got := infoField(p, "stats", "client_output_buffer_limit_disconnections"); got != "0" {
-		t.Fatalf("a client that reads was closed: %q", got)
-	}
-	// One that does not read is closed after the soft period, long before the
-	// write timeout.
-	b := adminDial(t, p)
-	start := time.Now()
-	b.send(bulkCommand(32<<20, "ECHO"))
-	redistest.WaitFor(t, 5*time.Second, "the slow reader closed for its output buffer", func() bool {
-		return infoField(p, "stats", "client_output_buffer_limit_disconnections") == "1"
-	})
-	if d := time.Since(start); d < time.Second {
-		t.Fatalf("closed after %v, before the soft period of 1s", d)
-	}
-	b.expectClosed()
-}
-
 func TestClientNamesAndReplicaIPs(t *testing.T) {
 	p := startProxy(t)
 	a := adminDial(t, p)

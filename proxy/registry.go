@@ -185,3 +185,17 @@ func (g *registry) memory() clientMemory {
 	m.replicas = len(g.replicas)
 	return m
 }
+
+// disconnectReplicas closes every replica planned before epoch, after a
+// change of the history's identity (a new stream generation or replication
+// ID) that made epoch. The change is made already: no lock is held while
+// they close (closing logs). A replica planned since keeps its connection,
+// as it did when the change and the disconnection were one step under one
+// lock.
+func (g *registry) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
+	for _, r := range g.replicaList() {
+		if r.Epoch() < epoch {
+			r.Close(reason, nil)
+		}
+	}
+}

@@ -13,8 +13,8 @@ import (
 func TestReplicaHostCommands(t *testing.T) {
 	s := linkNewServer(t, hclog.Off)
 	conn, _ := linkPipe(t)
-	c := newClient(s, 1, conn)
-	h := &replicaHost{s: s, c: c, replconf: s.commands["replconf"].name}
+	c := s.clientOf(1, conn)
+	h := &replicaHost{s: s, c: c, replconf: s.commands.byName["replconf"].name}
 	h.Replconf()
 	if got := *c.lastCmd.Load(); got != "replconf" {
 		t.Fatalf("after REPLCONF the last command is %q", got)

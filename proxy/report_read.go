@@ -34,10 +34,7 @@ func (s *Server) report(parts reportParts) *report.Report {
 	now := time.Now()
 	r := &report.Report{
 		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.identity(), Stats: s.stats.Read(),
-		Process: report.Process{
-			Version: Version, RedisVersion: redisCompatVersion,
-			PID: s.pid, RunID: s.runID, Started: s.started, ConfigFile: s.configFile,
-		},
+		Process: s.process,
 	}
 	r.Stats.Fetches = s.snaps.Counts()
 	r.Stats.Source = s.snaps.SourceCounts()
@@ -98,8 +95,8 @@ func (s *Server) report(parts reportParts) *report.Report {
 	}
 	if parts&reportMemory != 0 {
 		r.Mem = s.memoryReport() // raises the peak first
-		r.PeakMemory = s.peakMemory.Load()
-		r.OverMaxMemory = s.overMaxMemory.Load()
+		r.PeakMemory = s.mem.peak.Load()
+		r.OverMaxMemory = s.mem.over.Load()
 	}
 	return r
 }
@@ -109,12 +106,12 @@ func (s *Server) report(parts reportParts) *report.Report {
 func (s *Server) logReport(now time.Time) report.Log {
 	d := s.durable
 	cfg := s.config()
-	r := report.Log{Enabled: cfg.ReplLogSize > 0, OpenErr: s.logOpenErr}
+	r := report.Log{Enabled: cfg.ReplLogSize > 0, OpenErr: s.dir.logOpenErr}
 	if d == nil {
 		return r
 	}
 	r.Open, r.Live = true, !d.follow.Down()
-	r.Size, r.Fsync, r.Window = cfg.ReplLogSize, string(cfg.ReplLogFsync), s.logBehindLimit()
+	r.Size, r.Fsync, r.Window = cfg.ReplLogSize, string(cfg.ReplLogFsync), logBehindLimit(cfg)
 	r.ReplID = d.log.Identity().ReplID
 	r.Stats = d.log.Stats()
 	r.SyncAge = -1

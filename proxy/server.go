@@ -1,27 +1,16 @@
 package proxy
 
 import (
-	"cmp"
-	"context"
-	"crypto/tls"
-	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/oklog/run"
-	"github.com/replproxy/replproxy/proxy/acl"
-	"github.com/replproxy/replproxy/proxy/commanddocs"
+
+	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
-	"github.com/replproxy/replproxy/proxy/listen"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/pubsub"
 	"github.com/replproxy/replproxy/proxy/report"
@@ -41,123 +30,70 @@ const Version = "0.1.0"
 const redisCompatVersion = "7.0.15"
 
 // A Server is one replproxy: the upstream link to a primary, the shared
-// stream, and the listener that serves replicas and admin clients. Build one
-// with New, run it with Run; several can run in one process.
+// stream, and the listeners that serve replicas and admin clients. Build
+// one with New (assemble.go), run it with Run (run.go); several can run in
+// one process.
+//
+// Its fields are the owners of its state, each in a file (or a package) of
+// its own, with its own lock or atomics. New makes each one and hands it
+// what it needs of the others; none holds the Server. The Server's own
+// methods are the parts built on all of them: serving a client
+// (client_conn.go), the commands (dispatch.go, commands*.go), the report
+// (report_read.go), the hosts of the link and of the replicas (primary.go,
+// replica_host.go) and the monitoring port (metrics_port.go). Every field
+// is set by New and never replaced.
 type Server struct {
-	log        hclog.Logger
-	pool       *replbuf.Pool
-	hist       *history.History // replication identity, stream, snapshots, fetch, sync plans (history.go)
-	runID      string
-	started    time.Time
-	configFile string
-	pid        int
-
-	onMaxMemory func(int64)
-	// monitorRounds counts the monitor's completed rounds; written by the
-	// monitor only, read by tests that must know a round has passed.
-	monitorRounds atomic.Int64
-	// monitorQuiet says that the monitor runs at quietInterval (written by
-	// the monitor, cleared by wakeMonitorNow), monitorQuietFrom the
-	// stream's end it compares with meanwhile (written by the monitor);
-	// monitorWake (capacity 1) ends its wait.
-	monitorQuiet     atomic.Bool
-	monitorQuietFrom atomic.Int64
-	monitorWake      chan struct{}
-
-	stats report.Stats
-	up    *upstream.Link // the link to the primary (package upstream; its Host in primary.go)
-	// snaps carries out the snapshot work the history decides (package
-	// snapshots, primary.go): fetches, payloads, spills, persists. Set by
-	// New, run by Run.
+	// The replication data: the stream's blocks, the history that holds
+	// the stream and the snapshots, the stream log in dir (its follower is
+	// one of Run's actors), dir's lock, the snapshot work (the Keeper, an
+	// actor), and the link to the primary (an actor; its Host is
+	// primary.go's).
+	pool    *replbuf.Pool
+	hist    *history.History
+	durable *durable // durable.go; nil with repl-log-size 0
+	dir     *dataDir // dirlock.go
 	snaps   *snapshots.Keeper
-	durable *durable // the stream log (durable.go); nil with repl-log-size 0
-	// dirLock is dir's lock (dirlock.go): taken by New, moved by CONFIG SET
-	// dir, released by Run's end or Close; guarded by conf.writeMu after New.
-	// nil when dir could not be locked (a missing or read-only dir).
-	dirLock *streamlog.DirLock
-	// logOpenErr is why the stream log could not be opened at start, when
-	// it was configured; set by New.
-	logOpenErr string
-	commands   map[string]command
-	cmdDocs    *commanddocs.Docs // COMMAND's entries; read-only
-	// users are the ACL users (package acl, auth.go), and aclLog the ACL
-	// LOG; both set by New and safe for concurrent use.
-	users  *acl.Users
-	aclLog *acl.Log
-	memoryState
+	up      *upstream.Link
 
-	// ln holds the client listeners (listener_set.go): opened by New,
-	// replaced by CONFIG SET port or bind, closed by Run's end, a drain or
-	// Close.
-	ln listenerSet
-	// monitoring is metrics-port's server (monitoring.go); nil when off. Set
-	// by New, served by Run, closed at its end or by Close.
-	monitoring *metrics.Server
-
-	// tlsListenerConfig is the tls.Config of every handshake on tls-port's
-	// listeners (tls_handshake.go), which takes the material in force at each one.
-	// Set by New, read-only.
-	tlsListenerConfig *tls.Config
-
-	// conf is the configuration in force (settings.go), published
-	// copy-on-write: CONFIG SET and REPLICAOF replace it.
-	conf liveConfig
-	// rewriteMu makes CONFIG REWRITEs one at a time: it guards the config
-	// file, and is held across its I/O (no other lock is taken under it).
-	rewriteMu sync.Mutex
-
-	// clients is the client registry (registry.go), under its own lock,
-	// never held together with hist's.
-	clients *registry
-	// pubsub is the channels subscribed to and their subscribers
-	// (package pubsub), under its own lock.
-	pubsub *pubsub.Channels[*client]
-
-	// fanout is the set of replicas the upstream link sends to inline after
-	// each publish (downstream.Fanout), under its own lock, a leaf.
-	fanout downstream.Fanout
-	// linkSlots are the connections agreed to a compressed link, against
-	// repl-link-compression-max-links (an atomic): each client's goroutine
-	// takes its slot at REPLCONF and gives it back at its end.
+	// What the replicas share: the inline fan-out the link's goroutine
+	// writes through (a leaf lock), and the slots of compressed links (an
+	// atomic) each client's goroutine takes at REPLCONF and gives back at
+	// its end.
+	fanout    downstream.Fanout
 	linkSlots downstream.LinkSlots
 
-	// Client protection (protect.go): the file-limit hook, rate-limited logs.
-	fileLimit  func(maxclients int) int // Options.FileLimit; nil means no check
-	authLog    logLimiter               // failed AUTH
-	acceptLog  logLimiter               // accept errors
-	limitLog   logLimiter               // clients closed by a buffer limit
-	tlsLog     logLimiter               // failed TLS handshakes
-	httpLog    logLimiter               // the monitoring server's errors (net/http's: failed TLS handshakes, accept errors)
-	webAuthLog logLimiter               // monitoring requests refused 401
-	webBusyLog logLimiter               // monitoring requests refused 429 (the password checks busy)
-	webTLSLog  logLimiter               // metrics-web-config's TLS files not reloaded
-	linkLog    logLimiter               // compressed links refused past repl-link-compression-max-links
+	// The clients: the listeners (each served by an accept loop of the
+	// clients actor), the registry, the Pub/Sub channels, the ACL users,
+	// what protects the proxy from strangers, and the command table.
+	listeners *listenerSet              // listener_set.go
+	clients   *registry                 // registry.go; never locked with hist's lock
+	pubsub    *pubsub.Channels[*client] // package pubsub
+	access    *access                   // auth.go
+	protect   *protection               // protect.go
+	commands  *commandTable             // command_table.go
 
-	// life is the server's lifetime: Run sets it up, Close ends it.
-	life struct {
-		sync.Mutex
-		closed bool               // Close was called
-		cancel context.CancelFunc // ends Run; set once Run started
-		done   chan struct{}      // closed when Run returns; set with cancel
-	}
-	// drainReq is closed by Shutdown (once, drainOnce): Run then stops
-	// gracefully (drain.go).
-	drainReq  chan struct{}
-	drainOnce sync.Once
+	// The configuration in force, read with one atomic load, and its
+	// writers, CONFIG SET, REPLICAOF and CONFIG REWRITE (settings.go).
+	conf    liveConfig
+	changes *configChanges
 
-	// supervisor is Options.Supervisor (nil: none), told of the server's
-	// life (supervise.go); lastStatus is the status it was last given (nil
-	// before Ready), written once by Run's goroutine, then by the monitor
-	// only; stoppingOnce sends Stopping once.
-	supervisor   Supervisor
-	lastStatus   atomic.Pointer[string]
-	stoppingOnce sync.Once
+	// The background: the monitor (cron.go), an actor, and the memory it
+	// watches (memory.go), whose returns to the OS another actor makes.
+	cron *cron
+	mem  *memory
 
-	// made is what New made that holds a resource, each part's closer in
-	// the order the parts were made: New undoes it when a later step
-	// fails, Close on a server that never ran. Written by New (openDir)
-	// only.
-	made undoStack
+	// The figures and who is told: the counters behind INFO and /metrics,
+	// the process's identity, metrics-port's server (metrics_port.go; an
+	// actor, nil when off), the supervisor (supervise.go).
+	stats       report.Stats
+	process     report.Process
+	monitoring  *metrics.Server
+	supervision *supervision
+
+	// The server's life (drain.go): Run, Close, Shutdown's graceful stop,
+	// and the closers of what New made. log is the root logger.
+	life *lifecycle
+	log  hclog.Logger
 }
 
 // Options are what New needs besides the configuration.
@@ -195,466 +131,70 @@ type Options struct {
 	Supervisor Supervisor
 }
 
-// New validates cfg, opens the listeners and returns a server ready to Run.
-// cfg is cloned: later changes to it have no effect. When it fails, it has
-// closed whatever it had opened.
-func New(cfg *config.Config, opts Options) (_ *Server, err error) {
-	if cfg == nil {
-		cfg = config.DefaultConfig()
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg = cfg.Clone()
-	log := opts.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	if opts.FileLimit != nil {
-		n := opts.FileLimit(cfg.MaxClients)
-		if n < 1 {
-			return nil, fmt.Errorf("the open file limit leaves no room for clients (maxclients %d)", cfg.MaxClients)
-		}
-		if n < cfg.MaxClients {
-			log.Warn("maxclients lowered to fit the open file limit", "maxclients", cfg.MaxClients, "effective-maxclients", n)
-			cfg.MaxClients = n
-		}
-	}
-	pool := replbuf.NewPool(0)
-	s := &Server{
-		onMaxMemory: opts.OnMaxMemory,
-		supervisor:  opts.Supervisor,
-		log:         log,
-		pool:        pool,
-		runID:       replid.New(),
-		started:     time.Now(),
-		configFile:  opts.ConfigFile,
-		pid:         os.Getpid(),
-		drainReq:    make(chan struct{}),
-		monitorWake: make(chan struct{}, 1),
-		memoryState: memoryState{returnWake: make(chan struct{}, 1)},
-	}
-	// Each part that holds a resource pushes its closer on s.made once it
-	// is made; a step that fails after it has them all closed, the last
-	// made first.
-	defer func() {
-		if err != nil {
-			s.made.run()
-		}
-	}()
-	s.hist = history.New(pool, cfg.ReplBacklogSize, history.Counters{
-		EvictedSnapshots: &s.stats.EvictedSnapshots, EvictedBytes: &s.stats.EvictedBytes}, log)
-	s.fileLimit = opts.FileLimit
-	s.commands = commandTable()
-	docs, err := commanddocs.LoadEmbedded()
-	if err != nil {
-		return nil, err // only a broken build: its test checks the file
-	}
-	s.cmdDocs = docs
-	s.users, err = newUsers(cfg, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
-	if err != nil {
-		return nil, err
-	}
-	s.aclLog = acl.NewLog(int(min(cfg.ACLLogMaxLen, 1<<31-1)))
-	s.runtimeBaseline = measureRuntimeBaseline()
-	s.clients = newRegistry()
-	s.pubsub = pubsub.New[*client]()
-	s.up = newUpstream(s)
-	tlsst, err := tlsconf.Load(cfg) // before any socket: bad material fails the start
-	if err != nil {
-		return nil, err
-	}
-	s.tlsListenerConfig = s.listenerTLS()
-	lns, port, err := listen.Open(cfg.Bind, cfg.Port, cfg.TLSPort, nil, log)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Port = port // port 0 picks a free port (unless TLS only)
-	s.ln.setList(lns)
-	s.made.push(s.closeListeners)
-	if err := s.listenMetrics(cfg); err != nil {
-		return nil, err
-	}
-	s.made.push(s.closeMetricsListener)
-	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
-	if err := s.openDir(cfg, opts); err != nil {
-		return nil, err
-	}
-	if s.onMaxMemory != nil {
-		s.onMaxMemory(cfg.MaxMemory)
-	}
-	return s, nil
-}
+// The methods below are the Server's API and the few questions the parts
+// built on it ask of its owners (the link's and the replicas' hosts,
+// primary.go and replica_host.go, above all): each one line, answered by
+// the owner it names.
 
-// openDir takes dir's lock, opens the stream log when it is configured and
-// recovers the history from it, then builds the snapshot work, which adopts
-// the snapshot on disk and removes the leftovers of earlier runs. In New,
-// after the listeners: only a dir another proxy holds fails it.
-func (s *Server) openDir(cfg *config.Config, opts Options) error {
-	log := s.log
-	// Before anything touches dir, whatever the log's setting: the lock
-	// refuses a second proxy on it, before it removes the files the first
-	// serves from (dirlock.go).
-	lock, err := streamlog.LockDir(cfg.Dir)
-	switch {
-	case errors.Is(err, streamlog.ErrDirLocked):
-		return err
-	case err != nil:
-		// A dir that cannot be locked (missing, read-only) never stops
-		// relaying; nothing in it is touched, the log is not opened.
-		log.Warn("dir not locked: its files are left alone and the stream log is off", "dir", cfg.Dir, "error", err)
-		if cfg.ReplLogSize > 0 {
-			s.logOpenErr = "stream log: " + err.Error()
-		}
-	default:
-		s.dirLock = lock
-		s.made.push(s.releaseDir)
-	}
-	if cfg.ReplLogSize > 0 && s.dirLock != nil {
-		d, err := openDurable(cfg, log, opts.logFS)
-		if err != nil {
-			// A dir the log cannot use never stops relaying: the proxy runs
-			// as without a log, and says so.
-			log.Warn("stream log unavailable: running with the history in memory only", "error", err)
-			msg := err.Error()
-			s.logOpenErr = msg
-		} else {
-			s.made.push(d.close)
-			d.follow = history.NewFollower(s.hist, d.log, d.lg, s.followerConfig(d, cmp.Or(opts.logRetry, logRetryInterval)))
-			s.durable = d
-			s.hist.SetLog(d.log)
-			s.recovered(d)
-		}
-	}
-	s.snaps = newSnapshots(s, opts)
-	s.made.push(func() { s.snaps.Close() })
-	s.snaps.Adopt(cfg.Dir) // with the log only; before RemoveLeftovers, which keeps what it adopts
-	if s.dirLock != nil {
-		s.snaps.RemoveLeftovers(cfg.Dir) // only in a dir this proxy holds
-	}
-	return nil
-}
+// Addr returns the address of the first plain listener, or of the first
+// TLS one when there is no plain listener (port 0 with a tls-port): where
+// replicas connect. After CONFIG SET port or bind it is the new one's.
+func (s *Server) Addr() net.Addr { return s.listeners.plainAddr() }
 
-// ErrServerClosed is returned by Run on a server that was closed or has run
-// already.
-var ErrServerClosed = errors.New("proxy: server closed")
+// Port returns the TCP port of [Server.Addr].
+func (s *Server) Port() int { return s.Addr().(*net.TCPAddr).Port }
 
-// Run serves until ctx is done, Close is called, a graceful stop (Shutdown)
-// has drained or one of its actors fails, then stops every actor in order
-// (see actors) and returns once all have stopped. It returns nil after a
-// clean stop, else the error of each actor that failed. A server runs once.
-func (s *Server) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.life.Lock()
-	if s.life.closed || s.life.cancel != nil {
-		s.life.Unlock()
-		return ErrServerClosed
-	}
-	s.life.cancel, s.life.done = cancel, make(chan struct{})
-	defer close(s.life.done)
-	s.life.Unlock()
-	s.log.Info("replproxy started", "version", Version, "address", s.Addr().String(), "pid", s.pid)
-	// New opened the listeners: a connection waits in their queue for the
-	// accept loops, which start with the actors.
-	s.notifyReady()
-	err := s.actors(ctx, cancel).run()
-	s.hist.Close()
-	// Parked replicas see the stream's end, as a cursor's Wait would.
-	s.fanout.Wake()
-	s.releaseDir() // last: nothing writes in dir any more
-	s.log.Info("replproxy stopped")
-	return err
-}
+// TLSAddr returns the address of the first TLS listener, nil when tls-port
+// is 0. After CONFIG SET bind it is the new one's.
+func (s *Server) TLSAddr() net.Addr { return s.listeners.secureAddr() }
 
-// actors is Run's run group: every goroutine of the server that lives as
-// long as Run is one of these actors, or started and waited for by one.
-// They are stopped in the order they are added here, which is the order
-// the server stops in:
-//
-//  1. stop: waits for ctx's end (Close) or Shutdown, which drains first
-//     (drain.go): listeners closed, the link ended, the replicas given up
-//     to shutdown-timeout to catch up. Its stop tells the supervisor and
-//     cancels ctx, which every actor but the stream log's follower and
-//     the monitoring server runs under: a stop at once.
-//  2. upstream link: ended first (by the drain already, on a graceful
-//     stop), so that the stream's end stays put.
-//  3. clients: one accept loop per listener (a replaced listener's ends
-//     when it is closed) and each client's goroutine, replicas' included;
-//     its stop closes the listeners and every client and waits for them.
-//  4. monitor and 5. memory return (which the monitor asks for): stopped
-//     before the snapshot keeper, whose work the monitor asks for too.
-//  6. snapshot keeper: closed, it waits for its fetches, spills and
-//     persists.
-//  7. stream log, when configured: the follower, the last of the
-//     stream's readers, appends what was published; the log is closed
-//     once it has stopped.
-//  8. monitoring server, when metrics-port is set: it answers /metrics and
-//     /readyz until here, through a graceful stop.
-//
-// Run then closes the history, wakes the replicas parked on the fan-out
-// and releases dir's lock.
-func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGroup {
-	g := &actorGroup{log: s.log}
-	// The link has a context of its own, so that a graceful stop can end
-	// it first and fix the stream's end while the replicas catch up.
-	linkCtx, stopLink := context.WithCancel(ctx)
-	linkDone := make(chan struct{})
+// plainPort returns the port of the plain listeners, 0 when TLS only: the
+// configuration's, which New and CONFIG SET settle when port 0 picks one,
+// as INFO's tcp_port is Redis's server.port.
+func (s *Server) plainPort() int { return s.config().Port }
 
-	g.add("stop", func() error {
-		select {
-		case <-ctx.Done():
-		case <-s.drainReq:
-			s.drain(ctx, stopLink, linkDone)
-		}
-		return nil
-	}, func() {
-		s.notifyStopping() // the drain told it already on a graceful stop
-		cancel()
-	})
+// config returns the configuration in force. It is shared: never change it.
+func (s *Server) config() *config.Config { return s.conf.config() }
 
-	g.add("upstream link", func() error {
-		err := s.up.Run(linkCtx)
-		close(linkDone)
-		if err == nil {
-			<-ctx.Done() // ended by a drain: the others stop with the stop actor
-		}
-		return err
-	}, stopLink)
+// clientConf returns what clients consult of the configuration in force.
+func (s *Server) clientConf() *clientConf { return s.conf.clientConf() }
 
-	var conns sync.WaitGroup // the accept loops and the clients' goroutines
-	acceptErr := make(chan error, 1)
-	g.add("clients", func() error {
-		s.serveListeners(func(ln net.Listener, isTLS bool) {
-			conns.Go(func() {
-				if err := s.acceptLoop(ctx, ln, &conns, isTLS); err != nil {
-					select {
-					case acceptErr <- err:
-					default: // the actor is failing on the first one already
-					}
-				}
-			})
-		})
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-acceptErr:
-			return err
-		}
-	}, func() {
-		s.closeListeners()
-		s.closeClients()
-		conns.Wait()
-	})
-
-	g.add("monitor", func() error { return s.monitor(ctx) }, nil)
-	g.add("memory return", func() error { return s.returnMemory(ctx) }, nil)
-	// Not stopped by Keeper.Close, which, were it to come before Run (a
-	// stop right after the start), would have Run refuse with ErrClosed:
-	// Run closes the Keeper itself when ctx ends.
-	g.add("snapshot keeper", func() error { return s.snaps.Run(ctx) }, nil)
-
-	if d := s.durable; d != nil {
-		// Not under ctx: the follower stops only at its turn, after the
-		// link and every other reader of the stream.
-		logCtx, stopLog := context.WithCancel(context.Background())
-		g.add("stream log", func() error {
-			defer d.close()
-			return d.follow.Run(logCtx)
-		}, stopLog)
-	}
-
-	if m := s.monitoring; m != nil {
-		s.log.Info("metrics server listening", "address", m.Addr().String())
-		g.add("monitoring server", m.Serve, m.Shutdown)
-	}
-	return g
-}
-
-// An actorGroup is a run.Group whose actors stop in order: each runs on a
-// goroutine of its own and, when the first one returns, every actor is
-// stopped, one at a time in the order they were added, each waited for
-// before the next is stopped. A failed actor's error is logged and kept.
-type actorGroup struct {
-	g   run.Group
-	log hclog.Logger
-	// errs are the failed actors' errors, in the order they failed;
-	// appended by the actors' goroutines, read by run once all returned.
-	errs struct {
-		sync.Mutex
-		list []error
-	}
-}
-
-// add adds the actor name: execute runs it until it is stopped, and
-// returns nil then, or its error when it fails; stop, when not nil, tells
-// it to return (an actor under Run's context needs no telling: the stop
-// actor has cancelled it by its turn). It is stopped once execute has
-// returned.
-func (g *actorGroup) add(name string, execute func() error, stop func()) {
-	done := make(chan struct{})
-	g.g.Add(func() error {
-		defer close(done)
-		err := execute()
-		if err != nil {
-			g.log.Error("stopping: a part of the server failed", "part", name, "error", err)
-			err = fmt.Errorf("%s: %w", name, err)
-			g.errs.Lock()
-			g.errs.list = append(g.errs.list, err)
-			g.errs.Unlock()
-		}
-		return err
-	}, func(error) {
-		if stop != nil {
-			stop()
-		}
-		<-done
-	})
-}
-
-// run runs the actors and returns once every one has stopped: nil, or the
-// errors of those that failed.
-func (g *actorGroup) run() error {
-	g.g.Run() // returns the first actor's error alone: g.errs has them all
-	g.errs.Lock()
-	defer g.errs.Unlock()
-	return errors.Join(g.errs.list...)
-}
-
-// undoStack is what has been made so far of something made in steps: the
-// closer of each part that holds a resource, pushed once the part is made.
-type undoStack []func()
-
-// push records the closer of a part just made.
-func (u *undoStack) push(closer func()) { *u = append(*u, closer) }
-
-// run closes every part, the last made first. Each closer may be called
-// more than once.
-func (u undoStack) run() {
-	for _, closer := range slices.Backward(u) {
-		closer()
-	}
-}
-
-// Close stops the server: when Run is running, it ends it and waits until it
-// has returned; on a server that never ran it closes what New opened. It may
-// be called any number of times, from any goroutine; every call returns once
-// the server is stopped. It returns nil.
-func (s *Server) Close() error {
-	s.life.Lock()
-	s.life.closed = true
-	cancel, done := s.life.cancel, s.life.done
-	s.life.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-		return nil
-	}
-	s.made.run()
-	return nil
-}
-
-// acceptLoop accepts connections until the listener is closed. Each client's
-// goroutine joins wg; on a TLS listener (isTLS) it runs the handshake first,
-// so that a slow one holds up no other client, and the connection counts
-// against maxclients from accept on. Any other accept error (EMFILE when the process is out
-// of descriptors, ENOBUFS, ...) is logged, at most once per logEvery, and
-// retried after a back-off: a proxy that stops accepting would leave every
-// replica without a way back.
-func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup, isTLS bool) error {
-	var delay time.Duration
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			delay = nextAcceptDelay(delay)
-			if ok, n := s.acceptLog.allow(time.Now(), logEvery); ok {
-				s.log.Warn("accept failed; retrying", "error", err, "retry-in-ms", delay.Milliseconds(), "suppressed", n)
-			}
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-			continue
-		}
-		delay = 0
-		s.stats.ConnectionsReceived.Add(1) // at accept, before any TLS handshake, as Redis counts
-		if isTLS {
-			s.stats.TLSConnectionsReceived.Add(1)
-			// The handshake holds a descriptor and a goroutine for up to its
-			// timeout, so it takes a client's slot from accept on, as Redis
-			// creates the client before the handshake; past maxclients the
-			// connection is closed at once. Redis's error cannot go out
-			// before the handshake (Redis writes nothing either): it drops.
-			if !s.clients.reserve(s.config().MaxClients) {
-				s.stats.RejectedConnections.Add(1)
-				conn.Close()
-				continue
-			}
-			wg.Go(func() {
-				if tc, ok := s.handshakeTLS(ctx, conn); ok {
-					s.admit(ctx, tc, wg, true)
-				}
-			})
-			continue
-		}
-		s.admit(ctx, conn, wg, false)
-	}
-}
-
-// admit serves a new connection (after its TLS handshake, on tls-port):
-// protected mode and maxclients, then a goroutine that joins wg. reserved
-// says the connection holds a slot of the registry already (a TLS one,
-// reserved at accept): it becomes the client's, or is given back.
-func (s *Server) admit(ctx context.Context, conn net.Conn, wg *sync.WaitGroup, reserved bool) {
-	if deniedByProtectedMode(s.clientConf(), s.defaultOpen(), conn.RemoteAddr()) {
-		if reserved {
-			s.clients.unreserve()
-		}
-		s.stats.RejectedConnections.Add(1) // as Redis counts it
-		wg.Go(func() { deny(conn) })
-		return
-	}
-	c, ok := (*client)(nil), true
-	if reserved {
-		c = s.clients.addReserved(func(id int64) *client { return newClient(s, id, conn) })
-	} else {
-		c, ok = s.register(conn)
-	}
-	if !ok {
-		s.stats.RejectedConnections.Add(1)
-		conn.Write([]byte("-ERR max number of clients reached\r\n"))
-		conn.Close()
-		return
-	}
-	if ctx.Err() != nil {
-		// Run cancels ctx before closeClients lists the clients: a client
-		// registered after that list (a TLS handshake that ended just then)
-		// sees the cancel here and is closed, so none is left open.
-		c.closeFor(downstream.CloseServerShutdown)
-	}
-	wg.Go(func() { s.serveClient(ctx, c) })
-}
-
-// register adds a connection to the client registry, unless maxclients is reached.
-func (s *Server) register(conn net.Conn) (*client, bool) {
-	return s.clients.add(s.config().MaxClients, func(id int64) *client { return newClient(s, id, conn) })
-}
-
-// closeClients closes every client connection, which ends their goroutines.
-func (s *Server) closeClients() {
-	for _, c := range s.clients.clients() {
-		c.closeFor(downstream.CloseServerShutdown)
-	}
-}
+// tlsNow returns the TLS material in force, nil when no TLS is configured.
+func (s *Server) tlsNow() *tlsconf.Material { return s.conf.tls() }
 
 // identity returns the replication identity the proxy presents now.
 func (s *Server) identity() history.Identity { return s.hist.Identity() }
+
+// wakeMonitor runs the monitor's next round now if it is quiet and enough
+// of the stream came since (cron.wakeIfMoved): the stream's producer.
+func (s *Server) wakeMonitor() { s.cron.wakeIfMoved() }
+
+// wakeMonitorNow runs the monitor's next round now if it is quiet: a
+// payload starts to grow memory.
+func (s *Server) wakeMonitorNow() { s.cron.wakeNow() }
+
+// disconnectReplicas closes every replica planned before epoch
+// (registry.disconnectReplicas).
+func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
+	s.clients.disconnectReplicas(reason, epoch)
+}
+
+// memoryReport is used_memory's accounting now (memory.report).
+func (s *Server) memoryReport() eviction.Report { return s.mem.report() }
+
+// memoryWindow is how far behind the stream's end a replica may be and
+// still be sent from memory while the stream log runs (durable.go).
+func (s *Server) memoryWindow() int64 { return memoryWindow(s.config()) }
+
+// logLive reports whether the stream log follows the stream now.
+func (s *Server) logLive() bool { return s.durable.live() }
+
+// Shutdown asks Run to stop gracefully and returns at once; Run returns when
+// the replicas have caught up or shutdown-timeout has passed, whichever is
+// first. Ending Run's context, or Close, still stops at once, during the
+// wait too. Any goroutine, any number of times; on a server not running, Run
+// will stop gracefully as soon as it starts.
+func (s *Server) Shutdown() { s.life.shutdown() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
 func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }

@@ -18,8 +18,8 @@ import (
 // published value, changes the clone and publishes it. A published value is
 // never changed again, so a reader may keep it as long as it likes.
 //
-// A change runs in three steps (changeConfigTLS), and only the middle one
-// holds a lock:
+// A change runs in three steps (configChanges.change), and only the middle
+// one holds a lock:
 //
 //  1. prepare, with no lock held: edit the clone, validate it, and do every
 //     piece of I/O it needs (read the TLS files it names, take a new dir's
@@ -52,15 +52,53 @@ type settings struct {
 	tls    *tlsconf.Material // the TLS material cfg names (tls_handshake.go); nil without TLS
 }
 
-// liveConfig holds the published settings and orders their writers.
+// liveConfig is the configuration in force: the published settings, read
+// with one atomic load by any goroutine. Its writers are configChanges'.
+// The zero value holds none; New publishes the first.
 type liveConfig struct {
 	cur atomic.Pointer[settings] // replaced, never changed
+}
 
-	// writeMu guards the publication of cur, the fields below and
-	// Server.dirLock. It is taken by no reader and held for no I/O, no
-	// logging and no wait: under it a change compares and swaps pointers
-	// and counts. The listener set's lock (a leaf) is the only lock taken
-	// under it.
+func newSettings(cfg *config.Config, tls *tlsconf.Material) *settings {
+	return &settings{cfg: cfg, client: *newClientConf(cfg), tls: tls}
+}
+
+// config returns the configuration in force. It is shared: never change it.
+func (c *liveConfig) config() *config.Config { return c.cur.Load().cfg }
+
+// clientConf returns what clients consult of the configuration in force.
+func (c *liveConfig) clientConf() *clientConf { return &c.cur.Load().client }
+
+// tls returns the TLS material in force, nil when no TLS is configured.
+func (c *liveConfig) tls() *tlsconf.Material { return c.cur.Load().tls }
+
+// tlsLoadError is a failure to build the TLS material at CONFIG SET: Redis
+// answers it with "Unable to update TLS configuration" and keeps the old.
+type tlsLoadError struct{ err error }
+
+func (e *tlsLoadError) Error() string { return "load TLS material: " + e.err.Error() }
+func (e *tlsLoadError) Unwrap() error { return e.err }
+
+// configChanges are the writers of the configuration in force (CONFIG SET,
+// REPLICAOF) and of the config file (CONFIG REWRITE): it orders them,
+// prepares what a change needs of the listeners and dir's lock, publishes
+// it and puts its effects in force. Made by New with what a change
+// touches; any client's goroutine calls change and rewrite.
+type configChanges struct {
+	// What a change reads, prepares and swaps, and apply, which puts each
+	// part's effects of a published change in force (Server.applyConfig).
+	// Read-only.
+	conf      *liveConfig
+	listeners *listenerSet
+	dir       *dataDir
+	log       hclog.Logger
+	apply     func(prev, next *config.Config)
+
+	// writeMu guards the publication of conf, the fields below and dir's
+	// lock and release (dataDir). It is taken by no reader and held for no
+	// I/O, no logging and no wait: under it a change compares and swaps
+	// pointers and counts. The listener set's lock (a leaf) is the only
+	// lock taken under it.
 	writeMu sync.Mutex
 	running int  // changes started and not finished
 	waiting int  // changes waiting to run alone; none other starts meanwhile
@@ -71,9 +109,10 @@ type liveConfig struct {
 	// applied is closed once the change published last has finished: the
 	// next one applies its effects after it. nil before the first change.
 	applied chan struct{}
-	// dirReleased: releaseDir ran (the server's end), and no change puts a
-	// dir lock in place any more.
-	dirReleased bool
+
+	// rewriteMu makes CONFIG REWRITEs one at a time: it guards the config
+	// file, and is held across its I/O (no other lock is taken under it).
+	rewriteMu sync.Mutex
 
 	// ioHook, when set (by a test, before the server is shared), is
 	// called at each point where a change does I/O, with what it does
@@ -81,9 +120,14 @@ type liveConfig struct {
 	ioHook func(what string)
 }
 
+func newConfigChanges(conf *liveConfig, listeners *listenerSet, dir *dataDir, log hclog.Logger,
+	apply func(prev, next *config.Config)) *configChanges {
+	return &configChanges{conf: conf, listeners: listeners, dir: dir, log: log, apply: apply}
+}
+
 // io tells the test hook, if any, that a change is about to do I/O.
-func (s *Server) io(what string) {
-	if h := s.conf.ioHook; h != nil {
+func (c *configChanges) io(what string) {
+	if h := c.ioHook; h != nil {
 		h(what)
 	}
 }
@@ -91,7 +135,7 @@ func (s *Server) io(what string) {
 // start begins a change and returns the settings it starts from. A change
 // that runs alone waits until no other runs, and none other starts until
 // it ends; the waits hold no lock.
-func (c *liveConfig) start(alone bool) *settings {
+func (c *configChanges) start(alone bool) *settings {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	if alone {
@@ -111,11 +155,11 @@ func (c *liveConfig) start(alone bool) *settings {
 		c.alone = true
 	}
 	c.running++
-	return c.cur.Load()
+	return c.conf.cur.Load()
 }
 
 // endLocked ends a change begun by start(alone). REQUIRES: writeMu held.
-func (c *liveConfig) endLocked(alone bool) {
+func (c *configChanges) endLocked(alone bool) {
 	c.running--
 	if alone {
 		c.alone = false
@@ -127,85 +171,75 @@ func (c *liveConfig) endLocked(alone bool) {
 }
 
 // end is endLocked for a change that holds no lock.
-func (c *liveConfig) end(alone bool) {
+func (c *configChanges) end(alone bool) {
 	c.writeMu.Lock()
 	c.endLocked(alone)
 	c.writeMu.Unlock()
 }
 
-func newSettings(cfg *config.Config, tls *tlsconf.Material) *settings {
-	return &settings{cfg: cfg, client: *newClientConf(cfg), tls: tls}
-}
-
-// config returns the configuration in force. It is shared: never change it.
-func (s *Server) config() *config.Config { return s.conf.cur.Load().cfg }
-
-// clientConf returns what clients consult of the configuration in force.
-func (s *Server) clientConf() *clientConf { return &s.conf.cur.Load().client }
-
-// changeConfig lets change edit a copy of the configuration in force (prev
-// is the current one, not to be changed); when change returns nil and the
-// copy is valid, what it needs is prepared (listeners, dir's lock, TLS
-// material) and it is published and put into effect. The error is
-// change's, the validation's or the preparation's (Redis's reply text,
-// or a *tlsLoadError), and then nothing changed. change runs with no lock
+// change lets edit change a copy of the configuration in force (prev is
+// the current one, not to be changed); when edit returns nil and the copy
+// is valid, what it needs is prepared (listeners, dir's lock, TLS
+// material) and it is published and put into effect. The error is edit's,
+// the validation's or the preparation's (Redis's reply text,
+// or a *tlsLoadError), and then nothing changed. edit runs with no lock
 // held, and again from the newer configuration when another change was
 // published meanwhile: it must only edit next and check.
-func (s *Server) changeConfig(change func(prev, next *config.Config) error) error {
-	return s.changeConfigTLS(false, change)
+func (c *configChanges) change(edit func(prev, next *config.Config) error) error {
+	return c.changeTLS(false, edit)
 }
 
-// changeConfigTLS is changeConfig that also reads the TLS material again
+// changeTLS is change that also reads the TLS material again
 // when reloadTLS is set (CONFIG SET named a tls-* directive) and TLS is in
 // use, as it does anyway when a tls-* value changed. A failure to load it
 // is a *tlsLoadError, and nothing changes: the material in force stays.
 // The material is published with the configuration that named it.
-func (s *Server) changeConfigTLS(reloadTLS bool, change func(prev, next *config.Config) error) error {
+func (c *configChanges) changeTLS(reloadTLS bool, edit func(prev, next *config.Config) error) error {
 	alone := false
 	for {
-		cur := s.conf.start(alone)
+		cur := c.start(alone)
 		prev := cur.cfg
 		next := prev.Clone()
-		err := change(prev, next)
+		err := edit(prev, next)
 		if err == nil {
 			err = next.Validate()
 		}
 		var p *prepared
 		conflict := false
 		if err == nil {
-			p, conflict, err = s.prepare(cur, next, reloadTLS, alone)
+			p, conflict, err = c.prepare(cur, next, reloadTLS, alone)
 		}
 
-		s.conf.writeMu.Lock()
-		if stale := s.conf.cur.Load() != cur; stale || conflict && !alone {
+		c.writeMu.Lock()
+		if stale := c.conf.cur.Load() != cur; stale || conflict && !alone {
 			// Made from an older configuration, or what it could not have
 			// may be a sibling's: again, from the configuration in force,
 			// alone after a conflict. (Alone, no other change publishes:
 			// it is never stale, and never undone.)
-			s.conf.endLocked(alone)
-			s.conf.writeMu.Unlock()
-			s.undo(p)
+			c.endLocked(alone)
+			c.writeMu.Unlock()
+			c.undo(p)
 			alone = alone || conflict
 			continue
 		}
 		if err != nil {
-			s.conf.endLocked(alone)
-			s.conf.writeMu.Unlock()
+			c.endLocked(alone)
+			c.writeMu.Unlock()
 			return err
 		}
-		s.conf.cur.Store(newSettings(next, p.tls))
-		fin := s.publishLocked(p)
-		after := s.conf.applied
+		c.conf.cur.Store(newSettings(next, p.tls))
+		fin := c.publishLocked(p)
+		after := c.applied
 		fin.applied = make(chan struct{})
-		s.conf.applied = fin.applied
-		s.conf.writeMu.Unlock()
+		c.applied = fin.applied
+		c.writeMu.Unlock()
 
 		if after != nil {
 			<-after // the changes published before this one have finished
 		}
-		s.finish(prev, next, fin)
+		c.finish(prev, next, fin)
 		close(fin.applied)
-		s.conf.end(alone)
+		c.end(alone)
 		return nil
 	}
 }
@@ -224,40 +258,40 @@ type prepared struct {
 // after a socket can fail and leave it open. On error nothing it took is
 // kept, and conflict says the failure may be a sibling change's doing (a
 // socket or dir lock it holds).
-func (s *Server) prepare(cur *settings, next *config.Config, reloadTLS, alone bool) (p *prepared, conflict bool, err error) {
+func (c *configChanges) prepare(cur *settings, next *config.Config, reloadTLS, alone bool) (p *prepared, conflict bool, err error) {
 	prev := cur.cfg
 	p = &prepared{tls: cur.tls}
 	if !next.UsesTLS() {
 		p.tls = nil
 	} else if tlsconf.ReloadNeeded(prev, next, reloadTLS) {
-		s.io("read tls")
+		c.io("read tls")
 		st, err := tlsconf.Load(next)
 		if err != nil {
 			return nil, false, &tlsLoadError{err}
 		}
 		p.tls = st
 	}
-	if p.dir, conflict, err = s.prepareDir(prev, next); err != nil {
+	if p.dir, conflict, err = c.dir.prepare(prev, next, c.io); err != nil {
 		return nil, conflict, err
 	}
-	if p.lns, conflict, err = s.prepareListeners(prev, next, alone); err != nil {
-		s.undo(&prepared{dir: p.dir})
+	if p.lns, conflict, err = c.listeners.prepare(prev, next, alone, c.io); err != nil {
+		c.undo(&prepared{dir: p.dir})
 		return nil, conflict, err
 	}
 	return p, false, nil
 }
 
 // undo closes what p took; p was never published. nil does nothing.
-func (s *Server) undo(p *prepared) {
+func (c *configChanges) undo(p *prepared) {
 	if p == nil {
 		return
 	}
 	if p.lns != nil && len(p.lns.opened) > 0 {
-		s.io("close listeners")
+		c.io("close listeners")
 		listen.CloseAll(p.lns.opened)
 	}
 	if p.dir != nil && p.dir.lock != nil {
-		s.io("unlock dir")
+		c.io("unlock dir")
 		p.dir.lock.Close()
 	}
 }
@@ -274,13 +308,13 @@ type finishing struct {
 // publishLocked puts p's listeners and dir lock in place of those in use,
 // by pointer swaps, and returns what they displaced. REQUIRES: writeMu
 // held, the configuration naming them just published.
-func (s *Server) publishLocked(p *prepared) *finishing {
+func (c *configChanges) publishLocked(p *prepared) *finishing {
 	fin := &finishing{dir: p.dir}
 	if p.lns != nil {
-		fin.displaced, fin.replaced = s.swapListeners(p.lns.lns)
+		fin.displaced, fin.replaced = c.listeners.swap(p.lns.lns)
 	}
 	if p.dir != nil {
-		fin.oldLock = s.swapDirLockLocked(p.dir.lock)
+		fin.oldLock = c.dir.swapLocked(p.dir.lock)
 	}
 	return fin
 }
@@ -288,54 +322,45 @@ func (s *Server) publishLocked(p *prepared) *finishing {
 // finish puts a published change's effects into force and closes what it
 // displaced, with no lock held, after the changes published before it have
 // finished.
-func (s *Server) finish(prev, next *config.Config, fin *finishing) {
-	s.applyConfig(prev, next)
+func (c *configChanges) finish(prev, next *config.Config, fin *finishing) {
+	c.apply(prev, next)
 	if len(fin.displaced) > 0 {
-		s.io("close listeners")
+		c.io("close listeners")
 		listen.CloseAll(fin.displaced) // ends their accept loops
 	}
 	if fin.oldLock != nil {
-		s.io("unlock dir")
+		c.io("unlock dir")
 		fin.oldLock.Close()
 	}
 	if fin.dir != nil && fin.dir.err != nil {
-		s.io("log")
-		s.log.Warn("dir not locked", "dir", next.Dir, "error", fin.dir.err)
+		c.io("log")
+		c.log.Warn("dir not locked", "dir", next.Dir, "error", fin.dir.err)
 	}
 	if fin.replaced {
-		s.io("log")
-		s.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort)
+		c.io("log")
+		c.log.Info("listeners replaced", "bind", strings.Join(next.Bind, " "), "port", next.Port, "tls-port", next.TLSPort)
 	}
 }
 
-// applyConfig puts the effects of a newly published configuration into
-// force. REQUIRES: no lock held, called in publication order (finish).
-func (s *Server) applyConfig(prev, next *config.Config) {
-	if next.MaxMemory != prev.MaxMemory && s.onMaxMemory != nil {
-		s.io("memory limit") // cmd/replproxy's logs
-		s.onMaxMemory(next.MaxMemory)
+// releaseDir releases dir's lock, once everything that writes in dir has
+// stopped (Run's end, or Close on a server that never ran); no change puts
+// one in place after it. The flock is released with no lock held.
+func (c *configChanges) releaseDir() {
+	c.writeMu.Lock()
+	l := c.dir.releaseLocked()
+	c.writeMu.Unlock()
+	if l != nil {
+		c.io("unlock dir")
+		l.Close()
 	}
-	s.snaps.Configure(s.snapshotSettings(next))
-	if next.LogLevel != prev.LogLevel {
-		s.log.SetLevel(HCLogLevel(next.LogLevel))
-	}
-	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
-		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
-		next.TLSReplication != prev.TLSReplication {
-		s.up.Retarget()
-	}
-	if next.RequirePass != prev.RequirePass {
-		// requirepass is the default user's password, as in Redis.
-		s.users.SetDefaultPassword(next.RequirePass)
-	}
-	if next.ACLLogMaxLen != prev.ACLLogMaxLen {
-		s.aclLog.SetMaxLen(int(min(next.ACLLogMaxLen, 1<<31-1)))
-	}
-	if next.ReplBacklogSize != prev.ReplBacklogSize {
-		// Under the history's lock; in publication order, so next's is the
-		// value published last of those applied yet.
-		s.hist.SetBacklogSize(func() int64 { return next.ReplBacklogSize })
-	}
+}
+
+// rewrite writes cfg over the config file at path (config.Config's
+// RewriteFile), one rewrite at a time.
+func (c *configChanges) rewrite(path string, cfg *config.Config) error {
+	c.rewriteMu.Lock()
+	defer c.rewriteMu.Unlock()
+	return cfg.RewriteFile(path)
 }
 
 // HCLogLevel maps a Redis log level to hclog's.

@@ -213,7 +213,7 @@ func TestConfigResetStat(t *testing.T) {
 // that every change sees it, and stops it when the test ends.
 func runHooked(t *testing.T, p *testProxy, hook func(what string)) {
 	t.Helper()
-	p.conf.ioHook = hook
+	p.changes.ioHook = hook
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -240,9 +240,9 @@ func TestConfigChangeIOUnlocked(t *testing.T) {
 	seen := map[string]int{}
 	var locked []string
 	runHooked(t, p, func(what string) {
-		free := p.conf.writeMu.TryLock()
+		free := p.changes.writeMu.TryLock()
 		if free {
-			p.conf.writeMu.Unlock()
+			p.changes.writeMu.Unlock()
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -280,7 +280,7 @@ func TestConfigChangeIOUnlocked(t *testing.T) {
 	if got := a.do("REPLICAOF", "NO", "ONE"); got != "+OK\r\n" {
 		t.Fatalf("REPLICAOF NO ONE: %q", got)
 	}
-	p.releaseDir() // as Run's end does
+	p.changes.releaseDir() // as Run's end does
 	mu.Lock()
 	defer mu.Unlock()
 	for _, what := range []string{"listen", "close listeners", "read tls", "stat dir", "lock dir", "unlock dir", "memory limit", "log"} {
@@ -484,7 +484,7 @@ func checkListeners(t *testing.T, p *testProxy, ports []int) {
 		want = append(want, fmt.Sprintf("tls 127.0.0.1:%d", cfg.TLSPort))
 	}
 	var got []string
-	for _, b := range p.listenersInUse() {
+	for _, b := range p.listeners.inUse() {
 		kind := "plain"
 		if b.TLS {
 			kind = "tls"

@@ -91,8 +91,8 @@ func TestFetchLogCoversSnapshot(t *testing.T) {
 // fetch, has completed n more rounds.
 func waitMonitorRounds(t *testing.T, p *testProxy, n int64) {
 	t.Helper()
-	want := p.monitorRounds.Load() + n
-	redistest.WaitFor(t, 10*time.Second, "monitor rounds", func() bool { return p.monitorRounds.Load() >= want })
+	want := p.cron.rounds.Load() + n
+	redistest.WaitFor(t, 10*time.Second, "monitor rounds", func() bool { return p.cron.rounds.Load() >= want })
 }
 
 // noFetchStarted fails the test if p has a snapshot fetch in flight or has

@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
@@ -18,7 +21,7 @@ import (
 // Status from the monitor's goroutine after that (within a round, 100 ms),
 // only when the status changed; Stopping once, after Ready, from the stop
 // actor's goroutine when a graceful stop begins, else from Run's goroutine
-// (server.go, actors). No lock of the server is held during a call, which
+// (run.go, actors). No lock of the server is held during a call, which
 // may do I/O but should not block for long.
 type Supervisor interface {
 	Ready(status string)
@@ -26,50 +29,71 @@ type Supervisor interface {
 	Stopping()
 }
 
+// supervision is what the server tells its supervisor, and what it last
+// told it. Made by New; Run's goroutine calls notifyReady, the monitor
+// (cron.go) notifyStatus, the stop actor or a drain notifyStopping.
+type supervision struct {
+	// to is Options.Supervisor; nil: none, and every method does nothing.
+	to Supervisor
+	// ready is the readiness rule (/readyz's, metrics_port.go) and link the
+	// upstream link's state: what a status line is made of.
+	ready func() (ok bool, why string)
+	link  func() upstream.State
+	// last is the status last sent (nil before Ready): written once by
+	// Run's goroutine, then by the monitor only.
+	last atomic.Pointer[string]
+	// stoppingOnce sends Stopping once.
+	stoppingOnce sync.Once
+}
+
+func newSupervision(to Supervisor, ready func() (bool, string), link func() upstream.State) *supervision {
+	return &supervision{to: to, ready: ready, link: link}
+}
+
 // notifyReady tells the supervisor that Run serves.
-func (s *Server) notifyReady() {
-	if s.supervisor == nil {
+func (v *supervision) notifyReady() {
+	if v.to == nil {
 		return
 	}
 	// Redis's words. The link to the primary starts after this, so its
 	// state is not known yet: the monitor's next round sends it.
 	st := "Ready to accept connections"
-	s.supervisor.Ready(st)
-	s.lastStatus.Store(&st) // after: no Status goes before Ready
+	v.to.Ready(st)
+	v.last.Store(&st) // after: no Status goes before Ready
 }
 
 // notifyStatus sends the status when it changed since the last one sent:
 // monitor only, and nothing before notifyReady has.
-func (s *Server) notifyStatus() {
-	if s.supervisor == nil {
+func (v *supervision) notifyStatus() {
+	if v.to == nil {
 		return
 	}
-	last := s.lastStatus.Load()
+	last := v.last.Load()
 	if last == nil {
 		return
 	}
-	st := s.supervisorStatus()
+	st := v.status()
 	if *last == st {
 		return
 	}
-	s.lastStatus.Store(&st)
-	s.supervisor.Status(st)
+	v.last.Store(&st)
+	v.to.Status(st)
 }
 
 // notifyStopping tells the supervisor that the server stops, once.
-func (s *Server) notifyStopping() {
-	if s.supervisor == nil {
+func (v *supervision) notifyStopping() {
+	if v.to == nil {
 		return
 	}
-	s.stoppingOnce.Do(s.supervisor.Stopping)
+	v.stoppingOnce.Do(v.to.Stopping)
 }
 
-// supervisorStatus is the readiness rule (/readyz) as one line that changes
-// only when the state does: the reason /readyz gives while serving from the
+// status is the readiness rule (/readyz) as one line that changes only
+// when the state does: the reason /readyz gives while serving from the
 // history names offsets that move with every write, so it is left out.
-func (s *Server) supervisorStatus() string {
-	ok, why := s.readiness()
-	st := s.up.State()
+func (v *supervision) status() string {
+	ok, why := v.ready()
+	st := v.link()
 	switch {
 	case ok && st == upstream.StateConnected:
 		return "Ready: " + why

@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"
+	"github.com/replproxy/replproxy/proxy/upstream"
 )
 
 // fakeSupervisor records what the server tells it, in order.
@@ -68,4 +70,30 @@ func TestSupervisorLifecycle(t *testing.T) {
 	if stops != 1 {
 		t.Errorf("%d Stopping in %q", stops, sup.list())
 	}
+}
+
+// TestSupervisionStatus: supervision, made with no server, tells nothing
+// before Ready, then a status only when its line changes, and Stopping
+// once; with no supervisor it tells nothing at all.
+func TestSupervisionStatus(t *testing.T) {
+	sup := &fakeSupervisor{}
+	ok, why, st := false, "no sync with the primary has completed", upstream.StateNone
+	v := newSupervision(sup, func() (bool, string) { return ok, why }, func() upstream.State { return st })
+	v.notifyStatus() // before Ready
+	v.notifyReady()
+	v.notifyStatus()
+	v.notifyStatus() // unchanged
+	ok, why, st = true, "upstream link up", upstream.StateConnected
+	v.notifyStatus()
+	v.notifyStopping()
+	v.notifyStopping()
+	want := []string{"ready: Ready to accept connections", "status: Not ready: no sync with the primary has completed",
+		"status: Ready: upstream link up", "stopping"}
+	if got := sup.list(); !slices.Equal(got, want) {
+		t.Fatalf("told %q, want %q", got, want)
+	}
+	none := newSupervision(nil, func() (bool, string) { return true, "" }, func() upstream.State { return st })
+	none.notifyReady()
+	none.notifyStatus()
+	none.notifyStopping()
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net"
 	"time"
-
-	"github.com/replproxy/replproxy/proxy/tlsconf"
 )
 
 // TLS (tls-port, tls-replication): the material is loaded from the files
@@ -23,22 +21,12 @@ import (
 // goroutine and descriptor for that long at most.
 const tlsHandshakeTimeout = 10 * time.Second
 
-// tlsLoadError is a failure to build the TLS material at CONFIG SET: Redis
-// answers it with "Unable to update TLS configuration" and keeps the old.
-type tlsLoadError struct{ err error }
-
-func (e *tlsLoadError) Error() string { return "load TLS material: " + e.err.Error() }
-func (e *tlsLoadError) Unwrap() error { return e.err }
-
-// tlsNow returns the TLS material in force, nil when no TLS is configured.
-func (s *Server) tlsNow() *tlsconf.Material { return s.conf.cur.Load().tls }
-
 // listenerTLS is the tls.Config of tls-port's listener: every handshake
 // takes the server config in force then.
-func (s *Server) listenerTLS() *tls.Config {
+func listenerTLS(conf *liveConfig) *tls.Config {
 	return &tls.Config{
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			st := s.tlsNow()
+			st := conf.tls()
 			if st == nil || st.Server == nil {
 				return nil, errors.New("no TLS configuration")
 			}
@@ -52,7 +40,7 @@ func (s *Server) listenerTLS() *tls.Config {
 // handshake timeout. On failure it closes the connection, gives its slot
 // back, and counts and logs (rate-limited) the failure.
 func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, bool) {
-	tc := tls.Server(conn, s.tlsListenerConfig)
+	tc := tls.Server(conn, s.listeners.tls)
 	timeout := min(tlsHandshakeTimeout, s.config().ReplTimeout)
 	tc.SetDeadline(time.Now().Add(timeout))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -62,7 +50,7 @@ func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, boo
 		tc.Close()
 		s.clients.unreserve() // before the count, which a reader may wait on
 		s.stats.TLSHandshakeFailures.Add(1)
-		if ok, n := s.tlsLog.allow(time.Now(), logEvery); ok {
+		if ok, n := s.protect.tlsLog.allow(time.Now(), logEvery); ok {
 			s.log.Named("downstream").Warn("TLS handshake failed", "address", conn.RemoteAddr().String(), "error", err, "suppressed", n)
 		}
 		return nil, false

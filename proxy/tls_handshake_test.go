@@ -50,7 +50,7 @@ func tlsPing(addr string, conf *tls.Config) (string, error) {
 // server's listener set holds.
 func countListeners(s *Server, isTLS bool) int {
 	n := 0
-	for _, b := range s.listenersInUse() {
+	for _, b := range s.listeners.inUse() {
 		if b.TLS == isTLS {
 			n++
 		}
@@ -266,7 +266,7 @@ func TestTLSReload(t *testing.T) {
 // tlsListenersOf returns the TLS listeners of the server's listener set.
 func tlsListenersOf(s *Server) []net.Listener {
 	var lns []net.Listener
-	for _, b := range s.listenersInUse() {
+	for _, b := range s.listeners.inUse() {
 		if b.TLS {
 			lns = append(lns, b.Ln)
 		}
@@ -446,7 +446,7 @@ func TestTLSConfigSetTLSPort(t *testing.T) {
 	p := startProxy(t)
 	xc := redistest.Dial(t, p.AddrString())
 	plainListener := func() net.Listener {
-		for _, b := range p.listenersInUse() {
+		for _, b := range p.listeners.inUse() {
 			if !b.TLS {
 				return b.Ln
 			}

@@ -6,12 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/proxy/history"
 )
 
 // TestReplicaHardLimit: the hard limit applies raised to the backlog, as in
@@ -27,28 +23,6 @@ func TestReplicaHardLimit(t *testing.T) {
 	}
 }
 
-// TestDisconnectReplicasByEpoch: after an identity change, the replicas
-// planned before it are disconnected and one planned since (between the
-// change and the disconnection, which no longer share a lock) keeps its
-// connection.
-func TestDisconnectReplicasByEpoch(t *testing.T) {
-	s := linkNewServer(t, hclog.Off)
-	register := func(epoch uint64) *downstream.Replica {
-		conn, _ := linkPipe(t)
-		r := downstream.New(downstream.Config{Conn: conn, Counters: s.replicaCounters(), Plan: history.Plan{Epoch: epoch}, Hist: s.hist, Log: hclog.NewNullLogger()})
-		s.clients.addReplica(r)
-		return r
-	}
-	before, since := register(1), register(2)
-	s.disconnectReplicas(downstream.CloseReplIDChanged, 2)
-	if !before.Closed() {
-		t.Error("a replica planned before the change kept its connection")
-	}
-	if since.Closed() {
-		t.Error("a replica planned since the change was disconnected")
-	}
-}
-
 // TestMonitorQuiet: with nothing moving, the monitor slows to a round per
 // quietInterval after quietAfter; a few bytes of stream (the primary's
 // PING) leave it quiet, and the stream's producer (Published), once
@@ -59,10 +33,10 @@ func TestMonitorQuiet(t *testing.T) {
 		t.Skip("slow (about 3 s): waits for the monitor to go quiet, then watches it")
 	}
 	p := startProxy(t) // no primary: nothing moves
-	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.monitorQuiet.Load)
-	rounds := p.monitorRounds.Load()
+	redistest.WaitFor(t, 10*time.Second, "the monitor to go quiet", p.cron.quiet.Load)
+	rounds := p.cron.rounds.Load()
 	time.Sleep(quietInterval + quietInterval/2)
-	if n := p.monitorRounds.Load() - rounds; n > 2 {
+	if n := p.cron.rounds.Load() - rounds; n > 2 {
 		t.Fatalf("%d monitor rounds in %v while quiet, want at most 2", n, quietInterval+quietInterval/2)
 	}
 	// The stream moves (as the link's goroutine would move it), and its
@@ -72,17 +46,17 @@ func TestMonitorQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	host.Published()
-	if !p.monitorQuiet.Load() {
+	if !p.cron.quiet.Load() {
 		t.Fatal("a PING woke the quiet monitor")
 	}
-	rounds = p.monitorRounds.Load()
+	rounds = p.cron.rounds.Load()
 	value := strings.Repeat("v", quietBytes)
 	if err := st.Append([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$" + strconv.Itoa(len(value)) + "\r\n" + value + "\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	host.Published()
-	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.monitorRounds.Load() > rounds })
-	if p.monitorQuiet.Load() {
+	redistest.WaitFor(t, quietInterval/2, "a round once woken", func() bool { return p.cron.rounds.Load() > rounds })
+	if p.cron.quiet.Load() {
 		t.Fatal("the monitor is quiet right after a publish woke it")
 	}
 }

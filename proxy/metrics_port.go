@@ -90,12 +90,12 @@ func (s *Server) secureMetrics(m *metrics.Server, cfg *config.Config) error {
 			s.log.Warn("metrics-tls yes: the monitoring port serves the tls_server_config of metrics-web-config instead", "path", cfg.MetricsWebConfig)
 		}
 		m.TLS = web.TLS.ServerConfig(func(err error) {
-			if ok, n := s.webTLSLog.allow(time.Now(), logEvery); ok {
+			if ok, n := s.protect.webTLSLog.allow(time.Now(), logEvery); ok {
 				s.log.Warn("metrics-web-config: TLS files not reloaded, the ones loaded before are served", "path", cfg.MetricsWebConfig, "error", err, "suppressed", n)
 			}
 		})
 	case cfg.MetricsServesTLS():
-		m.TLS = s.listenerTLS()
+		m.TLS = listenerTLS(&s.conf)
 	}
 	if web == nil {
 		return nil
@@ -115,7 +115,7 @@ func (s *Server) secureMetrics(m *metrics.Server, cfg *config.Config) error {
 // most once per logEvery: a stranger may send thousands.
 func (s *Server) metricsAuthFailed(remote string, sentCredentials bool) {
 	s.stats.MetricsAuthFailures.Add(1)
-	if ok, n := s.webAuthLog.allow(time.Now(), logEvery); ok {
+	if ok, n := s.protect.webAuthLog.allow(time.Now(), logEvery); ok {
 		if sentCredentials {
 			s.log.Warn("monitoring request refused: wrong user name or password", "address", remote, "suppressed", n)
 		} else {
@@ -129,7 +129,7 @@ func (s *Server) metricsAuthFailed(remote string, sentCredentials bool) {
 // it at most once per logEvery: a flood is thousands a second.
 func (s *Server) metricsAuthBusy(remote string) {
 	s.stats.MetricsAuthThrottled.Add(1)
-	if ok, n := s.webBusyLog.allow(time.Now(), logEvery); ok {
+	if ok, n := s.protect.webBusyLog.allow(time.Now(), logEvery); ok {
 		s.log.Warn("monitoring request refused: too many password checks waiting", "address", remote, "suppressed", n)
 	}
 }
@@ -140,7 +140,7 @@ func (s *Server) metricsAuthBusy(remote string) {
 type metricsErrorLog struct{ s *Server }
 
 func (w metricsErrorLog) Write(p []byte) (int, error) {
-	if ok, n := w.s.httpLog.allow(time.Now(), logEvery); ok {
+	if ok, n := w.s.protect.httpLog.allow(time.Now(), logEvery); ok {
 		w.s.log.Warn("metrics server error", "error", strings.TrimSpace(string(p)), "suppressed", n)
 	}
 	return len(p), nil
@@ -181,10 +181,8 @@ func (s *Server) closeMetricsListener() {
 // (whether or not replicaof is set), nor with an empty backlog. why is a
 // one-line reason either way.
 func (s *Server) readiness() (ok bool, why string) {
-	select {
-	case <-s.drainReq:
+	if s.life.draining() {
 		return false, "shutting down"
-	default:
 	}
 	st := s.up.State()
 	if st == upstream.StateConnected {

@@ -2,12 +2,23 @@ package proxy
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/report"
+	"github.com/replproxy/replproxy/proxy/snapshots"
 	"github.com/replproxy/replproxy/proxy/upstream"
 )
+
+// The monitor is the proxy's cron: the background loop Redis runs as
+// clientsCron and replicationCron, with the proxy's own work beside
+// theirs. Each round, in order: replica timeouts and output-buffer limits,
+// retired snapshots released, maxmemory and eviction, the snapshot on disk
+// persisted and refreshed, released memory given back to the OS, the
+// supervisor's status.
 
 // monitorInterval is how often the monitor checks replicas (Redis's
 // clientsCron and replicationCron run at 10 Hz and 1 Hz).
@@ -22,18 +33,50 @@ const monitorInterval = 100 * time.Millisecond
 // payload, and repl-timeout is counted in seconds. Fewer than quietBytes
 // moved count as nothing (the primary's PING every 10 s, a trickle of
 // writes). The stream's producer, once quietBytes have come since, and a
-// payload's start wake it at once (wakeMonitor, wakeMonitorNow).
+// payload's start wake it at once (wakeIfMoved, wakeNow).
 const (
 	quietAfter    = time.Second
 	quietInterval = time.Second
 	quietBytes    = 64 << 10
 )
 
-// monitor enforces the replica output-buffer limits and repl-timeout, and
-// releases retired snapshots once nobody reads them. It closes a replica's
-// connection, which ends its goroutines; it never waits on a replica. One
-// of Run's actors: it returns nil once ctx ends.
-func (s *Server) monitor(ctx context.Context) error {
+// cron is the monitor: its loop's state, and the parts a round works on.
+// Made by New once every one of those is; run is one of Run's actors.
+type cron struct {
+	// What a round reads and acts on. Read-only.
+	conf        *liveConfig
+	hist        *history.History
+	stats       *report.Stats
+	up          *upstream.Link
+	clients     *registry
+	durable     *durable // nil without the stream log
+	mem         *memory
+	snaps       *snapshots.Keeper
+	supervision *supervision
+
+	// rounds counts the completed rounds; written by the monitor only,
+	// read by tests that must know a round has passed.
+	rounds atomic.Int64
+	// quiet says that the monitor runs at quietInterval (written by the
+	// monitor, cleared by wakeNow), quietFrom the stream's end it compares
+	// with meanwhile (written by the monitor); wake (capacity 1) ends its
+	// wait.
+	quiet     atomic.Bool
+	quietFrom atomic.Int64
+	wake      chan struct{}
+}
+
+func newCron(conf *liveConfig, hist *history.History, stats *report.Stats, up *upstream.Link, clients *registry,
+	durable *durable, mem *memory, snaps *snapshots.Keeper, supervision *supervision) *cron {
+	return &cron{conf: conf, hist: hist, stats: stats, up: up, clients: clients, durable: durable,
+		mem: mem, snaps: snaps, supervision: supervision, wake: make(chan struct{}, 1)}
+}
+
+// run enforces the replica output-buffer limits and repl-timeout, and
+// releases retired snapshots once nobody reads them, among a round's work.
+// It closes a replica's connection, which ends its goroutines; it never
+// waits on a replica. One of Run's actors: it returns nil once ctx ends.
+func (m *cron) run(ctx context.Context) error {
 	t := time.NewTimer(monitorInterval)
 	defer t.Stop()
 	var since activity       // what was seen when it last moved
@@ -44,44 +87,44 @@ func (s *Server) monitor(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now = <-t.C:
-		case <-s.monitorWake:
+		case <-m.wake:
 			now = time.Now()
 			t.Stop()
 		}
-		s.checkReplicas(now)
-		s.releaseRetired()
-		s.enforceMaxMemory(now)
-		s.snaps.Persist()
-		s.snaps.Refresh(now)
-		s.returnReleasedMemory(now)
-		s.notifyStatus()
-		s.monitorRounds.Add(1)
+		m.checkReplicas(now)
+		m.releaseRetired()
+		m.mem.enforceMaxMemory(now)
+		m.snaps.Persist()
+		m.snaps.Refresh(now)
+		m.mem.returnReleasedMemory(now)
+		m.supervision.notifyStatus()
+		m.rounds.Add(1)
 		next := monitorInterval
-		if a := s.activity(); !a.stillSince(since) || stillSince.IsZero() {
+		if a := m.activity(); !a.stillSince(since) || stillSince.IsZero() {
 			since, stillSince = a, now
 		} else if now.Sub(stillSince) >= quietAfter {
 			next = quietInterval
 		}
-		s.monitorQuietFrom.Store(since.streamEnd)
-		s.monitorQuiet.Store(next == quietInterval)
+		m.quietFrom.Store(since.streamEnd)
+		m.quiet.Store(next == quietInterval)
 		t.Reset(next)
 	}
 }
 
-// wakeMonitor runs the monitor's next round now if it is quiet (see
+// wakeIfMoved runs the monitor's next round now if it is quiet (see
 // quietAfter) and quietBytes of stream came since it went quiet; it never
 // blocks, and costs an atomic load while the monitor is not quiet.
-func (s *Server) wakeMonitor() {
-	if s.monitorQuiet.Load() && s.hist.Stream().Offset()-s.monitorQuietFrom.Load() >= quietBytes {
-		s.wakeMonitorNow()
+func (m *cron) wakeIfMoved() {
+	if m.quiet.Load() && m.hist.Stream().Offset()-m.quietFrom.Load() >= quietBytes {
+		m.wakeNow()
 	}
 }
 
-// wakeMonitorNow runs the monitor's next round now if it is quiet.
-func (s *Server) wakeMonitorNow() {
-	if s.monitorQuiet.Load() && s.monitorQuiet.CompareAndSwap(true, false) {
+// wakeNow runs the monitor's next round now if it is quiet.
+func (m *cron) wakeNow() {
+	if m.quiet.Load() && m.quiet.CompareAndSwap(true, false) {
 		select {
-		case s.monitorWake <- struct{}{}:
+		case m.wake <- struct{}{}:
 		default:
 		}
 	}
@@ -95,14 +138,14 @@ type activity struct {
 	upstream                                                     upstream.State
 }
 
-func (s *Server) activity() activity {
+func (m *cron) activity() activity {
 	return activity{
-		streamEnd:    s.hist.Stream().Offset(),
-		replOutput:   s.stats.ReplOutputBytes.Load(),
-		payloadBytes: s.stats.UpstreamRDBBytes.Load(),
-		fetchBytes:   s.stats.SnapshotFetchBytes.Load(),
-		connections:  s.stats.ConnectionsReceived.Load(),
-		upstream:     s.up.State(),
+		streamEnd:    m.hist.Stream().Offset(),
+		replOutput:   m.stats.ReplOutputBytes.Load(),
+		payloadBytes: m.stats.UpstreamRDBBytes.Load(),
+		fetchBytes:   m.stats.SnapshotFetchBytes.Load(),
+		connections:  m.stats.ConnectionsReceived.Load(),
+		upstream:     m.up.State(),
 	}
 }
 
@@ -120,22 +163,22 @@ func (a activity) stillSince(b activity) bool {
 // checkReplicas applies client-output-buffer-limit replica and repl-timeout.
 // A replica's output buffer is what its cursor pins (Redis's formula). The
 // hard limit is raised to the backlog size, as Redis does.
-func (s *Server) checkReplicas(now time.Time) {
-	cfg := s.config()
+func (m *cron) checkReplicas(now time.Time) {
+	cfg := m.conf.config()
 	lim := downstream.Limits{
 		Hard:       replicaHardLimit(cfg),
 		Soft:       cfg.ClientOutputBufferLimit.Replica.Soft,
 		SoftPeriod: cfg.ClientOutputBufferLimit.Replica.SoftPeriod,
 		Timeout:    cfg.ReplTimeout,
-		Live:       s.logLive(),
-		End:        s.hist.Stream().Offset(),
+		Live:       m.durable.live(),
+		End:        m.hist.Stream().Offset(),
 	}
-	for _, r := range s.clients.replicaList() {
+	for _, r := range m.clients.replicaList() {
 		if r.Closed() {
 			continue
 		}
 		if reason, err := r.OverLimit(now, lim); reason != downstream.CloseNone {
-			s.stats.ReplicasDropped.Add(1)
+			m.stats.ReplicasDropped.Add(1)
 			r.Close(reason, err)
 		}
 	}
@@ -152,21 +195,7 @@ func replicaHardLimit(cfg *config.Config) int64 {
 }
 
 // releaseRetired gives back the blocks of replaced snapshots nobody reads.
-func (s *Server) releaseRetired() {
+func (m *cron) releaseRetired() {
 	// Under maxmemory, memory given up is given back, not kept as free blocks.
-	s.hist.ReleaseRetired(s.config().MaxMemory > 0)
-}
-
-// disconnectReplicas closes every replica planned before epoch, after a
-// change of the history's identity (a new stream generation or replication
-// ID) that made epoch. The change is made already: no lock is held while
-// they close (closing logs). A replica planned since keeps its connection,
-// as it did when the change and the disconnection were one step under one
-// lock.
-func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
-	for _, r := range s.clients.replicaList() {
-		if r.Epoch() < epoch {
-			r.Close(reason, nil)
-		}
-	}
+	m.hist.ReleaseRetired(m.conf.config().MaxMemory > 0)
 }

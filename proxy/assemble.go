@@ -101,6 +101,8 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	}
 	made.push(s.closeMetricsListener)
 	s.conf.cur.Store(newSettings(cfg, tlsst)) // after listen, which settles the port
+	s.replicas.settings.Store(replicaSettings(cfg))
+	s.up.Configure(s.upstreamSettings(cfg))
 	s.dir = &dataDir{}
 	s.changes = newConfigChanges(&s.conf, s.listeners, s.dir, log, s.applyConfig)
 	if err := s.openDir(cfg, opts, &made); err != nil {
@@ -173,9 +175,11 @@ func (s *Server) applyConfig(prev, next *config.Config) {
 		s.mem.onMaxMemory(next.MaxMemory)
 	}
 	s.snaps.Configure(s.snapshotSettings(next))
+	s.replicas.settings.Store(replicaSettings(next))
 	if next.LogLevel != prev.LogLevel {
 		s.log.SetLevel(HCLogLevel(next.LogLevel))
 	}
+	s.up.Configure(s.upstreamSettings(next))
 	if next.MasterHost != prev.MasterHost || next.MasterPort != prev.MasterPort ||
 		next.MasterAuth != prev.MasterAuth || next.MasterUser != prev.MasterUser ||
 		next.TLSReplication != prev.TLSReplication {

@@ -130,7 +130,7 @@ func (s *Server) serveClient(ctx context.Context, c *client) {
 	reason, err := s.runClient(ctx, c)
 	s.stopOutbox(c)
 	c.conn.Close()
-	c.hs.EndCompression(&s.linkSlots) // its replica, if any, has ended
+	c.hs.EndCompression(&s.replicas.linkSlots) // its replica, if any, has ended
 	s.clients.remove(c)
 	if c.replicaSet() {
 		return // runReplica counted and logged its close

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/upstream"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -21,7 +20,7 @@ import (
 // (serveClient).
 func (s *Server) cmdReplconf(c *client, args [][]byte) bool {
 	cfg := s.config()
-	pol := downstream.CompressionPolicy{Allow: cfg.ReplLinkCompressionAllow, MaxLinks: cfg.ReplLinkCompressionMaxLinks, Slots: &s.linkSlots}
+	pol := downstream.CompressionPolicy{Allow: cfg.ReplLinkCompressionAllow, MaxLinks: cfg.ReplLinkCompressionMaxLinks, Slots: &s.replicas.linkSlots}
 	answer, errReply, capped := c.hs.ReplconfAllowing(args, pol)
 	if capped {
 		if ok, n := s.protect.linkLog.allow(time.Now(), logEvery); ok {
@@ -59,7 +58,7 @@ func (s *Server) cmdPSync(c *client, args [][]byte) bool {
 	off, ok := wire.ParseInt(args[2])
 	if !ok {
 		if s.up.State() != upstream.StateConnected {
-			c.out = wire.AppendError(c.out, noMasterLink)
+			c.out = wire.AppendError(c.out, downstream.NoMasterLink)
 		} else {
 			c.out = wire.AppendError(c.out, "ERR value is not an integer or out of range")
 		}
@@ -69,10 +68,6 @@ func (s *Server) cmdPSync(c *client, args [][]byte) bool {
 	return false
 }
 
-// noMasterLink is Redis's refusal of a sync while the link to the primary
-// is down.
-const noMasterLink = "NOMASTERLINK Can't SYNC while not connected with my master"
-
 func (s *Server) cmdSync(c *client, _ [][]byte) bool {
 	if c.replicaSet() {
 		return false
@@ -81,77 +76,27 @@ func (s *Server) cmdSync(c *client, _ [][]byte) bool {
 	return false
 }
 
-// beginSync decides how a new replica is served: a partial resync from the
-// backlog when its replid and offset allow (even with the upstream link
-// down), else a full sync from a snapshot. It registers the replica; the
-// client goroutine then runs it (runReplica).
+// beginSync hands the client to package downstream, which plans its sync
+// (a partial resync from what the history holds, even with the upstream
+// link down, else a full sync from a snapshot) and makes the replica that
+// serves it; the replica is registered, and the client goroutine then runs
+// it (runReplica). A refused sync is answered with the refusal, and the
+// client stays a client.
 func (s *Server) beginSync(c *client, replID string, off int64, legacy bool) {
 	if err := c.flush(); err != nil {
 		return
 	}
-	if c.hs.Filtered && !c.hs.CapaEOF {
-		// Redis's rule: it makes a filtered RDB for a socket only; it
-		// checks the link first.
-		if s.up.State() != upstream.StateConnected {
-			c.out = wire.AppendError(c.out, noMasterLink)
-		} else {
-			c.out = wire.AppendError(c.out, "ERR Filtered replica requires EOF capability")
-		}
+	r, refused := downstream.Accept(downstream.Config{ID: c.id, Conn: c.conn, Reader: c.rd, Addr: c.addr,
+		Handshake: c.hs, Legacy: legacy, Hist: s.hist, Snapshots: s.snaps, Link: s.up, Settings: &s.replicas.settings,
+		Counters: s.replicaCounters(), Log: c.log, Fanout: &s.replicas.fanout,
+		Host: &replicaHost{s: s, c: c, replconf: s.commands.byName["replconf"].name}},
+		downstream.SyncRequest{ReplID: replID, Offset: off, Legacy: legacy, BackupMaxStreamSince: s.config().BackupMaxStreamSince})
+	if refused != "" {
+		c.out = wire.AppendError(c.out, refused)
 		return
 	}
-	plan, refused := s.hist.PlanPartial(replID, off, legacy)
-	if refused != history.PartialAccepted {
-		if s.up.State() != upstream.StateConnected {
-			c.out = wire.AppendError(c.out, noMasterLink)
-			return
-		}
-		var err error
-		switch {
-		case c.hs.Filtered:
-			// No held snapshot is filtered: the replica's writer gets one
-			// from the primary (downstream's writer.filtered).
-			plan = s.hist.PlanFiltered()
-		case c.hs.RDBOnly && c.hs.CapaSource:
-			// A peer proxy seeding from this one (snapshot-from): any
-			// snapshot this history serves, however far behind its
-			// stream's end, as a replica's full sync would get; its
-			// position is the peer's to check against the primary.
-			plan, err = s.snaps.PlanFull()
-		case c.hs.RDBOnly:
-			plan, err = s.snaps.PlanBackup(s.config().BackupMaxStreamSince)
-		default:
-			plan, err = s.snaps.PlanFull()
-		}
-		if err != nil {
-			c.out = wire.AppendError(c.out, "ERR "+err.Error())
-			return
-		}
-		s.stats.SyncFull.Add(1)
-		s.stats.FullSyncs[refused].Add(1)
-		if !legacy && replID != "?" {
-			s.stats.SyncPartialErr.Add(1)
-		}
-	} else {
-		s.stats.SyncPartialOK.Add(1)
-		if plan.FromLog != nil {
-			s.stats.LogPartialSyncs.Add(1)
-		}
-	}
-	// The replica's identity in logs is the one metrics label it by: INFO's
-	// ip (ip-address, else the connection's) and its listening-port, beside
-	// the connection's address the client's logger already names.
-	lg := c.log.With("replica-address", c.hs.Address(c.addr))
-	r := downstream.New(downstream.Config{ID: c.id, Conn: c.conn, Reader: c.rd, Addr: c.addr,
-		Handshake: c.hs, Legacy: legacy, Plan: plan, Hist: s.hist, Counters: s.replicaCounters(), Log: lg,
-		Fanout: &s.fanout, Host: &replicaHost{s: s, c: c, replconf: s.commands.byName["replconf"].name}})
 	c.asReplica.Store(r)
 	s.clients.addReplica(r)
-	if plan.Partial {
-		lg.Info("partial resync accepted", "replid", plan.ReplID, "offset", off,
-			"backlog-bytes", s.hist.Stream().Offset()+1-off, "from-log", plan.FromLog != nil)
-	} else {
-		lg.Info("full sync", "reason", refused.String(), "replid", plan.ReplID, "offset", plan.Offset, "fetching", plan.Fetch != nil, "asked-replid", replID)
-	}
 }
 
 // runReplica serves a client that became a replica, on the client's

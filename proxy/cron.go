@@ -33,7 +33,8 @@ const monitorInterval = 100 * time.Millisecond
 // payload, and repl-timeout is counted in seconds. Fewer than quietBytes
 // moved count as nothing (the primary's PING every 10 s, a trickle of
 // writes). The stream's producer, once quietBytes have come since, and a
-// payload's start wake it at once (wakeIfMoved, wakeNow).
+// payload's start wake it at once (wakeIfMoved, and the snapshot work's
+// PayloadStarts).
 const (
 	quietAfter    = time.Second
 	quietInterval = time.Second
@@ -82,14 +83,9 @@ func (m *cron) run(ctx context.Context) error {
 	var since activity       // what was seen when it last moved
 	var stillSince time.Time // when that was
 	for {
-		var now time.Time
-		select {
-		case <-ctx.Done():
+		now, ok := m.wait(ctx, t)
+		if !ok {
 			return nil
-		case now = <-t.C:
-		case <-m.wake:
-			now = time.Now()
-			t.Stop()
 		}
 		m.checkReplicas(now)
 		m.releaseRetired()
@@ -108,6 +104,30 @@ func (m *cron) run(ctx context.Context) error {
 		m.quietFrom.Store(since.streamEnd)
 		m.quiet.Store(next == quietInterval)
 		t.Reset(next)
+	}
+}
+
+// wait waits for the next round: t's expiry, or a wake-up while the
+// monitor is quiet (wakeNow, or a payload that starts to arrive, which the
+// snapshot work signals). It returns when the round starts, false once ctx
+// has ended.
+func (m *cron) wait(ctx context.Context, t *time.Timer) (time.Time, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Time{}, false
+		case now := <-t.C:
+			return now, true
+		case <-m.wake:
+		case <-m.snaps.PayloadStarts():
+			// Memory grows: a quiet monitor looks now; a busy one runs
+			// its next round soon enough.
+			if !m.quiet.CompareAndSwap(true, false) {
+				continue
+			}
+		}
+		t.Stop()
+		return time.Now(), true
 	}
 }
 

@@ -13,15 +13,21 @@
 //     follower. It returns the work it decides on; snapshots carries it out.
 //   - snapshots: the snapshot work (a Keeper): the shared fetch, where an
 //     arriving payload goes, spills, persists, refreshes, adoption and
-//     leftovers. The link is its Source, and it is the link's Snapshots:
-//     the main link hands it its payloads and seeds itself. primary.go
+//     leftovers. The link is its Source, and it is the link's Snapshots
+//     and each replica's: the main link hands it its payloads and seeds
+//     itself, a replica its plans and the end of its full sync. primary.go
 //     gives it snapshotHost and its settings (snapshotSettings, again after
-//     every change), and hands it to the link (newSnapshots).
-//   - downstream: a replica from PSYNC on. commands_sync.go serves REPLCONF,
-//     PSYNC and SYNC up to the hand-over (downstream.New); replica_host.go is
-//     the Host each replica is given.
+//     every change), and hands it to the link (newSnapshots); the monitor
+//     waits on its PayloadStarts.
+//   - downstream: a replica from PSYNC on, its plan included.
+//     commands_sync.go serves REPLCONF, PSYNC and SYNC up to the hand-over
+//     (downstream.Accept); replica_host.go is the Host each replica is
+//     given, and what they share: the fan-out, the compressed links' slots
+//     and the settings in force (replicaSettings, stored after every
+//     change).
 //   - upstream: the main link to the primary and its side links.
-//     primary.go is its Host, and gathers the replicas' ACKs the
+//     primary.go is its Host and makes its Settings (upstreamSettings,
+//     given again after every change), and gathers the replicas' ACKs the
 //     ack-policy counts (upstream.QuorumAck). A change of the history's
 //     identity, from the link (an install, a new replid) or from a seed's
 //     Begin (snapshotHost), ends in one call, closeReplicasBefore: the

@@ -483,7 +483,7 @@ func TestCompressedLinksMemory(t *testing.T) {
 	// HeapAlloc until the next one.
 	var used, retained, live int64
 	if !redistest.Poll(10*time.Second, func() bool {
-		used, retained, live = p.memoryReport().UsedMemory, retainedMemory(), liveHeap()
+		used, retained, live = p.mem.report().UsedMemory, retainedMemory(), liveHeap()
 		return live <= liveBefore+sysmem.ReturnMemoryDrop && retained <= used+sysmem.ReturnMemoryDrop
 	}) {
 		t.Fatalf("10 s after the links closed: live heap %d MiB (%d MiB before the links, at most +%d MiB wanted), retained %d MiB, used_memory %d MiB (retained at most used_memory + %d MiB wanted)",
@@ -547,7 +547,7 @@ func TestCompressionAgreedOnlyByOK(t *testing.T) {
 				t.Fatalf("%q: %q %v; want %q", tc.args, line, err, tc.reply)
 			}
 		}
-		if held := p.linkSlots.Held(); held != 0 {
+		if held := p.replicas.linkSlots.Held(); held != 0 {
 			t.Errorf("%q: %d compressed links held after it", tc.args, held)
 		}
 		off := xc.InfoInt(t, "replication", "master_repl_offset")
@@ -572,7 +572,7 @@ func TestCompressionAgreedOnlyByOK(t *testing.T) {
 			t.Fatalf("%q: %q %v", cmd, line, err)
 		}
 	}
-	if held := p.linkSlots.Held(); held != 1 {
+	if held := p.replicas.linkSlots.Held(); held != 1 {
 		t.Errorf("%d compressed links held after an agreed one, want 1", held)
 	}
 	off := xc.InfoInt(t, "replication", "master_repl_offset")

@@ -52,7 +52,7 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 	redistest.WaitFor(t, 10*time.Second, "the monitor to see the snapshot", func() bool {
 		return p.mem.returner.High() >= held
 	})
-	t.Logf("holding: used_memory %d MiB, retained %d MiB", p.memoryReport().UsedMemory>>20, retainedMemory()>>20)
+	t.Logf("holding: used_memory %d MiB, retained %d MiB", p.mem.report().UsedMemory>>20, retainedMemory()>>20)
 
 	sn.Fail(errors.New("test: released")) // the monitor now releases it
 	start := time.Now()
@@ -63,7 +63,7 @@ func TestReleasedMemoryReturnedToOS(t *testing.T) {
 		}
 	}()
 	redistest.WaitFor(t, 10*time.Second, "memory returned to used_memory + 32 MiB", func() bool {
-		used, retained = p.memoryReport().UsedMemory, retainedMemory()
+		used, retained = p.mem.report().UsedMemory, retainedMemory()
 		return used < held && retained <= used+sysmem.ReturnMemoryDrop
 	})
 	t.Logf("released: used_memory %d MiB, retained %d MiB after %v", used>>20, retained>>20, time.Since(start).Round(time.Millisecond))

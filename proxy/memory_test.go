@@ -188,7 +188,7 @@ func TestUsedMemoryMatchesHeap(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heap := int64(ms.HeapAlloc)
-		used := p.memoryReport().UsedMemory
+		used := p.mem.report().UsedMemory
 		bound := heap/100 + 1<<20
 		t.Logf("%s: used_memory %d, Go heap %d, difference %d (bound %d)", what, used, heap, used-heap, bound)
 		if used < wantAtLeast {

@@ -41,26 +41,15 @@ func newUpstream(s *Server) *upstream.Link {
 }
 
 // upstreamHost is the server as the upstream link sees it (upstream.Host):
-// the configuration in force, the history, and the replicas a change of
-// the history's identity disconnects. It holds no lock of its own; each
+// the history, and the replicas a change of the history's identity
+// disconnects. The directives in force the link is given (upstreamSettings). It holds no lock of its own; each
 // method takes what the part it calls takes.
 type upstreamHost struct{ s *Server }
-
-func (h upstreamHost) Target() upstream.Target { return h.s.upstreamTarget() }
-
-// ListeningPort is the port replicas of the proxy reach it on: tls-port
-// under tls-replication when there is one, as Redis announces it.
-func (h upstreamHost) ListeningPort() int {
-	if a := h.s.TLSAddr(); a != nil && (h.s.config().TLSReplication || h.s.plainPort() == 0) {
-		return a.(*net.TCPAddr).Port
-	}
-	return h.s.Port()
-}
 
 func (h upstreamHost) Stream() *replbuf.Stream { return h.s.hist.Stream() }
 
 func (h upstreamHost) ResumeID() (string, bool) {
-	id := h.s.identity()
+	id := h.s.hist.Identity()
 	return id.ReplID, id.History
 }
 
@@ -81,28 +70,23 @@ func (h upstreamHost) ContinueAs(newID string) (oldID string, secondOffset int64
 // AckOffset applies the ack-policy (ackOffset, below).
 func (h upstreamHost) AckOffset(applied int64) upstream.Ack { return h.s.ackOffset(applied) }
 
-func (h upstreamHost) QueryLimit() int64 { return h.s.config().MasterQueryBufferLimit }
-
-func (h upstreamHost) ReadCoalesce() time.Duration { return h.s.config().ReplReadCoalesce }
-
 // Published sends the new bytes to the caught-up replicas from the link's
 // goroutine (downstream.Fanout), instead of waking their write loops, and
 // tells the stream log's follower how far the stream has come, so that it
 // wakes for a record's worth rather than for every publish.
 func (h upstreamHost) Published() {
-	h.s.fanout.Flush()
+	h.s.replicas.fanout.Flush()
 	if d := h.s.durable; d != nil {
 		d.follow.Nudge(h.s.hist.Stream().Offset())
 	}
-	h.s.wakeMonitor()
+	h.s.cron.wakeIfMoved()
 }
 
-// SnapshotSource is the source snapshot-from names, "" for the primary.
-func (h upstreamHost) SnapshotSource() string { return h.s.config().SnapshotFromAddr() }
-
-// upstreamTarget returns the primary replicaof names now, Addr "" for none.
-func (s *Server) upstreamTarget() upstream.Target {
-	cfg := s.config()
+// upstreamSettings are the directives of cfg the link reads (Link.Configure),
+// with the TLS material in force and the port replicas of the proxy reach
+// it on: tls-port under tls-replication when there is one, as Redis
+// announces it. After the listeners of cfg are in place.
+func (s *Server) upstreamSettings(cfg *config.Config) upstream.Settings {
 	t := upstream.Target{User: cfg.MasterUser, Pass: cfg.MasterAuth, Timeout: cfg.ReplTimeout,
 		Compress: cfg.ReplLinkCompression == config.LinkCompressionZstd, BindSource: cfg.BindSourceAddr}
 	if st := s.tlsNow(); cfg.TLSReplication && st != nil {
@@ -111,7 +95,12 @@ func (s *Server) upstreamTarget() upstream.Target {
 	if cfg.MasterHost != "" {
 		t.Addr = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
 	}
-	return t
+	port := s.Port()
+	if a := s.TLSAddr(); a != nil && (cfg.TLSReplication || cfg.Port == 0) {
+		port = a.(*net.TCPAddr).Port
+	}
+	return upstream.Settings{Target: t, ListeningPort: port, QueryLimit: cfg.MasterQueryBufferLimit,
+		ReadCoalesce: cfg.ReplReadCoalesce, SnapshotSource: cfg.SnapshotFromAddr()}
 }
 
 // closeReplicasBefore acts on c, a change of the history's identity made
@@ -123,10 +112,10 @@ func (s *Server) upstreamTarget() upstream.Target {
 func (s *Server) closeReplicasBefore(c history.Change) {
 	switch c.Kind {
 	case history.NewGeneration:
-		s.fanout.Wake()
-		s.disconnectReplicas(downstream.CloseGenerationChanged, c.Epoch)
+		s.replicas.fanout.Wake()
+		s.clients.disconnectReplicas(downstream.CloseGenerationChanged, c.Epoch)
 	case history.NewReplID:
-		s.disconnectReplicas(downstream.CloseReplIDChanged, c.Epoch)
+		s.clients.disconnectReplicas(downstream.CloseReplIDChanged, c.Epoch)
 	}
 }
 
@@ -151,7 +140,6 @@ func newSnapshots(s *Server, opts Options) *snapshots.Keeper {
 		MachineMemory: machine,
 		Random:        opts.spillRand,
 		Settings:      s.snapshotSettings(s.config()),
-		MemoryGrows:   s.wakeMonitorNow,
 	})
 	s.up.DeliverTo(k)
 	return k
@@ -175,7 +163,7 @@ type snapshotHost struct{ s *Server }
 // replaced, as an install's are.
 func (h snapshotHost) HistoryChanged(c history.Change) { h.s.closeReplicasBefore(c) }
 
-func (h snapshotHost) CountedMemory() int64 { return h.s.memoryReport().Counted }
+func (h snapshotHost) CountedMemory() int64 { return h.s.mem.report().Counted }
 
 func (h snapshotHost) LogBounds() (first, last int64, live bool) {
 	d := h.s.durable

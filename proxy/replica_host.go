@@ -1,12 +1,6 @@
 package proxy
 
-import (
-	"context"
-	"time"
-
-	"github.com/replproxy/replproxy/proxy/downstream"
-	"github.com/replproxy/replproxy/replbuf"
-)
+import "github.com/replproxy/replproxy/proxy/downstream"
 
 // The server's side of a replica (downstream.Host): what a replica needs of
 // the server, given through a small interface so that the replica owns its
@@ -22,13 +16,7 @@ type replicaHost struct {
 
 var _ downstream.Host = (*replicaHost)(nil)
 
-func (h *replicaHost) ReplTimeout() time.Duration { return h.s.config().ReplTimeout }
-
-func (h *replicaHost) SyncRateLimit() int64 { return h.s.config().ReplLinkSyncRateLimit }
-
-func (h *replicaHost) MemoryWindow() int64 { return h.s.memoryWindow() }
-
-func (h *replicaHost) LogLive() bool { return h.s.logLive() }
+func (h *replicaHost) LogLive() bool { return h.s.durable.live() }
 
 func (h *replicaHost) LogAppended() <-chan struct{} { return h.s.durable.appended.Wait() }
 
@@ -48,39 +36,8 @@ func (h *replicaHost) Command(args [][]byte) {
 }
 
 // Ended takes r out of the registry; the replica then leaves its fetch's
-// waiters in the history itself: one lock at a time. A full sync that
-// failed holds back the next snapshot fetch (snapshots.Keeper.FullSyncEnded),
-// so that replicas failing their full syncs over and over do not cost a fork
-// each time a new snapshot is needed.
-func (h *replicaHost) Ended(r *downstream.Replica) {
-	if !r.SyncCompleted() && fullSyncFailure(r.Reason()) {
-		h.s.snaps.FullSyncEnded(false)
-	}
-	h.s.clients.removeReplica(r)
-}
-
-// FullSyncDone lets the next snapshot fetch go without waiting.
-func (h *replicaHost) FullSyncDone() { h.s.snaps.FullSyncEnded(true) }
-
-// fullSyncFailure reports whether a replica closed during its full sync for
-// reason failed it: not the server's own doing (a kill, a shutdown, a new
-// replid or stream generation), which asks for a new sync and is no sign of
-// trouble.
-func fullSyncFailure(reason downstream.CloseReason) bool {
-	switch reason {
-	case downstream.CloseKilled, downstream.CloseServerShutdown, downstream.CloseReplIDChanged,
-		downstream.CloseGenerationChanged, downstream.CloseSnapshotSent:
-		return false
-	}
-	return true
-}
-
-// FetchFiltered is the snapshot work's (snapshots.Keeper.FetchFiltered):
-// the primary's refusal comes back as the *wire.RefusedError the replica
-// passes on.
-func (h *replicaHost) FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error) {
-	return h.s.snaps.FetchFiltered(ctx, filter)
-}
+// waiters in the history itself: one lock at a time.
+func (h *replicaHost) Ended(r *downstream.Replica) { h.s.clients.removeReplica(r) }
 
 // replicaCounters hands a new replica the counters it adds to.
 func (s *Server) replicaCounters() downstream.Counters {
@@ -90,5 +47,7 @@ func (s *Server) replicaCounters() downstream.Counters {
 		Dropped:     &s.stats.ReplicasDropped,
 		ToDisk:      &s.stats.ReplicasToDisk,
 		Delays:      &s.stats.RelayDelays,
+		Syncs: downstream.SyncCounters{Full: &s.stats.SyncFull, PartialOK: &s.stats.SyncPartialOK,
+			PartialErr: &s.stats.SyncPartialErr, FromLog: &s.stats.LogPartialSyncs, ByReason: &s.stats.FullSyncs},
 	}
 }

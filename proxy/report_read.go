@@ -33,7 +33,7 @@ const (
 func (s *Server) report(parts reportParts) *report.Report {
 	now := time.Now()
 	r := &report.Report{
-		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.identity(), Stats: s.stats.Read(),
+		Now: now, Config: s.config(), Up: s.up.Status(), ID: s.hist.Identity(), Stats: s.stats.Read(),
 		Process: s.process,
 	}
 	r.Stats.Fetches = s.snaps.Counts()
@@ -94,7 +94,7 @@ func (s *Server) report(parts reportParts) *report.Report {
 		}
 	}
 	if parts&reportMemory != 0 {
-		r.Mem = s.memoryReport() // raises the peak first
+		r.Mem = s.mem.report() // raises the peak first
 		r.PeakMemory = s.mem.peak.Load()
 		r.OverMaxMemory = s.mem.over.Load()
 	}

@@ -36,7 +36,7 @@ func (s *Server) Run(ctx context.Context) error {
 	err := s.actors(ctx, cancel).run()
 	s.hist.Close()
 	// Parked replicas see the stream's end, as a cursor's Wait would.
-	s.fanout.Wake()
+	s.replicas.fanout.Wake()
 	s.changes.releaseDir() // last: nothing writes in dir any more
 	s.log.Info("replproxy stopped")
 	return err

@@ -7,9 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/replproxy/replproxy/eviction"
 	"github.com/replproxy/replproxy/proxy/config"
-	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/metrics"
 	"github.com/replproxy/replproxy/proxy/pubsub"
@@ -55,12 +53,8 @@ type Server struct {
 	snaps   *snapshots.Keeper
 	up      *upstream.Link
 
-	// What the replicas share: the inline fan-out the link's goroutine
-	// writes through (a leaf lock), and the slots of compressed links (an
-	// atomic) each client's goroutine takes at REPLCONF and gives back at
-	// its end.
-	fanout    downstream.Fanout
-	linkSlots downstream.LinkSlots
+	// What the replicas share (replica_share.go).
+	replicas replicaShare
 
 	// The clients: the listeners (each served by an accept loop of the
 	// clients actor), the registry, the Pub/Sub channels, the ACL users,
@@ -131,10 +125,9 @@ type Options struct {
 	Supervisor Supervisor
 }
 
-// The methods below are the Server's API and the few questions the parts
-// built on it ask of its owners (the link's and the replicas' hosts,
-// primary.go and replica_host.go, above all): each one line, answered by
-// the owner it names.
+// The methods below are the Server's API and its reads of the
+// configuration in force: each one line, answered by the owner it names.
+// The parts built on the Server call the other owners directly.
 
 // Addr returns the address of the first plain listener, or of the first
 // TLS one when there is no plain listener (port 0 with a tls-port): where
@@ -161,33 +154,6 @@ func (s *Server) clientConf() *clientConf { return s.conf.clientConf() }
 
 // tlsNow returns the TLS material in force, nil when no TLS is configured.
 func (s *Server) tlsNow() *tlsconf.Material { return s.conf.tls() }
-
-// identity returns the replication identity the proxy presents now.
-func (s *Server) identity() history.Identity { return s.hist.Identity() }
-
-// wakeMonitor runs the monitor's next round now if it is quiet and enough
-// of the stream came since (cron.wakeIfMoved): the stream's producer.
-func (s *Server) wakeMonitor() { s.cron.wakeIfMoved() }
-
-// wakeMonitorNow runs the monitor's next round now if it is quiet: a
-// payload starts to grow memory.
-func (s *Server) wakeMonitorNow() { s.cron.wakeNow() }
-
-// disconnectReplicas closes every replica planned before epoch
-// (registry.disconnectReplicas).
-func (s *Server) disconnectReplicas(reason downstream.CloseReason, epoch uint64) {
-	s.clients.disconnectReplicas(reason, epoch)
-}
-
-// memoryReport is used_memory's accounting now (memory.report).
-func (s *Server) memoryReport() eviction.Report { return s.mem.report() }
-
-// memoryWindow is how far behind the stream's end a replica may be and
-// still be sent from memory while the stream log runs (durable.go).
-func (s *Server) memoryWindow() int64 { return memoryWindow(s.config()) }
-
-// logLive reports whether the stream log follows the stream now.
-func (s *Server) logLive() bool { return s.durable.live() }
 
 // Shutdown asks Run to stop gracefully and returns at once; Run returns when
 // the replicas have caught up or shutdown-timeout has passed, whichever is

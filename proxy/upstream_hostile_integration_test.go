@@ -50,7 +50,7 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := linkNewServer(t, hclog.Info)
-			wantID := srv.identity().ReplID
+			wantID := srv.hist.Identity().ReplID
 			if tc.after {
 				base := linkFullSized(rdb)
 				res := linkSession(t, srv, linkPipe, "", "", linkTimeout, func(f *fakeLink) error { return base.play(f, nil) })
@@ -68,7 +68,7 @@ func TestLinkRefusesHostileReplies(t *testing.T) {
 			if sn := srv.Snapshot(); sn != before {
 				t.Errorf("the refused session installed snapshot %s/%d", sn.ReplID(), sn.Offset())
 			}
-			if id := srv.identity().ReplID; id != wantID {
+			if id := srv.hist.Identity().ReplID; id != wantID {
 				t.Errorf("replid %q after the refused session, want %q", id, wantID)
 			}
 		})
@@ -103,7 +103,7 @@ func TestUpstreamRefusesBadReplID(t *testing.T) {
 	for id := range accepted {
 		t.Errorf("the proxy acknowledged a sync with replid %q", id)
 	}
-	if id := p.identity().ReplID; id != linkReplID {
+	if id := p.hist.Identity().ReplID; id != linkReplID {
 		t.Errorf("replid %q, want the good primary's %q", id, linkReplID)
 	}
 	if got := p.stats.UpstreamLinkFailures.Load(); got < int64(len(bad)) {

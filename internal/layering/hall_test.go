@@ -22,7 +22,7 @@ import (
 // the change that lowers the count, so that no later change raises it
 // unseen.
 var (
-	hallCeiling = hallFigures{serverFields: 24, twoWay: 0, inCycles: 0}
+	hallCeiling = hallFigures{serverFields: 23, twoWay: 0, inCycles: 0}
 	hallGoal    = hallFigures{serverFields: 25, twoWay: 8, inCycles: 15}
 )
 

@@ -164,7 +164,7 @@ func TestWriteDelaysObserved(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := New(Config{ID: 1, Conn: e.conn, Reader: wire.NewCommandReader(e.conn, wire.Limits{}), Addr: "127.0.0.1:1",
-			Plan: history.Plan{Partial: true, ReplID: replid.New(), Cursor: cur}, Hist: e.hist, Host: e.host,
+			Plan: history.Plan{Partial: true, ReplID: replid.New(), Cursor: cur}, Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(),
 			Log:      hclog.NewNullLogger(),
 			Counters: Counters{OutputBytes: &e.n.out, Closes: &e.n.closes, Dropped: &e.n.dropped, ToDisk: &e.n.toDisk, Delays: &delays}})
 		go r.Run(context.Background())

@@ -1,6 +1,12 @@
 // Package downstream is a replica of the proxy: a client that sent PSYNC or
 // SYNC, which from then on owns its connection. It owns
 //
+//   - the sync's plan (accept.go: Accept): a partial resync from what the
+//     history holds, even with the upstream link down, else a full sync
+//     the snapshot work plans (Snapshots, which it declares and
+//     snapshots.Keeper satisfies), refused with NOMASTERLINK while the
+//     link is down (PrimaryLink); each plan counted (SyncCounters) and
+//     logged;
 //   - the handshake: what REPLCONF said before PSYNC (Handshake, read by
 //     Handshake.Replconf), and the replica's later REPLCONF ACKs, read by
 //     the same rules (handshake.go); the cap on compressed links, a slot
@@ -13,10 +19,10 @@
 //     stream log, full from a snapshot in memory or a file in dir, awaiting
 //     the shared fetch, a fetched payload that may go to dir; and for a
 //     replica that asked for a filtered RDB, the one the primary makes, got
-//     through Host.FetchFiltered by the write loop on a goroutine it waits
+//     through Snapshots.FetchFiltered by the write loop on a goroutine it waits
 //     for), the reply (+CONTINUE, +FULLRESYNC), the payload, then the stream
 //     from its cursor with writev; the memory window: a replica further
-//     behind than Host.MemoryWindow while the stream log runs is sent from
+//     behind than the memory window (Settings) while the stream log runs is sent from
 //     the log and moves back to a cursor of the same stream generation; for a
 //     downstream proxy whose handshake agreed to link compression
 //     (Handshake.Compression), everything after the PSYNC reply line goes
@@ -28,7 +34,7 @@
 //     payloads (a replica that said capa replproxy: Replica.IsProxy) go
 //     through a pacer of its own, which its write loop switches on at the
 //     "$" header and off after the payload's last byte, to
-//     Host.SyncRateLimit bytes a second, in bytes on the wire (under the
+//     repl-link-sync-rate-limit (Settings) bytes a second, in bytes on the wire (under the
 //     encoder of a compressed link); the stream is never paced;
 //   - its ACK reader (readLoop) and its state (State), offset and ACK time;
 //   - its delay (delay.go): the ages of the oldest stream byte not yet
@@ -45,8 +51,11 @@
 //     each once.
 //
 // It sees the server only through Host, which it declares and the proxy
-// implements, one per replica, and the history (package history), which
-// planned its sync and which it asks to complete a fetch's plan, for a
+// implements, one per replica (the stream log's state, the client it was),
+// the directives in force (LiveSettings, which the server stores after
+// every change), the snapshot work (Snapshots: plans, the end of a full
+// sync, a filtered RDB) and the history (package history), which plans a
+// partial resync and which it asks to complete a fetch's plan, for a
 // reader of the stream log, and to forget it as a fetch's waiter. It adds
 // to the server's counters handed over at PSYNC (Counters). The proxy
 // registers it and reads its figures (State, AckOffset, Cursor, AckedIn)

@@ -78,7 +78,7 @@ func (e *inlineEnv) replica() *inlineReplica {
 	ir := &inlineReplica{peer: peer, br: bufio.NewReaderSize(peer, 64<<10)}
 	ir.r = New(Config{ID: 1, Conn: conn, Reader: wire.NewCommandReader(conn, wire.Limits{}), Addr: "127.0.0.1:1",
 		Handshake: Handshake{CapaPSync2: true}, Plan: history.Plan{Partial: true, ReplID: e.id, Cursor: cur},
-		Hist: e.hist, Host: e.host, Log: hclog.NewNullLogger(), Fanout: e.fan,
+		Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(), Log: hclog.NewNullLogger(), Fanout: e.fan,
 		Counters: Counters{OutputBytes: &ir.out, Closes: new(CloseCounts), Dropped: new(atomic.Int64), ToDisk: new(atomic.Int64),
 			Delays: &e.delays}})
 	e.wg.Add(1)

@@ -35,20 +35,12 @@ func (st State) String() string {
 	return "online"
 }
 
-// A Host is what a replica needs of the server beyond the history: the
-// configuration in force, the stream log's state, and the client it was.
+// A Host is what a replica needs of the server beyond the history, the
+// snapshot work and the settings in force: the stream log's state, and the
+// client it was.
 // The proxy implements it, one value per replica. Both of a replica's loops
 // call it, at the same time.
 type Host interface {
-	// ReplTimeout is repl-timeout in force.
-	ReplTimeout() time.Duration
-	// SyncRateLimit is repl-link-sync-rate-limit in force, in bytes per
-	// second (0: unlimited): the pace of a full-sync payload to a
-	// downstream proxy (ratelimit.go), read as the payload goes.
-	SyncRateLimit() int64
-	// MemoryWindow is how far behind the stream's end a replica may be and
-	// still be sent from memory while the stream log runs.
-	MemoryWindow() int64
 	// LogLive reports whether the stream log follows the stream now.
 	LogLive() bool
 	// LogAppended returns a channel closed when the stream log next grows
@@ -66,16 +58,8 @@ type Host interface {
 	// the client it was; its reply is never sent.
 	Command(args [][]byte)
 	// Ended is told once both loops of r have ended, before r leaves its
-	// fetch's waiters. One ended before its sync completed (SyncCompleted)
-	// had a full sync that failed, for the reason r.Reason() gives.
+	// fetch's waiters.
 	Ended(r *Replica)
-	// FullSyncDone is told when a full sync completed (SyncCompleted).
-	FullSyncDone()
-	// FetchFiltered gets from the primary, over a side link, the RDB it
-	// makes under REPLCONF rdb-filter-only filter: a snapshot of its own,
-	// complete and checked, which the caller releases. The primary's own
-	// refusal is an error errors.As finds as a *wire.RefusedError.
-	FetchFiltered(ctx context.Context, filter string) (*replbuf.Snapshot, error)
 }
 
 // Counters are the server's counters a replica adds to (INFO's), handed
@@ -86,6 +70,7 @@ type Counters struct {
 	Dropped     *atomic.Int64 // replicas dropped by a limit or timeout
 	ToDisk      *atomic.Int64 // replicas moved from memory to the stream log
 	Delays      *WriteDelays  // time from a byte's arrival to its write, by path (delay.go); nil: not observed
+	Syncs       SyncCounters  // the syncs Accept plans
 }
 
 // Config is what a client hands over when PSYNC or SYNC makes it a replica.
@@ -99,6 +84,9 @@ type Config struct {
 	Plan      history.Plan // how it is to be served; Run hands it to the write loop
 	Hist      *history.History
 	Host      Host
+	Snapshots Snapshots     // the snapshot work: plans, fetches, how full syncs end
+	Settings  *LiveSettings // the directives in force
+	Link      PrimaryLink   // the upstream link, asked by Accept whether it is up
 	Counters  Counters
 	Log       hclog.Logger // the replica's: the client's, naming its address (ip:listening-port)
 	// Fanout, when not nil, is the set of replicas the stream's producer
@@ -119,6 +107,8 @@ type Replica struct {
 	conn   net.Conn
 	rd     *wire.CommandReader // owned by the read loop
 	host   Host
+	snaps  Snapshots
+	set    *LiveSettings
 	hist   *history.History
 	count  Counters
 	hs     Handshake
@@ -177,7 +167,7 @@ type Replica struct {
 // New makes the replica cfg describes: online at once for a partial
 // resync, else waiting for its snapshot. It starts nothing: Run serves it.
 func New(cfg Config) *Replica {
-	r := &Replica{id: cfg.ID, conn: cfg.Conn, rd: cfg.Reader, host: cfg.Host, hist: cfg.Hist, count: cfg.Counters,
+	r := &Replica{id: cfg.ID, conn: cfg.Conn, rd: cfg.Reader, host: cfg.Host, snaps: cfg.Snapshots, set: cfg.Settings, hist: cfg.Hist, count: cfg.Counters,
 		hs: cfg.Handshake, legacy: cfg.Legacy, fetch: cfg.Plan.Fetch, epoch: cfg.Plan.Epoch, plan: cfg.Plan,
 		fanout: cfg.Fanout, ip: cfg.Handshake.IP, firstAck: make(chan struct{})}
 	if r.ip == "" {
@@ -331,7 +321,7 @@ func (r *Replica) ack(off int64) (raised bool) {
 	r.ackOnce.Do(func() {
 		close(r.firstAck)
 		if r.fullSync && !r.hs.RDBOnly {
-			r.host.FullSyncDone()
+			r.snaps.FullSyncEnded(true)
 		}
 	})
 	return raised
@@ -391,9 +381,27 @@ func (r *Replica) Run(ctx context.Context) {
 	err := r.readLoop()
 	r.exit(ReadCloseReason(err), err)
 	<-done
-	// One lock at a time: the host's registry, then the history.
+	// A full sync that failed holds back the next snapshot fetch, so that
+	// replicas failing their full syncs over and over do not cost a fork
+	// each time a new snapshot is needed. One lock at a time: the
+	// snapshot work's, the host's registry, then the history.
+	if !r.SyncCompleted() && fullSyncFailure(r.Reason()) {
+		r.snaps.FullSyncEnded(false)
+	}
 	r.host.Ended(r)
 	r.hist.LeaveFetch(r.fetch)
+}
+
+// fullSyncFailure reports whether a replica closed during its full sync for
+// reason failed it: not the server's own doing (a kill, a shutdown, a new
+// replid or stream generation), which asks for a new sync and is no sign of
+// trouble.
+func fullSyncFailure(reason CloseReason) bool {
+	switch reason {
+	case CloseKilled, CloseServerShutdown, CloseReplIDChanged, CloseGenerationChanged, CloseSnapshotSent:
+		return false
+	}
+	return true
 }
 
 // readLoop reads what a replica sends until the connection fails: newlines

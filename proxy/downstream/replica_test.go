@@ -35,9 +35,6 @@ type fakeHost struct {
 	filtered func(filter string) (*replbuf.Snapshot, error)
 }
 
-func (h *fakeHost) ReplTimeout() time.Duration   { return h.timeout }
-func (h *fakeHost) SyncRateLimit() int64         { return h.rate.Load() }
-func (h *fakeHost) MemoryWindow() int64          { return h.window }
 func (h *fakeHost) LogLive() bool                { return h.live }
 func (h *fakeHost) LogAppended() <-chan struct{} { return h.appended.Wait() }
 func (h *fakeHost) LogCorrupt(error)             {}
@@ -45,7 +42,25 @@ func (h *fakeHost) Acked()                       { h.acked.Add(1) }
 func (h *fakeHost) Replconf()                    { h.replconf.Add(1) }
 func (h *fakeHost) Command(args [][]byte)        { h.commands.Add(1) }
 func (h *fakeHost) Ended(r *Replica)             { h.ended <- r }
-func (h *fakeHost) FullSyncDone()                {}
+
+// The fake host is the replica's snapshot work too (Snapshots): it plans
+// nothing, and is told nothing it needs to count.
+func (h *fakeHost) PlanFull() (history.Plan, error) {
+	return history.Plan{}, errors.New("no plan in this test")
+}
+func (h *fakeHost) PlanBackup(int64) (history.Plan, error) {
+	return history.Plan{}, errors.New("no plan in this test")
+}
+func (h *fakeHost) FullSyncEnded(bool) {}
+
+// settings are the fake host's timeout, rate and window as the settings
+// in force, taken when a replica is made.
+func (h *fakeHost) settings() *LiveSettings {
+	set := &LiveSettings{}
+	set.Store(Settings{ReplTimeout: h.timeout, SyncRateLimit: h.rate.Load(), MemoryWindow: h.window})
+	return set
+}
+
 func (h *fakeHost) FetchFiltered(_ context.Context, filter string) (*replbuf.Snapshot, error) {
 	if h.filtered == nil {
 		return nil, errors.New("no filtered fetch in this test")
@@ -83,7 +98,7 @@ func newTestEnv(t *testing.T) *testReplica {
 func (e *testReplica) replica(hs Handshake, plan history.Plan) *Replica {
 	n := e.n
 	return New(Config{ID: 1, Conn: e.conn, Reader: wire.NewCommandReader(e.conn, wire.Limits{}), Addr: "127.0.0.1:1",
-		Handshake: hs, Plan: plan, Hist: e.hist, Host: e.host, Log: hclog.NewNullLogger(),
+		Handshake: hs, Plan: plan, Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(), Log: hclog.NewNullLogger(),
 		Counters: Counters{OutputBytes: &n.out, Closes: &n.closes, Dropped: &n.dropped, ToDisk: &n.toDisk}})
 }
 

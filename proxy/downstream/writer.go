@@ -32,9 +32,9 @@ const keepaliveInterval = time.Second
 // +FULLRESYNC), the payload, and then the stream until the connection or the
 // stream ends.
 func (r *Replica) writeLoop(ctx context.Context, plan history.Plan) error {
-	w := &writer{r: r, conn: r.conn, timeout: r.host.ReplTimeout(), out: r.count.OutputBytes}
+	w := &writer{r: r, conn: r.conn, timeout: r.set.Load().ReplTimeout, out: r.count.OutputBytes}
 	if r.IsProxy() {
-		w.pace = newPacer(r.conn, r.host.SyncRateLimit, w.timeout, &r.throttled)
+		w.pace = newPacer(r.conn, func() int64 { return r.set.Load().SyncRateLimit }, w.timeout, &r.throttled)
 	}
 	defer w.release(&plan)
 	defer w.endCompression()
@@ -298,7 +298,7 @@ func (w *writer) filtered(ctx context.Context, plan *history.Plan) error {
 	var err error
 	go func() {
 		defer close(done)
-		sn, err = w.r.host.FetchFiltered(fctx, w.r.hs.Filter)
+		sn, err = w.r.snaps.FetchFiltered(fctx, w.r.hs.Filter)
 	}()
 	if kerr := w.keepaliveUntil(ctx, done); kerr != nil {
 		cancel()
@@ -359,7 +359,7 @@ func (w *writer) online(ctx context.Context, plan *history.Plan, eof bool, size 
 		plan.File = nil
 	}
 	if r.hs.RDBOnly {
-		r.host.FullSyncDone()
+		r.snaps.FullSyncEnded(true)
 		r.Close(CloseSnapshotSent, nil)
 		return nil
 	}

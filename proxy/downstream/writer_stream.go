@@ -60,7 +60,7 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		cur := plan.Cursor
 		r.cursor.Store(cur)
 		live := r.host.LogLive()
-		if window := r.host.MemoryWindow(); live && cur.Lag() > window {
+		if window := r.set.Load().MemoryWindow; live && cur.Lag() > window {
 			gen, off := cur.Generation(), cur.Offset()
 			if rd := r.hist.LogReaderAt(gen, off); rd != nil {
 				r.cursor.Store(nil)

@@ -229,7 +229,7 @@ func TestReplicaFiltered(t *testing.T) {
 			hs := Handshake{CapaEOF: true, RDBOnly: tc.rdbOnly, Filtered: true, Filter: "functions"}
 			n := e.n
 			r := New(Config{ID: 1, Conn: e.conn, Reader: wire.NewCommandReader(e.conn, wire.Limits{}), Addr: "127.0.0.1:1",
-				Handshake: hs, Legacy: true, Plan: e.hist.PlanFiltered(), Hist: e.hist, Host: e.host, Log: hclog.NewNullLogger(),
+				Handshake: hs, Legacy: true, Plan: e.hist.PlanFiltered(), Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(), Log: hclog.NewNullLogger(),
 				Counters: Counters{OutputBytes: &n.out, Closes: &n.closes, Dropped: &n.dropped, ToDisk: &n.toDisk}})
 			go r.Run(context.Background())
 

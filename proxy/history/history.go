@@ -424,7 +424,7 @@ func (h *History) Close() { h.st.Close(nil) }
 // under its replid) and the backlog holds at least one byte. A returning
 // replica whose offset lies in the backlog then continues by partial resync
 // (PlanPartial serves it with the link down); a new replica still needs the
-// link for its full sync (beginSync refuses it with -NOMASTERLINK). why says
+// link for its full sync (downstream.Accept refuses it with -NOMASTERLINK). why says
 // what is there, or what is missing. /readyz asks it when the upstream link
 // is not up.
 func (h *History) Servable() (ok bool, why string) {

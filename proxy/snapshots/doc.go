@@ -28,7 +28,11 @@
 //
 // The main link delivers its payloads and seeds here itself: a Keeper is
 // upstream.Snapshots (PayloadStarted, PayloadFailed, Seed), handed to the
-// link before Run. It reaches the link's side links only through Source,
+// link before Run; and each replica plans its full sync here, tells how it
+// ended and gets a filtered RDB: a Keeper is downstream.Snapshots too
+// (PlanFull, PlanBackup, FullSyncEnded, FetchFiltered). A payload that
+// starts to arrive is signalled on PayloadStarts, which the server's
+// monitor waits on. It reaches the link's side links only through Source,
 // and the server only through Host, both declared here: it reads the
 // server's memory and the stream log's extent, and tells it of the one
 // change of the history's identity it makes, a seed's new generation

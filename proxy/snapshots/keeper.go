@@ -100,10 +100,6 @@ type Options struct {
 	MachineMemory func() int64
 	// Settings are the directives in force at New (then Configure).
 	Settings Settings
-	// MemoryGrows, when not nil, is called when a payload starts to
-	// arrive, so that whoever watches memory looks (the server's monitor,
-	// if it is resting). It must not block.
-	MemoryGrows func()
 	// Random names temporary files (nil: crypto/rand); a test seam.
 	Random io.Reader
 }
@@ -123,7 +119,7 @@ type Keeper struct {
 	backoff func(time.Duration) time.Duration
 	machine func() int64
 	random  io.Reader
-	grows   func()
+	grows   chan struct{} // capacity 1: a payload started (PayloadStarts)
 
 	set atomic.Pointer[Settings] // the directives in force (Configure)
 
@@ -165,7 +161,7 @@ func New(opts Options) *Keeper {
 		machine = func() int64 { return 0 }
 	}
 	k := &Keeper{hist: opts.History, src: opts.Source, host: opts.Host, log: lg, durable: opts.Durable,
-		backoff: opts.Backoff, machine: machine, random: opts.Random, grows: opts.MemoryGrows}
+		backoff: opts.Backoff, machine: machine, random: opts.Random, grows: make(chan struct{}, 1)}
 	k.Configure(opts.Settings)
 	return k
 }
@@ -176,12 +172,20 @@ func (k *Keeper) Configure(set Settings) { k.set.Store(&set) }
 // settings are the directives in force.
 func (k *Keeper) settings() Settings { return *k.set.Load() }
 
-// memoryGrows tells Options.MemoryGrows that a payload starts to arrive.
+// memoryGrows says on PayloadStarts that a payload starts to arrive; it
+// never blocks (a signal not yet taken stands for this one too).
 func (k *Keeper) memoryGrows() {
-	if k.grows != nil {
-		k.grows()
+	select {
+	case k.grows <- struct{}{}:
+	default:
 	}
 }
+
+// PayloadStarts receives when a payload, the main link's or a fetch's,
+// starts to arrive, so that whoever watches memory may look (the server's
+// monitor, if it is resting) without the Keeper calling it: the signals
+// of several payloads started since the last receive are one.
+func (k *Keeper) PayloadStarts() <-chan struct{} { return k.grows }
 
 // Run runs the background work until ctx ends or Close is called, then
 // waits for the work in progress (each piece sees its context end) and

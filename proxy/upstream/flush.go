@@ -72,7 +72,7 @@ type flushingSource struct {
 // replica's readers feel that more than the proxy feels its CPU. Owned by
 // the stream loop.
 type coalescer struct {
-	window func() time.Duration // Host.ReadCoalesce, read at every wait
+	window func() time.Duration // Settings.ReadCoalesce, read at every wait
 	dl     *deadline            // the link's repl-timeout deadline, restored when not coalescing
 
 	lowat    int           // SO_RCVLOWAT while the stream is coalesced; 0 while it is not

@@ -185,7 +185,7 @@ func (c *session) hello(user, pass string) error {
 			batch = wire.AppendCommand(batch, "AUTH", pass)
 		}
 	}
-	port := strconv.Itoa(c.l.host.ListeningPort())
+	port := strconv.Itoa(c.l.set().ListeningPort)
 	batch = wire.AppendCommand(batch, "REPLCONF", "listening-port", port)
 	// capa replproxy tells an upstream replproxy that this replica is a
 	// proxy (its traffic control and INFO's Links single those out); Redis
@@ -244,7 +244,7 @@ func (c *session) psync(ctx context.Context) error {
 	id, ok := l.host.ResumeID()
 	resumable := l.resumable && ok
 	next := l.host.Stream().Offset() + 1
-	if l.host.SnapshotSource() != "" {
+	if l.set().SnapshotSource != "" {
 		ph, err := c.askHistory()
 		if err != nil {
 			return err

@@ -9,8 +9,9 @@
 // # What it needs
 //
 // The link knows the rest of the proxy only through two interfaces it
-// declares. Host: the configuration (the primary to follow, the port to
-// announce), and the history (the stream it produces into, the identity a
+// declares and the Settings it is given (Configure: the primary to follow
+// and its credentials, the port to announce, the directives it reads as it
+// goes). Host: the history (the stream it produces into, the identity a
 // PSYNC continues from, a new generation after a full sync, a new replid
 // after a partial one). Snapshots: the snapshot work (package snapshots'
 // Keeper, handed over by DeliverTo), which a full sync's payload goes to
@@ -71,12 +72,6 @@ import (
 // Host is what the link needs from the rest of the proxy. Its methods are
 // called from the link's goroutines, with no lock of the link's held.
 type Host interface {
-	// Target returns the primary replicaof names now (Addr "" for none) and
-	// its credentials; it is read again at every connection.
-	Target() Target
-	// ListeningPort is the port announced with REPLCONF listening-port.
-	ListeningPort() int
-
 	// Stream is the stream the main link produces into: it is its one
 	// producer.
 	Stream() *replbuf.Stream
@@ -94,14 +89,6 @@ type Host interface {
 	// and the answer to GETACK) when the link has applied applied.
 	AckOffset(applied int64) Ack
 
-	// QueryLimit is master-query-buffer-limit: the most stream bytes the
-	// main link may hold unpublished (0: no limit). Read at every read of
-	// the stream, so that a change applies at once.
-	QueryLimit() int64
-	// ReadCoalesce is repl-read-coalesce-usec: how long a fast stream may
-	// gather in the primary's socket before the main link reads it (0:
-	// never; see coalescer). Read before every wait of a plain TCP link.
-	ReadCoalesce() time.Duration
 	// Published is told, on the link's goroutine, that publishes made new
 	// stream bytes visible, so that the host may send them to replicas from
 	// this goroutine; it must never block. On a plain TCP link it is told
@@ -109,10 +96,6 @@ type Host interface {
 	// waits) or flushBudget bytes are held (flushingSource), elsewhere after
 	// every publish.
 	Published()
-
-	// SnapshotSource is the snapshot source snapshot-from names (host:port),
-	// or "" for the primary itself. Read at every PSYNC.
-	SnapshotSource() string
 }
 
 // Snapshots is the snapshot work as the main link's syncs use it: where a
@@ -195,7 +178,7 @@ type Target struct {
 	// Source says the side link asks a snapshot source (snapshot-from),
 	// not the primary: its handshake adds capa replproxy-source, which a
 	// peer replproxy answers with any snapshot it would serve a replica
-	// (Redis ignores it). Never set in what Host.Target returns.
+	// (Redis ignores it). Never set in the Target of Settings.
 	Source bool
 }
 
@@ -263,7 +246,7 @@ var ErrTryLater = errors.New("primary cannot serve a sync right now")
 var ErrStreamProtocol = errors.New("malformed replication stream from the primary")
 
 // ErrQueryBufferLimit ends a link that held more unpublished stream bytes
-// than Host.QueryLimit allows: a command, or a MULTI, longer than the limit.
+// than Settings.QueryLimit allows: a command, or a MULTI, longer than the limit.
 // The bytes are dropped, none was published, and the link is retried with
 // backoff from the last whole command, as after ErrStreamProtocol.
 var ErrQueryBufferLimit = errors.New("unpublished stream from the primary over master-query-buffer-limit")
@@ -279,6 +262,9 @@ type Link struct {
 	pool     *replbuf.Pool
 	counters Counters
 	log      hclog.Logger
+	// settings are the directives in force (Configure); any goroutine
+	// stores, the link's goroutines load.
+	settings atomic.Pointer[Settings]
 
 	state     atomic.Int32 // a State
 	lastIO    atomic.Int64 // unix nanos of the last byte from the primary

@@ -150,7 +150,7 @@ func serveFakeUntil(t *testing.T, l *Link, h *testHost, p *compressPrimary, want
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Serve(ctx, conn, l.host.Target())
+		_, err := l.Serve(ctx, conn, l.set().Target)
 		done <- err
 	}()
 	deadline := time.NewTimer(15 * time.Second)

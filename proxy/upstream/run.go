@@ -29,7 +29,7 @@ const (
 func (l *Link) Run(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		t := l.host.Target()
+		t := l.set().Target
 		if t.Addr == "" {
 			l.state.Store(int32(StateNone))
 			select {
@@ -267,7 +267,7 @@ func (s *limitSink) Abort()        {}
 // (see FetchSnapshot for from, position and started).
 func (l *Link) fetch(ctx context.Context, from string, opts []string, position func(string, int64, bool) error,
 	started func(*replbuf.Snapshot, int64) (PayloadSink, error)) (*replbuf.Snapshot, error) {
-	t := l.host.Target()
+	t := l.set().Target
 	if t.Addr == "" {
 		return nil, errors.New("no primary configured")
 	}

@@ -16,12 +16,10 @@ import (
 )
 
 // testHost is a Host on a bare stream, as the proxy's history would be
-// before its first sync, and the link's Snapshots. Its primary (Target) is
-// the one the test names, and may change (retarget), as replicaof does.
+// before its first sync, and the link's Snapshots.
 type testHost struct {
 	st       *replbuf.Stream
 	mu       sync.Mutex
-	target   Target
 	replID   string
 	installs int
 	// ack, when set, is AckOffset; nil acknowledges what was applied.
@@ -30,13 +28,9 @@ type testHost struct {
 	// PayloadFailed.
 	sink   PayloadSink
 	failed int
-	// source and seed, when set, are SnapshotSource and Seed; seed nil
-	// answers as a host with no source.
-	source string
-	seed   func(ctx context.Context, check func(string, int64) error) (Seed, bool, error)
+	// seed, when set, is Seed; nil answers as a host with no source.
+	seed func(ctx context.Context, check func(string, int64) error) (Seed, bool, error)
 }
-
-func (h *testHost) SnapshotSource() string { return h.source }
 
 func (h *testHost) Seed(ctx context.Context, check func(string, int64) error) (Seed, bool, error) {
 	if h.seed == nil {
@@ -46,28 +40,14 @@ func (h *testHost) Seed(ctx context.Context, check func(string, int64) error) (S
 }
 
 // newTestHost returns a testHost on a new stream, closed when the test
-// ends, whose Target is target.
-func newTestHost(t *testing.T, target Target) *testHost {
+// ends.
+func newTestHost(t *testing.T) *testHost {
 	t.Helper()
-	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{}), target: target}
+	h := &testHost{st: replbuf.NewStream(0, &replbuf.Config{})}
 	t.Cleanup(func() { h.st.Close(nil) })
 	return h
 }
 
-func (h *testHost) Target() Target {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.target
-}
-
-// retarget names the primary at addr, as a changed replicaof does.
-func (h *testHost) retarget(addr string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.target.Addr = addr
-}
-
-func (h *testHost) ListeningPort() int      { return 6380 }
 func (h *testHost) Stream() *replbuf.Stream { return h.st }
 func (h *testHost) ResumeID() (string, bool) {
 	h.mu.Lock()
@@ -86,11 +66,7 @@ func (h *testHost) Install(sn *replbuf.Snapshot) {
 
 func (h *testHost) ContinueAs(string) (string, int64, bool) { return "", -1, false }
 
-func (h *testHost) QueryLimit() int64 { return 0 }
-
-// ReadCoalesce is on, so that every stream test runs through the coalescer.
-func (h *testHost) ReadCoalesce() time.Duration { return time.Millisecond }
-func (h *testHost) Published()                  {}
+func (h *testHost) Published() {}
 
 func (h *testHost) PayloadStarted(*replbuf.Snapshot, int64) (PayloadSink, error) {
 	h.mu.Lock()
@@ -111,11 +87,11 @@ func (h *testHost) AckOffset(applied int64) Ack {
 	return Ack{Off: applied}
 }
 
-// newTestLink returns a Link of a new testHost whose Target is target,
+// newTestLink returns a Link of a new testHost, configured with target,
 // with a pool and counters of its own; opts gives the rest (its Log).
 func newTestLink(t *testing.T, target Target, opts Options) (*Link, *testHost) {
 	t.Helper()
-	h := newTestHost(t, target)
+	h := newTestHost(t)
 	var c [12]atomic.Int64
 	opts.Pool = replbuf.NewPool(0)
 	opts.Counters = Counters{
@@ -124,6 +100,9 @@ func newTestLink(t *testing.T, target Target, opts Options) (*Link, *testHost) {
 		QueryLimits: &c[9], LinkCorrupt: &c[10], RDBCheckFails: &c[11],
 	}
 	l := New(h, opts)
+	// ReadCoalesce is on, so that every stream test runs through the
+	// coalescer.
+	l.Configure(Settings{Target: target, ListeningPort: 6380, ReadCoalesce: time.Millisecond})
 	l.DeliverTo(h)
 	return l, h
 }

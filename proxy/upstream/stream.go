@@ -48,7 +48,7 @@ func (c *session) streamLoop() error {
 	}
 	dl := deadline{conn: c.conn, timeout: c.timeout}
 	if fs != nil {
-		fs.coalesce(c.l.host.ReadCoalesce, &dl)
+		fs.coalesce(func() time.Duration { return c.l.set().ReadCoalesce }, &dl)
 	}
 	var one [1][]byte
 	want := replbuf.BlockSize
@@ -137,7 +137,7 @@ func (c *session) take(st *replbuf.Stream, fs *flushingSource, p []byte, now tim
 	// What the scanner holds back: the bytes scanned (the stream up to
 	// p's end, which the scanner has taken) past what it applied.
 	if held := l.scanner.Offset() - applied; serr == nil && held > 0 {
-		if limit := l.host.QueryLimit(); limit > 0 && held > limit {
+		if limit := l.set().QueryLimit; limit > 0 && held > limit {
 			l.counters.QueryLimits.Add(1)
 			l.log.Error("unpublished stream from primary over master-query-buffer-limit",
 				"unpublished-bytes", held, "limit-bytes", limit, "repl-offset", applied)

@@ -1,0 +1,38 @@
+package downstream
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Settings are the directives in force that a replica reads as it goes.
+type Settings struct {
+	// ReplTimeout is repl-timeout: a write's deadline, read when the
+	// write loop starts.
+	ReplTimeout time.Duration
+	// SyncRateLimit is repl-link-sync-rate-limit in bytes per second (0:
+	// unlimited): the pace of a full-sync payload to a downstream proxy
+	// (ratelimit.go), read as the payload goes.
+	SyncRateLimit int64
+	// MemoryWindow is how far behind the stream's end a replica may be and
+	// still be sent from memory while the stream log runs.
+	MemoryWindow int64
+}
+
+// LiveSettings holds the Settings in force for every replica: the server
+// stores a new value after each change of its configuration, and the
+// replicas' loops load it, so that no replica asks the server for a
+// directive. Any goroutine.
+type LiveSettings struct{ p atomic.Pointer[Settings] }
+
+// Store puts s in force.
+func (l *LiveSettings) Store(s Settings) { l.p.Store(&s) }
+
+// Load returns the Settings in force; the zero Settings before the first
+// Store.
+func (l *LiveSettings) Load() Settings {
+	if s := l.p.Load(); s != nil {
+		return *s
+	}
+	return Settings{}
+}

@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"streamlog": {"internal/safefile", "replid"},
 
 	"proxy/wire":        {},
-	"proxy/config":      {"eviction", "proxy/wire"},
+	"proxy/config":      {"eviction", "proxy/clustertopo", "proxy/wire"},
 	"proxy/upstream":    {"rdbcheck", "replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
 	"proxy/linkzstd":    {},
 	"proxy/metrics":     {},

@@ -36,6 +36,9 @@ var allowed = map[string][]string{
 	"proxy/listen":      {},
 	"proxy/clientlist":  {"proxy/wire"},
 	"proxy/clustertopo": {"proxy/wire"},
+	// The follower decides and returns; proxy acts on its decisions, so
+	// neither proxy nor upstream is in its row.
+	"proxy/clusterwatch": {"proxy/clustertopo"},
 	"proxy/acl":         {"proxy/wire"},
 	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
 	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
@@ -58,7 +61,7 @@ var allowed = map[string][]string{
 	// to turn into a close reason: downstream is not in its row.
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/acl", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
+		"eviction", "proxy/acl", "proxy/clientlist", "proxy/clustertopo", "proxy/clusterwatch", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config", "proxy/wire"},

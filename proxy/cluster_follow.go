@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/replproxy/replproxy/proxy/clustertopo"
+	"github.com/replproxy/replproxy/proxy/clusterwatch"
+	"github.com/replproxy/replproxy/proxy/config"
+	"github.com/replproxy/replproxy/proxy/upstream"
+)
+
+// Following one shard of a cluster (replicaof-cluster, cluster-shard):
+// clusterwatch decides which node is the shard's primary, and the follower
+// here acts on its decisions the way REPLICAOF acts: a configuration change
+// that sets replicaof (configChanges), whose finish re-points the link
+// (applyConfig → Link.Retarget), which reconnects with PSYNC <replid>
+// <offset+1>, the partial resync a promoted replica accepts through its
+// replid2. INFO's master_host and CONFIG GET replicaof therefore show the
+// primary followed, and REPLICAOF and CONFIG SET replicaof are refused
+// while replicaof-cluster is set (commands.go), as a cluster node refuses
+// REPLICAOF.
+
+// clusterCheckGap is the least time between two checks when the link's
+// losses ask for them: a link that fails at once on every attempt (a
+// primary that is down) does not turn into a check per attempt.
+const clusterCheckGap = 250 * time.Millisecond
+
+// clusterLogEvery is how often the same failure to find the shard's
+// primary is logged at warning level; in between, at debug level.
+const clusterLogEvery = time.Minute
+
+// errNotFollowing refuses a change a decision made after replicaof-cluster
+// was cleared. It cannot be today (the directive is startup only), but the
+// change re-reads the configuration it edits, so it says so rather than
+// set replicaof behind an operator's back.
+var errNotFollowing = errors.New("replicaof-cluster is not set")
+
+// clusterFollower is Run's cluster follower actor: it checks the shard at
+// start, every cluster-refresh-interval, and at once (but at most every
+// clusterCheckGap) when the link is lost, and re-points the link when the
+// shard's confirmed primary is another node. All its fields are read-only
+// or owned by run's goroutine.
+type clusterFollower struct {
+	watch   *clusterwatch.Watcher // owned by run
+	conf    *liveConfig
+	changes *configChanges
+	lost    <-chan struct{} // the link's Lost: the follower is its one reader
+	log     hclog.Logger
+
+	// lastFailure and loggedAt are the last failure logged at warning
+	// level, and when; owned by run.
+	lastFailure string
+	loggedAt    time.Time
+}
+
+// newClusterFollower returns the follower of the shard cfg names, which
+// re-points the link whose Lost is lost through changes.
+func newClusterFollower(cfg *config.Config, conf *liveConfig, changes *configChanges, lost <-chan struct{},
+	log hclog.Logger) (*clusterFollower, error) {
+	sel, err := clustertopo.ParseSelector(cfg.ClusterShard)
+	if err != nil {
+		return nil, err
+	}
+	w, err := clusterwatch.New(clusterwatch.Config{Seeds: cfg.ClusterSeedAddrs(), Shard: sel})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterFollower{watch: w, conf: conf, changes: changes, lost: lost, log: log}, nil
+}
+
+// run checks the shard until ctx ends, then returns nil.
+func (f *clusterFollower) run(ctx context.Context) error {
+	cfg := f.conf.config()
+	f.log.Info("following a cluster shard", "cluster-shard", cfg.ClusterShard,
+		"seeds", cfg.ClusterSeedAddrs(), "refresh-ms", cfg.ClusterRefreshInterval.Milliseconds())
+	timer := time.NewTimer(0) // the first check at once
+	defer timer.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-f.lost:
+			if wait := clusterCheckGap - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+		}
+		last = time.Now()
+		f.check(ctx)
+		timer.Reset(f.conf.config().ClusterRefreshInterval)
+	}
+}
+
+// check asks the watcher once and acts on its decision.
+func (f *clusterFollower) check(ctx context.Context) {
+	cfg := f.conf.config()
+	d := f.watch.Check(ctx, f.options(cfg))
+	if ctx.Err() != nil {
+		return
+	}
+	current := ""
+	if cfg.MasterHost != "" {
+		current = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+	}
+	if d.Primary == "" {
+		f.unknown(d, current)
+		return
+	}
+	f.lastFailure = ""
+	if d.Primary == current {
+		return
+	}
+	host, port, err := net.SplitHostPort(d.Primary)
+	if err == nil {
+		err = f.changes.change(func(_, next *config.Config) error {
+			if len(next.ClusterSeeds) == 0 {
+				return errNotFollowing
+			}
+			return next.Set("replicaof", host, port)
+		})
+	}
+	if err != nil {
+		f.log.Error("cannot follow the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "error", err)
+		return
+	}
+	f.log.Info("following the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "shard", d.Shard,
+		"previous", current, "from", d.From)
+}
+
+// unknown logs a check that confirmed no primary: at warning level when
+// the failure is new or clusterLogEvery has passed, else at debug level,
+// so that a primary down for minutes costs a line a minute.
+func (f *clusterFollower) unknown(d clusterwatch.Decision, current string) {
+	msg := "no topology"
+	if d.Err != nil {
+		msg = d.Err.Error()
+	}
+	now := time.Now()
+	if msg != f.lastFailure || now.Sub(f.loggedAt) >= clusterLogEvery {
+		f.lastFailure, f.loggedAt = msg, now
+		f.log.Warn("shard's primary not confirmed, keeping the current one", "current", current, "error", msg)
+		return
+	}
+	f.log.Debug("shard's primary not confirmed, keeping the current one", "current", current, "error", msg)
+}
+
+// options are the topology queries' settings as cfg has them: masteruser
+// and masterauth, TLS under tls-replication (the material in force),
+// bind-source-addr, and each node within repl-timeout, at most
+// clustertopo.DefaultTimeout.
+func (f *clusterFollower) options(cfg *config.Config) clustertopo.Options {
+	t := upstream.Target{Timeout: min(cfg.ReplTimeout, clustertopo.DefaultTimeout), BindSource: cfg.BindSourceAddr}
+	opts := clustertopo.Options{Username: cfg.MasterUser, Password: cfg.MasterAuth, Timeout: t.Timeout, Dial: t.DialTCP}
+	if st := f.conf.tls(); cfg.TLSReplication && st != nil {
+		opts.TLS = st.Client
+	}
+	return opts
+}

@@ -3,7 +3,7 @@ package proxy
 import (
 	"net"
 	"strconv"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/replproxy/replproxy/internal/redistest"

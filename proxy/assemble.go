@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,8 +45,8 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 		// The cluster follower names the primary once it has confirmed it:
 		// a replicaof left by CONFIG REWRITE may be a node that has since
 		// become a replica, or left the shard (cluster_follow.go).
-		log.Info("replicaof ignored: replicaof-cluster finds the shard's primary", "replicaof",
-			cfg.MasterHost+" "+strconv.Itoa(cfg.MasterPort))
+		log.Info("replicaof ignored: replicaof-cluster finds the shard's primary", "host", cfg.MasterHost,
+			"port", cfg.MasterPort)
 		cfg.MasterHost, cfg.MasterPort = "", 0
 	}
 	if opts.FileLimit != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -78,7 +79,7 @@ func newClusterFollower(cfg *config.Config, conf *liveConfig, changes *configCha
 func (f *clusterFollower) run(ctx context.Context) error {
 	cfg := f.conf.config()
 	f.log.Info("following a cluster shard", "cluster-shard", cfg.ClusterShard,
-		"seeds", cfg.ClusterSeedAddrs(), "refresh-ms", cfg.ClusterRefreshInterval.Milliseconds())
+		"seeds", strings.Join(cfg.ClusterSeedAddrs(), " "), "refresh-ms", cfg.ClusterRefreshInterval.Milliseconds())
 	timer := time.NewTimer(0) // the first check at once
 	defer timer.Stop()
 	var last time.Time
@@ -135,7 +136,7 @@ func (f *clusterFollower) check(ctx context.Context) {
 		return
 	}
 	f.log.Info("following the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "shard", d.Shard,
-		"previous", current, "from", d.From)
+		"previous-primary", current, "topology-from", d.From)
 }
 
 // unknown logs a check that confirmed no primary: at warning level when
@@ -149,10 +150,10 @@ func (f *clusterFollower) unknown(d clusterwatch.Decision, current string) {
 	now := time.Now()
 	if msg != f.lastFailure || now.Sub(f.loggedAt) >= clusterLogEvery {
 		f.lastFailure, f.loggedAt = msg, now
-		f.log.Warn("shard's primary not confirmed, keeping the current one", "current", current, "error", msg)
+		f.log.Warn("shard's primary not confirmed, keeping the current one", "primary", current, "error", msg)
 		return
 	}
-	f.log.Debug("shard's primary not confirmed, keeping the current one", "current", current, "error", msg)
+	f.log.Debug("shard's primary not confirmed, keeping the current one", "primary", current, "error", msg)
 }
 
 // options are the topology queries' settings as cfg has them: masteruser

@@ -39,9 +39,9 @@ var allowed = map[string][]string{
 	// The follower decides and returns; proxy acts on its decisions, so
 	// neither proxy nor upstream is in its row.
 	"proxy/clusterwatch": {"proxy/clustertopo"},
-	"proxy/acl":         {"proxy/wire"},
-	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
-	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
+	"proxy/acl":          {"proxy/wire"},
+	"proxy/snapfile":     {"internal/safefile", "rdbcheck", "replbuf", "replid"},
+	"proxy/history":      {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work is where the main link delivers its payloads and
 	// seeds (it is upstream's Snapshots, so upstream is in its row, never
 	// the other way); it reaches the link's side links and the server

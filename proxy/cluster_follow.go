@@ -32,8 +32,8 @@ import (
 // primary that is down) does not turn into a check per attempt.
 const clusterCheckGap = 250 * time.Millisecond
 
-// clusterLogEvery is how often the same failure to find the shard's
-// primary is logged at warning level; in between, at debug level.
+// clusterLogEvery is how often failures to find the shard's primary are
+// logged at warning level while they last; in between, at debug level.
 const clusterLogEvery = time.Minute
 
 // errNotFollowing refuses a change a decision made after replicaof-cluster
@@ -54,10 +54,11 @@ type clusterFollower struct {
 	lost    <-chan struct{} // the link's Lost: the follower is its one reader
 	log     hclog.Logger
 
-	// lastFailure and loggedAt are the last failure logged at warning
-	// level, and when; owned by run.
-	lastFailure string
-	loggedAt    time.Time
+	// warnedAt is when a failure was last logged at warning level (zero
+	// after a success), and suppressed how many were logged at debug level
+	// since; owned by run.
+	warnedAt   time.Time
+	suppressed int
 }
 
 // newClusterFollower returns the follower of the shard cfg names, which
@@ -115,11 +116,15 @@ func (f *clusterFollower) check(ctx context.Context) {
 		current = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
 	}
 	if d.Primary == "" {
-		f.unknown(d, current)
+		msg := "no topology"
+		if d.Err != nil {
+			msg = d.Err.Error()
+		}
+		f.failed(msg, current)
 		return
 	}
-	f.lastFailure = ""
 	if d.Primary == current {
+		f.warnedAt, f.suppressed = time.Time{}, 0
 		return
 	}
 	host, port, err := net.SplitHostPort(d.Primary)
@@ -132,27 +137,30 @@ func (f *clusterFollower) check(ctx context.Context) {
 		})
 	}
 	if err != nil {
-		f.log.Error("cannot follow the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "error", err)
+		f.failed("cannot follow "+d.Primary+" ("+d.NodeID+"): "+err.Error(), current)
 		return
 	}
+	f.warnedAt, f.suppressed = time.Time{}, 0
 	f.log.Info("following the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "shard", d.Shard,
 		"previous-primary", current, "topology-from", d.From)
 }
 
-// unknown logs a check that confirmed no primary: at warning level when
-// the failure is new or clusterLogEvery has passed, else at debug level,
-// so that a primary down for minutes costs a line a minute.
-func (f *clusterFollower) unknown(d clusterwatch.Decision, current string) {
-	msg := "no topology"
-	if d.Err != nil {
-		msg = d.Err.Error()
-	}
+// failed logs a check that put no primary in force (none confirmed, or
+// the change refused): at warning level for the first failure after a
+// success and then once every clusterLogEvery, with how many were left
+// out, else at debug level, so that a primary down for minutes costs a
+// line a minute (a failure's text may differ at each check: a timeout
+// names the local port).
+func (f *clusterFollower) failed(msg, current string) {
 	now := time.Now()
-	if msg != f.lastFailure || now.Sub(f.loggedAt) >= clusterLogEvery {
-		f.lastFailure, f.loggedAt = msg, now
-		f.log.Warn("shard's primary not confirmed, keeping the current one", "primary", current, "error", msg)
+	if f.warnedAt.IsZero() || now.Sub(f.warnedAt) >= clusterLogEvery {
+		f.warnedAt = now
+		f.log.Warn("shard's primary not confirmed, keeping the current one", "primary", current, "error", msg,
+			"suppressed", f.suppressed)
+		f.suppressed = 0
 		return
 	}
+	f.suppressed++
 	f.log.Debug("shard's primary not confirmed, keeping the current one", "primary", current, "error", msg)
 }
 

@@ -14,7 +14,8 @@ import (
 )
 
 // TestFollowClusterShard follows one shard of a real cluster of three
-// primaries with a replica each, with two proxies: one chosen by a slot,
+// primaries with a replica each, which asks for a password, with two
+// proxies: one chosen by a slot,
 // with every node and a dead address as seeds, and one chosen by its
 // primary's node ID, with a dead address and the shard's two nodes as its
 // only seeds (one of which is killed later). Each has a redis-server
@@ -27,13 +28,13 @@ import (
 // partial resync.
 func TestFollowClusterShard(t *testing.T) {
 	start := time.Now()
-	c := redistest.StartCluster(t, redistest.ClusterOptions{})
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Password: "shard-secret"})
 	shard := c.ShardOf(0)
 	first, second := shard.Primary, shard.Replicas[0]
 	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
 
-	bySlot := followShard(t, "0", append([]string{dead}, c.Addrs()...))
-	byID := followShard(t, c.NodeID(first), []string{dead, first.Addr(), second.Addr()})
+	bySlot := followShard(t, c, "0", append([]string{dead}, c.Addrs()...))
+	byID := followShard(t, c, c.NodeID(first), []string{dead, first.Addr(), second.Addr()})
 	followers := []*shardFollower{bySlot, byID}
 	for _, f := range followers {
 		f.waitFollowing(t, first)
@@ -45,7 +46,7 @@ func TestFollowClusterShard(t *testing.T) {
 			t.Fatalf("keySlot(%q) = %d, CLUSTER KEYSLOT says %d", key, keySlot(key), want)
 		}
 	}
-	w := startClusterWrites(t, c.Addrs())
+	w := startClusterWrites(t, c)
 	t.Run("data", func(t *testing.T) {
 		w.waitWrites(t, 500)
 		w.stop(t)
@@ -56,7 +57,7 @@ func TestFollowClusterShard(t *testing.T) {
 
 	t.Run("manual failover", func(t *testing.T) {
 		before := counts(t, followers, c.Dial(second))
-		w = startClusterWrites(t, c.Addrs())
+		w = startClusterWrites(t, c)
 		w.waitWrites(t, 200)
 		c.Failover(second)
 		for _, f := range followers {
@@ -82,7 +83,7 @@ func TestFollowClusterShard(t *testing.T) {
 		before := counts(t, followers, c.Dial(first))
 		killed := time.Now()
 		second.Kill()
-		w = startClusterWrites(t, c.Addrs()) // retried until first serves the shard
+		w = startClusterWrites(t, c) // retried until first serves the shard
 		for _, f := range followers {
 			f.waitFollowing(t, first)
 		}
@@ -105,11 +106,12 @@ type shardFollower struct {
 	replica *redistest.Client
 }
 
-// followShard starts a proxy following the shard sel names, asking seeds,
-// and a replica of it.
-func followShard(t *testing.T, sel string, seeds []string) *shardFollower {
+// followShard starts a proxy following the shard of c that sel names,
+// asking seeds, with c's password (masterauth, for the topology queries
+// and the link alike), and a replica of it.
+func followShard(t *testing.T, c *redistest.Cluster, sel string, seeds []string) *shardFollower {
 	t.Helper()
-	args := []string{"--cluster-shard", sel, "--cluster-refresh-interval", "500", "--replicaof-cluster"}
+	args := []string{"--masterauth", c.Password(), "--cluster-shard", sel, "--cluster-refresh-interval", "500", "--replicaof-cluster"}
 	for _, s := range seeds {
 		host, port, _ := strings.Cut(s, ":")
 		args = append(args, host, port)
@@ -186,12 +188,12 @@ type clusterWrites struct {
 	err    error // the error that ended the load early; guarded by mu
 }
 
-func startClusterWrites(t *testing.T, nodes []string) *clusterWrites {
+func startClusterWrites(t *testing.T, c *redistest.Cluster) *clusterWrites {
 	ctx, cancel := context.WithCancel(t.Context())
 	w := &clusterWrites{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		err := writeLoop(ctx, nodes, func() {
+		err := writeLoop(ctx, c.Addrs(), redistest.DialOptions{Password: c.Password(), Timeout: 2 * time.Second}, func() {
 			w.mu.Lock()
 			w.n++
 			w.mu.Unlock()
@@ -230,7 +232,7 @@ func (w *clusterWrites) stop(t *testing.T) {
 
 // writeLoop writes until ctx ends, calling acked after each acknowledged
 // write; it returns an error only for a reply no failover explains.
-func writeLoop(ctx context.Context, nodes []string, acked func()) error {
+func writeLoop(ctx context.Context, nodes []string, dial redistest.DialOptions, acked func()) error {
 	var owner [redistest.ClusterSlots]string
 	conns := map[string]*redistest.Client{}
 	defer func() {
@@ -240,7 +242,7 @@ func writeLoop(ctx context.Context, nodes []string, acked func()) error {
 	}()
 	refresh := func() {
 		for _, addr := range nodes {
-			if clusterSlots(addr, &owner) == nil {
+			if clusterSlots(addr, dial, &owner) == nil {
 				return
 			}
 		}
@@ -254,7 +256,7 @@ func writeLoop(ctx context.Context, nodes []string, acked func()) error {
 			c := conns[addr]
 			var err error
 			if c == nil {
-				c, err = redistest.Connect(addr, redistest.DialOptions{Timeout: 2 * time.Second})
+				c, err = redistest.Connect(addr, dial)
 				if err == nil {
 					conns[addr] = c
 				}
@@ -293,8 +295,8 @@ func writeLoop(ctx context.Context, nodes []string, acked func()) error {
 
 // clusterSlots fills owner with each slot's primary as the node at addr
 // sees it (CLUSTER SLOTS).
-func clusterSlots(addr string, owner *[redistest.ClusterSlots]string) error {
-	c, err := redistest.Connect(addr, redistest.DialOptions{Timeout: time.Second})
+func clusterSlots(addr string, dial redistest.DialOptions, owner *[redistest.ClusterSlots]string) error {
+	c, err := redistest.Connect(addr, dial)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +54,7 @@ type clusterFollower struct {
 	changes *configChanges
 	lost    <-chan struct{} // the link's Lost: the follower is its one reader
 	log     hclog.Logger
+	counts  clusterCounts
 
 	// warnedAt is when a failure was last logged at warning level (zero
 	// after a success), and suppressed how many were logged at debug level
@@ -61,10 +63,16 @@ type clusterFollower struct {
 	suppressed int
 }
 
+// clusterCounts are the follower's counters (INFO proxy's cluster_*),
+// atomics the server owns and the follower only adds to.
+type clusterCounts struct {
+	checks, failures, changes *atomic.Int64
+}
+
 // newClusterFollower returns the follower of the shard cfg names, which
 // re-points the link whose Lost is lost through changes.
 func newClusterFollower(cfg *config.Config, conf *liveConfig, changes *configChanges, lost <-chan struct{},
-	log hclog.Logger) (*clusterFollower, error) {
+	counts clusterCounts, log hclog.Logger) (*clusterFollower, error) {
 	sel, err := clustertopo.ParseSelector(cfg.ClusterShard)
 	if err != nil {
 		return nil, err
@@ -73,7 +81,7 @@ func newClusterFollower(cfg *config.Config, conf *liveConfig, changes *configCha
 	if err != nil {
 		return nil, err
 	}
-	return &clusterFollower{watch: w, conf: conf, changes: changes, lost: lost, log: log}, nil
+	return &clusterFollower{watch: w, conf: conf, changes: changes, lost: lost, counts: counts, log: log}, nil
 }
 
 // run checks the shard until ctx ends, then returns nil.
@@ -111,6 +119,7 @@ func (f *clusterFollower) check(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	f.counts.checks.Add(1)
 	current := ""
 	if cfg.MasterHost != "" {
 		current = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
@@ -141,6 +150,7 @@ func (f *clusterFollower) check(ctx context.Context) {
 		return
 	}
 	f.warnedAt, f.suppressed = time.Time{}, 0
+	f.counts.changes.Add(1)
 	f.log.Info("following the shard's primary", "primary", d.Primary, "node-id", d.NodeID, "shard", d.Shard,
 		"previous-primary", current, "topology-from", d.From)
 }
@@ -152,6 +162,7 @@ func (f *clusterFollower) check(ctx context.Context) {
 // line a minute (a failure's text may differ at each check: a timeout
 // names the local port).
 func (f *clusterFollower) failed(msg, current string) {
+	f.counts.failures.Add(1)
 	now := time.Now()
 	if f.warnedAt.IsZero() || now.Sub(f.warnedAt) >= clusterLogEvery {
 		f.warnedAt = now

@@ -115,14 +115,18 @@ func (f *clusterFollower) run(ctx context.Context) error {
 // check asks the watcher once and acts on its decision.
 func (f *clusterFollower) check(ctx context.Context) {
 	cfg := f.conf.config()
-	d := f.watch.Check(ctx, f.options(cfg))
+	current := ""
+	if cfg.MasterHost != "" {
+		current = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+	}
+	d := f.watch.Check(ctx, current, f.options(cfg))
 	if ctx.Err() != nil {
 		return
 	}
 	f.counts.checks.Add(1)
-	current := ""
-	if cfg.MasterHost != "" {
-		current = net.JoinHostPort(cfg.MasterHost, strconv.Itoa(cfg.MasterPort))
+	if d.Held != "" {
+		f.log.Debug("another primary confirmed while the current one still says master: held back", "primary", current,
+			"held", d.Held, "topology-from", d.From)
 	}
 	if d.Primary == "" {
 		msg := "no topology"

@@ -95,6 +95,15 @@ func TestFollowClusterShard(t *testing.T) {
 		}
 		checkPartialOnly(t, before, counts(t, followers, c.Dial(first)))
 	})
+	// Three moves each: the first primary found, then one per failover,
+	// never back and forth.
+	for i, f := range followers {
+		info := f.admin.Info(t, "proxy")
+		if info["cluster_primary_changes"] != "3" || info["cluster_checks"] == "0" || info["cluster_check_failures"] == "0" {
+			t.Errorf("proxy %d: cluster_primary_changes=%s cluster_checks=%s cluster_check_failures=%s; want 3 moves, checks, and failures while the killed primary was not replaced",
+				i, info["cluster_primary_changes"], info["cluster_checks"], info["cluster_check_failures"])
+		}
+	}
 	t.Logf("TestFollowClusterShard took %v", time.Since(start).Round(time.Millisecond))
 }
 

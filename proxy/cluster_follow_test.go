@@ -53,6 +53,15 @@ func TestClusterFollowerOwnsReplicaOf(t *testing.T) {
 	if !p.Log.Contains(net.JoinHostPort("127.0.0.1", closed)) {
 		t.Errorf("the failure does not name the seed:\n%s", p.Log)
 	}
+	// One reading of INFO; checks run meanwhile, each counted before its
+	// failure is.
+	info := redistest.ParseInfo(p.Info("proxy"))
+	checks, _ := strconv.Atoi(info["cluster_checks"])
+	fails, _ := strconv.Atoi(info["cluster_check_failures"])
+	if info["cluster_shard"] != "0" || checks < 2 || fails < checks-1 || fails > checks || info["cluster_primary_changes"] != "0" {
+		t.Errorf("INFO proxy: cluster_shard=%s cluster_checks=%s cluster_check_failures=%s cluster_primary_changes=%s; want shard 0, every check of at least two failed, no move",
+			info["cluster_shard"], info["cluster_checks"], info["cluster_check_failures"], info["cluster_primary_changes"])
+	}
 	if got := a.do("CONFIG", "SET", "cluster-refresh-interval", "5000"); got != "+OK\r\n" {
 		t.Errorf("CONFIG SET cluster-refresh-interval: %q", got)
 	}

@@ -17,10 +17,18 @@
 //     replica or send it to one. At most three nodes' views are read per
 //     check, so that a primary that is down and not yet replaced costs a
 //     few connections per check, not one per node of the cluster.
-//   - The node the proxy follows now is confirmed the same way, and a
-//     check that finds no confirmed primary says "unknown"
+//   - A check that finds no confirmed primary says "unknown"
 //     (Decision.Primary ""), which the proxy takes as: keep the current
 //     one. It never drops its link for lack of a view.
+//   - A confirmed primary other than the current one is followed at once
+//     when the current one is down or says it is a replica; while the
+//     current one still says master, only once the other has been the
+//     decision for Config.Settle (5 s by default). Two nodes that both say
+//     master (the old primary of a manual failover in the moment before it
+//     hears of the promotion, one cut off from the cluster) are thus not
+//     followed back and forth, and the proxy never goes back to a node
+//     that cannot continue its history by a partial resync because it
+//     saw a stale view for a moment.
 //   - Nodes are asked one at a time, in order: the node that answered
 //     last, then the seeds as configured, then the nodes the last topology
 //     named (at most [MaxLearnt]; only addresses a topology gave). Losing

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/clustertopo"
 )
@@ -39,7 +40,14 @@ type Decision struct {
 	// Err says why Primary is "": every node's failure, joined, or why the
 	// topologies named no primary to follow. nil when Primary is set.
 	Err error
+	// Held is a confirmed primary not followed yet: the current one still
+	// says it is a primary, and Held has not been the decision for
+	// Config.Settle. Primary is then the current one.
+	Held string
 }
+
+// DefaultSettle is Config.Settle's default.
+const DefaultSettle = 5 * time.Second
 
 // Config configures a Watcher.
 type Config struct {
@@ -47,6 +55,17 @@ type Config struct {
 	Seeds []string
 	// Shard is the shard to follow.
 	Shard clustertopo.Selector
+	// Settle is how long another node must be the decision, check after
+	// check, before the watcher leaves a current primary that still says
+	// it is one (ROLE master), so that two nodes that both say so are not
+	// followed back and forth: a manual failover's old primary in the
+	// moment before it learns of the promotion, seen through a node's view
+	// not updated yet, or a primary cut off from the rest of the cluster.
+	// A current primary that is down or says it is a replica is left at
+	// once. Zero means DefaultSettle.
+	Settle time.Duration
+	// Now is the clock Settle is measured with; nil means time.Now.
+	Now func() time.Time
 }
 
 // Watcher decides the primary of one shard. Its fields are owned by the
@@ -60,6 +79,14 @@ type Watcher struct {
 	query func(ctx context.Context, seeds []string, opts clustertopo.Options) (clustertopo.Result, error)
 	role  func(ctx context.Context, addr string, opts clustertopo.Options) (string, error)
 
+	settle time.Duration
+	now    func() time.Time
+
+	// pending is a confirmed primary held back since pendingSince, while
+	// the current one still says it is one.
+	pending      string
+	pendingSince time.Time
+
 	answered string   // the node that gave the last topology; asked first
 	learnt   []string // addresses the last topology named that are not seeds, at most MaxLearnt
 	members  []string // IDs of the shard's nodes at the last reading (a shard chosen by ID)
@@ -70,8 +97,15 @@ func New(cfg Config) (*Watcher, error) {
 	if len(cfg.Seeds) == 0 {
 		return nil, clustertopo.ErrNoSeeds
 	}
-	return &Watcher{seeds: slices.Clone(cfg.Seeds), shard: cfg.Shard,
-		query: clustertopo.Query, role: clustertopo.AskRole}, nil
+	w := &Watcher{seeds: slices.Clone(cfg.Seeds), shard: cfg.Shard, settle: cfg.Settle, now: cfg.Now,
+		query: clustertopo.Query, role: clustertopo.AskRole}
+	if w.settle <= 0 {
+		w.settle = DefaultSettle
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w, nil
 }
 
 // Targets returns the nodes a check asks, in order: the node that answered
@@ -99,14 +133,41 @@ func (w *Watcher) Targets() []string {
 // began), for the topology, and returns the shard's primary once one is
 // confirmed (ROLE says master): the first node whose topology names a
 // primary that confirms it decides, and is asked first next time. At most
-// maxViews nodes' topologies are read. The primary the proxy follows now
+// maxViews nodes' topologies are read. current is the primary the proxy
+// follows now ("" for none): a confirmed primary other than current is
+// returned at once when current is down or no longer says master, else
+// only once it has been the decision for Config.Settle (Decision.Held
+// until then). The primary the proxy follows now
 // is confirmed like any other, so that a stale view cannot hold the proxy
 // on a demoted node; the caller compares the decision with it. A node
 // named by several topologies is asked ROLE once per check. opts are the
 // credentials, TLS, timeout and limits of every connection, given at each
 // check so that a change of masterauth or TLS applies to the next. A check
 // ends early, with ctx's error, when ctx ends.
-func (w *Watcher) Check(ctx context.Context, opts clustertopo.Options) Decision {
+func (w *Watcher) Check(ctx context.Context, current string, opts clustertopo.Options) Decision {
+	d := w.find(ctx, opts)
+	if d.Primary == "" || current == "" || d.Primary == current {
+		w.pending = ""
+		return d
+	}
+	if role, err := w.role(ctx, current, opts); err != nil || role != string(clustertopo.RolePrimary) {
+		w.pending = ""
+		return d
+	}
+	now := w.now()
+	if w.pending != d.Primary {
+		w.pending, w.pendingSince = d.Primary, now
+	}
+	if now.Sub(w.pendingSince) >= w.settle {
+		w.pending = ""
+		return d
+	}
+	return Decision{Primary: current, From: d.From, Held: d.Primary}
+}
+
+// find is Check before it compares the confirmed primary with the current
+// one.
+func (w *Watcher) find(ctx context.Context, opts clustertopo.Options) Decision {
 	var errs []error
 	from := ""
 	refused := map[string]error{} // ROLE answers of this check, by address

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/replproxy/replproxy/proxy/clustertopo"
 )
@@ -181,7 +182,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeCluster{topos: tt.topos, roles: tt.roles}
 			w := watcher(t, f, tt.sel, tt.seeds...)
-			d := w.Check(t.Context(), clustertopo.Options{})
+			d := w.Check(t.Context(), "", clustertopo.Options{})
 			if d.Primary != tt.want {
 				t.Errorf("Primary = %q (%v), want %q", d.Primary, d.Err, tt.want)
 			}
@@ -207,7 +208,7 @@ func TestCheckFollowsFailover(t *testing.T) {
 	f := &fakeCluster{topos: map[string]clustertopo.Topology{"c:1": twoShards()},
 		roles: map[string]string{"a:1": "master", "b:1": "slave"}}
 	w := watcher(t, f, id('a'), "dead:1", "c:1")
-	if d := w.Check(t.Context(), clustertopo.Options{}); d.Primary != "a:1" || d.NodeID != id('a') || d.Shard != id('a') || d.From != "c:1" {
+	if d := w.Check(t.Context(), "", clustertopo.Options{}); d.Primary != "a:1" || d.NodeID != id('a') || d.Shard != id('a') || d.From != "c:1" {
 		t.Fatalf("before the failover: %+v", d)
 	}
 	if got, want := w.Targets(), []string{"c:1", "dead:1", "a:1", "b:1", "d:1"}; !slices.Equal(got, want) {
@@ -222,7 +223,7 @@ func TestCheckFollowsFailover(t *testing.T) {
 	f.topos = map[string]clustertopo.Topology{"b:1": after}
 	f.roles = map[string]string{"b:1": "master"}
 	f.asked = nil
-	d := w.Check(t.Context(), clustertopo.Options{})
+	d := w.Check(t.Context(), "", clustertopo.Options{})
 	if d.Primary != "b:1" || d.NodeID != id('b') || d.From != "b:1" {
 		t.Fatalf("after the failover: %+v", d)
 	}
@@ -242,7 +243,7 @@ func TestCheckTLS(t *testing.T) {
 	f := &fakeCluster{topos: map[string]clustertopo.Topology{"c:1": topo}, roles: map[string]string{"a:2": "master"}}
 	w := watcher(t, f, "0", "c:1")
 	opts := clustertopo.Options{Username: "u", Password: "p", TLS: &tls.Config{}}
-	if d := w.Check(t.Context(), opts); d.Primary != "a:2" {
+	if d := w.Check(t.Context(), "", opts); d.Primary != "a:2" {
 		t.Fatalf("Primary = %q (%v), want the TLS address a:2", d.Primary, d.Err)
 	}
 	if got := w.Targets(); !slices.Contains(got, "a:2") || slices.Contains(got, "a:1") {
@@ -253,7 +254,7 @@ func TestCheckTLS(t *testing.T) {
 			t.Errorf("a query got options %+v", o)
 		}
 	}
-	if d := w.Check(t.Context(), clustertopo.Options{}); d.Primary != "" {
+	if d := w.Check(t.Context(), "", clustertopo.Options{}); d.Primary != "" {
 		t.Errorf("without TLS, Primary = %q: the plain address a:1 is not confirmed", d.Primary)
 	}
 }
@@ -271,7 +272,7 @@ func TestLearntBounded(t *testing.T) {
 	last := fmt.Sprintf("n%d:1", 3*MaxLearnt-1)
 	f := &fakeCluster{topos: map[string]clustertopo.Topology{"seed:1": topo}, roles: map[string]string{last: "master"}}
 	w := watcher(t, f, fmt.Sprint(3*MaxLearnt-1), "seed:1")
-	if d := w.Check(t.Context(), clustertopo.Options{}); d.Primary != last {
+	if d := w.Check(t.Context(), "", clustertopo.Options{}); d.Primary != last {
 		t.Fatalf("Primary = %q (%v), want %s", d.Primary, d.Err, last)
 	}
 	got := w.Targets()
@@ -285,8 +286,45 @@ func TestCheckCanceled(t *testing.T) {
 	w := watcher(t, f, "0", "dead:1", "dead:2")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	d := w.Check(ctx, clustertopo.Options{})
+	d := w.Check(ctx, "", clustertopo.Options{})
 	if d.Primary != "" || !errors.Is(d.Err, context.Canceled) || len(f.asked) != 0 {
 		t.Errorf("a canceled check: %+v, asked %q", d, f.asked)
+	}
+}
+
+// TestCheckSettles: a confirmed primary other than the current one is
+// followed at once when the current one is down or a replica, and only
+// after Settle while the current one still says master.
+func TestCheckSettles(t *testing.T) {
+	f := &fakeCluster{topos: map[string]clustertopo.Topology{"c:1": failedOver()},
+		roles: map[string]string{"a:1": "master", "b:1": "master"}}
+	now := time.Unix(1000, 0)
+	s, _ := clustertopo.ParseSelector("0")
+	w, err := New(Config{Seeds: []string{"c:1"}, Shard: s, Settle: 5 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.query, w.role = f.query, f.role
+	check := func(current, want, held string) {
+		t.Helper()
+		d := w.Check(t.Context(), current, clustertopo.Options{})
+		if d.Primary != want || d.Held != held || d.Err != nil {
+			t.Fatalf("at %v from %q: %+v, want primary %q held %q", now.Sub(time.Unix(1000, 0)), current, d, want, held)
+		}
+	}
+	check("", "b:1", "")       // none yet: at once
+	check("b:1", "b:1", "")    // the current one
+	check("a:1", "a:1", "b:1") // a still says master: held
+	now = now.Add(4 * time.Second)
+	check("a:1", "a:1", "b:1") // not for Settle yet
+	now = now.Add(time.Second)
+	check("a:1", "b:1", "")    // Settle passed
+	check("a:1", "a:1", "b:1") // held again from here: a new candidacy
+	f.roles["a:1"] = "slave"
+	check("a:1", "b:1", "") // a demoted: at once
+	delete(f.roles, "a:1")
+	check("a:1", "b:1", "") // a down: at once
+	if want := "role a:1"; !slices.Contains(f.asked, want) {
+		t.Errorf("asked %q, want the current primary's ROLE", f.asked)
 	}
 }

@@ -41,6 +41,14 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	if len(cfg.ClusterSeeds) > 0 && cfg.MasterHost != "" {
+		// The cluster follower names the primary once it has confirmed it:
+		// a replicaof left by CONFIG REWRITE may be a node that has since
+		// become a replica, or left the shard (cluster_follow.go).
+		log.Info("replicaof ignored: replicaof-cluster finds the shard's primary", "host", cfg.MasterHost,
+			"port", cfg.MasterPort)
+		cfg.MasterHost, cfg.MasterPort = "", 0
+	}
 	if opts.FileLimit != nil {
 		n := opts.FileLimit(cfg.MaxClients)
 		if n < 1 {

@@ -261,6 +261,9 @@ func (s *Server) configSet(c *client, args [][]byte) {
 			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - can't set immutable config", given)
 		case slices.Contains(names, name):
 			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", given)
+		case name == "replicaof" && len(s.config().ClusterSeeds) > 0:
+			reply = fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %s", given,
+				strings.TrimPrefix(errReplicaOfCluster, "ERR "))
 		}
 		if reply != "" {
 			c.out = wire.AppendError(c.out, reply)
@@ -379,10 +382,20 @@ func checkDirUsable(dir string) error {
 	return nil
 }
 
+// errReplicaOfCluster refuses REPLICAOF and CONFIG SET replicaof while the
+// proxy follows a cluster's shard (cluster_follow.go), which sets replicaof
+// itself, as a cluster node refuses REPLICAOF ("not allowed in cluster
+// mode").
+const errReplicaOfCluster = "ERR REPLICAOF not allowed while replicaof-cluster is set"
+
 // cmdReplicaOf is REPLICAOF <host> <port> or REPLICAOF NO ONE, checked as
 // Redis's replicaofCommand checks it: the port is 0 to 65535 ("Invalid
 // master port"), and the primary already in force is left as it is.
 func (s *Server) cmdReplicaOf(c *client, args [][]byte) bool {
+	if len(s.config().ClusterSeeds) > 0 {
+		c.out = wire.AppendError(c.out, errReplicaOfCluster)
+		return false
+	}
 	host, port := string(args[1]), string(args[2])
 	noOne := wire.EqualFold(host, "no") && wire.EqualFold(port, "one")
 	if !noOne {

@@ -75,7 +75,10 @@
 //     refreshed; ten rounds a second, one while nothing moves) and memory
 //     (memory.go: maxmemory and eviction, memory given back to the OS);
 //   - what a supervisor is told (supervise.go) and the server's life
-//     (drain.go: Run's start, Close, Shutdown's drain, New's undo).
+//     (drain.go: Run's start, Close, Shutdown's drain, New's undo);
+//   - with replicaof-cluster, the follower of a cluster's shard
+//     (cluster_follow.go), made by Run: it acts on package clusterwatch's
+//     decisions by a configuration change that sets replicaof.
 //
 // The Server's own methods are the parts built on all of them: serving a
 // client (client_conn.go), the admin commands (dispatch.go, commands*.go,
@@ -98,18 +101,20 @@
 //     the follower and the monitoring server.
 //  2. the upstream link's goroutine: ended first, so that the stream's
 //     end stays put.
-//  3. the clients: one accept loop per listener (a replaced listener's
+//  3. with replicaof-cluster, the cluster follower, under the link's
+//     context: a drain ends it with the link.
+//  4. the clients: one accept loop per listener (a replaced listener's
 //     loop ends when it is closed) and each client's goroutine; the
 //     listeners and every client are closed.
-//  4. the monitor, and 5. the memory returns (debug.FreeOSMemory, which
+//  5. the monitor, and 6. the memory returns (debug.FreeOSMemory, which
 //     the monitor asks for): stopped before the Keeper, whose work the
 //     monitor asks for too.
-//  6. the Keeper, which owns its fetches', spills' and persists'
+//  7. the Keeper, which owns its fetches', spills' and persists'
 //     goroutines.
-//  7. with the stream log, the history's follower (and its syncer): the
+//  8. with the stream log, the history's follower (and its syncer): the
 //     last of the stream's readers, it appends what was published; the
 //     log is closed after it.
-//  8. the monitoring server (net/http's goroutines), so that /metrics and
+//  9. the monitoring server (net/http's goroutines), so that /metrics and
 //     /readyz answer through a graceful stop.
 //
 // Each is waited for before the next is stopped. Run then closes the

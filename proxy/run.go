@@ -54,17 +54,20 @@ func (s *Server) Run(ctx context.Context) error {
 //     the monitoring server runs under: a stop at once.
 //  2. upstream link: ended first (by the drain already, on a graceful
 //     stop), so that the stream's end stays put.
-//  3. clients: one accept loop per listener (a replaced listener's ends
+//  3. cluster follower, under replicaof-cluster (cluster_follow.go): under
+//     the link's context, so that a drain ends it with the link and no
+//     decision re-points a link that has stopped.
+//  4. clients: one accept loop per listener (a replaced listener's ends
 //     when it is closed) and each client's goroutine, replicas' included;
 //     its stop closes the listeners and every client and waits for them.
-//  4. monitor and 5. memory return (which the monitor asks for): stopped
+//  5. monitor and 6. memory return (which the monitor asks for): stopped
 //     before the snapshot keeper, whose work the monitor asks for too.
-//  6. snapshot keeper: closed, it waits for its fetches, spills and
+//  7. snapshot keeper: closed, it waits for its fetches, spills and
 //     persists.
-//  7. stream log, when configured: the follower, the last of the
+//  8. stream log, when configured: the follower, the last of the
 //     stream's readers, appends what was published; the log is closed
 //     once it has stopped.
-//  8. monitoring server, when metrics-port is set: it answers /metrics and
+//  9. monitoring server, when metrics-port is set: it answers /metrics and
 //     /readyz until here, through a graceful stop.
 //
 // Run then closes the history, wakes the replicas parked on the fan-out
@@ -96,6 +99,21 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 		}
 		return err
 	}, stopLink)
+
+	if cfg := s.config(); len(cfg.ClusterSeeds) > 0 {
+		f, err := newClusterFollower(cfg, &s.conf, s.changes, s.up.Lost(), clusterCounts{checks: &s.stats.ClusterChecks,
+			failures: &s.stats.ClusterCheckFailures, changes: &s.stats.ClusterPrimaryChanges}, s.log.Named("cluster"))
+		g.add("cluster follower", func() error {
+			if err != nil {
+				return err // only a configuration Validate let through
+			}
+			if err := f.run(linkCtx); err != nil {
+				return err
+			}
+			<-ctx.Done() // ended by a drain: the others stop with the stop actor
+			return nil
+		}, nil)
+	}
 
 	var conns sync.WaitGroup // the accept loops and the clients' goroutines
 	acceptErr := make(chan error, 1)

@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"streamlog": {"internal/safefile", "replid"},
 
 	"proxy/wire":        {},
-	"proxy/config":      {"eviction", "proxy/wire"},
+	"proxy/config":      {"eviction", "proxy/clustertopo", "proxy/wire"},
 	"proxy/upstream":    {"rdbcheck", "replbuf", "proxy/wire", "replid", "proxy/linkzstd"},
 	"proxy/linkzstd":    {},
 	"proxy/metrics":     {},
@@ -36,9 +36,12 @@ var allowed = map[string][]string{
 	"proxy/listen":      {},
 	"proxy/clientlist":  {"proxy/wire"},
 	"proxy/clustertopo": {"proxy/wire"},
-	"proxy/acl":         {"proxy/wire"},
-	"proxy/snapfile":    {"internal/safefile", "rdbcheck", "replbuf", "replid"},
-	"proxy/history":     {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
+	// The follower decides and returns; proxy acts on its decisions, so
+	// neither proxy nor upstream is in its row.
+	"proxy/clusterwatch": {"proxy/clustertopo"},
+	"proxy/acl":          {"proxy/wire"},
+	"proxy/snapfile":     {"internal/safefile", "rdbcheck", "replbuf", "replid"},
+	"proxy/history":      {"eviction", "proxy/snapfile", "replbuf", "replid", "streamlog"},
 	// The snapshot work is where the main link delivers its payloads and
 	// seeds (it is upstream's Snapshots, so upstream is in its row, never
 	// the other way); it reaches the link's side links and the server
@@ -58,7 +61,7 @@ var allowed = map[string][]string{
 	// to turn into a close reason: downstream is not in its row.
 	"proxy/pubsub": {"proxy/config", "proxy/wire"},
 	"proxy": {
-		"eviction", "proxy/acl", "proxy/clientlist", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
+		"eviction", "proxy/acl", "proxy/clientlist", "proxy/clustertopo", "proxy/clusterwatch", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
 	"cmd/replproxy": {"proxy", "proxy/config", "proxy/wire"},

@@ -33,11 +33,11 @@
 //
 // A topology is one node's view, and may be stale: a node cut off from the
 // rest of the cluster still names the primary it last knew. Before
-// following a primary the caller asks it what it is (ROLE).
+// following a primary the caller asks it what it is: [AskRole].
 //
 // # Goroutines
 //
-// None of its own. Query runs on its caller's goroutine, one seed at a
+// None of its own. Query and AskRole run on their caller's goroutine, one node at a
 // time, each within [Options.Timeout]; a context ends it sooner, through
 // context.AfterFunc, whose function (moving the connection's deadline to
 // the past) runs once on a goroutine of the runtime's when the context

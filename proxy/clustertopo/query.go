@@ -113,6 +113,71 @@ func Query(ctx context.Context, seeds []string, opts Options) (Result, error) {
 
 // querySeed asks one seed, within opts.Timeout.
 func querySeed(ctx context.Context, seed string, opts Options) (Topology, error) {
+	var t Topology
+	err := withNode(ctx, seed, opts, func(ask askFunc) error {
+		var refused []string
+		for _, q := range questions() {
+			v, err := ask(strings.Fields(q.source.String())...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", q.source, err)
+			}
+			if v.kind == '-' {
+				refused = append(refused, fmt.Sprintf("%s: error reply %q", q.source, quote(v.str)))
+				if fallBack(v.str) {
+					continue
+				}
+				break
+			}
+			t, err = q.parse(v)
+			return err
+		}
+		return errors.New(strings.Join(refused, "; "))
+	})
+	return t, err
+}
+
+// AskRole asks the node at addr (host:port) for its role, within opts.Timeout
+// and as opts says (AUTH, TLS, limits): the first element of its ROLE
+// reply, "master", "slave" or "sentinel" as Redis and Valkey name them. A
+// caller about to follow a node that a topology named as a primary asks it
+// first, since a topology may be stale. An error reply, or a reply that is
+// not an array starting with a string of at most 16 bytes, is an error.
+func AskRole(ctx context.Context, addr string, opts Options) (string, error) {
+	var role string
+	err := withNode(ctx, addr, opts, func(ask askFunc) error {
+		v, err := ask("ROLE")
+		if err != nil {
+			return fmt.Errorf("ROLE: %w", err)
+		}
+		if v.kind == '-' {
+			return fmt.Errorf("ROLE: error reply %q", quote(v.str))
+		}
+		elems, ok := v.array()
+		if !ok || len(elems) == 0 {
+			return errors.New("ROLE: the reply is not an array")
+		}
+		r, ok := elems[0].text()
+		if !ok || len(r) > maxRole {
+			return fmt.Errorf("ROLE: the reply does not start with a role (%q)", quote(r))
+		}
+		role = r
+		return nil
+	})
+	return role, err
+}
+
+// maxRole is the longest role AskRole accepts ("sentinel" is the longest
+// Redis has).
+const maxRole = 16
+
+// askFunc sends one command to a node and reads its reply, within the
+// node's deadline and reply limits.
+type askFunc func(args ...string) (value, error)
+
+// withNode connects to addr as opts says (dial, TLS handshake, AUTH when
+// opts.Password is set), within opts.Timeout, and runs f with a way to ask
+// it commands; the connection is closed when f returns.
+func withNode(ctx context.Context, addr string, opts Options, f func(askFunc) error) error {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -123,14 +188,14 @@ func querySeed(ctx context.Context, seed string, opts Options) (Topology, error)
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	tcp, err := dial(ctx, "tcp", seed)
+	tcp, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return Topology{}, fmt.Errorf("dial: %w", err)
+		return fmt.Errorf("dial: %w", err)
 	}
 	defer tcp.Close()
 	deadline, _ := ctx.Deadline()
 	if err := tcp.SetDeadline(deadline); err != nil {
-		return Topology{}, fmt.Errorf("set deadline: %w", err)
+		return fmt.Errorf("set deadline: %w", err)
 	}
 	// A canceled ctx ends a read or write under way: the deadline moves to
 	// the past. The function runs on a goroutine of its own, once, and
@@ -143,17 +208,17 @@ func querySeed(ctx context.Context, seed string, opts Options) (Topology, error)
 		conf := opts.TLS
 		if conf.ServerName == "" {
 			conf = conf.Clone()
-			conf.ServerName, _, _ = net.SplitHostPort(seed)
+			conf.ServerName, _, _ = net.SplitHostPort(addr)
 		}
 		tc := tls.Client(tcp, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return Topology{}, fmt.Errorf("TLS handshake: %w", err)
+			return fmt.Errorf("TLS handshake: %w", err)
 		}
 		conn = tc
 	}
 	rd := newReplyReader(conn, opts.Limits)
-	ask := func(cmd []byte) (value, error) {
-		if _, err := conn.Write(cmd); err != nil {
+	ask := func(args ...string) (value, error) {
+		if _, err := conn.Write(wire.AppendCommand(nil, args...)); err != nil {
 			return value{}, wrapCtx(ctx, err)
 		}
 		v, err := rd.read()
@@ -164,34 +229,15 @@ func querySeed(ctx context.Context, seed string, opts Options) (Topology, error)
 		if opts.Username != "" {
 			args = []string{"AUTH", opts.Username, opts.Password}
 		}
-		v, err := ask(wire.AppendCommand(nil, args...))
+		v, err := ask(args...)
 		if err != nil {
-			return Topology{}, fmt.Errorf("AUTH: %w", err)
+			return fmt.Errorf("AUTH: %w", err)
 		}
 		if v.kind == '-' {
-			return Topology{}, fmt.Errorf("AUTH: error reply %q", quote(v.str))
+			return fmt.Errorf("AUTH: error reply %q", quote(v.str))
 		}
 	}
-	var refused []string
-	for _, q := range questions() {
-		v, err := ask(wire.AppendCommand(nil, strings.Fields(q.source.String())...))
-		if err != nil {
-			return Topology{}, fmt.Errorf("%s: %w", q.source, err)
-		}
-		if v.kind == '-' {
-			refused = append(refused, fmt.Sprintf("%s: error reply %q", q.source, quote(v.str)))
-			if fallBack(v.str) {
-				continue
-			}
-			break
-		}
-		t, err := q.parse(v)
-		if err != nil {
-			return Topology{}, err
-		}
-		return t, nil
-	}
-	return Topology{}, errors.New(strings.Join(refused, "; "))
+	return f(ask)
 }
 
 // fallBack reports whether an error reply to one cluster command sends

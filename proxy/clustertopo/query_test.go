@@ -254,3 +254,39 @@ func TestQueryCanceledTLS(t *testing.T) {
 		t.Errorf("Query returned %v after the cancel", elapsed)
 	}
 }
+
+func TestAskRole(t *testing.T) {
+	tests := []struct {
+		name, reply string
+		opts        Options
+		want        string
+		wantErr     string
+	}{
+		{"primary", "*3\r\n$6\r\nmaster\r\n:3129\r\n*0\r\n", Options{}, "master", ""},
+		{"replica", "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n$9\r\nconnected\r\n:3129\r\n", Options{}, "slave", ""},
+		{"with AUTH", "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n", Options{Username: "u", Password: "p"}, "master", ""},
+		{"error reply", "-NOPERM no\r\n", Options{}, "", `ROLE: error reply "NOPERM no"`},
+		{"not an array", "+master\r\n", Options{}, "", "not an array"},
+		{"empty array", "*0\r\n", Options{}, "", "not an array"},
+		{"long role", "*1\r\n$17\r\nmastermastermaste\r\n", Options{}, "", "does not start with a role"},
+		{"role not a string", "*1\r\n:1\r\n", Options{}, "", "does not start with a role"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := startFakeNode(t, map[string]string{"ROLE": tt.reply, "AUTH u p": "+OK\r\n"})
+			got, err := AskRole(t.Context(), node.addr, tt.opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("AskRole = %q, %v; want an error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("AskRole = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := AskRole(t.Context(), closedAddr(t), Options{}); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("AskRole of a closed port: %v, want ECONNREFUSED", err)
+	}
+}

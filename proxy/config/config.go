@@ -167,6 +167,25 @@ type Config struct {
 	MasterHost string
 	MasterPort int
 
+	// ClusterSeeds is `replicaof-cluster <host> <port> [<host> <port> ...]`
+	// (at most [MaxClusterSeeds] nodes of one Redis or Valkey Cluster):
+	// when set, the proxy follows the shard ClusterShard names, and
+	// MasterHost and MasterPort are the primary it found, set by the proxy,
+	// not by REPLICAOF or CONFIG SET replicaof (see docs/cluster.md).
+	// Empty, the default: replicaof alone names the primary. Startup only.
+	// Proxy-only.
+	ClusterSeeds []HostPort
+	// ClusterShard is `cluster-shard <node-id | slot>`: the shard to follow,
+	// by the ID of one of its nodes (40 characters of 0-9 and a-z) or a slot
+	// it serves (0 to 16383). Required with ClusterSeeds, and only with
+	// them. Startup only. Proxy-only.
+	ClusterShard string
+	// ClusterRefreshInterval is `cluster-refresh-interval` in milliseconds:
+	// how often the proxy reads the cluster's topology again while it
+	// follows a shard (it also does when its link to the primary drops).
+	// Default 2000, range 100 to 3600000. Proxy-only.
+	ClusterRefreshInterval time.Duration
+
 	// MasterAuth is `masterauth`, the password sent to the upstream with AUTH.
 	// Empty means no AUTH.
 	MasterAuth string
@@ -458,6 +477,8 @@ func DefaultConfig() *Config {
 
 		SnapshotFromFallback: true,
 
+		ClusterRefreshInterval: DefaultClusterRefreshInterval,
+
 		ReplLinkCompression:         LinkCompressionNo,
 		ReplLinkCompressionAllow:    true,
 		ReplLinkCompressionMaxLinks: DefaultLinkCompressionMaxLinks,
@@ -493,6 +514,32 @@ func (c *Config) SnapshotFromAddr() string {
 	return net.JoinHostPort(c.SnapshotFromHost, strconv.Itoa(c.SnapshotFromPort))
 }
 
+// HostPort is a host and a port, as a directive names a node.
+type HostPort struct {
+	Host string
+	Port int
+}
+
+// String returns the address as a dial address ("host:port", IPv6 hosts in
+// brackets).
+func (a HostPort) String() string { return net.JoinHostPort(a.Host, strconv.Itoa(a.Port)) }
+
+// MaxClusterSeeds is the most nodes replicaof-cluster may name.
+const MaxClusterSeeds = 64
+
+// DefaultClusterRefreshInterval is cluster-refresh-interval's default.
+const DefaultClusterRefreshInterval = 2 * time.Second
+
+// ClusterSeedAddrs returns replicaof-cluster's nodes as dial addresses, nil
+// when it is not set. The slice is the caller's.
+func (c *Config) ClusterSeedAddrs() []string {
+	var addrs []string
+	for _, a := range c.ClusterSeeds {
+		addrs = append(addrs, a.String())
+	}
+	return addrs
+}
+
 // Clone returns a deep copy of c, or nil when c is nil.
 func (c *Config) Clone() *Config {
 	if c == nil {
@@ -500,5 +547,6 @@ func (c *Config) Clone() *Config {
 	}
 	n := *c
 	n.Bind = slices.Clone(c.Bind)
+	n.ClusterSeeds = slices.Clone(c.ClusterSeeds)
 	return &n
 }

@@ -31,6 +31,8 @@ func TestDefaultConfig(t *testing.T) {
 		SnapshotFromFallback: true,
 		ACLLogMaxLen:         128,
 
+		ClusterRefreshInterval: 2 * time.Second,
+
 		ClientOutputBufferLimit: OutputBufferLimits{
 			Replica: OutputBufferLimit{Hard: 268435456, Soft: 67108864, SoftPeriod: time.Minute},
 			PubSub:  OutputBufferLimit{Hard: 33554432, Soft: 8388608, SoftPeriod: time.Minute},
@@ -89,6 +91,12 @@ func TestValidate(t *testing.T) {
 		{"snapshot-from port too big", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1", 65536 }, "snapshot-from"},
 		{"snapshot-from port negative", func(c *Config) { c.SnapshotFromHost, c.SnapshotFromPort = "replica-1", -1 }, "snapshot-from"},
 		{"snapshot-from-fallback off", func(c *Config) { c.SnapshotFromFallback = false }, ""},
+		{"replicaof-cluster with a shard", func(c *Config) { c.ClusterSeeds, c.ClusterShard = []HostPort{{"db1", 7000}}, "0" }, ""},
+		{"replicaof-cluster without a shard", func(c *Config) { c.ClusterSeeds = []HostPort{{"db1", 7000}} }, "replicaof-cluster"},
+		{"cluster-shard without seeds", func(c *Config) { c.ClusterShard = "0" }, "replicaof-cluster"},
+		{"replicaof-cluster bad port", func(c *Config) { c.ClusterSeeds, c.ClusterShard = []HostPort{{"db1", 0}}, "0" }, "replicaof-cluster"},
+		{"cluster-shard bad", func(c *Config) { c.ClusterSeeds, c.ClusterShard = []HostPort{{"db1", 7000}}, "x" }, "cluster-shard"},
+		{"cluster-refresh-interval too small", func(c *Config) { c.ClusterRefreshInterval = time.Millisecond }, "cluster-refresh-interval"},
 		{"masteruser without masterauth", func(c *Config) { c.MasterUser = "u" }, "masteruser"},
 		{"masteruser with masterauth", func(c *Config) { c.MasterUser, c.MasterAuth = "u", "p" }, ""},
 		{"masterauth alone", func(c *Config) { c.MasterAuth = "p" }, ""},

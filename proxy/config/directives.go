@@ -72,6 +72,19 @@ var directives = []directive{
 	},
 	// Redis's range for both is 1mb..LONG_MAX.
 	sizeDirective("client-query-buffer-limit", func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, MinQueryLimit),
+	{
+		name: "cluster-refresh-interval", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], minClusterRefreshMillis, maxClusterRefreshMillis)
+			if err != nil {
+				return err
+			}
+			c.ClusterRefreshInterval = time.Duration(n) * time.Millisecond
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(c.ClusterRefreshInterval.Milliseconds(), 10) },
+	},
+	stringDirective("cluster-shard", false, func(c *Config) *string { return &c.ClusterShard }, checkClusterShard),
 	stringDirective("dir", true, func(c *Config) *string { return &c.Dir }, checkDir),
 	enumDirective("log-format", false, func(c *Config) *LogFormat { return &c.LogFormat }, logFormats),
 	stringDirective("logfile", false, func(c *Config) *string { return &c.LogFile }, nil),
@@ -236,6 +249,17 @@ var directives = []directive{
 			return c.MasterHost + " " + strconv.Itoa(c.MasterPort)
 		},
 	},
+	{
+		name: "replicaof-cluster", multi: true, nargs: -1,
+		set: setReplicaOfCluster,
+		get: func(c *Config) string {
+			words := make([]string, 0, 2*len(c.ClusterSeeds))
+			for _, a := range c.ClusterSeeds {
+				words = append(words, a.Host, strconv.Itoa(a.Port))
+			}
+			return strings.Join(words, " ")
+		},
+	},
 	stringDirective("requirepass", true, func(c *Config) *string { return &c.RequirePass }, nil),
 	{
 		name: "snapshot-from", mutable: true, multi: true, nargs: -1,
@@ -305,8 +329,9 @@ func Canonical(name string) (string, bool) {
 // is built once, before the server), supervised (read by the program at
 // start, as in Redis), metrics-port, metrics-bind, metrics-tls and
 // metrics-web-config (the monitoring server's listener is opened, and its
-// web configuration read, once, by New) and repl-log-size
-// (the stream log is opened and recovered at start).
+// web configuration read, once, by New), repl-log-size
+// (the stream log is opened and recovered at start), and replicaof-cluster
+// and cluster-shard (the cluster's follower is started, or not, by Run).
 func Mutable(name string) bool {
 	d := byName[wire.Lower(name)]
 	return d != nil && d.mutable
@@ -318,8 +343,8 @@ func Mutable(name string) bool {
 // directive. Set does not consult [Mutable]: a CONFIG SET handler must, and
 // then run [Config.Validate] on the result for cross-field rules.
 //
-// For ack-policy, bind, client-output-buffer-limit, replicaof and
-// snapshot-from, a single non-empty argument is split into words first
+// For ack-policy, bind, client-output-buffer-limit, replicaof,
+// replicaof-cluster and snapshot-from, a single non-empty argument is split into words first
 // (redis-server's MULTI_ARG_CONFIG), so Set(name, v) accepts what
 // Get(name) returned.
 func (c *Config) Set(name string, args ...string) error {
@@ -461,6 +486,36 @@ func setReplicaOf(c *Config, args []string) error {
 		return fmt.Errorf("invalid master port: %w", err)
 	}
 	c.MasterHost, c.MasterPort = args[0], int(port)
+	return nil
+}
+
+// setReplicaOfCluster implements `replicaof-cluster <host> <port> [<host>
+// <port> ...]`: the seed nodes of the cluster whose shard the proxy
+// follows, at most MaxClusterSeeds. A single empty argument, what Get
+// returns when there is none, clears it.
+func setReplicaOfCluster(c *Config, args []string) error {
+	if len(args) == 1 && args[0] == "" {
+		c.ClusterSeeds = nil
+		return nil
+	}
+	if len(args) == 0 || len(args)%2 != 0 {
+		return fmt.Errorf("%w: got %d, want <host> <port> pairs", ErrArgCount, len(args))
+	}
+	if len(args)/2 > MaxClusterSeeds {
+		return badValue(strings.Join(args[:2], " ")+" ...", fmt.Sprintf("at most %d nodes", MaxClusterSeeds))
+	}
+	seeds := make([]HostPort, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		if err := checkHost(args[i]); err != nil {
+			return err
+		}
+		port, err := parseIntRange(args[i+1], 1, 65535)
+		if err != nil {
+			return fmt.Errorf("invalid node port: %w", err)
+		}
+		seeds = append(seeds, HostPort{Host: args[i], Port: int(port)})
+	}
+	c.ClusterSeeds = seeds
 	return nil
 }
 

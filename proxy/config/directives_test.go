@@ -60,6 +60,20 @@ func TestSet(t *testing.T) {
 		{"replicaof three", "replicaof", []string{"a", "1", "2"}, "", ErrArgCount},
 		{"replicaof none", "replicaof", nil, "", ErrArgCount},
 		{"replicaof port zero", "replicaof", []string{"10.0.0.1", "0"}, "", ErrInvalidValue},
+		{"replicaof-cluster", "replicaof-cluster", []string{"10.0.0.1", "7000", "db2", "7001"}, "10.0.0.1 7000 db2 7001", nil},
+		{"replicaof-cluster one value", "replicaof-cluster", []string{"10.0.0.1 7000 ::1 7001"}, "10.0.0.1 7000 ::1 7001", nil},
+		{"replicaof-cluster empty", "replicaof-cluster", []string{""}, "", nil},
+		{"replicaof-cluster odd", "replicaof-cluster", []string{"10.0.0.1", "7000", "db2"}, "", ErrArgCount},
+		{"replicaof-cluster none", "replicaof-cluster", nil, "", ErrArgCount},
+		{"replicaof-cluster port zero", "replicaof-cluster", []string{"10.0.0.1", "0"}, "", ErrInvalidValue},
+		{"replicaof-cluster bad host", "replicaof-cluster", []string{"a b", "1"}, "", ErrInvalidValue},
+		{"replicaof-cluster too many", "replicaof-cluster", slices.Repeat([]string{"h", "1"}, MaxClusterSeeds+1), "", ErrInvalidValue},
+		{"cluster-shard slot", "cluster-shard", []string{"16383"}, "16383", nil},
+		{"cluster-shard id", "cluster-shard", []string{"07c37dfeb235213a872192d90877d0cd55635b91"}, "07c37dfeb235213a872192d90877d0cd55635b91", nil},
+		{"cluster-shard slot too big", "cluster-shard", []string{"16384"}, "", ErrInvalidValue},
+		{"cluster-shard short id", "cluster-shard", []string{"07c37dfe"}, "", ErrInvalidValue},
+		{"cluster-refresh-interval", "cluster-refresh-interval", []string{"100"}, "100", nil},
+		{"cluster-refresh-interval too small", "cluster-refresh-interval", []string{"99"}, "", ErrInvalidValue},
 		{"replicaof port too big", "replicaof", []string{"10.0.0.1", "65536"}, "", ErrInvalidValue},
 		{"replicaof port word", "replicaof", []string{"10.0.0.1", "redis"}, "", ErrInvalidValue},
 		{"replicaof bad host", "replicaof", []string{"a b", "1"}, "", ErrInvalidValue},
@@ -326,6 +340,9 @@ func TestSetFields(t *testing.T) {
 		{"replicaof", "10.0.0.2", "6380"},
 		{"snapshot-from", "10.0.0.3", "6381"},
 		{"snapshot-from-fallback", "no"},
+		{"replicaof-cluster", "10.0.1.1", "7000", "::1", "7001"},
+		{"cluster-shard", "42"},
+		{"cluster-refresh-interval", "500"},
 		{"aclfile", "/etc/users.acl"},
 		{"acllog-max-len", "7"},
 		{"masterauth", "pw"},
@@ -434,6 +451,10 @@ func TestSetFields(t *testing.T) {
 		TLSProtocols:      "TLSv1.2 TLSv1.3",
 		TLSCiphers:        "ECDHE-RSA-AES128-GCM-SHA256",
 		TLSCiphersuites:   "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384",
+
+		ClusterSeeds:           []HostPort{{"10.0.1.1", 7000}, {"::1", 7001}},
+		ClusterShard:           "42",
+		ClusterRefreshInterval: 500 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -533,10 +554,10 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{
-		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "bind-source-addr", "client-output-buffer-limit", "client-query-buffer-limit", "dir", "log-format",
+		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "bind-source-addr", "client-output-buffer-limit", "client-query-buffer-limit", "cluster-refresh-interval", "cluster-shard", "dir", "log-format",
 		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "metrics-tls", "metrics-web-config", "port", "protected-mode", "proto-max-bulk-len",
-		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-link-compression-max-links", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-log-window", "repl-read-coalesce-usec", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "requirepass", "shutdown-timeout", "snapshot-from", "snapshot-from-fallback", "supervised",
+		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-link-compression-max-links", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-log-window", "repl-read-coalesce-usec", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "replicaof-cluster", "requirepass", "shutdown-timeout", "snapshot-from", "snapshot-from-fallback", "supervised",
 		"tls-auth-clients", "tls-ca-cert-dir", "tls-ca-cert-file", "tls-cert-file", "tls-ciphers",
 		"tls-ciphersuites", "tls-client-cert-file", "tls-client-key-file", "tls-key-file", "tls-port",
 		"tls-protocols", "tls-replication",

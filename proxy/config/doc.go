@@ -25,8 +25,8 @@
 // appear many times; the last one wins (client-output-buffer-limit changes
 // only the classes it names). include is rejected as not supported.
 //
-// For ack-policy, bind, client-output-buffer-limit, replicaof and
-// snapshot-from a single argument is split again, so
+// For ack-policy, bind, client-output-buffer-limit, replicaof,
+// replicaof-cluster and snapshot-from a single argument is split again, so
 // `client-output-buffer-limit "replica 256mb 64mb 60"`, the command-line
 // `--bind "127.0.0.1 -::1"` and CONFIG SET with one value work as in Redis.
 //
@@ -44,6 +44,9 @@
 //	port                         6379                    yes      Port
 //	bind                         127.0.0.1               yes      Bind
 //	replicaof (slaveof)          none ("no one")         yes      MasterHost, MasterPort
+//	replicaof-cluster            none                    no       ClusterSeeds
+//	cluster-shard                none                    no       ClusterShard
+//	cluster-refresh-interval     2000 (ms; 100-3600000)  yes      ClusterRefreshInterval
 //	masterauth                   ""                      yes      MasterAuth
 //	masteruser                   ""                      yes      MasterUser
 //	bind-source-addr             "" (the kernel chooses) yes      BindSourceAddr

@@ -30,7 +30,10 @@ var rewriters = map[string]func(c, def *Config) []rewriteLine{
 	"bind":                       rewriteBind,
 	"client-output-buffer-limit": rewriteOutputLimits,
 	"replicaof":                  rewriteReplicaOf,
-	"ack-policy":                 rewriteWords("ack-policy"),
+	// Unquoted words, as replicaof; no line at all when not set.
+	"replicaof-cluster": rewriteAbsentWords("replicaof-cluster"),
+	"cluster-shard":     rewriteAbsentWords("cluster-shard"),
+	"ack-policy":        rewriteWords("ack-policy"),
 	// Unquoted, as replicaof: checkHost keeps blanks and quotes out of the host.
 	"snapshot-from": rewriteWords("snapshot-from"),
 
@@ -128,6 +131,19 @@ func rewriteWords(name string) func(c, def *Config) []rewriteLine {
 		v, _ := c.Get(name)
 		d, _ := def.Get(name)
 		return []rewriteLine{{text: name + " " + v, force: v != d}}
+	}
+}
+
+// rewriteAbsentWords is rewriteWords for a directive that has no line at
+// all when its value is empty (replicaof-cluster, cluster-shard: checked to
+// hold no blank or quote).
+func rewriteAbsentWords(name string) func(c, def *Config) []rewriteLine {
+	return func(c, _ *Config) []rewriteLine {
+		v, _ := c.Get(name)
+		if v == "" {
+			return nil
+		}
+		return []rewriteLine{{text: name + " " + v, force: true}}
 	}
 }
 

@@ -129,6 +129,10 @@ func TestRewriteCases(t *testing.T) {
 			RewriteSignature + "\nsnapshot-from replica-1.example 6379\n"},
 		{"bind-source-addr appended quoted", "", func(c *Config) { c.BindSourceAddr = "10.0.0.5" },
 			RewriteSignature + "\nbind-source-addr \"10.0.0.5\"\n"},
+		{"replicaof-cluster appended unquoted", "", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard = []HostPort{{"10.0.0.1", 7000}, {"::1", 7001}}, "42"
+		}, RewriteSignature + "\ncluster-shard 42\nreplicaof-cluster 10.0.0.1 7000 ::1 7001\n"},
+		{"no cluster removes its lines", "replicaof-cluster a 1\ncluster-shard 0\n", func(*Config) {}, "\n"},
 		{"empty bind-source-addr removed", "bind-source-addr 10.0.0.5\n", func(*Config) {}, "\n"},
 		{"snapshot-from-fallback appended", "", func(c *Config) { c.SnapshotFromFallback = false },
 			RewriteSignature + "\nsnapshot-from-fallback no\n"},
@@ -198,6 +202,15 @@ func TestRewriteRandom(t *testing.T) {
 			c.SnapshotFromPort = 1 + r.IntN(65535)
 		}
 		c.SnapshotFromFallback = r.IntN(2) == 0
+		if r.IntN(2) == 0 {
+			for range 1 + r.IntN(3) {
+				c.ClusterSeeds = append(c.ClusterSeeds, HostPort{[]string{"10.0.0.7", "::1", "node-1.example"}[r.IntN(3)], 1 + r.IntN(65535)})
+			}
+			c.ClusterShard = []string{"0", "16383", "07c37dfeb235213a872192d90877d0cd55635b91"}[r.IntN(3)]
+		}
+		if r.IntN(2) == 0 {
+			c.ClusterRefreshInterval = time.Duration(100+r.IntN(5000)) * time.Millisecond
+		}
 		c.ProtectedMode = r.IntN(2) == 0
 		c.ReplBacklogSize = MinReplBacklogSize + r.Int64N(1<<30)
 		c.ReplTimeout = time.Duration(1+r.IntN(100)) * time.Second

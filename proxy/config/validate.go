@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/replproxy/replproxy/proxy/clustertopo"
 )
 
 // Validate checks every field and the rules that span fields. It returns the
@@ -21,6 +23,9 @@ func (c *Config) Validate() error {
 		{"bind", checkBind(c.Bind)},
 		{"replicaof", checkMaster(c.MasterHost, c.MasterPort)},
 		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
+		{"replicaof-cluster", checkClusterSeeds(c.ClusterSeeds, c.ClusterShard)},
+		{"cluster-shard", checkClusterShard(c.ClusterShard)},
+		{"cluster-refresh-interval", checkRange(int64(c.ClusterRefreshInterval), int64(minClusterRefreshMillis*time.Millisecond), int64(maxClusterRefreshMillis*time.Millisecond))},
 		{"bind-source-addr", checkBindSourceAddr(c.BindSourceAddr)},
 		{"aclfile", checkACLSource(c.ACLFile, c.Users)},
 		{"repl-backlog-size", checkBacklog(c.ReplBacklogSize)},
@@ -154,6 +159,48 @@ func checkMaster(host string, port int) error {
 		return err
 	}
 	return checkPort(port, 1)
+}
+
+// The range of cluster-refresh-interval, in milliseconds.
+const (
+	minClusterRefreshMillis = 100
+	maxClusterRefreshMillis = 3600 * 1000
+)
+
+// checkClusterSeeds checks replicaof-cluster's nodes, and that it and
+// cluster-shard are set together: seeds without a shard name nothing to
+// follow, a shard without seeds nowhere to ask.
+func checkClusterSeeds(seeds []HostPort, shard string) error {
+	if len(seeds) > MaxClusterSeeds {
+		return fmt.Errorf("%w: %d nodes, at most %d", ErrInvalidValue, len(seeds), MaxClusterSeeds)
+	}
+	for _, a := range seeds {
+		if err := checkHost(a.Host); err != nil {
+			return err
+		}
+		if err := checkPort(a.Port, 1); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(seeds) > 0 && shard == "":
+		return fmt.Errorf("%w: replicaof-cluster needs cluster-shard (a node ID or a slot)", ErrInvalidValue)
+	case len(seeds) == 0 && shard != "":
+		return fmt.Errorf("%w: cluster-shard needs replicaof-cluster (the cluster's seed nodes)", ErrInvalidValue)
+	}
+	return nil
+}
+
+// checkClusterShard checks cluster-shard: "" (not set), a node ID or a
+// slot, as clustertopo reads a selector.
+func checkClusterShard(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := clustertopo.ParseSelector(s); err != nil {
+		return badValue(s, err.Error())
+	}
+	return nil
 }
 
 // checkSnapshotFrom is checkMaster for snapshot-from: a host with a port,

@@ -78,6 +78,12 @@ var metricSpecs = []metricSpec{
 		number(func(f *Figures) float64 { return f.UpstreamLinkDecompressCPUSeconds })},
 	{"upstream_link_corrupt_total", counter, "Upstream links, main or side, ended by corrupt compressed input (link_corrupt_errors).", nil,
 		number(func(f *Figures) int64 { return f.UpstreamLinkCorrupt })},
+	{"cluster_checks_total", counter, "Readings of the followed cluster's topology (cluster_checks; replicaof-cluster).", nil,
+		number(func(f *Figures) int64 { return f.ClusterChecks })},
+	{"cluster_check_failures_total", counter, "Readings of the cluster's topology that confirmed no primary (cluster_check_failures).", nil,
+		number(func(f *Figures) int64 { return f.ClusterCheckFailures })},
+	{"cluster_primary_changes_total", counter, "Times the cluster follower set replicaof to another node (cluster_primary_changes).", nil,
+		number(func(f *Figures) int64 { return f.ClusterPrimaryChanges })},
 
 	// Offsets and the backlog (INFO replication).
 	{"master_repl_offset_bytes", gauge, "Offset of the last byte published to replicas (master_repl_offset).", nil,

@@ -41,6 +41,12 @@ type Figures struct {
 	UpstreamLinkDecompressCPUSeconds float64
 	UpstreamLinkCorrupt              int64
 
+	// The cluster follower (INFO proxy's cluster_*; 0 without
+	// replicaof-cluster).
+	ClusterChecks         int64
+	ClusterCheckFailures  int64
+	ClusterPrimaryChanges int64
+
 	// Offsets and the backlog (INFO replication).
 	MasterReplOffset       int64
 	SlaveReplOffset        int64

@@ -40,6 +40,10 @@ func (r *Report) Figures() metrics.Figures {
 		UpstreamLinkDecompressCPUSeconds: r.UpLink.CPU,
 		UpstreamLinkCorrupt:              st.UpstreamLinkCorrupt,
 
+		ClusterChecks:         st.ClusterChecks,
+		ClusterCheckFailures:  st.ClusterCheckFailures,
+		ClusterPrimaryChanges: st.ClusterPrimaryChanges,
+
 		MasterReplOffset:       r.Offset,
 		SlaveReplOffset:        u.Applied,
 		SlaveReadReplOffset:    r.Filled,

@@ -293,6 +293,7 @@ func writeInfoProxy(w infoWriter, r *Report) {
 	w.kv("snapshot_fetch_failures", st.Fetches.Failures)
 	w.kv("snapshot_fetch_bytes", st.SnapshotFetchBytes)
 	writeInfoSnapshotSource(w, r)
+	writeInfoCluster(w, r)
 	for fr := history.PartialAccepted + 1; fr < history.NumFullSyncReasons; fr++ {
 		w.kv("sync_full_"+fr.String(), st.FullSyncs[fr])
 	}
@@ -341,6 +342,19 @@ func writeInfoSnapshotSource(w infoWriter, r *Report) {
 	for i, reason := range snapshots.SourceReasons {
 		w.kv("snapshot_source_failures_"+reason, src.Failures[i])
 	}
+}
+
+// writeInfoCluster writes INFO proxy's fields of the cluster follower,
+// only while the proxy follows a cluster's shard (replicaof-cluster).
+func writeInfoCluster(w infoWriter, r *Report) {
+	if len(r.Config.ClusterSeeds) == 0 {
+		return
+	}
+	st := &r.Stats
+	w.kv("cluster_shard", r.Config.ClusterShard)
+	w.kv("cluster_checks", st.ClusterChecks)
+	w.kv("cluster_check_failures", st.ClusterCheckFailures)
+	w.kv("cluster_primary_changes", st.ClusterPrimaryChanges)
 }
 
 // writeInfoLinks writes the Links section: the upstream link's compression

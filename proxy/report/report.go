@@ -193,6 +193,9 @@ type Counters struct {
 	UpstreamLinkCorrupt, UpstreamRDBCheckFails                                         int64
 
 	SnapshotFetchBytes             int64
+	ClusterChecks                  int64 // the cluster follower's (replicaof-cluster)
+	ClusterCheckFailures           int64
+	ClusterPrimaryChanges          int64
 	Fetches                        snapshots.Counts       // package snapshots' own
 	Source                         snapshots.SourceCounts // the snapshot source's (snapshot-from), package snapshots' own
 	ReplicasDropped                int64

@@ -27,22 +27,28 @@ type Stats struct {
 	ReplicasToDisk      atomic.Int64           // replicas moved from memory to the stream log
 
 	// The upstream link (proxy section).
-	UpstreamConnects      atomic.Int64           // connections made to the primary
-	UpstreamFullSyncs     atomic.Int64           // +FULLRESYNC received and completed
-	UpstreamPartialSyncs  atomic.Int64           // +CONTINUE received
-	UpstreamLinkFailures  atomic.Int64           // link attempts or links that ended with an error
-	UpstreamRDBBytes      atomic.Int64           // RDB payload bytes received
-	UpstreamChecksumFails atomic.Int64           // snapshots whose CRC64 did not match
-	UpstreamRDBCheckFails atomic.Int64           // snapshots the RDB check refused, UpstreamChecksumFails' included
-	UpstreamStreamErrors  atomic.Int64           // links dropped for stream bytes the scanner refused
-	UpstreamQueryLimits   atomic.Int64           // links dropped for unpublished bytes over master-query-buffer-limit
-	UpstreamLinkCorrupt   atomic.Int64           // link_corrupt_errors: links, main or side, ended by corrupt compressed input
-	SnapshotFetchBytes    atomic.Int64           // payload bytes received by fetches (the fetches themselves are package snapshots')
-	ReplicasDropped       atomic.Int64           // replicas disconnected by a limit or timeout
-	ReplicaCloses         downstream.CloseCounts // replicas closed, per reason
-	ClientCloses          downstream.CloseCounts // other clients closed, per reason
-	EvictedSnapshots      atomic.Int64           // evicted_snapshots: spilled to disk or dropped
-	EvictedBytes          atomic.Int64           // evicted_bytes: their memory
+	UpstreamConnects      atomic.Int64 // connections made to the primary
+	UpstreamFullSyncs     atomic.Int64 // +FULLRESYNC received and completed
+	UpstreamPartialSyncs  atomic.Int64 // +CONTINUE received
+	UpstreamLinkFailures  atomic.Int64 // link attempts or links that ended with an error
+	UpstreamRDBBytes      atomic.Int64 // RDB payload bytes received
+	UpstreamChecksumFails atomic.Int64 // snapshots whose CRC64 did not match
+	UpstreamRDBCheckFails atomic.Int64 // snapshots the RDB check refused, UpstreamChecksumFails' included
+	UpstreamStreamErrors  atomic.Int64 // links dropped for stream bytes the scanner refused
+	UpstreamQueryLimits   atomic.Int64 // links dropped for unpublished bytes over master-query-buffer-limit
+	UpstreamLinkCorrupt   atomic.Int64 // link_corrupt_errors: links, main or side, ended by corrupt compressed input
+	SnapshotFetchBytes    atomic.Int64 // payload bytes received by fetches (the fetches themselves are package snapshots')
+
+	// The cluster follower (replicaof-cluster; proxy section).
+	ClusterChecks         atomic.Int64 // cluster_checks: readings of the topology
+	ClusterCheckFailures  atomic.Int64 // cluster_check_failures: readings that put no primary in force
+	ClusterPrimaryChanges atomic.Int64 // cluster_primary_changes: replicaof set to another node
+
+	ReplicasDropped  atomic.Int64           // replicas disconnected by a limit or timeout
+	ReplicaCloses    downstream.CloseCounts // replicas closed, per reason
+	ClientCloses     downstream.CloseCounts // other clients closed, per reason
+	EvictedSnapshots atomic.Int64           // evicted_snapshots: spilled to disk or dropped
+	EvictedBytes     atomic.Int64           // evicted_bytes: their memory
 
 	// Clients the proxy refused or closed (Redis 7's names).
 	ACLDeniedAuth          atomic.Int64 // acl_access_denied_auth: failed AUTH
@@ -115,9 +121,13 @@ func (st *Stats) Read() Counters {
 		UpstreamLinkCorrupt:   st.UpstreamLinkCorrupt.Load(),
 
 		SnapshotFetchBytes: st.SnapshotFetchBytes.Load(),
-		ReplicasDropped:    st.ReplicasDropped.Load(),
-		EvictedSnapshots:   st.EvictedSnapshots.Load(),
-		EvictedBytes:       st.EvictedBytes.Load(),
+
+		ClusterChecks:         st.ClusterChecks.Load(),
+		ClusterCheckFailures:  st.ClusterCheckFailures.Load(),
+		ClusterPrimaryChanges: st.ClusterPrimaryChanges.Load(),
+		ReplicasDropped:       st.ReplicasDropped.Load(),
+		EvictedSnapshots:      st.EvictedSnapshots.Load(),
+		EvictedBytes:          st.EvictedBytes.Load(),
 
 		ACLDeniedAuth:          st.ACLDeniedAuth.Load(),
 		ACLDeniedCmd:           st.ACLDeniedCmd.Load(),

@@ -88,6 +88,23 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 	return conn, nil
 }
 
+// DialTCP makes a plain TCP connection to addr as the link's connections
+// are made: from t.BindSource when set (resolved at each dial), within
+// t.Timeout and ctx. It is for connections to other nodes that belong with
+// the link (the cluster follower's topology queries), which must leave from
+// the same source address; network is "tcp", as net.Dialer takes it.
+func (t Target) DialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: t.Timeout}
+	if t.BindSource != "" {
+		local, err := bindSource(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("bind-source-addr %s: %w", t.BindSource, err)
+		}
+		nd.LocalAddr = local
+	}
+	return nd.DialContext(ctx, network, addr)
+}
+
 // bindSource resolves t.BindSource here, not when configured, as Redis does
 // on each connect (a name may move to another address of the host), within
 // t.Timeout and ctx, so that a slow lookup neither outlasts the link's

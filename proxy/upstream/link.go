@@ -290,6 +290,7 @@ type Link struct {
 	}
 
 	retargetCh chan struct{} // capacity 1: replicaof or its credentials changed
+	lostCh     chan struct{} // capacity 1: an attempt failed or a link went down (Lost)
 	ackCh      chan struct{} // capacity 1: what the host would acknowledge may have risen
 
 	// Owned by the run goroutine (or by Serve's caller).
@@ -308,7 +309,7 @@ func New(host Host, opts Options) *Link {
 		log = hclog.NewNullLogger()
 	}
 	l := &Link{host: host, pool: opts.Pool, counters: opts.Counters, log: log,
-		retargetCh: make(chan struct{}, 1), ackCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
+		retargetCh: make(chan struct{}, 1), lostCh: make(chan struct{}, 1), ackCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
 	l.syncTotal.Store(-1)
 	return l
 }
@@ -376,6 +377,22 @@ func (l *Link) AckChanged() {
 func (l *Link) Retarget() {
 	select {
 	case l.retargetCh <- struct{}{}:
+	default:
+	}
+}
+
+// Lost returns a channel that receives when the main link's attempt to
+// connect fails or a link that was up goes down (not when a retarget or
+// Run's end closes it), so that a caller who decides what the link follows
+// (the cluster follower) looks again at once. Losses while one is pending
+// are merged into it: the channel has room for one, and the link never
+// waits for its reader. One reader at a time.
+func (l *Link) Lost() <-chan struct{} { return l.lostCh }
+
+// lost tells Lost's reader of a failed attempt or a lost link.
+func (l *Link) lost() {
+	select {
+	case l.lostCh <- struct{}{}:
 	default:
 	}
 }

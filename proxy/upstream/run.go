@@ -52,6 +52,7 @@ func (l *Link) Run(ctx context.Context) error {
 			continue
 		}
 		l.counters.LinkFailures.Add(1)
+		l.lost()
 		switch {
 		case errors.Is(err, ErrStreamProtocol), errors.Is(err, ErrQueryBufferLimit), isCorrupt(err):
 			backoff = NextBackoff(backoff) // up, but not healthy: do not hammer the primary

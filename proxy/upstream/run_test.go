@@ -160,3 +160,29 @@ func TestServeReturnsACKError(t *testing.T) {
 		t.Errorf("%d installs, want 1", h.installs)
 	}
 }
+
+// TestLinkLost: a failed attempt signals Lost, losses merge into one
+// pending signal, and Run goes on retrying meanwhile.
+func TestLinkLost(t *testing.T) {
+	closed := net.JoinHostPort("127.0.0.1", strconv.Itoa(redistest.FreePort(t)))
+	l, _ := newTestLink(t, Target{Addr: closed, Timeout: time.Second}, Options{})
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost signalled before Run")
+	default:
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	for i := range 2 { // the first attempt, then a retry after the backoff
+		select {
+		case <-l.Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no Lost signal for attempt %d to a closed port", i+1)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

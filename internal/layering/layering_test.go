@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	// The report is built by proxy and rendered here from the parts'
 	// types alone: proxy is not in its row.
 	"proxy/report": {
-		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapshots",
+		"eviction", "proxy/clustertopo", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapshots",
 		"proxy/sysmem", "proxy/upstream", "replbuf", "streamlog",
 	},
 	// Pub/Sub returns its verdict on a subscriber's output (Over) for proxy

@@ -66,13 +66,17 @@ type Set struct {
 	learnt   []string  // addresses the last topology named, not seeds
 	warnedAt time.Time // the last failed reading logged at warning level; zero after a success
 	readOnce bool      // a reading has succeeded
+	// startLogged is when each shard that could not start was last logged
+	// at error level: once per logEvery, at debug level in between, as a
+	// port taken for minutes would otherwise cost a line per reading.
+	startLogged map[int]time.Time
 
 	// view is what CLUSTER SHARDS answers: stored by Run, read by every
 	// shard's clients (clusterMap).
 	view atomic.Pointer[[]viewShard]
 
-	// mem holds each running shard's maxmemory and open files asked, for
-	// the process's hooks; guarded by its mutex, nothing taken under it
+	// mem holds each running shard's maxmemory, for the process's
+	// memory hook; guarded by its mutex, nothing taken under it
 	// but the hooks themselves.
 	mem struct {
 		sync.Mutex
@@ -127,7 +131,7 @@ func New(cfg *config.Config, opts Options) (*Set, error) {
 		log = hclog.NewNullLogger()
 	}
 	s := &Set{base: cfg, opts: opts, log: log, grace: opts.Grace, query: opts.query, index: m,
-		running: map[int]*shard{}, shutdownCh: make(chan struct{})}
+		running: map[int]*shard{}, startLogged: map[int]time.Time{}, shutdownCh: make(chan struct{})}
 	if s.grace <= 0 {
 		s.grace = DefaultGrace
 	}
@@ -283,8 +287,15 @@ func (s *Set) refresh(ctx context.Context, exited chan *shard) error {
 			if first {
 				return err
 			}
-			s.log.Error("shard not started: tried again at the next reading", "shard-index", idx, "error", err.Error())
+			if at, ok := s.startLogged[idx]; !ok || now.Sub(at) >= logEvery {
+				s.startLogged[idx] = now
+				s.log.Error("shard not started: tried again at the next reading", "shard-index", idx, "error", err.Error())
+			} else {
+				s.log.Debug("shard not started: tried again at the next reading", "shard-index", idx, "error", err.Error())
+			}
+			continue
 		}
+		delete(s.startLogged, idx)
 	}
 	s.publishView(byIndex)
 	return nil

@@ -17,9 +17,17 @@ import (
 
 // fakeTopology is a query the test sets the answer of.
 type fakeTopology struct {
-	mu   sync.Mutex
-	t    clustertopo.Topology
-	fail bool
+	mu    sync.Mutex
+	t     clustertopo.Topology
+	fail  bool
+	calls int // readings answered
+}
+
+// readings returns how many readings were answered.
+func (f *fakeTopology) readings() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 func (f *fakeTopology) set(shards ...clustertopo.Shard) {
@@ -37,6 +45,7 @@ func (f *fakeTopology) failing() {
 func (f *fakeTopology) query(_ context.Context, seeds []string, _ clustertopo.Options) (clustertopo.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
 	if f.fail {
 		return clustertopo.Result{}, errors.New("no seed answered")
 	}
@@ -144,7 +153,12 @@ func TestSetFollowsTopology(t *testing.T) {
 	})
 
 	f.failing()
-	time.Sleep(800 * time.Millisecond) // more than the grace period of failed readings
+	// Failed readings for longer than the grace period: at least as many
+	// as fit in it, and the time itself.
+	from, since := f.readings(), time.Now()
+	redistest.WaitFor(t, 10*time.Second, "failed readings for longer than the grace period", func() bool {
+		return f.readings() >= from+8 && time.Since(since) > 600*time.Millisecond
+	})
 	if !equalInts(shardPorts(t, base+1), want) {
 		t.Fatal("failed readings stopped a shard")
 	}

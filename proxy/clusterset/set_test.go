@@ -3,9 +3,12 @@ package clusterset
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,10 +82,11 @@ func freePorts(t *testing.T, n int) int {
 
 // runSet runs a set of dir with the fake topology f, on ports from base,
 // until the test ends; it returns the set and Run's result.
-func runSet(t *testing.T, dir string, base int, f *fakeTopology) (*Set, <-chan error) {
+func runSet(t *testing.T, dir string, base, metricsBase int, f *fakeTopology) (*Set, <-chan error) {
 	t.Helper()
 	cfg, err := config.Parse([]string{"--port", "0", "--dir", dir, "--replicaof-cluster", "127.0.0.1", "1",
-		"--cluster-shard", "all", "--cluster-port-base", strconv.Itoa(base), "--cluster-refresh-interval", "100"})
+		"--cluster-shard", "all", "--cluster-port-base", strconv.Itoa(base), "--cluster-refresh-interval", "100",
+		"--metrics-port", strconv.Itoa(metricsBase)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,22 +139,34 @@ func shardPorts(t *testing.T, port int) map[int]int {
 }
 
 // TestSetFollowsTopology: a set serves each shard of the topology on
-// cluster-port-base + its index, and answers CLUSTER SHARDS with them on
-// every port; a shard missing from one reading is kept, one missing for the
+// cluster-port-base + its index (its /metrics on metrics-port + its
+// index), and answers CLUSTER SHARDS with them on every port; a shard missing from one reading is kept, one missing for the
 // grace period is stopped (its port closed) while the others run on; a
 // reading that fails stops nothing; a new shard gets the next index; and a
 // set started again on the same dir gives every shard its index again.
 func TestSetFollowsTopology(t *testing.T) {
 	dir := t.TempDir()
-	base := freePorts(t, 4)
+	base, metricsBase := freePorts(t, 4), freePorts(t, 4)
 	f := &fakeTopology{}
 	a, b := topoShard(0, 8191, id('a'), id('b')), topoShard(8192, 16383, id('c'), id('d'))
 	f.set(a, b)
-	s, done := runSet(t, dir, base, f)
+	s, done := runSet(t, dir, base, metricsBase, f)
 	want := map[int]int{0: base, 8192: base + 1}
 	redistest.WaitFor(t, 10*time.Second, "both shards served", func() bool {
 		return equalInts(shardPorts(t, base), want) && equalInts(shardPorts(t, base+1), want)
 	})
+	for i := range 2 {
+		// Each shard's /metrics on metrics-port + its index.
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(metricsBase+i) + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "replproxy_cluster_checks_total") {
+			t.Errorf("shard %d's /metrics: %s, %.200q", i, resp.Status, body)
+		}
+	}
 
 	f.failing()
 	// Failed readings for longer than the grace period: at least as many
@@ -186,7 +202,7 @@ func TestSetFollowsTopology(t *testing.T) {
 	// Started again: a (after a failover to b) and g keep their ports, c's
 	// shard is back on its own.
 	f.set(topoShard(0, 8191, id('b'), id('a')), b, g)
-	runSet(t, dir, base, f)
+	runSet(t, dir, base, metricsBase, f)
 	want = map[int]int{0: base, 8192: base + 2, -1: base + 1}
 	b.Slots = nil
 	f.set(topoShard(0, 8191, id('b'), id('a')), b, topoShard(8192, 16383, id('g')))

@@ -36,6 +36,10 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.FollowsAllShards() {
+		// One server follows one shard; every shard is a set of servers.
+		return nil, errors.New("cluster-shard all is served by a set of servers, one per shard (package proxy/clusterset), not by one")
+	}
 	cfg = cfg.Clone()
 	log := opts.Logger
 	if log == nil {
@@ -84,6 +88,7 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 		return nil, err // only a broken build: its test checks the file
 	}
 	s.commands = newCommandTable(commandEntries(s), docs)
+	s.commands.clusterMap = opts.ClusterMap
 	s.access, err = newAccess(cfg, &s.stats, func(msg string) { log.Warn("ACL user left off", "problem", msg) })
 	if err != nil {
 		return nil, err

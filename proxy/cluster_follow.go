@@ -64,9 +64,12 @@ type clusterFollower struct {
 }
 
 // clusterCounts are the follower's counters (INFO proxy's cluster_*),
-// atomics the server owns and the follower only adds to.
+// atomics the server owns and the follower only adds to, and the shard's
+// slots it last found (cluster_slots, CLUSTER SHARDS and SLOTS), which it
+// alone stores.
 type clusterCounts struct {
 	checks, failures, changes *atomic.Int64
+	slots                     *atomic.Pointer[[]clustertopo.SlotRange]
 }
 
 // newClusterFollower returns the follower of the shard cfg names, which
@@ -127,6 +130,10 @@ func (f *clusterFollower) check(ctx context.Context) {
 	if d.Held != "" {
 		f.log.Debug("another primary confirmed while the current one still says master: held back", "primary", current,
 			"held", d.Held, "topology-from", d.From)
+	}
+	if d.Primary != "" && f.counts.slots != nil {
+		slots := d.Slots
+		f.counts.slots.Store(&slots)
 	}
 	if d.Primary == "" {
 		msg := "no topology"

@@ -1,12 +1,9 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,14 +39,14 @@ func TestFollowClusterShard(t *testing.T) {
 
 	admin := c.Dial(first)
 	for _, key := range []string{"foo", "key:0", "key:19999", "{user1000}.following"} {
-		if want := admin.MustDo(t, "CLUSTER", "KEYSLOT", key).Integer(); keySlot(key) != want {
-			t.Fatalf("keySlot(%q) = %d, CLUSTER KEYSLOT says %d", key, keySlot(key), want)
+		if want := admin.MustDo(t, "CLUSTER", "KEYSLOT", key).Integer(); redistest.KeySlot(key) != want {
+			t.Fatalf("KeySlot(%q) = %d, CLUSTER KEYSLOT says %d", key, redistest.KeySlot(key), want)
 		}
 	}
-	w := startClusterWrites(t, c)
+	w := redistest.StartClusterWrites(t, c)
 	t.Run("data", func(t *testing.T) {
-		w.waitWrites(t, 500)
-		w.stop(t)
+		w.WaitWrites(t, 500)
+		w.Stop()
 		for _, f := range followers {
 			redistest.WaitSynced(t, c.Dial(first), f.replica)
 		}
@@ -57,14 +54,14 @@ func TestFollowClusterShard(t *testing.T) {
 
 	t.Run("manual failover", func(t *testing.T) {
 		before := counts(t, followers, c.Dial(second))
-		w = startClusterWrites(t, c)
-		w.waitWrites(t, 200)
+		w = redistest.StartClusterWrites(t, c)
+		w.WaitWrites(t, 200)
 		c.Failover(second)
 		for _, f := range followers {
 			f.waitFollowing(t, second)
 		}
-		w.waitWrites(t, 200) // writes go on after the failover, to second
-		w.stop(t)
+		w.WaitWrites(t, 200) // writes go on after the failover, to second
+		w.Stop()
 		for _, f := range followers {
 			redistest.WaitSynced(t, c.Dial(second), f.replica)
 		}
@@ -83,13 +80,13 @@ func TestFollowClusterShard(t *testing.T) {
 		before := counts(t, followers, c.Dial(first))
 		killed := time.Now()
 		second.Kill()
-		w = startClusterWrites(t, c) // retried until first serves the shard
+		w = redistest.StartClusterWrites(t, c) // retried until first serves the shard
 		for _, f := range followers {
 			f.waitFollowing(t, first)
 		}
 		t.Logf("both proxies follow the promoted node %v after the kill", time.Since(killed).Round(time.Millisecond))
-		w.waitWrites(t, 200)
-		w.stop(t)
+		w.WaitWrites(t, 200)
+		w.Stop()
 		for _, f := range followers {
 			redistest.WaitSynced(t, c.Dial(first), f.replica)
 		}
@@ -183,168 +180,4 @@ func checkPartialOnly(t *testing.T, before, after syncCounts) {
 			t.Errorf("proxy %d's upstream_partial_syncs stayed %d: no partial resync", i, before.upPartial[i])
 		}
 	}
-}
-
-// clusterWrites is a cluster-aware write load: SETs of keys over every
-// slot, each sent to the node that serves its slot (CLUSTER SLOTS, updated
-// by MOVED), and retried after an error until it succeeds or the load is
-// stopped.
-type clusterWrites struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	n      int   // writes acknowledged; guarded by mu
-	err    error // the error that ended the load early; guarded by mu
-}
-
-func startClusterWrites(t *testing.T, c *redistest.Cluster) *clusterWrites {
-	ctx, cancel := context.WithCancel(t.Context())
-	w := &clusterWrites{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		err := writeLoop(ctx, c.Addrs(), redistest.DialOptions{Password: c.Password(), Timeout: 2 * time.Second}, func() {
-			w.mu.Lock()
-			w.n++
-			w.mu.Unlock()
-		})
-		w.mu.Lock()
-		w.err = err
-		w.mu.Unlock()
-	}()
-	t.Cleanup(func() { w.stop(t) })
-	return w
-}
-
-// waitWrites waits until n more writes were acknowledged.
-func (w *clusterWrites) waitWrites(t *testing.T, n int) {
-	t.Helper()
-	w.mu.Lock()
-	want := w.n + n
-	w.mu.Unlock()
-	redistest.WaitFor(t, 30*time.Second, strconv.Itoa(n)+" more writes", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.n >= want || w.err != nil
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		t.Fatalf("the write load ended: %v", w.err)
-	}
-}
-
-// stop ends the load and waits for it; a second stop does nothing.
-func (w *clusterWrites) stop(t *testing.T) {
-	w.cancel()
-	<-w.done
-}
-
-// writeLoop writes until ctx ends, calling acked after each acknowledged
-// write; it returns an error only for a reply no failover explains.
-func writeLoop(ctx context.Context, nodes []string, dial redistest.DialOptions, acked func()) error {
-	var owner [redistest.ClusterSlots]string
-	conns := map[string]*redistest.Client{}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	refresh := func() {
-		for _, addr := range nodes {
-			if clusterSlots(addr, dial, &owner) == nil {
-				return
-			}
-		}
-	}
-	refresh()
-	for i := 0; ctx.Err() == nil; i++ {
-		key := "key:" + strconv.Itoa(i%20000)
-		slot := keySlot(key)
-		for ctx.Err() == nil {
-			addr := owner[slot]
-			c := conns[addr]
-			var err error
-			if c == nil {
-				c, err = redistest.Connect(addr, dial)
-				if err == nil {
-					conns[addr] = c
-				}
-			}
-			if err == nil {
-				_, err = c.Do("SET", key, i)
-			}
-			if err == nil {
-				acked()
-				break
-			}
-			var re *redistest.ReplyError
-			switch {
-			case errors.As(err, &re) && re.Prefix() == "MOVED":
-				if f := strings.Fields(re.Msg); len(f) == 3 {
-					owner[slot] = f[2]
-				}
-				refresh()
-			case errors.As(err, &re) && re.Prefix() != "CLUSTERDOWN" && re.Prefix() != "TRYAGAIN" && re.Prefix() != "LOADING":
-				return err
-			default: // the node is down, or the cluster is failing over
-				if c != nil {
-					c.Close()
-					delete(conns, addr)
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(50 * time.Millisecond):
-				}
-				refresh()
-			}
-		}
-	}
-	return nil
-}
-
-// clusterSlots fills owner with each slot's primary as the node at addr
-// sees it (CLUSTER SLOTS).
-func clusterSlots(addr string, dial redistest.DialOptions, owner *[redistest.ClusterSlots]string) error {
-	c, err := redistest.Connect(addr, dial)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	v, err := c.Do("CLUSTER", "SLOTS")
-	if err != nil {
-		return err
-	}
-	for _, r := range v.Array() {
-		e := r.Array()
-		if len(e) < 3 || len(e[2].Array()) < 2 {
-			return errors.New("a CLUSTER SLOTS entry without a primary")
-		}
-		node := net.JoinHostPort(e[2].Array()[0].String(), e[2].Array()[1].String())
-		for s := e[0].Integer(); s <= e[1].Integer() && s < redistest.ClusterSlots; s++ {
-			owner[s] = node
-		}
-	}
-	return nil
-}
-
-// keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of its hash
-// tag, or of the whole key when it has none, modulo 16384.
-func keySlot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % redistest.ClusterSlots
 }

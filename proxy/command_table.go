@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/replproxy/replproxy/proxy/acl"
+	"github.com/replproxy/replproxy/proxy/clustertopo"
 	"github.com/replproxy/replproxy/proxy/commanddocs"
 	"github.com/replproxy/replproxy/proxy/wire"
 )
@@ -17,6 +18,23 @@ import (
 type commandTable struct {
 	byName map[string]command // by lower-case name
 	docs   *commanddocs.Docs
+	// clusterMap is Options.ClusterMap, what CLUSTER SHARDS and SLOTS
+	// answer under cluster-shard all (commands_cluster.go); nil otherwise.
+	clusterMap func() []ClusterShard
+}
+
+// ClusterShard is one shard as CLUSTER SHARDS and CLUSTER SLOTS show it on
+// a proxy that follows a cluster: its slots, and the proxy's node that
+// serves it (commands_cluster.go).
+type ClusterShard struct {
+	// Slots are the shard's slot ranges, in order.
+	Slots []clustertopo.SlotRange
+	// NodeID is the ID the serving proxy is shown with: its run ID.
+	NodeID string
+	// Port and TLSPort are where the proxy serves the shard (0: none).
+	Port, TLSPort int
+	// Offset is the serving proxy's replication offset.
+	Offset int64
 }
 
 // A command is one entry of the command table.
@@ -52,10 +70,12 @@ type subcommand struct {
 // GETKEYSANDFLAGS (the proxy holds no keys) and the CLIENT subcommands for
 // what it does not do (CACHING, GETREDIR, TRACKING and TRACKINGINFO,
 // NO-EVICT, PAUSE and UNPAUSE, REPLY, UNBLOCK), which are checked as Redis
-// checks them and then answered as unknown.
+// checks them and then answered as unknown. Of CLUSTER, only SHARDS,
+// SLOTS and HELP: the proxy is no cluster node (commands_cluster.go).
 var servedSubcommands = map[string][]string{
 	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
 	"client":  {"getname", "help", "id", "info", "kill", "list", "setname"},
+	"cluster": {"help", "shards", "slots"},
 	"command": {"count", "docs", "help", "info", "list"},
 	"config":  {"get", "help", "resetstat", "rewrite", "set"},
 	"latency": {"doctor", "graph", "help", "histogram", "history", "latest", "reset"},

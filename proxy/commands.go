@@ -31,6 +31,7 @@ func commandEntries(s *Server) map[string]command {
 		"role":      {arity: 1, run: s.cmdRole},
 		"config":    {arity: -2, run: s.cmdConfig},
 		"client":    {arity: -2, run: s.cmdClient},
+		"cluster":   {arity: -2, run: s.cmdCluster},
 		"command":   {arity: -1, run: s.cmdCommand},
 		"select":    {arity: 2, run: s.cmdSelect},
 		"replicaof": {arity: 3, run: s.cmdReplicaOf},

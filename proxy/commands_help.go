@@ -6,7 +6,7 @@ import "github.com/replproxy/replproxy/proxy/wire"
 // addReplyHelp writes them: a header naming the command, the lines, then
 // HELP's own two. CONFIG, SLOWLOG and LATENCY serve every subcommand Redis
 // 7.0 has, and their help is Redis's, word for word; CLIENT's and
-// COMMAND's list only what the proxy serves (ACL HELP is package acl's).
+// COMMAND's and CLUSTER's list only what the proxy serves (ACL HELP is package acl's).
 
 // helpLines are each container's help, by its lower-case name.
 var helpLines = map[string][]string{
@@ -39,6 +39,13 @@ var helpLines = map[string][]string{
 		"    Assign the name <name> to the current connection.",
 		"SETINFO <LIB-NAME|LIB-VER> <value>",
 		"    Accept the client library's name or version (checked, not kept).",
+	},
+	"cluster": {
+		"SHARDS",
+		"    Return information about slot range mappings and the nodes associated with them.",
+		"SLOTS",
+		"    Return information about slots range mappings. Each range is made of:",
+		"    start, end, master and replicas IP addresses, ports and ids",
 	},
 	"command": {
 		"(no subcommand)",

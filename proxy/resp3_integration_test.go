@@ -162,6 +162,10 @@ func replyCases() []replyCase {
 		{[]string{"CONFIG", "RESETSTAT"}, "+OK\r\n", ""},
 		{[]string{"CONFIG", "REWRITE"}, "-ERR The server is running without a config file\r\n", ""},
 		{[]string{"CONFIG", "FOO"}, "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n", ""},
+		// Without replicaof-cluster, as a redis-server without cluster
+		// support (TestClusterCommand has the replies of a following proxy,
+		// in RESP3 too).
+		{[]string{"CLUSTER", "SHARDS"}, "-ERR This instance has cluster support disabled\r\n", ""},
 		{[]string{"ACL", "WHOAMI"}, "$7\r\ndefault\r\n", ""},
 		{[]string{"ACL", "USERS"}, "*1\r\n$7\r\ndefault\r\n", ""},
 		{[]string{"ACL", "LIST"}, "*1\r\n$34\r\nuser default on nopass ~* &* +@all\r\n", ""},

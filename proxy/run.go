@@ -102,7 +102,8 @@ func (s *Server) actors(ctx context.Context, cancel context.CancelFunc) *actorGr
 
 	if cfg := s.config(); len(cfg.ClusterSeeds) > 0 {
 		f, err := newClusterFollower(cfg, &s.conf, s.changes, s.up.Lost(), clusterCounts{checks: &s.stats.ClusterChecks,
-			failures: &s.stats.ClusterCheckFailures, changes: &s.stats.ClusterPrimaryChanges}, s.log.Named("cluster"))
+			failures: &s.stats.ClusterCheckFailures, changes: &s.stats.ClusterPrimaryChanges, slots: &s.stats.ClusterSlots},
+			s.log.Named("cluster"))
 		g.add("cluster follower", func() error {
 			if err != nil {
 				return err // only a configuration Validate let through

@@ -119,6 +119,12 @@ type Options struct {
 	// SET refuses a maxclients that does not fit. The program passes one
 	// built on RLIMIT_NOFILE; tests fake it.
 	FileLimit func(maxclients int) int
+	// ClusterMap, when not nil, is what CLUSTER SHARDS and CLUSTER SLOTS
+	// answer: every shard a set of servers serves under cluster-shard all
+	// (package proxy/clusterset), each with the port it is served on. Nil,
+	// a server following one shard shows that shard alone. Called on
+	// clients' goroutines, any number at once.
+	ClusterMap func() []ClusterShard
 	// Supervisor, when not nil, is told when Run serves, how its readiness
 	// changes and when it stops (supervise.go); the program passes one that
 	// writes to systemd's notify socket under supervised systemd.
@@ -161,6 +167,14 @@ func (s *Server) tlsNow() *tlsconf.Material { return s.conf.tls() }
 // wait too. Any goroutine, any number of times; on a server not running, Run
 // will stop gracefully as soon as it starts.
 func (s *Server) Shutdown() { s.life.shutdown() }
+
+// RunID returns the server's run ID (INFO's run_id), which CLUSTER SHARDS
+// shows as its node ID.
+func (s *Server) RunID() string { return s.process.RunID }
+
+// ReplOffset returns the server's replication offset (INFO's
+// master_repl_offset).
+func (s *Server) ReplOffset() int64 { return s.hist.Stream().Offset() }
 
 // Snapshot returns the newest snapshot in memory, or nil.
 func (s *Server) Snapshot() *replbuf.Snapshot { return s.hist.Newest() }

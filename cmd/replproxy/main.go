@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/replproxy/replproxy/proxy"
+	"github.com/replproxy/replproxy/proxy/clusterset"
 	"github.com/replproxy/replproxy/proxy/config"
 )
 
@@ -57,10 +58,17 @@ func run(args []string, stderr io.Writer) int {
 			configFile = abs
 		}
 	}
-	srv, err := proxy.New(cfg, proxy.Options{
+	opts := proxy.Options{
 		Logger: log, ConfigFile: configFile, OnMaxMemory: memoryLimiter(log), FileLimit: fileLimiter(log),
 		Supervisor: supervisor(cfg.Supervised, log),
-	})
+	}
+	var srv server
+	if cfg.FollowsAllShards() {
+		// Every shard of the cluster, each a server on a port of its own.
+		srv, err = clusterset.New(cfg, clusterset.Options{Server: opts})
+	} else {
+		srv, err = proxy.New(cfg, opts)
+	}
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		if cfg.LogFile != "" {
@@ -83,10 +91,17 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// server is what the program runs: one proxy.Server, or a clusterset.Set
+// of one per shard (cluster-shard all).
+type server interface {
+	Run(ctx context.Context) error
+	Shutdown()
+}
+
 // stopOnSignals stops srv gracefully on the first SIGINT or SIGTERM (the
 // replicas get shutdown-timeout to receive the stream), and at once on the
 // second, by ending Run's context (stop). It returns when ctx ends.
-func stopOnSignals(ctx context.Context, sigs <-chan os.Signal, srv *proxy.Server, stop func(), log hclog.Logger) {
+func stopOnSignals(ctx context.Context, sigs <-chan os.Signal, srv server, stop func(), log hclog.Logger) {
 	select {
 	case <-ctx.Done():
 		return

@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	// The report is built by proxy and rendered here from the parts'
 	// types alone: proxy is not in its row.
 	"proxy/report": {
-		"eviction", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapshots",
+		"eviction", "proxy/clustertopo", "proxy/config", "proxy/downstream", "proxy/history", "proxy/metrics", "proxy/snapshots",
 		"proxy/sysmem", "proxy/upstream", "replbuf", "streamlog",
 	},
 	// Pub/Sub returns its verdict on a subscriber's output (Over) for proxy
@@ -64,7 +64,10 @@ var allowed = map[string][]string{
 		"eviction", "proxy/acl", "proxy/clientlist", "proxy/clustertopo", "proxy/clusterwatch", "proxy/commanddocs", "proxy/config", "proxy/downstream", "proxy/history", "proxy/listen", "proxy/metrics", "proxy/pubsub", "proxy/report",
 		"proxy/snapfile", "proxy/snapshots", "proxy/sysmem", "proxy/tlsconf", "proxy/upstream", "proxy/webconfig", "proxy/wire", "replbuf", "replid", "streamlog",
 	},
-	"cmd/replproxy": {"proxy", "proxy/config", "proxy/wire"},
+	// The set of per-shard servers of cluster-shard all: it reads the
+	// topology itself and assembles servers, never their parts.
+	"proxy/clusterset": {"internal/safefile", "proxy", "proxy/clustertopo", "proxy/config", "proxy/upstream"},
+	"cmd/replproxy":    {"proxy", "proxy/clusterset", "proxy/config", "proxy/wire"},
 
 	"internal/cachedata": {},
 	// The chaos harness's pure part: the fault table, the nemesis's

@@ -40,6 +40,9 @@ type Decision struct {
 	// Err says why Primary is "": every node's failure, joined, or why the
 	// topologies named no primary to follow. nil when Primary is set.
 	Err error
+	// Slots are the shard's slot ranges as the topology that named Primary
+	// gave them (nil for a shard that serves none, and with Primary "").
+	Slots []clustertopo.SlotRange
 	// Held is a confirmed primary not followed yet: the current one still
 	// says it is a primary, and Held has not been the decision for
 	// Config.Settle. Primary is then the current one.
@@ -162,7 +165,7 @@ func (w *Watcher) Check(ctx context.Context, current string, opts clustertopo.Op
 		w.pending = ""
 		return d
 	}
-	return Decision{Primary: current, From: d.From, Held: d.Primary}
+	return Decision{Primary: current, From: d.From, Held: d.Primary, Slots: d.Slots}
 }
 
 // find is Check before it compares the confirmed primary with the current
@@ -238,7 +241,7 @@ func (w *Watcher) decide(ctx context.Context, node string, t clustertopo.Topolog
 		refused[addr] = err
 		return Decision{}, err
 	}
-	return Decision{Primary: addr, NodeID: p.ID, Shard: sh.ID, From: node}, nil
+	return Decision{Primary: addr, NodeID: p.ID, Shard: sh.ID, From: node, Slots: sh.Slots}, nil
 }
 
 // pick returns the shard w follows in t; one chosen by an ID that t no

@@ -175,11 +175,18 @@ type Config struct {
 	// Empty, the default: replicaof alone names the primary. Startup only.
 	// Proxy-only.
 	ClusterSeeds []HostPort
-	// ClusterShard is `cluster-shard <node-id | slot>`: the shard to follow,
-	// by the ID of one of its nodes (40 characters of 0-9 and a-z) or a slot
-	// it serves (0 to 16383). Required with ClusterSeeds, and only with
-	// them. Startup only. Proxy-only.
+	// ClusterShard is `cluster-shard <node-id | slot | all>`: the shard to
+	// follow, by the ID of one of its nodes (40 characters of 0-9 and a-z)
+	// or a slot it serves (0 to 16383); or [AllShards], every shard, each
+	// served on a port of its own from ClusterPortBase (package
+	// proxy/clusterset; a proxy.Server follows one shard). Required with
+	// ClusterSeeds, and only with them. Startup only. Proxy-only.
 	ClusterShard string
+	// ClusterPortBase is `cluster-port-base`: with `cluster-shard all`, the
+	// port of the shard of index 0; the shard of index i is served on
+	// ClusterPortBase+i. Required with `cluster-shard all` (1 to 65535), 0
+	// (the default) otherwise. Startup only. Proxy-only.
+	ClusterPortBase int
 	// ClusterRefreshInterval is `cluster-refresh-interval` in milliseconds:
 	// how often the proxy reads the cluster's topology again while it
 	// follows a shard (it also does when its link to the primary drops).
@@ -529,6 +536,14 @@ const MaxClusterSeeds = 64
 
 // DefaultClusterRefreshInterval is cluster-refresh-interval's default.
 const DefaultClusterRefreshInterval = 2 * time.Second
+
+// AllShards is cluster-shard's value that follows every shard of the
+// cluster (proxy/clusterset).
+const AllShards = "all"
+
+// FollowsAllShards reports whether c follows every shard of a cluster
+// (`cluster-shard all`), which one proxy.Server does not do.
+func (c *Config) FollowsAllShards() bool { return c.ClusterShard == AllShards }
 
 // ClusterSeedAddrs returns replicaof-cluster's nodes as dial addresses, nil
 // when it is not set. The slice is the caller's.

@@ -96,6 +96,26 @@ func TestValidate(t *testing.T) {
 		{"cluster-shard without seeds", func(c *Config) { c.ClusterShard = "0" }, "replicaof-cluster"},
 		{"replicaof-cluster bad port", func(c *Config) { c.ClusterSeeds, c.ClusterShard = []HostPort{{"db1", 0}}, "0" }, "replicaof-cluster"},
 		{"cluster-shard bad", func(c *Config) { c.ClusterSeeds, c.ClusterShard = []HostPort{{"db1", 7000}}, "x" }, "cluster-shard"},
+		{"cluster-shard all", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.ClusterPortBase, c.Port = []HostPort{{"db1", 7000}}, AllShards, 7100, 0
+		}, ""},
+		{"cluster-shard all without a port base", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.Port = []HostPort{{"db1", 7000}}, AllShards, 0
+		}, "cluster-port-base"},
+		{"cluster-shard all with a port", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.ClusterPortBase = []HostPort{{"db1", 7000}}, AllShards, 7100
+		}, "port"},
+		{"cluster-shard all with tls-replication", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.ClusterPortBase, c.Port = []HostPort{{"db1", 7000}}, AllShards, 7100, 0
+			c.TLSReplication, c.TLSCertFile, c.TLSKeyFile, c.TLSCACertFile = true, "c", "k", "ca"
+		}, "tls-replication"},
+		{"cluster-shard all supervised", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.ClusterPortBase, c.Port = []HostPort{{"db1", 7000}}, AllShards, 7100, 0
+			c.Supervised = SupervisedSystemd
+		}, "supervised"},
+		{"cluster-port-base without all", func(c *Config) {
+			c.ClusterSeeds, c.ClusterShard, c.ClusterPortBase = []HostPort{{"db1", 7000}}, "0", 7100
+		}, "cluster-port-base"},
 		{"cluster-refresh-interval too small", func(c *Config) { c.ClusterRefreshInterval = time.Millisecond }, "cluster-refresh-interval"},
 		{"masteruser without masterauth", func(c *Config) { c.MasterUser = "u" }, "masteruser"},
 		{"masteruser with masterauth", func(c *Config) { c.MasterUser, c.MasterAuth = "u", "p" }, ""},

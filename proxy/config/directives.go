@@ -73,6 +73,18 @@ var directives = []directive{
 	// Redis's range for both is 1mb..LONG_MAX.
 	sizeDirective("client-query-buffer-limit", func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, MinQueryLimit),
 	{
+		name: "cluster-port-base", nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, 65535)
+			if err != nil {
+				return err
+			}
+			c.ClusterPortBase = int(n)
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(c.ClusterPortBase) },
+	},
+	{
 		name: "cluster-refresh-interval", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
 			n, err := parseIntRange(args[0], minClusterRefreshMillis, maxClusterRefreshMillis)

@@ -554,7 +554,7 @@ func TestGetRoundsSecondsUp(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{
-		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "bind-source-addr", "client-output-buffer-limit", "client-query-buffer-limit", "cluster-refresh-interval", "cluster-shard", "dir", "log-format",
+		"ack-policy", "aclfile", "acllog-max-len", "backup-max-stream-since", "bind", "bind-source-addr", "client-output-buffer-limit", "client-query-buffer-limit", "cluster-port-base", "cluster-refresh-interval", "cluster-shard", "dir", "log-format",
 		"logfile", "loglevel", "master-query-buffer-limit", "masterauth", "masteruser", "maxclients", "maxmemory",
 		"maxmemory-policy", "metrics-bind", "metrics-port", "metrics-tls", "metrics-web-config", "port", "protected-mode", "proto-max-bulk-len",
 		"repl-backlog-size", "repl-link-compression", "repl-link-compression-allow", "repl-link-compression-max-links", "repl-link-sync-rate-limit", "repl-log-fsync", "repl-log-size", "repl-log-window", "repl-read-coalesce-usec", "repl-snapshot-max-stream-since", "repl-snapshot-refresh", "repl-timeout", "replicaof", "replicaof-cluster", "requirepass", "shutdown-timeout", "snapshot-from", "snapshot-from-fallback", "supervised",

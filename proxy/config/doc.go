@@ -46,6 +46,7 @@
 //	replicaof (slaveof)          none ("no one")         yes      MasterHost, MasterPort
 //	replicaof-cluster            none                    no       ClusterSeeds
 //	cluster-shard                none                    no       ClusterShard
+//	cluster-port-base            0 (with all: required)  no       ClusterPortBase
 //	cluster-refresh-interval     2000 (ms; 100-3600000)  yes      ClusterRefreshInterval
 //	masterauth                   ""                      yes      MasterAuth
 //	masteruser                   ""                      yes      MasterUser

@@ -25,6 +25,7 @@ func (c *Config) Validate() error {
 		{"masteruser", checkMasterUser(c.MasterUser, c.MasterAuth)},
 		{"replicaof-cluster", checkClusterSeeds(c.ClusterSeeds, c.ClusterShard)},
 		{"cluster-shard", checkClusterShard(c.ClusterShard)},
+		{"cluster-port-base", checkPort(c.ClusterPortBase, 0)},
 		{"cluster-refresh-interval", checkRange(int64(c.ClusterRefreshInterval), int64(minClusterRefreshMillis*time.Millisecond), int64(maxClusterRefreshMillis*time.Millisecond))},
 		{"bind-source-addr", checkBindSourceAddr(c.BindSourceAddr)},
 		{"aclfile", checkACLSource(c.ACLFile, c.Users)},
@@ -66,7 +67,37 @@ func (c *Config) Validate() error {
 	if name, err := checkTLS(c); err != nil {
 		return &Error{Directive: name, Err: err}
 	}
+	if name, err := checkAllShards(c); err != nil {
+		return &Error{Directive: name, Err: err}
+	}
 	return nil
+}
+
+// checkAllShards checks what `cluster-shard all` needs of the other
+// directives: a port base, and none of what one process serving several
+// shards cannot do yet. port must be 0, so that no listener an operator
+// would take for a shard's serves nothing; tls-port, tls-replication and
+// supervised are refused rather than half done (docs/cluster.md).
+func checkAllShards(c *Config) (directive string, err error) {
+	if !c.FollowsAllShards() {
+		if c.ClusterPortBase != 0 {
+			return "cluster-port-base", fmt.Errorf("%w: cluster-port-base is only for cluster-shard all", ErrInvalidValue)
+		}
+		return "", nil
+	}
+	switch {
+	case c.ClusterPortBase == 0:
+		return "cluster-port-base", fmt.Errorf("%w: cluster-shard all needs cluster-port-base (the first shard's port)", ErrInvalidValue)
+	case c.Port != 0:
+		return "port", fmt.Errorf("%w %d: with cluster-shard all every shard has a port of its own from cluster-port-base: set port 0", ErrInvalidValue, c.Port)
+	case c.TLSPort != 0:
+		return "tls-port", fmt.Errorf("%w: tls-port is not supported with cluster-shard all", ErrInvalidValue)
+	case c.TLSReplication:
+		return "tls-replication", fmt.Errorf("%w: tls-replication is not supported with cluster-shard all", ErrInvalidValue)
+	case c.Supervised != SupervisedNo:
+		return "supervised", fmt.Errorf("%w: supervised is not supported with cluster-shard all", ErrInvalidValue)
+	}
+	return "", nil
 }
 
 func checkPort(port, lo int) error {
@@ -191,10 +222,10 @@ func checkClusterSeeds(seeds []HostPort, shard string) error {
 	return nil
 }
 
-// checkClusterShard checks cluster-shard: "" (not set), a node ID or a
-// slot, as clustertopo reads a selector.
+// checkClusterShard checks cluster-shard: "" (not set), all, a node ID or
+// a slot, as clustertopo reads a selector.
 func checkClusterShard(s string) error {
-	if s == "" {
+	if s == "" || s == AllShards {
 		return nil
 	}
 	if _, err := clustertopo.ParseSelector(s); err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/clustertopo"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 	"github.com/replproxy/replproxy/proxy/snapshots"
@@ -355,6 +356,7 @@ func writeInfoCluster(w infoWriter, r *Report) {
 	w.kv("cluster_checks", st.ClusterChecks)
 	w.kv("cluster_check_failures", st.ClusterCheckFailures)
 	w.kv("cluster_primary_changes", st.ClusterPrimaryChanges)
+	w.kv("cluster_slots", FormatSlots(st.ClusterSlots))
 }
 
 // writeInfoLinks writes the Links section: the upstream link's compression
@@ -417,4 +419,21 @@ func humanBytes[N int64 | uint64](n N) string {
 		return strconv.FormatUint(v, 10) + "B"
 	}
 	return strconv.FormatFloat(d, 'f', 2, 64) + units[unit:unit+1]
+}
+
+// FormatSlots writes slot ranges as INFO's cluster_slots shows them:
+// "0-5460,10923" (a range of one slot as the slot), "" for none.
+func FormatSlots(ranges []clustertopo.SlotRange) string {
+	var b strings.Builder
+	for i, r := range ranges {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(r.First))
+		if r.Last != r.First {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(r.Last))
+		}
+	}
+	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/eviction"
+	"github.com/replproxy/replproxy/proxy/clustertopo"
 	"github.com/replproxy/replproxy/proxy/config"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
@@ -196,8 +197,9 @@ type Counters struct {
 	ClusterChecks                  int64 // the cluster follower's (replicaof-cluster)
 	ClusterCheckFailures           int64
 	ClusterPrimaryChanges          int64
-	Fetches                        snapshots.Counts       // package snapshots' own
-	Source                         snapshots.SourceCounts // the snapshot source's (snapshot-from), package snapshots' own
+	ClusterSlots                   []clustertopo.SlotRange // shared: never change it
+	Fetches                        snapshots.Counts        // package snapshots' own
+	Source                         snapshots.SourceCounts  // the snapshot source's (snapshot-from), package snapshots' own
 	ReplicasDropped                int64
 	ReplicaCloses, ClientCloses    [downstream.NumCloseReasons]int64
 	EvictedSnapshots, EvictedBytes int64

@@ -3,6 +3,7 @@ package report
 import (
 	"sync/atomic"
 
+	"github.com/replproxy/replproxy/proxy/clustertopo"
 	"github.com/replproxy/replproxy/proxy/downstream"
 	"github.com/replproxy/replproxy/proxy/history"
 )
@@ -43,6 +44,11 @@ type Stats struct {
 	ClusterChecks         atomic.Int64 // cluster_checks: readings of the topology
 	ClusterCheckFailures  atomic.Int64 // cluster_check_failures: readings that put no primary in force
 	ClusterPrimaryChanges atomic.Int64 // cluster_primary_changes: replicaof set to another node
+	// ClusterSlots is not a counter (RESETSTAT leaves it): the followed
+	// shard's slot ranges at the last check that found the shard (INFO's
+	// cluster_slots, CLUSTER SHARDS and SLOTS); nil before one did. The
+	// follower stores a new slice, never changes one stored.
+	ClusterSlots atomic.Pointer[[]clustertopo.SlotRange]
 
 	ReplicasDropped  atomic.Int64           // replicas disconnected by a limit or timeout
 	ReplicaCloses    downstream.CloseCounts // replicas closed, per reason
@@ -125,6 +131,7 @@ func (st *Stats) Read() Counters {
 		ClusterChecks:         st.ClusterChecks.Load(),
 		ClusterCheckFailures:  st.ClusterCheckFailures.Load(),
 		ClusterPrimaryChanges: st.ClusterPrimaryChanges.Load(),
+		ClusterSlots:          loadSlots(&st.ClusterSlots),
 		ReplicasDropped:       st.ReplicasDropped.Load(),
 		EvictedSnapshots:      st.EvictedSnapshots.Load(),
 		EvictedBytes:          st.EvictedBytes.Load(),
@@ -153,4 +160,12 @@ func (st *Stats) Read() Counters {
 		c.RelayDelays[p] = st.RelayDelays.Read(p)
 	}
 	return c
+}
+
+// loadSlots returns the slots p holds, nil for none.
+func loadSlots(p *atomic.Pointer[[]clustertopo.SlotRange]) []clustertopo.SlotRange {
+	if s := p.Load(); s != nil {
+		return *s
+	}
+	return nil
 }

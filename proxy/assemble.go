@@ -109,7 +109,7 @@ func New(cfg *config.Config, opts Options) (_ *Server, err error) {
 	cfg.Port = port // port 0 picks a free port (unless TLS only)
 	s.listeners = newListenerSet(lns, listenerTLS(&s.conf), log)
 	made.push(s.listeners.close)
-	if err := s.listenMetrics(cfg); err != nil {
+	if err := s.listenMetrics(cfg, opts.MetricsLabels); err != nil {
 		return nil, err
 	}
 	made.push(s.closeMetricsListener)

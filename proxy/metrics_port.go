@@ -49,8 +49,9 @@ import (
 // handshake), which a stranger can cause at will.
 
 // listenMetrics opens the monitoring listener when metrics-port is set,
-// after reading metrics-web-config.
-func (s *Server) listenMetrics(cfg *config.Config) error {
+// after reading metrics-web-config; labels are added to every replproxy
+// series (Options.MetricsLabels).
+func (s *Server) listenMetrics(cfg *config.Config, labels map[string]string) error {
 	if cfg.MetricsPort == 0 {
 		return nil
 	}
@@ -58,6 +59,7 @@ func (s *Server) listenMetrics(cfg *config.Config) error {
 		Figures:  s.figures,
 		Ready:    s.readiness,
 		ErrorLog: log.New(metricsErrorLog{s}, "", 0),
+		Labels:   labels,
 	}
 	if err := s.secureMetrics(m, cfg); err != nil {
 		return err

@@ -125,6 +125,10 @@ type Options struct {
 	// a server following one shard shows that shard alone. Called on
 	// clients' goroutines, any number at once.
 	ClusterMap func() []ClusterShard
+	// MetricsLabels, when set, are added to every replproxy series of
+	// /metrics: under cluster-shard all, each shard's server is given its
+	// shard's index, so that every figure says which shard it is of.
+	MetricsLabels map[string]string
 	// Supervisor, when not nil, is told when Run serves, how its readiness
 	// changes and when it stops (supervise.go); the program passes one that
 	// writes to systemd's notify socket under supervised systemd.

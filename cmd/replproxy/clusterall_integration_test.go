@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -89,7 +90,7 @@ func TestClusterAllShards(t *testing.T) {
 				t.Errorf("port %d (another shard): upstream_partial_syncs %d→%d: its link was touched", copies[i].port, b.upPartial, a.upPartial)
 			}
 		}
-		if got := fullSyncsOf(t, c); !maps2Equal(got, primaries) {
+		if got := fullSyncsOf(t, c); !maps.Equal(got, primaries) {
 			t.Errorf("the cluster's sync_full went from %v to %v", primaries, got)
 		}
 	})
@@ -139,7 +140,7 @@ func TestClusterAllShards(t *testing.T) {
 					f.port, f.syncFull, f.partialOK, f.upFull, f.upPartial)
 			}
 		}
-		if got := fullSyncsOf(t, c); !maps2Equal(got, primaries) {
+		if got := fullSyncsOf(t, c); !maps.Equal(got, primaries) {
 			t.Errorf("the cluster's sync_full went from %v to %v", primaries, got)
 		}
 		checkClusterReplies(t, c, copies)
@@ -408,18 +409,6 @@ func fullSyncsOf(t *testing.T, c *redistest.Cluster) map[string]int64 {
 	return out
 }
 
-func maps2Equal(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // checkClusterReplies fails the test unless CLUSTER SHARDS and SLOTS from
 // every port list every shard with its slots and its port
 // (clusterRepliesMatch), and a shard's entry has the shape a cluster
@@ -508,7 +497,7 @@ func clusterRepliesMatch(t *testing.T, c *redistest.Cluster, copies []*shardCopy
 				}
 			}
 		}
-		if !mapsEqual(got, want) {
+		if !maps.Equal(got, want) {
 			return "CLUSTER SHARDS on port " + itoa(cp.port) + ": " + mapText(got) + ", want " + mapText(want)
 		}
 		v, err = cp.admin.Do("CLUSTER", "SLOTS")
@@ -533,18 +522,6 @@ func slotsText(ranges [][2]int) string {
 		parts[i] = strconv.Itoa(r[0]) + "-" + strconv.Itoa(r[1])
 	}
 	return strings.Join(parts, " ")
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func mapText(m map[string]string) string {

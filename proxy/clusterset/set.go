@@ -317,6 +317,7 @@ func (s *Set) start(ctx context.Context, idx int, topo clustertopo.Shard, exited
 	opts.ConfigFile = ""
 	opts.Supervisor = nil
 	opts.ClusterMap = s.clusterMap
+	opts.MetricsLabels = map[string]string{"shard": strconv.Itoa(idx)}
 	opts.OnMaxMemory = s.onMaxMemory(idx)
 	opts.FileLimit = s.fileLimit()
 	srv, err := proxy.New(cfg, opts)

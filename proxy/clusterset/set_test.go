@@ -156,15 +156,17 @@ func TestSetFollowsTopology(t *testing.T) {
 		return equalInts(shardPorts(t, base), want) && equalInts(shardPorts(t, base+1), want)
 	})
 	for i := range 2 {
-		// Each shard's /metrics on metrics-port + its index.
+		// Each shard's /metrics on metrics-port + its index, every
+		// replproxy series labelled with the shard's index.
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(metricsBase+i) + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "replproxy_cluster_checks_total") {
-			t.Errorf("shard %d's /metrics: %s, %.200q", i, resp.Status, body)
+		label := `shard="` + strconv.Itoa(i) + `"`
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "replproxy_cluster_checks_total{"+label+"}") {
+			t.Errorf("shard %d's /metrics: %s, no replproxy_cluster_checks_total{%s}: %.200q", i, resp.Status, label, body)
 		}
 	}
 

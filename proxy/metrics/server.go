@@ -113,6 +113,10 @@ type Server struct {
 	// Headers are set on every reply (a web configuration's
 	// http_server_config headers).
 	Headers map[string]string
+	// Labels, when set, are added to every replproxy series of /metrics
+	// (not the Go runtime's and the process's, which several servers in
+	// one process share): a whole-cluster copy's shard.
+	Labels map[string]string
 
 	// idle and write, when set, replace idleTimeout and writeTimeout
 	// (tests). Each alone: a short read or write timeout would close a
@@ -237,8 +241,8 @@ func (m *Server) guard(h http.Handler) http.Handler {
 // paths is the mux of the three paths.
 func (m *Server) paths() http.Handler {
 	reg := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(m.Labels, reg).MustRegister(newCollector(m.Figures))
 	reg.MustRegister(
-		newCollector(m.Figures),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

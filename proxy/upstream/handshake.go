@@ -63,13 +63,9 @@ type session struct {
 // t.Timeout, and runs the TLS handshake when t.TLS is set, within the same
 // timeout.
 func dial(ctx context.Context, t Target) (net.Conn, error) {
-	nd := &net.Dialer{Timeout: t.Timeout}
-	if t.BindSource != "" {
-		local, err := bindSource(ctx, t)
-		if err != nil {
-			return nil, fmt.Errorf("connect: bind-source-addr %s: %w", t.BindSource, err)
-		}
-		nd.LocalAddr = local
+	nd, err := t.netDialer(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if t.TLS != nil {
 		d := tls.Dialer{NetDialer: nd, Config: t.TLS}
@@ -94,6 +90,16 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 // the link (the cluster follower's topology queries), which must leave from
 // the same source address; network is "tcp", as net.Dialer takes it.
 func (t Target) DialTCP(ctx context.Context, network, addr string) (net.Conn, error) {
+	nd, err := t.netDialer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return nd.DialContext(ctx, network, addr)
+}
+
+// netDialer is the dialer of t's connections: within t.Timeout, from
+// t.BindSource when set, resolved now.
+func (t Target) netDialer(ctx context.Context) (*net.Dialer, error) {
 	nd := &net.Dialer{Timeout: t.Timeout}
 	if t.BindSource != "" {
 		local, err := bindSource(ctx, t)
@@ -102,7 +108,7 @@ func (t Target) DialTCP(ctx context.Context, network, addr string) (net.Conn, er
 		}
 		nd.LocalAddr = local
 	}
-	return nd.DialContext(ctx, network, addr)
+	return nd, nil
 }
 
 // bindSource resolves t.BindSource here, not when configured, as Redis does

@@ -93,6 +93,11 @@ type Watcher struct {
 	answered string   // the node that gave the last topology; asked first
 	learnt   []string // addresses the last topology named that are not seeds, at most MaxLearnt
 	members  []string // IDs of the shard's nodes at the last reading (a shard chosen by ID)
+	// confirmed is the node ID of the last primary confirmed (a shard
+	// chosen by ID): the shard is looked for by it first, so that the node
+	// the selector names, once a replica, may move to another shard (a
+	// cluster's replica migration) without taking the watcher along.
+	confirmed string
 }
 
 // New returns a Watcher of cfg's shard, asking cfg's seeds.
@@ -241,14 +246,25 @@ func (w *Watcher) decide(ctx context.Context, node string, t clustertopo.Topolog
 		refused[addr] = err
 		return Decision{}, err
 	}
+	if w.shard.ID != "" {
+		w.confirmed = p.ID
+	}
 	return Decision{Primary: addr, NodeID: p.ID, Shard: sh.ID, From: node, Slots: sh.Slots}, nil
 }
 
-// pick returns the shard w follows in t; one chosen by an ID that t no
-// longer lists is looked for by the IDs its nodes had at the last reading.
-// It remembers the shard's nodes.
+// pick returns the shard w follows in t. One chosen by an ID is the shard
+// of the last primary confirmed, else the one the ID is in, else, when t
+// no longer lists the ID, the one holding any of the IDs its nodes had at
+// the last reading. It remembers the shard's nodes.
 func (w *Watcher) pick(t clustertopo.Topology) (clustertopo.Shard, error) {
-	sh, err := t.Shard(w.shard)
+	var sh clustertopo.Shard
+	err := clustertopo.ErrNoShard
+	if w.confirmed != "" {
+		sh, err = t.ShardByID(w.confirmed)
+	}
+	if err != nil {
+		sh, err = t.Shard(w.shard)
+	}
 	if err != nil && w.shard.ID != "" {
 		for _, id := range w.members {
 			if found, err2 := t.ShardByID(id); err2 == nil {

@@ -235,6 +235,34 @@ func TestCheckFollowsFailover(t *testing.T) {
 	}
 }
 
+// TestCheckAfterReplicaMigration: a shard chosen by a node's ID stays the
+// shard of the primary confirmed last when that node, made a replica by a
+// failover, moves to another shard (a cluster's replica migration, when a
+// primary there has none left): the shard is not left for the one the node
+// joined.
+func TestCheckAfterReplicaMigration(t *testing.T) {
+	f := &fakeCluster{topos: map[string]clustertopo.Topology{"c:1": twoShards()},
+		roles: map[string]string{"a:1": "master", "b:1": "slave", "c:1": "master"}}
+	w := watcher(t, f, id('a'), "c:1")
+	if d := w.Check(t.Context(), "", clustertopo.Options{}); d.Primary != "a:1" {
+		t.Fatalf("before the failover: %+v", d)
+	}
+	// b took over; a is its replica.
+	f.topos["c:1"] = failedOver()
+	f.roles = map[string]string{"a:1": "slave", "b:1": "master", "c:1": "master"}
+	if d := w.Check(t.Context(), "a:1", clustertopo.Options{}); d.Primary != "b:1" {
+		t.Fatalf("after the failover: %+v", d)
+	}
+	// a migrated to c's shard, whose replica d was lost.
+	migrated := failedOver()
+	migrated.Shards[0].Nodes = migrated.Shards[0].Nodes[:1]
+	migrated.Shards[1].Nodes = []clustertopo.Node{node('c', "c:1", clustertopo.RolePrimary), node('a', "a:1", clustertopo.RoleReplica)}
+	f.topos["c:1"] = migrated
+	if d := w.Check(t.Context(), "b:1", clustertopo.Options{}); d.Primary != "b:1" || d.NodeID != id('b') {
+		t.Fatalf("after a moved to c's shard: %+v, want b:1 still", d)
+	}
+}
+
 // TestCheckTLS: under TLS a node's TLS address is used where the topology
 // gives one, and the options reach every question.
 func TestCheckTLS(t *testing.T) {

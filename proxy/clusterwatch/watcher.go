@@ -92,7 +92,7 @@ type Watcher struct {
 
 	answered string   // the node that gave the last topology; asked first
 	learnt   []string // addresses the last topology named that are not seeds, at most MaxLearnt
-	members  []string // IDs of the shard's nodes at the last reading (a shard chosen by ID)
+	members  []string // IDs of the shard's nodes when its primary was last confirmed (a shard chosen by ID)
 	// confirmed is the node ID of the last primary confirmed (a shard
 	// chosen by ID): the shard is looked for by it first, so that the node
 	// the selector names, once a replica, may move to another shard (a
@@ -247,42 +247,54 @@ func (w *Watcher) decide(ctx context.Context, node string, t clustertopo.Topolog
 		return Decision{}, err
 	}
 	if w.shard.ID != "" {
+		// The shard as its confirmed primary's topology has it: where
+		// pick looks for it next.
 		w.confirmed = p.ID
-	}
-	return Decision{Primary: addr, NodeID: p.ID, Shard: sh.ID, From: node, Slots: sh.Slots}, nil
-}
-
-// pick returns the shard w follows in t. One chosen by an ID is the shard
-// of the last primary confirmed, else the one the ID is in, else, when t
-// no longer lists the ID, the one holding any of the IDs its nodes had at
-// the last reading. It remembers the shard's nodes.
-func (w *Watcher) pick(t clustertopo.Topology) (clustertopo.Shard, error) {
-	var sh clustertopo.Shard
-	err := clustertopo.ErrNoShard
-	if w.confirmed != "" {
-		sh, err = t.ShardByID(w.confirmed)
-	}
-	if err != nil {
-		sh, err = t.Shard(w.shard)
-	}
-	if err != nil && w.shard.ID != "" {
-		for _, id := range w.members {
-			if found, err2 := t.ShardByID(id); err2 == nil {
-				sh, err = found, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		return clustertopo.Shard{}, err
-	}
-	if w.shard.ID != "" {
 		w.members = w.members[:0]
 		for _, n := range sh.Nodes {
 			w.members = append(w.members, n.ID)
 		}
 	}
-	return sh, nil
+	return Decision{Primary: addr, NodeID: p.ID, Shard: sh.ID, From: node, Slots: sh.Slots}, nil
+}
+
+// pick returns the shard w follows in t. One chosen by a slot is the
+// shard serving it. One chosen by an ID is looked for by the node ID of
+// the last primary confirmed, then by the ID chosen, then by the IDs its
+// nodes had when its primary was last confirmed: the first shard found
+// whose primary is up, else the first found. Each has its reason: the
+// node the ID names, once a replica, may move to another shard (a
+// cluster's replica migration), or leave the cluster; and a primary that
+// died and was replaced is listed alone, as a shard of its own with no
+// slots, until it comes back as a replica.
+func (w *Watcher) pick(t clustertopo.Topology) (clustertopo.Shard, error) {
+	if w.shard.ID == "" {
+		return t.Shard(w.shard)
+	}
+	ids := make([]string, 0, 2+len(w.members))
+	if w.confirmed != "" {
+		ids = append(ids, w.confirmed)
+	}
+	ids = append(ids, w.shard.ID)
+	ids = append(ids, w.members...)
+	var first clustertopo.Shard
+	found := false
+	for _, id := range ids {
+		sh, err := t.ShardByID(id)
+		if err != nil {
+			continue
+		}
+		if _, err := sh.Primary(); err == nil {
+			return sh, nil
+		}
+		if !found {
+			first, found = sh, true
+		}
+	}
+	if found {
+		return first, nil
+	}
+	return t.Shard(w.shard) // the error, naming the ID chosen
 }
 
 // learn remembers the addresses t names, besides the seeds, up to

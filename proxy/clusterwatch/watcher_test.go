@@ -263,6 +263,36 @@ func TestCheckAfterReplicaMigration(t *testing.T) {
 	}
 }
 
+// TestCheckAfterKilledPrimary: a shard chosen by a node's ID, after a
+// manual failover made another node its primary, is followed when that
+// primary dies and the cluster promotes the node back: the dead primary is
+// listed as a shard of its own, with no slots and its primary failed, and
+// is passed over for the shard whose primary is up.
+func TestCheckAfterKilledPrimary(t *testing.T) {
+	f := &fakeCluster{topos: map[string]clustertopo.Topology{"c:1": twoShards()},
+		roles: map[string]string{"a:1": "master", "b:1": "slave", "c:1": "master"}}
+	w := watcher(t, f, id('a'), "c:1")
+	if d := w.Check(t.Context(), "", clustertopo.Options{}); d.Primary != "a:1" {
+		t.Fatalf("at first: %+v", d)
+	}
+	f.topos["c:1"] = failedOver()
+	f.roles = map[string]string{"a:1": "slave", "b:1": "master", "c:1": "master"}
+	if d := w.Check(t.Context(), "a:1", clustertopo.Options{}); d.Primary != "b:1" {
+		t.Fatalf("after the manual failover: %+v", d)
+	}
+	// b died; a took over. b is listed alone, failed, with no slots.
+	killed := twoShards()
+	dead := node('b', "b:1", clustertopo.RolePrimary)
+	dead.Health = clustertopo.HealthFail
+	killed.Shards[0].Nodes = killed.Shards[0].Nodes[:1]
+	killed.Shards = append([]clustertopo.Shard{{ID: id('b'), Nodes: []clustertopo.Node{dead}}}, killed.Shards...)
+	f.topos["c:1"] = killed
+	f.roles = map[string]string{"a:1": "master", "c:1": "master"}
+	if d := w.Check(t.Context(), "b:1", clustertopo.Options{}); d.Primary != "a:1" || d.NodeID != id('a') {
+		t.Fatalf("after b was killed: %+v, want a:1", d)
+	}
+}
+
 // TestCheckTLS: under TLS a node's TLS address is used where the topology
 // gives one, and the options reach every question.
 func TestCheckTLS(t *testing.T) {

@@ -126,14 +126,30 @@ func (m *indexMap) save(dir string, portBase int) error {
 // include the shard's primary, else the one (lowest index) whose nodes
 // include any of its nodes, else a new index, one above the highest ever
 // given, in t's order (by first slot). An entry goes to one shard at
-// most. Each assigned entry learns the shard's node IDs, newest first.
-// It returns the shards by index, and whether the map changed (and must
-// be saved before a new index is used).
+// most, the shards that serve slots first; a shard whose nodes an entry
+// already taken knows gets none: it is one shard seen twice while a
+// failover settles (a demoted or dead primary listed alone, with no
+// slots), not a new one, and a new index would start a server to follow
+// it. Each assigned entry learns the shard's node IDs, newest first. It
+// returns the shards by index, and whether the map changed (and must be
+// saved before a new index is used).
 func (m *indexMap) assign(t clustertopo.Topology) (map[int]clustertopo.Shard, bool) {
 	out := make(map[int]clustertopo.Shard, len(t.Shards))
 	taken := map[int]bool{}
 	pending := make([]int, 0, len(t.Shards)) // t.Shards' positions not assigned yet
+	order := make([]int, 0, len(t.Shards))   // t.Shards' positions, those with slots first
 	for i, sh := range t.Shards {
+		if len(sh.Slots) > 0 {
+			order = append(order, i)
+		}
+	}
+	for i, sh := range t.Shards {
+		if len(sh.Slots) == 0 {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		sh := t.Shards[i]
 		p, err := sh.Primary()
 		if err != nil {
 			pending = append(pending, i)
@@ -149,15 +165,17 @@ func (m *indexMap) assign(t clustertopo.Topology) (map[int]clustertopo.Shard, bo
 	var fresh []int
 	for _, i := range pending {
 		sh := t.Shards[i]
-		e := m.find(taken, func(e *mapEntry) bool {
+		knows := func(e *mapEntry) bool {
 			return slices.ContainsFunc(sh.Nodes, func(n clustertopo.Node) bool { return slices.Contains(e.Nodes, n.ID) })
-		})
-		if e == nil {
-			fresh = append(fresh, i)
+		}
+		if e := m.find(taken, knows); e != nil {
+			taken[e.Index] = true
+			out[e.Index] = sh
 			continue
 		}
-		taken[e.Index] = true
-		out[e.Index] = sh
+		if m.find(nil, knows) == nil {
+			fresh = append(fresh, i) // known to no entry, taken or not
+		}
 	}
 	changed := false
 	for _, i := range fresh {

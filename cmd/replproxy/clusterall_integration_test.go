@@ -24,11 +24,12 @@ import (
 // one cluster: CLUSTER SHARDS and SLOTS from the proxy list every shard with
 // its slots and port, in redis-server's shapes; under a write load over
 // every slot each replica ends with its shard primary's data; CLUSTER
-// FAILOVER in one shard is followed by partial resync, the other shards'
-// servers untouched; a slot range resharded between two shards under
-// writes leaves every copy equal to its shard; and the process SIGKILLed
+// FAILOVER in each shard in turn is followed by partial resync, the other
+// shards' servers untouched; a slot range resharded between two shards
+// under writes leaves every copy equal to its shard; the process SIGKILLed
 // and started again resumes every shard by partial resync on the same
-// ports, without a full sync anywhere.
+// ports, without a full sync anywhere; and, last, a shard's primary
+// killed is followed to the replica the cluster promotes.
 func TestClusterAllShards(t *testing.T) {
 	start := time.Now()
 	top := t // what must outlive a subtest is the whole test's
@@ -58,42 +59,13 @@ func TestClusterAllShards(t *testing.T) {
 		}
 	})
 
-	t.Run("failover", func(t *testing.T) {
-		moved := copies[0]
-		sh := moved.shard(t, c)
-		before := figuresOf(t, copies)
-		primaries := fullSyncsOf(t, c)
-		w := redistest.StartClusterWrites(t, c)
-		w.WaitWrites(t, 500)
-		c.Failover(sh.Replicas[0])
-		host, port, _ := strings.Cut(sh.Replicas[0].Addr(), ":")
-		redistest.WaitFor(t, 20*time.Second, "the shard's port to follow the promoted node", func() bool {
-			info := moved.admin.Info(t, "replication")
-			return info["master_host"] == host && info["master_port"] == port && info["master_link_status"] == "up"
+	// Each shard's replica in turn: the shard's port follows it by partial
+	// resync, the other ports are not touched.
+	for turn := range copies {
+		t.Run("failover "+strconv.Itoa(turn), func(t *testing.T) {
+			failoverShard(t, c, copies, turn)
 		})
-		w.WaitWrites(t, 500)
-		w.Stop()
-		for _, cp := range copies {
-			cp.waitEqual(t, c)
-		}
-		after := figuresOf(t, copies)
-		for i := range copies {
-			b, a := before[i], after[i]
-			if a.runID != b.runID || a.syncFull != b.syncFull || a.upFull != b.upFull {
-				t.Errorf("port %d: run_id %s→%s, sync_full %d→%d, upstream_full_syncs %d→%d; want none changed",
-					copies[i].port, b.runID, a.runID, b.syncFull, a.syncFull, b.upFull, a.upFull)
-			}
-			if i == 0 && a.upPartial <= b.upPartial {
-				t.Errorf("port %d: upstream_partial_syncs stayed %d: no partial resync to the promoted node", copies[i].port, b.upPartial)
-			}
-			if i != 0 && a.upPartial != b.upPartial {
-				t.Errorf("port %d (another shard): upstream_partial_syncs %d→%d: its link was touched", copies[i].port, b.upPartial, a.upPartial)
-			}
-		}
-		if got := fullSyncsOf(t, c); !maps.Equal(got, primaries) {
-			t.Errorf("the cluster's sync_full went from %v to %v", primaries, got)
-		}
-	})
+	}
 
 	t.Run("reshard", func(t *testing.T) {
 		shards := c.Shards()
@@ -176,7 +148,95 @@ func TestClusterAllShards(t *testing.T) {
 			t.Errorf("replicas through the proxy cost the primaries %d forks, attached directly %d", viaProxy.forks, direct.forks)
 		}
 	})
+	t.Run("killed primary", func(t *testing.T) {
+		// Last: the killed node stays down. No write reaches the shard
+		// from the kill until its replica took over, as in
+		// TestFollowClusterShard: a write the proxy received and the
+		// replica did not would leave the proxy ahead of the promoted
+		// node, which would then refuse its partial resync, as it would
+		// refuse any replica ahead of it.
+		for _, cp := range copies {
+			cp.reconnect(t) // the admin clients of the restart's subtest are closed
+		}
+		hit := copies[1]
+		sh := hit.shard(t, c)
+		promoted := sh.Replicas[0]
+		redistest.WaitSynced(t, c.Dial(sh.Primary), hit.replica)
+		redistest.WaitSynced(t, c.Dial(sh.Primary), c.Dial(promoted))
+		before := figuresOf(t, copies)
+		primaries := fullSyncsOf(t, c)
+		delete(primaries, sh.Primary.Addr())
+		killed := time.Now()
+		sh.Primary.Kill()
+		w := redistest.StartClusterWrites(t, c) // retried until the promoted node serves the shard
+		host, port, _ := strings.Cut(promoted.Addr(), ":")
+		redistest.WaitFor(t, 30*time.Second, "the shard's port to follow the promoted node", func() bool {
+			info := hit.admin.Info(t, "replication")
+			return info["master_host"] == host && info["master_port"] == port && info["master_link_status"] == "up"
+		})
+		t.Logf("the shard's port follows the promoted node %v after the kill", time.Since(killed).Round(time.Millisecond))
+		w.WaitWrites(t, 300)
+		w.Stop()
+		for _, cp := range copies {
+			cp.waitEqual(t, c)
+		}
+		checkOneShardMoved(t, copies, 1, before, figuresOf(t, copies))
+		if got := fullSyncsOf(t, c); !maps.Equal(got, primaries) {
+			t.Errorf("the cluster's sync_full went from %v to %v", primaries, got)
+		}
+	})
 	t.Logf("TestClusterAllShards took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// failoverShard runs CLUSTER FAILOVER on the replica of copies[turn]'s
+// shard under a write load, and checks that the shard's port follows the
+// promoted node by partial resync, that no other port was touched, that
+// every copy ends equal to its shard, and that no node of the cluster made
+// a full sync.
+func failoverShard(t *testing.T, c *redistest.Cluster, copies []*shardCopy, turn int) {
+	t.Helper()
+	moved := copies[turn]
+	sh := moved.shard(t, c)
+	before := figuresOf(t, copies)
+	primaries := fullSyncsOf(t, c)
+	w := redistest.StartClusterWrites(t, c)
+	w.WaitWrites(t, 500)
+	c.Failover(sh.Replicas[0])
+	host, port, _ := strings.Cut(sh.Replicas[0].Addr(), ":")
+	redistest.WaitFor(t, 20*time.Second, "the shard's port to follow the promoted node", func() bool {
+		info := moved.admin.Info(t, "replication")
+		return info["master_host"] == host && info["master_port"] == port && info["master_link_status"] == "up"
+	})
+	w.WaitWrites(t, 500)
+	w.Stop()
+	for _, cp := range copies {
+		cp.waitEqual(t, c)
+	}
+	checkOneShardMoved(t, copies, turn, before, figuresOf(t, copies))
+	if got := fullSyncsOf(t, c); !maps.Equal(got, primaries) {
+		t.Errorf("the cluster's sync_full went from %v to %v", primaries, got)
+	}
+}
+
+// checkOneShardMoved checks the ports' figures around a failover in the
+// shard of copies[moved]: no port restarted or made a full sync, up or
+// down; the moved port made a partial resync to the promoted node; no
+// other port's link was touched.
+func checkOneShardMoved(t *testing.T, copies []*shardCopy, moved int, before, after []portFigures) {
+	t.Helper()
+	for i := range copies {
+		b, a := before[i], after[i]
+		if a.runID != b.runID || a.syncFull != b.syncFull || a.upFull != b.upFull {
+			t.Errorf("port %d: run_id %s→%s, sync_full %d→%d, upstream_full_syncs %d→%d; want none changed",
+				copies[i].port, b.runID, a.runID, b.syncFull, a.syncFull, b.upFull, a.upFull)
+		}
+		if i == moved && a.upPartial <= b.upPartial {
+			t.Errorf("port %d: upstream_partial_syncs stayed %d: no partial resync to the promoted node", copies[i].port, b.upPartial)
+		}
+		if i != moved && a.upPartial != b.upPartial {
+			t.Errorf("port %d (another shard): upstream_partial_syncs %d→%d: its link was touched", copies[i].port, b.upPartial, a.upPartial)
+		}
+	}
 }
 
 // costWrites is the write load each side of the cost comparison runs.

@@ -311,6 +311,7 @@ func New(host Host, opts Options) *Link {
 	l := &Link{host: host, pool: opts.Pool, counters: opts.Counters, log: log,
 		retargetCh: make(chan struct{}, 1), lostCh: make(chan struct{}, 1), ackCh: make(chan struct{}, 1), scanner: wire.NewStreamScanner(0)}
 	l.syncTotal.Store(-1)
+	l.settings.Store(&Settings{})
 	return l
 }
 

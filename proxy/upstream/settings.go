@@ -31,10 +31,6 @@ type Settings struct {
 // Any goroutine; before Run, the link has no primary.
 func (l *Link) Configure(s Settings) { l.settings.Store(&s) }
 
-// set returns the Settings in force (read-only).
-func (l *Link) set() *Settings {
-	if s := l.settings.Load(); s != nil {
-		return s
-	}
-	return &Settings{}
-}
+// set returns the Settings in force (read-only): New stores empty ones, so
+// that a link not yet configured has no primary.
+func (l *Link) set() *Settings { return l.settings.Load() }

@@ -58,3 +58,30 @@ func TestDelayGoalsFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayGoalsBurst holds a burst's median to the chained relay's own
+// added delay, and a paced row's to half of it.
+func TestDelayGoalsBurst(t *testing.T) {
+	for _, c := range []struct {
+		rate int
+		want string
+		met  bool
+	}{
+		{1000, "≤ 30 µs", false}, // paced: proxy 50 against half of chained's 60
+		{0, "≤ 60 µs", true},     // burst: proxy 50 against chained's 60
+	} {
+		s := delaySummary{point: delayPoint{rate: c.rate, valueSize: 512, replicas: 1, window: delayDefault}}
+		s.delays[pathDirect] = probe.Quantiles{N: 1, P50: 100}
+		s.delays[pathFloor] = probe.Quantiles{N: 1, P50: 110}
+		s.delays[pathChained] = probe.Quantiles{N: 1, P50: 160}
+		s.delays[pathProxy] = probe.Quantiles{N: 1, P50: 150}
+		for _, p := range delayPaths {
+			s.core[p] = sample.Summary{Median: 1, N: 1}
+			s.switches[p] = sample.Summary{Median: 1, N: 1}
+		}
+		gs := (&delayResult{points: []delaySummary{s}}).delayGoals()
+		if !strings.HasPrefix(gs[0].goal, "added median") || gs[0].target != c.want || gs[0].met != c.met {
+			t.Errorf("rate %d: first goal %q target %q met %v, want the median's, %q, met %v", c.rate, gs[0].goal, gs[0].target, gs[0].met, c.want, c.met)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -361,6 +362,10 @@ func (c *session) seeded(seed Seed, newID string) {
 	l.log.Info("partial resync accepted at the snapshot source's position", "replid", replID, "repl-offset", offset)
 }
 
+// compressedReadBuffer is the read buffer under a compressed link's
+// decoder: a live stream's chunks are a few hundred bytes to a few KiB.
+const compressedReadBuffer = 64 << 10
+
 // decompress starts reading a compressed session's bytes through a
 // linkzstd.Reader, when the primary agreed to compress: its first byte is
 // the one after the PSYNC reply line just read, which the handshake's reader
@@ -371,7 +376,8 @@ func (c *session) decompress(main bool) {
 	if !c.agreed || c.zr != nil {
 		return
 	}
-	c.zr = linkzstd.NewReader(drainThen{c.rd, c.conn})
+	// Buffered: a chunk's header and body then come in one read, not two.
+	c.zr = linkzstd.NewReader(bufio.NewReaderSize(drainThen{c.rd, c.conn}, compressedReadBuffer))
 	c.in = c.zr
 	c.rd = wire.NewCommandReader(c.zr, wire.Limits{})
 	if main {

@@ -51,14 +51,17 @@ type delayPoint struct {
 // link over TLS (the forwarder then forwards the TLS bytes); and, in place
 // of the one proxy, two in a row joined by a zstd-compressed link (proxy A
 // → proxy B with repl-link-compression zstd → N replicas), as between two
-// regions.
+// regions, at proxy A's default repl-link-compression-coalesce-usec and
+// at zstdCoalesce (the setting that trades delay for the codec's CPU).
 const (
-	delayLogOff = "log-off"
-	delayTLS    = "tls"
-	delayZstd   = "zstd"
+	delayLogOff    = "log-off"
+	delayTLS       = "tls"
+	delayZstd      = "zstd"
+	delayZstdSlow  = "zstd-coalesced"
+	zstdCoalesceUS = "2000"
 )
 
-var delayVariantNames = []string{delayLogOff, delayTLS, delayZstd}
+var delayVariantNames = []string{delayLogOff, delayTLS, delayZstd, delayZstdSlow}
 
 func (p delayPoint) String() string {
 	load := "burst"
@@ -168,11 +171,14 @@ func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayS
 	if pt.window != delayDefault {
 		args = append(args, "--repl-read-coalesce-usec", pt.window)
 	}
+	if pt.variant == delayZstdSlow {
+		args = append(args, "--repl-link-compression-coalesce-usec", zstdCoalesceUS)
+	}
 	if s.proxy, err = startRelay(ctx, c, proxied, v, s.primary, args...); err != nil {
 		return nil, err
 	}
 	upProxy := s.proxy
-	if pt.variant == delayZstd {
+	if pt.variant == delayZstd || pt.variant == delayZstdSlow {
 		if s.proxyB, err = c.StartProxy(ctx, "proxy-b", s.proxy, append(noReplicaLimit(), "--repl-link-compression", "zstd")...); err != nil {
 			return nil, err
 		}

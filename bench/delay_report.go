@@ -174,7 +174,8 @@ func (r *results) delayMarkdown(p printer, charts map[string]string) {
 	p("the direct replica as in the plain rows); *TLS* (every replication link over TLS, the chained")
 	p("relay's and the direct replica's too; the floor forwards the TLS bytes); *zstd pair* (proxy A")
 	p("→ proxy B, which asks for `repl-link-compression zstd` → N replicas: two hops, and the relay")
-	p("CPU is both proxies'). *floor*: N replicas behind a process that only copies bytes between")
+	p("CPU is both proxies'; *link coalescing*: proxy A's `repl-link-compression-coalesce-usec`, whose")
+	p("default is 0). *floor*: N replicas behind a process that only copies bytes between")
 	p("each replica's socket and a connection of its own to the primary (the primary sends to each),")
 	p("by %s:", forwardKind)
 	p("the least any relay can add, one more hop and one more process woken per packet for all N;")
@@ -230,6 +231,8 @@ func (s delaySummary) proxyLabel() string {
 		return w + ", TLS"
 	case delayZstd:
 		return w + ", zstd pair"
+	case delayZstdSlow:
+		return w + ", zstd pair, link coalescing " + zstdCoalesceUS + " µs"
 	}
 	return w
 }

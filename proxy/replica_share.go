@@ -19,5 +19,5 @@ type replicaShare struct {
 // replicaSettings are the directives of cfg a replica reads as it goes.
 func replicaSettings(cfg *config.Config) downstream.Settings {
 	return downstream.Settings{ReplTimeout: cfg.ReplTimeout, SyncRateLimit: cfg.ReplLinkSyncRateLimit,
-		MemoryWindow: memoryWindow(cfg)}
+		MemoryWindow: memoryWindow(cfg), LinkCoalesce: cfg.ReplLinkCompressionCoalesce}
 }

@@ -203,6 +203,20 @@ var directives = []directive{
 		return d
 	}(),
 	{
+		name: "repl-link-compression-coalesce-usec", mutable: true, nargs: 1,
+		set: func(c *Config, args []string) error {
+			n, err := parseIntRange(args[0], 0, int64(MaxLinkCoalesce/time.Microsecond))
+			if err != nil {
+				return err
+			}
+			c.ReplLinkCompressionCoalesce = time.Duration(n) * time.Microsecond
+			return nil
+		},
+		get: func(c *Config) string {
+			return strconv.FormatInt(int64(c.ReplLinkCompressionCoalesce/time.Microsecond), 10)
+		},
+	},
+	{
 		name: "repl-read-coalesce-usec", mutable: true, nargs: 1,
 		set: func(c *Config, args []string) error {
 			n, err := parseIntRange(args[0], 0, int64(MaxReadCoalesce/time.Microsecond))

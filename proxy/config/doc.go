@@ -70,6 +70,8 @@
 //	                             least SyncRatePiece
 //	                             per repl-timeout)
 //	repl-read-coalesce-usec      0 (never)               yes      ReplReadCoalesce
+//	repl-link-compression-coalesce-usec
+//	                             0 (never)               yes      ReplLinkCompressionCoalesce
 //	repl-log-window              64mb (min 4mb)          yes      ReplLogWindow
 //	ack-policy                   received                yes      AckReplicas
 //	client-output-buffer-limit   normal 0 0 0            yes      ClientOutputBufferLimit

@@ -43,6 +43,7 @@ func (c *Config) Validate() error {
 		{"snapshot-from", checkSnapshotFrom(c.SnapshotFromHost, c.SnapshotFromPort)},
 		{"repl-link-sync-rate-limit", checkSyncRate(c.ReplLinkSyncRateLimit, c.ReplTimeout)},
 		{"repl-read-coalesce-usec", checkReadCoalesce(c.ReplReadCoalesce)},
+		{"repl-link-compression-coalesce-usec", checkLinkCoalesce(c.ReplLinkCompressionCoalesce)},
 		{"client-output-buffer-limit", checkOutputLimits(&c.ClientOutputBufferLimit)},
 		{"ack-policy", checkAckReplicas(c.AckReplicas)},
 		{"maxmemory", checkNonNegative(c.MaxMemory)},
@@ -297,6 +298,13 @@ func checkAckReplicas(n int) error {
 func checkReadCoalesce(d time.Duration) error {
 	if d < 0 || d > MaxReadCoalesce || d%time.Microsecond != 0 {
 		return fmt.Errorf("%w %v: must be whole microseconds from 0 to %v", ErrInvalidValue, d, MaxReadCoalesce)
+	}
+	return nil
+}
+
+func checkLinkCoalesce(d time.Duration) error {
+	if d < 0 || d > MaxLinkCoalesce || d%time.Microsecond != 0 {
+		return fmt.Errorf("%w %v: must be whole microseconds from 0 to %v", ErrInvalidValue, d, MaxLinkCoalesce)
 	}
 	return nil
 }

@@ -128,10 +128,6 @@ type Replica struct {
 	zw      atomic.Pointer[linkzstd.Writer]
 	sent    atomic.Int64
 	started time.Time // when the replica was made (its link's age); read-only
-	// coalesce is how long a compressed stream's chunk under linkChunkMin
-	// waits for more (writer.flushStream): linkCoalesce, which tests may
-	// lengthen before Run. Read-only once Run starts.
-	coalesce time.Duration
 
 	state   atomic.Int32                   // a State
 	ackOff  atomic.Int64                   // highest offset ACKed
@@ -177,7 +173,6 @@ func New(cfg Config) *Replica {
 		r.log = hclog.NewNullLogger()
 	}
 	r.started = time.Now()
-	r.coalesce = linkCoalesce
 	r.ackTime.Store(r.started.UnixNano())
 	if cfg.Plan.Partial {
 		r.state.Store(int32(Online))

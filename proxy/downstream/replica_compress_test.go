@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"testing"
@@ -111,7 +112,9 @@ func TestReplicaCompressedStreamCoalesces(t *testing.T) {
 	hs := Handshake{CapaEOF: true, CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"}
 	id := replid.New()
 	r := e.replica(hs, history.Plan{Partial: true, ReplID: id, Offset: 10, Cursor: cur})
-	r.coalesce = time.Hour
+	set := r.set.Load()
+	set.LinkCoalesce = time.Hour
+	r.set.Store(set)
 	go r.Run(context.Background())
 	br := bufio.NewReader(peer)
 	line := "+CONTINUE " + id + "\r\n"
@@ -147,4 +150,42 @@ func TestReplicaCompressedStreamCoalesces(t *testing.T) {
 	}
 	peer.Close()
 	<-host.ended
+}
+
+// TestFlushStreamCoalescing: a small chunk of live stream goes at once by
+// default, where the stream has nothing more for it; with
+// repl-link-compression-coalesce-usec set it waits for more (here the
+// wait ends at once, its context already cancelled).
+func TestFlushStreamCoalescing(t *testing.T) {
+	st := newTestEnv(t).hist.Stream()
+	st.Append([]byte("0123456789"))
+	cur, err := st.Attach(11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		coalesce time.Duration
+		wantErr  error
+		sent     bool
+	}{
+		{0, nil, true},
+		{2 * time.Millisecond, context.Canceled, false},
+	} {
+		var wire bytes.Buffer
+		set := &LiveSettings{}
+		set.Store(Settings{LinkCoalesce: c.coalesce})
+		w := &writer{r: &Replica{set: set}, z: linkzstd.NewWriter(&wire)}
+		w.z.Write([]byte("SET k v"))
+		err := w.flushStream(ctx, cur, 7)
+		if !errors.Is(err, c.wantErr) {
+			t.Errorf("coalesce %v: flushStream = %v, want %v", c.coalesce, err, c.wantErr)
+		}
+		if sent := wire.Len() > 0; sent != c.sent {
+			t.Errorf("coalesce %v: chunk sent %v, want %v", c.coalesce, sent, c.sent)
+		}
+		w.z.Close()
+	}
 }

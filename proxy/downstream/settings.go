@@ -17,6 +17,11 @@ type Settings struct {
 	// MemoryWindow is how far behind the stream's end a replica may be and
 	// still be sent from memory while the stream log runs.
 	MemoryWindow int64
+	// LinkCoalesce is repl-link-compression-coalesce-usec: how long a
+	// compressed link's chunk of live stream under linkChunkMin may wait
+	// for more before it goes (writer.flushStream), read as each chunk
+	// starts; 0: it goes as soon as the stream has no more.
+	LinkCoalesce time.Duration
 }
 
 // LiveSettings holds the Settings in force for every replica: the server

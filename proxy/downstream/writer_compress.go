@@ -48,23 +48,26 @@ func (w *writer) flush() error {
 	return w.z.Flush()
 }
 
-// On a compressed link the stream loop ends a chunk smaller than
-// linkChunkMin only once linkCoalesce passed without more to send. A live
-// stream of small commands would otherwise make one chunk per publish (a
-// few hundred bytes): zstd then costs about three times its CPU per byte of
-// 16 KiB chunks on both ends (the codec benchmark: 25.8 against 8.1 CPU-s
-// per GB compressing cache-like data on this project's 2-core machine),
-// and the ratio drops (3.2 against 4.5). A link across regions has tens of
-// milliseconds of round trip; 2 ms more is what it costs to halve the CPU.
-const (
-	linkChunkMin = 16 << 10
-	linkCoalesce = 2 * time.Millisecond
-)
+// On a compressed link the stream loop ends a chunk when the stream has no
+// more for it, as a plain link writes; a chunk is then as large as what
+// arrived while the last one was written, up to MaxChunkRaw. An operator
+// may let a chunk smaller than linkChunkMin wait for more
+// (repl-link-compression-coalesce-usec): a live stream of small commands
+// otherwise makes one chunk per publish (a few hundred bytes), and zstd
+// then costs about three times its CPU per byte of 16 KiB chunks on both
+// ends (the codec benchmark: 25.8 against 8.1 CPU-s per GB compressing
+// cache-like data on this project's 2-core machine), and the ratio drops
+// (3.2 against 4.5). Every byte of such a chunk then reaches the replicas
+// behind the link up to that much later, which is why the default waits
+// for nothing: a replica behind two proxies is no staler for the link's
+// codec than the link's own round trip makes it.
+const linkChunkMin = 16 << 10
 
 // flushStream ends the compressed chunk the stream loop is filling once it
-// holds linkChunkMin raw bytes or linkCoalesce passed since its first byte
-// and cur has nothing more; until then it waits for more (returning nil
-// when cur has some, for the loop to send into the same chunk). A send of
+// holds linkChunkMin raw bytes, or the coalescing time (Settings.
+// LinkCoalesce, read as the chunk starts) passed since its first byte and
+// cur has nothing more; until then it waits for more (returning nil when
+// cur has some, for the loop to send into the same chunk). A send of
 // nothing (n 0) flushes at once: the loop is about to park. A plain link
 // has nothing to flush.
 func (w *writer) flushStream(ctx context.Context, cur *replbuf.Cursor, n int64) error {
@@ -74,7 +77,7 @@ func (w *writer) flushStream(ctx context.Context, cur *replbuf.Cursor, n int64) 
 	if n > 0 && w.z.Buffered() > 0 && w.z.Buffered() < linkChunkMin {
 		now := time.Now()
 		if w.coalesceUntil.IsZero() {
-			w.coalesceUntil = now.Add(w.r.coalesce)
+			w.coalesceUntil = now.Add(w.r.set.Load().LinkCoalesce)
 		}
 		if d := w.coalesceUntil.Sub(now); d > 0 {
 			wctx, cancel := context.WithTimeout(ctx, d)

@@ -655,3 +655,34 @@ func TestWriterMemory(t *testing.T) {
 		t.Errorf("the largest Writer holds %d bytes; WriterMemory, %d, is more than it needs", largest, WriterMemory)
 	}
 }
+
+// TestFlushChunk: the chunks FlushChunk returns, sent by the caller, read
+// back as Flush's do; nothing is written to dst, and an empty Writer
+// returns no chunk.
+func TestFlushChunk(t *testing.T) {
+	var dst bytes.Buffer
+	w := NewWriter(&dst)
+	defer w.Close()
+	if c, err := w.FlushChunk(); err != nil || c != nil {
+		t.Fatalf("empty FlushChunk = %d bytes, %v; want none", len(c), err)
+	}
+	var wire []byte
+	for _, p := range []string{"SET k v\r\n", "", "INCR counter\r\n"} {
+		w.Write([]byte(p))
+		c, err := w.FlushChunk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire = append(wire, c...)
+	}
+	if dst.Len() != 0 {
+		t.Fatalf("FlushChunk wrote %d bytes to dst", dst.Len())
+	}
+	got, err := io.ReadAll(NewReader(bytes.NewReader(wire)))
+	if err != nil || string(got) != "SET k v\r\nINCR counter\r\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if s := w.Stats(); s.Raw != 23 || s.Wire != int64(len(wire)) {
+		t.Fatalf("stats %+v, want 23 raw and %d wire bytes", s, len(wire))
+	}
+}

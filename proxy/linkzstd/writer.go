@@ -125,18 +125,38 @@ func (w *Writer) Write(p []byte) (int, error) {
 // Flush ends the current chunk and writes it to dst with one dst.Write. With
 // nothing pending it writes nothing.
 func (w *Writer) Flush() error {
-	if w.err != nil {
+	chunk, err := w.FlushChunk()
+	if err != nil || len(chunk) == 0 {
+		return err
+	}
+	if _, err := w.dst.Write(chunk); err != nil {
+		// The encoder's window already holds the chunk the peer did not
+		// get: the stream cannot go on.
+		w.err = fmt.Errorf("linkzstd: write chunk: %w", err)
 		return w.err
 	}
+	return nil
+}
+
+// FlushChunk ends the current chunk and returns it whole (header and
+// body) for the caller to send, instead of writing it to dst: a sender
+// that must not block writes what the socket takes and the rest later, in
+// order, before anything this Writer makes next. The slice is the
+// Writer's, valid until its next Write, Flush or FlushChunk. With nothing
+// pending it returns nothing. The chunk counts as sent in Stats.
+func (w *Writer) FlushChunk() ([]byte, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
 	if w.pending == 0 {
-		return nil
+		return nil, nil
 	}
 	t0, weight := w.cpu.begin(w.pending)
 	err := w.enc.Flush()
 	w.cpu.end(t0, weight)
 	if err != nil {
 		w.err = fmt.Errorf("linkzstd: compress: %w", err)
-		return w.err
+		return nil, w.err
 	}
 	if w.held.Load() != WriterMemory {
 		w.held.Store(WriterMemory) // the encoder made its history
@@ -145,21 +165,15 @@ func (w *Writer) Flush() error {
 	if body < 1 || body > MaxChunkWire {
 		// A chunk the Reader would refuse is never sent.
 		w.err = fmt.Errorf("linkzstd: a chunk of %d raw bytes compressed to %d", w.pending, body)
-		return w.err
+		return nil, w.err
 	}
 	putHeader(w.chunk.b, body, w.pending, w.crc)
-	_, err = w.dst.Write(w.chunk.b)
+	chunk := w.chunk.b
 	w.raw.Add(int64(w.pending))
-	w.wire.Add(int64(len(w.chunk.b)))
+	w.wire.Add(int64(len(chunk)))
 	w.chunk.b = w.chunk.b[:headerSize]
 	w.pending, w.crc = 0, 0
-	if err != nil {
-		// The encoder's window already holds the chunk the peer did not
-		// get: the stream cannot go on.
-		w.err = fmt.Errorf("linkzstd: write chunk: %w", err)
-		return w.err
-	}
-	return nil
+	return chunk, nil
 }
 
 // WriterMemory is what a Writer holds, at most: its encoder's history (the

@@ -27,9 +27,10 @@
 //     downstream proxy whose handshake agreed to link compression
 //     (Handshake.Compression), everything after the PSYNC reply line goes
 //     through a linkzstd.Writer, one per connection, flushed after every
-//     write operation (writer.compress, writer.flush; the stream's small
-//     chunks wait a little for more: writer.flushStream), with neither
-//     sendfile, nor write slices, nor the inline fan-out;
+//     write operation (writer.compress, writer.flush; the stream's chunks
+//     go once it has no more, or wait for more as the link's coalescing
+//     setting says: writer.flushStream), with neither sendfile nor write
+//     slices; caught up, its small chunks go inline (below);
 //   - traffic control (ratelimit.go): a downstream proxy's full-sync
 //     payloads (a replica that said capa replproxy: Replica.IsProxy) go
 //     through a pacer of its own, which its write loop switches on at the
@@ -88,8 +89,12 @@
 // (syscall.RawConn.Write with a callback that always returns true, so that
 // a full socket returns EAGAIN instead of parking the producer). A write
 // loop joins the Fanout when it starts streaming from memory over a plain
-// TCP socket; TLS replicas, compressed links, and anything that is not a
-// socket, keep their write loop for every byte.
+// TCP socket, a compressed link's included: there the producer compresses
+// a batch under 16 KiB into one chunk and writes it, and what the socket
+// does not take of it the write loop sends first when it has the socket
+// back (inlineSender.rest); larger batches, and every batch while the
+// link's coalescing setting is on, are the write loop's. TLS replicas,
+// and anything that is not a socket, keep their write loop for every byte.
 //
 // One writer per socket: the replica's owner flag (inlineSender.owner) says
 // who may write its socket and use its cursor, and only the holder changes

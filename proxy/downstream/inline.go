@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/replbuf"
 )
 
@@ -32,7 +33,8 @@ const (
 // The proxy holds one, hands it to every replica (Config.Fanout) and calls
 // Flush on the upstream link's goroutine after each publish. A replica's
 // write loop adds itself when it starts streaming from memory over a socket
-// that allows it (plain TCP, not TLS) and removes itself when it stops.
+// that allows it (plain TCP, compressed or not; not TLS) and removes
+// itself when it stops.
 type Fanout struct {
 	mu   sync.Mutex                      // serialises add and remove; a leaf
 	list atomic.Pointer[[]*inlineSender] // copy on write under mu; Flush reads it without a lock
@@ -134,6 +136,20 @@ type inlineSender struct {
 	// after. delays may be nil.
 	delays *WriteDelays
 	st     *replbuf.Stream
+
+	// A downstream proxy's compressed link (newCompressedInlineSender):
+	// z is its encoder, and each batch is one chunk, written raw to the
+	// socket below it; what the socket did not take of a chunk is rest,
+	// which the write loop sends (sendRest) before anything else once it
+	// has the socket back. coalesce is the link's setting in force: a
+	// link told to gather chunks (repl-link-compression-coalesce-usec) is
+	// handed to its write loop, which waits for more. z and rest belong to
+	// whoever owns the socket; nil z is a plain link.
+	z        *linkzstd.Writer
+	rest     []byte
+	rests    atomic.Int64 // chunks the socket took only part of
+	chunk    [1][]byte
+	coalesce func() time.Duration
 }
 
 // newInlineSender returns conn's inline sender, or nil when conn cannot be
@@ -157,6 +173,17 @@ func newInlineSender(conn net.Conn, out *atomic.Int64) *inlineSender {
 	s := &inlineSender{kick: make(chan struct{}, 1), rc: rc, out: out}
 	s.owner.Store(ownWriter)
 	s.write = s.writeFD // one method value, so that no write allocates
+	return s
+}
+
+// newCompressedInlineSender returns the inline sender of a compressed link
+// whose encoder is z and whose socket is conn (below the encoder), or nil
+// when conn is no socket the producer can write without blocking.
+func newCompressedInlineSender(conn net.Conn, z *linkzstd.Writer, coalesce func() time.Duration, out *atomic.Int64) *inlineSender {
+	s := newInlineSender(conn, out)
+	if s != nil {
+		s.z, s.coalesce = z, coalesce
+	}
 	return s
 }
 
@@ -189,6 +216,9 @@ func (s *inlineSender) handOver() {
 // only part, the cursor is further behind than the batch, or something
 // failed (the write loop meets the same error and closes for it).
 func (s *inlineSender) sendBatch() (handOver bool) {
+	if s.z != nil {
+		return s.sendChunk()
+	}
 	c := s.cur
 	bufs, err := c.Pending()
 	if err != nil {
@@ -217,6 +247,67 @@ func (s *inlineSender) sendBatch() (handOver bool) {
 		}
 	}
 	return rerr != nil || failed || n < total || c.Lag() > 0
+}
+
+// sendChunk is sendBatch on a compressed link: the cursor's next batch,
+// when it is a small one (under linkChunkMin), compressed into one chunk
+// and written by one non-blocking write. The batch is the encoder's once
+// compressed, so the cursor moves past it whatever the socket took; the
+// rest of the chunk waits for the write loop (rest). A larger batch is
+// the write loop's to compress, on its own goroutine: the producer's time
+// per publish stays a small chunk's per compressed link.
+func (s *inlineSender) sendChunk() (handOver bool) {
+	if s.coalesce() > 0 {
+		return true
+	}
+	c := s.cur
+	bufs, err := c.Pending()
+	if err != nil {
+		return true
+	}
+	if len(*bufs) == 0 {
+		return false
+	}
+	took := 0
+	for _, b := range *bufs {
+		took += len(b)
+	}
+	if took >= linkChunkMin || s.z.Buffered() > 0 {
+		return true
+	}
+	for _, b := range *bufs {
+		if _, err := s.z.Write(b); err != nil {
+			return true // the write loop meets the encoder's error
+		}
+	}
+	chunk, err := s.z.FlushChunk()
+	if err != nil || len(chunk) == 0 {
+		return true
+	}
+	from := c.Offset()
+	s.chunk[0] = chunk
+	s.vec.load(s.chunk[:])
+	s.chunk[0] = nil
+	s.enter()
+	rerr := s.rc.Write(s.write)
+	s.leave()
+	n, failed := s.vec.result()
+	s.inline.Add(1)
+	if n < len(chunk) {
+		s.rest = append(s.rest[:0], chunk[n:]...)
+		s.rests.Add(1)
+	}
+	if s.st != nil {
+		s.delays.wrote(WriteInline, s.st, c.Generation(), from)
+	}
+	s.out.Add(int64(took))
+	if s.sent != nil {
+		s.sent.Add(int64(took))
+	}
+	if err := c.Advance(int64(took)); err != nil {
+		return true
+	}
+	return rerr != nil || failed || len(s.rest) > 0 || c.Lag() > 0
 }
 
 // enter and leave bracket every write of the stream to the socket.

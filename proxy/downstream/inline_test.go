@@ -18,6 +18,7 @@ import (
 
 	"github.com/replproxy/replproxy/internal/redistest"
 	"github.com/replproxy/replproxy/proxy/history"
+	"github.com/replproxy/replproxy/proxy/linkzstd"
 	"github.com/replproxy/replproxy/proxy/wire"
 	"github.com/replproxy/replproxy/replbuf"
 	"github.com/replproxy/replproxy/replid"
@@ -62,6 +63,12 @@ type inlineReplica struct {
 // replica connects a replica at the stream's end over loopback TCP and
 // runs it; the peer has read +CONTINUE when it returns.
 func (e *inlineEnv) replica() *inlineReplica {
+	e.t.Helper()
+	return e.replicaWith(Handshake{CapaPSync2: true})
+}
+
+// replicaWith is replica for a replica whose handshake was hs.
+func (e *inlineEnv) replicaWith(hs Handshake) *inlineReplica {
 	t := e.t
 	t.Helper()
 	peer, conn := redistest.TCPPair(t)
@@ -77,7 +84,7 @@ func (e *inlineEnv) replica() *inlineReplica {
 	}
 	ir := &inlineReplica{peer: peer, br: bufio.NewReaderSize(peer, 64<<10)}
 	ir.r = New(Config{ID: 1, Conn: conn, Reader: wire.NewCommandReader(conn, wire.Limits{}), Addr: "127.0.0.1:1",
-		Handshake: Handshake{CapaPSync2: true}, Plan: history.Plan{Partial: true, ReplID: e.id, Cursor: cur},
+		Handshake: hs, Plan: history.Plan{Partial: true, ReplID: e.id, Cursor: cur},
 		Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(), Log: hclog.NewNullLogger(), Fanout: e.fan,
 		Counters: Counters{OutputBytes: &ir.out, Closes: new(CloseCounts), Dropped: new(atomic.Int64), ToDisk: new(atomic.Int64),
 			Delays: &e.delays}})
@@ -393,4 +400,144 @@ func TestInlineOnlyPlainSockets(t *testing.T) {
 	if newInlineSender(tls.Client(c, &tls.Config{}), &out) != nil {
 		t.Error("TLS over TCP got an inline sender")
 	}
+}
+
+// TestInlineCompressedLink: downstream proxies whose links are compressed
+// are sent small publishes inline, one chunk each, and larger ones by
+// their write loops; their readers pause at random, so that chunks are
+// cut short by a full socket and finished by the write loop. Every peer
+// decodes exactly the published bytes in order, no two writes overlapped,
+// and all three paths were taken: inline chunks, hand-overs, and a chunk's
+// rest sent by the write loop.
+func TestInlineCompressedLink(t *testing.T) {
+	const replicas = 3
+	total := int64(6 << 20)
+	if testing.Short() {
+		total = 2 << 20
+	}
+	e := newInlineEnv(t)
+	st := e.hist.Stream()
+	start := st.Offset() + 1
+	rs := make([]*inlineReplica, replicas)
+	for i := range rs {
+		rs[i] = e.replicaWith(Handshake{CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"})
+	}
+	prog := newProgress(replicas)
+	errs := make(chan error, replicas)
+	var hold atomic.Bool // readers stop while it is set
+	for i, ir := range rs {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 3))
+			zr := linkzstd.NewReader(ir.br)
+			defer zr.Close()
+			buf := make([]byte, 32<<10)
+			for off := start; off < start+total; {
+				for hold.Load() {
+					time.Sleep(time.Millisecond)
+				}
+				if rng.IntN(16) == 0 {
+					// Long enough for the producer to fill the socket.
+					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+				}
+				k := min(int64(1+rng.IntN(len(buf))), start+total-off)
+				ir.peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+				n, err := zr.Read(buf[:k])
+				if err != nil {
+					errs <- fmt.Errorf("replica %d at offset %d: %w", i, off, err)
+					return
+				}
+				for j := range int64(n) {
+					if got, want := buf[j], noisyByte(off+j); got != want {
+						errs <- fmt.Errorf("replica %d: offset %d is %#x, want %#x", i, off+j, got, want)
+						return
+					}
+				}
+				off += int64(n)
+				prog.set(i, off)
+			}
+			errs <- nil
+		}()
+	}
+	rng := rand.New(rand.NewPCG(98, 3))
+	chunk := make([]byte, 64<<10)
+	// Halfway, the readers stop and small publishes go on until every
+	// socket has cut an inline chunk short: its write loop then has the
+	// chunk's rest to send first, whatever the timing of the rest.
+	cut := func() bool {
+		for _, ir := range rs {
+			if ir.sender().rests.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for off, held := start, false; off < start+total; {
+		if !held && off > start+total/2 {
+			held = true
+			if err := prog.wait(off, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			hold.Store(true)
+			for ; !cut() && off < start+total; off += 2 << 10 {
+				if err := st.Append(fillNoisy(chunk[:2<<10], off)); err != nil {
+					t.Fatal(err)
+				}
+				e.fan.Flush()
+			}
+			hold.Store(false)
+		}
+		size := 1 + rng.IntN(4<<10)
+		if rng.IntN(16) == 0 {
+			size = 1 + rng.IntN(len(chunk))
+		}
+		k := min(int64(size), start+total-off)
+		if err := st.Append(fillNoisy(chunk[:k], off)); err != nil {
+			t.Fatal(err)
+		}
+		e.fan.Flush()
+		off += k
+		if rng.IntN(64) == 0 {
+			if err := prog.wait(off, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range rs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inline, handed, rests int64
+	for i, ir := range rs {
+		s := ir.sender()
+		if s.z == nil {
+			t.Fatalf("replica %d: the inline sender is not the compressed link's", i)
+		}
+		if n := s.overlaps.Load(); n != 0 {
+			t.Errorf("replica %d: %d writes began while another was in flight", i, n)
+		}
+		inline += s.inline.Load()
+		handed += s.handed.Load()
+		rests += s.rests.Load()
+	}
+	if inline == 0 || handed == 0 || rests == 0 {
+		t.Fatalf("%d inline chunks, %d hand-overs, %d chunks finished by the write loop: every path must be taken", inline, handed, rests)
+	}
+	t.Logf("%d inline chunks, %d hand-overs, %d chunks finished by the write loop", inline, handed, rests)
+}
+
+// noisyByte is the compressed test's stream byte at off: a hash of it,
+// which zstd cannot shrink, so that chunks fill the small socket buffers.
+func noisyByte(off int64) byte {
+	z := uint64(off) * 0x9e3779b97f4a7c15 // splitmix64's finaliser
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return byte(z ^ z>>31)
+}
+
+func fillNoisy(p []byte, from int64) []byte {
+	for i := range p {
+		p[i] = noisyByte(from + int64(i))
+	}
+	return p
 }

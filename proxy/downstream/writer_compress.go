@@ -106,11 +106,26 @@ func (w *writer) endCompression() {
 // compressedConn is a replica's connection once its link is compressed:
 // Write goes to the encoder, which writes whole chunks to the connection;
 // Read, deadlines and Close are the connection's. It is neither a
-// *net.TCPConn nor a syscall.Conn, so sendfile does not apply to it and it
-// never joins the inline Fanout, as a TLS connection does not.
+// *net.TCPConn nor a syscall.Conn, so sendfile does not apply to it; the
+// inline Fanout writes the socket below it, through the encoder
+// (newCompressedInlineSender).
 type compressedConn struct {
 	net.Conn
 	z *linkzstd.Writer
 }
 
 func (c *compressedConn) Write(p []byte) (int, error) { return c.z.Write(p) }
+
+// sendRest sends what the socket did not take of the inline sender's last
+// chunk on a compressed link, under a write deadline of repl-timeout,
+// before the write loop writes anything else: the chunk is whole in the
+// encoder's window already, so the peer must get all of it, in order.
+func (w *writer) sendRest(in *inlineSender) error {
+	if len(in.rest) == 0 {
+		return nil
+	}
+	w.r.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	_, err := w.r.conn.Write(in.rest)
+	in.rest = in.rest[:0]
+	return err
+}

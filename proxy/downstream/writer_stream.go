@@ -34,8 +34,8 @@ const writeSlice = 20 * time.Millisecond
 // without progress ends the replica, as one long write would. plan.Cursor is
 // the cursor in use (nil while on the log), for release to close.
 //
-// Caught up, it parks: with a Fanout and a plain TCP socket it lends the
-// socket to the producer's inline sender (inlineSender.park) and waits to
+// Caught up, it parks: with a Fanout and a plain TCP socket (a compressed
+// link's too) it lends the socket to the producer's inline sender (inlineSender.park) and waits to
 // be handed it back, otherwise it waits on its cursor.
 func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
@@ -43,7 +43,11 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r.startStream(plan.Cursor.Offset())
 	st := r.hist.Stream()
 	var in *inlineSender
-	if r.fanout != nil {
+	switch {
+	case r.fanout == nil:
+	case w.z != nil:
+		in = newCompressedInlineSender(r.conn, w.z, func() time.Duration { return r.set.Load().LinkCoalesce }, w.out)
+	default:
 		in = newInlineSender(w.conn, w.out)
 	}
 	if in != nil {
@@ -121,7 +125,9 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		}
 		if n == 0 {
 			if in != nil {
-				err = in.park(ctx, w.conn, cur)
+				if err = in.park(ctx, w.conn, cur); err == nil {
+					err = w.sendRest(in)
+				}
 			} else {
 				err = cur.Wait(ctx)
 			}

@@ -352,7 +352,7 @@ type Config struct {
 	// in microseconds in the directive: how long a chunk of live stream
 	// smaller than 16 KiB may wait for more before this proxy sends it to
 	// a downstream proxy over a compressed link. Small chunks cost the
-	// codec about three times the CPU per byte on both ends, and every
+	// codec about four times the CPU per byte on both ends, and every
 	// byte of a chunk that waits reaches the replicas behind the link
 	// that much later. Default 0: a chunk goes as soon as the stream has
 	// no more for it. A change applies from each link's next chunk.

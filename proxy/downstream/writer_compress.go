@@ -54,8 +54,8 @@ func (w *writer) flush() error {
 // may let a chunk smaller than linkChunkMin wait for more
 // (repl-link-compression-coalesce-usec): a live stream of small commands
 // otherwise makes one chunk per publish (a few hundred bytes), and zstd
-// then costs about three times its CPU per byte of 16 KiB chunks on both
-// ends (the codec benchmark: 25.8 against 8.1 CPU-s per GB compressing
+// then costs about four times its CPU per byte of 16 KiB chunks on both
+// ends (the codec benchmark: 22.7 against 5.3 CPU-s per GB compressing
 // cache-like data on this project's 2-core machine), and the ratio drops
 // (3.2 against 4.5). Every byte of such a chunk then reaches the replicas
 // behind the link up to that much later, which is why the default waits

@@ -261,6 +261,7 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 		return true
 	}
 	c := s.cur
+	from := c.Offset()
 	bufs, err := c.Pending()
 	if err != nil {
 		return true
@@ -284,7 +285,6 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 	if err != nil || len(chunk) == 0 {
 		return true
 	}
-	from := c.Offset()
 	s.chunk[0] = chunk
 	s.vec.load(s.chunk[:])
 	s.chunk[0] = nil

@@ -35,8 +35,10 @@ const writeSlice = 20 * time.Millisecond
 // the cursor in use (nil while on the log), for release to close.
 //
 // Caught up, it parks: with a Fanout and a plain TCP socket (a compressed
-// link's too) it lends the socket to the producer's inline sender (inlineSender.park) and waits to
-// be handed it back, otherwise it waits on its cursor.
+// link's too) it lends the socket to the producer's inline sender
+// (inlineSender.park) and waits to be handed it back, then sends what the
+// socket did not take of a compressed chunk (sendRest); otherwise it waits
+// on its cursor.
 func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)

@@ -152,6 +152,40 @@ func (p *progress) wait(end int64, timeout time.Duration) error {
 // sender is the replica's inline sender.
 func (ir *inlineReplica) sender() *inlineSender { return ir.r.inline.Load() }
 
+// readChecked is test reader i of replica ir: it reads the stream's
+// [start, start+total) from src in reads of random size (rng), each after
+// pause, checks every byte against byteAt, and reports its progress.
+func readChecked(ir *inlineReplica, src io.Reader, i int, start, total int64, byteAt func(int64) byte,
+	prog *progress, pause func(), rng *rand.Rand) error {
+	buf := make([]byte, 32<<10)
+	for off := start; off < start+total; {
+		pause()
+		k := min(int64(1+rng.IntN(len(buf))), start+total-off)
+		ir.peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := src.Read(buf[:k]) // what is there: the producer may wait for it
+		if err != nil {
+			return fmt.Errorf("replica %d at offset %d: %w", i, off, err)
+		}
+		if err := checkBytes(buf[:n], off, byteAt); err != nil {
+			return fmt.Errorf("replica %d: %w", i, err)
+		}
+		off += int64(n)
+		prog.set(i, off)
+	}
+	return nil
+}
+
+// checkBytes reports the first byte of p, read from offset off, that is not
+// byteAt's.
+func checkBytes(p []byte, off int64, byteAt func(int64) byte) error {
+	for j := range int64(len(p)) {
+		if got, want := p[j], byteAt(off+j); got != want {
+			return fmt.Errorf("offset %d is %#x, want %#x", off+j, got, want)
+		}
+	}
+	return nil
+}
+
 // streamByte is the stream's byte at offset off: a pattern no shift of
 // itself matches, so that a byte lost, repeated or interleaved shows.
 func streamByte(off int64) byte { return byte(off*7 + off>>8 + off>>16) }
@@ -188,30 +222,13 @@ func TestInlineOneWriterPerSocket(t *testing.T) {
 	for i, ir := range rs {
 		go func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
-			buf := make([]byte, 32<<10)
-			for off := start; off < start+total; {
+			errs <- readChecked(ir, ir.br, i, start, total, streamByte, prog, func() {
 				if rng.IntN(8) == 0 {
 					// A reader that stops for a while: its socket fills and
 					// its write loop takes over, then hands back.
 					time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 				}
-				k := min(int64(1+rng.IntN(len(buf))), start+total-off)
-				ir.peer.SetReadDeadline(time.Now().Add(30 * time.Second))
-				n, err := ir.br.Read(buf[:k]) // what is there: the producer may wait for it
-				if err != nil {
-					errs <- fmt.Errorf("replica %d at offset %d: %w", i, off, err)
-					return
-				}
-				for j := range int64(n) {
-					if got, want := buf[j], streamByte(off+j); got != want {
-						errs <- fmt.Errorf("replica %d: offset %d is %#x, want %#x", i, off+j, got, want)
-						return
-					}
-				}
-				off += int64(n)
-				prog.set(i, off)
-			}
-			errs <- nil
+			}, rng)
 		}()
 	}
 	rng := rand.New(rand.NewPCG(99, 2))
@@ -430,8 +447,7 @@ func TestInlineCompressedLink(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 3))
 			zr := linkzstd.NewReader(ir.br)
 			defer zr.Close()
-			buf := make([]byte, 32<<10)
-			for off := start; off < start+total; {
+			errs <- readChecked(ir, zr, i, start, total, noisyByte, prog, func() {
 				for hold.Load() {
 					time.Sleep(time.Millisecond)
 				}
@@ -439,23 +455,7 @@ func TestInlineCompressedLink(t *testing.T) {
 					// Long enough for the producer to fill the socket.
 					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 				}
-				k := min(int64(1+rng.IntN(len(buf))), start+total-off)
-				ir.peer.SetReadDeadline(time.Now().Add(30 * time.Second))
-				n, err := zr.Read(buf[:k])
-				if err != nil {
-					errs <- fmt.Errorf("replica %d at offset %d: %w", i, off, err)
-					return
-				}
-				for j := range int64(n) {
-					if got, want := buf[j], noisyByte(off+j); got != want {
-						errs <- fmt.Errorf("replica %d: offset %d is %#x, want %#x", i, off+j, got, want)
-						return
-					}
-				}
-				off += int64(n)
-				prog.set(i, off)
-			}
-			errs <- nil
+			}, rng)
 		}()
 	}
 	rng := rand.New(rand.NewPCG(98, 3))

@@ -229,24 +229,35 @@ func (s *inlineSender) sendBatch() (handOver bool) {
 	}
 	total := s.vec.load(*bufs)
 	from := c.Offset()
+	n, failed := s.writeVec()
+	if n > 0 && s.advance(c, from, n) != nil {
+		return true
+	}
+	return failed || n < total || c.Lag() > 0
+}
+
+// writeVec makes the one non-blocking writev of the iovecs loaded, and
+// returns what it took and whether it failed.
+func (s *inlineSender) writeVec() (n int, failed bool) {
 	s.enter()
 	rerr := s.rc.Write(s.write)
 	s.leave()
-	n, failed := s.vec.result()
+	n, failed = s.vec.result()
 	s.inline.Add(1)
-	if n > 0 {
-		if s.st != nil {
-			s.delays.wrote(WriteInline, s.st, c.Generation(), from)
-		}
-		s.out.Add(int64(n))
-		if s.sent != nil {
-			s.sent.Add(int64(n))
-		}
-		if err := c.Advance(int64(n)); err != nil {
-			return true
-		}
+	return n, failed || rerr != nil
+}
+
+// advance counts n stream bytes, from offset from, as sent (the delay of
+// their write, the output counters) and moves the cursor past them.
+func (s *inlineSender) advance(c *replbuf.Cursor, from int64, n int) error {
+	if s.st != nil {
+		s.delays.wrote(WriteInline, s.st, c.Generation(), from)
 	}
-	return rerr != nil || failed || n < total || c.Lag() > 0
+	s.out.Add(int64(n))
+	if s.sent != nil {
+		s.sent.Add(int64(n))
+	}
+	return c.Advance(int64(n))
 }
 
 // sendChunk is sendBatch on a compressed link: the cursor's next batch,
@@ -288,26 +299,15 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 	s.chunk[0] = chunk
 	s.vec.load(s.chunk[:])
 	s.chunk[0] = nil
-	s.enter()
-	rerr := s.rc.Write(s.write)
-	s.leave()
-	n, failed := s.vec.result()
-	s.inline.Add(1)
+	n, failed := s.writeVec()
 	if n < len(chunk) {
 		s.rest = append(s.rest[:0], chunk[n:]...)
 		s.rests.Add(1)
 	}
-	if s.st != nil {
-		s.delays.wrote(WriteInline, s.st, c.Generation(), from)
-	}
-	s.out.Add(int64(took))
-	if s.sent != nil {
-		s.sent.Add(int64(took))
-	}
-	if err := c.Advance(int64(took)); err != nil {
+	if s.advance(c, from, took) != nil {
 		return true
 	}
-	return rerr != nil || failed || len(s.rest) > 0 || c.Lag() > 0
+	return failed || len(s.rest) > 0 || c.Lag() > 0
 }
 
 // enter and leave bracket every write of the stream to the socket.

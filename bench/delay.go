@@ -52,7 +52,8 @@ type delayPoint struct {
 // of the one proxy, two in a row joined by a zstd-compressed link (proxy A
 // → proxy B with repl-link-compression zstd → N replicas), as between two
 // regions, at proxy A's default repl-link-compression-coalesce-usec and
-// at zstdCoalesce (the setting that trades delay for the codec's CPU).
+// at zstdCoalesceUS (the setting that trades delay for the ratio of
+// larger chunks).
 const (
 	delayLogOff    = "log-off"
 	delayTLS       = "tls"

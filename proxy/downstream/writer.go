@@ -125,9 +125,9 @@ type writer struct {
 	// a link whose handshake agreed to it (compress); nil for a plain link.
 	// Every write operation of the writer ends with flush, so that nothing
 	// it sent waits in the encoder, except the stream's, which may wait up
-	// repl-link-compression-coalesce-usec for more (flushStream);
-	// coalesceUntil is when the
-	// chunk being filled must go, zero while none is.
+	// to repl-link-compression-coalesce-usec for more (flushStream);
+	// coalesceUntil is when the chunk being filled must go, zero while
+	// none is.
 	z             *linkzstd.Writer
 	coalesceUntil time.Time
 	// pace, for a downstream proxy, paces its payloads (ratelimit.go):

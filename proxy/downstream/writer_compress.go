@@ -12,8 +12,10 @@ import (
 // The write loop's link compression: for a downstream proxy whose handshake
 // agreed to zstd (Handshake.Compression), everything after the PSYNC reply
 // line goes through a linkzstd.Writer (compress), one chunk per write
-// operation (flush), but for the stream's small ones, which wait a little
-// for more (flushStream).
+// operation (flush); the stream's chunks go once the stream has no more,
+// or wait for more as repl-link-compression-coalesce-usec says
+// (flushStream), and a caught-up link's small ones are sent by the inline
+// fan-out (inlineSender.sendChunk).
 
 // compress makes everything written after the PSYNC reply line, just sent,
 // go through a zstd encoder when the replica's handshake agreed to it
@@ -39,8 +41,7 @@ func (w *writer) compress() {
 // sends it, under that operation's write deadline; a plain link has
 // nothing to flush. One chunk per operation keeps the latency what a
 // plain link's is, and the ratio barely suffers: the encoder's window
-// spans chunks. The stream loop's small chunks wait a little for more
-// (flushStream).
+// spans chunks. The stream loop's chunks are ended by flushStream.
 func (w *writer) flush() error {
 	if w.z == nil {
 		return nil

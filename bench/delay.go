@@ -143,9 +143,10 @@ func (s *delayServers) all() []*cluster.Process {
 	return slices.Concat(s.replicas[:]...)
 }
 
-// startDelay starts the primary, the two relays and their replicas, and
-// returns once every replica has applied one write.
-func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayServers, error) {
+// startDelay starts the primary, the relays and their replicas, and
+// returns once every replica has applied one write; goFloor makes the
+// floor the Go forwarder (forwardGoKind).
+func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint, goFloor bool) (*delayServers, error) {
 	s := &delayServers{}
 	var err error
 	if s.primary, err = startPrimary(ctx, c, 0, noReplicaLimit()...); err != nil {
@@ -155,7 +156,11 @@ func startDelay(ctx context.Context, c *cluster.Cluster, pt delayPoint) (*delayS
 	if err != nil {
 		return nil, err
 	}
-	if s.forwarder, err = c.StartForwarder(ctx, "forwarder", self, s.primary, forwardFlag); err != nil {
+	fwdArgs := []string{forwardFlag}
+	if goFloor {
+		fwdArgs = append(fwdArgs, "-go")
+	}
+	if s.forwarder, err = c.StartForwarder(ctx, "forwarder", self, s.primary, fwdArgs...); err != nil {
 		return nil, err
 	}
 	v := logOn
@@ -296,7 +301,7 @@ func delayOnce(ctx context.Context, o *options, proxyBin string, pt delayPoint) 
 		return run, err
 	}
 	defer closeCluster(c, &err)
-	s, err := startDelay(ctx, c, pt)
+	s, err := startDelay(ctx, c, pt, o.delayGoFloor)
 	if err != nil {
 		return run, err
 	}

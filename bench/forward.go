@@ -13,7 +13,7 @@ import (
 // The forwarder is the floor of a relay's delay and CPU: a process that
 // copies the bytes of every connection to it to a connection it makes
 // upstream, and back, and does nothing else. On Linux it is one thread's
-// event loop of raw system calls (forward_linux.go): per packet one
+// event loop of raw system calls (forward_cgo.go): per packet one
 // epoll_wait, one read and one write, the least an event-driven relay
 // such as redis-server makes, with no language runtime's poller or
 // scheduler between them. A replica attached to the primary through it
@@ -31,6 +31,7 @@ const forwardFlag = "-forward-relay"
 func forwardMain(args []string) error {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	var pairs []string
+	goLoop := fs.Bool("go", false, "copy with a Go read and write loop, a goroutine each way, instead of the event loop")
 	fs.Func("forward", "listen=upstream: host:port to listen on, and to forward each connection to", func(v string) error {
 		pairs = append(pairs, v)
 		return nil
@@ -49,16 +50,45 @@ func forwardMain(args []string) error {
 		}
 		routes = append(routes, forwardRoute{listen, upstream})
 	}
+	if *goLoop {
+		return forwardCopy(routes, readWrite)
+	}
 	return forwardServe(routes)
 }
+
+// forwardGoKind is how the report names the forwarder under -floor go: the
+// floor of a relay written in Go, whose reads and writes go through the Go
+// runtime's poller and scheduler, as the proxy's do.
+const forwardGoKind = "a Go program's read and write loop, a goroutine each way (`net.Conn` Read, then Write of what it read; no splice), through the Go runtime's poller and scheduler as the proxy's reads and writes are"
+
+// readWrite copies src to dst by reads into one buffer and writes of what
+// each read gave, until either fails: a Go relay's least work per packet.
+func readWrite(dst, src net.Conn) {
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// spliced copies src to dst with io.Copy, which the kernel splices
+// between two TCP sockets.
+func spliced(dst, src net.Conn) { io.Copy(dst, src) }
 
 // A forwardRoute is one listener and the upstream its connections go to.
 type forwardRoute struct{ listen, upstream string }
 
-// forwardCopy serves routes with a goroutine pair per connection
-// (io.Copy each way): the forwarder where forward_linux.go's event loop is
-// not built.
-func forwardCopy(routes []forwardRoute) error {
+// forwardCopy serves routes with a goroutine pair per connection, each
+// copying one way with cp: spliced, the forwarder where forward_cgo.go's
+// event loop is not built; readWrite, the Go floor (-floor go).
+func forwardCopy(routes []forwardRoute, cp func(dst, src net.Conn)) error {
 	errs := make(chan error, len(routes))
 	for _, r := range routes {
 		listen, upstream := r.listen, r.upstream
@@ -73,14 +103,14 @@ func forwardCopy(routes []forwardRoute) error {
 					errs <- fmt.Errorf("forward: %w", err)
 					return
 				}
-				go forwardConn(c, upstream)
+				go forwardConn(c, upstream, cp)
 			}
 		}()
 	}
 	return <-errs
 }
 
-func forwardConn(c net.Conn, upstream string) {
+func forwardConn(c net.Conn, upstream string, cp func(dst, src net.Conn)) {
 	defer c.Close()
 	u, err := net.Dial("tcp", upstream)
 	if err != nil {
@@ -90,11 +120,11 @@ func forwardConn(c net.Conn, upstream string) {
 	defer u.Close()
 	done := make(chan struct{})
 	go func() {
-		io.Copy(c, u)
+		cp(c, u)
 		c.Close()
 		close(done)
 	}()
-	io.Copy(u, c)
+	cp(u, c)
 	u.Close()
 	<-done
 }

@@ -8,10 +8,23 @@ import (
 	"time"
 )
 
-// TestForwardServe sends bytes both ways through the event-loop forwarder
-// to an echo server, and sees the forwarder close a pair when one end
-// closes.
+// TestForwardServe sends bytes both ways through each forwarder (the event
+// loop, the Go floor's read and write loop, io.Copy's splice) to an echo
+// server, and sees the forwarder close a pair when one end closes.
 func TestForwardServe(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		serve func([]forwardRoute) error
+	}{
+		{"event-loop", forwardServe},
+		{"go-read-write", func(r []forwardRoute) error { return forwardCopy(r, readWrite) }},
+		{"spliced", func(r []forwardRoute) error { return forwardCopy(r, spliced) }},
+	} {
+		t.Run(f.name, func(t *testing.T) { testForward(t, f.serve) })
+	}
+}
+
+func testForward(t *testing.T, serve func([]forwardRoute) error) {
 	echo, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +52,7 @@ func TestForwardServe(t *testing.T) {
 	// The loop never returns but on a failed listener; its goroutine ends
 	// with the test binary.
 	failed := make(chan error, 1)
-	go func() { failed <- forwardServe([]forwardRoute{{addr, echo.Addr().String()}}) }()
+	go func() { failed <- serve([]forwardRoute{{addr, echo.Addr().String()}}) }()
 
 	var c net.Conn
 	for deadline := time.Now().Add(5 * time.Second); ; {

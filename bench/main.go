@@ -100,6 +100,7 @@ type options struct {
 	// seconds.
 	delayRates    []int
 	delayBurst    bool
+	delayGoFloor  bool // the delay section's floor is the Go forwarder (-floor go), not the C one
 	delaySizes    []int
 	delayN        []int
 	delayWindows  []string
@@ -164,6 +165,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.pacedConns, "paced-conns", 20, "paced: the load's connections, each writing its share every millisecond")
 	delayRates := fs.String("delay-rates", "", "delay: total SETs per second (default 1000,5000,20000,50000; quick 1000,20000)")
 	fs.BoolVar(&o.delayBurst, "delay-burst", true, "delay: a row under a saturating burst too")
+	floor := fs.String("floor", "c", "delay: the floor relay, c (an event loop of raw system calls) or go (a Go read and write loop through the Go runtime's poller)")
 	delaySizes := fs.String("delay-sizes", "", "delay: value sizes in bytes (default 512; quick 512)")
 	delayN := fs.String("delay-replicas", "", "delay: replicas behind each relay (default 1,4,16; quick 1)")
 	delayWindows := fs.String("delay-windows", "default,1000", "delay: the proxy's repl-read-coalesce-usec settings compared, \"default\" for its default")
@@ -226,6 +228,13 @@ func parseOptions(args []string) (*options, error) {
 	o.pacedSeconds = pick(*pacedSeconds, 20, 5)
 	o.idleSeconds = pick(*idleSeconds, 60, 5)
 	o.delaySeconds = pick(*delaySeconds, 20, 5)
+	switch *floor {
+	case "c":
+	case "go":
+		o.delayGoFloor = true
+	default:
+		return nil, fmt.Errorf("-floor: %q is neither c nor go", *floor)
+	}
 	o.manyN = pick(*manyN, 100, 16)
 	o.manyDataMB, o.manyDataSet = pick(*manyDataMB, 256, 32), *manyDataMB > 0
 	o.manySeconds = pick(*manySeconds, 20, 5)

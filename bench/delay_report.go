@@ -177,12 +177,12 @@ func (r *results) delayMarkdown(p printer, charts map[string]string) {
 	p("CPU is both proxies'; *link coalescing*: proxy A's `repl-link-compression-coalesce-usec`, whose")
 	p("default is 0). *floor*: N replicas behind a process that only copies bytes between")
 	p("each replica's socket and a connection of its own to the primary (the primary sends to each),")
-	kind := forwardKind
+	kind, least := forwardKind, "the least any relay can add"
 	if r.opts.delayGoFloor {
-		kind = forwardGoKind
+		kind, least = forwardGoKind, "the least a relay in Go adds through `net.Conn`"
 	}
 	p("by %s:", kind)
-	p("the least any relay can add, one more hop and one more process woken per packet for all N;")
+	p("%s, one more hop and one more process woken per packet for all N;", least)
 	p("its CPU and switches are that process's. A goal missed")
 	p("*below the floor* is one the floor misses too in the same run.")
 	p("")

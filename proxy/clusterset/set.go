@@ -97,6 +97,7 @@ type shard struct {
 
 	// Owned by Set.Run's goroutine.
 	stopping     bool      // Shutdown asked of it: its end is not a failure
+	gone         bool      // stopped for leaving the topology: no longer in the view
 	missingSince time.Time // zero while the topology lists it
 }
 
@@ -254,6 +255,7 @@ func (s *Set) refresh(ctx context.Context, exited chan *shard) error {
 		}
 	}
 	now := time.Now()
+	var gone []*shard
 	for idx, sh := range s.running {
 		if _, ok := byIndex[idx]; ok {
 			sh.missingSince = time.Time{}
@@ -270,8 +272,8 @@ func (s *Set) refresh(ctx context.Context, exited chan *shard) error {
 		}
 		if now.Sub(sh.missingSince) >= s.grace {
 			s.log.Info("shard gone from the cluster: stopping its server", "shard-index", idx, "port", sh.port)
-			sh.stopping = true
-			sh.srv.Shutdown()
+			sh.stopping, sh.gone = true, true
+			gone = append(gone, sh)
 		}
 	}
 	indexes := make([]int, 0, len(byIndex))
@@ -297,7 +299,12 @@ func (s *Set) refresh(ctx context.Context, exited chan *shard) error {
 		}
 		delete(s.startLogged, idx)
 	}
+	// The view without the gone shards first, their ports closed after
+	// it: no CLUSTER SHARDS sends a client to a port that is closing.
 	s.publishView(byIndex)
+	for _, sh := range gone {
+		sh.srv.Shutdown()
+	}
 	return nil
 }
 
@@ -399,7 +406,8 @@ func (s *Set) queryOptions() clustertopo.Options {
 }
 
 // publishView stores the map CLUSTER SHARDS answers: each running shard
-// with its slots as byIndex gives them (nil: as last published).
+// but those gone from the topology, with its slots as byIndex gives them
+// (nil: as last published).
 func (s *Set) publishView(byIndex map[int]clustertopo.Shard) {
 	old := map[int][]clustertopo.SlotRange{}
 	if v := s.view.Load(); v != nil {
@@ -409,6 +417,9 @@ func (s *Set) publishView(byIndex map[int]clustertopo.Shard) {
 	}
 	view := make([]viewShard, 0, len(s.running))
 	for idx, sh := range s.running {
+		if sh.gone {
+			continue
+		}
 		vs := viewShard{port: sh.port, srv: sh.srv, slots: old[sh.port]}
 		if topo, ok := byIndex[idx]; ok {
 			vs.slots = topo.Slots

@@ -62,6 +62,7 @@ func countListeners(s *Server, isTLS bool) int {
 // over TLS on both sides (tls-replication upstream, tls-port only
 // downstream), two real replicas over TLS; the data is equal everywhere, and
 // a client without a valid certificate is refused under tls-auth-clients yes.
+// The stream reaches the replicas by inline writes.
 func TestTLSBothWays(t *testing.T) {
 	pki := redistest.NewPKI(t)
 	primary := redistest.StartTLSServer(t, pki, "--repl-diskless-sync-delay", "0")
@@ -72,7 +73,7 @@ func TestTLSBothWays(t *testing.T) {
 	// syncs need a side-link fetch, over TLS too.
 	args := append(replicaOf(primary), "--port", "0", "--tls-replication", "yes", "--repl-backlog-size", "16kb",
 		"--repl-log-size", "0")
-	p := startProxy(t, append(args, tlsArgs(t, pki)...)...)
+	p := metricsProxy(t, append(args, tlsArgs(t, pki)...)...)
 	if n := countListeners(p.Server, false); n != 0 {
 		t.Fatalf("port 0 with a tls-port opened %d plain listeners", n)
 	}
@@ -94,6 +95,10 @@ func TestTLSBothWays(t *testing.T) {
 	}
 	pc.MustDo(t, "INCRBY", "counter", 42)
 	redistest.WaitSynced(t, pc, rcs...)
+	// Caught up, TLS replicas are sent the stream inline, as plain ones.
+	if n := scrape(t, p)[`replproxy_relay_delay_seconds_count{path="inline"}`]; n == 0 {
+		t.Error("no inline write to the TLS replicas")
+	}
 	want := pc.Digest(t)
 	for i, rc := range rcs {
 		if got := rc.Digest(t); got != want {

@@ -93,8 +93,12 @@
 // a batch under 16 KiB into one chunk and writes it, and what the socket
 // does not take of it the write loop sends first when it has the socket
 // back (inlineSender.rest); larger batches, and every batch while the
-// link's coalescing setting is on, are the write loop's. TLS replicas,
-// and anything that is not a socket, keep their write loop for every byte.
+// link's coalescing setting is on, are the write loop's. A TLS replica
+// joins too: the producer writes a batch under 16 KiB to its tls.Conn,
+// whose RecordConn below hands each record to one non-blocking write and
+// keeps what the socket does not take for the write loop (tls_records.go);
+// larger batches are the write loop's to encrypt. Anything that is not a
+// socket keeps its write loop for every byte.
 //
 // One writer per socket: the replica's owner flag (inlineSender.owner) says
 // who may write its socket and use its cursor, and only the holder changes

@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -147,10 +148,25 @@ type inlineSender struct {
 	// whoever owns the socket; nil z is a plain link.
 	z        *linkzstd.Writer
 	rest     []byte
-	rests    atomic.Int64 // chunks the socket took only part of
+	rests    atomic.Int64 // chunks, or batches of TLS records, the socket took only part of
 	chunk    [1][]byte
 	coalesce func() time.Duration
+
+	// A TLS replica (newTLSInlineSender): tc encrypts each batch, under
+	// tlsInlineMax, into records that rec, the connection below it, hands
+	// to writeRecord while the inline sender captures them (rec.capture);
+	// what the socket did not take of them waits in rec for the write
+	// loop, which sends it (RecordConn.Flush) before anything else. nil tc
+	// is no TLS replica.
+	tc          *tls.Conn
+	rec         *RecordConn
+	writeRecord func([]byte) int // s.writeRaw, made once
 }
+
+// tlsInlineMax bounds a TLS replica's inline batch: encrypting a larger
+// one is its write loop's work, on its own goroutine, so that the
+// producer's time per publish stays a small batch's per TLS replica.
+const tlsInlineMax = 16 << 10
 
 // newInlineSender returns conn's inline sender, or nil when conn cannot be
 // written without blocking from another goroutine: TLS (whose records the
@@ -173,6 +189,21 @@ func newInlineSender(conn net.Conn, out *atomic.Int64) *inlineSender {
 	s := &inlineSender{kick: make(chan struct{}, 1), rc: rc, out: out}
 	s.owner.Store(ownWriter)
 	s.write = s.writeFD // one method value, so that no write allocates
+	return s
+}
+
+// newTLSInlineSender returns the inline sender of a TLS replica, or nil
+// when tc does not run on a RecordConn over a socket.
+func newTLSInlineSender(tc *tls.Conn, out *atomic.Int64) *inlineSender {
+	rec, ok := tc.NetConn().(*RecordConn)
+	if !ok {
+		return nil
+	}
+	s := newInlineSender(rec.Conn, out)
+	if s != nil {
+		s.tc, s.rec = tc, rec
+		s.writeRecord = s.writeRaw
+	}
 	return s
 }
 
@@ -218,6 +249,9 @@ func (s *inlineSender) handOver() {
 func (s *inlineSender) sendBatch() (handOver bool) {
 	if s.z != nil {
 		return s.sendChunk()
+	}
+	if s.tc != nil {
+		return s.sendRecords()
 	}
 	c := s.cur
 	bufs, err := c.Pending()
@@ -308,6 +342,58 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 		return true
 	}
 	return failed || len(s.rest) > 0 || c.Lag() > 0
+}
+
+// sendRecords is sendBatch for a TLS replica: the cursor's next batch,
+// when under tlsInlineMax, written to the tls.Conn while its RecordConn
+// captures, so that each record goes to the socket by one non-blocking
+// write (writeRaw). The batch is the records' once encrypted, so the cursor
+// moves past it whatever the socket took; the records' rest waits in the
+// RecordConn for the write loop.
+func (s *inlineSender) sendRecords() (handOver bool) {
+	c := s.cur
+	from := c.Offset()
+	bufs, err := c.Pending()
+	if err != nil {
+		return true
+	}
+	if len(*bufs) == 0 {
+		return false
+	}
+	took := 0
+	for _, b := range *bufs {
+		took += len(b)
+	}
+	if took >= tlsInlineMax || !s.rec.capture(s.writeRecord) {
+		return true
+	}
+	for _, b := range *bufs {
+		if _, err := s.tc.Write(b); err != nil {
+			// A tls.Conn's write errors are for good: the write loop meets
+			// this one, with nothing more sent.
+			s.rec.release()
+			return true
+		}
+	}
+	left := s.rec.release()
+	if left {
+		s.rests.Add(1)
+	}
+	if s.advance(c, from, took) != nil {
+		return true
+	}
+	return left || c.Lag() > 0
+}
+
+// writeRaw is a TLS replica's record write while captured: one
+// non-blocking write, returning what the socket took (nothing on an error,
+// which the write loop meets on its next write).
+func (s *inlineSender) writeRaw(p []byte) int {
+	s.chunk[0] = p
+	s.vec.load(s.chunk[:])
+	s.chunk[0] = nil
+	n, _ := s.writeVec()
+	return n
 }
 
 // enter and leave bracket every write of the stream to the socket.

@@ -77,12 +77,21 @@ func (e *inlineEnv) replicaWith(hs Handshake) *inlineReplica {
 	// (Smaller ones make loopback TCP crawl, at one window per delayed ACK.)
 	conn.SetWriteBuffer(32 << 10)
 	peer.SetReadBuffer(32 << 10)
+	return e.run(peer, conn, peer, hs)
+}
+
+// run runs a replica on conn, whose peer's end is peer (read through
+// from: peer itself, or a TLS client on it), and returns once the peer
+// has read +CONTINUE and the replica streams.
+func (e *inlineEnv) run(peer *net.TCPConn, conn net.Conn, from io.Reader, hs Handshake) *inlineReplica {
+	t := e.t
+	t.Helper()
 	st := e.hist.Stream()
 	cur, err := st.Attach(st.Offset() + 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ir := &inlineReplica{peer: peer, br: bufio.NewReaderSize(peer, 64<<10)}
+	ir := &inlineReplica{peer: peer, br: bufio.NewReaderSize(from, 64<<10)}
 	ir.r = New(Config{ID: 1, Conn: conn, Reader: wire.NewCommandReader(conn, wire.Limits{}), Addr: "127.0.0.1:1",
 		Handshake: hs, Plan: history.Plan{Partial: true, ReplID: e.id, Cursor: cur},
 		Hist: e.hist, Host: e.host, Snapshots: e.host, Settings: e.host.settings(), Log: hclog.NewNullLogger(), Fanout: e.fan,

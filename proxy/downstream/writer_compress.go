@@ -118,10 +118,15 @@ type compressedConn struct {
 func (c *compressedConn) Write(p []byte) (int, error) { return c.z.Write(p) }
 
 // sendRest sends what the socket did not take of the inline sender's last
-// chunk on a compressed link, under a write deadline of repl-timeout,
-// before the write loop writes anything else: the chunk is whole in the
-// encoder's window already, so the peer must get all of it, in order.
+// chunk on a compressed link, or of its TLS records, under a write deadline
+// of repl-timeout, before the write loop writes anything else: the chunk
+// is whole in the encoder's window already, and the records are numbered,
+// so the peer must get all of it, in order.
 func (w *writer) sendRest(in *inlineSender) error {
+	if in.rec != nil && in.rec.Pending() > 0 {
+		w.r.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		return in.rec.Flush()
+	}
 	if len(in.rest) == 0 {
 		return nil
 	}

@@ -34,21 +34,24 @@ const writeSlice = 20 * time.Millisecond
 // without progress ends the replica, as one long write would. plan.Cursor is
 // the cursor in use (nil while on the log), for release to close.
 //
-// Caught up, it parks: with a Fanout and a plain TCP socket (a compressed
-// link's too) it lends the socket to the producer's inline sender
-// (inlineSender.park) and waits to be handed it back, then sends what the
-// socket did not take of a compressed chunk (sendRest); otherwise it waits
-// on its cursor.
+// Caught up, it parks: with a Fanout and a TCP socket (a compressed link's
+// or a TLS replica's too) it lends the socket to the producer's inline
+// sender (inlineSender.park) and waits to be handed it back, then sends
+// what the socket did not take of a compressed chunk or of TLS records
+// (sendRest); otherwise it waits on its cursor.
 func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 	r := w.r
 	defer r.cursor.Store(nil)
 	r.startStream(plan.Cursor.Offset())
 	st := r.hist.Stream()
 	var in *inlineSender
+	tc, overTLS := w.conn.(*tls.Conn)
 	switch {
 	case r.fanout == nil:
 	case w.z != nil:
 		in = newCompressedInlineSender(r.conn, w.z, func() time.Duration { return r.set.Load().LinkCoalesce }, w.out)
+	case overTLS:
+		in = newTLSInlineSender(tc, w.out)
 	default:
 		in = newInlineSender(w.conn, w.out)
 	}
@@ -87,7 +90,6 @@ func (w *writer) stream(ctx context.Context, plan *history.Plan) error {
 		// (crypto/tls), so a TLS replica's writes keep repl-timeout and it is
 		// moved to the log only between writes.
 		// Nor compressed: a chunk cut by a deadline cannot be resumed.
-		_, overTLS := w.conn.(*tls.Conn)
 		sliced := live && !overTLS && w.z == nil
 		timeout := w.timeout
 		if sliced {

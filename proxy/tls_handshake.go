@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replproxy/replproxy/proxy/downstream"
+	"github.com/replproxy/replproxy/proxy/wire"
 )
 
 // TLS (tls-port, tls-replication): the material is loaded from the files
@@ -38,12 +39,12 @@ func listenerTLS(conf *liveConfig) *tls.Config {
 }
 
 // handshakeTLS runs the server side of a TLS handshake on an accepted
-// connection (on a downstream.RecordConn, so that a replica's records can
-// be written inline), whose client slot the registry has reserved, within the
+// connection (read by raw reads, and on a downstream.RecordConn so that a
+// replica's records can be written inline), whose client slot the registry has reserved, within the
 // handshake timeout. On failure it closes the connection, gives its slot
 // back, and counts and logs (rate-limited) the failure.
 func (s *Server) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, bool) {
-	tc := tls.Server(downstream.NewRecordConn(conn), s.listeners.tls)
+	tc := tls.Server(downstream.NewRecordConn(wire.RawReadConn(conn)), s.listeners.tls)
 	timeout := min(tlsHandshakeTimeout, s.config().ReplTimeout)
 	tc.SetDeadline(time.Now().Add(timeout))
 	ctx, cancel := context.WithTimeout(ctx, timeout)

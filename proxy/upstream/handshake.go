@@ -69,11 +69,23 @@ func dial(ctx context.Context, t Target) (net.Conn, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if t.TLS != nil {
-		d := tls.Dialer{NetDialer: nd, Config: t.TLS}
 		ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 		defer cancel()
-		conn, err := d.DialContext(ctx, "tcp", t.Addr)
+		raw, err := nd.DialContext(ctx, "tcp", t.Addr)
 		if err != nil {
+			return nil, fmt.Errorf("connect over TLS: %w", err)
+		}
+		// The stream's records are read by raw reads (wire.RawReadConn), as
+		// a plain link's bytes are; the server name is the address's host
+		// unless the configuration names one, as tls.Dialer would make it.
+		conf := t.TLS
+		if host, _, err := net.SplitHostPort(t.Addr); err == nil && conf.ServerName == "" {
+			conf = conf.Clone()
+			conf.ServerName = host
+		}
+		conn := tls.Client(wire.RawReadConn(raw), conf)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			raw.Close()
 			return nil, fmt.Errorf("connect over TLS: %w", err)
 		}
 		return conn, nil

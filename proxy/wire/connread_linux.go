@@ -25,6 +25,31 @@ func ConnReader(conn net.Conn) io.Reader {
 	return r
 }
 
+// RawReadConn returns the connection a TLS connection runs on: conn, read
+// as ConnReader reads a plain one (a raw read(2) under the poller), so that
+// the records of a TLS stream, one read each, are not system calls the
+// scheduler is told of (below). Anything but a TCP connection is returned
+// as it is. Its reads are not safe for concurrent use: crypto/tls makes
+// one at a time.
+func RawReadConn(conn net.Conn) net.Conn {
+	r, ok := ConnReader(conn).(*rawConnReader)
+	if !ok {
+		return conn
+	}
+	return &rawReadConn{Conn: conn, r: r}
+}
+
+// rawReadConn is a TCP connection whose Read is a rawConnReader's.
+type rawReadConn struct {
+	net.Conn
+	r *rawConnReader
+}
+
+func (c *rawReadConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// SyscallConn is the socket's, for its descriptor and raw writes.
+func (c *rawReadConn) SyscallConn() (syscall.RawConn, error) { return c.r.rc, nil }
+
 // A rawConnReader reads a TCP connection with read(2) as a raw system call
 // (syscall.RawSyscall), waiting in the poller as net.Conn.Read does, with
 // its deadlines. The socket is non-blocking, so the call cannot wait, and

@@ -389,7 +389,10 @@ func (c *session) decompress(main bool) {
 		return
 	}
 	// Buffered: a chunk's header and body then come in one read, not two.
-	c.zr = linkzstd.NewReader(bufio.NewReaderSize(drainThen{c.rd, c.conn}, compressedReadBuffer))
+	// Raw reads (wire.ConnReader), as a plain link's stream is read: each
+	// chunk is a read, and one the scheduler is told of keeps its monitor
+	// thread polling while the proxy works.
+	c.zr = linkzstd.NewReader(bufio.NewReaderSize(drainThen{c.rd, wire.ConnReader(c.conn)}, compressedReadBuffer))
 	c.in = c.zr
 	c.rd = wire.NewCommandReader(c.zr, wire.Limits{})
 	if main {

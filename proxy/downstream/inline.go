@@ -168,9 +168,9 @@ type inlineSender struct {
 // producer's time per publish stays a small batch's per TLS replica.
 const tlsInlineMax = 16 << 10
 
-// newInlineSender returns conn's inline sender, or nil when conn cannot be
-// written without blocking from another goroutine: TLS (whose records the
-// write loop alone builds) and anything that is not a socket.
+// newInlineSender returns conn's inline sender, or nil when conn is no
+// socket the producer can write without blocking: a pipe, or a tls.Conn
+// (whose records only crypto/tls builds: newTLSInlineSender).
 func newInlineSender(conn net.Conn, out *atomic.Int64) *inlineSender {
 	if !writevSupported {
 		return nil

@@ -405,9 +405,9 @@ func TestInlineEndsParked(t *testing.T) {
 	}
 }
 
-// TestInlineOnlyPlainSockets: a TLS connection (whose records the write
-// loop alone builds) and a pipe keep their write loop; a TCP socket gets an
-// inline sender.
+// TestInlineOnlyPlainSockets: a pipe keeps its write loop, and so does TLS
+// over anything but a RecordConn on a socket; a TCP socket gets a plain
+// inline sender, TLS on a RecordConn over TCP a TLS one.
 func TestInlineOnlyPlainSockets(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
@@ -424,7 +424,16 @@ func TestInlineOnlyPlainSockets(t *testing.T) {
 		t.Error("a TCP socket got no inline sender")
 	}
 	if newInlineSender(tls.Client(c, &tls.Config{}), &out) != nil {
-		t.Error("TLS over TCP got an inline sender")
+		t.Error("TLS over TCP got a plain inline sender")
+	}
+	if newTLSInlineSender(tls.Client(c, &tls.Config{}), &out) != nil {
+		t.Error("TLS over TCP, no RecordConn, got an inline sender")
+	}
+	if newTLSInlineSender(tls.Client(NewRecordConn(a), &tls.Config{}), &out) != nil {
+		t.Error("TLS on a RecordConn over a pipe got an inline sender")
+	}
+	if s := newTLSInlineSender(tls.Client(NewRecordConn(c), &tls.Config{}), &out); (s == nil || s.tc == nil) && writevSupported {
+		t.Error("TLS on a RecordConn over TCP got no TLS inline sender")
 	}
 }
 

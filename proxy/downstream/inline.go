@@ -306,22 +306,14 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 		return true
 	}
 	c := s.cur
-	from := c.Offset()
-	bufs, err := c.Pending()
-	if err != nil {
+	bufs, from, took, ok, handOver := s.smallBatch(linkChunkMin)
+	if !ok {
+		return handOver
+	}
+	if s.z.Buffered() > 0 {
 		return true
 	}
-	if len(*bufs) == 0 {
-		return false
-	}
-	took := 0
-	for _, b := range *bufs {
-		took += len(b)
-	}
-	if took >= linkChunkMin || s.z.Buffered() > 0 {
-		return true
-	}
-	for _, b := range *bufs {
+	for _, b := range bufs {
 		if _, err := s.z.Write(b); err != nil {
 			return true // the write loop meets the encoder's error
 		}
@@ -344,6 +336,28 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 	return failed || len(s.rest) > 0 || c.Lag() > 0
 }
 
+// smallBatch returns the cursor's next batch, its first offset and its
+// size, when it is under limit (ok). Otherwise handOver is sendBatch's
+// answer: false when there is nothing to send, true on an error or for a
+// batch the write loop is to send.
+func (s *inlineSender) smallBatch(limit int) (bufs [][]byte, from int64, took int, ok, handOver bool) {
+	from = s.cur.Offset()
+	p, err := s.cur.Pending()
+	if err != nil {
+		return nil, 0, 0, false, true
+	}
+	if len(*p) == 0 {
+		return nil, 0, 0, false, false
+	}
+	for _, b := range *p {
+		took += len(b)
+	}
+	if took >= limit {
+		return nil, 0, 0, false, true
+	}
+	return *p, from, took, true, false
+}
+
 // sendRecords is sendBatch for a TLS replica: the cursor's next batch,
 // when under tlsInlineMax, written to the tls.Conn while its RecordConn
 // captures, so that each record goes to the socket by one non-blocking
@@ -352,22 +366,14 @@ func (s *inlineSender) sendChunk() (handOver bool) {
 // RecordConn for the write loop.
 func (s *inlineSender) sendRecords() (handOver bool) {
 	c := s.cur
-	from := c.Offset()
-	bufs, err := c.Pending()
-	if err != nil {
+	bufs, from, took, ok, handOver := s.smallBatch(tlsInlineMax)
+	if !ok {
+		return handOver
+	}
+	if !s.rec.capture(s.writeRecord) {
 		return true
 	}
-	if len(*bufs) == 0 {
-		return false
-	}
-	took := 0
-	for _, b := range *bufs {
-		took += len(b)
-	}
-	if took >= tlsInlineMax || !s.rec.capture(s.writeRecord) {
-		return true
-	}
-	for _, b := range *bufs {
+	for _, b := range bufs {
 		if _, err := s.tc.Write(b); err != nil {
 			// A tls.Conn's write errors are for good: the write loop meets
 			// this one, with nothing more sent.

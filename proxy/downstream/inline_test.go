@@ -445,27 +445,47 @@ func TestInlineOnlyPlainSockets(t *testing.T) {
 // and all three paths were taken: inline chunks, hand-overs, and a chunk's
 // rest sent by the write loop.
 func TestInlineCompressedLink(t *testing.T) {
-	const replicas = 3
+	e := newInlineEnv(t)
+	rs := make([]*inlineReplica, 3)
+	for i := range rs {
+		rs[i] = e.replicaWith(Handshake{CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"})
+		if rs[i].sender().z == nil {
+			t.Fatalf("replica %d: the inline sender is not the compressed link's", i)
+		}
+	}
+	e.cutShort(rs, noisyByte, 3, func(ir *inlineReplica) (io.Reader, func()) {
+		zr := linkzstd.NewReader(ir.br)
+		return zr, zr.Close
+	})
+}
+
+// cutShort publishes 6 MiB (2 in -short) of the stream, whose byte at an
+// offset is byteAt's, in chunks of random size, each flushed inline, to
+// rs, whose test readers read it through decode and pause at random.
+// Halfway the readers stop and small publishes go on until every socket
+// has cut an inline write short, so that its write loop has the rest to
+// send first, whatever the timing. Every reader must read exactly the
+// published bytes in order, no two writes may have overlapped, and every
+// path must have been taken: inline writes, hand-overs, and rests sent by
+// the write loop. seed varies the sizes and pauses between tests.
+func (e *inlineEnv) cutShort(rs []*inlineReplica, byteAt func(int64) byte, seed uint64, decode func(*inlineReplica) (io.Reader, func())) {
+	t := e.t
+	t.Helper()
 	total := int64(6 << 20)
 	if testing.Short() {
 		total = 2 << 20
 	}
-	e := newInlineEnv(t)
 	st := e.hist.Stream()
 	start := st.Offset() + 1
-	rs := make([]*inlineReplica, replicas)
-	for i := range rs {
-		rs[i] = e.replicaWith(Handshake{CapaPSync2: true, CapaReplproxy: true, Compression: "zstd"})
-	}
-	prog := newProgress(replicas)
-	errs := make(chan error, replicas)
+	prog := newProgress(len(rs))
+	errs := make(chan error, len(rs))
 	var hold atomic.Bool // readers stop while it is set
 	for i, ir := range rs {
 		go func() {
-			rng := rand.New(rand.NewPCG(uint64(i), 3))
-			zr := linkzstd.NewReader(ir.br)
-			defer zr.Close()
-			errs <- readChecked(ir, zr, i, start, total, noisyByte, prog, func() {
+			rng := rand.New(rand.NewPCG(uint64(i), seed))
+			src, done := decode(ir)
+			defer done()
+			errs <- readChecked(ir, src, i, start, total, byteAt, prog, func() {
 				for hold.Load() {
 					time.Sleep(time.Millisecond)
 				}
@@ -476,11 +496,14 @@ func TestInlineCompressedLink(t *testing.T) {
 			}, rng)
 		}()
 	}
-	rng := rand.New(rand.NewPCG(98, 3))
+	rng := rand.New(rand.NewPCG(100-seed, seed))
 	chunk := make([]byte, 64<<10)
-	// Halfway, the readers stop and small publishes go on until every
-	// socket has cut an inline chunk short: its write loop then has the
-	// chunk's rest to send first, whatever the timing of the rest.
+	fillAt := func(p []byte, from int64) []byte {
+		for i := range p {
+			p[i] = byteAt(from + int64(i))
+		}
+		return p
+	}
 	cut := func() bool {
 		for _, ir := range rs {
 			if ir.sender().rests.Load() == 0 {
@@ -497,7 +520,7 @@ func TestInlineCompressedLink(t *testing.T) {
 			}
 			hold.Store(true)
 			for ; !cut() && off < start+total; off += 2 << 10 {
-				if err := st.Append(fillNoisy(chunk[:2<<10], off)); err != nil {
+				if err := st.Append(fillAt(chunk[:2<<10], off)); err != nil {
 					t.Fatal(err)
 				}
 				e.fan.Flush()
@@ -509,7 +532,7 @@ func TestInlineCompressedLink(t *testing.T) {
 			size = 1 + rng.IntN(len(chunk))
 		}
 		k := min(int64(size), start+total-off)
-		if err := st.Append(fillNoisy(chunk[:k], off)); err != nil {
+		if err := st.Append(fillAt(chunk[:k], off)); err != nil {
 			t.Fatal(err)
 		}
 		e.fan.Flush()
@@ -528,9 +551,6 @@ func TestInlineCompressedLink(t *testing.T) {
 	var inline, handed, rests int64
 	for i, ir := range rs {
 		s := ir.sender()
-		if s.z == nil {
-			t.Fatalf("replica %d: the inline sender is not the compressed link's", i)
-		}
 		if n := s.overlaps.Load(); n != 0 {
 			t.Errorf("replica %d: %d writes began while another was in flight", i, n)
 		}
@@ -539,9 +559,9 @@ func TestInlineCompressedLink(t *testing.T) {
 		rests += s.rests.Load()
 	}
 	if inline == 0 || handed == 0 || rests == 0 {
-		t.Fatalf("%d inline chunks, %d hand-overs, %d chunks finished by the write loop: every path must be taken", inline, handed, rests)
+		t.Fatalf("%d inline writes, %d hand-overs, %d rests sent by the write loop: every path must be taken", inline, handed, rests)
 	}
-	t.Logf("%d inline chunks, %d hand-overs, %d chunks finished by the write loop", inline, handed, rests)
+	t.Logf("%d inline writes, %d hand-overs, %d rests sent by the write loop", inline, handed, rests)
 }
 
 // noisyByte is the compressed test's stream byte at off: a hash of it,
@@ -551,11 +571,4 @@ func noisyByte(off int64) byte {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return byte(z ^ z>>31)
-}
-
-func fillNoisy(p []byte, from int64) []byte {
-	for i := range p {
-		p[i] = noisyByte(from + int64(i))
-	}
-	return p
 }

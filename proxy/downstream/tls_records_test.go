@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
-	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,98 +116,14 @@ func (e *inlineEnv) replicaTLS(pki *redistest.PKI) *inlineReplica {
 // were taken: inline records, hand-overs, and records the write loop
 // finished.
 func TestInlineTLS(t *testing.T) {
-	const replicas = 3
-	total := int64(6 << 20)
-	if testing.Short() {
-		total = 2 << 20
-	}
 	pki := redistest.NewPKI(t)
 	e := newInlineEnv(t)
-	st := e.hist.Stream()
-	start := st.Offset() + 1
-	rs := make([]*inlineReplica, replicas)
+	rs := make([]*inlineReplica, 3)
 	for i := range rs {
 		rs[i] = e.replicaTLS(pki)
-		if s := rs[i].sender(); s.tc == nil {
+		if rs[i].sender().tc == nil {
 			t.Fatalf("replica %d: the inline sender is not a TLS replica's", i)
 		}
 	}
-	prog := newProgress(replicas)
-	errs := make(chan error, replicas)
-	var hold atomic.Bool // readers stop while it is set
-	for i, ir := range rs {
-		go func() {
-			rng := rand.New(rand.NewPCG(uint64(i), 5))
-			errs <- readChecked(ir, ir.br, i, start, total, streamByte, prog, func() {
-				for hold.Load() {
-					time.Sleep(time.Millisecond)
-				}
-				if rng.IntN(16) == 0 {
-					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
-				}
-			}, rng)
-		}()
-	}
-	rng := rand.New(rand.NewPCG(97, 5))
-	chunk := make([]byte, 64<<10)
-	// Halfway, the readers stop and small publishes go on until every
-	// socket has cut inline records short.
-	cut := func() bool {
-		for _, ir := range rs {
-			if ir.sender().rests.Load() == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	for off, held := start, false; off < start+total; {
-		if !held && off > start+total/2 {
-			held = true
-			if err := prog.wait(off, 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			hold.Store(true)
-			for ; !cut() && off < start+total; off += 2 << 10 {
-				if err := st.Append(fill(chunk[:2<<10], off)); err != nil {
-					t.Fatal(err)
-				}
-				e.fan.Flush()
-			}
-			hold.Store(false)
-		}
-		size := 1 + rng.IntN(4<<10)
-		if rng.IntN(16) == 0 {
-			size = 1 + rng.IntN(len(chunk))
-		}
-		k := min(int64(size), start+total-off)
-		if err := st.Append(fill(chunk[:k], off)); err != nil {
-			t.Fatal(err)
-		}
-		e.fan.Flush()
-		off += k
-		if rng.IntN(64) == 0 {
-			if err := prog.wait(off, 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for range rs {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	var inline, handed, rests int64
-	for i, ir := range rs {
-		s := ir.sender()
-		if n := s.overlaps.Load(); n != 0 {
-			t.Errorf("replica %d: %d writes began while another was in flight", i, n)
-		}
-		inline += s.inline.Load()
-		handed += s.handed.Load()
-		rests += s.rests.Load()
-	}
-	if inline == 0 || handed == 0 || rests == 0 {
-		t.Fatalf("%d inline records, %d hand-overs, %d batches finished by the write loop: every path must be taken", inline, handed, rests)
-	}
-	t.Logf("%d inline records, %d hand-overs, %d batches finished by the write loop", inline, handed, rests)
+	e.cutShort(rs, streamByte, 5, func(ir *inlineReplica) (io.Reader, func()) { return ir.br, func() {} })
 }

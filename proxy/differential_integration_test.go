@@ -87,6 +87,15 @@ func startDiffEnv(t testing.TB) *diffEnv {
 	redistest.Require(t)
 	dead := strconv.Itoa(redistest.FreePort(t)) // nothing listens there: a primary that is down
 	env := &diffEnv{setups: map[string]*diffSetup{}}
+	t.Cleanup(func() {
+		for _, su := range env.setups {
+			for _, c := range su.controls {
+				if c != nil {
+					c.close()
+				}
+			}
+		}
+	})
 	for _, locked := range []bool{false, true} {
 		su := &diffSetup{name: "open", locked: locked, primaryPort: dead}
 		if locked {
@@ -228,7 +237,10 @@ func (d *diffConn) mustDo(t testing.TB, want string, args ...string) {
 // as the default user: what sets the side up and resets it between
 // sequences. It stays open from one sequence to the next, so that every
 // sequence meets it in CLIENT LIST on both sides; one a sequence closed
-// (CLIENT KILL) is opened again.
+// (CLIENT KILL) is opened again. It is closed with the environment
+// (startDiffEnv), never with the test that opened it: a fuzz seed's end
+// would close it while the next seed runs, and a side that had not yet
+// seen the close would count it in that seed's CLIENT KILL.
 func (su *diffSetup) control(t testing.TB, side int) *diffConn {
 	t.Helper()
 	if c := su.controls[side]; c != nil {
@@ -238,7 +250,6 @@ func (su *diffSetup) control(t testing.TB, side int) *diffConn {
 		c.close()
 	}
 	c := dialDiff(t, su.addr[side])
-	t.Cleanup(c.close)
 	if su.locked {
 		c.mustDo(t, "+OK\r\n", "AUTH", diffPassword)
 	}

@@ -374,8 +374,16 @@ func TestInlineBlockedReplicaDelaysNoOne(t *testing.T) {
 // finding nothing to send.
 func TestInlineFlushAllocs(t *testing.T) {
 	e := newInlineEnv(t)
+	e.checkFlushAllocs(e.replica())
+}
+
+// checkFlushAllocs fails the test unless 512 B publishes, each flushed
+// inline to ir, whose peer reads everything, allocate nothing, and unless
+// they were written inline.
+func (e *inlineEnv) checkFlushAllocs(ir *inlineReplica) {
+	t := e.t
+	t.Helper()
 	st := e.hist.Stream()
-	ir := e.replica()
 	go io.Copy(io.Discard, ir.br)
 	p := make([]byte, 512)
 	off := st.Offset() + 1
@@ -386,6 +394,9 @@ func TestInlineFlushAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Append and Flush: %v allocs per run, want 0", allocs)
+	}
+	if ir.sender().inline.Load() == 0 {
+		t.Fatal("no publish was written inline")
 	}
 }
 

@@ -127,3 +127,10 @@ func TestInlineTLS(t *testing.T) {
 	}
 	e.cutShort(rs, streamByte, 5, func(ir *inlineReplica) (io.Reader, func()) { return ir.br, func() {} })
 }
+
+// TestInlineTLSFlushAllocs: a small publish sent inline to a TLS replica
+// allocates nothing, as to a plain one (TestInlineFlushAllocs).
+func TestInlineTLSFlushAllocs(t *testing.T) {
+	e := newInlineEnv(t)
+	e.checkFlushAllocs(e.replicaTLS(redistest.NewPKI(t)))
+}
